@@ -1,0 +1,31 @@
+# Two commands on a fresh machine with Python 3.11 and make:
+#   make demo   the main job on the built-in default model
+#   make test   lint + the test suite (tests/ and the tutorial notebooks)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo test lint catalog clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test,torch]"
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)
+	$(BIN)/tvm-hetero demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python ci/gen_catalog.py --check
+
+test: lint
+	$(BIN)/python -m pytest
+
+catalog: $(STAMP)
+	$(BIN)/python ci/gen_catalog.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

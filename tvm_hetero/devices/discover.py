@@ -1,0 +1,72 @@
+"""Discover this machine's devices and resolve device names as the CLI writes them."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+
+from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
+
+DEFAULT_CUDA_ARCH = "sm_90"
+"""Arch used to compile for a GPU that is not on this machine (the lent H100 / H200 machines)."""
+
+
+def cpu_device(index: int = 0, threads: int | None = None) -> DeviceSpec:
+    """This machine's CPU as vdevice ``index`` (``cpu``, ``cpu:1``...), named to LLVM.
+
+    The target names the CPU (``mcpu``) with the plain Linux triple: with the wheel's default
+    triple LLVM silently drops ``mcpu=native``. ``threads`` defaults to every core; TVM itself
+    would use half.
+    """
+    from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
+
+    threads = threads or os.cpu_count() or 1
+    target = {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": threads}
+    name = "cpu" if index == 0 else f"cpu:{index}"
+    return DeviceSpec(name, DeviceKind.CPU, target, index, psutil.virtual_memory().total, threads)
+
+
+def cuda_device(index: int = 0, arch: str | None = None) -> DeviceSpec:
+    """CUDA GPU ``index``: arch and memory from the GPU when present, else ``arch`` / sm_90."""
+    import tvm
+
+    dev = tvm.cuda(index)
+    memory = None
+    if dev.exist:
+        arch = arch or "sm_" + str(dev.compute_version).replace(".", "")
+        memory = int(dev.total_global_memory)
+    target = {"kind": "cuda", "arch": arch or DEFAULT_CUDA_ARCH, "host": {"kind": "llvm"}}
+    return DeviceSpec(f"cuda:{index}", DeviceKind.CUDA, target, index, memory)
+
+
+def gpu_count() -> int:
+    """Number of CUDA GPUs TVM can see."""
+    import tvm
+
+    n = 0
+    while n < 16 and tvm.cuda(n).exist:
+        n += 1
+    return n
+
+
+def discover() -> list[DeviceSpec]:
+    """The devices of this machine: the CPU always, each CUDA GPU when present."""
+    return [cpu_device(), *(cuda_device(i) for i in range(gpu_count()))]
+
+
+def resolve_device(
+    text: str, cluster: ClusterSpec | None = None, cuda_arch: str | None = None
+) -> DeviceSpec:
+    """A device as the command line writes it: ``cpu``, ``cpu:1``, ``cuda``, ``cuda:0`` or a name
+    from the cluster file.
+    """
+    if cluster is not None and any(d.name == text for d in cluster.devices):
+        return cluster.device(text)
+    kind, _, index_text = text.partition(":")
+    if kind in ("cpu", "llvm", "cuda", "gpu") and (index_text == "" or index_text.isdigit()):
+        index = int(index_text or 0)
+        return cpu_device(index) if kind in ("cpu", "llvm") else cuda_device(index, cuda_arch)
+    names = f"; cluster devices: {[d.name for d in cluster.devices]}" if cluster else ""
+    raise SpecError(f"unknown device {text!r}: write cpu, cpu:N, cuda or cuda:N{names}")

@@ -1,0 +1,165 @@
+"""Device and cluster specifications: what runs where, and how devices are linked.
+
+Specs are frozen dataclasses that load from and save to JSON or TOML; every validation error
+names the bad field (``devices[1].kind``) and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class SpecError(ValueError):
+    """A device or cluster spec with a bad field."""
+
+
+class DeviceKind(str, Enum):
+    """What executes a device's work: this CPU, a CUDA GPU, or a simulation fed by profiles."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+    SIMULATED = "simulated"
+
+
+class Topology(str, Enum):
+    """How the devices of a cluster are wired."""
+
+    STAR = "star"
+    RING = "ring"
+    PARAMETER_SERVER = "parameter-server"
+    MESH = "mesh"
+
+
+_TARGET_KIND = {DeviceKind.CPU: "llvm", DeviceKind.CUDA: "cuda"}
+
+
+def _enum(cls: type[Enum], value: Any, where: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
+        raise SpecError(f"{where}: {value!r} is not one of {allowed}") from None
+
+
+def _check(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        raise SpecError(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device.
+
+    Attributes
+    ----------
+    name : str
+        Unique name (``cpu``, ``cpu:1``, ``gpu0``, ``edge-a``).
+    kind : DeviceKind
+        ``cpu``, ``cuda`` or ``simulated``.
+    target : dict
+        TVM target in dict form (``{"kind": "llvm", "mcpu": "znver3"}``); empty for simulated.
+    index : int
+        Device index handed to TVM (``tvm.cpu(index)``, ``tvm.cuda(index)``).
+    memory_bytes : int or None
+        Memory capacity, for planners with memory limits.
+    threads : int or None
+        Worker threads the device uses (CPU); ``None`` leaves TVM's default.
+    host : str or None
+        Address of the TVM RPC server that owns the device; ``None`` for this process.
+    profile : str or None
+        For simulated devices: the profile source its costs come from.
+    """
+
+    name: str
+    kind: DeviceKind
+    target: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+    memory_bytes: int | None = None
+    threads: int | None = None
+    host: str | None = None
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        where = f"device {self.name!r}"
+        _check(isinstance(self.name, str) and self.name != "", "device.name", "must be a non-empty string")
+        object.__setattr__(self, "kind", _enum(DeviceKind, self.kind, f"{where}.kind"))
+        _check(isinstance(self.index, int) and self.index >= 0, f"{where}.index", f"must be an integer >= 0, got {self.index!r}")
+        for name in ("memory_bytes", "threads"):
+            value = getattr(self, name)
+            _check(value is None or (isinstance(value, int) and value > 0), f"{where}.{name}", f"must be a positive integer, got {value!r}")
+        _check(isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form")
+        if self.kind is DeviceKind.SIMULATED:
+            _check(not self.target, f"{where}.target", "a simulated device has no TVM target")
+            return
+        expected = _TARGET_KIND[self.kind]
+        _check(self.target.get("kind") == expected, f"{where}.target.kind", f"must be {expected!r} for a {self.kind.value} device, got {self.target.get('kind')!r}")
+
+    @property
+    def simulated(self) -> bool:
+        """``True`` for a device that only exists as a profile."""
+        return self.kind is DeviceKind.SIMULATED
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-friendly form (unset optional fields left out)."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind.value, "index": self.index}
+        if self.target:
+            out["target"] = dict(self.target)
+        for key in ("memory_bytes", "threads", "host", "profile"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "device") -> DeviceSpec:
+        """Parse and validate; errors name ``where`` and the field."""
+        _check(isinstance(data, dict), where, f"must be a table/object, got {type(data).__name__}")
+        known = {"name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile"}
+        unknown = sorted(set(data) - known)
+        _check(not unknown, f"{where}.{unknown[0] if unknown else ''}", f"unknown field; fields are {sorted(known)}")
+        for key in ("name", "kind"):
+            _check(key in data, f"{where}.{key}", "is required")
+        try:
+            return cls(**data)
+        except SpecError as err:
+            raise SpecError(f"{where}: {err}") from None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A network link between two devices (both directions).
+
+    Attributes
+    ----------
+    a, b : str
+        Device names.
+    bandwidth_mbps : float
+        Bandwidth in megabits per second.
+    latency_ms : float
+        One-way latency in milliseconds.
+    """
+
+    a: str
+    b: str
+    bandwidth_mbps: float
+    latency_ms: float = 0.0
+
+    def transfer_seconds(self, nbytes: int) -> float:
+        """Time to send ``nbytes`` over this link: ``latency + bytes / bandwidth``."""
+        return self.latency_ms / 1e3 + nbytes * 8 / (self.bandwidth_mbps * 1e6)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-friendly form."""
+        return {"a": self.a, "b": self.b, "bandwidth_mbps": self.bandwidth_mbps, "latency_ms": self.latency_ms}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> Link:
+        """Parse and validate one link."""
+        _check(isinstance(data, dict), where, "must be a table/object")
+        for key in ("a", "b", "bandwidth_mbps"):
+            _check(key in data, f"{where}.{key}", "is required")
+        bw, lat = data["bandwidth_mbps"], data.get("latency_ms", 0.0)
+        _check(isinstance(bw, int | float) and bw > 0, f"{where}.bandwidth_mbps", f"must be > 0, got {bw!r}")
+        _check(isinstance(lat, int | float) and lat >= 0, f"{where}.latency_ms", f"must be >= 0, got {lat!r}")
+        return cls(str(data["a"]), str(data["b"]), float(bw), float(lat))

@@ -1,0 +1,171 @@
+"""One loader for every model source: zoo names, ONNX, torch.export, ``relax.frontend.nn``, TVMScript."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import tvm
+
+from tvm_hetero.frontends.model import InputSpec, Model
+from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.ir.types import tensor_infos
+
+SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}
+
+
+class ModelLoadError(ValueError):
+    """A model source that cannot be loaded."""
+
+
+class UnsupportedOperatorError(ModelLoadError):
+    """A model with an operator its frontend cannot convert."""
+
+
+def load_model(
+    source: Any,
+    *,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    spec: Mapping[str, tuple[Sequence[int], str]] | None = None,
+    example_args: tuple | None = None,
+    **overrides: Any,
+) -> Model:
+    """Load a model into a :class:`Model` whose ``main`` takes only data inputs.
+
+    Parameters
+    ----------
+    source
+        A zoo name (``bert-base``, ``resnet50:tiny``), a path to an ``.onnx`` file, a ``.pt2``
+        file saved by ``torch.export.save``, or a TVMScript ``.py`` file; or an ``IRModule``, a
+        ``relax.frontend.nn.Module`` (give ``spec``), a ``torch.export.ExportedProgram`` or a
+        ``torch.nn.Module`` (give ``example_args``).
+    shapes : Mapping[str, Sequence[int]], optional
+        ONNX input shapes, for models with symbolic dimensions.
+    spec : Mapping[str, tuple[shape, dtype]], optional
+        Inputs of an ``nn.Module``'s ``forward``.
+    example_args : tuple, optional
+        Example inputs to export a ``torch.nn.Module``.
+    **overrides
+        Zoo settings (``batch=16``).
+    """
+    if isinstance(source, Model):
+        return source
+    if isinstance(source, tvm.IRModule):
+        return from_irmodule(source, "irmodule", "irmodule")
+    if isinstance(source, str | Path):
+        return _load_path(source, shapes, overrides)
+    from tvm.relax.frontend import nn
+
+    if isinstance(source, nn.Module):
+        if spec is None:
+            raise ModelLoadError("load_model: an nn.Module needs spec={name: (shape, dtype)}")
+        from tvm_hetero.zoo.export import export_nn
+
+        inputs = [InputSpec(k, tuple(s), d) for k, (s, d) in spec.items()]
+        name = type(source).__name__
+        return export_nn(source, inputs, name=name, source=f"nn:{name}", seed_key=name)
+    module_name = type(source).__module__
+    if module_name.startswith("torch"):
+        return _from_torch(source, example_args)
+    raise ModelLoadError(f"load_model: cannot load a {type(source).__name__}")
+
+
+def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
+    """Wrap an IRModule with entry ``main``; inputs are its first ``num_input`` parameters."""
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    if ENTRY_FUNC not in names:
+        raise ModelLoadError(f"{source}: module has no {ENTRY_FUNC!r} function; functions: {names}")
+    func = mod[ENTRY_FUNC]
+    n = func.attrs.get("num_input") if func.attrs else None
+    params = list(func.params)[: len(func.params) if n is None else int(n)]
+    inputs = []
+    for p in params:
+        infos = tensor_infos(p.ty)
+        if len(infos) != 1 or infos[0].shape is None:
+            raise ModelLoadError(f"{source}: input {p.name!r} is not a tensor of known rank")
+        inputs.append(InputSpec(str(p.name), infos[0].shape, infos[0].dtype))
+    return Model(name=name, mod=mod.clone(), inputs=tuple(inputs), source=source)
+
+
+def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict) -> Model:
+    path = Path(source)
+    if path.suffix in SUFFIXES:
+        if not path.is_file():
+            raise ModelLoadError(f"model file {str(path)!r} does not exist")
+        loader = {".onnx": _from_onnx, ".pt2": _from_pt2, ".py": _from_tvmscript}[path.suffix]
+        return loader(path, shapes)
+    if path.exists():
+        raise ModelLoadError(
+            f"cannot tell the format of {str(path)!r}; use one of {', '.join(SUFFIXES)}"
+        )
+    from tvm_hetero.zoo import load_zoo_model
+
+    return load_zoo_model(str(source), **overrides)
+
+
+def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    try:
+        proto = onnx.load(str(path))
+    except Exception as err:  # onnx raises DecodeError and friends
+        raise ModelLoadError(f"{path}: not a readable ONNX model: {err}") from None
+    try:
+        mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
+    except tvm.error.OpNotImplemented as err:
+        raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None
+    return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+def _from_pt2(path: Path, _shapes: Mapping | None) -> Model:
+    torch = _import_torch()
+    return _from_exported(torch.export.load(str(path)), path.stem, f"pt2:{path}")
+
+
+def _from_torch(obj: Any, example_args: tuple | None) -> Model:
+    torch = _import_torch()
+    if isinstance(obj, torch.export.ExportedProgram):
+        return _from_exported(obj, "exported_program", "torch.export")
+    if isinstance(obj, torch.nn.Module):
+        if example_args is None:
+            raise ModelLoadError("load_model: a torch.nn.Module needs example_args=(tensor, ...)")
+        name = type(obj).__name__
+        return _from_exported(torch.export.export(obj.eval(), example_args), name, f"torch:{name}")
+    raise ModelLoadError(f"load_model: cannot load a {type(obj).__name__}")
+
+
+def _from_exported(program: Any, name: str, source: str) -> Model:
+    from tvm.relax.frontend.torch import from_exported_program
+
+    try:
+        mod = from_exported_program(program, keep_params_as_input=False)
+    except (AssertionError, KeyError, tvm.error.OpNotImplemented) as err:
+        raise UnsupportedOperatorError(f"{source}: {_first_line(err)}") from None
+    return from_irmodule(mod, name, source)
+
+
+def _from_tvmscript(path: Path, _shapes: Mapping | None) -> Model:
+    try:
+        mod = tvm.script.from_source(path.read_text())
+    except Exception as err:  # the parser raises DiagnosticError and SyntaxError
+        raise ModelLoadError(f"{path}: not a valid TVMScript IRModule: {_first_line(err)}") from None
+    if not isinstance(mod, tvm.IRModule):
+        raise ModelLoadError(f"{path}: TVMScript must define an IRModule (@I.ir_module)")
+    return from_irmodule(mod, path.stem, f"tvmscript:{path}")
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ModelLoadError(
+            "loading PyTorch models needs torch: pip install 'tvm-hetero[torch]'"
+        ) from None
+    return torch
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[-1] if text else type(err).__name__

@@ -1,0 +1,99 @@
+"""Placement: which device each operator runs on (the plan shape of explicit and ALS placement).
+
+Pure data and pure functions: no IR, no measurement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class PlanError(ValueError):
+    """A plan that cannot be made or applied."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Operator -> device assignment.
+
+    Attributes
+    ----------
+    devices : tuple[str, ...]
+        Device names in vdevice order; index 0 is the home device (inputs, outputs, the rest).
+    assignment : Mapping[str, int]
+        Op node id -> index into ``devices``. Unlisted operators run on device 0.
+    strategy : str
+        Who made the plan (``manual``, ``als``...).
+    """
+
+    devices: tuple[str, ...]
+    assignment: Mapping[str, int] = field(default_factory=dict)
+    strategy: str = "manual"
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise PlanError("Placement: devices must list at least one device")
+        for node, index in self.assignment.items():
+            if not (isinstance(index, int) and 0 <= index < len(self.devices)):
+                raise PlanError(
+                    f"Placement: operator {node!r} is assigned device index {index!r}; "
+                    f"valid indices are 0..{len(self.devices) - 1} ({', '.join(self.devices)})"
+                )
+
+    def device_of(self, node_id: str) -> int:
+        """Device index of an operator (0 when unlisted)."""
+        return self.assignment.get(node_id, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "kind": "placement",
+            "strategy": self.strategy,
+            "devices": list(self.devices),
+            "assignment": dict(self.assignment),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        """Inverse of :meth:`to_dict`."""
+        if data.get("kind") != "placement":
+            raise PlanError(f"not a placement plan: kind is {data.get('kind')!r}")
+        return cls(tuple(data["devices"]), dict(data["assignment"]), data.get("strategy", "manual"))
+
+    def to_json(self) -> str:
+        """Serialise to JSON text."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+def normalize_op_type(name: str) -> str:
+    """``matmul`` / ``nn.conv2d`` / ``relax.matmul`` -> ``relax.matmul`` / ``relax.nn.conv2d``."""
+    return name if name.startswith("relax.") else f"relax.{name}"
+
+
+def place_by_op_type(
+    ops: Sequence[tuple[str, str]], rules: Mapping[str, int], devices: Sequence[str]
+) -> Placement:
+    """Put every operator of a listed type on its device; the rest stay on device 0.
+
+    Parameters
+    ----------
+    ops : Sequence[tuple[str, str]]
+        ``(node_id, op_type)`` of every operator, in topological order.
+    rules : Mapping[str, int]
+        Op type (``matmul``, ``relax.nn.conv2d``) -> device index.
+    devices : Sequence[str]
+        Device names in vdevice order.
+    """
+    present = {op for _, op in ops}
+    norm = {normalize_op_type(k): v for k, v in rules.items()}
+    missing = sorted(set(norm) - present)
+    if missing:
+        raise PlanError(
+            f"--place: op type(s) {', '.join(missing)} do not occur in the model; "
+            f"its op types are {', '.join(sorted(present))}"
+        )
+    assignment = {node: norm[op] for node, op in ops if op in norm and norm[op] != 0}
+    return Placement(tuple(devices), assignment, "manual")
