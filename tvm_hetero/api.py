@@ -148,3 +148,20 @@ def load_compiled(path: str | Path) -> tuple[runner.relax.VirtualMachine, tvm.ru
     workdir = tempfile.mkdtemp(prefix="tvm_hetero_")
     art = artifact.load(path, workdir)
     return runner.make_vm(art.lib, devs), devs[0], meta
+
+
+def placement_summary(model: Model, placement: Placement) -> list[dict[str, Any]]:
+    """Per device: operators, FLOPs share and bytes copied in, for a placement of ``model``."""
+    from tvm_hetero.plan.placement import summarize
+
+    graph = OpGraph.from_module(model.mod)
+    ops = [(n.node_id, n.flops) for n in graph.nodes]
+    edges = [(u, v, d["bytes"]) for u, v, d in graph.graph.edges(data=True)]
+    return summarize(ops, edges, placement)
+
+
+def max_abs_error(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """Largest absolute difference between two lists of outputs of equal shapes."""
+    if len(a) != len(b):
+        raise ValueError(f"output counts differ: {len(a)} vs {len(b)}")
+    return max((float(np.max(np.abs(x - y))) if x.size else 0.0) for x, y in zip(a, b, strict=True))

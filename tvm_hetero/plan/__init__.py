@@ -1,5 +1,11 @@
 """Plans: pure data and pure algorithms deciding where each piece of work runs."""
 
-from tvm_hetero.plan.placement import PlanError, Placement, normalize_op_type, place_by_op_type
+from tvm_hetero.plan.placement import (
+    Placement,
+    PlanError,
+    normalize_op_type,
+    place_by_op_type,
+    summarize,
+)
 
-__all__ = ["PlanError", "Placement", "normalize_op_type", "place_by_op_type"]
+__all__ = ["PlanError", "Placement", "normalize_op_type", "place_by_op_type", "summarize"]

@@ -97,3 +97,37 @@ def place_by_op_type(
         )
     assignment = {node: norm[op] for node, op in ops if op in norm and norm[op] != 0}
     return Placement(tuple(devices), assignment, "manual")
+
+
+def summarize(
+    ops: Sequence[tuple[str, int | None]],
+    edges: Sequence[tuple[str, str, int | None]],
+    placement: Placement,
+) -> list[dict[str, Any]]:
+    """Per device: operators, FLOPs, share of FLOPs, and bytes copied in from other devices.
+
+    Parameters
+    ----------
+    ops : Sequence[tuple[str, int | None]]
+        ``(node_id, flops)`` of every operator.
+    edges : Sequence[tuple[str, str, int | None]]
+        ``(producer, consumer, bytes)`` of every tensor edge.
+    placement : Placement
+        The plan.
+    """
+    rows = [
+        {"device": name, "ops": 0, "flops": 0, "copies_in": 0, "bytes_in": 0}
+        for name in placement.devices
+    ]
+    for node, flops in ops:
+        row = rows[placement.device_of(node)]
+        row["ops"] += 1
+        row["flops"] += flops or 0
+    for src, dst, nbytes in edges:
+        if placement.device_of(src) != placement.device_of(dst):
+            rows[placement.device_of(dst)]["copies_in"] += 1
+            rows[placement.device_of(dst)]["bytes_in"] += nbytes or 0
+    total = sum(r["flops"] for r in rows) or 1
+    for r in rows:
+        r["flops_share"] = r["flops"] / total
+    return rows

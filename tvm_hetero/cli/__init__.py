@@ -1,0 +1,1 @@
+"""The ``tvm-hetero`` command line."""

@@ -1,0 +1,39 @@
+"""``tvm-hetero compile MODEL --device ... --output FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tvm_hetero import api
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.cli.common import console, devices_from_args, model_from_args, parse_pairs, table
+
+
+def placement_table(model, placement):  # noqa: ANN001, ANN201
+    """Rich table of a placement: ops, FLOPs share and copies per device."""
+    rows = [
+        [r["device"], r["ops"], r["flops"] / 1e9, 100 * r["flops_share"], r["copies_in"], r["bytes_in"] / 2**20]
+        for r in api.placement_summary(model, placement)
+    ]
+    return table("Placement", ["device", "ops", "GFLOPs", "FLOPs %", "copies in", "MiB in"], rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Place, build, save; with --check also run and compare with one device."""
+    model = model_from_args(args)
+    devices = devices_from_args(args, ["cpu"])
+    placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
+    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    console().print(placement_table(model, placement))
+    start = time.perf_counter()
+    with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
+        compiled = api.compile_model(model, devices, placement, options)
+        path = compiled.save(args.output)
+    console().print(f"compiled in {time.perf_counter() - start:.1f} s -> {path}")
+    if args.check:
+        inputs = model.random_inputs()
+        with console().status("checking against the single-device build"):
+            err = api.max_abs_error(api.run_model(compiled, inputs), api.reference_outputs(model, inputs, devices[0]))
+        console().print(f"max |multi-device - single-device| = {err:.3g}")
+    return 0

@@ -1,0 +1,109 @@
+"""Helpers shared by the CLI commands: console, argument parsing, model and device loading."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from tvm_hetero.build.artifact import ArtifactError
+from tvm_hetero.build.multi_device import BuildError
+from tvm_hetero.devices import ClusterSpec, DeviceSpec, SpecError, resolve_device
+from tvm_hetero.frontends import Model, ModelLoadError, load_model
+from tvm_hetero.plan import PlanError
+
+USER_ERRORS = (SpecError, ModelLoadError, PlanError, ArtifactError, BuildError, ValueError, FileNotFoundError)
+
+
+@functools.cache
+def console() -> Console:
+    """The shared rich console."""
+    return Console()
+
+
+def setup_logging(verbose: bool) -> None:
+    """Send tvm_hetero's log to the console (the library itself never configures logging)."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=console(), show_path=False)],
+    )
+
+
+def parse_value(text: str) -> Any:
+    """``16`` -> 16, ``[1, 2]`` -> [1, 2], ``abc`` -> "abc"."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_pairs(items: list[str], flag: str, sep: str = "=") -> dict[str, str]:
+    """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; a malformed item names the flag."""
+    out = {}
+    for item in items:
+        key, found, value = item.partition(sep)
+        if not found or not key or not value:
+            raise argparse.ArgumentTypeError(f"{flag} {item!r}: write KEY{sep}VALUE")
+        out[key] = value
+    return out
+
+
+def parse_shape(text: str, flag: str) -> tuple[int, ...]:
+    """``1x3x224x224`` -> ``(1, 3, 224, 224)``."""
+    try:
+        dims = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{flag}: shape {text!r} must look like 1x3x224x224") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"{flag}: shape {text!r} must have positive dimensions")
+    return dims
+
+
+def model_from_args(args: argparse.Namespace) -> Model:
+    """Load the model named on the command line."""
+    overrides = {k: parse_value(v) for k, v in parse_pairs(args.model_arg, "--model-arg").items()}
+    shapes = {
+        k: parse_shape(v, "--input-shape")
+        for k, v in parse_pairs(args.input_shape, "--input-shape", ":").items()
+    }
+    with console().status(f"loading {args.model}"):
+        return load_model(args.model, shapes=shapes or None, **overrides)
+
+
+def devices_from_args(args: argparse.Namespace, default: list[str]) -> list[DeviceSpec]:
+    """Resolve ``--device`` (and ``--cluster``) into device specs; names must be distinct."""
+    cluster = ClusterSpec.load(args.cluster) if args.cluster else None
+    names = args.device or default
+    devices = [resolve_device(n, cluster, args.cuda_arch) for n in names]
+    seen = [d.name for d in devices]
+    dupes = sorted({n for n in seen if seen.count(n) > 1})
+    if dupes:
+        raise SpecError(f"--device {dupes[0]} is given twice; use cpu:1 for a second CPU vdevice")
+    return devices
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    """A rich table with right-aligned numeric columns."""
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        numeric = rows and all(isinstance(r[i], int | float) or r[i] in ("", "-") for r in rows)
+        t.add_column(col, justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*[fmt(v) for v in r])
+    return t
+
+
+def fmt(value: Any) -> str:
+    """Numbers with sensible precision; everything else as text."""
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "-" if value is None else str(value)

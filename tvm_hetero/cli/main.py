@@ -1,0 +1,104 @@
+"""``tvm-hetero``: argument parsing only; each command's module (and TVM) loads on use."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = {
+    "devices": "list this machine's devices, or check a cluster file",
+    "models": "list the model zoo",
+    "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
+    "compile": "place a model on devices and compile it to a .tar",
+    "run": "run a compiled model on inputs from an .npz",
+    "demo": "the main job on the default model: census, two-device build, run, check",
+}
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo name (bert-base, resnet50:tiny) or .onnx / .pt2 / .py file")
+    p.add_argument(
+        "--model-arg", action="append", default=[], metavar="KEY=VALUE",
+        help="change a zoo setting, e.g. batch=16 (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--input-shape", action="append", default=[], metavar="NAME:DxDxD",
+        help="shape of an ONNX input with symbolic dimensions (repeatable)",
+    )  # fmt: skip
+
+
+def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = None) -> None:
+    p.add_argument(
+        "--device", action="append", default=default, metavar="DEV",
+        help="cpu, cpu:N, cuda, cuda:N or a name from --cluster (repeatable; the first is home)",
+    )  # fmt: skip
+    p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
+    p.add_argument("--cuda-arch", metavar="SM", help="CUDA arch when no GPU is here (default sm_90)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (no TVM import)."""
+    parser = argparse.ArgumentParser(
+        prog="tvm-hetero",
+        description="Spread one DNN over the CPU and GPU of a machine, or over a cluster.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the passes do")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cmd = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
+
+    cmd["devices"].add_argument("--cluster", metavar="FILE", help="validate and show a cluster file")
+    cmd["devices"].add_argument("--save", metavar="FILE", help="write this machine's devices as a cluster file")
+
+    _add_model_args(cmd["inspect"])
+    cmd["inspect"].add_argument("--plot", metavar="PNG", help="write a census chart")
+    cmd["inspect"].add_argument("--nodes", action="store_true", help="also list every operator")
+
+    _add_model_args(cmd["compile"])
+    _add_device_args(cmd["compile"])
+    cmd["compile"].add_argument(
+        "--place", action="append", default=[], metavar="OP_TYPE=DEV",
+        help="run every OP_TYPE operator (matmul, nn.conv2d) on DEV (repeatable); "
+        "the first device gets the rest",
+    )  # fmt: skip
+    cmd["compile"].add_argument("--output", "-o", required=True, metavar="FILE", help="output .tar")
+    cmd["compile"].add_argument(
+        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"],
+        help="schedule of CPU kernels",
+    )  # fmt: skip
+    cmd["compile"].add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    cmd["compile"].add_argument(
+        "--check", action="store_true", help="run once and compare with the single-device build"
+    )
+
+    run = cmd["run"]
+    run.add_argument("file", help="compiled model (.tar from tvm-hetero compile)")
+    run.add_argument("--inputs", metavar="NPZ", help="inputs by name (default: random)")
+    run.add_argument("--outputs", metavar="NPZ", help="write outputs here (output_0, output_1...)")
+    run.add_argument("--print-time", action="store_true", help="print median / p99 latency")
+    run.add_argument("--repeat", type=int, default=20, help="timed runs for --print-time")
+    run.add_argument("--number", type=int, default=1, help="runs averaged per timed sample")
+
+    _add_device_args(cmd["demo"])
+    cmd["demo"].add_argument("--model", default="bert-small", help="model to run (default bert-small)")
+    cmd["demo"].add_argument("--repeat", type=int, default=5, help="timed runs")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tvm-hetero`` console script."""
+    args = build_parser().parse_args(argv)
+    from tvm_hetero.cli import common
+
+    common.setup_logging(args.verbose)
+    module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command}")
+    try:
+        return int(module.run(args) or 0)
+    except common.USER_ERRORS as err:
+        common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pictures of models and plans (matplotlib, headless)."""
