@@ -17,7 +17,7 @@ from tvm_hetero.build.vdevices import runtime_devices, vdevices_of
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
 from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.opgraph import OpGraph
-from tvm_hetero.passes import DeclareVDevices, PlaceOperators
+from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.placement import Placement, place_by_op_type
 
 
@@ -73,8 +73,8 @@ def place(model: Model, devices: Sequence[DeviceSpec], placement: Placement) -> 
         raise SpecError(
             f"placement is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
         )
-    seq = tvm.transform.Sequential(
-        [DeclareVDevices(vdevices_of(devices)), PlaceOperators(dict(placement.assignment))]
+    seq = get_pipeline(
+        "manual_placement", vdevices=vdevices_of(devices), assignment=dict(placement.assignment)
     )
     return seq(model.mod)
 

@@ -1,0 +1,138 @@
+"""Named pass pipelines: the one place passes are ordered.
+
+Each pipeline is data (a list of steps whose arguments may name pipeline parameters as
+``$param``); ``ci/gen_catalog.py`` writes them to ``passes/pipelines/*.toml`` for review, and
+:func:`get_pipeline` turns one into a ``tvm.transform.Sequential``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tvm
+from tvm import relax
+
+from tvm_hetero.passes import (
+    DeclareVDevices,
+    InferKernelVDevices,
+    PlaceOperators,
+    RestoreKernelTargets,
+)
+
+PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
+    # tvm-hetero's own passes
+    "DeclareVDevices": DeclareVDevices,
+    "PlaceOperators": PlaceOperators,
+    "InferKernelVDevices": InferKernelVDevices,
+    "RestoreKernelTargets": RestoreKernelTargets,
+    # TVM passes the pipelines use
+    "RealizeVDevice": relax.transform.RealizeVDevice,
+    "LegalizeOps": relax.transform.LegalizeOps,
+    "AnnotateTIROpPattern": relax.transform.AnnotateTIROpPattern,
+    "FuseOps": relax.transform.FuseOps,
+    "FuseTIR": relax.transform.FuseTIR,
+    "DeadCodeElimination": relax.transform.DeadCodeElimination,
+}
+OWN_PASSES = ("DeclareVDevices", "PlaceOperators", "InferKernelVDevices", "RestoreKernelTargets")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pass of a pipeline; ``args`` values starting with ``$`` name pipeline parameters."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A named, ordered list of passes."""
+
+    name: str
+    description: str
+    params: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-friendly form."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": list(self.params),
+            "passes": [{"name": s.name, **({"args": s.args} if s.args else {})} for s in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Pipeline:
+        """Parse the TOML form."""
+        steps = tuple(Step(p["name"], dict(p.get("args", {}))) for p in data["passes"])
+        unknown = [s.name for s in steps if s.name not in PASSES]
+        if unknown:
+            raise ValueError(f"pipeline {data['name']!r}: unknown pass(es) {unknown}; known: {sorted(PASSES)}")
+        return cls(data["name"], data.get("description", ""), tuple(data.get("params", [])), steps)
+
+    def build(self, **params: Any) -> tvm.transform.Sequential:
+        """Instantiate the passes with ``params`` bound."""
+        missing = sorted(set(self.params) - set(params))
+        extra = sorted(set(params) - set(self.params))
+        if missing or extra:
+            raise ValueError(
+                f"pipeline {self.name!r} takes parameters {list(self.params)}; "
+                f"missing {missing}, unexpected {extra}"
+            )
+        passes = [PASSES[s.name](**{k: _bind(v, params) for k, v in s.args.items()}) for s in self.steps]
+        return tvm.transform.Sequential(passes, name=self.name)
+
+
+def _bind(value: Any, params: dict[str, Any]) -> Any:
+    return params[value[1:]] if isinstance(value, str) and value.startswith("$") else value
+
+
+PIPELINES: dict[str, Pipeline] = {
+    p.name: p
+    for p in [
+        Pipeline(
+            "manual_placement",
+            "Declare the devices, run each operator on its planned device with to_vdevice copies "
+            "where data crosses devices, and propagate vdevices to every binding.",
+            ("vdevices", "assignment"),
+            (
+                Step("DeclareVDevices", {"vdevices": "$vdevices"}),
+                Step("PlaceOperators", {"assignment": "$assignment"}),
+                Step("RealizeVDevice"),
+            ),
+        ),
+        Pipeline(
+            "multi_device_lower",
+            "Lower a module whose bindings carry vdevices: legalize, repair kernel vdevices, fuse "
+            "within one device only, and restore the kernel targets fusion drops.",
+            (),
+            (
+                Step("RealizeVDevice"),
+                Step("LegalizeOps"),
+                Step("InferKernelVDevices"),
+                Step("AnnotateTIROpPattern"),
+                Step("FuseOps"),
+                Step("FuseTIR"),
+                Step("RestoreKernelTargets"),
+                Step("DeadCodeElimination"),
+            ),
+        ),
+    ]
+}
+
+
+def get_pipeline(name: str, **params: Any) -> tvm.transform.Sequential:
+    """The named pipeline as a ``Sequential``, e.g. ``get_pipeline("multi_device_lower")``."""
+    if name not in PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; choose from {sorted(PIPELINES)}")
+    return PIPELINES[name].build(**params)
+
+
+def load_pipeline(path: str | Path) -> Pipeline:
+    """A pipeline from a TOML file in the ``passes/pipelines`` format."""
+    return Pipeline.from_dict(tomllib.loads(Path(path).read_text()))
