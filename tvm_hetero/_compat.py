@@ -39,6 +39,7 @@ __all__ = [
     "host_cpu_name",
     "is_well_formed",
     "make_target",
+    "normalize_kernel",
     "structural_equal",
     "structural_hash",
     "type_of",
@@ -69,6 +70,13 @@ def host_cpu_name() -> str:
     from tvm.target import codegen
 
     return str(codegen.llvm_get_system_cpu())
+
+
+def normalize_kernel(func: PrimFunc) -> tvm.IRModule:
+    """A kernel as MetaSchedule keys it in a tuning database (its ``normalize_mod``)."""
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+    return _normalize_mod(func)
 
 
 def type_of(expr: relax.Expr) -> Any:
