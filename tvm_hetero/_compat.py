@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - main branch after 0.27
     from tvm.ir import VDevice  # type: ignore[no-redef]
 
 from tvm import tirx
-from tvm.s_tir import dlight
+from tvm.s_tir import dlight, renew_defs
 from tvm.s_tir.analysis import estimate_tir_flops
 
 PrimFunc = tirx.PrimFunc
@@ -40,6 +40,7 @@ __all__ = [
     "is_well_formed",
     "make_target",
     "normalize_kernel",
+    "renew_defs",
     "structural_equal",
     "structural_hash",
     "type_of",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,8 @@ def load_model(
         inputs = [InputSpec(k, tuple(s), d) for k, (s, d) in spec.items()]
         name = type(source).__name__
         return export_nn(source, inputs, name=name, source=f"nn:{name}", seed_key=name)
-    module_name = type(source).__module__
-    if module_name.startswith("torch"):
+    torch = sys.modules.get("torch")  # only a torch object can need torch: do not import it
+    if torch is not None and isinstance(source, torch.nn.Module | torch.export.ExportedProgram):
         return _from_torch(source, example_args)
     raise ModelLoadError(f"load_model: cannot load a {type(source).__name__}")
 
@@ -147,13 +148,32 @@ def _from_exported(program: Any, name: str, source: str) -> Model:
 
 
 def _from_tvmscript(path: Path, _shapes: Mapping | None) -> Model:
+    """A TVMScript file: printed text (``mod.script()``), or a Python file defining one IRModule."""
     try:
         mod = tvm.script.from_source(path.read_text())
-    except Exception as err:  # the parser raises DiagnosticError and SyntaxError
-        raise ModelLoadError(f"{path}: not a valid TVMScript IRModule: {_first_line(err)}") from None
+    except Exception:  # from_source rejects imports: run it as the Python file it is
+        mod = _import_irmodule(path)
     if not isinstance(mod, tvm.IRModule):
         raise ModelLoadError(f"{path}: TVMScript must define an IRModule (@I.ir_module)")
     return from_irmodule(mod, path.stem, f"tvmscript:{path}")
+
+
+def _import_irmodule(path: Path) -> tvm.IRModule:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_tvm_hetero_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # the TVMScript parser finds the source through it
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except Exception as err:  # the user's file: any error is a load error
+        raise ModelLoadError(f"{path}: not a valid TVMScript file: {_first_line(err)}") from None
+    found = {k: v for k, v in vars(module).items() if isinstance(v, tvm.IRModule)}
+    if len(found) != 1:
+        raise ModelLoadError(
+            f"{path}: TVMScript must define an IRModule (@I.ir_module); found {sorted(found) or 'none'}"
+        )
+    return next(iter(found.values()))
 
 
 def _import_torch() -> Any:

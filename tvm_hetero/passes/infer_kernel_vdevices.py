@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvm_hetero._compat import TensorType, TupleType, VDevice
+from tvm_hetero._compat import TensorType, TupleType, VDevice, renew_defs
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 
 
@@ -70,17 +70,21 @@ class _Repair(PyExprMutator):
         vdev = _vdevice_of(call.args[1])
         if vdev is None:
             return call
-        kernel = self._kernel_for(call.args[0], str(vdev.target.kind.name))
+        kernel = self._kernel_for(call.args[0], vdev.target)
         ty_args = [_with(t, vdev) for t in call.ty_args]
         return relax.Call(call.op, [kernel, *call.args[1:]], call.attrs, ty_args)
 
-    def _kernel_for(self, gv: tvm.ir.GlobalVar, kind: str) -> tvm.ir.GlobalVar:
-        """The kernel to call on ``kind``: the original, or a per-kind copy if it is shared."""
-        name = gv.name_hint
+    def _kernel_for(self, gv: tvm.ir.GlobalVar, target: tvm.target.Target) -> tvm.ir.GlobalVar:
+        """The kernel to call on ``target``: the original, or a per-kind copy if it is shared.
+
+        The copy carries its target (which also keeps the BlockBuilder from merging it back into
+        the structurally equal original).
+        """
+        name, kind = gv.name_hint, str(target.kind.name)
         first = self.kind_of.setdefault(name, kind)
         if first == kind:
             return gv
         if (name, kind) not in self.copies:
-            func = self.mod_[gv].with_attr("global_symbol", f"{name}_{kind}")
-            self.copies[(name, kind)] = self.builder_.add_func(func, f"{name}_{kind}")
+            copy = renew_defs(self.mod_[gv]).with_attr("target", target)
+            self.copies[(name, kind)] = self.builder_.add_func(copy, f"{name}_{kind}")
         return self.copies[(name, kind)]

@@ -1,0 +1,96 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tvm_hetero.cli.main import main
+
+
+def test_help_does_not_import_tvm():
+    code = (
+        "import sys\n"
+        "from tvm_hetero.cli.main import build_parser\n"
+        "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'tvm' not in sys.modules, 'tvm imported by --help'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "compile" in result.stdout and "inspect" in result.stdout
+
+
+def test_models_and_devices(capsys, tmp_path):
+    assert main(["models"]) == 0
+    assert "bert-base" in capsys.readouterr().out
+    cluster = tmp_path / "here.toml"
+    assert main(["devices", "--save", str(cluster)]) == 0
+    assert "cpu" in capsys.readouterr().out
+    assert main(["devices", "--cluster", str(cluster)]) == 0
+    assert "star" in capsys.readouterr().out
+
+
+def test_inspect_with_plot(capsys, tmp_path):
+    png = tmp_path / "census.png"
+    assert main(["inspect", "resnet18:tiny", "--plot", str(png), "--nodes"]) == 0
+    out = capsys.readouterr().out
+    assert "relax.nn.conv2d" in out and "operators" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compile_then_run_matches_single_device(capsys, tmp_path):
+    art = tmp_path / "mlp.tar"
+    rc = main(["compile", "mlp:tiny", "--device", "cpu", "--device", "cpu:1",
+               "--place", "matmul=cpu:1", "--output", str(art), "--check"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "max |multi-device - single-device| = 0" in out
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    rc = main(["run", str(art), "--inputs", str(tmp_path / "in.npz"), "--outputs",
+               str(tmp_path / "out.npz"), "--print-time", "--repeat", "3"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "median" in out and "p99" in out
+    single = tmp_path / "single.tar"
+    assert main(["compile", "mlp:tiny", "--output", str(single)]) == 0
+    assert main(["run", str(single), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "ref.npz")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output_0"], np.load(tmp_path / "ref.npz")["output_0"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["inspect", "nosuchmodel"], "unknown model 'nosuchmodel'"),
+        (["compile", "mlp:tiny", "--device", "tpu", "-o", "x.tar"], "unknown device 'tpu'"),
+        (["compile", "mlp:tiny", "--device", "cpu", "--device", "cpu", "-o", "x.tar"], "--device cpu is given twice"),
+        (["compile", "mlp:tiny", "--place", "nn.conv2d=cpu", "-o", "x.tar"], "do not occur in the model"),
+        (["compile", "mlp:tiny", "--place", "matmul=cuda:0", "-o", "x.tar"], "'cuda:0' is not one of the devices"),
+        (["compile", "mlp:tiny", "--model-arg", "colour=red", "-o", "x.tar"], "has no setting colour"),
+        (["run", "missing.tar"], "does not exist"),
+    ],
+)
+def test_bad_input_is_a_clear_error(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert message in capsys.readouterr().out.replace("\n", "")
+
+
+def test_malformed_cluster_file(capsys, tmp_path):
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"devices": [{"name": "a", "kind": "fpga"}]}))
+    assert main(["devices", "--cluster", str(bad)]) == 2
+    assert "'fpga' is not one of" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_cuda_build_without_gpu_fails_clearly_at_run(capsys, tmp_path):
+    import tvm
+
+    if tvm.cuda(0).exist:
+        pytest.skip("checks the error on a GPU-less machine")
+    art = tmp_path / "gpu.tar"
+    assert main(["compile", "mlp:tiny", "--device", "cpu", "--device", "cuda:0",
+                 "--place", "matmul=cuda:0", "--output", str(art)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["run", str(art)]) == 2
+    assert "cuda:0 is not present on this machine" in capsys.readouterr().out.replace("\n", "")
