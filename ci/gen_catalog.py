@@ -1,7 +1,7 @@
 """Generate (or check) the pass catalogue in passes/: README.md and pipelines/*.toml.
 
-    python ci/gen_catalog.py          # rewrite the catalogue
-    python ci/gen_catalog.py --check  # exit 1 if it is out of date
+python ci/gen_catalog.py          # rewrite the catalogue
+python ci/gen_catalog.py --check  # exit 1 if it is out of date
 """
 
 from __future__ import annotations
@@ -40,11 +40,19 @@ def render() -> dict[Path, str]:
     for p in PIPELINES.values():
         for s in p.steps:
             uses.setdefault(s.name, []).append(p.name)
-    lines = [HEADER, "## tvm-hetero passes", "", "| pass | file | what it does | pipelines |", "|---|---|---|---|"]
+    lines = [
+        HEADER,
+        "## tvm-hetero passes",
+        "",
+        "| pass | file | what it does | pipelines |",
+        "|---|---|---|---|",
+    ]
     for name in OWN_PASSES:
         cls = PASSES[name]
         src = Path(inspect.getfile(cls)).resolve().relative_to(ROOT)
-        lines.append(f"| `{name}` | `{src}` | {_summary(cls)} | {', '.join(uses.get(name, [])) or '-'} |")
+        lines.append(
+            f"| `{name}` | `{src}` | {_summary(cls)} | {', '.join(uses.get(name, [])) or '-'} |"
+        )
     lines += ["", "## TVM passes used by the pipelines", ""]
     lines += [f"- `relax.transform.{n}`" for n in PASSES if n not in OWN_PASSES]
     lines += ["", "## Named pipelines", ""]

@@ -11,7 +11,6 @@ import functools
 from typing import Any
 
 import tvm
-import tvm_ffi
 from tvm import relax
 
 try:  # 0.27.0.post1 wheel
@@ -26,8 +25,6 @@ from tvm.s_tir.analysis import estimate_tir_flops
 PrimFunc = tirx.PrimFunc
 TensorType = relax.TensorType
 TupleType = relax.TupleType
-structural_hash = tvm_ffi.structural_hash
-structural_equal = tvm_ffi.structural_equal
 
 __all__ = [
     "PrimFunc",
@@ -37,13 +34,9 @@ __all__ = [
     "dlight",
     "estimate_tir_flops",
     "host_cpu_name",
-    "is_well_formed",
     "make_target",
     "normalize_kernel",
     "renew_defs",
-    "structural_equal",
-    "structural_hash",
-    "type_of",
     "vdevice_equal",
 ]
 
@@ -53,7 +46,7 @@ HOST_TRIPLE = "x86_64-linux-gnu"
 
 
 def make_target(spec: dict[str, Any] | str | tvm.target.Target) -> tvm.target.Target:
-    """Build a ``tvm.target.Target`` from the dict form 0.27 requires (a bare kind name also works)."""
+    """A ``tvm.target.Target`` from the dict form 0.27 requires (a bare kind name works too)."""
     if isinstance(spec, tvm.target.Target):
         return spec
     if isinstance(spec, str):
@@ -80,11 +73,6 @@ def normalize_kernel(func: PrimFunc) -> tvm.IRModule:
     return _normalize_mod(func)
 
 
-def type_of(expr: relax.Expr) -> Any:
-    """The Relax type of ``expr`` (``expr.struct_info`` before 0.27, ``expr.ty`` since)."""
-    return expr.ty
-
-
 def vdevice_equal(a: VDevice | None, b: VDevice | None) -> bool:
     """Compare two VDevices by target kind, device id and scope.
 
@@ -97,8 +85,3 @@ def vdevice_equal(a: VDevice | None, b: VDevice | None) -> bool:
         and int(a.vdevice_id) == int(b.vdevice_id)
         and str(a.memory_scope) == str(b.memory_scope)
     )
-
-
-def is_well_formed(mod: tvm.IRModule) -> bool:
-    """``True`` when ``mod`` is well formed (``well_formed`` raises and returns ``None`` in 0.27)."""
-    return bool(relax.analysis.check_well_formed(mod))

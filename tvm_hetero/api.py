@@ -1,4 +1,4 @@
-"""The Python functions behind the CLI and the tutorials: load, inspect, place, compile, run, check."""
+"""The Python functions behind the CLI and the tutorials: place, compile, run, check."""
 
 from __future__ import annotations
 
@@ -106,7 +106,9 @@ def run_model(compiled: CompiledModel, inputs: Mapping[str, np.ndarray]) -> list
     return runner.run(vm, ordered_args(compiled.model.inputs, inputs), home)
 
 
-def reference_outputs(model: Model, inputs: Mapping[str, np.ndarray], device: DeviceSpec) -> list[np.ndarray]:
+def reference_outputs(
+    model: Model, inputs: Mapping[str, np.ndarray], device: DeviceSpec
+) -> list[np.ndarray]:
     """Outputs of the unpartitioned model, all on one device."""
     return run_model(compile_model(model, [device]), inputs)
 
@@ -142,7 +144,9 @@ def load_compiled(path: str | Path) -> tuple[runner.relax.VirtualMachine, tvm.ru
     from tvm_hetero.build.vdevices import runtime_device
 
     devs = [runtime_device(k, i) for k, i in kinds]  # raises for a missing GPU before loading
-    threads = [v.get("threads") for v in meta["vdevices"] if v["kind"] == "cpu" and v.get("threads")]
+    threads = [
+        v.get("threads") for v in meta["vdevices"] if v["kind"] == "cpu" and v.get("threads")
+    ]
     if threads:
         runner.set_cpu_threads(max(threads))
     workdir = tempfile.mkdtemp(prefix="tvm_hetero_")

@@ -63,7 +63,9 @@ class Pipeline:
             "name": self.name,
             "description": self.description,
             "params": list(self.params),
-            "passes": [{"name": s.name, **({"args": s.args} if s.args else {})} for s in self.steps],
+            "passes": [
+                {"name": s.name, **({"args": s.args} if s.args else {})} for s in self.steps
+            ],
         }
 
     @classmethod
@@ -72,7 +74,9 @@ class Pipeline:
         steps = tuple(Step(p["name"], dict(p.get("args", {}))) for p in data["passes"])
         unknown = [s.name for s in steps if s.name not in PASSES]
         if unknown:
-            raise ValueError(f"pipeline {data['name']!r}: unknown pass(es) {unknown}; known: {sorted(PASSES)}")
+            raise ValueError(
+                f"pipeline {data['name']!r}: unknown pass(es) {unknown}; known: {sorted(PASSES)}"
+            )
         return cls(data["name"], data.get("description", ""), tuple(data.get("params", [])), steps)
 
     def build(self, **params: Any) -> tvm.transform.Sequential:
@@ -84,7 +88,9 @@ class Pipeline:
                 f"pipeline {self.name!r} takes parameters {list(self.params)}; "
                 f"missing {missing}, unexpected {extra}"
             )
-        passes = [PASSES[s.name](**{k: _bind(v, params) for k, v in s.args.items()}) for s in self.steps]
+        passes = [
+            PASSES[s.name](**{k: _bind(v, params) for k, v in s.args.items()}) for s in self.steps
+        ]
         return tvm.transform.Sequential(passes, name=self.name)
 
 

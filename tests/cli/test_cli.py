@@ -54,8 +54,22 @@ def test_compile_then_run_matches_single_device(capsys, tmp_path):
     assert "median" in out and "p99" in out
     single = tmp_path / "single.tar"
     assert main(["compile", "mlp:tiny", "--output", str(single)]) == 0
-    assert main(["run", str(single), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "ref.npz")]) == 0
-    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output_0"], np.load(tmp_path / "ref.npz")["output_0"])
+    assert (
+        main(
+            [
+                "run",
+                str(single),
+                "--inputs",
+                str(tmp_path / "in.npz"),
+                "--outputs",
+                str(tmp_path / "ref.npz"),
+            ]
+        )
+        == 0
+    )
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "out.npz")["output_0"], np.load(tmp_path / "ref.npz")["output_0"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -63,10 +77,22 @@ def test_compile_then_run_matches_single_device(capsys, tmp_path):
     [
         (["inspect", "nosuchmodel"], "unknown model 'nosuchmodel'"),
         (["compile", "mlp:tiny", "--device", "tpu", "-o", "x.tar"], "unknown device 'tpu'"),
-        (["compile", "mlp:tiny", "--device", "cpu", "--device", "cpu", "-o", "x.tar"], "--device cpu is given twice"),
-        (["compile", "mlp:tiny", "--place", "nn.conv2d=cpu", "-o", "x.tar"], "do not occur in the model"),
-        (["compile", "mlp:tiny", "--place", "matmul=cuda:0", "-o", "x.tar"], "'cuda:0' is not one of the devices"),
-        (["compile", "mlp:tiny", "--model-arg", "colour=red", "-o", "x.tar"], "has no setting colour"),
+        (
+            ["compile", "mlp:tiny", "--device", "cpu", "--device", "cpu", "-o", "x.tar"],
+            "--device cpu is given twice",
+        ),
+        (
+            ["compile", "mlp:tiny", "--place", "nn.conv2d=cpu", "-o", "x.tar"],
+            "do not occur in the model",
+        ),
+        (
+            ["compile", "mlp:tiny", "--place", "matmul=cuda:0", "-o", "x.tar"],
+            "'cuda:0' is not one of the devices",
+        ),
+        (
+            ["compile", "mlp:tiny", "--model-arg", "colour=red", "-o", "x.tar"],
+            "has no setting colour",
+        ),
         (["run", "missing.tar"], "does not exist"),
     ],
 )

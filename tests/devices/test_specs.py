@@ -22,7 +22,9 @@ CPU = {"kind": "llvm"}
 
 
 def _edge_devices(n):
-    return [DeviceSpec(f"edge{i}", DeviceKind.CPU, CPU, 0, 2**30, 4, f"10.0.0.{i}") for i in range(n)]
+    return [
+        DeviceSpec(f"edge{i}", DeviceKind.CPU, CPU, 0, 2**30, 4, f"10.0.0.{i}") for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
@@ -42,7 +44,9 @@ def test_topology_pairs():
     }
     assert topology_pairs(Topology.STAR, names, "c") == {frozenset(("c", n)) for n in "abd"}
     assert len(topology_pairs(Topology.MESH, names, None)) == 6
-    assert topology_pairs(Topology.PARAMETER_SERVER, names, None) == {frozenset(("a", n)) for n in "bcd"}
+    assert topology_pairs(Topology.PARAMETER_SERVER, names, None) == {
+        frozenset(("a", n)) for n in "bcd"
+    }
 
 
 def test_link_transfer_time():
@@ -99,7 +103,9 @@ def test_discovery_and_cli_device_names():
     assert resolve_device("cuda", cuda_arch="sm_80").target["arch"] == "sm_80"
     cluster = ClusterSpec(tuple(_edge_devices(2)))
     assert resolve_device("edge1", cluster).host == "10.0.0.1"
-    with pytest.raises(SpecError, match=r"unknown device 'tpu:0': write cpu, cpu:N, cuda or cuda:N"):
+    with pytest.raises(
+        SpecError, match=r"unknown device 'tpu:0': write cpu, cpu:N, cuda or cuda:N"
+    ):
         resolve_device("tpu:0")
 
 

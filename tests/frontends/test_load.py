@@ -48,7 +48,9 @@ def test_onnx_with_symbolic_batch_and_given_shape(tmp_path, two_cpus):
     w = numpy_helper.to_array(proto.graph.initializer[0])
     b = numpy_helper.to_array(proto.graph.initializer[1])
     x = model.random_inputs()
-    np.testing.assert_allclose(_run(model, x, two_cpus[0])[0], _conv_reference(x["x"], w, b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        _run(model, x, two_cpus[0])[0], _conv_reference(x["x"], w, b), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_onnx_unsupported_operator_is_named(tmp_path):
@@ -91,7 +93,9 @@ def test_torch_export_program_and_pt2_file(tmp_path, two_cpus):
     path = tmp_path / "net.pt2"
     torch.export.save(torch.export.export(net, example), str(path))
     from_file = load_model(path)
-    np.testing.assert_allclose(_run(from_file, feed, two_cpus[0])[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        _run(from_file, feed, two_cpus[0])[0], expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_relax_nn_module_with_spec(two_cpus):
@@ -110,7 +114,7 @@ def test_relax_nn_module_with_spec(two_cpus):
     assert out.shape == (2, 4) and (out >= 0).all()
 
 
-SCRIPT = '''
+SCRIPT = """
 from tvm.script import ir as I
 from tvm.script import relax as R
 
@@ -123,7 +127,7 @@ class Module:
             z = R.multiply(R.add(x, y), x)
             R.output(z)
         return z
-'''
+"""
 
 
 def test_tvmscript_file(tmp_path, two_cpus):
@@ -131,7 +135,9 @@ def test_tvmscript_file(tmp_path, two_cpus):
     path.write_text(SCRIPT)
     model = load_model(path)
     feed = model.random_inputs()
-    np.testing.assert_allclose(_run(model, feed, two_cpus[0])[0], (feed["x"] + feed["y"]) * feed["x"], rtol=1e-6)
+    np.testing.assert_allclose(
+        _run(model, feed, two_cpus[0])[0], (feed["x"] + feed["y"]) * feed["x"], rtol=1e-6
+    )
     printed = tmp_path / "printed.py"  # the text `mod.script()` prints also loads
     printed.write_text(model.mod.script())
     import tvm
@@ -151,9 +157,11 @@ def test_bad_sources(tmp_path):
     with pytest.raises(ModelLoadError, match="not a readable ONNX model"):
         load_model(tmp_path / "broken.onnx")
     (tmp_path / "broken.py").write_text("x = 1\n")
-    with pytest.raises(ModelLoadError, match="TVMScript must define an IRModule|not a valid TVMScript"):
+    with pytest.raises(
+        ModelLoadError, match=r"TVMScript must define an IRModule|not a valid TVMScript"
+    ):
         load_model(tmp_path / "broken.py")
-    with pytest.raises(ModelLoadError, match="needs spec"):
-        from tvm.relax.frontend import nn
+    from tvm.relax.frontend import nn
 
+    with pytest.raises(ModelLoadError, match="needs spec"):
         load_model(nn.Linear(2, 2))

@@ -101,12 +101,16 @@ def test_zoo_graphs_match_relax_function(name):
     for node in g.nodes:
         if node.op == "relax.matmul":
             a, b = node.inputs[0].shape, node.inputs[1].shape
-            batch = math.prod(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=False)) if len(a) > 2 else 1
+            batch = (
+                math.prod(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=False))
+                if len(a) > 2
+                else 1
+            )
             assert node.flops == 2 * batch * a[-2] * a[-1] * b[-1]
         if node.op == "relax.nn.conv2d":
             out, w = node.outputs[0].shape, node.inputs[1].shape
             assert node.flops == 2 * math.prod(out) * w[1] * w[2] * w[3]
-        for u, v, data in g.graph.in_edges(node.node_id, data=True):
+        for _, _, data in g.graph.in_edges(node.node_id, data=True):
             assert data["bytes"] == data["tensor"].nbytes > 0
 
 

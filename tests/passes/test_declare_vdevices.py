@@ -38,7 +38,9 @@ def test_declares_the_list():
 def test_errors():
     with pytest.raises(ValueError, match="DeclareVDevices: vdevices must list at least one"):
         DeclareVDevices([])
-    with pytest.raises(ValueError, match=r"DeclareVDevices: vdevice\(s\) \['llvm:0'\] declared twice"):
+    with pytest.raises(
+        ValueError, match=r"DeclareVDevices: vdevice\(s\) \['llvm:0'\] declared twice"
+    ):
         DeclareVDevices([_vdev("llvm", 0), _vdev("llvm", 0)])
     declared = DeclareVDevices([_vdev("llvm", 0)])(Before)
     with pytest.raises(ValueError, match="already declares vdevices"):

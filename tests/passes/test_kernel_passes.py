@@ -44,7 +44,9 @@ def test_infer_kernel_vdevices_sets_output_vdevice_and_copies_shared_kernels():
                     y[vi] = x[vi] + T.float32(1)
 
         @T.prim_func(private=True, s_tir=True)
-        def add_one_cuda(x: T.Buffer((T.int64(4),), "float32"), y: T.Buffer((T.int64(4),), "float32")):
+        def add_one_cuda(
+            x: T.Buffer((T.int64(4),), "float32"), y: T.Buffer((T.int64(4),), "float32")
+        ):
             T.func_attr({"target": T.target(CUDA)})
             for i in range(T.int64(4)):
                 with T.sblock("add"):

@@ -11,12 +11,14 @@ def test_place_by_op_type():
     plan = place_by_op_type(OPS, {"matmul": 1}, ["cpu", "cuda:0"])
     assert dict(plan.assignment) == {"a": 1, "c": 1}
     assert [plan.device_of(n) for n, _ in OPS] == [1, 0, 1, 0]
-    with pytest.raises(PlanError, match="op type\\(s\\) relax.nn.conv2d do not occur in the model"):
+    with pytest.raises(PlanError, match=r"op type\(s\) relax.nn.conv2d do not occur in the model"):
         place_by_op_type(OPS, {"nn.conv2d": 1}, ["cpu", "cuda:0"])
 
 
 def test_placement_validation_and_json():
-    with pytest.raises(PlanError, match=r"operator 'a' is assigned device index 2; valid indices are 0..1"):
+    with pytest.raises(
+        PlanError, match=r"operator 'a' is assigned device index 2; valid indices are 0..1"
+    ):
         Placement(("cpu", "cpu:1"), {"a": 2})
     with pytest.raises(PlanError, match="at least one device"):
         Placement(())
@@ -36,5 +38,12 @@ def test_summarize_counts_cross_device_bytes():
     ops = [("a", 10), ("b", 20), ("c", 30), ("d", 40)]
     edges = [("a", "b", 100), ("b", "c", 50), ("c", "d", 7), ("a", "d", 3)]
     rows = summarize(ops, edges, plan)
-    assert rows[0] == {"device": "cpu", "ops": 2, "flops": 50, "copies_in": 1, "bytes_in": 7, "flops_share": 0.5}
+    assert rows[0] == {
+        "device": "cpu",
+        "ops": 2,
+        "flops": 50,
+        "copies_in": 1,
+        "bytes_in": 7,
+        "flops_share": 0.5,
+    }
     assert rows[1]["copies_in"] == 1 and rows[1]["bytes_in"] == 100 and rows[1]["flops"] == 50

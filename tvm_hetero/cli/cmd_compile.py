@@ -10,10 +10,17 @@ from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, devices_from_args, model_from_args, parse_pairs, table
 
 
-def placement_table(model, placement):  # noqa: ANN001, ANN201
+def placement_table(model, placement):
     """Rich table of a placement: ops, FLOPs share and copies per device."""
     rows = [
-        [r["device"], r["ops"], r["flops"] / 1e9, 100 * r["flops_share"], r["copies_in"], r["bytes_in"] / 2**20]
+        [
+            r["device"],
+            r["ops"],
+            r["flops"] / 1e9,
+            100 * r["flops_share"],
+            r["copies_in"],
+            r["bytes_in"] / 2**20,
+        ]
         for r in api.placement_summary(model, placement)
     ]
     return table("Placement", ["device", "ops", "GFLOPs", "FLOPs %", "copies in", "MiB in"], rows)
@@ -34,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         inputs = model.random_inputs()
         with console().status("checking against the single-device build"):
-            err = api.max_abs_error(api.run_model(compiled, inputs), api.reference_outputs(model, inputs, devices[0]))
+            err = api.max_abs_error(
+                api.run_model(compiled, inputs), api.reference_outputs(model, inputs, devices[0])
+            )
         console().print(f"max |multi-device - single-device| = {err:.3g}")
     return 0

@@ -20,7 +20,9 @@ from tvm_hetero.ir.opgraph import OpGraph
 OUT_DIR = Path("out")
 
 
-def _timed(compiled: api.CompiledModel, inputs: dict, repeat: int) -> tuple[list[np.ndarray], float]:
+def _timed(
+    compiled: api.CompiledModel, inputs: dict, repeat: int
+) -> tuple[list[np.ndarray], float]:
     vm, home = api.vm_of(compiled)
     args = api.ordered_args(compiled.model.inputs, inputs)
     outputs = runner.run(vm, args, home)
@@ -38,32 +40,47 @@ def run(args: argparse.Namespace) -> int:
     OUT_DIR.mkdir(exist_ok=True)
     from tvm_hetero.viz.census import plot_census
 
-    out.print(f"census chart: {plot_census(graph.census(), model.name, OUT_DIR / 'demo_census.png')}")
+    out.print(
+        f"census chart: {plot_census(graph.census(), model.name, OUT_DIR / 'demo_census.png')}"
+    )
 
     out.rule("[bold]2. Devices and placement")
     second = "cuda:0" if gpu_count() else "cpu:1"
     devices = devices_from_args(args, ["cpu", second])
     if second == "cpu:1" and not args.device:
-        out.print("No GPU here: the second device is CPU vdevice cpu:1 (same CPU, separate vdevice).")
+        out.print(
+            "No GPU here: the second device is CPU vdevice cpu:1 (same CPU, separate vdevice)."
+        )
     placement = api.placement_from_rules(model, devices, {"matmul": devices[-1].name})
     out.print(placement_table(model, placement))
 
     out.rule("[bold]3. Build and run")
     inputs = model.random_inputs()
     rows, results = [], {}
-    for label, devs, plan in (("single device", devices[:1], None), ("two devices", devices, placement)):
+    for label, devs, plan in (
+        ("single device", devices[:1], None),
+        ("two devices", devices, placement),
+    ):
         start = time.perf_counter()
         compiled = api.compile_model(model, devs, plan)
         build_s = time.perf_counter() - start
         results[label], median = _timed(compiled, inputs, args.repeat)
         rows.append([label, ", ".join(d.name for d in devs), build_s, median])
-    out.print(table("Builds (untuned default CPU kernels)", ["build", "devices", "build s", "median ms"], rows))
+    out.print(
+        table(
+            "Builds (untuned default CPU kernels)",
+            ["build", "devices", "build s", "median ms"],
+            rows,
+        )
+    )
 
     out.rule("[bold]4. Check")
     ref, got = results["single device"], results["two devices"]
     err = api.max_abs_error(got, ref)
     scale = max(float(np.max(np.abs(r))) for r in ref)
     ok = err <= 1e-4 * scale + 1e-5
-    out.print(f"max |two-device - single-device| = {err:.3g} (outputs up to {scale:.3g}): "
-              + ("[bold green]same numbers[/]" if ok else "[bold red]MISMATCH[/]"))
+    out.print(
+        f"max |two-device - single-device| = {err:.3g} (outputs up to {scale:.3g}): "
+        + ("[bold green]same numbers[/]" if ok else "[bold red]MISMATCH[/]")
+    )
     return 0 if ok else 1

@@ -23,14 +23,22 @@ def run(args: argparse.Namespace) -> int:
     columns = ["name", "kind", "index", "target", "memory", "threads", "host"]
     if args.cluster:
         cluster = ClusterSpec.load(args.cluster)
-        console().print(table(f"Cluster {args.cluster} ({cluster.topology.value})", columns, _device_rows(cluster.devices)))
+        console().print(
+            table(
+                f"Cluster {args.cluster} ({cluster.topology.value})",
+                columns,
+                _device_rows(cluster.devices),
+            )
+        )
         links = [[ln.a, ln.b, ln.bandwidth_mbps, ln.latency_ms] for ln in cluster.links]
         console().print(table("Links", ["a", "b", "Mbit/s", "latency ms"], links))
         return 0
     devices = discover()
     console().print(table("Devices of this machine", columns, _device_rows(devices)))
     if len(devices) == 1:
-        console().print("No CUDA GPU visible: use [bold]cpu[/] and [bold]cpu:1[/] as two CPU vdevices.")
+        console().print(
+            "No CUDA GPU visible: use [bold]cpu[/] and [bold]cpu:1[/] as two CPU vdevices."
+        )
     if args.save:
         ClusterSpec(tuple(devices), topology=Topology.STAR).save(args.save)
         console().print(f"wrote {args.save}")

@@ -8,7 +8,7 @@ from tvm_hetero.cli.common import console, model_from_args, table
 from tvm_hetero.ir.opgraph import OpGraph
 
 
-def census_table(graph: OpGraph, title: str):  # noqa: ANN201 - rich Table
+def census_table(graph: OpGraph, title: str):
     """The census as a rich table."""
     rows = [
         [
@@ -29,7 +29,9 @@ def summary_line(graph: OpGraph) -> str:
     params = sum(n.param_bytes for n in graph.nodes) / 2**20
     gflops = "symbolic" if flops is None else f"{flops / 1e9:.3f}"
     inputs = ", ".join(
-        f"{i.name}{list(i.tensor.shape) if i.tensor else ''}" for i in graph.inputs if not i.is_param
+        f"{i.name}{list(i.tensor.shape) if i.tensor else ''}"
+        for i in graph.inputs
+        if not i.is_param
     )
     return (
         f"{graph.graph.number_of_nodes()} operators, {graph.graph.number_of_edges()} tensors, "
@@ -48,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
             [n.node_id, n.op, " ".join(str(list(t.shape or [])) for t in n.outputs), n.flops]
             for n in graph.nodes
         ]
-        console().print(table("Operators in topological order", ["id", "op", "output", "FLOPs"], rows))
+        console().print(
+            table("Operators in topological order", ["id", "op", "output", "FLOPs"], rows)
+        )
     if args.plot:
         from tvm_hetero.viz.census import plot_census
 

@@ -11,5 +11,7 @@ from tvm_hetero.zoo import ZOO
 def run(_args: argparse.Namespace) -> int:
     """Print every zoo model with its presets and the paper it comes from."""
     rows = [[e.name, ", ".join(e.presets), e.cites, e.description] for e in ZOO.values()]
-    console().print(table("Model zoo (NAME or NAME:tiny)", ["model", "presets", "paper", "what"], rows))
+    console().print(
+        table("Model zoo (NAME or NAME:tiny)", ["model", "presets", "paper", "what"], rows)
+    )
     return 0

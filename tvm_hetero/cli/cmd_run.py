@@ -13,7 +13,9 @@ from tvm_hetero.frontends.model import InputSpec
 
 
 def _inputs(meta: dict, path: str | None) -> dict[str, np.ndarray]:
-    specs = [InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high")) for i in meta["inputs"]]
+    specs = [
+        InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high")) for i in meta["inputs"]
+    ]
     if path is None:
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}

@@ -18,7 +18,15 @@ from tvm_hetero.devices import ClusterSpec, DeviceSpec, SpecError, resolve_devic
 from tvm_hetero.frontends import Model, ModelLoadError, load_model
 from tvm_hetero.plan import PlanError
 
-USER_ERRORS = (SpecError, ModelLoadError, PlanError, ArtifactError, BuildError, ValueError, FileNotFoundError)
+USER_ERRORS = (
+    SpecError,
+    ModelLoadError,
+    PlanError,
+    ArtifactError,
+    BuildError,
+    ValueError,
+    FileNotFoundError,
+)
 
 
 @functools.cache
@@ -60,7 +68,9 @@ def parse_shape(text: str, flag: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{flag}: shape {text!r} must look like 1x3x224x224") from None
+        raise argparse.ArgumentTypeError(
+            f"{flag}: shape {text!r} must look like 1x3x224x224"
+        ) from None
     if not dims or any(d <= 0 for d in dims):
         raise argparse.ArgumentTypeError(f"{flag}: shape {text!r} must have positive dimensions")
     return dims

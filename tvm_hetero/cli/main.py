@@ -35,7 +35,9 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
         help="cpu, cpu:N, cuda, cuda:N or a name from --cluster (repeatable; the first is home)",
     )  # fmt: skip
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
-    p.add_argument("--cuda-arch", metavar="SM", help="CUDA arch when no GPU is here (default sm_90)")
+    p.add_argument(
+        "--cuda-arch", metavar="SM", help="CUDA arch when no GPU is here (default sm_90)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the passes do")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    cmd = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
+    cmd = {
+        name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()
+    }
 
-    cmd["devices"].add_argument("--cluster", metavar="FILE", help="validate and show a cluster file")
-    cmd["devices"].add_argument("--save", metavar="FILE", help="write this machine's devices as a cluster file")
+    cmd["devices"].add_argument(
+        "--cluster", metavar="FILE", help="validate and show a cluster file"
+    )
+    cmd["devices"].add_argument(
+        "--save", metavar="FILE", help="write this machine's devices as a cluster file"
+    )
 
     _add_model_args(cmd["inspect"])
     cmd["inspect"].add_argument("--plot", metavar="PNG", help="write a census chart")
@@ -81,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--number", type=int, default=1, help="runs averaged per timed sample")
 
     _add_device_args(cmd["demo"])
-    cmd["demo"].add_argument("--model", default="bert-small", help="model to run (default bert-small)")
+    cmd["demo"].add_argument(
+        "--model", default="bert-small", help="model to run (default bert-small)"
+    )
     cmd["demo"].add_argument("--repeat", type=int, default=5, help="timed runs")
     return parser
 

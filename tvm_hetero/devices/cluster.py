@@ -55,17 +55,29 @@ class ClusterSpec:
         names = [d.name for d in self.devices]
         dupes = sorted({n for n in names if names.count(n) > 1})
         _check(not dupes, "cluster.devices", f"duplicate device name(s) {dupes}")
-        _check(self.hub is None or self.hub in names, "cluster.hub", f"{self.hub!r} is not a device; devices are {names}")
+        _check(
+            self.hub is None or self.hub in names,
+            "cluster.hub",
+            f"{self.hub!r} is not a device; devices are {names}",
+        )
         allowed = topology_pairs(self.topology, names, self.hub)
         seen: set[frozenset[str]] = set()
         for i, link in enumerate(self.links):
             where = f"cluster.links[{i}]"
             for end in (link.a, link.b):
-                _check(end in names, where, f"device {end!r} is not in the cluster; devices are {names}")
+                _check(
+                    end in names,
+                    where,
+                    f"device {end!r} is not in the cluster; devices are {names}",
+                )
             pair = frozenset((link.a, link.b))
             _check(len(pair) == 2, where, "a link joins two different devices")
             _check(pair not in seen, where, f"{link.a}-{link.b} is listed twice")
-            _check(pair in allowed, where, f"{link.a}-{link.b} is not a link of a {self.topology.value} topology")
+            _check(
+                pair in allowed,
+                where,
+                f"{link.a}-{link.b} is not a link of a {self.topology.value} topology",
+            )
             seen.add(pair)
 
     def device(self, name: str) -> DeviceSpec:
@@ -73,7 +85,9 @@ class ClusterSpec:
         for d in self.devices:
             if d.name == name:
                 return d
-        raise SpecError(f"cluster has no device {name!r}; devices are {[d.name for d in self.devices]}")
+        raise SpecError(
+            f"cluster has no device {name!r}; devices are {[d.name for d in self.devices]}"
+        )
 
     def link(self, a: str, b: str) -> Link | None:
         """The direct link between ``a`` and ``b``, if the topology has one."""
@@ -109,10 +123,22 @@ class ClusterSpec:
         """Parse and validate; errors name the bad field."""
         _check(isinstance(data, dict), "cluster", "must be a table/object")
         unknown = sorted(set(data) - {"devices", "links", "topology", "hub"})
-        _check(not unknown, f"cluster.{unknown[0] if unknown else ''}", "unknown field; fields are devices, links, topology, hub")
-        _check(isinstance(data.get("devices"), list), "cluster.devices", "is required and must be a list")
-        devices = tuple(DeviceSpec.from_dict(d, f"cluster.devices[{i}]") for i, d in enumerate(data["devices"]))
-        links = tuple(Link.from_dict(ln, f"cluster.links[{i}]") for i, ln in enumerate(data.get("links", [])))
+        _check(
+            not unknown,
+            f"cluster.{unknown[0] if unknown else ''}",
+            "unknown field; fields are devices, links, topology, hub",
+        )
+        _check(
+            isinstance(data.get("devices"), list),
+            "cluster.devices",
+            "is required and must be a list",
+        )
+        devices = tuple(
+            DeviceSpec.from_dict(d, f"cluster.devices[{i}]") for i, d in enumerate(data["devices"])
+        )
+        links = tuple(
+            Link.from_dict(ln, f"cluster.links[{i}]") for i, ln in enumerate(data.get("links", []))
+        )
         return cls(devices, links, data.get("topology", Topology.MESH.value), data.get("hub"))
 
     @classmethod
@@ -125,7 +151,10 @@ class ClusterSpec:
         try:
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
-            raise SpecError(f"cluster file {str(path)!r} is not valid {path.suffix[1:].upper() or 'JSON'}: {err}") from None
+            raise SpecError(
+                f"cluster file {str(path)!r} is not valid "
+                f"{path.suffix[1:].upper() or 'JSON'}: {err}"
+            ) from None
         try:
             return cls.from_dict(data)
         except SpecError as err:

@@ -7,7 +7,7 @@ names the bad field (``devices[1].kind``) and what is allowed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 
@@ -15,7 +15,7 @@ class SpecError(ValueError):
     """A device or cluster spec with a bad field."""
 
 
-class DeviceKind(str, Enum):
+class DeviceKind(StrEnum):
     """What executes a device's work: this CPU, a CUDA GPU, or a simulation fed by profiles."""
 
     CPU = "cpu"
@@ -23,7 +23,7 @@ class DeviceKind(str, Enum):
     SIMULATED = "simulated"
 
 
-class Topology(str, Enum):
+class Topology(StrEnum):
     """How the devices of a cluster are wired."""
 
     STAR = "star"
@@ -83,18 +83,36 @@ class DeviceSpec:
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
-        _check(isinstance(self.name, str) and self.name != "", "device.name", "must be a non-empty string")
+        _check(
+            isinstance(self.name, str) and self.name != "",
+            "device.name",
+            "must be a non-empty string",
+        )
         object.__setattr__(self, "kind", _enum(DeviceKind, self.kind, f"{where}.kind"))
-        _check(isinstance(self.index, int) and self.index >= 0, f"{where}.index", f"must be an integer >= 0, got {self.index!r}")
+        _check(
+            isinstance(self.index, int) and self.index >= 0,
+            f"{where}.index",
+            f"must be an integer >= 0, got {self.index!r}",
+        )
         for name in ("memory_bytes", "threads"):
             value = getattr(self, name)
-            _check(value is None or (isinstance(value, int) and value > 0), f"{where}.{name}", f"must be a positive integer, got {value!r}")
-        _check(isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form")
+            _check(
+                value is None or (isinstance(value, int) and value > 0),
+                f"{where}.{name}",
+                f"must be a positive integer, got {value!r}",
+            )
+        _check(
+            isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form"
+        )
         if self.kind is DeviceKind.SIMULATED:
             _check(not self.target, f"{where}.target", "a simulated device has no TVM target")
             return
         expected = _TARGET_KIND[self.kind]
-        _check(self.target.get("kind") == expected, f"{where}.target.kind", f"must be {expected!r} for a {self.kind.value} device, got {self.target.get('kind')!r}")
+        _check(
+            self.target.get("kind") == expected,
+            f"{where}.target.kind",
+            f"must be {expected!r} for a {self.kind.value} device, got {self.target.get('kind')!r}",
+        )
 
     @property
     def simulated(self) -> bool:
@@ -117,7 +135,11 @@ class DeviceSpec:
         _check(isinstance(data, dict), where, f"must be a table/object, got {type(data).__name__}")
         known = {"name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile"}
         unknown = sorted(set(data) - known)
-        _check(not unknown, f"{where}.{unknown[0] if unknown else ''}", f"unknown field; fields are {sorted(known)}")
+        _check(
+            not unknown,
+            f"{where}.{unknown[0] if unknown else ''}",
+            f"unknown field; fields are {sorted(known)}",
+        )
         for key in ("name", "kind"):
             _check(key in data, f"{where}.{key}", "is required")
         try:
@@ -151,7 +173,12 @@ class Link:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON/TOML-friendly form."""
-        return {"a": self.a, "b": self.b, "bandwidth_mbps": self.bandwidth_mbps, "latency_ms": self.latency_ms}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "bandwidth_mbps": self.bandwidth_mbps,
+            "latency_ms": self.latency_ms,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> Link:
@@ -160,6 +187,14 @@ class Link:
         for key in ("a", "b", "bandwidth_mbps"):
             _check(key in data, f"{where}.{key}", "is required")
         bw, lat = data["bandwidth_mbps"], data.get("latency_ms", 0.0)
-        _check(isinstance(bw, int | float) and bw > 0, f"{where}.bandwidth_mbps", f"must be > 0, got {bw!r}")
-        _check(isinstance(lat, int | float) and lat >= 0, f"{where}.latency_ms", f"must be >= 0, got {lat!r}")
+        _check(
+            isinstance(bw, int | float) and bw > 0,
+            f"{where}.bandwidth_mbps",
+            f"must be > 0, got {bw!r}",
+        )
+        _check(
+            isinstance(lat, int | float) and lat >= 0,
+            f"{where}.latency_ms",
+            f"must be >= 0, got {lat!r}",
+        )
         return cls(str(data["a"]), str(data["b"]), float(bw), float(lat))

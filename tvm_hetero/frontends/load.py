@@ -1,4 +1,4 @@
-"""One loader for every model source: zoo names, ONNX, torch.export, ``relax.frontend.nn``, TVMScript."""
+"""One loader for every model source: zoo, ONNX, torch.export, ``relax.frontend.nn``, TVMScript."""
 
 from __future__ import annotations
 
@@ -171,7 +171,8 @@ def _import_irmodule(path: Path) -> tvm.IRModule:
     found = {k: v for k, v in vars(module).items() if isinstance(v, tvm.IRModule)}
     if len(found) != 1:
         raise ModelLoadError(
-            f"{path}: TVMScript must define an IRModule (@I.ir_module); found {sorted(found) or 'none'}"
+            f"{path}: TVMScript must define an IRModule (@I.ir_module); "
+            f"found {sorted(found) or 'none'}"
         )
     return next(iter(found.values()))
 

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import tvm
 
-from tvm_hetero.ir.attrs import ENTRY_FUNC
-
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -68,8 +66,3 @@ class Model:
         """Deterministic random values for every input."""
         rng = np.random.default_rng(seed)
         return {spec.name: spec.random(rng) for spec in self.inputs}
-
-    @property
-    def entry(self) -> str:
-        """Name of the entry function."""
-        return ENTRY_FUNC

@@ -1,11 +1,5 @@
 """Attribute keys and names shared by the passes, the graph view and the build."""
 
-ATTR_DEVICE = "tvm_hetero.device"
-"""Function attribute: the device name a function or stage runs on."""
-
-ATTR_PLAN = "tvm_hetero.plan"
-"""Module attribute: the JSON of the plan a pipeline realised."""
-
 ENTRY_FUNC = "main"
 """The name of the entry function of every model tvm-hetero loads."""
 

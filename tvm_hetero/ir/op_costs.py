@@ -31,11 +31,29 @@ _PER_INPUT = {
 }
 # Data movement only.
 _ZERO = {
-    "relax.reshape", "relax.permute_dims", "relax.split", "relax.concat", "relax.to_vdevice",
-    "relax.hint_on_device", "relax.strided_slice", "relax.take", "relax.squeeze",
-    "relax.expand_dims", "relax.broadcast_to", "relax.flatten", "relax.astype", "relax.zeros",
-    "relax.ones", "relax.full", "relax.full_like", "relax.zeros_like", "relax.ones_like",
-    "relax.nn.dropout", "relax.layout_transform", "relax.tile", "relax.repeat",
+    "relax.reshape",
+    "relax.permute_dims",
+    "relax.split",
+    "relax.concat",
+    "relax.to_vdevice",
+    "relax.hint_on_device",
+    "relax.strided_slice",
+    "relax.take",
+    "relax.squeeze",
+    "relax.expand_dims",
+    "relax.broadcast_to",
+    "relax.flatten",
+    "relax.astype",
+    "relax.zeros",
+    "relax.ones",
+    "relax.full",
+    "relax.full_like",
+    "relax.zeros_like",
+    "relax.ones_like",
+    "relax.nn.dropout",
+    "relax.layout_transform",
+    "relax.tile",
+    "relax.repeat",
 }
 
 Shape = Sequence[int]
@@ -50,12 +68,11 @@ def matmul_flops(a: Shape, b: Shape) -> int:
     return 2 * math.prod(batch) * m * n * k
 
 
-def conv_flops(out: Shape, weight: Shape, groups: int = 1) -> int:
-    """FLOPs of a convolution: ``2 * prod(out) * (C_in / groups) * prod(kernel)``.
+def conv_flops(out: Shape, weight: Shape) -> int:
+    """FLOPs of a convolution: ``2 * prod(out) * (C_in / groups) * prod(kernel)``, any group count.
 
-    Layouts are the Relax defaults (``NCHW`` / ``OIHW``): ``weight[1]`` is already ``C_in / groups``.
+    Layouts are the Relax defaults (``NCHW`` / ``OIHW``): ``weight[1]`` is ``C_in / groups``.
     """
-    del groups  # OIHW weights store C_in / groups
     return 2 * math.prod(out) * math.prod(weight[1:])
 
 
@@ -73,7 +90,7 @@ def op_flops(
     output : Sequence[int] or None
         Static shape of the (first) output tensor.
     attrs : dict, optional
-        Op attributes (``groups`` for convolutions).
+        Op attributes (``pool_size`` for pooling).
     """
     attrs = attrs or {}
     if op in _ZERO:
@@ -81,7 +98,7 @@ def op_flops(
     if op == "relax.matmul":
         return matmul_flops(inputs[0], inputs[1])
     if op in ("relax.nn.conv2d", "relax.nn.conv1d", "relax.nn.conv3d") and output is not None:
-        return conv_flops(output, inputs[1], int(attrs.get("groups", 1)))
+        return conv_flops(output, inputs[1])
     if op in _PER_INPUT and inputs:
         return _PER_INPUT[op] * math.prod(inputs[0])
     if op in ("relax.nn.max_pool2d", "relax.nn.avg_pool2d") and output is not None:

@@ -113,7 +113,9 @@ class OpGraph:
             raise KeyError(f"OpGraph: module has no function {func_name!r}; it has {sorted(names)}")
         func = mod[func_name]
         if not isinstance(func, relax.Function):
-            raise TypeError(f"OpGraph: {func_name!r} is a {type(func).__name__}, not a Relax function")
+            raise TypeError(
+                f"OpGraph: {func_name!r} is a {type(func).__name__}, not a Relax function"
+            )
         return _Builder(mod, func, func_name).build()
 
     @property
@@ -191,7 +193,9 @@ class _Builder:
             )
             for i, p in enumerate(self.func.params)
         ]
-        outputs = list(dict.fromkeys(leaf.producer for leaf in self._leaves_of(self.func.body.body)))
+        outputs = list(
+            dict.fromkeys(leaf.producer for leaf in self._leaves_of(self.func.body.body))
+        )
         bindings = {b.node_id: b for b in by_var.values()}
         return OpGraph(self.func_name, self.graph, inputs, outputs, bindings)
 
@@ -224,7 +228,11 @@ class _Builder:
                 continue
             if not self.graph.has_edge(leaf.producer, ob.node_id, key=leaf.name):
                 self.graph.add_edge(
-                    leaf.producer, ob.node_id, key=leaf.name, bytes=leaf.info.nbytes, tensor=leaf.info
+                    leaf.producer,
+                    ob.node_id,
+                    key=leaf.name,
+                    bytes=leaf.info.nbytes,
+                    tensor=leaf.info,
                 )
 
     def _leaves_of(self, expr: relax.Expr) -> list[_Leaf]:
@@ -238,7 +246,7 @@ class _Builder:
             return _tuple_item(self._leaves_of(expr.tuple_value), expr.tuple_value.ty, expr.index)
         return []
 
-    def _flops(self, call: relax.Call, op: str, kind: str, ins, outs) -> int:  # noqa: ANN001
+    def _flops(self, call: relax.Call, op: str, kind: str, ins, outs) -> int:
         if kind == "call_tir":
             prim = self.mod[call.args[0]]
             return int(estimate_tir_flops(tvm.IRModule({"main": prim})))
@@ -266,5 +274,3 @@ def _tuple_item(leaves: list[_Leaf], ty: Any, index: int) -> list[_Leaf]:
     sizes = [len(tensor_infos(f)) for f in ty.fields]
     start = sum(sizes[:index])
     return leaves[start : start + sizes[index]]
-
-

@@ -44,7 +44,9 @@ class PlaceOperators:
         """Rewrite ``mod[func_name]``; the input module is left unchanged."""
         vdevices = list(mod.global_infos.get("vdevice", []))
         if not vdevices:
-            raise ValueError("PlaceOperators: the module declares no vdevices; run DeclareVDevices first")
+            raise ValueError(
+                "PlaceOperators: the module declares no vdevices; run DeclareVDevices first"
+            )
         bad = {k: v for k, v in self.assignment.items() if not 0 <= v < len(vdevices)}
         if bad:
             raise ValueError(
@@ -58,7 +60,9 @@ class PlaceOperators:
         ids = {b.node_id: b.call for b in op_bindings(func)}
         unknown = sorted(set(self.assignment) - set(ids))
         if unknown:
-            raise ValueError(f"PlaceOperators: unknown operator id(s) {unknown[:5]}; see OpGraph ids")
+            raise ValueError(
+                f"PlaceOperators: unknown operator id(s) {unknown[:5]}; see OpGraph ids"
+            )
         call_device = {call: vdevices[self.assignment.get(node, 0)] for node, call in ids.items()}
         return _Placer(mod, call_device, vdevices[0]).run(self.func_name)
 
@@ -124,15 +128,18 @@ class _Placer(PyExprMutator):
         result = body.body
         if not _needs_home(result.ty, self.home):
             return body
-        self.builder_._begin_binding_block()  # noqa: SLF001 - BlockBuilder has no public form
+        self.builder_._begin_binding_block()
         moved = self._home_expr(result)
-        block = self.builder_._end_block()  # noqa: SLF001
+        block = self.builder_._end_block()
         return relax.SeqExpr([*body.blocks, block], moved)
 
     def _home_expr(self, expr: relax.Expr) -> relax.Expr:
         ty = expr.ty
         if isinstance(ty, TupleType):
-            items = [self._home_expr(self.builder_.emit(relax.TupleGetItem(expr, i))) for i in range(len(ty.fields))]
+            items = [
+                self._home_expr(self.builder_.emit(relax.TupleGetItem(expr, i)))
+                for i in range(len(ty.fields))
+            ]
             return self.builder_.emit(relax.Tuple(items))
         if _needs_home(ty, self.home):
             return self.builder_.emit(relax.op.to_vdevice(expr, self.home))
@@ -142,4 +149,8 @@ class _Placer(PyExprMutator):
 def _needs_home(ty: relax.Type, home: VDevice) -> bool:
     if isinstance(ty, TupleType):
         return any(_needs_home(f, home) for f in ty.fields)
-    return isinstance(ty, TensorType) and ty.vdevice is not None and not vdevice_equal(ty.vdevice, home)
+    return (
+        isinstance(ty, TensorType)
+        and ty.vdevice is not None
+        and not vdevice_equal(ty.vdevice, home)
+    )

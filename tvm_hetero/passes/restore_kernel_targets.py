@@ -21,7 +21,8 @@ class RestoreKernelTargets:
     Notes
     -----
     Precondition: vdevices are declared and ``RealizeVDevice`` ran. A kernel whose output has no
-    vdevice (one computed from constants only) runs on the home device, vdevice 0. A kernel called from two different target kinds is an error: it cannot carry both.
+    vdevice (one computed from constants only) runs on the home device, vdevice 0. A kernel
+    called from two target kinds is an error (``InferKernelVDevices`` gives each kind a copy).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -45,7 +46,9 @@ class RestoreKernelTargets:
         return out
 
 
-def _collect(expr: relax.Expr, wanted: dict[str, tvm.target.Target], home: tvm.target.Target) -> None:
+def _collect(
+    expr: relax.Expr, wanted: dict[str, tvm.target.Target], home: tvm.target.Target
+) -> None:
     if not (isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op)):
         return
     if expr.op.name != CALL_TIR_OP:
@@ -61,7 +64,7 @@ def _collect(expr: relax.Expr, wanted: dict[str, tvm.target.Target], home: tvm.t
         )
 
 
-def _first_vdevice(ty: relax.Type):  # noqa: ANN202
+def _first_vdevice(ty: relax.Type):
     if isinstance(ty, TensorType):
         return ty.vdevice
     if isinstance(ty, TupleType):

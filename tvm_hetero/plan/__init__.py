@@ -8,4 +8,4 @@ from tvm_hetero.plan.placement import (
     summarize,
 )
 
-__all__ = ["PlanError", "Placement", "normalize_op_type", "place_by_op_type", "summarize"]
+__all__ = ["Placement", "PlanError", "normalize_op_type", "place_by_op_type", "summarize"]

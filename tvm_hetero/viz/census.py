@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 
-def plot_census(rows: Sequence[dict[str, Any]], title: str, path: str | Path, top: int = 12) -> Path:
+def plot_census(
+    rows: Sequence[dict[str, Any]], title: str, path: str | Path, top: int = 12
+) -> Path:
     """Horizontal bars of FLOP share and bytes moved for the ``top`` op types.
 
     Parameters

@@ -17,7 +17,9 @@ class BasicBlock(nn.Module):
     def __init__(self, cin: int, width: int, stride: int) -> None:
         self.c1 = ConvBN(cin, width, 3, stride)
         self.c2 = ConvBN(width, width, 3, relu=False)
-        self.down = ConvBN(cin, width, 1, stride, relu=False) if stride != 1 or cin != width else None
+        self.down = (
+            ConvBN(cin, width, 1, stride, relu=False) if stride != 1 or cin != width else None
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         skip = self.down(x) if self.down is not None else x

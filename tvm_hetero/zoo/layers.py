@@ -75,9 +75,9 @@ class StackedRNN(nn.Module):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         seq = x.shape[1]
-        steps = [op.squeeze(s, 1) for s in op.split(x, seq, axis=1)] if seq > 1 else [
-            op.squeeze(x, 1)
-        ]
+        steps = (
+            [op.squeeze(s, 1) for s in op.split(x, seq, axis=1)] if seq > 1 else [op.squeeze(x, 1)]
+        )
         for layer in self.layers:
             steps = layer(steps)
         return steps

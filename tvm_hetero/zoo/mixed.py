@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import Tensor, op
 
@@ -14,7 +16,7 @@ class MLP(nn.Module):
     """A ReLU multi-layer perceptron."""
 
     def __init__(self, sizes: list[int]) -> None:
-        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in itertools.pairwise(sizes)])
 
     def forward(self, x: Tensor) -> Tensor:
         for i, layer in enumerate(self.layers):

@@ -7,7 +7,7 @@ single settings (``batch=16``, ``seq_len=64``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tvm_hetero.frontends.model import Model
@@ -26,7 +26,6 @@ class ZooEntry:
     presets: dict[str, dict[str, Any]]
     cites: str
     description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _bert(layers: int, hidden: int, heads: int, seq_len: int = 128, batch: int = 1) -> dict:
@@ -52,113 +51,197 @@ ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in [
         ZooEntry(
-            "mlp", mixed.build_mlp,
-            {PAPER: dict(batch=16, sizes=[784, 512, 512, 10]), TINY: dict(batch=4, sizes=[16, 32, 8])},
-            "-", "ReLU multi-layer perceptron",
+            "mlp",
+            mixed.build_mlp,
+            {
+                PAPER: dict(batch=16, sizes=[784, 512, 512, 10]),
+                TINY: dict(batch=4, sizes=[16, 32, 8]),
+            },
+            "-",
+            "ReLU multi-layer perceptron",
         ),
         ZooEntry(
-            "lstm", lambda **k: rnn.build_rnn("lstm", **k),
+            "lstm",
+            lambda **k: rnn.build_rnn("lstm", **k),
             {
                 PAPER: dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2),
                 TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
             },
-            "EOP Table 3", "stacked LSTM, unrolled over the sequence",
+            "EOP Table 3",
+            "stacked LSTM, unrolled over the sequence",
         ),
         ZooEntry(
-            "gru", lambda **k: rnn.build_rnn("gru", **k),
+            "gru",
+            lambda **k: rnn.build_rnn("gru", **k),
             {
                 PAPER: dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2),
                 TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
             },
-            "EOP Table 3", "stacked GRU, unrolled over the sequence",
+            "EOP Table 3",
+            "stacked GRU, unrolled over the sequence",
         ),
         ZooEntry(
-            "bert-base", transformers.build_bert, {PAPER: _bert(12, 768, 12), TINY: _TINY_BERT},
-            "EOP Table 3, Lee et al.", "BERT-base encoder (12 x 768, 12 heads)",
+            "bert-base",
+            transformers.build_bert,
+            {PAPER: _bert(12, 768, 12), TINY: _TINY_BERT},
+            "EOP Table 3, Lee et al.",
+            "BERT-base encoder (12 x 768, 12 heads)",
         ),
         ZooEntry(
-            "bert-small", transformers.build_bert, {PAPER: _bert(4, 256, 4), TINY: _TINY_BERT},
-            "-", "small BERT encoder (4 x 256, 4 heads)",
+            "bert-small",
+            transformers.build_bert,
+            {PAPER: _bert(4, 256, 4), TINY: _TINY_BERT},
+            "-",
+            "small BERT encoder (4 x 256, 4 heads)",
         ),
         ZooEntry(
-            "gpt2", transformers.build_gpt2,
+            "gpt2",
+            transformers.build_gpt2,
             {
-                PAPER: dict(batch=1, seq_len=64, vocab=50257, hidden=768, layers=12, heads=12, ffn=3072),
+                PAPER: dict(
+                    batch=1, seq_len=64, vocab=50257, hidden=768, layers=12, heads=12, ffn=3072
+                ),
                 TINY: dict(_TINY_BERT, ffn=128),
             },
-            "Lee et al.", "GPT-2 small with LM head (causal)",
+            "Lee et al.",
+            "GPT-2 small with LM head (causal)",
         ),
         ZooEntry(
-            "resnet18", cnn.build_resnet,
-            {PAPER: dict(batch=1, image=224, **_RESNET18), TINY: dict(batch=1, image=32, **_TINY_RESNET)},
-            "EOP, FlexPie, DUET", "ResNet-18 (BatchNorm folded)",
-        ),
-        ZooEntry(
-            "resnet50", cnn.build_resnet,
+            "resnet18",
+            cnn.build_resnet,
             {
-                PAPER: dict(batch=1, image=224, block="bottleneck", stages=[3, 4, 6, 3], width=64, classes=1000),
-                TINY: dict(batch=1, image=32, block="bottleneck", stages=[1, 1], width=4, classes=10),
+                PAPER: dict(batch=1, image=224, **_RESNET18),
+                TINY: dict(batch=1, image=32, **_TINY_RESNET),
             },
-            "EOP, FlexPie", "ResNet-50 (BatchNorm folded)",
+            "EOP, FlexPie, DUET",
+            "ResNet-18 (BatchNorm folded)",
         ),
         ZooEntry(
-            "mobilenet", cnn.build_mobilenet,
+            "resnet50",
+            cnn.build_resnet,
+            {
+                PAPER: dict(
+                    batch=1,
+                    image=224,
+                    block="bottleneck",
+                    stages=[3, 4, 6, 3],
+                    width=64,
+                    classes=1000,
+                ),
+                TINY: dict(
+                    batch=1, image=32, block="bottleneck", stages=[1, 1], width=4, classes=10
+                ),
+            },
+            "EOP, FlexPie",
+            "ResNet-50 (BatchNorm folded)",
+        ),
+        ZooEntry(
+            "mobilenet",
+            cnn.build_mobilenet,
             {
                 PAPER: dict(batch=1, image=224, width=1.0, blocks=13, classes=1000),
                 TINY: dict(batch=1, image=32, width=0.25, blocks=4, classes=10),
             },
-            "EOP, FlexPie", "MobileNet v1",
+            "EOP, FlexPie",
+            "MobileNet v1",
         ),
         ZooEntry(
-            "vit-base", transformers.build_vit,
-            {PAPER: _vit(768, 12, 12), TINY: dict(batch=1, image=32, patch=8, hidden=32, layers=2, heads=2, ffn=64, classes=10)},
-            "EdgePipe", "ViT-Base/16",
-        ),
-        ZooEntry(
-            "vit-large", transformers.build_vit,
-            {PAPER: _vit(1024, 24, 16), TINY: dict(batch=1, image=32, patch=8, hidden=48, layers=3, heads=3, ffn=96, classes=10)},
-            "EdgePipe", "ViT-Large/16",
-        ),
-        ZooEntry(
-            "vit-huge", transformers.build_vit,
-            {PAPER: _vit(1280, 32, 16, patch=14), TINY: dict(batch=1, image=28, patch=7, hidden=64, layers=4, heads=4, ffn=128, classes=10)},
-            "EdgePipe", "ViT-Huge/14",
-        ),
-        ZooEntry(
-            "wide-deep", mixed.build_wide_deep,
+            "vit-base",
+            transformers.build_vit,
             {
-                PAPER: dict(
-                    batch=1, wide=363, dense=13, embedding=192, ffn=[128, 64], cnn=_RESNET18,
-                    image=224, rnn_input=80, rnn_seq=1, rnn_hidden=64, rnn_layers=2,
-                ),
+                PAPER: _vit(768, 12, 12),
                 TINY: dict(
-                    batch=1, wide=12, dense=6, embedding=8, ffn=[8, 4], cnn=_TINY_RESNET,
-                    image=32, rnn_input=8, rnn_seq=2, rnn_hidden=8, rnn_layers=2,
+                    batch=1, image=32, patch=8, hidden=32, layers=2, heads=2, ffn=64, classes=10
                 ),
             },
-            "DUET Table I", "Wide-and-Deep: wide, FFN, ResNet-18 and LSTM branches",
+            "EdgePipe",
+            "ViT-Base/16",
         ),
         ZooEntry(
-            "siamese-lstm", rnn.build_siamese,
+            "vit-large",
+            transformers.build_vit,
+            {
+                PAPER: _vit(1024, 24, 16),
+                TINY: dict(
+                    batch=1, image=32, patch=8, hidden=48, layers=3, heads=3, ffn=96, classes=10
+                ),
+            },
+            "EdgePipe",
+            "ViT-Large/16",
+        ),
+        ZooEntry(
+            "vit-huge",
+            transformers.build_vit,
+            {
+                PAPER: _vit(1280, 32, 16, patch=14),
+                TINY: dict(
+                    batch=1, image=28, patch=7, hidden=64, layers=4, heads=4, ffn=128, classes=10
+                ),
+            },
+            "EdgePipe",
+            "ViT-Huge/14",
+        ),
+        ZooEntry(
+            "wide-deep",
+            mixed.build_wide_deep,
+            {
+                PAPER: dict(
+                    batch=1,
+                    wide=363,
+                    dense=13,
+                    embedding=192,
+                    ffn=[128, 64],
+                    cnn=_RESNET18,
+                    image=224,
+                    rnn_input=80,
+                    rnn_seq=1,
+                    rnn_hidden=64,
+                    rnn_layers=2,
+                ),
+                TINY: dict(
+                    batch=1,
+                    wide=12,
+                    dense=6,
+                    embedding=8,
+                    ffn=[8, 4],
+                    cnn=_TINY_RESNET,
+                    image=32,
+                    rnn_input=8,
+                    rnn_seq=2,
+                    rnn_hidden=8,
+                    rnn_layers=2,
+                ),
+            },
+            "DUET Table I",
+            "Wide-and-Deep: wide, FFN, ResNet-18 and LSTM branches",
+        ),
+        ZooEntry(
+            "siamese-lstm",
+            rnn.build_siamese,
             {
                 PAPER: dict(batch=1, seq_len=64, input_size=64, hidden=128, num_layers=2),
                 TINY: dict(batch=1, seq_len=3, input_size=8, hidden=8, num_layers=2),
             },
-            "DUET Table I", "Siamese network of two stacked LSTMs",
+            "DUET Table I",
+            "Siamese network of two stacked LSTMs",
         ),
         ZooEntry(
-            "mt-dnn", transformers.build_mtdnn,
+            "mt-dnn",
+            transformers.build_mtdnn,
             {
                 PAPER: dict(
-                    _bert(12, 768, 12, seq_len=32), lstm_hidden=256, lstm_layers=2,
+                    _bert(12, 768, 12, seq_len=32),
+                    lstm_hidden=256,
+                    lstm_layers=2,
                     tags=[29, 3, 3, 7, 9, 11, 9, 25, 7, 13],
                 ),
                 TINY: dict(_TINY_BERT, seq_len=4, lstm_hidden=8, lstm_layers=2, tags=[3, 5]),
             },
-            "DUET Table I", "MT-DNN: shared BERT-base, 10 LSTM tagger heads",
+            "DUET Table I",
+            "MT-DNN: shared BERT-base, 10 LSTM tagger heads",
         ),
     ]
-}  # fmt: skip
+}
 
 
 class UnknownModelError(ValueError):

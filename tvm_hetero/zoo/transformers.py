@@ -64,7 +64,10 @@ class ViT(nn.Module):
         self.cls = nn.Parameter((1, 1, hidden), "float32")
         self.pos = nn.Parameter((self.patches + 1, hidden), "float32")
         self.layers = nn.ModuleList(
-            [TransformerLayer(hidden, heads, ffn, pre_norm=True, causal=False) for _ in range(layers)]
+            [
+                TransformerLayer(hidden, heads, ffn, pre_norm=True, causal=False)
+                for _ in range(layers)
+            ]
         )
         self.norm = nn.LayerNorm(hidden)
         self.head = nn.Linear(hidden, classes)
@@ -109,13 +112,17 @@ def _text_input(batch: int, seq_len: int, vocab: int) -> list[InputSpec]:
     return [InputSpec("ids", (batch, seq_len), "int32", high=vocab)]
 
 
-def build_bert(batch: int, seq_len: int, vocab: int, hidden: int, layers: int, heads: int, ffn: int):
+def build_bert(
+    batch: int, seq_len: int, vocab: int, hidden: int, layers: int, heads: int, ffn: int
+):
     """BERT encoder and its token-id input."""
     cfg = dict(vocab=vocab, seq_len=seq_len, hidden=hidden, layers=layers, heads=heads, ffn=ffn)
     return BERT(**cfg), _text_input(batch, seq_len, vocab)
 
 
-def build_gpt2(batch: int, seq_len: int, vocab: int, hidden: int, layers: int, heads: int, ffn: int):
+def build_gpt2(
+    batch: int, seq_len: int, vocab: int, hidden: int, layers: int, heads: int, ffn: int
+):
     """GPT-2 and its token-id input."""
     cfg = dict(vocab=vocab, seq_len=seq_len, hidden=hidden, layers=layers, heads=heads, ffn=ffn)
     return GPT2(**cfg), _text_input(batch, seq_len, vocab)
