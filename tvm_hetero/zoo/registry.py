@@ -47,6 +47,20 @@ def _vit(hidden: int, layers: int, heads: int, patch: int = 16) -> dict:
     )  # fmt: skip
 
 
+def _rnn_entry(cell: str) -> ZooEntry:
+    """LSTM / GRU at EOP's Table 3 size (input 80, hidden 64, 2 layers, batch 16) and tiny."""
+    return ZooEntry(
+        cell,
+        lambda **k: rnn.build_rnn(cell, **k),
+        {
+            PAPER: dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2),
+            TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
+        },
+        "EOP Table 3",
+        f"stacked {cell.upper()}, unrolled over the sequence",
+    )
+
+
 ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in [
@@ -60,26 +74,8 @@ ZOO: dict[str, ZooEntry] = {
             "-",
             "ReLU multi-layer perceptron",
         ),
-        ZooEntry(
-            "lstm",
-            lambda **k: rnn.build_rnn("lstm", **k),
-            {
-                PAPER: dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2),
-                TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
-            },
-            "EOP Table 3",
-            "stacked LSTM, unrolled over the sequence",
-        ),
-        ZooEntry(
-            "gru",
-            lambda **k: rnn.build_rnn("gru", **k),
-            {
-                PAPER: dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2),
-                TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
-            },
-            "EOP Table 3",
-            "stacked GRU, unrolled over the sequence",
-        ),
+        _rnn_entry("lstm"),
+        _rnn_entry("gru"),
         ZooEntry(
             "bert-base",
             transformers.build_bert,

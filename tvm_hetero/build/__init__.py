@@ -1,0 +1,1 @@
+"""Multi-device build and run."""

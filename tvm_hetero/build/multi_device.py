@@ -1,0 +1,180 @@
+"""Build a module whose bindings carry VDevices: legalize, fuse within a device, schedule, compile.
+
+``tvm.compile(mod)`` with no target (the multi-device path) runs no fusion and no schedule, and an
+unscheduled CUDA kernel silently becomes host code. This module does what the single-target
+pipelines would do, per device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import tvm
+from tvm import relax
+
+from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
+from tvm_hetero.pipelines import get_pipeline
+
+
+class BuildError(RuntimeError):
+    """A module that cannot be built as asked."""
+
+
+class CpuSchedule(str, Enum):
+    """How CPU kernels are scheduled."""
+
+    DEFAULT = "default"
+    """TVM's default lowering: plain loops."""
+    DLIGHT = "dlight"
+    """dlight's CPU rules (GEMV, reductions)."""
+    METASCHEDULE = "metaschedule"
+    """Apply the records of a MetaSchedule tuning database."""
+
+
+def normalize_cpu_schedule(value: str | CpuSchedule) -> CpuSchedule:
+    """Parse a schedule mode, listing the allowed ones on error."""
+    try:
+        return CpuSchedule(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in CpuSchedule)
+        raise ValueError(f"unknown CPU schedule {value!r}; choose from {allowed}") from None
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options of :func:`build`.
+
+    Attributes
+    ----------
+    cpu_schedule : CpuSchedule
+        Schedule mode of CPU kernels.
+    ms_database : str or None
+        MetaSchedule work dir (``database_workload.json`` / ``database_tuning_record.json``);
+        required for ``metaschedule``.
+    """
+
+    cpu_schedule: CpuSchedule = CpuSchedule.DEFAULT
+    ms_database: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
+        if self.cpu_schedule is CpuSchedule.METASCHEDULE:
+            if not self.ms_database:
+                raise ValueError("cpu_schedule 'metaschedule' needs ms_database (a tuning work dir)")
+            if not (Path(self.ms_database) / "database_tuning_record.json").is_file():
+                raise ValueError(
+                    f"ms_database {self.ms_database!r} has no database_tuning_record.json"
+                )
+
+
+GPU_RULES = (
+    dlight.gpu.Matmul(),
+    dlight.gpu.GEMV(),
+    dlight.gpu.Reduction(),
+    dlight.gpu.GeneralReduction(),
+    dlight.gpu.Fallback(),
+)
+
+
+def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModule:
+    """Everything before code generation: the returned module's kernels are all scheduled.
+
+    Raises
+    ------
+    BuildError
+        If the module declares no vdevices, or a GPU kernel stays unscheduled.
+    """
+    options = options or BuildOptions()
+    if not list(mod.global_infos.get("vdevice", [])):
+        raise BuildError("build: the module declares no vdevices; place it on devices first")
+    mod = get_pipeline("multi_device_lower")(mod)
+    mod = dlight.ApplyDefaultSchedule(*GPU_RULES, *_cpu_rules(options))(mod)
+    if options.cpu_schedule is CpuSchedule.METASCHEDULE:
+        mod = _apply_database(mod, options.ms_database)
+    unscheduled = [
+        gv.name_hint
+        for gv, f in mod.functions_items()
+        if isinstance(f, PrimFunc) and _kind(f) == "cuda" and not _scheduled(f)
+    ]
+    if unscheduled:
+        raise BuildError(f"build: CUDA kernels left unscheduled (would run as host code): {unscheduled}")
+    return mod
+
+
+def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime.Executable:
+    """Lower and compile a multi-device module; fail loudly if a CUDA vdevice got no CUDA code."""
+    lowered = lower(mod, options)
+    multi = len(mod.global_infos["vdevice"]) > 1
+    ex = tvm.compile(lowered, relax_pipeline=vm_pipeline(plan_memory=not multi))
+    wants_cuda = any(str(v.target.kind.name) == "cuda" for v in mod.global_infos["vdevice"])
+    if wants_cuda and "cuda" not in module_kinds(ex.mod):
+        raise BuildError("build: a CUDA vdevice is declared but the executable holds no CUDA module")
+    return ex
+
+
+def vm_pipeline(plan_memory: bool = True) -> tvm.transform.Pass:
+    """TVM's default Relax-to-VM pipeline, optionally without static memory planning.
+
+    ``StaticPlanBlockMemory`` in 0.27 pools storage by (scope, dtype) only, so a buffer freed on
+    one vdevice is reused for a tensor on another and kernels fail their device check (seen with
+    llvm:0 / llvm:1). Multi-device builds skip it; the VM's pooled allocator still reuses memory
+    per device at run time.
+    """
+    t, b = relax.transform, relax.backend
+    steps = [
+        b.DispatchSampling(), b.DispatchSortScan(), t.LegalizeOps(), t.RewriteDataflowReshape(),
+        t.ToNonDataflow(), t.RemovePurityChecking(), t.CallTIRRewrite(),
+        *([t.StaticPlanBlockMemory()] if plan_memory else []),
+        t.RewriteCUDAGraph(), t.LowerAllocTensor(), t.KillAfterLastUse(), t.LowerRuntimeBuiltin(),
+        t.ComputePrimValue(), t.VMShapeLower(), t.AttachGlobalSymbol(),
+    ]  # fmt: skip
+    return tvm.transform.Sequential(steps, name="tvm_hetero_vm_pipeline")
+
+
+def module_kinds(module: tvm.runtime.Module) -> set[str]:
+    """Kinds of every module in an executable's import tree (``relax.VMExecutable``, ``llvm``, ``cuda``)."""
+    kinds, stack = set(), [module]
+    while stack:
+        m = stack.pop()
+        kinds.add(str(m.kind))
+        stack.extend(m.imports)
+    return kinds
+
+
+def _cpu_rules(options: BuildOptions) -> tuple:
+    if options.cpu_schedule is CpuSchedule.DLIGHT:
+        return (dlight.cpu.GEMV(), dlight.cpu.Reduction())
+    return ()
+
+
+def _apply_database(mod: tvm.IRModule, work_dir: str | None) -> tvm.IRModule:
+    """Replace CPU kernels by the best schedule a MetaSchedule database holds for them.
+
+    Done here rather than with ``relax.transform.MetaScheduleApplyDatabase``, which drops the
+    module's ``global_infos`` (the vdevice list) and takes one target for every kernel.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.JSONDatabase(work_dir=work_dir)
+    out = mod.clone()
+    for gv, func in mod.functions_items():
+        if not isinstance(func, PrimFunc) or _kind(func) != "llvm" or _scheduled(func):
+            continue
+        sch = database.query_schedule(normalize_kernel(func), func.attrs["target"], "main")
+        if sch is None:
+            continue
+        # keep the kernel's own attrs: it must not become a public "main"
+        tuned = sch.mod["main"].without_attr("global_symbol").with_attrs(dict(func.attrs))
+        out[gv] = tuned.with_attr("tirx.is_scheduled", True)
+    return out
+
+
+def _kind(func: PrimFunc) -> str | None:
+    target = func.attrs.get("target") if func.attrs else None
+    return None if target is None else str(target.kind.name)
+
+
+def _scheduled(func: PrimFunc) -> bool:
+    return bool(func.attrs and func.attrs.get("tirx.is_scheduled", False))
