@@ -58,7 +58,8 @@ def read_meta(path: str | Path) -> dict[str, Any]:
             return json.loads(member.read())
     except (tarfile.TarError, KeyError, json.JSONDecodeError) as err:
         raise ArtifactError(
-            f"{str(path)!r} is not a tvm-hetero compiled model (a .tar from `tvm-hetero compile`): {err}"
+            f"{str(path)!r} is not a tvm-hetero compiled model "
+            f"(a .tar from `tvm-hetero compile`): {err}"
         ) from None
 
 

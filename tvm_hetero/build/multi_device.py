@@ -8,7 +8,7 @@ pipelines would do, per device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import tvm
@@ -22,7 +22,7 @@ class BuildError(RuntimeError):
     """A module that cannot be built as asked."""
 
 
-class CpuSchedule(str, Enum):
+class CpuSchedule(StrEnum):
     """How CPU kernels are scheduled."""
 
     DEFAULT = "default"
@@ -62,7 +62,9 @@ class BuildOptions:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
         if self.cpu_schedule is CpuSchedule.METASCHEDULE:
             if not self.ms_database:
-                raise ValueError("cpu_schedule 'metaschedule' needs ms_database (a tuning work dir)")
+                raise ValueError(
+                    "cpu_schedule 'metaschedule' needs ms_database (a tuning work dir)"
+                )
             if not (Path(self.ms_database) / "database_tuning_record.json").is_file():
                 raise ValueError(
                     f"ms_database {self.ms_database!r} has no database_tuning_record.json"
@@ -99,7 +101,9 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
         if isinstance(f, PrimFunc) and _kind(f) == "cuda" and not _scheduled(f)
     ]
     if unscheduled:
-        raise BuildError(f"build: CUDA kernels left unscheduled (would run as host code): {unscheduled}")
+        raise BuildError(
+            f"build: CUDA kernels left unscheduled (would run as host code): {unscheduled}"
+        )
     return mod
 
 
@@ -110,7 +114,9 @@ def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime
     ex = tvm.compile(lowered, relax_pipeline=vm_pipeline(plan_memory=not multi))
     wants_cuda = any(str(v.target.kind.name) == "cuda" for v in mod.global_infos["vdevice"])
     if wants_cuda and "cuda" not in module_kinds(ex.mod):
-        raise BuildError("build: a CUDA vdevice is declared but the executable holds no CUDA module")
+        raise BuildError(
+            "build: a CUDA vdevice is declared but the executable holds no CUDA module"
+        )
     return ex
 
 
@@ -134,7 +140,7 @@ def vm_pipeline(plan_memory: bool = True) -> tvm.transform.Pass:
 
 
 def module_kinds(module: tvm.runtime.Module) -> set[str]:
-    """Kinds of every module in an executable's import tree (``relax.VMExecutable``, ``llvm``, ``cuda``)."""
+    """Kinds of the modules in an executable's import tree (``relax.VMExecutable``, ``cuda``...)."""
     kinds, stack = set(), [module]
     while stack:
         m = stack.pop()

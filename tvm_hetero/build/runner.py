@@ -25,7 +25,9 @@ def set_cpu_threads(threads: int) -> None:
     tvm.get_global_func("runtime.config_threadpool")(1, threads)
 
 
-def make_vm(executable: tvm.runtime.Executable | tvm.runtime.Module, devices: Sequence[tvm.runtime.Device]) -> relax.VirtualMachine:
+def make_vm(
+    executable: tvm.runtime.Executable | tvm.runtime.Module, devices: Sequence[tvm.runtime.Device]
+) -> relax.VirtualMachine:
     """A VM over ``devices`` given in vdevice order."""
     return relax.VirtualMachine(executable, list(devices))
 
@@ -37,7 +39,9 @@ def to_numpy(result: object) -> list[np.ndarray]:
     return [a for item in result for a in to_numpy(item)]  # type: ignore[attr-defined]
 
 
-def run(vm: relax.VirtualMachine, args: Sequence[np.ndarray], home: tvm.runtime.Device) -> list[np.ndarray]:
+def run(
+    vm: relax.VirtualMachine, args: Sequence[np.ndarray], home: tvm.runtime.Device
+) -> list[np.ndarray]:
     """Run ``main`` once on inputs placed on the home device; return the outputs as numpy."""
     tensors = [tvm.runtime.tensor(a, home) for a in args]
     return to_numpy(vm[ENTRY_FUNC](*tensors))

@@ -14,8 +14,8 @@ def to_vdevice(spec: DeviceSpec) -> VDevice:
     """The VDevice a spec compiles for."""
     if spec.kind is DeviceKind.SIMULATED:
         raise SpecError(
-            f"device {spec.name!r} is simulated (profile {spec.profile!r}); it has no TVM target to "
-            "compile for, only costs for planners"
+            f"device {spec.name!r} is simulated (profile {spec.profile!r}); it has no TVM target "
+            "to compile for, only costs for planners"
         )
     return VDevice(make_target(spec.target), spec.index, "global")
 
