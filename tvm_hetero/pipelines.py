@@ -128,6 +128,19 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("DeadCodeElimination"),
             ),
         ),
+        Pipeline(
+            "multi_device_lower_unfused",
+            "multi_device_lower without fusion: one kernel per operator, each call keeping the "
+            "binding name of its operator (for per-operator profiling).",
+            (),
+            (
+                Step("RealizeVDevice"),
+                Step("LegalizeOps"),
+                Step("InferKernelVDevices"),
+                Step("RestoreKernelTargets"),
+                Step("DeadCodeElimination"),
+            ),
+        ),
     ]
 }
 

@@ -53,10 +53,14 @@ class BuildOptions:
     ms_database : str or None
         MetaSchedule work dir (``database_workload.json`` / ``database_tuning_record.json``);
         required for ``metaschedule``.
+    fuse : bool
+        Fuse operators within each device; ``False`` keeps one kernel per operator (per-operator
+        profiling maps each kernel call back to its operator).
     """
 
     cpu_schedule: CpuSchedule = CpuSchedule.DEFAULT
     ms_database: str | None = None
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
@@ -91,7 +95,7 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     options = options or BuildOptions()
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
-    mod = get_pipeline("multi_device_lower")(mod)
+    mod = get_pipeline("multi_device_lower" if options.fuse else "multi_device_lower_unfused")(mod)
     mod = dlight.ApplyDefaultSchedule(*GPU_RULES, *_cpu_rules(options))(mod)
     if options.cpu_schedule is CpuSchedule.METASCHEDULE:
         mod = _apply_database(mod, options.ms_database)

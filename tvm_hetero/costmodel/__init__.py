@@ -1,0 +1,1 @@
+"""Cost models fitted to profile records: no IR rewriting, no measurement."""

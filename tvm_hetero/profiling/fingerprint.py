@@ -1,0 +1,81 @@
+"""Device fingerprints: what makes a timing valid only on one device and one TVM version.
+
+Imports only the TVM runtime, so the offline runner can fingerprint the machine it runs on.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Identity of a measuring device.
+
+    Attributes
+    ----------
+    kind : str
+        ``cpu``, ``cuda`` or ``simulated``.
+    name : str
+        CPU model (with LLVM's CPU name), GPU name, or the source of a simulated profile.
+    threads : int or None
+        Worker threads used (CPU).
+    tvm : str
+        TVM version.
+    host : str
+        Where it was measured (``local`` or the RPC address).
+    """
+
+    kind: str
+    name: str
+    threads: int | None
+    tvm: str
+    host: str = "local"
+
+    @property
+    def key(self) -> str:
+        """A short stable hash of every field."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's marketing name from ``/proc/cpuinfo`` (or the platform's processor string)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def local_fingerprint(
+    kind: str, index: int = 0, threads: int | None = None, llvm_cpu: str = ""
+) -> Fingerprint:
+    """Fingerprint of a device of this process (``kind`` ``cpu`` or ``cuda``)."""
+    import tvm
+
+    if kind == "cuda":
+        dev = tvm.cuda(index)
+        name = str(dev.device_name) if dev.exist else f"cuda:{index} (absent)"
+        return Fingerprint("cuda", name, None, tvm.__version__)
+    threads = threads or int(os.environ.get("TVM_NUM_THREADS", 0)) or os.cpu_count()
+    name = f"{cpu_model()} [{llvm_cpu}]" if llvm_cpu else cpu_model()
+    return Fingerprint("cpu", name, threads, tvm.__version__)
+
+
+def simulated_fingerprint(source: str) -> Fingerprint:
+    """Fingerprint of a device that exists only as published or hand-entered numbers."""
+    return Fingerprint("simulated", source, None, "n/a", "published")

@@ -1,0 +1,110 @@
+"""Whole-model timings: end-to-end latency percentiles, and every operator's time in one run."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_hetero.build.multi_device import BuildOptions, build, lower
+from tvm_hetero.build.vdevices import runtime_devices
+from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
+from tvm_hetero.ir.bindings import op_bindings
+
+COPY_SYMBOL = "vm.builtin.to_device"
+
+
+@dataclass(frozen=True)
+class OpTimes:
+    """Per-operator times of one instrumented run.
+
+    Attributes
+    ----------
+    node_seconds : dict[str, float]
+        Operator (binding) id -> seconds: kernels and ``to_vdevice`` copies.
+    total_s : float
+        Sum of ``node_seconds``.
+    wall_s : float
+        Wall time of the same (instrumented) run.
+    """
+
+    node_seconds: dict[str, float]
+    total_s: float
+    wall_s: float
+
+
+def kernel_sequence(lowered: tvm.IRModule) -> list[tuple[str, str]]:
+    """``(binding id, VM symbol)`` of every kernel call and copy in ``main``, in run order."""
+    seq = []
+    for b in op_bindings(lowered[ENTRY_FUNC]):
+        op = b.call.op
+        if isinstance(op, tvm.ir.Op) and op.name == CALL_TIR_OP:
+            seq.append((b.node_id, b.call.args[0].name_hint))
+        elif isinstance(op, tvm.ir.Op) and op.name == COPY_OP:
+            seq.append((b.node_id, COPY_SYMBOL))
+    return seq
+
+
+def per_op_times(
+    placed: tvm.IRModule,
+    args: Sequence[np.ndarray],
+    options: BuildOptions | None = None,
+    runs: int = 3,
+) -> OpTimes:
+    """Time every operator inside whole-model runs (median of ``runs``), through VM instrumentation.
+
+    The module is built without fusion so that each kernel is one operator, and the k-th call of a
+    kernel symbol is matched to the k-th binding that calls it: a single run yields every node cost
+    of an assignment (Lee et al.). Copies (``to_vdevice``) are timed too.
+    """
+    options = (
+        BuildOptions(options.cpu_schedule, options.ms_database, fuse=False)
+        if options
+        else BuildOptions(fuse=False)
+    )
+    lowered = lower(placed, options)
+    by_symbol: dict[str, list[str]] = defaultdict(list)
+    for node, symbol in kernel_sequence(lowered):
+        by_symbol[symbol].append(node)
+    devs = runtime_devices(list(placed.global_infos["vdevice"]))
+    vm = relax.VirtualMachine(build(placed, options), devs)
+    tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
+    vm[ENTRY_FUNC](*tensors)  # warm-up: first-run allocation is not an operator's cost
+    recorder = _Recorder(by_symbol)
+    vm.set_instrument(recorder)
+    walls = []
+    for _ in range(runs):
+        recorder.seen.clear()
+        start = time.perf_counter()
+        vm[ENTRY_FUNC](*tensors)
+        walls.append(time.perf_counter() - start)
+    samples = recorder.samples
+    node_seconds = {n: float(np.median(s)) for n, s in samples.items()}
+    return OpTimes(node_seconds, sum(node_seconds.values()), float(np.median(walls)))
+
+
+class _Recorder:
+    """VM instrument: times each kernel / copy call and files it under its operator."""
+
+    def __init__(self, by_symbol: dict[str, list[str]]) -> None:
+        self.by_symbol = by_symbol
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.seen: dict[str, int] = defaultdict(int)
+        self.started: dict[str, float] = {}
+
+    def __call__(self, func, symbol, before, ret, *args) -> int:
+        if symbol not in self.by_symbol:
+            return 0
+        if before:
+            self.started[symbol] = time.perf_counter()
+            return 0
+        nodes = self.by_symbol[symbol]
+        node = nodes[self.seen[symbol] % len(nodes)]
+        self.seen[symbol] += 1
+        self.samples[node].append(time.perf_counter() - self.started[symbol])
+        return 0

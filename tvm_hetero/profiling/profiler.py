@@ -1,0 +1,194 @@
+"""The profiler: measure operators, sweeps, subgraphs, transfers and whole models, once each.
+
+Every measurement goes through the profile database: a workload already measured with the same
+target, compile mode and device fingerprint is served from it, so BERT's twelve identical layers
+cost one layer's profiling and a second run costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import tvm
+
+from tvm_hetero.build.multi_device import BuildOptions, build
+from tvm_hetero.build.vdevices import to_vdevice
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig, random_args
+from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.profiling.timer import LocalRunner, Runner
+from tvm_hetero.profiling.workloads import (
+    Dim,
+    input_infos,
+    op_module,
+    resize,
+    subgraph_module,
+    transfer_module,
+    workload_key,
+)
+
+Progress = Callable[[str, int, int], None]
+"""``progress(what, done, total)``."""
+
+
+def target_key(spec: DeviceSpec) -> str:
+    """The target part of a record key."""
+    return json.dumps(spec.target, sort_keys=True)
+
+
+def place_on(mod: tvm.IRModule, devices: Sequence[DeviceSpec]) -> tvm.IRModule:
+    """Declare ``devices`` and put everything on the first (a standalone workload)."""
+    return get_pipeline(
+        "manual_placement", vdevices=[to_vdevice(d) for d in devices], assignment={}
+    )(mod)
+
+
+@dataclass
+class Profiler:
+    """Measures workloads on one runner and records them in a database.
+
+    Attributes
+    ----------
+    db : ProfileDB
+        Where records are looked up and stored.
+    runner : Runner
+        ``LocalRunner()`` or an ``RPCRunner``.
+    config : MeasureConfig
+        Repeats and minimum measuring time.
+    options : BuildOptions
+        Compile mode of every workload (its ``cpu_schedule`` is the record's ``mode``).
+    hits, misses : int
+        Records served from the database / measured in this profiler's life.
+    """
+
+    db: ProfileDB
+    runner: Runner = field(default_factory=LocalRunner)
+    config: MeasureConfig = field(default_factory=MeasureConfig)
+    options: BuildOptions = field(default_factory=BuildOptions)
+    hits: int = 0
+    misses: int = 0
+
+    @property
+    def mode(self) -> str:
+        """The compile mode recorded with every measurement."""
+        return self.options.cpu_schedule.value
+
+    def measure(
+        self, mod: tvm.IRModule, device: DeviceSpec, kind: RecordKind, workload: dict,
+        extra: dict | None = None,
+    ) -> ProfileRecord:  # fmt: skip
+        """Time ``mod`` (its ``main``) on ``device``, or return the stored record."""
+        key = workload_key(mod)
+        fp = self.runner.fingerprint(device)
+        target = target_key(device)
+        found = self.db.lookup(kind, key, target, self.mode, fp.key)
+        if found is not None:
+            self.hits += 1
+            return found
+        executable = build(place_on(mod, [device]), self.options)
+        ref = ("cuda" if device.kind.value == "cuda" else "llvm", device.index)
+        timing = self.runner.time(executable, [ref], random_args(input_infos(mod)), self.config)
+        record = ProfileRecord(
+            kind, key, workload, target, self.mode, fp.to_dict(), fp.key, timing.samples_s,
+            timing.number, len(timing.samples_s), extra=dict(extra or {}),
+        )  # fmt: skip
+        self.db.add([record])
+        self.misses += 1
+        return record
+
+    def profile_op(self, mod: tvm.IRModule, node_id: str, device: DeviceSpec) -> ProfileRecord:
+        """One operator of ``mod``, compiled standalone at its shapes."""
+        node = OpGraph.from_module(mod).node(node_id)
+        return self.measure(op_module(mod, node_id), device, RecordKind.OP, _describe(node))
+
+    def profile_ops(
+        self, mod: tvm.IRModule, device: DeviceSpec, progress: Progress | None = None
+    ) -> dict[str, ProfileRecord]:
+        """Every operator of ``mod``; identical workloads are measured once."""
+        graph = OpGraph.from_module(mod)
+        out = {}
+        for i, node in enumerate(graph.nodes):
+            if progress:
+                progress(node.node_id, i, len(graph.nodes))
+            out[node.node_id] = self.measure(
+                op_module(mod, node.node_id), device, RecordKind.OP, _describe(node)
+            )
+        if progress:
+            progress("done", len(graph.nodes), len(graph.nodes))
+        return out
+
+    def sweep(
+        self, mod: tvm.IRModule, node_id: str, dim: Dim, sizes: Sequence[int], device: DeviceSpec
+    ) -> list[tuple[int, ProfileRecord]]:
+        """One operator resized along ``dim`` to each of ``sizes`` (EOP's sampling).
+
+        Returns ``(size, record)`` pairs: a size equal to another workload (the operator's own
+        shape, say) is served by that workload's record.
+        """
+        base = op_module(mod, node_id)
+        node = OpGraph.from_module(mod).node(node_id)
+        records = []
+        for size in sizes:
+            variant = resize(base, dim, size)
+            workload = {
+                **_describe(OpGraph.from_module(variant).nodes[0]),
+                "dim": dim.name,
+                "size": size,
+            }
+            record = self.measure(variant, device, RecordKind.OP, workload, {"of": node.node_id})
+            records.append((size, record))
+        return records
+
+    def profile_subgraph(
+        self, mod: tvm.IRModule, node_ids: Sequence[str], device: DeviceSpec
+    ) -> ProfileRecord:
+        """Operators outlined into one function and compiled with full fusion (DUET)."""
+        sub = subgraph_module(mod, node_ids)
+        ops = [n.op for n in OpGraph.from_module(sub).nodes]
+        return self.measure(
+            sub, device, RecordKind.SUBGRAPH, {"ops": ops}, {"nodes": list(node_ids)}
+        )
+
+    def profile_transfer(
+        self, src: DeviceSpec, dst: DeviceSpec, sizes_bytes: Sequence[int], dtype: str = "float32"
+    ) -> list[ProfileRecord]:
+        """``to_vdevice`` from ``src`` to ``dst`` at each size (Lee et al.'s edge costs)."""
+        records = []
+        fp = self.runner.fingerprint(src)
+        target = f"{target_key(src)}->{target_key(dst)}"
+        refs = [("cuda" if d.kind.value == "cuda" else "llvm", d.index) for d in (src, dst)]
+        for nbytes in sizes_bytes:
+            mod = transfer_module(nbytes, dtype, to_vdevice(src), to_vdevice(dst))
+            key = workload_key(mod)
+            found = self.db.lookup(RecordKind.TRANSFER, key, target, self.mode, fp.key)
+            if found is not None:
+                self.hits += 1
+                records.append(found)
+                continue
+            timing = self.runner.time(
+                build(mod, self.options), refs, random_args(input_infos(mod)), self.config
+            )
+            workload = {"src": src.name, "dst": dst.name, "dtype": dtype, "bytes": int(nbytes)}
+            record = ProfileRecord(
+                RecordKind.TRANSFER, key, workload, target, self.mode, fp.to_dict(), fp.key,
+                timing.samples_s, timing.number, len(timing.samples_s),
+            )  # fmt: skip
+            self.db.add([record])
+            self.misses += 1
+            records.append(record)
+        return records
+
+
+def _describe(node) -> dict:
+    return {
+        "op": node.op,
+        "inputs": [[list(t.shape or []), t.dtype] for t in node.inputs],
+        "outputs": [[list(t.shape or []), t.dtype] for t in node.outputs],
+        "attrs": {k: v for k, v in node.attrs.items() if isinstance(v, int | float | str | list)},
+        "flops": node.flops,
+    }

@@ -1,0 +1,112 @@
+"""Time executables with ``time_evaluator``, here or on a TVM RPC server, with adaptive repeats."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.profiling.fingerprint import Fingerprint, local_fingerprint
+from tvm_hetero.profiling.measure_core import MeasureConfig, Timing, adaptive
+
+DeviceRef = tuple[str, int]
+"""``(target kind, index)`` of a vdevice: ``("llvm", 1)``, ``("cuda", 0)``."""
+
+
+class Runner(Protocol):
+    """Where executables run: this process or a remote TVM RPC server."""
+
+    where: str
+
+    def time(
+        self, executable: tvm.runtime.Executable, devices: Sequence[DeviceRef],
+        args: Sequence[np.ndarray], config: MeasureConfig,
+    ) -> Timing:  # fmt: skip
+        """Time ``main`` with ``args`` placed on ``devices[0]``."""
+
+    def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
+        """The fingerprint of a device as this runner sees it."""
+
+
+class LocalRunner:
+    """Times executables in this process."""
+
+    where = "local"
+
+    def time(self, executable, devices, args, config):
+        from tvm_hetero.build.vdevices import runtime_device
+
+        devs = [runtime_device(k, i) for k, i in devices]
+        vm = relax.VirtualMachine(executable, devs)
+        tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
+        return adaptive(
+            lambda n, r: vm.time_evaluator(ENTRY_FUNC, devs[0], number=n, repeat=r)(*tensors),
+            config,
+        )
+
+    def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
+        kind = "cuda" if spec.kind.value == "cuda" else "cpu"
+        return local_fingerprint(kind, spec.index, spec.threads, spec.target.get("mcpu", ""))
+
+
+class RPCRunner:
+    """Compiles here, uploads, and times on a TVM RPC server (``tvm.rpc`` or our ``rpc_worker``).
+
+    Multi-device executables are driven through ``set_input`` / ``invoke_stateful``: a direct call
+    over RPC fails to convert its arguments in 0.27.
+    """
+
+    def __init__(self, host: str, port: int, key: str = "", timeout_s: float = 60) -> None:
+        self.host, self.port = host, port
+        self.where = f"{host}:{port}"
+        try:
+            self.session = tvm.rpc.connect(host, port, key=key, session_timeout=timeout_s)
+        except (tvm.error.TVMError, RuntimeError, OSError) as err:
+            raise ConnectionError(
+                f"cannot reach the TVM RPC server at {self.where}: {err}"
+            ) from None
+        self._count = 0
+
+    def _device(self, kind: str, index: int) -> tvm.runtime.Device:
+        return self.session.cuda(index) if kind == "cuda" else self.session.cpu(index)
+
+    def time(self, executable, devices, args, config):
+        self._count += 1
+        name = f"tvm_hetero_{self._count}.so"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            executable.export_library(str(path))
+            self.session.upload(str(path))
+        lib = self.session.load_module(name)
+        devs = [self._device(k, i) for k, i in devices]
+        vm = relax.VirtualMachine(lib, devs)
+        vm.set_input(ENTRY_FUNC, *[tvm.runtime.tensor(a, devs[0]) for a in args])
+        return adaptive(
+            lambda n, r: vm.time_evaluator("invoke_stateful", devs[0], number=n, repeat=r)(
+                ENTRY_FUNC
+            ),
+            config,
+        )
+
+    def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
+        kind = "cuda" if spec.kind.value == "cuda" else "cpu"
+        try:
+            remote = self.session.get_function("tvm_hetero.fingerprint")
+            data = json.loads(remote(kind, spec.index, spec.threads or 0))
+        except (AttributeError, RuntimeError, tvm.error.TVMError):  # a plain tvm.rpc server
+            data = {
+                "kind": kind,
+                "name": f"unknown {kind}",
+                "threads": spec.threads,
+                "tvm": tvm.__version__,
+            }
+        data["host"] = self.where
+        return Fingerprint(**data)

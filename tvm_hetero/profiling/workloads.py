@@ -1,0 +1,271 @@
+"""Standalone modules to measure: one operator, an operator resized along a dimension, an outlined
+subgraph, and a device-to-device copy. Weights become parameters, so identical operators (BERT's
+twelve layers) have identical modules and one workload key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from tvm_hetero._compat import TensorType, TupleType, VDevice
+from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
+from tvm_hetero.ir.bindings import iter_bindings, op_bindings
+from tvm_hetero.ir.types import TensorInfo, tensor_infos
+
+
+def workload_key(mod: tvm.IRModule) -> str:
+    """Structural hash of a module (variable names do not count)."""
+    return f"{tvm_ffi.structural_hash(mod, map_free_vars=True) & (2**64 - 1):016x}"
+
+
+def _plain(ty: relax.Type) -> relax.Type:
+    """The type without its vdevice: a workload does not depend on where it was placed."""
+    if isinstance(ty, TensorType):
+        return (
+            TensorType(ty.shape, ty.dtype)
+            if ty.shape is not None
+            else TensorType(None, ty.dtype, ndim=ty.ndim)
+        )
+    if isinstance(ty, TupleType):
+        return relax.TupleType([_plain(f) for f in ty.fields])
+    return ty
+
+
+def _single_call_module(
+    call: relax.Call, params: list[relax.Var], args: list, src_mod: tvm.IRModule | None
+) -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    op = call.op
+    if isinstance(op, tvm.ir.Op) and op.name == CALL_TIR_OP:
+        gv = bb.add_func(src_mod[call.args[0]], call.args[0].name_hint)
+        args = [gv, *args[1:]]
+    with bb.function(ENTRY_FUNC, params):
+        with bb.dataflow():
+            out = bb.emit_output(
+                relax.Call(op, args, call.attrs, [_plain(t) for t in call.ty_args])
+            )
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def op_module(mod: tvm.IRModule, node_id: str, func_name: str = ENTRY_FUNC) -> tvm.IRModule:
+    """The operator ``node_id`` of ``mod[func_name]`` alone: its tensor inputs become parameters.
+
+    Raises
+    ------
+    KeyError
+        For an unknown node id.
+    """
+    found = {b.node_id: b for b in op_bindings(mod[func_name])}
+    if node_id not in found:
+        raise KeyError(f"op_module: no operator {node_id!r} in {func_name!r}")
+    call = found[node_id].call
+    params: list[relax.Var] = []
+
+    def lift(expr: relax.Expr) -> relax.Expr:
+        if isinstance(expr, relax.Tuple):
+            return relax.Tuple([lift(f) for f in expr.fields])
+        if isinstance(expr.ty, TensorType):
+            params.append(relax.Var(f"in{len(params)}", _plain(expr.ty)))
+            return params[-1]
+        return expr
+
+    args = list(call.args)
+    if isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP:
+        args = [args[0], lift(args[1]), *args[2:]]
+    else:
+        args = [lift(a) for a in args]
+    return _single_call_module(call, params, args, mod)
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A partition dimension: the ``(input index, axis)`` pairs that change together."""
+
+    name: str
+    axes: tuple[tuple[int, int], ...]
+
+
+def partition_dims(mod: tvm.IRModule) -> dict[str, Dim]:
+    """The dimensions an operator module can be sampled along.
+
+    ``matmul``: ``M`` (rows of the left operand), ``N`` (columns of the right), ``K`` (the
+    reduction, both operands) and ``batch`` when there is one; ``conv2d``: ``batch``, ``H``, ``W``,
+    ``OC``, ``IC``; any other op: ``batch`` (axis 0 of every input that has it) and ``axisK`` of an
+    element-wise op's inputs of equal rank.
+    """
+    call = next(b.call for b in op_bindings(mod[ENTRY_FUNC]))
+    shapes = [p.ty.shape.values for p in mod[ENTRY_FUNC].params]
+    name = call.op.name if isinstance(call.op, tvm.ir.Op) else ""
+    if name == "relax.matmul":
+        dims = {
+            "M": Dim("M", ((0, -2),)),
+            "N": Dim("N", ((1, -1),)),
+            "K": Dim("K", ((0, -1), (1, -2))),
+        }
+        if len(shapes[0]) > 2:
+            dims["batch"] = Dim("batch", tuple((i, 0) for i, s in enumerate(shapes) if len(s) > 2))
+        return dims
+    if name == "relax.nn.conv2d":
+        return {
+            "batch": Dim("batch", ((0, 0),)), "H": Dim("H", ((0, 2),)), "W": Dim("W", ((0, 3),)),
+            "OC": Dim("OC", ((1, 0),)), "IC": Dim("IC", ((0, 1), (1, 1))),
+        }  # fmt: skip
+    rank = len(shapes[0])
+    same = [i for i, s in enumerate(shapes) if len(s) == rank]
+    dims = {f"axis{a}": Dim(f"axis{a}", tuple((i, a) for i in same)) for a in range(rank)}
+    dims["batch"] = Dim("batch", tuple((i, 0) for i in same))
+    return dims
+
+
+def resize(mod: tvm.IRModule, dim: Dim, size: int) -> tvm.IRModule:
+    """``mod`` (an :func:`op_module`) with ``dim`` set to ``size`` on every input it touches.
+
+    Output shapes follow from Relax's shape inference.
+    """
+    if size < 1:
+        raise ValueError(f"resize: size must be >= 1, got {size}")
+    func = mod[ENTRY_FUNC]
+    call = next(b.call for b in op_bindings(func))
+    params = []
+    for i, p in enumerate(func.params):
+        shape = list(p.ty.shape.values)
+        for index, axis in dim.axes:
+            if index == i:
+                shape[axis] = size
+        params.append(relax.Var(p.name, TensorType(shape, p.ty.dtype)))
+    remap = dict(zip(func.params, params, strict=True))
+    args = [
+        relax.Tuple([remap.get(f, f) for f in a.fields])
+        if isinstance(a, relax.Tuple)
+        else remap.get(a, a)
+        for a in call.args
+    ]
+    if isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP:
+        raise ValueError(
+            "resize: kernels after legalization have fixed shapes; resize the Relax op"
+        )
+    return _single_call_module(call, params, args, None)
+
+
+def subgraph_module(
+    mod: tvm.IRModule, node_ids: Sequence[str], func_name: str = ENTRY_FUNC
+) -> tvm.IRModule:
+    """Outline the operators ``node_ids`` (with the tuple plumbing between them) into ``main``.
+
+    Tensors from outside (function inputs, other operators, weight constants) become parameters;
+    tensors used outside, or returned, become outputs.
+    """
+    func = mod[func_name]
+    wanted = set(node_ids)
+    ops = {b.var: b.node_id for b in op_bindings(func)}
+    unknown = wanted - set(ops.values())
+    if unknown:
+        raise KeyError(f"subgraph_module: unknown operator(s) {sorted(unknown)}")
+    bindings = [b for _, _, b in iter_bindings(func)]
+    inside = _closure(bindings, ops, wanted)
+    used_outside = _used_outside(bindings, inside, func.body.body)
+    return _Outliner(mod).build([b for b in bindings if b.var in inside], used_outside)
+
+
+def _closure(bindings: list, ops: dict, wanted: set[str]) -> set[relax.Var]:
+    """Selected op vars plus non-op bindings (TupleGetItem, aliases) that read only from them."""
+    inside: set[relax.Var] = set()
+    for b in bindings:
+        if b.var in ops:
+            if ops[b.var] in wanted:
+                inside.add(b.var)
+        elif relax.analysis.free_vars(b.value) and all(
+            v in inside for v in relax.analysis.free_vars(b.value)
+        ):
+            inside.add(b.var)
+    return inside
+
+
+def _used_outside(bindings: list, inside: set[relax.Var], result: relax.Expr) -> list[relax.Var]:
+    outside_uses: set[relax.Var] = set(relax.analysis.free_vars(result))
+    for b in bindings:
+        if b.var not in inside:
+            outside_uses.update(relax.analysis.free_vars(b.value))
+    return [b.var for b in bindings if b.var in inside and b.var in outside_uses]
+
+
+class _Outliner:
+    def __init__(self, mod: tvm.IRModule) -> None:
+        self.mod = mod
+
+    def build(self, bindings: list, outputs: list[relax.Var]) -> tvm.IRModule:
+        defined = {b.var for b in bindings}
+        free: dict[relax.Expr, relax.Var] = {}
+        for b in bindings:
+            for e in _leaf_inputs(b.value):
+                if e not in defined and e not in free and isinstance(e.ty, TensorType | TupleType):
+                    free[e] = relax.Var(f"in{len(free)}", _plain(e.ty))
+        bb = relax.BlockBuilder()
+        with bb.function(ENTRY_FUNC, list(free.values())):
+            with bb.dataflow():
+                remap: dict[relax.Expr, relax.Expr] = dict(free)
+                results = []
+                for b in bindings:
+                    value = _substitute(b.value, remap, bb, self.mod)
+                    emit = bb.emit_output if b.var in outputs else bb.emit
+                    remap[b.var] = emit(value, name_hint=str(b.var.name))
+                    if b.var in outputs:
+                        results.append(remap[b.var])
+                out = results[0] if len(results) == 1 else bb.emit_output(relax.Tuple(results))
+            bb.emit_func_output(out)
+        return bb.get()
+
+
+def _leaf_inputs(expr: relax.Expr) -> list[relax.Expr]:
+    """Variables and constants an expression reads."""
+    found: dict[relax.Expr, None] = {}  # a dict: list membership would call Expr.__eq__
+
+    def visit(e: relax.Expr) -> None:
+        if isinstance(e, relax.Var | tvm.ir.expr.Constant):
+            found[e] = None
+
+    relax.analysis.post_order_visit(expr, visit)
+    return list(found)
+
+
+def _substitute(
+    expr: relax.Expr, remap: dict, bb: relax.BlockBuilder, mod: tvm.IRModule
+) -> relax.Expr:
+    if isinstance(expr, relax.Var | tvm.ir.expr.Constant):
+        return remap.get(expr, expr)
+    if isinstance(expr, relax.Tuple):
+        return relax.Tuple([_substitute(f, remap, bb, mod) for f in expr.fields])
+    if isinstance(expr, relax.TupleGetItem):
+        return relax.TupleGetItem(_substitute(expr.tuple_value, remap, bb, mod), expr.index)
+    if isinstance(expr, relax.Call):
+        args = [_substitute(a, remap, bb, mod) for a in expr.args]
+        if isinstance(expr.op, tvm.ir.Op) and expr.op.name == CALL_TIR_OP:
+            args[0] = bb.add_func(mod[expr.args[0]], expr.args[0].name_hint)
+        return relax.Call(expr.op, args, expr.attrs, [_plain(t) for t in expr.ty_args])
+    return expr
+
+
+def transfer_module(nbytes: int, dtype: str, src: VDevice, dst: VDevice) -> tvm.IRModule:
+    """``main(x) = to_vdevice(x, dst)`` for a 1-D ``x`` of ``nbytes`` on ``src``."""
+    info = TensorInfo((1,), dtype)
+    n = max(1, nbytes // (info.nbytes or 1))
+    x = relax.Var("x", TensorType((n,), dtype, src))
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.to_vdevice(x, dst))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [src, dst])
+    return mod
+
+
+def input_infos(mod: tvm.IRModule) -> list[tuple[tuple, str]]:
+    """``(shape, dtype)`` of ``main``'s parameters (to make random arguments)."""
+    return [(t.shape or (), t.dtype) for p in mod[ENTRY_FUNC].params for t in tensor_infos(p.ty)]
