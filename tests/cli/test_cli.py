@@ -120,3 +120,25 @@ def test_cuda_build_without_gpu_fails_clearly_at_run(capsys, tmp_path):
     capsys.readouterr()
     assert main(["run", str(art)]) == 2
     assert "cuda:0 is not present on this machine" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_profile_command_with_plot_and_database_reuse(capsys, tmp_path):
+    db, png = tmp_path / "p.jsonl", tmp_path / "p.png"
+    argv = ["profile", "mlp:tiny", "--device", "cpu", "--device", "cpu:1", "--db", str(db),
+            "--repeat", "3", "--min-repeat-ms", "1", "--end-to-end", "--e2e-repeat", "10", "--plot", str(png)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Top 7 operators by time on cpu" in out and "cpu / cpu:1" in out
+    assert "cpu -> cpu:1" in out and "p99.9" in out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(argv[:-2]) == 0
+    assert "0 measured, 14 from" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_profile_and_tune_bad_input(capsys, tmp_path):
+    assert (
+        main(["profile", "mlp:tiny", "--db", str(tmp_path / "p.jsonl"), "--remote", "nohost"]) == 2
+    )
+    assert "--remote 'nohost': write HOST:PORT" in capsys.readouterr().out.replace("\n", "")
+    with pytest.raises(SystemExit):
+        main(["tune", "mlp:tiny", "--trials", "4"])  # --tuning-db is required

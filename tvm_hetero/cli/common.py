@@ -17,8 +17,11 @@ from tvm_hetero.build.multi_device import BuildError
 from tvm_hetero.devices import ClusterSpec, DeviceSpec, SpecError, resolve_device
 from tvm_hetero.frontends import Model, ModelLoadError, load_model
 from tvm_hetero.plan import PlanError
+from tvm_hetero.profiling.db import ProfileDBError
 
 USER_ERRORS = (
+    ConnectionError,
+    ProfileDBError,
     SpecError,
     ModelLoadError,
     PlanError,

@@ -13,6 +13,8 @@ COMMANDS = {
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
+    "profile": "time every operator on each device (and transfers); records go to a database",
+    "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
 }
 
@@ -87,6 +89,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--print-time", action="store_true", help="print median / p99 latency")
     run.add_argument("--repeat", type=int, default=20, help="timed runs for --print-time")
     run.add_argument("--number", type=int, default=1, help="runs averaged per timed sample")
+
+    prof = cmd["profile"]
+    _add_model_args(prof)
+    _add_device_args(prof)
+    prof.add_argument("--db", required=True, metavar="PATH", help="profile database (.jsonl)")
+    prof.add_argument("--remote", metavar="HOST:PORT", help="time on a TVM RPC server")
+    prof.add_argument("--repeat", type=int, default=10, help="samples per workload")
+    prof.add_argument("--min-repeat-ms", type=float, default=20.0, help="minimum time per sample")
+    prof.add_argument("--top", type=int, default=10, help="operators in the summary table")
+    prof.add_argument("--end-to-end", action="store_true", help="also time the whole model")
+    prof.add_argument("--e2e-repeat", type=int, default=100, help="runs for --end-to-end")
+    prof.add_argument("--plot", metavar="PNG", help="per-operator bars and transfer curves")
+    prof.add_argument(
+        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"]
+    )
+    prof.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+
+    tune = cmd["tune"]
+    _add_model_args(tune)
+    _add_device_args(tune)
+    tune.add_argument("--trials", type=int, default=64, help="candidates to measure in all")
+    tune.add_argument("--tuning-db", required=True, metavar="DIR", help="MetaSchedule work dir")
 
     _add_device_args(cmd["demo"])
     cmd["demo"].add_argument(

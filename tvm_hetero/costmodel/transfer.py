@@ -25,7 +25,10 @@ class TransferFit:
 
 
 def fit_transfer(sizes_bytes: Sequence[float], seconds: Sequence[float]) -> TransferFit:
-    """Least-squares fit of latency and inverse bandwidth (both kept non-negative).
+    """Fit latency and inverse bandwidth (both non-negative) minimising *relative* error.
+
+    Copy times span orders of magnitude across sizes; plain least squares would fit the largest
+    copies and ignore the latency that dominates small ones.
 
     Raises
     ------
@@ -38,7 +41,8 @@ def fit_transfer(sizes_bytes: Sequence[float], seconds: Sequence[float]) -> Tran
         raise ValueError("fit_transfer: need timings at two or more distinct sizes")
     from scipy.optimize import nnls
 
-    coef, _ = nnls(np.stack([np.ones_like(x), x], axis=1), y)
+    weights = 1.0 / y
+    coef, _ = nnls(np.stack([np.ones_like(x), x], axis=1) * weights[:, None], y * weights)
     latency, inv_bw = float(coef[0]), float(coef[1])
     inv_bw = max(inv_bw, 1e-15)
     predicted = latency + x * inv_bw

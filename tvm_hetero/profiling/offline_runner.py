@@ -60,9 +60,9 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
                 dev_info.get("llvm_cpu", ""),
             )
             record = ProfileRecord(
-                RecordKind(entry["kind"]), entry["workload_key"], entry["workload"], entry["target"],
-                entry["mode"], fp.to_dict(), fp.key, timing.samples_s, timing.number,
-                len(timing.samples_s), extra={"offline": True},
+                RecordKind(entry["kind"]), entry["workload_key"], entry["workload"],
+                entry["target"], entry["mode"], fp.to_dict(), fp.key, timing.samples_s,
+                timing.number, len(timing.samples_s), extra={"offline": True},
             )  # fmt: skip
             out.write(record.to_json() + "\n")
             written += 1

@@ -69,7 +69,7 @@ class RPCRunner:
         self.where = f"{host}:{port}"
         try:
             self.session = tvm.rpc.connect(host, port, key=key, session_timeout=timeout_s)
-        except (tvm.error.TVMError, RuntimeError, OSError) as err:
+        except (RuntimeError, OSError) as err:
             raise ConnectionError(
                 f"cannot reach the TVM RPC server at {self.where}: {err}"
             ) from None
@@ -101,7 +101,7 @@ class RPCRunner:
         try:
             remote = self.session.get_function("tvm_hetero.fingerprint")
             data = json.loads(remote(kind, spec.index, spec.threads or 0))
-        except (AttributeError, RuntimeError, tvm.error.TVMError):  # a plain tvm.rpc server
+        except (AttributeError, RuntimeError):  # a plain tvm.rpc server
             data = {
                 "kind": kind,
                 "name": f"unknown {kind}",

@@ -1,0 +1,127 @@
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.offline import Candidate, export_candidates, merge_results
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.profiling.timer import RPCRunner
+from tvm_hetero.profiling.workloads import op_module
+from tvm_hetero.zoo import load_zoo_model
+
+FAST = MeasureConfig(repeat=3, min_repeat_ms=1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str], wait_for: str):
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    seen = ""
+    while wait_for not in seen:
+        if not sel.select(timeout=60):
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"server did not start: {seen}")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"server exited: {seen}")
+        seen += line
+    return proc
+
+
+@pytest.fixture
+def worker():
+    port = _free_port()
+    proc = _start(
+        ["-m", "tvm_hetero.rpc_worker", "--port", str(port), "--port-end", str(port + 1)],
+        "listening on",
+    )
+    yield port
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.fixture
+def plain_server():
+    port = _free_port()
+    proc = _start(
+        [
+            "-m",
+            "tvm.exec.rpc_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--port-end",
+            str(port + 1),
+        ],
+        "bind to",
+    )
+    yield port
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_profile_through_a_real_rpc_worker(tmp_path, worker, two_cpus):
+    model = load_zoo_model("mlp:tiny")
+    runner = RPCRunner("127.0.0.1", worker)
+    fp = runner.fingerprint(two_cpus[0])
+    assert fp.host == f"127.0.0.1:{worker}" and fp.kind == "cpu" and "unknown" not in fp.name
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), runner=runner, config=FAST)
+    record = profiler.profile_op(model.mod, "matmul", two_cpus[0])
+    assert record.fingerprint["host"] == f"127.0.0.1:{worker}" and record.median_s > 0
+    # multi-device executables go through set_input / invoke_stateful over RPC
+    copies = profiler.profile_transfer(two_cpus[0], two_cpus[1], [4096])
+    assert copies[0].median_s > 0
+
+
+def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server, two_cpus):
+    runner = RPCRunner("127.0.0.1", plain_server)
+    assert runner.fingerprint(two_cpus[0]).name == "unknown cpu"
+    record = Profiler(ProfileDB(tmp_path / "p.jsonl"), runner=runner, config=FAST).profile_op(
+        load_zoo_model("mlp:tiny").mod, "relu", two_cpus[0]
+    )
+    assert record.median_s > 0
+
+
+def test_unreachable_server_is_reported_not_hung():
+    with pytest.raises(ConnectionError, match="cannot reach the TVM RPC server at 127.0.0.1:"):
+        RPCRunner("127.0.0.1", _free_port(), timeout_s=5)
+
+
+def test_offline_build_here_run_with_runtime_only_then_merge(tmp_path, two_cpus):
+    model = load_zoo_model("mlp:tiny")
+    candidates = [
+        Candidate(op_module(model.mod, node), two_cpus[0], RecordKind.OP, {"op": node})
+        for node in ("matmul", "relu", "matmul1", "matmul")
+    ]
+    manifest = export_candidates(candidates, tmp_path / "cands", config=FAST)
+    assert len(list((tmp_path / "cands").glob("*.so"))) == 3  # the duplicate is exported once
+    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # the runner must not need the compiler
+    result = subprocess.run(
+        [sys.executable, "-m", "tvm_hetero.profiling.offline_runner", str(manifest.parent)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    db = ProfileDB(tmp_path / "p.jsonl")
+    assert merge_results(db, manifest.parent) == 3
+    assert all(r.extra == {"offline": True} and r.median_s > 0 for r in db)
+    # the merged records serve the local profiler: same workload, target, mode and fingerprint
+    profiler = Profiler(db, config=FAST)
+    profiler.profile_op(model.mod, "relu", two_cpus[0])
+    assert (profiler.hits, profiler.misses) == (1, 0)

@@ -1,0 +1,125 @@
+"""``tvm-hetero profile MODEL --device ... --db PATH``: per-operator times on each device."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tvm_hetero import api
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.cli.common import console, devices_from_args, model_from_args, table
+from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.profiling.timer import LocalRunner, RPCRunner
+
+TRANSFER_SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
+
+
+def _runner(remote: str | None):
+    if not remote:
+        return LocalRunner()
+    host, _, port = remote.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--remote {remote!r}: write HOST:PORT")
+    return RPCRunner(host, int(port))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile every operator on every device, then transfers and (optionally) end to end."""
+    model = model_from_args(args)
+    devices = devices_from_args(args, ["cpu"])
+    db = ProfileDB(args.db)
+    if db.problems:
+        console().print(
+            f"[yellow]{len(db.problems)} damaged record(s) skipped, first: {db.problems[0]}"
+        )
+    profiler = Profiler(
+        db, _runner(args.remote), MeasureConfig(args.repeat, args.min_repeat_ms),
+        BuildOptions(args.cpu_schedule, args.tuning_db),
+    )  # fmt: skip
+    graph = OpGraph.from_module(model.mod)
+    times = {}
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console()) as bar:
+        for d in devices:
+            task = bar.add_task(f"operators on {d.name}", total=len(graph.nodes))
+            times[d.name] = profiler.profile_ops(
+                model.mod, d, lambda what, done, total, t=task: bar.update(t, completed=done)
+            )
+    console().print(
+        f"{len(graph.nodes)} operators x {len(devices)} device(s): {profiler.misses} measured, "
+        f"{profiler.hits} from {args.db}"
+    )
+    console().print(_top_table(graph, devices, times, args.top))
+    fits = _transfers(profiler, devices) if len(devices) > 1 else {}
+    if args.end_to_end:
+        placed = api.place(model, devices[:1], api.Placement((devices[0].name,)))
+        rec = profiler.profile_model(placed, devices[:1], repeat=args.e2e_repeat, name=model.name)
+        rows = [[rec.percentile_s(q) * 1e3 for q in (50, 99, 99.9)] + [rec.repeat]]
+        console().print(
+            table(
+                f"{model.name} end to end on {devices[0].name} (ms)",
+                ["p50", "p99", "p99.9", "runs"],
+                rows,
+            )
+        )
+    if args.plot:
+        from tvm_hetero.viz.profile import plot_profile
+
+        path = plot_profile(graph, times, fits, f"{model.name}: operator times", Path(args.plot))
+        console().print(f"wrote {path}")
+    return 0
+
+
+def _top_table(graph: OpGraph, devices, times, top: int):
+    first = devices[0].name
+    order = sorted(graph.nodes, key=lambda n: -times[first][n.node_id].median_s)[:top]
+    columns = ["operator", "op", "output"] + [f"{d.name} us" for d in devices]
+    if len(devices) > 1:
+        columns.append(f"{devices[0].name} / {devices[1].name}")
+    rows = []
+    for n in order:
+        t = [times[d.name][n.node_id].median_s * 1e6 for d in devices]
+        row = [n.node_id, n.op.removeprefix("relax."), str(list(n.outputs[0].shape or [])), *t]
+        if len(devices) > 1:
+            row.append(t[0] / t[1])
+        rows.append(row)
+    return table(f"Top {len(order)} operators by time on {first}", columns, rows)
+
+
+def _transfers(profiler: Profiler, devices) -> dict:
+    fits, rows = {}, []
+    for src in devices:
+        for dst in devices:
+            if src is dst:
+                continue
+            records = profiler.profile_transfer(src, dst, TRANSFER_SIZES)
+            sizes = [r.workload["bytes"] for r in records]
+            fit = fit_transfer(sizes, [r.median_s for r in records])
+            fits[(src.name, dst.name)] = (sizes, [r.median_s for r in records], fit)
+            rows.append(
+                [
+                    f"{src.name} -> {dst.name}",
+                    fit.latency_s * 1e6,
+                    fit.bandwidth_bps / 1e9,
+                    100 * fit.rel_error,
+                ]
+            )
+    console().print(
+        table(
+            "Transfers: latency + bytes / bandwidth",
+            ["copy", "latency us", "GB/s", "fit error %"],
+            rows,
+        )
+    )
+    return fits

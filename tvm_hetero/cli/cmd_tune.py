@@ -1,0 +1,40 @@
+"""``tvm-hetero tune MODEL --device ... --trials N --tuning-db DIR``."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tvm_hetero import api
+from tvm_hetero.build.tuning import cpu_kernels, tune
+from tvm_hetero.cli.common import console, devices_from_args, model_from_args
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tune the model's CPU kernels; later compiles use them with --cpu-schedule metaschedule."""
+    model = model_from_args(args)
+    devices = devices_from_args(args, ["cpu"])
+    placed = api.place(model, devices[:1], api.Placement((devices[0].name,)))
+    kernels = sum(len(k) for k in cpu_kernels(placed).values())
+    console().print(f"{model.name}: {kernels} distinct CPU kernels on {devices[0].name}")
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console()) as bar:
+        task = bar.add_task("MetaSchedule trials", total=args.trials)
+        summary = tune(
+            placed,
+            args.tuning_db,
+            args.trials,
+            lambda done, total: bar.update(task, completed=done),
+        )
+    console().print(
+        f"measured {summary.trials} candidates in {summary.seconds:.0f} s; records in "
+        f"{summary.work_dir}. Use: tvm-hetero compile {args.model} --cpu-schedule metaschedule "
+        f"--tuning-db {args.tuning_db}"
+    )
+    return 0
