@@ -100,7 +100,7 @@ def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server
 
 
 def test_unreachable_server_is_reported_not_hung():
-    with pytest.raises(ConnectionError, match="cannot reach the TVM RPC server at 127.0.0.1:"):
+    with pytest.raises(ConnectionError, match=r"cannot reach the TVM RPC server at 127\.0\.0\.1:"):
         RPCRunner("127.0.0.1", _free_port(), timeout_s=5)
 
 
