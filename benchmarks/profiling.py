@@ -35,7 +35,7 @@ CONFIG = MeasureConfig(repeat=10, min_repeat_ms=50)
 
 
 def main() -> None:
-    console = Console()
+    console = Console(width=150)
     device = cpu_device()
     rows = []
     bert = load_zoo_model("bert-base")

@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=32, help="trials per matmul shape")
     parser.add_argument("--work-dir", default="benchmarks/results/tuning")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     device = cpu_device()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(device.threads))
     model = load_zoo_model("bert-base")
@@ -59,7 +59,7 @@ def main() -> None:
     default = Profiler(db, config=config)
     rows = []
     for i, (node, mod) in enumerate(shapes.values(), 1):
-        label = " x ".join(f"{t.shape}" for t in node.inputs)
+        label = " x ".join("x".join(map(str, t.shape)) for t in node.inputs)
         console.print(f"[{i}/{len(shapes)}] tuning matmul {label} ({args.trials} trials)")
         start = time.perf_counter()
         summary = tune(place_on(mod, [device]), args.work_dir, args.trials)
