@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     """Profile every operator on every device, then transfers and (optionally) end to end."""
     model = model_from_args(args)
     devices = devices_from_args(args, ["cpu"])
+    if args.minimal_runs:
+        return _minimal_runs(model, devices, args.pim)
+    if not args.db:
+        raise ValueError("profile: --db PATH is required (the profile database)")
     db = ProfileDB(args.db)
     if db.problems:
         console().print(
@@ -78,6 +82,45 @@ def run(args: argparse.Namespace) -> int:
 
         path = plot_profile(graph, times, fits, f"{model.name}: operator times", Path(args.plot))
         console().print(f"wrote {path}")
+    return 0
+
+
+def _minimal_runs(model, devices, pim: str | None) -> int:
+    """Print DCG sizes, DA edges and Lee et al.'s profiling runs."""
+    import time
+
+    from tvm_hetero.plan.profiling_paths import profiling_runs
+    from tvm_hetero.strategies.als import PIM_OPS, dcg_of
+
+    names = [d.name for d in devices]
+    if pim is not None and pim not in names[1:]:
+        raise ValueError(f"--pim {pim!r}: must be one of the non-home devices {names[1:]}")
+    start = time.perf_counter()
+    dcg = dcg_of(OpGraph.from_module(model.mod), names, {pim: PIM_OPS} if pim else None)
+    runs = profiling_runs(dcg)
+    elapsed = time.perf_counter() - start
+    sizes = dcg.sizes()
+    console().print(
+        table(f"Device-mapped graph of {model.name}", list(sizes), [list(sizes.values())])
+    )
+    rows = []
+    for i, r in enumerate(runs, 1):
+        counts = [sum(1 for d in r.assignment.values() if d == k) for k in range(len(names))]
+        rows.append(
+            [
+                i,
+                r.purpose,
+                ", ".join(f"{n}: {c}" for n, c in zip(names, counts, strict=True)),
+                len(r.new_da_edges),
+            ]
+        )
+    console().print(
+        table(
+            f"{len(runs)} profiling runs ({elapsed * 1e3:.1f} ms to find)",
+            ["run", "measures", "operators per device", "new DA edges"],
+            rows,
+        )
+    )
     return 0
 
 

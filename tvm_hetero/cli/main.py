@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     prof = cmd["profile"]
     _add_model_args(prof)
     _add_device_args(prof)
-    prof.add_argument("--db", required=True, metavar="PATH", help="profile database (.jsonl)")
+    prof.add_argument(
+        "--db", metavar="PATH", help="profile database (.jsonl); required unless --minimal-runs"
+    )
     prof.add_argument("--remote", metavar="HOST:PORT", help="time on a TVM RPC server")
     prof.add_argument("--repeat", type=int, default=10, help="samples per workload")
     prof.add_argument("--min-repeat-ms", type=float, default=20.0, help="minimum time per sample")
@@ -105,6 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"]
     )
     prof.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    prof.add_argument(
+        "--minimal-runs", action="store_true",
+        help="show the device-mapped graph, its DA edges and the fewest whole-model profiling "
+        "runs that measure every cost (Lee et al.), then stop",
+    )  # fmt: skip
+    prof.add_argument(
+        "--pim", metavar="DEV", help="with --minimal-runs: DEV runs only PIM operators (Lee et al.)"
+    )
 
     tune = cmd["tune"]
     _add_model_args(tune)
