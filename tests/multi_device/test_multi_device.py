@@ -180,6 +180,8 @@ def test_metaschedule_database_records_are_applied(tmp_path, two_cpus):
     assert len(tuned) == 2
 
     options = BuildOptions("metaschedule", str(tmp_path))
+    key = options.mode_key
+    assert key.startswith("metaschedule:")
     lowered = lower(placed, options)
     for name in tuned:
         assert lowered[name].attrs["tirx.is_scheduled"]
@@ -195,3 +197,5 @@ def test_metaschedule_database_records_are_applied(tmp_path, two_cpus):
         rtol=1e-5,
         atol=1e-6,
     )
+    db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [2e-6], f.attrs["target"]))
+    assert options.mode_key != key  # measurements taken with older records are not served

@@ -78,7 +78,9 @@ def test_exact_is_optimal_on_dags_and_als_never_beats_it(n, seed, devs):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(2, 8), seed=st.integers(0, 10_000), chain=st.booleans(), devs=st.integers(2, 3))
+@given(
+    n=st.integers(2, 8), seed=st.integers(0, 10_000), chain=st.booleans(), devs=st.integers(2, 3)
+)
 def test_profiling_runs_cover_every_da_edge(n, seed, chain, devs):
     dcg, _ = _graph(n, seed, chain=chain, n_devices=devs)
     runs = profiling_runs(dcg)
@@ -96,7 +98,10 @@ def test_profiling_runs_are_minimal_on_small_graphs():
         base = node_runs(dcg)
         missing = dcg.da_edges() - set().union(*(r.new_da_edges for r in base))
         extra = len(profiling_runs(dcg)) - len(base)
-        assignments = [dict(zip(dcg.ops, devs, strict=True)) for devs in itertools.product(*(dcg.capable[o] for o in dcg.ops))]
+        assignments = [
+            dict(zip(dcg.ops, devs, strict=True))
+            for devs in itertools.product(*(dcg.capable[o] for o in dcg.ops))
+        ]
         fewest = next(
             k for k in range(len(missing) + 1)
             if any(missing <= set().union(set(), *(dcg.covered(a) for a in combo))

@@ -17,11 +17,30 @@ def test_dcg_of_a_zoo_model_and_its_profiling_runs():
     assert 0 < sizes["da_edges"] < sizes["dcg_edges"]  # equal attributes collapse
     runs = profiling_runs(dcg)
     assert set().union(*(dcg.covered(r.assignment) for r in runs)) == dcg.da_edges()
-    assert [r.purpose for r in runs[:3]] == ["node costs of cpu_p", "node costs of cpu_s", "node costs of pim"]
+    assert [r.purpose for r in runs[:3]] == [
+        "node costs of cpu_p",
+        "node costs of cpu_s",
+        "node costs of pim",
+    ]
 
 
 def test_profile_minimal_runs_cli(capsys):
-    assert main(["profile", "bert-small:tiny", "--device", "cpu", "--device", "cpu:1", "--minimal-runs", "--pim", "cpu:1"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "bert-small:tiny",
+                "--device",
+                "cpu",
+                "--device",
+                "cpu:1",
+                "--minimal-runs",
+                "--pim",
+                "cpu:1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Device-mapped graph of bert-small:tiny" in out and "profiling runs" in out
     assert main(["profile", "mlp:tiny", "--minimal-runs", "--pim", "cpu"]) == 2

@@ -74,6 +74,20 @@ class BuildOptions:
                     f"ms_database {self.ms_database!r} has no database_tuning_record.json"
                 )
 
+    @property
+    def mode_key(self) -> str:
+        """The compile mode as measurements record it.
+
+        ``metaschedule`` carries a digest of the tuning records, so timings taken with one state
+        of the tuning database are not served once it has better records.
+        """
+        if self.cpu_schedule is not CpuSchedule.METASCHEDULE:
+            return self.cpu_schedule.value
+        import hashlib
+
+        data = (Path(self.ms_database) / "database_tuning_record.json").read_bytes()
+        return f"metaschedule:{hashlib.sha1(data).hexdigest()[:12]}"
+
 
 GPU_RULES = (
     dlight.gpu.Matmul(),

@@ -59,7 +59,7 @@ def export_candidates(
         build(place_on(c.mod, [c.device]), options).export_library(str(folder / lib))
         entries.append({
             "lib": lib, "kind": c.kind.value, "workload_key": key, "workload": c.workload,
-            "target": target, "mode": options.cpu_schedule.value,
+            "target": target, "mode": options.mode_key,
             "device": {"kind": "cuda" if c.device.kind.value == "cuda" else "llvm",
                        "index": c.device.index, "threads": c.device.threads,
                        "llvm_cpu": c.device.target.get("mcpu", "")},

@@ -76,7 +76,7 @@ class Profiler:
     @property
     def mode(self) -> str:
         """The compile mode recorded with every measurement."""
-        return self.options.cpu_schedule.value
+        return self.options.mode_key
 
     def measure(
         self, mod: tvm.IRModule, device: DeviceSpec, kind: RecordKind, workload: dict,
