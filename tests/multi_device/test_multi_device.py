@@ -197,5 +197,7 @@ def test_metaschedule_database_records_are_applied(tmp_path, two_cpus):
         rtol=1e-5,
         atol=1e-6,
     )
-    db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [2e-6], f.attrs["target"]))
+    db.commit_tuning_record(
+        ms.database.TuningRecord(sch.trace, workload, [2e-6], f.attrs["target"])
+    )
     assert options.mode_key != key  # measurements taken with older records are not served

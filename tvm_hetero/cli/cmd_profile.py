@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, devices_from_args, model_from_args, table
+from tvm_hetero.cli.common import console, devices_from_args, model_from_args, progress_bar, table
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
@@ -48,13 +46,7 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     graph = OpGraph.from_module(model.mod)
     times = {}
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console()) as bar:
+    with progress_bar() as bar:
         for d in devices:
             task = bar.add_task(f"operators on {d.name}", total=len(graph.nodes))
             times[d.name] = profiler.profile_ops(

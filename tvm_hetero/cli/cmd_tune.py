@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from tvm_hetero import api
 from tvm_hetero.build.tuning import cpu_kernels, tune
-from tvm_hetero.cli.common import console, devices_from_args, model_from_args
+from tvm_hetero.cli.common import console, devices_from_args, model_from_args, progress_bar
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,13 +16,7 @@ def run(args: argparse.Namespace) -> int:
     placed = api.place(model, devices[:1], api.Placement((devices[0].name,)))
     kernels = sum(len(k) for k in cpu_kernels(placed).values())
     console().print(f"{model.name}: {kernels} distinct CPU kernels on {devices[0].name}")
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console()) as bar:
+    with progress_bar() as bar:
         task = bar.add_task("MetaSchedule trials", total=args.trials)
         summary = tune(
             placed,

@@ -102,6 +102,19 @@ def devices_from_args(args: argparse.Namespace, default: list[str]) -> list[Devi
     return devices
 
 
+def progress_bar():
+    """A progress bar (description, bar, done/total, elapsed) on the shared console."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    return Progress(*columns, console=console())
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     """A rich table with right-aligned numeric columns."""
     t = Table(title=title, title_justify="left")

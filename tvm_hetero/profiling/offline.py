@@ -20,7 +20,7 @@ from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.measure_core import MeasureConfig
-from tvm_hetero.profiling.profiler import place_on, target_key
+from tvm_hetero.profiling.profiler import device_ref, place_on, target_key
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
 from tvm_hetero.profiling.workloads import input_infos, workload_key
 
@@ -60,8 +60,8 @@ def export_candidates(
         entries.append({
             "lib": lib, "kind": c.kind.value, "workload_key": key, "workload": c.workload,
             "target": target, "mode": options.mode_key,
-            "device": {"kind": "cuda" if c.device.kind.value == "cuda" else "llvm",
-                       "index": c.device.index, "threads": c.device.threads,
+            "device": {"kind": device_ref(c.device)[0], "index": c.device.index,
+                       "threads": c.device.threads,
                        "llvm_cpu": c.device.target.get("mcpu", "")},
             "inputs": [[list(s), d] for s, d in input_infos(c.mod)],
         })  # fmt: skip

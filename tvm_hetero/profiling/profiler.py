@@ -15,7 +15,7 @@ import tvm
 
 from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.build.vdevices import to_vdevice
-from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.profiling.db import ProfileDB
@@ -39,6 +39,11 @@ Progress = Callable[[str, int, int], None]
 def target_key(spec: DeviceSpec) -> str:
     """The target part of a record key."""
     return json.dumps(spec.target, sort_keys=True)
+
+
+def device_ref(spec: DeviceSpec) -> tuple[str, int]:
+    """``(target kind, index)`` of a device, as runners take it."""
+    return ("cuda" if spec.kind is DeviceKind.CUDA else "llvm", spec.index)
 
 
 def place_on(mod: tvm.IRModule, devices: Sequence[DeviceSpec]) -> tvm.IRModule:
@@ -83,16 +88,28 @@ class Profiler:
         extra: dict | None = None,
     ) -> ProfileRecord:  # fmt: skip
         """Time ``mod`` (its ``main``) on ``device``, or return the stored record."""
-        key = workload_key(mod)
-        fp = self.runner.fingerprint(device)
-        target = target_key(device)
+        key, target = workload_key(mod), target_key(device)
+        return self._record(
+            kind, key, target, [device], workload, lambda: place_on(mod, [device]), extra=extra
+        )
+
+    def _record(
+        self, kind: RecordKind, key: str, target: str, devices: Sequence[DeviceSpec],
+        workload: dict, placed: Callable[[], tvm.IRModule], config: MeasureConfig | None = None,
+        extra: dict | None = None,
+    ) -> ProfileRecord:  # fmt: skip
+        """The stored record of this workload on this device, or a fresh measurement of it."""
+        config = config or self.config
+        fp = self.runner.fingerprint(devices[0])
         found = self.db.lookup(kind, key, target, self.mode, fp.key)
-        if found is not None:
+        if found is not None and found.repeat >= config.repeat:
             self.hits += 1
             return found
-        executable = build(place_on(mod, [device]), self.options)
-        ref = ("cuda" if device.kind.value == "cuda" else "llvm", device.index)
-        timing = self.runner.time(executable, [ref], random_args(input_infos(mod)), self.config)
+        mod = placed()
+        refs = [device_ref(d) for d in devices]
+        timing = self.runner.time(
+            build(mod, self.options), refs, random_args(input_infos(mod)), config
+        )
         record = ProfileRecord(
             kind, key, workload, target, self.mode, fp.to_dict(), fp.key, timing.samples_s,
             timing.number, len(timing.samples_s), extra=dict(extra or {}),
@@ -158,29 +175,21 @@ class Profiler:
         self, src: DeviceSpec, dst: DeviceSpec, sizes_bytes: Sequence[int], dtype: str = "float32"
     ) -> list[ProfileRecord]:
         """``to_vdevice`` from ``src`` to ``dst`` at each size (Lee et al.'s edge costs)."""
-        records = []
-        fp = self.runner.fingerprint(src)
         target = f"{target_key(src)}->{target_key(dst)}"
-        refs = [("cuda" if d.kind.value == "cuda" else "llvm", d.index) for d in (src, dst)]
+        records = []
         for nbytes in sizes_bytes:
             mod = transfer_module(nbytes, dtype, to_vdevice(src), to_vdevice(dst))
-            key = workload_key(mod)
-            found = self.db.lookup(RecordKind.TRANSFER, key, target, self.mode, fp.key)
-            if found is not None:
-                self.hits += 1
-                records.append(found)
-                continue
-            timing = self.runner.time(
-                build(mod, self.options), refs, random_args(input_infos(mod)), self.config
-            )
             workload = {"src": src.name, "dst": dst.name, "dtype": dtype, "bytes": int(nbytes)}
-            record = ProfileRecord(
-                RecordKind.TRANSFER, key, workload, target, self.mode, fp.to_dict(), fp.key,
-                timing.samples_s, timing.number, len(timing.samples_s),
-            )  # fmt: skip
-            self.db.add([record])
-            self.misses += 1
-            records.append(record)
+            records.append(
+                self._record(
+                    RecordKind.TRANSFER,
+                    workload_key(mod),
+                    target,
+                    [src, dst],
+                    workload,
+                    lambda m=mod: m,
+                )
+            )
         return records
 
     def profile_model(
@@ -188,26 +197,18 @@ class Profiler:
         name: str = "model",
     ) -> ProfileRecord:  # fmt: skip
         """A placed model end to end: one sample per run (``number=1``) for p50 / p99 / p99.9."""
-        key = workload_key(placed)
-        fp = self.runner.fingerprint(devices[0])
         target = "|".join(target_key(d) for d in devices)
-        found = self.db.lookup(RecordKind.MODEL, key, target, self.mode, fp.key)
-        if found is not None and found.repeat >= repeat:
-            self.hits += 1
-            return found
-        refs = [("cuda" if d.kind.value == "cuda" else "llvm", d.index) for d in devices]
-        config = MeasureConfig(repeat=repeat, min_repeat_ms=0, max_number=1)
-        timing = self.runner.time(
-            build(placed, self.options), refs, random_args(input_infos(placed)), config
-        )
         workload = {"model": name, "devices": [d.name for d in devices]}
-        record = ProfileRecord(
-            RecordKind.MODEL, key, workload, target, self.mode, fp.to_dict(), fp.key,
-            timing.samples_s, timing.number, len(timing.samples_s),
-        )  # fmt: skip
-        self.db.add([record])
-        self.misses += 1
-        return record
+        config = MeasureConfig(repeat=repeat, min_repeat_ms=0, max_number=1)
+        return self._record(
+            RecordKind.MODEL,
+            workload_key(placed),
+            target,
+            devices,
+            workload,
+            lambda: placed,
+            config,
+        )
 
 
 def _describe(node) -> dict:
