@@ -44,3 +44,29 @@ def test_profile_minimal_runs_cli(capsys):
     out = capsys.readouterr().out
     assert "Device-mapped graph of bert-small:tiny" in out and "profiling runs" in out
     assert main(["profile", "mlp:tiny", "--minimal-runs", "--pim", "cpu"]) == 2
+
+
+def test_measured_costs_give_a_placement_that_runs(two_cpus):
+    """Real profiling runs on two CPU vdevices -> every node and DA-edge cost -> ALS / MILP plans."""
+    import numpy as np
+
+    from tvm_hetero import api
+    from tvm_hetero.plan.als import check_costs, priority_assignment, total_time
+    from tvm_hetero.strategies.als import measure_costs, plan_als
+
+    model = load_zoo_model("mlp:tiny")
+    graph = OpGraph.from_module(model.mod)
+    names = [d.name for d in two_cpus]
+    dcg = dcg_of(graph, names, {names[1]: PIM_OPS})
+    runs = profiling_runs(dcg)
+    costs = measure_costs(model, two_cpus, dcg, runs, repeats=1)
+    check_costs(dcg, costs)  # every capable (op, device) and every DA edge has a measured cost
+    assert all(t >= 0 for per in costs.node.values() for t in per.values())
+    for exact in (False, True):
+        plan = plan_als(dcg, costs, exact=exact)
+        assert plan.predicted_s == total_time(dcg, costs, {o: plan.device_of(o) for o in dcg.ops})
+        for priority in ([0, 1], [1, 0]):
+            assert plan.predicted_s <= total_time(dcg, costs, priority_assignment(dcg, priority)) + 1e-12
+        inputs = model.random_inputs()
+        got = api.run_model(api.compile_model(model, two_cpus, plan), inputs)
+        np.testing.assert_allclose(got[0], api.reference_outputs(model, inputs, two_cpus[0])[0], rtol=1e-5, atol=1e-6)

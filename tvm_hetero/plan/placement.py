@@ -27,11 +27,14 @@ class Placement:
         Op node id -> index into ``devices``. Unlisted operators run on device 0.
     strategy : str
         Who made the plan (``manual``, ``als``...).
+    predicted_s : float or None
+        The planner's predicted end-to-end time, when it has a cost model.
     """
 
     devices: tuple[str, ...]
     assignment: Mapping[str, int] = field(default_factory=dict)
     strategy: str = "manual"
+    predicted_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -54,6 +57,7 @@ class Placement:
             "strategy": self.strategy,
             "devices": list(self.devices),
             "assignment": dict(self.assignment),
+            "predicted_s": self.predicted_s,
         }
 
     @classmethod
@@ -61,7 +65,10 @@ class Placement:
         """Inverse of :meth:`to_dict`."""
         if data.get("kind") != "placement":
             raise PlanError(f"not a placement plan: kind is {data.get('kind')!r}")
-        return cls(tuple(data["devices"]), dict(data["assignment"]), data.get("strategy", "manual"))
+        return cls(
+            tuple(data["devices"]), dict(data["assignment"]), data.get("strategy", "manual"),
+            data.get("predicted_s"),
+        )  # fmt: skip
 
     def to_json(self) -> str:
         """Serialise to JSON text."""

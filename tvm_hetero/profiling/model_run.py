@@ -11,10 +11,12 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from tvm_hetero._compat import vdevice_equal
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
 from tvm_hetero.build.vdevices import runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.types import tensor_infos
 
 COPY_SYMBOL = "vm.builtin.to_device"
 
@@ -36,6 +38,8 @@ class OpTimes:
     node_seconds: dict[str, float]
     total_s: float
     wall_s: float
+    copies: dict[str, tuple[int, int, str, int]]
+    """Copy binding id -> (source vdevice, destination vdevice, dtype, elements)."""
 
 
 def kernel_sequence(lowered: tvm.IRModule) -> list[tuple[str, str]]:
@@ -85,7 +89,31 @@ def per_op_times(
         walls.append(time.perf_counter() - start)
     samples = recorder.samples
     node_seconds = {n: float(np.median(s)) for n, s in samples.items()}
-    return OpTimes(node_seconds, sum(node_seconds.values()), float(np.median(walls)))
+    return OpTimes(
+        node_seconds, sum(node_seconds.values()), float(np.median(walls)), copy_attributes(lowered)
+    )
+
+
+def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
+    """Each ``to_vdevice`` binding of ``main``: (source, destination vdevice, dtype, elements)."""
+    vdevices = list(mod.global_infos["vdevice"])
+
+    def index(vdev) -> int:
+        return next(i for i, v in enumerate(vdevices) if vdevice_equal(v, vdev))
+
+    out = {}
+    for b in op_bindings(mod[ENTRY_FUNC]):
+        op = b.call.op
+        if isinstance(op, tvm.ir.Op) and op.name == COPY_OP:
+            (info,) = tensor_infos(b.call.args[0].ty)
+            src = b.call.args[0].ty.vdevice
+            out[b.node_id] = (
+                0 if src is None else index(src),
+                index(b.var.ty.vdevice),
+                info.dtype,
+                info.numel or 0,
+            )
+    return out
 
 
 class _Recorder:

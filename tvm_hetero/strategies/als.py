@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.build.vdevices import vdevices_of
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
-from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, build_dcg
+from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.plan.als import Costs, als_assignment, exact_assignment
+from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
+from tvm_hetero.plan.placement import Placement
+from tvm_hetero.plan.profiling_paths import ProfilingRun
+from tvm_hetero.profiling.measure_core import random_args
+from tvm_hetero.profiling.model_run import per_op_times
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -36,3 +48,42 @@ def dcg_of(
         for t in graph.node(out).outputs:
             edges.append(CGEdge(out, END, t.dtype, t.numel or 0))
     return build_dcg(ops, edges, devices, capability)
+
+
+def measure_costs(
+    model: Model, devices: Sequence[DeviceSpec], dcg: DCG, runs: Sequence[ProfilingRun],
+    options: BuildOptions | None = None, repeats: int = 3,
+) -> Costs:  # fmt: skip
+    """Execute the profiling runs for real and read node and DA-edge costs out of them.
+
+    Each run is the model placed by the run's assignment, built without fusion and timed with
+    per-operator instrumentation (median of ``repeats`` runs): operator ``o`` on device ``d`` gets
+    its kernel time, and every copy is filed under its DA key (median over copies sharing it).
+    Operators without a kernel of their own (reshapes the VM does in place) cost 0.
+    """
+    node: dict[str, dict[int, list[float]]] = {o: {} for o in dcg.ops}
+    edge: dict[DAKey, list[float]] = {}
+    args = random_args([(i.shape, i.dtype) for i in model.inputs])
+    for run in runs:
+        assignment = {o: d for o, d in run.assignment.items() if d != 0}
+        placed = get_pipeline(
+            "manual_placement", vdevices=vdevices_of(devices), assignment=assignment
+        )(model.mod)
+        times = per_op_times(placed, args, options, runs=repeats)
+        for o in dcg.ops:
+            node[o].setdefault(run.assignment[o], []).append(times.node_seconds.get(o, 0.0))
+        for copy, (src, dst, dtype, elements) in times.copies.items():
+            edge.setdefault(DAKey(src, dst, dtype, elements), []).append(
+                times.node_seconds.get(copy, 0.0)
+            )
+    return Costs(
+        {o: {d: float(np.median(v)) for d, v in per.items()} for o, per in node.items()},
+        {k: float(np.median(v)) for k, v in edge.items()},
+    )
+
+
+def plan_als(dcg: DCG, costs: Costs, exact: bool = False) -> Placement:
+    """The optimal placement: the ALS DP (``exact=False``) or the MILP optimum."""
+    assignment, seconds = (exact_assignment if exact else als_assignment)(dcg, costs)
+    moved = {o: d for o, d in assignment.items() if d != 0}
+    return Placement(dcg.devices, moved, "als-exact" if exact else "als", seconds)
