@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
@@ -30,7 +32,12 @@ def run(args: argparse.Namespace) -> int:
     """Place, build, save; with --check also run and compare with one device."""
     model = model_from_args(args)
     devices = devices_from_args(args, ["cpu"])
-    placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
+    if args.plan and args.place:
+        raise ValueError("compile: give --plan or --place, not both")
+    if args.plan:
+        placement = api.Placement.from_dict(json.loads(Path(args.plan).read_text()))
+    else:
+        placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
     options = BuildOptions(args.cpu_schedule, args.tuning_db)
     console().print(placement_table(model, placement))
     start = time.perf_counter()

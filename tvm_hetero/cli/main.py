@@ -13,6 +13,7 @@ COMMANDS = {
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
+    "plan": "measure costs and plan where each operator runs (--strategy als: Lee et al.)",
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
@@ -121,6 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_args(tune)
     tune.add_argument("--trials", type=int, default=64, help="candidates to measure in all")
     tune.add_argument("--tuning-db", required=True, metavar="DIR", help="MetaSchedule work dir")
+
+    plan = cmd["plan"]
+    _add_model_args(plan)
+    _add_device_args(plan)
+    plan.add_argument("--strategy", default="als", choices=["als"], help="planner")
+    plan.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
+    plan.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
+    plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
+    plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")
+    plan.add_argument(
+        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"]
+    )
+    plan.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+
+    cmd["compile"].add_argument("--plan", metavar="JSON", help="placement from tvm-hetero plan")
 
     _add_device_args(cmd["demo"])
     cmd["demo"].add_argument(
