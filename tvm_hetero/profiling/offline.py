@@ -21,7 +21,7 @@ from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.profiling.profiler import device_ref, place_on, target_key
-from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import input_infos, workload_key
 
 MANIFEST = "manifest.json"
@@ -81,7 +81,3 @@ def merge_results(db: ProfileDB, results: str | Path) -> int:
     path = path / RESULTS if path.is_dir() else path
     return db.merge(ProfileDB(path, strict=True))
 
-
-def fresh_records(records: Sequence[ProfileRecord]) -> list[ProfileRecord]:
-    """Records that were measured (not imported)."""
-    return [r for r in records if r.measured]
