@@ -146,12 +146,45 @@ def test_profile_and_tune_bad_input(capsys, tmp_path):
 
 def test_plan_then_compile_the_plan(capsys, tmp_path):
     plan, png, art = tmp_path / "plan.json", tmp_path / "t.png", tmp_path / "m.tar"
-    argv = ["plan", "mlp:tiny", "--device", "cpu", "--device", "cpu:1", "--pim", "cpu:1", "-o", str(plan), "--plot", str(png)]
+    argv = [
+        "plan",
+        "mlp:tiny",
+        "--device",
+        "cpu",
+        "--device",
+        "cpu:1",
+        "--pim",
+        "cpu:1",
+        "-o",
+        str(plan),
+        "--plot",
+        str(png),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "priority (cpu:1, cpu)" in out and "profiling runs measured" in out
     assert json.loads(plan.read_text())["strategy"] == "als"
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert main(["compile", "mlp:tiny", "--device", "cpu", "--device", "cpu:1", "--plan", str(plan), "-o", str(art), "--check"]) == 0
+    assert (
+        main(
+            [
+                "compile",
+                "mlp:tiny",
+                "--device",
+                "cpu",
+                "--device",
+                "cpu:1",
+                "--plan",
+                str(plan),
+                "-o",
+                str(art),
+                "--check",
+            ]
+        )
+        == 0
+    )
     assert "single-device| = 0" in capsys.readouterr().out
-    assert main(["compile", "mlp:tiny", "--plan", str(plan), "--place", "matmul=cpu", "-o", str(art)]) == 2
+    assert (
+        main(["compile", "mlp:tiny", "--plan", str(plan), "--place", "matmul=cpu", "-o", str(art)])
+        == 2
+    )

@@ -80,4 +80,3 @@ def merge_results(db: ProfileDB, results: str | Path) -> int:
     path = Path(results)
     path = path / RESULTS if path.is_dir() else path
     return db.merge(ProfileDB(path, strict=True))
-
