@@ -28,7 +28,6 @@ class TuneSummary:
 
     work_dir: str
     kernels: int
-    distinct: int
     trials: int
     seconds: float
 
@@ -96,7 +95,7 @@ def tune(
     if progress:
         progress(done, trials)
     n_kernels = sum(len(k) for k in groups.values())
-    return TuneSummary(str(work_dir), n_kernels, n_kernels, done, time.perf_counter() - start)
+    return TuneSummary(str(work_dir), n_kernels, done, time.perf_counter() - start)
 
 
 def _record_count(work_dir: Path) -> int:

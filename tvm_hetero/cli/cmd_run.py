@@ -12,10 +12,7 @@ from tvm_hetero.cli.common import console, table
 from tvm_hetero.frontends.model import InputSpec
 
 
-def _inputs(meta: dict, path: str | None) -> dict[str, np.ndarray]:
-    specs = [
-        InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high")) for i in meta["inputs"]
-    ]
+def _inputs(specs: list[InputSpec], path: str | None) -> dict[str, np.ndarray]:
     if path is None:
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}
@@ -26,8 +23,10 @@ def _inputs(meta: dict, path: str | None) -> dict[str, np.ndarray]:
 def run(args: argparse.Namespace) -> int:
     """Run once, save outputs, optionally time."""
     vm, home, meta = api.load_compiled(args.file)
-    specs = [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in meta["inputs"]]
-    feed = api.ordered_args(specs, _inputs(meta, args.inputs))
+    specs = [
+        InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high")) for i in meta["inputs"]
+    ]
+    feed = api.ordered_args(specs, _inputs(specs, args.inputs))
     outputs = runner.run(vm, feed, home)
     devices = ", ".join(v["name"] for v in meta["vdevices"])
     console().print(f"ran {meta['model']} on {devices}: outputs {[list(o.shape) for o in outputs]}")

@@ -207,14 +207,15 @@ class _Builder:
         self.leaves[ob.var] = [_Leaf(ob.node_id, i, t) for i, t in enumerate(outputs)]
         ins = tuple(leaf.info for leaf in in_leaves)
         static = all(t.static for t in (*ins, *outputs))
+        attrs = attrs_to_dict(call.attrs)
         node = OpNode(
             node_id=ob.node_id,
             op=op,
             kind=kind,
-            attrs=attrs_to_dict(call.attrs),
+            attrs=attrs,
             inputs=ins,
             outputs=outputs,
-            flops=self._flops(call, op, kind, ins, outputs) if static else None,
+            flops=self._flops(call, op, kind, attrs, ins, outputs) if static else None,
             bytes_read=sum(t.nbytes for t in ins) if static else None,  # type: ignore[misc]
             bytes_written=sum(t.nbytes for t in outputs) if static else None,  # type: ignore[misc]
             param_bytes=sum(leaf.info.nbytes or 0 for leaf in in_leaves if leaf.producer == CONST),
@@ -246,13 +247,12 @@ class _Builder:
             return _tuple_item(self._leaves_of(expr.tuple_value), expr.tuple_value.ty, expr.index)
         return []
 
-    def _flops(self, call: relax.Call, op: str, kind: str, ins, outs) -> int:
+    def _flops(self, call: relax.Call, op: str, kind: str, attrs: dict, ins, outs) -> int:
         if kind == "call_tir":
             prim = self.mod[call.args[0]]
             return int(estimate_tir_flops(tvm.IRModule({"main": prim})))
         if kind != "relax":
             return 0
-        attrs = attrs_to_dict(call.attrs)
         return op_flops(op, [t.shape for t in ins], outs[0].shape if outs else None, attrs)
 
 

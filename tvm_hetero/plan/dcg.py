@@ -69,8 +69,8 @@ class DCG:
         """Every DA key some assignment can produce."""
         keys = set()
         for e in self.edges:
-            for a in self._placements(e.src):
-                for b in self._placements(e.dst):
+            for a in self.placements(e.src):
+                for b in self.placements(e.dst):
                     key = self.da_key(e, a, b)
                     if key is not None:
                         keys.add(key)
@@ -87,14 +87,15 @@ class DCG:
                 out.add(key)
         return out
 
-    def _placements(self, node: str) -> tuple[int, ...]:
+    def placements(self, node: str) -> tuple[int, ...]:
+        """Devices ``node`` can sit on (start and end: home only)."""
         return (0,) if node in (START, END) else tuple(self.capable[node])
 
     def sizes(self) -> dict[str, int]:
         """Sizes as the paper reports them: CG and DCG nodes and edges, DA edges."""
         dcg_nodes = sum(len(self.capable[o]) for o in self.ops) + 2
         dcg_edges = sum(
-            len(self._placements(e.src)) * len(self._placements(e.dst)) for e in self.edges
+            len(self.placements(e.src)) * len(self.placements(e.dst)) for e in self.edges
         )
         return {
             "cg_nodes": len(self.ops), "cg_edges": len(self.edges), "dcg_nodes": dcg_nodes,

@@ -126,13 +126,10 @@ def _summarise(states: list, live: list[str]) -> list:
 def _direct(dcg: DCG, wanted: set[DAKey], missing: set[DAKey]) -> tuple[set[DAKey], dict[str, int]]:
     """An assignment exercising a DA edge of ``wanted``: its two ends placed, the rest home."""
     for e in dcg.edges:
-        for a in (0,) if e.src.startswith("<") else dcg.capable[e.src]:
-            for b in (0,) if e.dst.startswith("<") else dcg.capable[e.dst]:
+        for a in dcg.placements(e.src):
+            for b in dcg.placements(e.dst):
                 if dcg.da_key(e, a, b) in wanted:
-                    assignment = {o: 0 for o in dcg.ops}
-                    if not e.src.startswith("<"):
-                        assignment[e.src] = a
-                    if not e.dst.startswith("<"):
-                        assignment[e.dst] = b
+                    ends = {e.src: a, e.dst: b}
+                    assignment = {o: ends.get(o, 0) for o in dcg.ops}
                     return dcg.covered(assignment) & missing, assignment
     raise AssertionError("a DA edge that no assignment produces")

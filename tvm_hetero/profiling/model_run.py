@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -66,11 +67,7 @@ def per_op_times(
     kernel symbol is matched to the k-th binding that calls it: a single run yields every node cost
     of an assignment (Lee et al.). Copies (``to_vdevice``) are timed too.
     """
-    options = (
-        BuildOptions(options.cpu_schedule, options.ms_database, fuse=False)
-        if options
-        else BuildOptions(fuse=False)
-    )
+    options = dataclasses.replace(options or BuildOptions(), fuse=False)
     lowered = lower(placed, options)
     by_symbol: dict[str, list[str]] = defaultdict(list)
     for node, symbol in kernel_sequence(lowered):

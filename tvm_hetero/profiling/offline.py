@@ -20,12 +20,10 @@ from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.offline_runner import MANIFEST, RESULTS
 from tvm_hetero.profiling.profiler import device_ref, place_on, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import input_infos, workload_key
-
-MANIFEST = "manifest.json"
-RESULTS = "results.jsonl"
 
 
 @dataclass(frozen=True)
