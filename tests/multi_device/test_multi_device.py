@@ -5,8 +5,8 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from tvm_hetero.build import multi_device
 from tvm_hetero.build.multi_device import BuildError, BuildOptions, build, lower, module_kinds
+from tvm_hetero.schedules import apply as schedules_apply
 
 
 @I.ir_module
@@ -108,7 +108,7 @@ def _walk(mod):
 
 
 def test_unscheduled_cuda_kernel_fails_loudly(monkeypatch):
-    monkeypatch.setattr(multi_device, "GPU_RULES", ())
+    monkeypatch.setattr(schedules_apply, "GPU_RULES", ())
     with pytest.raises(BuildError, match="CUDA kernels left unscheduled"):
         build(CpuAndCuda)
 
@@ -133,7 +133,7 @@ def test_dlight_cpu_schedule_gives_same_numbers():
 
 def test_bad_build_options():
     with pytest.raises(
-        ValueError, match="unknown CPU schedule 'fast'; choose from default, dlight, metaschedule"
+        ValueError, match="unknown CPU schedule 'fast'; choose from rules, default, dlight, metaschedule"
     ):
         BuildOptions("fast")
     with pytest.raises(ValueError, match="needs ms_database"):
@@ -167,7 +167,7 @@ def test_metaschedule_database_records_are_applied(tmp_path, two_cpus):
     placed = api.place(model, two_cpus, Placement(("cpu", "cpu:1"), {"matmul1": 1}))
     db = ms.database.JSONDatabase(work_dir=str(tmp_path))
     tuned = []
-    for gv, f in lower(placed).functions_items():
+    for gv, f in lower(placed, BuildOptions("default")).functions_items():
         if isinstance(f, tvm.tirx.PrimFunc) and "matmul" in gv.name_hint:
             task = normalize_kernel(f)
             sch = Schedule(task)

@@ -14,8 +14,9 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
-from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
+from tvm_hetero._compat import PrimFunc
 from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.schedules import schedule_kernels
 
 
 class BuildError(RuntimeError):
@@ -25,12 +26,14 @@ class BuildError(RuntimeError):
 class CpuSchedule(StrEnum):
     """How CPU kernels are scheduled."""
 
+    RULES = "rules"
+    """tvm-hetero's CPU rules (matmul, conv, reductions, injective, fallback): no tuning."""
     DEFAULT = "default"
     """TVM's default lowering: plain loops."""
     DLIGHT = "dlight"
     """dlight's CPU rules (GEMV, reductions)."""
     METASCHEDULE = "metaschedule"
-    """Apply the records of a MetaSchedule tuning database."""
+    """Records of a MetaSchedule tuning database where it has them, the rules elsewhere."""
 
 
 def normalize_cpu_schedule(value: str | CpuSchedule) -> CpuSchedule:
@@ -58,7 +61,7 @@ class BuildOptions:
         profiling maps each kernel call back to its operator).
     """
 
-    cpu_schedule: CpuSchedule = CpuSchedule.DEFAULT
+    cpu_schedule: CpuSchedule = CpuSchedule.RULES
     ms_database: str | None = None
     fuse: bool = True
 
@@ -89,15 +92,6 @@ class BuildOptions:
         return f"metaschedule:{hashlib.sha1(data).hexdigest()[:12]}"
 
 
-GPU_RULES = (
-    dlight.gpu.Matmul(),
-    dlight.gpu.GEMV(),
-    dlight.gpu.Reduction(),
-    dlight.gpu.GeneralReduction(),
-    dlight.gpu.Fallback(),
-)
-
-
 def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModule:
     """Everything before code generation: the returned module's kernels are all scheduled.
 
@@ -110,9 +104,13 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
     mod = get_pipeline("multi_device_lower" if options.fuse else "multi_device_lower_unfused")(mod)
-    mod = dlight.ApplyDefaultSchedule(*GPU_RULES, *_cpu_rules(options))(mod)
+    database = None
+    cpu = options.cpu_schedule.value
     if options.cpu_schedule is CpuSchedule.METASCHEDULE:
-        mod = _apply_database(mod, options.ms_database)
+        from tvm.s_tir import meta_schedule as ms
+
+        database, cpu = ms.database.JSONDatabase(work_dir=options.ms_database), "rules"
+    mod = schedule_kernels(mod, cpu, database)
     unscheduled = [
         gv.name_hint
         for gv, f in mod.functions_items()
@@ -165,34 +163,6 @@ def module_kinds(module: tvm.runtime.Module) -> set[str]:
         kinds.add(str(m.kind))
         stack.extend(m.imports)
     return kinds
-
-
-def _cpu_rules(options: BuildOptions) -> tuple:
-    if options.cpu_schedule is CpuSchedule.DLIGHT:
-        return (dlight.cpu.GEMV(), dlight.cpu.Reduction())
-    return ()
-
-
-def _apply_database(mod: tvm.IRModule, work_dir: str | None) -> tvm.IRModule:
-    """Replace CPU kernels by the best schedule a MetaSchedule database holds for them.
-
-    Done here rather than with ``relax.transform.MetaScheduleApplyDatabase``, which drops the
-    module's ``global_infos`` (the vdevice list) and takes one target for every kernel.
-    """
-    from tvm.s_tir import meta_schedule as ms
-
-    database = ms.database.JSONDatabase(work_dir=work_dir)
-    out = mod.clone()
-    for gv, func in mod.functions_items():
-        if not isinstance(func, PrimFunc) or _kind(func) != "llvm" or _scheduled(func):
-            continue
-        sch = database.query_schedule(normalize_kernel(func), func.attrs["target"], "main")
-        if sch is None:
-            continue
-        # keep the kernel's own attrs: it must not become a public "main"
-        tuned = sch.mod["main"].without_attr("global_symbol").with_attrs(dict(func.attrs))
-        out[gv] = tuned.with_attr("tirx.is_scheduled", True)
-    return out
 
 
 def _kind(func: PrimFunc) -> str | None:

@@ -36,7 +36,7 @@ def cpu_kernels(placed: tvm.IRModule) -> dict[str, dict[str, PrimFunc]]:
     """CPU kernels of a placed module after default lowering, deduplicated, grouped by target."""
     groups: dict[str, dict[str, PrimFunc]] = {}
     seen: set[tuple[str, str]] = set()
-    for gv, func in lower(placed, BuildOptions()).functions_items():
+    for gv, func in lower(placed, BuildOptions("default")).functions_items():
         if not isinstance(func, PrimFunc) or func.attrs["target"].kind.name != "llvm":
             continue
         target = str(func.attrs["target"])

@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     cmd["compile"].add_argument("--output", "-o", required=True, metavar="FILE", help="output .tar")
     cmd["compile"].add_argument(
-        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"],
+        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"],
         help="schedule of CPU kernels",
     )  # fmt: skip
     cmd["compile"].add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--e2e-repeat", type=int, default=100, help="runs for --end-to-end")
     prof.add_argument("--plot", metavar="PNG", help="per-operator bars and transfer curves")
     prof.add_argument(
-        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"]
+        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
     )
     prof.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
     prof.add_argument(
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
     plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")
     plan.add_argument(
-        "--cpu-schedule", default="default", choices=["default", "dlight", "metaschedule"]
+        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
     )
     plan.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
 

@@ -1,0 +1,134 @@
+"""Schedule every kernel of a lowered module and record which schedule each one got."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import tvm
+
+from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
+from tvm_hetero.schedules.cpu import cpu_rules
+
+SCHEDULE_ATTR = "tvm_hetero.schedule"
+"""PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""
+
+
+class ScheduleSource(StrEnum):
+    """Where a kernel's schedule came from."""
+
+    TUNED = "tuned"
+    RULE = "rule"
+    DLIGHT = "dlight"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The schedule one kernel got: ``source`` and, for rules, the rule's name."""
+
+    kernel: str
+    target: str
+    source: ScheduleSource
+    rule: str = ""
+
+    @property
+    def label(self) -> str:
+        """``tuned``, ``rule:matmul``, ``dlight:gpu``, ``default``."""
+        return f"{self.source}:{self.rule}" if self.rule else str(self.source)
+
+
+GPU_RULES = (
+    dlight.gpu.Matmul(),
+    dlight.gpu.GEMV(),
+    dlight.gpu.Reduction(),
+    dlight.gpu.GeneralReduction(),
+    dlight.gpu.Fallback(),
+)
+
+
+def schedule_kernels(
+    mod: tvm.IRModule, cpu: str = "rules", database: object | None = None
+) -> tvm.IRModule:
+    """Schedule the kernels of ``mod`` (each carries its ``target``), returning a new module.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        Legalized, fused module whose PrimFuncs carry a ``target`` attribute.
+    cpu : str
+        ``rules`` (our CPU rules), ``dlight`` (dlight's CPU rules) or ``default`` (plain loops).
+    database : tvm.s_tir.meta_schedule.database.Database, optional
+        Tuned records; a CPU kernel with a record uses it, the others use ``cpu``.
+
+    Notes
+    -----
+    GPU kernels always get dlight's GPU rules. Each kernel records its choice in the
+    ``tvm_hetero.schedule`` attribute; :func:`kernel_choices` reads them back.
+    """
+    out = mod.clone()
+    for gv, func in mod.functions_items():
+        if not isinstance(func, PrimFunc) or func.attrs.get("tirx.is_scheduled", False):
+            continue
+        target = func.attrs.get("target")
+        if target is None:
+            continue
+        scheduled, label = _schedule_one(func, target, cpu, database)
+        out[gv] = scheduled.with_attr(SCHEDULE_ATTR, label)
+    return out
+
+
+def kernel_choices(mod: tvm.IRModule) -> list[KernelChoice]:
+    """The schedule of each kernel of a module built by :func:`schedule_kernels`."""
+    choices = []
+    for gv, func in mod.functions_items():
+        if not isinstance(func, PrimFunc) or SCHEDULE_ATTR not in func.attrs:
+            continue
+        source, _, rule = str(func.attrs[SCHEDULE_ATTR]).partition(":")
+        target = func.attrs["target"]
+        choices.append(
+            KernelChoice(gv.name_hint, str(target.kind.name), ScheduleSource(source), rule)
+        )
+    return sorted(choices, key=lambda c: c.kernel)
+
+
+def _schedule_one(func: PrimFunc, target, cpu: str, database) -> tuple[PrimFunc, str]:
+    if target.kind.name != "llvm":
+        scheduled = _first_rule(func, target, GPU_RULES)
+        if scheduled is None:
+            return func, str(ScheduleSource.DEFAULT)
+        return scheduled[0], f"{ScheduleSource.DLIGHT}:gpu"
+    if database is not None:
+        tuned = _tuned(func, target, database)
+        if tuned is not None:
+            return tuned, str(ScheduleSource.TUNED)
+    if cpu == "default":
+        return func, str(ScheduleSource.DEFAULT)
+    rules = cpu_rules() if cpu == "rules" else (dlight.cpu.GEMV(), dlight.cpu.Reduction())
+    scheduled = _first_rule(func, target, rules)
+    if scheduled is None:
+        return func, str(ScheduleSource.DEFAULT)
+    source = ScheduleSource.RULE if cpu == "rules" else ScheduleSource.DLIGHT
+    return scheduled[0], f"{source}:{scheduled[1]}"
+
+
+def _first_rule(func: PrimFunc, target, rules) -> tuple[PrimFunc, str] | None:
+    with target:
+        for rule in rules:
+            sch = rule.apply(func, target, False)
+            if isinstance(sch, list):
+                sch = sch[0] if sch else None
+            if sch is not None:
+                name = getattr(rule, "name", type(rule).__name__.lower())
+                return sch.mod["main"].with_attr("tirx.is_scheduled", True), name
+    return None
+
+
+def _tuned(func: PrimFunc, target, database) -> PrimFunc | None:
+    """The best schedule ``database`` holds for ``func`` on ``target``, with ``func``'s attrs."""
+    sch = database.query_schedule(normalize_kernel(func), target, "main")
+    if sch is None:
+        return None
+    # keep the kernel's own attrs: it must not become a public "main"
+    tuned = sch.mod["main"].without_attr("global_symbol").with_attrs(dict(func.attrs))
+    return tuned.with_attr("tirx.is_scheduled", True)

@@ -1,0 +1,16 @@
+"""CPU schedule rules, tried in order by kernel kind (the first that applies wins)."""
+
+from tvm_hetero.schedules.cpu.common import CpuRule
+from tvm_hetero.schedules.cpu.conv import Conv
+from tvm_hetero.schedules.cpu.fallback import Fallback
+from tvm_hetero.schedules.cpu.injective import Injective
+from tvm_hetero.schedules.cpu.matmul import Matmul
+from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
+
+
+def cpu_rules() -> tuple[CpuRule, ...]:
+    """The rules in the order they are tried."""
+    return (Matmul(), Conv(), Gemv(), Reduction(), Injective(), Fallback())
+
+
+__all__ = ["Conv", "CpuRule", "Fallback", "Gemv", "Injective", "Matmul", "Reduction", "cpu_rules"]

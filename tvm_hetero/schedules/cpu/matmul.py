@@ -1,0 +1,105 @@
+"""Matmul, dense and batch matmul on CPUs: packed weights, register tiles, parallel panels."""
+
+from __future__ import annotations
+
+from tvm import DataType, s_tir, tirx
+from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
+from tvm.target import Target
+
+from tvm_hetero.schedules.cpu.common import (
+    PARALLEL_MIN_FLOPS,
+    CpuRule,
+    const_extents,
+    inline_consumers,
+    inline_producers,
+    largest_divisor,
+    vector_lanes,
+)
+
+ROWS_PER_TILE = 4
+"""Rows of the register tile (MR): MR x NR accumulators stay in vector registers."""
+MIN_COLS = 8
+"""Below this many output columns the rule leaves the kernel to GEMV or the fallback."""
+
+
+class Matmul(CpuRule):
+    """``C[b, i, j] += A[b, i, k] * B[b, j, k]`` in any layout, with fused epilogues.
+
+    The kernel is normalized to ``[batch, I, J, K]`` (``reindex``). ``B`` is packed per call into
+    panels ``[batch, J / NR, K, NR]`` so the innermost loop reads it contiguously whatever the
+    weight's layout; each ``MR x NR`` output tile accumulates in registers over the whole ``K``
+    (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
+    ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``).
+    Element-wise epilogues (bias, activation) are folded into the tile's write-back.
+    """
+
+    name = "matmul"
+
+    def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+        sch = s_tir.Schedule(func)
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        reductions = get_reduction_blocks(sch, blocks)
+        if not reductions or get_index_map(sch.get(reductions[0])) is None:
+            return None
+        main = reductions[0]
+        if len(sch.get(main).reads) != 2 or not _plain_indices(sch.get(main)):
+            return None  # a convolution's window indices (y + ry) belong to the Conv rule
+        reindex_a = sch.reindex(main, ("read", 0))
+        reindex_b = sch.reindex(main, ("read", 1))
+        reindex_c = sch.reindex(main, ("write", 0))
+        matmul_map, a_map, b_map, c_map = get_index_map(sch.get(main))
+        sch.transform_layout(reindex_a, ("write", 0), a_map)
+        sch.transform_layout(reindex_b, ("write", 0), b_map)
+        sch.transform_layout(reindex_c, ("read", 0), c_map)
+        sch.transform_block_layout(main, matmul_map)
+
+        extents = const_extents(sch, sch.get_loops(main))
+        if extents is None:
+            return None
+        batches, rows, cols, depth = extents
+        parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
+        out_bits = DataType(str(sch.get(main).writes[0].source.dtype)).bits
+        lanes = vector_lanes(target, out_bits)
+        nr = largest_divisor(cols, 2 * lanes)
+        if rows == 1 or cols < MIN_COLS or nr < 2:
+            return None
+        mr = largest_divisor(rows, ROWS_PER_TILE)
+
+        # B packed into NR-wide panels, K-major inside a panel
+        sch.transform_layout(reindex_b, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
+        inline_producers(sch, reindex_b)
+        sch.compute_inline(reindex_a)
+        inline_producers(sch, main, keep=(sch.get(reindex_b).name_hint,))
+        self._schedule_pack(sch, reindex_b, parallel)
+
+        batch, i, j, k = sch.get_loops(main)
+        j0, j1 = sch.split(j, [None, nr])
+        i0, i1 = sch.split(i, [None, mr])
+        sch.reorder(batch, j0, i0, k, i1, j1)
+        panel = sch.fuse(batch, j0)
+        if parallel:
+            sch.parallel(panel)
+        sch.unroll(i1)
+        sch.vectorize(j1)
+
+        acc = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(acc, i0, preserve_unit_loops=True)
+        inline_consumers(sch, acc)
+        sch.vectorize(sch.get_loops(acc)[-1])
+        sch.decompose_reduction(main, k)
+        return sch
+
+    @staticmethod
+    def _schedule_pack(sch: s_tir.Schedule, block, parallel: bool) -> None:
+        loops = sch.get_loops(block)
+        if parallel and len(loops) >= 2:
+            sch.parallel(sch.fuse(*loops[:2]))
+
+
+def _plain_indices(block: s_tir.SBlock) -> bool:
+    """Whether every read index is a bare iterator or a constant (no windows, no strides)."""
+    return all(
+        isinstance(r.min, tirx.Var | tirx.IntImm) and int(r.extent) == 1
+        for read in block.reads
+        for r in read.region
+    )
