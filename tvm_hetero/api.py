@@ -12,13 +12,14 @@ import numpy as np
 import tvm
 
 from tvm_hetero.build import artifact, runner
-from tvm_hetero.build.multi_device import BuildOptions, build
+from tvm_hetero.build.multi_device import BuildOptions, build, lower
 from tvm_hetero.build.vdevices import runtime_devices, vdevices_of
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
 from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.placement import Placement, place_by_op_type
+from tvm_hetero.schedules import KernelChoice, kernel_choices
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,13 @@ def compile_model(
     placement = placement or Placement(tuple(d.name for d in devices))
     placed = place(model, devices, placement)
     return CompiledModel(build(placed, options), placed, tuple(devices), placement, model)
+
+
+def kernel_schedules(
+    compiled: CompiledModel, options: BuildOptions | None = None
+) -> list[KernelChoice]:
+    """Which schedule each kernel of ``compiled`` got under ``options`` (tuned, rule, default)."""
+    return kernel_choices(lower(compiled.placed, options))
 
 
 def vm_of(compiled: CompiledModel) -> tuple[tvm.runtime.vm.VirtualMachine, tvm.runtime.Device]:

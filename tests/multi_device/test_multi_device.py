@@ -133,7 +133,8 @@ def test_dlight_cpu_schedule_gives_same_numbers():
 
 def test_bad_build_options():
     with pytest.raises(
-        ValueError, match="unknown CPU schedule 'fast'; choose from rules, default, dlight, metaschedule"
+        ValueError,
+        match="unknown CPU schedule 'fast'; choose from rules, default, dlight, metaschedule",
     ):
         BuildOptions("fast")
     with pytest.raises(ValueError, match="needs ms_database"):

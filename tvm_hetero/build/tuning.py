@@ -18,6 +18,7 @@ import tvm
 from tvm_hetero._compat import PrimFunc, normalize_kernel
 from tvm_hetero.build.multi_device import BuildOptions, lower
 from tvm_hetero.profiling.workloads import workload_key
+from tvm_hetero.schedules.apply import SCHEDULE_ATTR
 
 RECORDS = "database_tuning_record.json"
 
@@ -30,6 +31,8 @@ class TuneSummary:
     kernels: int
     trials: int
     seconds: float
+    seeded: int = 0
+    """Kernels whose rule schedule was measured into the database first."""
 
 
 def cpu_kernels(placed: tvm.IRModule) -> dict[str, dict[str, PrimFunc]]:
@@ -44,7 +47,8 @@ def cpu_kernels(placed: tvm.IRModule) -> dict[str, dict[str, PrimFunc]]:
         if key in seen:
             continue
         seen.add(key)
-        groups.setdefault(target, {})[gv.name_hint] = func
+        # the unscheduled kernel, keyed as the build will query it (before it is labelled)
+        groups.setdefault(target, {})[gv.name_hint] = func.without_attr(SCHEDULE_ATTR)
     return groups
 
 
@@ -74,7 +78,9 @@ def tune(
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     groups = cpu_kernels(placed)
-    start, before = time.perf_counter(), _record_count(work_dir)
+    start = time.perf_counter()
+    seeded = seed_with_rules(groups, work_dir)
+    before = _record_count(work_dir)
     stop = threading.Event()
     watcher = threading.Thread(
         target=_watch, args=(work_dir, before, trials, progress, stop), daemon=True
@@ -95,7 +101,62 @@ def tune(
     if progress:
         progress(done, trials)
     n_kernels = sum(len(k) for k in groups.values())
-    return TuneSummary(str(work_dir), n_kernels, done, time.perf_counter() - start)
+    return TuneSummary(str(work_dir), n_kernels, done, time.perf_counter() - start, seeded)
+
+
+def seed_with_rules(groups: dict[str, dict[str, PrimFunc]], work_dir: Path) -> int:
+    """Measure each kernel's rule schedule and commit it as a tuning record.
+
+    The rules are then both MetaSchedule's starting point (its evolutionary search starts from
+    the best records of the database) and the floor: a build picks the best record, so a tuned
+    kernel is never one measured slower than the rules. Kernels already in the database are
+    skipped. Returns how many were seeded.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_hetero.schedules.cpu import cpu_rules
+
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    seeded = 0
+    for target_text, kernels in groups.items():
+        target = tvm.target.Target(target_text)
+        for func in kernels.values():
+            task = normalize_kernel(func)
+            if database.has_workload(task):
+                continue
+            sch = next(
+                (s for r in cpu_rules() if (s := r.apply(task["main"], target, False))), None
+            )
+            if sch is None:
+                continue
+            seconds = _time_kernel(sch.mod, target)
+            database.commit_tuning_record(
+                ms.database.TuningRecord(
+                    sch.trace, database.commit_workload(task), [seconds], target,
+                    ms.arg_info.ArgInfo.from_prim_func(task["main"]),
+                )
+            )  # fmt: skip
+            seeded += 1
+    return seeded
+
+
+def _time_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> float:
+    """Median seconds of one compiled kernel on random inputs."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from tvm_hetero.profiling.measure_core import MeasureConfig, adaptive, random_args
+
+    shapes = [
+        ([int(d) for d in a.shape], str(a.dtype)) for a in ArgInfo.from_prim_func(mod["main"])
+    ]
+    lib = tvm.compile(mod, target)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(a, dev) for a in random_args(shapes)]
+    timing = adaptive(
+        lambda n, r: lib.mod.time_evaluator("main", dev, number=n, repeat=r)(*args),
+        MeasureConfig(repeat=5, min_repeat_ms=10),
+    )
+    return sorted(timing.samples_s)[len(timing.samples_s) // 2]
 
 
 def _record_count(work_dir: Path) -> int:

@@ -28,6 +28,16 @@ def placement_table(model, placement):
     return table("Placement", ["device", "ops", "GFLOPs", "FLOPs %", "copies in", "MiB in"], rows)
 
 
+def schedule_table(choices) -> object:
+    """Rich table: each kernel, its device kind and the schedule it got."""
+    counts: dict[str, int] = {}
+    for c in choices:
+        counts[c.label] = counts.get(c.label, 0) + 1
+    summary = ", ".join(f"{n} {label}" for label, n in sorted(counts.items()))
+    rows = [[c.kernel, c.target, c.label] for c in choices]
+    return table(f"Kernel schedules ({summary})", ["kernel", "target", "schedule"], rows)
+
+
 def run(args: argparse.Namespace) -> int:
     """Place, build, save; with --check also run and compare with one device."""
     model = model_from_args(args)
@@ -45,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         compiled = api.compile_model(model, devices, placement, options)
         path = compiled.save(args.output)
     console().print(f"compiled in {time.perf_counter() - start:.1f} s -> {path}")
+    if args.explain:
+        console().print(schedule_table(api.kernel_schedules(compiled, options)))
     if args.check:
         inputs = model.random_inputs()
         with console().status("checking against the single-device build"):

@@ -25,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
             lambda done, total: bar.update(task, completed=done),
         )
     console().print(
-        f"measured {summary.trials} candidates in {summary.seconds:.0f} s; records in "
+        f"seeded {summary.seeded} kernels with the CPU rules (the floor), measured "
+        f"{summary.trials} candidates in {summary.seconds:.0f} s; records in "
         f"{summary.work_dir}. Use: tvm-hetero compile {args.model} --cpu-schedule metaschedule "
         f"--tuning-db {args.tuning_db}"
     )

@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmd["compile"].add_argument(
         "--check", action="store_true", help="run once and compare with the single-device build"
     )
+    cmd["compile"].add_argument(
+        "--explain", action="store_true",
+        help="list each kernel with the schedule it got (tuned record, rule, default)",
+    )  # fmt: skip
 
     run = cmd["run"]
     run.add_argument("file", help="compiled model (.tar from tvm-hetero compile)")

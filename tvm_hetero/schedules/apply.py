@@ -85,11 +85,20 @@ def kernel_choices(mod: tvm.IRModule) -> list[KernelChoice]:
         if not isinstance(func, PrimFunc) or SCHEDULE_ATTR not in func.attrs:
             continue
         source, _, rule = str(func.attrs[SCHEDULE_ATTR]).partition(":")
-        target = func.attrs["target"]
-        choices.append(
-            KernelChoice(gv.name_hint, str(target.kind.name), ScheduleSource(source), rule)
-        )
+        target = _describe(func.attrs["target"])
+        choices.append(KernelChoice(gv.name_hint, target, ScheduleSource(source), rule))
     return sorted(choices, key=lambda c: c.kernel)
+
+
+def _describe(target) -> str:
+    """``llvm znver3 x2`` (CPU name, cores), ``cuda sm_90``."""
+    attrs = target.attrs
+    if target.kind.name == "llvm":
+        cores = attrs.get("num-cores")
+        return " ".join(
+            str(p) for p in ("llvm", attrs.get("mcpu", ""), f"x{cores}" if cores else "") if p
+        )
+    return " ".join(str(p) for p in (target.kind.name, attrs.get("arch", "")) if p)
 
 
 def _schedule_one(func: PrimFunc, target, cpu: str, database) -> tuple[PrimFunc, str]:

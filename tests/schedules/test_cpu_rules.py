@@ -1,0 +1,150 @@
+"""CPU schedule rules: which rule takes which kernel, and equal numbers to TVM's default build."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from tvm_hetero._compat import PrimFunc, make_target
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.schedules import kernel_choices, schedule_kernels
+from tvm_hetero.schedules.cpu.common import vector_bits
+
+CPU = make_target(cpu_device().target)
+SERIAL = make_target({**cpu_device().target, "num-cores": 1})
+
+
+def _module(params, body, target=CPU):
+    """Legalized, fused module of ``body(*vars)``, kernels tagged with ``target``."""
+    bb = relax.BlockBuilder()
+    args = [relax.Var(f"a{i}", relax.TensorType(s, "float32")) for i, s in enumerate(params)]
+    with bb.function("main", args):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *args))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    return tvm.IRModule(
+        {
+            gv: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
+            for gv, f in mod.functions_items()
+        }
+    )
+
+
+def _run(mod, arrays, target=CPU):
+    vm = relax.VirtualMachine(tvm.compile(mod, target), tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(a) for a in arrays]).numpy()
+
+
+def _gelu(bb, x):
+    return relax.op.nn.gelu(x)
+
+
+CASES = {
+    "matmul": ([(16, 32), (32, 48)], lambda bb, x, w: relax.op.matmul(x, w), "matmul"),
+    "linear_gelu": (
+        [(8, 32), (64, 32), (64,)],
+        lambda bb, x, w, b: relax.op.nn.gelu(
+            relax.op.add(relax.op.matmul(x, relax.op.permute_dims(w)), b)
+        ),
+        "matmul",
+    ),
+    "batch_matmul": (
+        [(4, 16, 8), (4, 24, 8)],
+        lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),
+        "matmul",
+    ),
+    "conv3x3_bias_relu": (
+        [(1, 8, 12, 12), (16, 8, 3, 3), (1, 16, 1, 1)],
+        lambda bb, x, w, b: relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, w, padding=1), b)),
+        "conv",
+    ),
+    "conv_stride2": (
+        [(1, 4, 16, 16), (8, 4, 3, 3)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1),
+        "conv",
+    ),
+    "depthwise": (
+        [(1, 8, 12, 12), (8, 1, 3, 3)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=8),
+        "conv",
+    ),
+    "softmax": ([(8, 64)], lambda bb, x: relax.op.nn.softmax(x), "reduction"),
+    "add_relu": (
+        [(64, 64), (64, 64)],
+        lambda bb, x, y: relax.op.nn.relu(relax.op.add(x, y)),
+        "injective",
+    ),
+    "transpose": ([(32, 48)], lambda bb, x: relax.op.permute_dims(x), "injective"),
+    "max_pool": (
+        [(1, 4, 8, 8)],
+        lambda bb, x: relax.op.nn.max_pool2d(x, pool_size=3, padding=1),
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rule_choice_and_numbers_match_default(case):
+    shapes, body, rule = CASES[case]
+    mod = _module(shapes, body)
+    scheduled = schedule_kernels(mod, "rules")
+    labels = {c.label for c in kernel_choices(scheduled)}
+    assert all(label.startswith("rule:") for label in labels), labels
+    if rule is not None:
+        assert f"rule:{rule}" in labels
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_input_module_is_not_mutated():
+    shapes, body, _ = CASES["matmul"]
+    mod = _module(shapes, body)
+    before = mod.script()
+    schedule_kernels(mod, "rules")
+    assert mod.script() == before
+
+
+def test_large_matmul_is_parallel_and_vectorized_serial_target_is_not_parallel():
+    shapes = [(128, 256), (256, 256)]
+    body = CASES["matmul"][1]
+    for target, parallel in ((CPU, True), (SERIAL, False)):
+        scheduled = schedule_kernels(_module(shapes, body, target), "rules")
+        text = "\n".join(
+            f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)
+        )
+        assert ("T.parallel" in text) is parallel
+        assert "T.vectorized" in text and "T.unroll" in text
+
+
+def test_small_kernels_stay_single_threaded():
+    scheduled = schedule_kernels(_module(*CASES["matmul"][:2]), "rules")
+    assert not any(
+        "T.parallel" in f.script()
+        for _, f in scheduled.functions_items()
+        if isinstance(f, PrimFunc)
+    )
+
+
+def test_default_and_dlight_modes_are_labelled():
+    mod = _module(*CASES["softmax"][:2])
+    assert {c.label for c in kernel_choices(schedule_kernels(mod, "default"))} == {"default"}
+    assert {c.label for c in kernel_choices(schedule_kernels(mod, "dlight"))} == {
+        "dlight:reduction"
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "bits"),
+    [
+        ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"}, 256),
+        ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512"}, 512),
+        ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"}, 128),
+    ],
+)
+def test_vector_width_from_cpu_features(target, bits):
+    assert vector_bits(make_target(target)) == bits

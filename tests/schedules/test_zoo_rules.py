@@ -1,0 +1,25 @@
+"""Every zoo model, scheduled by the CPU rules, computes what TVM's default build computes."""
+
+import numpy as np
+import pytest
+
+from tvm_hetero import api
+from tvm_hetero.build.multi_device import BuildOptions, lower
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.schedules import kernel_choices
+from tvm_hetero.zoo import load_zoo_model
+from tvm_hetero.zoo.registry import ZOO
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_rules_match_default_build(name):
+    model = load_zoo_model(f"{name}:tiny")
+    cpu = cpu_device()
+    inputs = model.random_inputs()
+    compiled = api.compile_model(model, [cpu], options=BuildOptions("rules"))
+    got = api.run_model(compiled, inputs)
+    want = api.reference_outputs(model, inputs, cpu)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    labels = {c.label for c in kernel_choices(lower(compiled.placed, BuildOptions("rules")))}
+    assert labels and all(label.startswith("rule:") for label in labels), labels
