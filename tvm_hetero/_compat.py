@@ -67,10 +67,16 @@ def host_cpu_name() -> str:
 
 
 def normalize_kernel(func: PrimFunc) -> tvm.IRModule:
-    """A kernel as MetaSchedule keys it in a tuning database (its ``normalize_mod``)."""
+    """A kernel as MetaSchedule keys it in a tuning database (its ``normalize_mod``).
+
+    tvm-hetero's schedule label is dropped, so a kernel keys the same before and after it is
+    labelled.
+    """
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
-    return _normalize_mod(func)
+    from tvm_hetero.ir.attrs import SCHEDULE_ATTR
+
+    return _normalize_mod(func.without_attr(SCHEDULE_ATTR))
 
 
 def vdevice_equal(a: VDevice | None, b: VDevice | None) -> bool:

@@ -36,6 +36,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "FuseOps": relax.transform.FuseOps,
     "FuseTIR": relax.transform.FuseTIR,
     "DeadCodeElimination": relax.transform.DeadCodeElimination,
+    "FoldConstant": relax.transform.FoldConstant,
 }
 OWN_PASSES = ("DeclareVDevices", "PlaceOperators", "InferKernelVDevices", "RestoreKernelTargets")
 
@@ -114,13 +115,15 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "multi_device_lower",
-            "Lower a module whose bindings carry vdevices: legalize, repair kernel vdevices, fuse "
-            "within one device only, and restore the kernel targets fusion drops.",
+            "Lower a module whose bindings carry vdevices: legalize, repair kernel vdevices, "
+            "fold kernels of constants (weight transposes) at compile time, fuse within one "
+            "device only, and restore the kernel targets fusion drops.",
             (),
             (
                 Step("RealizeVDevice"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),
+                Step("FoldConstant"),
                 Step("AnnotateTIROpPattern"),
                 Step("FuseOps"),
                 Step("FuseTIR"),

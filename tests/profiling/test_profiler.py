@@ -30,7 +30,7 @@ def test_identical_workloads_are_measured_once(tmp_path, bert, two_cpus):
     assert profiler.misses == len(distinct)
     r = records["matmul"]
     assert r.kind is RecordKind.OP and r.repeat == 3 and len(r.samples_s) == 3 and r.number >= 1
-    assert r.fingerprint["threads"] == two_cpus[0].threads and r.mode == "default"
+    assert r.fingerprint["threads"] == two_cpus[0].threads and r.mode == "rules:v1"
     assert all(s > 0 for s in r.samples_s)
     again = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST)
     again.profile_ops(bert.mod, two_cpus[0])

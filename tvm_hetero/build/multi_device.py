@@ -84,6 +84,10 @@ class BuildOptions:
         ``metaschedule`` carries a digest of the tuning records, so timings taken with one state
         of the tuning database are not served once it has better records.
         """
+        if self.cpu_schedule is CpuSchedule.RULES:
+            from tvm_hetero.schedules.cpu import RULES_VERSION
+
+            return f"rules:v{RULES_VERSION}"
         if self.cpu_schedule is not CpuSchedule.METASCHEDULE:
             return self.cpu_schedule.value
         import hashlib

@@ -18,7 +18,6 @@ import tvm
 from tvm_hetero._compat import PrimFunc, normalize_kernel
 from tvm_hetero.build.multi_device import BuildOptions, lower
 from tvm_hetero.profiling.workloads import workload_key
-from tvm_hetero.schedules.apply import SCHEDULE_ATTR
 
 RECORDS = "database_tuning_record.json"
 
@@ -47,8 +46,7 @@ def cpu_kernels(placed: tvm.IRModule) -> dict[str, dict[str, PrimFunc]]:
         if key in seen:
             continue
         seen.add(key)
-        # the unscheduled kernel, keyed as the build will query it (before it is labelled)
-        groups.setdefault(target, {})[gv.name_hint] = func.without_attr(SCHEDULE_ATTR)
+        groups.setdefault(target, {})[gv.name_hint] = func
     return groups
 
 

@@ -6,3 +6,6 @@ ENTRY_FUNC = "main"
 COPY_OP = "relax.to_vdevice"
 HINT_OP = "relax.hint_on_device"
 CALL_TIR_OP = "relax.call_tir"
+
+SCHEDULE_ATTR = "tvm_hetero.schedule"
+"""PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""

@@ -8,10 +8,9 @@ from enum import StrEnum
 import tvm
 
 from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
+from tvm_hetero.ir.attrs import SCHEDULE_ATTR
 from tvm_hetero.schedules.cpu import cpu_rules
 
-SCHEDULE_ATTR = "tvm_hetero.schedule"
-"""PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""
 
 
 class ScheduleSource(StrEnum):

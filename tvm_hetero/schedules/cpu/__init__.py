@@ -7,10 +7,13 @@ from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.schedules.cpu.matmul import Matmul
 from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 
+RULES_VERSION = 1
+"""Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
+
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
     return (Matmul(), Conv(), Gemv(), Reduction(), Injective(), Fallback())
 
 
-__all__ = ["Conv", "CpuRule", "Fallback", "Gemv", "Injective", "Matmul", "Reduction", "cpu_rules"]
+__all__ = ["RULES_VERSION", "Conv", "CpuRule", "Fallback", "Gemv", "Injective", "Matmul", "Reduction", "cpu_rules"]
