@@ -13,18 +13,29 @@ DEFAULT_CUDA_ARCH = "sm_90"
 """Arch used to compile for a GPU that is not on this machine (the lent H100 / H200 machines)."""
 
 
+SERIAL_CPU = "cpu-serial"
+"""The CLI's name of the single-threaded CPU (Lee et al.'s CPU_S): kernels without parallel loops."""
+SERIAL_INDEX = 1
+"""``cpu-serial`` is vdevice ``llvm:1`` (the same CPU as ``llvm:0``, other kernels)."""
+
+
 def cpu_device(index: int = 0, threads: int | None = None) -> DeviceSpec:
     """This machine's CPU as vdevice ``index`` (``cpu``, ``cpu:1``...), named to LLVM.
 
     The target names the CPU (``mcpu``) with the plain Linux triple: with the wheel's default
     triple LLVM silently drops ``mcpu=native``. ``threads`` defaults to every core; TVM itself
-    would use half.
+    would use half. The target's ``num-cores`` is ``threads``: with 1 the CPU rules emit no
+    parallel loop, which makes ``cpu_device(threads=1)`` the serial CPU (``cpu-serial``).
     """
     from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
 
+    serial = threads == 1
     threads = threads or os.cpu_count() or 1
     target = {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": threads}
-    name = "cpu" if index == 0 else f"cpu:{index}"
+    if serial:
+        name = SERIAL_CPU if index == SERIAL_INDEX else f"{SERIAL_CPU}:{index}"
+    else:
+        name = "cpu" if index == 0 else f"cpu:{index}"
     return DeviceSpec(name, DeviceKind.CPU, target, index, psutil.virtual_memory().total, threads)
 
 
@@ -59,8 +70,8 @@ def discover() -> list[DeviceSpec]:
 def resolve_device(
     text: str, cluster: ClusterSpec | None = None, cuda_arch: str | None = None
 ) -> DeviceSpec:
-    """A device as the command line writes it: ``cpu``, ``cpu:1``, ``cuda``, ``cuda:0`` or a name
-    from the cluster file.
+    """A device as the command line writes it: ``cpu``, ``cpu:1``, ``cpu-serial``, ``cuda``,
+    ``cuda:0`` or a name from the cluster file.
     """
     if cluster is not None and any(d.name == text for d in cluster.devices):
         return cluster.device(text)
@@ -68,5 +79,7 @@ def resolve_device(
     if kind in ("cpu", "llvm", "cuda", "gpu") and (index_text == "" or index_text.isdigit()):
         index = int(index_text or 0)
         return cpu_device(index) if kind in ("cpu", "llvm") else cuda_device(index, cuda_arch)
+    if kind == SERIAL_CPU and (index_text == "" or index_text.isdigit()):
+        return cpu_device(int(index_text or SERIAL_INDEX), threads=1)
     names = f"; cluster devices: {[d.name for d in cluster.devices]}" if cluster else ""
-    raise SpecError(f"unknown device {text!r}: write cpu, cpu:N, cuda or cuda:N{names}")
+    raise SpecError(f"unknown device {text!r}: write cpu, cpu:N, {SERIAL_CPU}, cuda or cuda:N{names}")

@@ -18,7 +18,7 @@ class InferKernelVDevices:
     Some legalizations (``nn.conv2d`` in 0.27) emit ``call_tir`` with an output type that has no
     vdevice and a kernel name without a target suffix; the VM then allocates the output on device
     0 while the inputs live elsewhere. This pass sets the output vdevice to that of the tensor
-    inputs and, when one kernel is called on two target kinds, gives each kind its own copy.
+    inputs and, when one kernel is called on two targets, gives each target its own copy.
 
     Notes
     -----
@@ -54,7 +54,7 @@ class _Repair(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
         self.mod_ = mod
-        self.kind_of: dict[str, str] = {}
+        self.target_of: dict[str, str] = {}
         self.copies: dict[tuple[str, str], tvm.ir.GlobalVar] = {}
 
     def run(self) -> IRModule:
@@ -75,16 +75,19 @@ class _Repair(PyExprMutator):
         return relax.Call(call.op, [kernel, *call.args[1:]], call.attrs, ty_args)
 
     def _kernel_for(self, gv: tvm.ir.GlobalVar, target: tvm.target.Target) -> tvm.ir.GlobalVar:
-        """The kernel to call on ``target``: the original, or a per-kind copy if it is shared.
+        """The kernel to call on ``target``: the original, or a per-target copy if it is shared.
 
-        The copy carries its target (which also keeps the BlockBuilder from merging it back into
-        the structurally equal original).
+        Targets differ by kind (``llvm`` / ``cuda``) or by attributes of one kind (a serial and a
+        parallel CPU: ``num-cores`` 1 and N). The copy carries its target (which also keeps the
+        BlockBuilder from merging it back into the structurally equal original).
         """
-        name, kind = gv.name_hint, str(target.kind.name)
-        first = self.kind_of.setdefault(name, kind)
-        if first == kind:
+        name, key = gv.name_hint, str(target)
+        first = self.target_of.setdefault(name, key)
+        if first == key:
             return gv
-        if (name, kind) not in self.copies:
+        if (name, key) not in self.copies:
             copy = renew_defs(self.mod_[gv]).with_attr("target", target)
-            self.copies[(name, kind)] = self.builder_.add_func(copy, f"{name}_{kind}")
-        return self.copies[(name, kind)]
+            self.copies[(name, key)] = self.builder_.add_func(
+                copy, f"{name}_{target.kind.name}"
+            )
+        return self.copies[(name, key)]

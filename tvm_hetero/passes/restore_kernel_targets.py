@@ -22,7 +22,7 @@ class RestoreKernelTargets:
     -----
     Precondition: vdevices are declared and ``RealizeVDevice`` ran. A kernel whose output has no
     vdevice (one computed from constants only) runs on the home device, vdevice 0. A kernel
-    called from two target kinds is an error (``InferKernelVDevices`` gives each kind a copy).
+    called from two targets is an error (``InferKernelVDevices`` gives each target a copy).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -57,10 +57,10 @@ def _collect(
     name = expr.args[0].name_hint
     target = home if vdev is None else vdev.target
     seen = wanted.setdefault(name, target)
-    if str(seen.kind.name) != str(target.kind.name):
+    if str(seen) != str(target):
         raise ValueError(
-            f"RestoreKernelTargets: kernel {name!r} is called on both {seen.kind.name} and "
-            f"{target.kind.name}; fusion crossed a device boundary"
+            f"RestoreKernelTargets: kernel {name!r} is called on two targets, {seen} and "
+            f"{target}; fusion crossed a device boundary"
         )
 
 
