@@ -134,12 +134,14 @@ PIPELINES: dict[str, Pipeline] = {
         Pipeline(
             "multi_device_lower_unfused",
             "multi_device_lower without fusion: one kernel per operator, each call keeping the "
-            "binding name of its operator (for per-operator profiling).",
+            "binding name of its operator (for per-operator profiling); kernels of constants are "
+            "folded as in the fused build.",
             (),
             (
                 Step("RealizeVDevice"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),
+                Step("FoldConstant"),
                 Step("RestoreKernelTargets"),
                 Step("DeadCodeElimination"),
             ),

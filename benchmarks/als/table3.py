@@ -1,0 +1,176 @@
+"""Lee et al.'s Table 3 and Fig. 9 on this machine: CPU parallel + CPU serial, real (issue 5).
+
+    .venv/bin/python benchmarks/als/table3.py [--seq 8 16 32 64] [--models bert roberta gpt2]
+
+For BERT (4 x 512), a RoBERTa-sized BERT (12 x 768) and GPT-2 (12 x 768, LM head), batch 1:
+CG and DCG sizes, DA edges, the profiling runs Algorithm 1 needs (node + edge runs), the time to
+find them (graph traversal) and to partition (ALS DP; MILP for the exact optimum), then the
+measured end-to-end latency of the optimal assignment against every single-device and priority
+baseline, all compiled with the CPU rules and run on the Relax VM. A third, SIMULATED device,
+the paper's PIM (costs from its published speedups, see tvm_hetero.costmodel.simulated_pim), is
+planned as well: its rows are predictions only and say so. Writes benchmarks/results/als.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+from tvm_hetero import api
+from tvm_hetero.costmodel.simulated_pim import SOURCE, with_simulated_pim
+from tvm_hetero.devices.discover import resolve_device
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.plan.als import exact_assignment, priority_assignment, total_time
+from tvm_hetero.plan.placement import Placement
+from tvm_hetero.plan.profiling_paths import node_runs, profiling_runs
+from tvm_hetero.strategies.als import PIM_OPS, dcg_of, measure_costs, plan_als
+from tvm_hetero.zoo import load_zoo_model
+
+MODELS = {
+    "bert": ("bert-base", dict(layers=4, hidden=512, heads=8, ffn=2048)),
+    "roberta": ("bert-base", {}),
+    "gpt2": ("gpt2", {}),
+}
+
+
+def latency_ms(model, devices, placement, inputs) -> float:
+    compiled = api.compile_model(model, devices, placement)
+    vm, home = api.vm_of(compiled)
+    args = [tvm.runtime.tensor(a, home) for a in api.ordered_args(model.inputs, inputs)]
+    first = vm.time_evaluator("main", home, number=1, repeat=1)(*args).median
+    number = max(1, int(0.05 / max(first, 1e-6)))
+    return vm.time_evaluator("main", home, number=number, repeat=7)(*args).median * 1e3
+
+
+def one(name: str, seq: int) -> dict:
+    spec, overrides = MODELS[name]
+    model = load_zoo_model(spec, seq_len=seq, **overrides)
+    devices = [resolve_device("cpu"), resolve_device("cpu-serial")]
+    names = [d.name for d in devices]
+    graph = OpGraph.from_module(model.mod)
+    start = time.perf_counter()
+    dcg = dcg_of(graph, names)
+    runs = profiling_runs(dcg)
+    traversal_s = time.perf_counter() - start
+    costs = measure_costs(model, devices, dcg, runs)
+    start = time.perf_counter()
+    plan = plan_als(dcg, costs)
+    partition_s = time.perf_counter() - start
+    start = time.perf_counter()
+    _, exact_s = exact_assignment(dcg, costs)
+    milp_s = time.perf_counter() - start
+
+    inputs = model.random_inputs()
+    assignments = {
+        "OPT (ALS)": {o: plan.device_of(o) for o in dcg.ops},
+        "CPU_P only": priority_assignment(dcg, [0, 1]),
+        "CPU_S only": priority_assignment(dcg, [1, 0]),
+    }
+    measured = {}
+    for label, assignment in assignments.items():
+        placement = Placement(tuple(names), {o: d for o, d in assignment.items() if d})
+        measured[label] = {
+            "measured_ms": latency_ms(model, devices, placement, inputs),
+            "predicted_ms": total_time(dcg, costs, assignment) * 1e3,
+        }
+
+    # the simulated PIM: planning only
+    sim_names = [*names, "pim (simulated)"]
+    dcg3 = dcg_of(graph, sim_names, {"pim (simulated)": PIM_OPS})
+    start = time.perf_counter()
+    runs3 = profiling_runs(dcg3)
+    traversal3_s = time.perf_counter() - start
+    op_types = {n.node_id: n.op for n in graph.nodes}
+    costs3 = with_simulated_pim(dcg3, op_types, costs, pim=2, serial=1, seq_len=seq)
+    start = time.perf_counter()
+    plan3 = plan_als(dcg3, costs3)
+    partition3_s = time.perf_counter() - start
+    simulated = {
+        "OPT (ALS)": plan3.predicted_s * 1e3,
+        "(CPU_P, PIM, CPU_S)": total_time(dcg3, costs3, priority_assignment(dcg3, [0, 2, 1])) * 1e3,
+        "(PIM, CPU_P, CPU_S)": total_time(dcg3, costs3, priority_assignment(dcg3, [2, 0, 1])) * 1e3,
+        "CPU_S only": total_time(dcg3, costs3, priority_assignment(dcg3, [1, 0, 2])) * 1e3,
+    }
+    return {
+        "model": name, "seq": seq, **dcg.sizes(),
+        "node_runs": len(node_runs(dcg)), "edge_runs": len(runs) - len(node_runs(dcg)),
+        "traversal_s": traversal_s, "partition_s": partition_s, "milp_s": milp_s,
+        "als_predicted_ms": plan.predicted_s * 1e3, "milp_predicted_ms": exact_s * 1e3,
+        "measured": measured,
+        "simulated_pim": {
+            "source": SOURCE, **{f"dcg3_{k}": v for k, v in dcg3.sizes().items()},
+            "node_runs": len(node_runs(dcg3)), "edge_runs": len(runs3) - len(node_runs(dcg3)),
+            "traversal_s": traversal3_s, "partition_s": partition3_s, "predicted_ms": simulated,
+            "pim_ops": sum(1 for o in dcg3.ops if plan3.device_of(o) == 2),
+        },
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int, nargs="+", default=[8, 16, 32, 64])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--out", default="benchmarks/results/als.json")
+    args = parser.parse_args()
+    rows = []
+    for name in args.models:
+        for seq in args.seq:
+            row = one(name, seq)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    meta = {"command": "python benchmarks/als/table3.py " + " ".join(sys.argv[1:])}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    _tables(rows)
+
+
+def _tables(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=170)
+    t = Table(title="Table 3 (CPU_P + CPU_S, real): sizes, runs and planner times")
+    cols = ["model", "seq", "CG n/e", "DCG n/e", "DA", "runs n+e", "traverse s", "ALS s",
+            "MILP s", "ALS/MILP"]  # fmt: skip
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(
+            r["model"], str(r["seq"]), f"{r['cg_nodes']}/{r['cg_edges']}",
+            f"{r['dcg_nodes']}/{r['dcg_edges']}", str(r["da_edges"]),
+            f"{r['node_runs']}+{r['edge_runs']}", f"{r['traversal_s']:.3f}",
+            f"{r['partition_s']:.3f}", f"{r['milp_s']:.2f}",
+            f"{r['als_predicted_ms'] / r['milp_predicted_ms']:.4f}",
+        )  # fmt: skip
+    console.print(t)
+    t = Table(title="Measured end-to-end latency (ms), CPU_P + CPU_S")
+    labels = list(rows[0]["measured"])
+    for c in ["model", "seq", *labels, "OPT speedup vs best baseline"]:
+        t.add_column(c, justify="right")
+    for r in rows:
+        m = {k: v["measured_ms"] for k, v in r["measured"].items()}
+        best = min(v for k, v in m.items() if k != "OPT (ALS)")
+        t.add_row(r["model"], str(r["seq"]), *[f"{m[k]:.2f}" for k in labels],
+                  f"{best / m['OPT (ALS)']:.2f}x")  # fmt: skip
+    console.print(t)
+    t = Table(title="SIMULATED PIM (predicted ms; PIM costs from Lee et al. Fig. 8)")
+    sims = list(rows[0]["simulated_pim"]["predicted_ms"])
+    for c in ["model", "seq", "DA", "runs n+e", *sims, "PIM ops"]:
+        t.add_column(c, justify="right")
+    for r in rows:
+        s = r["simulated_pim"]
+        t.add_row(r["model"], str(r["seq"]), str(s["dcg3_da_edges"]),
+                  f"{s['node_runs']}+{s['edge_runs']}",
+                  *[f"{s['predicted_ms'][k]:.2f}" for k in sims], str(s["pim_ops"]))  # fmt: skip
+    console.print(t)
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
