@@ -31,9 +31,7 @@ def test_every_kernel_is_built_for_the_device_it_runs_on(name, serial_parallel):
     target (serial kernels have no parallel loop) and the numbers match one device."""
     model = load_zoo_model(name)
     nodes = OpGraph.from_module(model.mod).nodes
-    placement = Placement(
-        ("cpu", "cpu-serial"), {n.node_id: i % 2 for i, n in enumerate(nodes)}
-    )
+    placement = Placement(("cpu", "cpu-serial"), {n.node_id: i % 2 for i, n in enumerate(nodes)})
     placed = api.place(model, serial_parallel, placement)
     lowered = lower(placed)
     cores_seen = set()

@@ -14,7 +14,7 @@ DEFAULT_CUDA_ARCH = "sm_90"
 
 
 SERIAL_CPU = "cpu-serial"
-"""The CLI's name of the single-threaded CPU (Lee et al.'s CPU_S): kernels without parallel loops."""
+"""The CLI name of the single-threaded CPU (Lee et al.'s CPU_S): kernels without parallel loops."""
 SERIAL_INDEX = 1
 """``cpu-serial`` is vdevice ``llvm:1`` (the same CPU as ``llvm:0``, other kernels)."""
 
@@ -82,4 +82,6 @@ def resolve_device(
     if kind == SERIAL_CPU and (index_text == "" or index_text.isdigit()):
         return cpu_device(int(index_text or SERIAL_INDEX), threads=1)
     names = f"; cluster devices: {[d.name for d in cluster.devices]}" if cluster else ""
-    raise SpecError(f"unknown device {text!r}: write cpu, cpu:N, {SERIAL_CPU}, cuda or cuda:N{names}")
+    raise SpecError(
+        f"unknown device {text!r}: write cpu, cpu:N, {SERIAL_CPU}, cuda or cuda:N{names}"
+    )

@@ -87,7 +87,5 @@ class _Repair(PyExprMutator):
             return gv
         if (name, key) not in self.copies:
             copy = renew_defs(self.mod_[gv]).with_attr("target", target)
-            self.copies[(name, key)] = self.builder_.add_func(
-                copy, f"{name}_{target.kind.name}"
-            )
+            self.copies[(name, key)] = self.builder_.add_func(copy, f"{name}_{target.kind.name}")
         return self.copies[(name, key)]

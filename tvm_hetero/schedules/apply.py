@@ -12,7 +12,6 @@ from tvm_hetero.ir.attrs import SCHEDULE_ATTR
 from tvm_hetero.schedules.cpu import cpu_rules
 
 
-
 class ScheduleSource(StrEnum):
     """Where a kernel's schedule came from."""
 

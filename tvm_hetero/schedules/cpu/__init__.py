@@ -16,4 +16,14 @@ def cpu_rules() -> tuple[CpuRule, ...]:
     return (Matmul(), Conv(), Gemv(), Reduction(), Injective(), Fallback())
 
 
-__all__ = ["RULES_VERSION", "Conv", "CpuRule", "Fallback", "Gemv", "Injective", "Matmul", "Reduction", "cpu_rules"]
+__all__ = [
+    "RULES_VERSION",
+    "Conv",
+    "CpuRule",
+    "Fallback",
+    "Gemv",
+    "Injective",
+    "Matmul",
+    "Reduction",
+    "cpu_rules",
+]

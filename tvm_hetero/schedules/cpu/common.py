@@ -60,21 +60,27 @@ def largest_divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
+def _apply_each(primitive, blocks) -> bool:
+    """Apply ``primitive`` to each block where it succeeds; whether any did."""
+    changed = False
+    for block in blocks:
+        try:
+            primitive(block)
+            changed = True
+        except ScheduleError:
+            continue
+    return changed
+
+
 def inline_producers(
     sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, keep: tuple[str, ...] = ()
 ) -> None:
     """Inline every producer of ``block`` that can be inlined, transitively, except ``keep``."""
-    changed = True
-    while changed:
-        changed = False
-        for producer in sch.get_producers(block):
-            if sch.get(producer).name_hint in keep:
-                continue
-            try:
-                sch.compute_inline(producer)
-                changed = True
-            except ScheduleError:
-                continue
+    while _apply_each(
+        sch.compute_inline,
+        [p for p in sch.get_producers(block) if sch.get(p).name_hint not in keep],
+    ):
+        pass
 
 
 def inline_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> None:
@@ -84,22 +90,22 @@ def inline_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> Non
     rest reverse-inlined into ``block``: reverse-inlining a block whose result is read twice
     (``x * erf(x)`` in GELU) loses one of the reads in 0.27.
     """
-    changed = True
-    while changed:
-        changed = False
-        consumers = _all_consumers(sch, block)
-        for consumer in consumers:
-            try:
-                sch.compute_inline(consumer)
-                changed = True
-            except ScheduleError:
-                continue
-        for consumer in sch.get_consumers(block):
-            try:
-                sch.reverse_compute_inline(consumer)
-                changed = True
-            except ScheduleError:
-                continue
+    while _apply_each(sch.compute_inline, _all_consumers(sch, block)) | _apply_each(
+        sch.reverse_compute_inline, sch.get_consumers(block)
+    ):
+        pass
+
+
+def accumulate_in_registers(
+    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, tile_loop, reduction_loop
+) -> None:
+    """Accumulate ``main``'s output tile in a local buffer under ``tile_loop``, write it back
+    (vectorized, with the epilogues folded in) and initialise it outside ``reduction_loop``."""
+    acc = sch.cache_write(main, 0, "local")
+    sch.reverse_compute_at(acc, tile_loop, preserve_unit_loops=True)
+    inline_consumers(sch, acc)
+    sch.vectorize(sch.get_loops(acc)[-1])
+    sch.decompose_reduction(main, reduction_loop)
 
 
 def _all_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> list:

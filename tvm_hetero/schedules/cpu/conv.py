@@ -10,8 +10,8 @@ from tvm.target import Target
 from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
+    accumulate_in_registers,
     const_extents,
-    inline_consumers,
     largest_divisor,
     vector_lanes,
 )
@@ -85,11 +85,7 @@ class Conv(CpuRule):
             sch.unroll(c1)
         sch.vectorize(v1)
 
-        acc = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(acc, v0, preserve_unit_loops=True)
-        inline_consumers(sch, acc)
-        sch.vectorize(sch.get_loops(acc)[-1])
-        sch.decompose_reduction(main, loops[reduce[0]])
+        accumulate_in_registers(sch, main, v0, loops[reduce[0]])
         for name in producers:
             _parallel_spatial(sch, sch.get_sblock(name))
         return sch

@@ -9,8 +9,8 @@ from tvm.target import Target
 from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
+    accumulate_in_registers,
     const_extents,
-    inline_consumers,
     inline_producers,
     largest_divisor,
     vector_lanes,
@@ -82,11 +82,7 @@ class Matmul(CpuRule):
         sch.unroll(i1)
         sch.vectorize(j1)
 
-        acc = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(acc, i0, preserve_unit_loops=True)
-        inline_consumers(sch, acc)
-        sch.vectorize(sch.get_loops(acc)[-1])
-        sch.decompose_reduction(main, k)
+        accumulate_in_registers(sch, main, i0, k)
         return sch
 
     @staticmethod
