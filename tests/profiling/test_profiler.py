@@ -87,7 +87,8 @@ def test_per_operator_times_of_one_run(bert, two_cpus):
     times = per_op_times(placed, api.ordered_args(bert.inputs, bert.random_inputs()))
     ops = {n.node_id for n in OpGraph.from_module(bert.mod).nodes}
     kernels = {n for n in ops if OpGraph.from_module(bert.mod).node(n).op not in ("relax.reshape",)}
-    assert kernels <= set(times.node_seconds) | {n for n in ops if "reshape" in n}
+    # reshapes run in place; transposes of weights are folded at compile time
+    assert kernels <= set(times.node_seconds) | {n for n in ops if "reshape" in n or "permute" in n}
     copies = [n for n in times.node_seconds if n not in ops]
     assert copies  # the to_vdevice copies of the placement are timed too
     assert 0 < times.total_s <= times.wall_s
