@@ -112,6 +112,7 @@ def seed_with_rules(groups: dict[str, dict[str, PrimFunc]], work_dir: Path) -> i
     """
     from tvm.s_tir import meta_schedule as ms
 
+    from tvm_hetero.schedules.apply import first_schedule
     from tvm_hetero.schedules.cpu import cpu_rules
 
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
@@ -122,11 +123,10 @@ def seed_with_rules(groups: dict[str, dict[str, PrimFunc]], work_dir: Path) -> i
             task = normalize_kernel(func)
             if database.has_workload(task):
                 continue
-            sch = next(
-                (s for r in cpu_rules() if (s := r.apply(task["main"], target, False))), None
-            )
-            if sch is None:
+            found = first_schedule(task["main"], target, cpu_rules())
+            if found is None:
                 continue
+            sch = found[0]
             seconds = _time_kernel(sch.mod, target)
             database.commit_tuning_record(
                 ms.database.TuningRecord(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import tvm
+from tvm.s_tir import Schedule
 
 from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
 from tvm_hetero.ir.attrs import SCHEDULE_ATTR
@@ -119,16 +120,24 @@ def _schedule_one(func: PrimFunc, target, cpu: str, database) -> tuple[PrimFunc,
     return scheduled[0], f"{source}:{scheduled[1]}"
 
 
-def _first_rule(func: PrimFunc, target, rules) -> tuple[PrimFunc, str] | None:
+def first_schedule(func: PrimFunc, target, rules) -> tuple[Schedule, str] | None:
+    """The schedule of the first of ``rules`` that applies to ``func``, and that rule's name."""
     with target:
         for rule in rules:
             sch = rule.apply(func, target, False)
             if isinstance(sch, list):
                 sch = sch[0] if sch else None
             if sch is not None:
-                name = getattr(rule, "name", type(rule).__name__.lower())
-                return sch.mod["main"].with_attr("tirx.is_scheduled", True), name
+                return sch, getattr(rule, "name", type(rule).__name__.lower())
     return None
+
+
+def _first_rule(func: PrimFunc, target, rules) -> tuple[PrimFunc, str] | None:
+    found = first_schedule(func, target, rules)
+    if found is None:
+        return None
+    sch, name = found
+    return sch.mod["main"].with_attr("tirx.is_scheduled", True), name
 
 
 def _tuned(func: PrimFunc, target, database) -> PrimFunc | None:

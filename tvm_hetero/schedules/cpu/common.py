@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+import abc
+
+from tvm import DataType, s_tir, tirx
 from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
@@ -53,6 +55,11 @@ def const_extents(sch: s_tir.Schedule, loops: list) -> list[int] | None:
             return None
         out.append(int(extent))
     return out
+
+
+def output_bits(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> int:
+    """Bits of the element type ``block`` writes."""
+    return DataType(str(sch.get(block).writes[0].source.dtype)).bits
 
 
 def largest_divisor(n: int, limit: int) -> int:
@@ -127,7 +134,7 @@ def without_parallel(sch: s_tir.Schedule, func: tirx.PrimFunc) -> s_tir.Schedule
     return serial
 
 
-class CpuRule(ScheduleRule):
+class CpuRule(ScheduleRule, abc.ABC):
     """A CPU schedule rule: ``schedule`` returns a Schedule or None; errors mean "not mine".
 
     Subclasses set ``name`` (how builds report which rule scheduled a kernel) and implement
@@ -136,9 +143,9 @@ class CpuRule(ScheduleRule):
 
     name = "cpu"
 
+    @abc.abstractmethod
     def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
         """Schedule ``func`` for ``target``, or return None if the rule does not apply."""
-        raise NotImplementedError
 
     def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool) -> s_tir.Schedule | None:
         """dlight's entry point: the schedule, serial when the target is."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tvm import DataType, s_tir, tirx
+import math
+
+from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.target import Target
@@ -13,6 +15,7 @@ from tvm_hetero.schedules.cpu.common import (
     accumulate_in_registers,
     const_extents,
     largest_divisor,
+    output_bits,
     vector_lanes,
 )
 
@@ -65,7 +68,7 @@ class Conv(CpuRule):
             None,
         )
         producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
-        bits = DataType(str(stmt.writes[0].source.dtype)).bits
+        bits = output_bits(sch, main)
         vw = largest_divisor(extents[vec], vector_lanes(target, bits))
         cw = largest_divisor(extents[channel], CHANNELS_PER_TILE) if channel is not None else 1
 
@@ -76,10 +79,7 @@ class Conv(CpuRule):
             c0, c1 = sch.split(loops[channel], [None, cw])
             outer[spatial.index(channel)] = c0
         sch.reorder(*outer, v0, *[loops[i] for i in reduce], *([c1] if c1 else []), v1)
-        work = 1
-        for e in extents:
-            work *= e
-        if work >= PARALLEL_MIN_FLOPS:
+        if math.prod(extents) >= PARALLEL_MIN_FLOPS:
             sch.parallel(sch.fuse(*outer))
         if c1 is not None:
             sch.unroll(c1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tvm import s_tir, tirx
 from tvm.target import Target
 
@@ -30,18 +32,8 @@ class Fallback(CpuRule):
             extents = const_extents(sch, loops[:lead])
             if not lead or extents is None:
                 continue
-            total = 1
-            for e in extents:
-                total *= e
-            work = total * max(1, _inner_size(sch, loops[lead:]))
+            total = math.prod(extents)
+            work = total * max(1, math.prod(const_extents(sch, loops[lead:]) or [1]))
             if total > 1 and work >= PARALLEL_MIN_ELEMENTS:
                 sch.parallel(sch.fuse(*loops[:lead]) if lead > 1 else loops[0])
         return sch
-
-
-def _inner_size(sch: s_tir.Schedule, loops: list) -> int:
-    extents = const_extents(sch, loops) or [1]
-    size = 1
-    for e in extents:
-        size *= e
-    return size

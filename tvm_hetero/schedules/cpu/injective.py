@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tvm import DataType, s_tir, tirx
+import math
+
+from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
 
@@ -10,6 +12,7 @@ from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_ELEMENTS,
     CpuRule,
     const_extents,
+    output_bits,
     vector_lanes,
 )
 
@@ -44,12 +47,9 @@ def vectorize_parallel(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, targ
     extents = const_extents(sch, loops)
     if not loops or extents is None:
         return
-    total = 1
-    for e in extents:
-        total *= e
+    total = math.prod(extents)
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-    bits = DataType(str(sch.get(block).writes[0].source.dtype)).bits
-    lanes = vector_lanes(target, bits)
+    lanes = vector_lanes(target, output_bits(sch, block))
     if total % lanes == 0 and total >= lanes:
         fused, vec = sch.split(fused, [None, lanes])
         sch.vectorize(vec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvm import DataType, s_tir, tirx
+from tvm import s_tir, tirx
 from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
 from tvm.target import Target
 
@@ -13,6 +13,7 @@ from tvm_hetero.schedules.cpu.common import (
     const_extents,
     inline_producers,
     largest_divisor,
+    output_bits,
     vector_lanes,
 )
 
@@ -58,8 +59,7 @@ class Matmul(CpuRule):
             return None
         batches, rows, cols, depth = extents
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
-        out_bits = DataType(str(sch.get(main).writes[0].source.dtype)).bits
-        lanes = vector_lanes(target, out_bits)
+        lanes = vector_lanes(target, output_bits(sch, main))
         nr = largest_divisor(cols, 2 * lanes)
         if rows == 1 or cols < MIN_COLS or nr < 2:
             return None
