@@ -19,6 +19,7 @@ from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.placement import Placement, place_by_op_type
+from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.schedules import KernelChoice, kernel_choices
 
 
@@ -112,6 +113,21 @@ def run_model(compiled: CompiledModel, inputs: Mapping[str, np.ndarray]) -> list
     """Run a compiled model once."""
     vm, home = vm_of(compiled)
     return runner.run(vm, ordered_args(compiled.model.inputs, inputs), home)
+
+
+def median_seconds(
+    compiled: CompiledModel, inputs: Mapping[str, np.ndarray], config: MeasureConfig | None = None
+) -> float:
+    """Median end-to-end time of a compiled model (``time_evaluator``, adaptive repeats)."""
+    from tvm_hetero.profiling.profiler import device_ref
+    from tvm_hetero.profiling.timer import LocalRunner
+
+    configure_threads(compiled.devices)
+    timing = LocalRunner().time(
+        compiled.executable, [device_ref(d) for d in compiled.devices],
+        ordered_args(compiled.model.inputs, inputs), config or MeasureConfig(),
+    )  # fmt: skip
+    return float(np.median(timing.samples_s))
 
 
 def reference_outputs(

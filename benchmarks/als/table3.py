@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import tvm
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.simulated_pim import SOURCE, with_simulated_pim
@@ -29,6 +28,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.als import exact_assignment, priority_assignment, total_time
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import node_runs, profiling_runs
+from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.strategies.als import PIM_OPS, dcg_of, measure_costs, plan_als
 from tvm_hetero.zoo import load_zoo_model
 
@@ -41,11 +41,7 @@ MODELS = {
 
 def latency_ms(model, devices, placement, inputs) -> float:
     compiled = api.compile_model(model, devices, placement)
-    vm, home = api.vm_of(compiled)
-    args = [tvm.runtime.tensor(a, home) for a in api.ordered_args(model.inputs, inputs)]
-    first = vm.time_evaluator("main", home, number=1, repeat=1)(*args).median
-    number = max(1, int(0.05 / max(first, 1e-6)))
-    return vm.time_evaluator("main", home, number=number, repeat=7)(*args).median * 1e3
+    return api.median_seconds(compiled, inputs, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
 
 
 def one(name: str, seq: int) -> dict:

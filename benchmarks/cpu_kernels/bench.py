@@ -69,18 +69,13 @@ def _median(fn, repeat: int) -> float:
 
 
 def tvm_seconds(model, device, options, inputs) -> tuple[float, list[np.ndarray]]:
-    import tvm
-
     from tvm_hetero import api
+    from tvm_hetero.profiling.measure_core import MeasureConfig
 
     compiled = api.compile_model(model, [device], options=options)
-    vm, home = api.vm_of(compiled)
-    args = [tvm.runtime.tensor(a, home) for a in api.ordered_args(model.inputs, inputs)]
     outputs = api.run_model(compiled, inputs)
-    first = vm.time_evaluator("main", home, number=1, repeat=1)(*args).median
-    number = max(1, int(0.1 / max(first, 1e-6)))
-    repeat = 3 if first > 0.2 else 7
-    return vm.time_evaluator("main", home, number=number, repeat=repeat)(*args).median, outputs
+    config = MeasureConfig(repeat=5, min_repeat_ms=100)
+    return api.median_seconds(compiled, inputs, config), outputs
 
 
 def measure(name, path, device, trials, work_root, extra=None) -> dict:
