@@ -8,7 +8,8 @@ same ONNX files for TVM and ONNX Runtime: BERT-base's matmul shapes and ResNet-1
 shapes as single-op models, and whole models exported from PyTorch (a 4-layer BERT encoder,
 ResNet-18, an MLP). ``--trials N`` also tunes each op / model for N MetaSchedule trials (seeded
 with the rules, so tuned is never measured slower than them) and reports the tuning time.
-Writes ``benchmarks/results/cpu_kernels.json``.
+Writes ``benchmarks/results/cpu_kernels.json`` (with ``--only``, the other section is kept; each
+section records the command that measured it).
 """
 
 from __future__ import annotations
@@ -151,9 +152,21 @@ def main() -> None:
         "cpu": device.target["mcpu"], "threads": device.threads, "trials": args.trials,
         "command": "python benchmarks/cpu_kernels/bench.py " + " ".join(sys.argv[1:]),
     }  # fmt: skip
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"meta": meta, **rows}, indent=1))
+    _save(Path(args.out), rows, meta, args.only)
     _tables(rows, meta)
+
+
+def _save(out: Path, rows: dict, meta: dict, only: str | None) -> None:
+    """Write ``rows``; with ``--only`` the other section of an existing file is kept."""
+    old = json.loads(out.read_text()) if only and out.exists() else {}
+    metas = {section: meta for section in rows if only in (None, section)}
+    merged = {
+        section: rows[section] if section in metas else old.get(section, [])
+        for section in ("ops", "models")
+    }
+    meta_of = {**old.get("meta_of", {}), **metas}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta_of": meta_of, **merged}, indent=1))
 
 
 def _report(row: dict) -> dict:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tvm
-from tvm import relax
+from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, make_target
 from tvm_hetero.devices import cpu_device
@@ -50,6 +50,11 @@ CASES = {
         lambda bb, x, w, b: relax.op.nn.gelu(
             relax.op.add(relax.op.matmul(x, relax.op.permute_dims(w)), b)
         ),
+        "matmul",
+    ),
+    "dense_weight_nk": (
+        [(128, 64), (96, 64)],
+        lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w),
         "matmul",
     ),
     "batch_matmul": (
@@ -119,6 +124,14 @@ def test_large_matmul_is_parallel_and_vectorized_serial_target_is_not_parallel()
         )
         assert ("T.parallel" in text) is parallel
         assert "T.vectorized" in text and "T.unroll" in text
+
+
+@pytest.mark.parametrize(("case", "packed"), [("matmul", False), ("dense_weight_nk", True)])
+def test_weights_are_packed_only_when_columns_are_strided(case, packed):
+    """``B[k, j]`` is read as it is; ``B[j, k]`` (dense's layout) is packed into panels first."""
+    scheduled = schedule_kernels(_module(*CASES[case][:2]), "rules")
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert ("_reindex = T.sblock_alloc_buffer" in text) is packed, text
 
 
 def test_small_kernels_stay_single_threaded():

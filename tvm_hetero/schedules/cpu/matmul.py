@@ -26,10 +26,10 @@ MIN_COLS = 8
 class Matmul(CpuRule):
     """``C[b, i, j] += A[b, i, k] * B[b, j, k]`` in any layout, with fused epilogues.
 
-    The kernel is normalized to ``[batch, I, J, K]`` (``reindex``). ``B`` is packed per call into
-    panels ``[batch, J / NR, K, NR]`` so the innermost loop reads it contiguously whatever the
-    weight's layout; each ``MR x NR`` output tile accumulates in registers over the whole ``K``
-    (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
+    The kernel is normalized to ``[batch, I, J, K]`` (``reindex``). Where ``B`` is not read with
+    ``J`` innermost it is packed per call into panels ``[batch, J / NR, K, NR]`` so the innermost
+    loop reads it contiguously; each ``MR x NR`` output tile accumulates in registers over the
+    whole ``K`` (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
     ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``).
     Element-wise epilogues (bias, activation) are folded into the tile's write-back.
     """
@@ -65,12 +65,14 @@ class Matmul(CpuRule):
             return None
         mr = largest_divisor(rows, ROWS_PER_TILE)
 
-        # B packed into NR-wide panels, K-major inside a panel
-        sch.transform_layout(reindex_b, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
-        inline_producers(sch, reindex_b)
         sch.compute_inline(reindex_a)
-        inline_producers(sch, main, keep=(sch.get(reindex_b).name_hint,))
-        self._schedule_pack(sch, reindex_b, parallel)
+        if _columns_contiguous(sch, main, reindex_b):
+            inline_producers(sch, main)
+        else:  # B packed into NR-wide panels, K-major inside a panel
+            sch.transform_layout(reindex_b, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
+            inline_producers(sch, reindex_b)
+            inline_producers(sch, main, keep=(sch.get(reindex_b).name_hint,))
+            self._schedule_pack(sch, reindex_b, parallel)
 
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
@@ -90,6 +92,27 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def _columns_contiguous(
+    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, reindex_b: s_tir.schedule.SBlockRV
+) -> bool:
+    """Whether ``B`` (with its producers inlined) is read with the column ``j`` innermost.
+
+    Then the tile's loads are already contiguous vectors and packing would only add a pass over
+    ``B`` per call (weights are ``[K, N]`` after their transposes are folded at compile time).
+    """
+    probe = sch.copy()
+    probe.compute_inline(reindex_b)
+    inline_producers(probe, main)
+    block = probe.get(main)
+    j = block.iter_vars[2].var
+    uses_j = [read for read in block.reads if any(_uses(r.min, j) for r in read.region)]
+    return bool(uses_j) and all(read.region[-1].min.same_as(j) for read in uses_j)
+
+
+def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
+    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _plain_indices(block: s_tir.SBlock) -> bool:
