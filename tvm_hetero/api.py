@@ -18,6 +18,7 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
 from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.placement import Placement, place_by_op_type
 from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.schedules import KernelChoice, kernel_choices
@@ -30,7 +31,7 @@ class CompiledModel:
     executable: tvm.runtime.Executable = field(repr=False)
     placed: tvm.IRModule = field(repr=False)
     devices: tuple[DeviceSpec, ...]
-    placement: Placement
+    placement: Placement | SplitPlan
     model: Model = field(repr=False)
 
     def meta(self) -> dict[str, Any]:
@@ -69,22 +70,32 @@ def placement_from_rules(
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 
 
-def place(model: Model, devices: Sequence[DeviceSpec], placement: Placement) -> tvm.IRModule:
-    """Declare ``devices`` as vdevices and place the operators as planned (the IR is new)."""
+def place(
+    model: Model, devices: Sequence[DeviceSpec], placement: Placement | SplitPlan
+) -> tvm.IRModule:
+    """Declare ``devices`` as vdevices and realize the plan: operators placed on devices
+    (:class:`Placement`) or key operators cut between two devices (:class:`SplitPlan`)."""
     if [d.name for d in devices] != list(placement.devices):
         raise SpecError(
-            f"placement is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
+            f"plan is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
         )
-    seq = get_pipeline(
-        "manual_placement", vdevices=vdevices_of(devices), assignment=dict(placement.assignment)
-    )
+    if isinstance(placement, SplitPlan):
+        seq = get_pipeline(
+            "operator_splits", vdevices=vdevices_of(devices), splits=placement.annotations()
+        )
+    else:
+        seq = get_pipeline(
+            "manual_placement",
+            vdevices=vdevices_of(devices),
+            assignment=dict(placement.assignment),
+        )
     return seq(model.mod)
 
 
 def compile_model(
     model: Model,
     devices: Sequence[DeviceSpec],
-    placement: Placement | None = None,
+    placement: Placement | SplitPlan | None = None,
     options: BuildOptions | None = None,
 ) -> CompiledModel:
     """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default)."""

@@ -17,9 +17,11 @@ import tvm
 from tvm import relax
 
 from tvm_hetero.passes import (
+    AnnotateOperatorSplits,
     DeclareVDevices,
     InferKernelVDevices,
     PlaceOperators,
+    RealizeOperatorSplits,
     RestoreKernelTargets,
 )
 
@@ -27,6 +29,8 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     # tvm-hetero's own passes
     "DeclareVDevices": DeclareVDevices,
     "PlaceOperators": PlaceOperators,
+    "AnnotateOperatorSplits": AnnotateOperatorSplits,
+    "RealizeOperatorSplits": RealizeOperatorSplits,
     "InferKernelVDevices": InferKernelVDevices,
     "RestoreKernelTargets": RestoreKernelTargets,
     # TVM passes the pipelines use
@@ -38,7 +42,14 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "DeadCodeElimination": relax.transform.DeadCodeElimination,
     "FoldConstant": relax.transform.FoldConstant,
 }
-OWN_PASSES = ("DeclareVDevices", "PlaceOperators", "InferKernelVDevices", "RestoreKernelTargets")
+OWN_PASSES = (
+    "DeclareVDevices",
+    "PlaceOperators",
+    "AnnotateOperatorSplits",
+    "RealizeOperatorSplits",
+    "InferKernelVDevices",
+    "RestoreKernelTargets",
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,21 @@ PIPELINES: dict[str, Pipeline] = {
             (
                 Step("DeclareVDevices", {"vdevices": "$vdevices"}),
                 Step("PlaceOperators", {"assignment": "$assignment"}),
+                Step("RealizeVDevice"),
+            ),
+        ),
+        Pipeline(
+            "operator_splits",
+            "Declare the two devices, annotate each key operator with its partition dimension "
+            "and device shares (EOP), keep everything else on the home device, cut the annotated "
+            "operators into a shard per device (slice, to_vdevice, operator, to_vdevice, concat; "
+            "shards kept between operators cut alike), and propagate vdevices.",
+            ("vdevices", "splits"),
+            (
+                Step("DeclareVDevices", {"vdevices": "$vdevices"}),
+                Step("AnnotateOperatorSplits", {"splits": "$splits"}),
+                Step("PlaceOperators", {"assignment": {}}),
+                Step("RealizeOperatorSplits"),
                 Step("RealizeVDevice"),
             ),
         ),

@@ -116,3 +116,22 @@ def test_priority_baseline_and_missing_costs():
     assert all(pim_first[o] == (2 if 2 in dcg.capable[o] else 0) for o in dcg.ops)
     with pytest.raises(CostError, match="no cost for"):
         als_assignment(dcg, Costs(costs.node, {}))
+
+
+def test_guard_keeps_the_best_baseline_when_the_gain_is_small():
+    from tvm_hetero.plan.als import best_priority_assignment
+    from tvm_hetero.strategies.als import plan_als
+
+    for seed in range(20):
+        dcg, costs = _graph(6, seed, chain=True, n_devices=2, restrict=False)
+        optimum = plan_als(dcg, costs)
+        base_assignment, base_s = best_priority_assignment(dcg, costs)
+        gain = 1 - optimum.predicted_s / base_s
+        guarded = plan_als(dcg, costs, min_gain=0.05)
+        if gain < 0.05:
+            assert guarded.strategy == "als-guarded" and guarded.predicted_s == base_s
+            assert {o: d for o, d in base_assignment.items() if d} == dict(guarded.assignment)
+        else:
+            assert guarded == optimum
+    with pytest.raises(ValueError, match="min_gain"):
+        plan_als(dcg, costs, min_gain=1.0)

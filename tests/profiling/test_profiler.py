@@ -10,6 +10,7 @@ from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
+from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.zoo import load_zoo_model
 
 FAST = MeasureConfig(repeat=3, min_repeat_ms=1)
@@ -30,7 +31,7 @@ def test_identical_workloads_are_measured_once(tmp_path, bert, two_cpus):
     assert profiler.misses == len(distinct)
     r = records["matmul"]
     assert r.kind is RecordKind.OP and r.repeat == 3 and len(r.samples_s) == 3 and r.number >= 1
-    assert r.fingerprint["threads"] == two_cpus[0].threads and r.mode == "rules:v1"
+    assert r.fingerprint["threads"] == two_cpus[0].threads and r.mode == f"rules:v{RULES_VERSION}"
     assert all(s > 0 for s in r.samples_s)
     again = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST)
     again.profile_ops(bert.mod, two_cpus[0])

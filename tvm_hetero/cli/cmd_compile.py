@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, devices_from_args, model_from_args, parse_pairs, table
+from tvm_hetero.plan.eop import SplitPlan
 
 
 def placement_table(model, placement):
@@ -38,18 +37,41 @@ def schedule_table(choices) -> object:
     return table(f"Kernel schedules ({summary})", ["kernel", "target", "schedule"], rows)
 
 
+def _in_plan_order(devices, names):
+    """The devices reordered as the plan lists them (its home device first)."""
+    by_name = {d.name: d for d in devices}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"compile: the plan uses devices {missing}; give them with --device")
+    return [by_name[n] for n in names]
+
+
 def run(args: argparse.Namespace) -> int:
     """Place, build, save; with --check also run and compare with one device."""
     model = model_from_args(args)
-    devices = devices_from_args(args, ["cpu"])
-    if args.plan and args.place:
-        raise ValueError("compile: give --plan or --place, not both")
-    if args.plan:
-        placement = api.Placement.from_dict(json.loads(Path(args.plan).read_text()))
+    devices = devices_from_args(args, ["cpu", "cpu:1"] if args.strategy == "eop" else ["cpu"])
+    chosen = [flag for flag in ("plan", "place", "strategy") if getattr(args, flag)]
+    if len(chosen) > 1:
+        raise ValueError(f"compile: give one of --plan, --place, --strategy, not {chosen}")
+    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    if args.strategy == "eop":
+        from tvm_hetero.cli import eop
+        from tvm_hetero.strategies.eop import plan as plan_strategy
+
+        placement = plan_strategy(eop.measure(args, model, devices), "eop", args.span)
+    elif args.plan:
+        from tvm_hetero.cli.eop import load_plan
+
+        placement = load_plan(args.plan)
     else:
         placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
-    console().print(placement_table(model, placement))
+    if isinstance(placement, SplitPlan):
+        from tvm_hetero.cli.eop import split_table
+
+        devices = _in_plan_order(devices, placement.devices)
+        console().print(split_table(placement))
+    else:
+        console().print(placement_table(model, placement))
     start = time.perf_counter()
     with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
         compiled = api.compile_model(model, devices, placement, options)

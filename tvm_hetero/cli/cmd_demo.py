@@ -83,4 +83,37 @@ def run(args: argparse.Namespace) -> int:
         f"max |two-device - single-device| = {err:.3g} (outputs up to {scale:.3g}): "
         + ("[bold green]same numbers[/]" if ok else "[bold red]MISMATCH[/]")
     )
+    ok = _eop(model, devices, inputs, ref, args.repeat) and ok
     return 0 if ok else 1
+
+
+def _eop(model, devices, inputs, ref, repeat: int) -> bool:
+    """Step 5: EOP's plan and its baselines, built, checked and timed."""
+    from tvm_hetero.cli.eop import split_table
+    from tvm_hetero.profiling.db import ProfileDB
+    from tvm_hetero.profiling.measure_core import MeasureConfig
+    from tvm_hetero.profiling.profiler import Profiler
+    from tvm_hetero.strategies import eop
+    from tvm_hetero.viz.splits import plot_split_plan
+
+    out = console()
+    out.rule("[bold]5. EOP: key operators cut between the two devices")
+    profiler = Profiler(
+        ProfileDB(OUT_DIR / "profiles.jsonl"), config=MeasureConfig(repeat=3, min_repeat_ms=5)
+    )
+    with out.status("profiling key operators and fitting patterns (cached in out/)"):
+        measured = eop.measure_inputs(model, devices, profiler, samples=4)
+    rows, ok = [], True
+    for strategy in ("eop", "equal", "home", "other"):
+        plan = eop.plan(measured, strategy)
+        if strategy == "eop":
+            out.print(split_table(plan))
+            out.print(f"plan chart: {plot_split_plan(plan, model.name, OUT_DIR / 'demo_eop.png')}")
+        ordered = [d for n in plan.devices for d in devices if d.name == n]
+        got, median = _timed(api.compile_model(model, ordered, plan), inputs, repeat)
+        err = api.max_abs_error(got, ref)
+        ok = ok and err <= 1e-4 * max(float(np.max(np.abs(r))) for r in ref) + 1e-5
+        rows.append([strategy, ", ".join(plan.devices), plan.predicted_s * 1e3, median, err])
+    cols = ["plan", "devices (home first)", "predicted ms", "median ms", "max error"]
+    out.print(table("EOP and its baselines (one path: plan -> passes -> build -> run)", cols, rows))
+    return ok

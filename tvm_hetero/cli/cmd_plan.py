@@ -9,7 +9,7 @@ from pathlib import Path
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, devices_from_args, model_from_args, table
 from tvm_hetero.ir.opgraph import OpGraph
-from tvm_hetero.plan.als import priority_assignment, total_time
+from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.profiling_paths import profiling_runs
 from tvm_hetero.strategies.als import PIM_OPS, dcg_of, measure_costs, plan_als
 
@@ -18,6 +18,10 @@ def run(args: argparse.Namespace) -> int:
     """Lee et al.: the fewest profiling runs, executed; then the optimal assignment."""
     model = model_from_args(args)
     devices = devices_from_args(args, ["cpu", "cpu:1"])
+    if args.strategy == "eop":
+        from tvm_hetero.cli import eop
+
+        return eop.run_plan(args, model, devices)
     names = [d.name for d in devices]
     if args.pim is not None and args.pim not in names[1:]:
         raise ValueError(f"--pim {args.pim!r}: must be one of the non-home devices {names[1:]}")
@@ -28,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             model, devices, dcg, runs, BuildOptions(args.cpu_schedule, args.tuning_db)
         )
     start = time.perf_counter()
-    plan = plan_als(dcg, costs, exact=args.exact)
+    plan = plan_als(dcg, costs, exact=args.exact, min_gain=args.min_gain)
     plan_s = time.perf_counter() - start
     console().print(
         f"{len(runs)} profiling runs measured {len(dcg.ops)} operators and "
@@ -66,6 +70,5 @@ def run(args: argparse.Namespace) -> int:
 
 def _baselines(dcg, names):
     """Each device first, the rest in list order (ONNX-Runtime-style priorities)."""
-    for i in range(len(names)):
-        order = [i, *[j for j in range(len(names)) if j != i]]
+    for order in priority_orders(len(names)):
         yield f"priority ({', '.join(names[j] for j in order)})", priority_assignment(dcg, order)

@@ -130,8 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
     plan = cmd["plan"]
     _add_model_args(plan)
     _add_device_args(plan)
-    plan.add_argument("--strategy", default="als", choices=["als"], help="planner")
+    plan.add_argument(
+        "--strategy", default="als", choices=["als", "eop"],
+        help="als: Lee et al. (one device per operator); eop: key operators cut between two "
+        "devices with tuned ratios",
+    )  # fmt: skip
+    _add_eop_args(plan)
     plan.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
+    plan.add_argument(
+        "--min-gain", type=float, default=0.05,
+        help="als: keep the best priority baseline unless the optimum is predicted this much "
+        "faster (default 0.05; 0 disables the guard)",
+    )  # fmt: skip
     plan.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
     plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")
@@ -140,7 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
 
-    cmd["compile"].add_argument("--plan", metavar="JSON", help="placement from tvm-hetero plan")
+    cmd["compile"].add_argument("--plan", metavar="JSON", help="plan from tvm-hetero plan")
+    cmd["compile"].add_argument(
+        "--strategy", choices=["eop"], help="measure and plan first (eop: EOP operator splits)"
+    )
+    _add_eop_args(cmd["compile"])
 
     _add_device_args(cmd["demo"])
     cmd["demo"].add_argument(
@@ -148,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmd["demo"].add_argument("--repeat", type=int, default=5, help="timed runs")
     return parser
+
+
+def _add_eop_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("EOP (--strategy eop)")
+    group.add_argument(
+        "--db", metavar="PATH", help="profile database reused across runs "
+        "(default .tvm-hetero/profiles.jsonl; fitted patterns go next to it)",
+    )  # fmt: skip
+    group.add_argument(
+        "--key-share", type=float, default=0.95,
+        help="key operators: the fewest that take this share of the time (default 0.95)",
+    )  # fmt: skip
+    group.add_argument("--samples", type=int, default=6, help="sizes swept per dimension")
+    group.add_argument("--span", type=float, default=0.01, help="ratio step of the search")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,3 +9,7 @@ CALL_TIR_OP = "relax.call_tir"
 
 SCHEDULE_ATTR = "tvm_hetero.schedule"
 """PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""
+
+SPLITS_ATTR = "tvm_hetero.op_splits"
+"""Relax function attribute: ``{op id: {"dim": name, "shares": [home units, other units]}}``,
+written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""

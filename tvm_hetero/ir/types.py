@@ -37,14 +37,14 @@ class TensorInfo:
     def nbytes(self) -> int | None:
         """Size in bytes, or ``None`` for a symbolic shape."""
         n = self.numel
-        return None if n is None else n * _itemsize(self.dtype)
+        return None if n is None else n * itemsize(self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {"shape": list(self.shape or []), "dtype": self.dtype, "vdevice": self.vdevice}
 
 
-def _itemsize(dtype: str) -> int:
+def itemsize(dtype: str) -> int:
     if dtype == "bool":
         return 1
     return int(np.dtype(dtype).itemsize) if dtype else 0

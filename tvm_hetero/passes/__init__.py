@@ -1,8 +1,17 @@
 """IR passes: plan in, IR out. One pass per file."""
 
+from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.place_operators import PlaceOperators
+from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 
-__all__ = ["DeclareVDevices", "InferKernelVDevices", "PlaceOperators", "RestoreKernelTargets"]
+__all__ = [
+    "AnnotateOperatorSplits",
+    "DeclareVDevices",
+    "InferKernelVDevices",
+    "PlaceOperators",
+    "RealizeOperatorSplits",
+    "RestoreKernelTargets",
+]

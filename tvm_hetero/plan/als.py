@@ -182,3 +182,16 @@ def priority_assignment(dcg: DCG, priority: Sequence[int]) -> dict[str, int]:
     for o in dcg.ops:
         out[o] = next((d for d in priority if d in dcg.capable[o]), 0)
     return out
+
+
+def priority_orders(devices: int) -> list[list[int]]:
+    """Each device first, the others in list order: the priority baselines of the paper
+    ((CPU_P, PIM, CPU_S), (PIM, CPU_P, CPU_S)) generalised to any device list."""
+    return [[i, *[j for j in range(devices) if j != i]] for i in range(devices)]
+
+
+def best_priority_assignment(dcg: DCG, costs: Costs) -> tuple[dict[str, int], float]:
+    """The best priority baseline and its total time."""
+    candidates = [priority_assignment(dcg, order) for order in priority_orders(len(dcg.devices))]
+    timed = [(a, total_time(dcg, costs, a)) for a in candidates]
+    return min(timed, key=lambda at: at[1])

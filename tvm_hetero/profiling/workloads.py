@@ -266,6 +266,22 @@ def transfer_module(nbytes: int, dtype: str, src: VDevice, dst: VDevice) -> tvm.
     return mod
 
 
+def local_copy_module(nbytes: int, dtype: str = "float32") -> tvm.IRModule:
+    """``main(x) = concat(x[:n/2], x[n/2:])``: slicing and concatenating ``nbytes`` on one device
+    (what cutting an operator costs on its home device)."""
+    info = TensorInfo((1,), dtype)
+    n = max(2, nbytes // (info.nbytes or 1))
+    x = relax.Var("x", TensorType((n,), dtype))
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, [x]):
+        with bb.dataflow():
+            lo = bb.emit(relax.op.strided_slice(x, [0], [0], [n // 2]))
+            hi = bb.emit(relax.op.strided_slice(x, [0], [n // 2], [n]))
+            out = bb.emit_output(relax.op.concat([lo, hi], axis=0))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def input_infos(mod: tvm.IRModule) -> list[tuple[tuple, str]]:
     """``(shape, dtype)`` of ``main``'s parameters (to make random arguments)."""
     return [(t.shape or (), t.dtype) for p in mod[ENTRY_FUNC].params for t in tensor_infos(p.ty)]

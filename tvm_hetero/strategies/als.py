@@ -12,7 +12,12 @@ from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
 from tvm_hetero.pipelines import get_pipeline
-from tvm_hetero.plan.als import Costs, als_assignment, exact_assignment
+from tvm_hetero.plan.als import (
+    Costs,
+    als_assignment,
+    best_priority_assignment,
+    exact_assignment,
+)
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun
@@ -82,8 +87,21 @@ def measure_costs(
     )
 
 
-def plan_als(dcg: DCG, costs: Costs, exact: bool = False) -> Placement:
-    """The optimal placement: the ALS DP (``exact=False``) or the MILP optimum."""
+def plan_als(dcg: DCG, costs: Costs, exact: bool = False, min_gain: float = 0.0) -> Placement:
+    """The optimal placement: the ALS DP (``exact=False``) or the MILP optimum.
+
+    ``min_gain`` guards against gains inside the cost model's error: when the optimum is
+    predicted less than this fraction faster than the best priority baseline (single devices
+    included), that baseline is returned instead (strategy ``...-guarded``). Per-operator costs
+    come from unfused runs, so a predicted gain of a few percent may not survive fusion.
+    """
+    if not 0 <= min_gain < 1:
+        raise ValueError(f"plan_als: min_gain must be in [0, 1), got {min_gain}")
     assignment, seconds = (exact_assignment if exact else als_assignment)(dcg, costs)
+    strategy = "als-exact" if exact else "als"
+    if min_gain:
+        baseline, base_s = best_priority_assignment(dcg, costs)
+        if seconds > (1 - min_gain) * base_s:
+            assignment, seconds, strategy = baseline, base_s, f"{strategy}-guarded"
     moved = {o: d for o, d in assignment.items() if d != 0}
-    return Placement(dcg.devices, moved, "als-exact" if exact else "als", seconds)
+    return Placement(dcg.devices, moved, strategy, seconds)

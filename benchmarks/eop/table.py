@@ -1,0 +1,105 @@
+"""EOP's Figure 8 (LSTM, GRU, BERT at batch 16) and Table 4 CNNs on the device pair we have (issue 4).
+
+    .venv/bin/python benchmarks/eop/table.py [--models lstm gru bert resnet18 mobilenet]
+                                             [--devices cpu cpu:1]
+
+For each model: every operator's time on both devices, key-operator sweeps fitted to patterns, the
+plans of EOP and its baselines (home device only, the other device only, Equal, Fixed) through one
+path, each compiled and measured end to end against the single-device build, with the planner's
+own run time and the patterns' held-out errors. For each key operator of the EOP plan, its
+predicted time is compared with the two-device bound ``1 / (1/t_home + 1/t_other) + copies``.
+Writes ``benchmarks/results/eop.json`` and ``benchmarks/results/eop_<model>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tvm_hetero import api
+from tvm_hetero.devices.discover import resolve_device
+from tvm_hetero.plan.eop import split_cost
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.strategies import eop
+from tvm_hetero.viz.splits import plot_split_plan
+from tvm_hetero.zoo import load_zoo_model
+
+MODELS = {  # EOP Table 3 workloads at batch 16 (BERT and the CNNs scaled to run on 2 cores)
+    "lstm": ("lstm", {}),
+    "gru": ("gru", {}),
+    "bert": ("bert-small", dict(batch=16, seq_len=32)),
+    "resnet18": ("resnet18", dict(image=112)),
+    "mobilenet": ("mobilenet", {}),
+}
+RESULTS = Path("benchmarks/results")
+
+
+def one(name: str, device_names: list[str], db: Path) -> dict:
+    spec, overrides = MODELS[name]
+    model = load_zoo_model(spec, **overrides)
+    devices = [resolve_device(d) for d in device_names]
+    profiler = Profiler(ProfileDB(db), config=MeasureConfig(repeat=5, min_repeat_ms=10))
+    start = time.perf_counter()
+    inputs = eop.measure_inputs(model, devices, profiler)
+    measure_s = time.perf_counter() - start
+    x = model.random_inputs()
+    reference = api.reference_outputs(model, x, devices[0])
+    rows = {}
+    for strategy in eop.STRATEGIES:
+        start = time.perf_counter()
+        plan = eop.plan(inputs, strategy)
+        plan_s = time.perf_counter() - start
+        ordered = [d for n in plan.devices for d in devices if d.name == n]
+        compiled = api.compile_model(model, ordered, plan)
+        err = api.max_abs_error(api.run_model(compiled, x), reference)
+        ms = api.median_seconds(compiled, x, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
+        rows[strategy] = {
+            "predicted_ms": plan.predicted_s * 1e3, "measured_ms": ms, "max_err": err,
+            "plan_s": plan_s, "devices": list(plan.devices),
+            "cut": sum(1 for s in plan.splits if 0 < s.shares[1] < s.extent),
+        }  # fmt: skip
+        if strategy == "eop":
+            plot_split_plan(plan, model.name, RESULTS / f"eop_{name}.png")
+            rows[strategy]["plan"] = plan.to_dict()
+    bounds = []
+    for k in inputs.keys:
+        o = min(k.options, key=lambda o: split_cost(o, 0, inputs.link)[3])
+        t0, t1 = o.time[0](o.extent), o.time[1](o.extent)
+        bounds.append({"op": k.node_id, "t_home_ms": t0 * 1e3, "t_other_ms": t1 * 1e3,
+                       "bound_ms": 1e3 / (1 / t0 + 1 / t1)})  # fmt: skip
+    errors = [f["error"] for f in inputs.fits]
+    return {
+        "model": name, "spec": model.name, "devices": list(inputs.devices),
+        "concurrent": inputs.link.concurrent, "measure_s": measure_s,
+        "key_ops": len(inputs.keys), "pattern_error_mean": sum(errors) / max(1, len(errors)),
+        "patterns": {k: sum(1 for f in inputs.fits if f["kind"] == k)
+                     for k in ("linear", "staircase", "constant")},
+        "strategies": rows, "key_op_bounds": bounds,
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--devices", nargs=2, default=["cpu", "cpu:1"])
+    parser.add_argument("--db", default="benchmarks/results/tuning/eop_profiles.jsonl")
+    args = parser.parse_args()
+    out = RESULTS / "eop.json"
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results["command"] = "python benchmarks/eop/table.py " + " ".join(sys.argv[1:])
+    for name in args.models:
+        row = one(name, args.devices, Path(args.db))
+        results.setdefault("models", {})[name] = row
+        out.write_text(json.dumps(results, indent=1))
+        s = row["strategies"]
+        print(name, {k: (round(v["predicted_ms"], 3), round(v["measured_ms"], 3)) for k, v in s.items()},
+              "pattern error", round(row["pattern_error_mean"], 3), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

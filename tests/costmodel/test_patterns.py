@@ -1,0 +1,63 @@
+"""EOP's performance patterns: the right one is picked, predictions and persistence."""
+
+import numpy as np
+import pytest
+
+from tvm_hetero.costmodel.patterns import (
+    PatternKind,
+    PatternStore,
+    fit_pattern,
+    sample_sizes,
+)
+
+
+def _noisy(values, seed=0, noise=0.02):
+    rng = np.random.default_rng(seed)
+    return [v * (1 + noise * rng.standard_normal()) for v in values]
+
+
+def test_linear_data_gives_the_linear_pattern():
+    sizes = sample_sizes(64)
+    pattern = fit_pattern(sizes, _noisy([1e-4 + 2e-5 * s for s in sizes]))
+    assert pattern.kind is PatternKind.LINEAR
+    assert pattern.predict(32) == pytest.approx(1e-4 + 2e-5 * 32, rel=0.05)
+    assert pattern.error < 0.05
+
+
+def test_steps_give_the_staircase_with_their_width():
+    sizes = list(range(1, 65, 3))
+    times = _noisy([1e-4 + 5e-4 * np.ceil(s / 16) for s in sizes], noise=0.01)
+    pattern = fit_pattern(sizes, times)
+    assert pattern.kind is PatternKind.STAIRCASE
+    assert pattern.params[2] == 16
+    assert pattern.predict(17) == pytest.approx(1e-4 + 5e-4 * 2, rel=0.05)
+    assert pattern.errors["staircase"] < pattern.errors["linear"]
+
+
+def test_flat_data_gives_the_constant_pattern():
+    sizes = sample_sizes(100)
+    pattern = fit_pattern(sizes, _noisy([3e-5] * len(sizes), noise=0.03))
+    assert pattern.kind is PatternKind.CONSTANT
+    assert pattern.predict(7) == pytest.approx(3e-5, rel=0.05)
+    assert pattern.predict(0) == 0.0
+
+
+def test_bad_samples_are_rejected():
+    with pytest.raises(ValueError, match="at least 3 distinct sizes"):
+        fit_pattern([1, 2], [1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        fit_pattern([1, 2, 3], [1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="extent"):
+        sample_sizes(0)
+
+
+def test_store_roundtrip(tmp_path):
+    sizes = sample_sizes(16)
+    pattern = fit_pattern(sizes, [1e-5 * s for s in sizes])
+    store = PatternStore(tmp_path / "patterns.json")
+    key = PatternStore.key("wl", "llvm", "rules:v2", "M")
+    store.put(key, pattern, sizes, [1e-5 * s for s in sizes])
+    again = PatternStore(tmp_path / "patterns.json")
+    assert again.get(key) == pattern
+    assert again.get("missing") is None
+    assert again.entries[key]["sizes"] == sizes

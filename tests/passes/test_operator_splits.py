@@ -1,0 +1,167 @@
+"""AnnotateOperatorSplits + RealizeOperatorSplits: exact IR (Before/Expected) and equal numbers."""
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_hetero import api
+from tvm_hetero.ir.attrs import SPLITS_ATTR
+from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.split_dims import split_dims
+from tvm_hetero.passes import AnnotateOperatorSplits, PlaceOperators, RealizeOperatorSplits
+from tvm_hetero.plan.eop import OpSplit, SplitPlan
+from tvm_hetero.zoo import load_zoo_model
+
+
+@I.ir_module
+class MatmulRelu:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((8, 16), "float32"), w: R.Tensor((16, 32), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.nn.relu(y)
+            R.output(z)
+        return z
+
+
+def _realize(mod, splits):
+    seq = tvm.transform.Sequential(
+        [AnnotateOperatorSplits(splits), PlaceOperators({}), RealizeOperatorSplits()]
+    )
+    return seq(mod)
+
+
+def test_rows_cut_twice_keep_their_shards_between_operators():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((8, 16), "float32", "llvm:0"), w: R.Tensor((16, 32), "float32", "llvm:0")
+        ) -> R.Tensor((8, 32), "float32", "llvm:0"):
+            with R.dataflow():
+                x0 = R.strided_slice(x, axes=[0], begin=[0], end=[6])
+                x1 = R.strided_slice(x, axes=[0], begin=[6], end=[8])
+                x1d = R.to_vdevice(x1, "llvm:1")
+                wd = R.to_vdevice(w, "llvm:1")
+                y1 = R.matmul(x1d, wd)
+                y0 = R.matmul(x0, w)
+                z1 = R.nn.relu(y1)
+                z0 = R.nn.relu(y0)
+                z1h = R.to_vdevice(z1, "llvm:0")
+                z = R.concat((z0, z1h), axis=0)
+                R.output(z)
+            return z
+
+    before = MatmulRelu.clone()
+    splits = {"y": {"dim": "M", "shares": [6, 2]}, "z": {"dim": "axis0", "shares": [6, 2]}}
+    tvm.ir.assert_structural_equal(_realize(MatmulRelu, splits), Expected)
+    tvm.ir.assert_structural_equal(MatmulRelu, before)  # the input is not mutated
+
+
+def test_columns_cut_slices_the_weight_and_concatenates_columns():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((8, 16), "float32", "llvm:0"), w: R.Tensor((16, 32), "float32", "llvm:0")
+        ) -> R.Tensor((8, 32), "float32", "llvm:0"):
+            with R.dataflow():
+                xd = R.to_vdevice(x, "llvm:1")
+                w0 = R.strided_slice(w, axes=[1], begin=[0], end=[24])
+                w1 = R.strided_slice(w, axes=[1], begin=[24], end=[32])
+                w1d = R.to_vdevice(w1, "llvm:1")
+                y1 = R.matmul(xd, w1d)
+                y0 = R.matmul(x, w0)
+                y1h = R.to_vdevice(y1, "llvm:0")
+                y = R.concat((y0, y1h), axis=1)
+                z = R.nn.relu(y)
+                R.output(z)
+            return z
+
+    after = _realize(MatmulRelu, {"y": {"dim": "N", "shares": [24, 8]}})
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+def test_convolution_rows_overlap_by_the_halo_with_their_own_padding():
+    @I.ir_module
+    class Before:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @R.function
+        def main(x: R.Tensor((1, 2, 8, 8), "float32"), w: R.Tensor((4, 2, 3, 3), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
+                R.output(y)
+            return y
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 2, 8, 8), "float32", "llvm:0"),
+            w: R.Tensor((4, 2, 3, 3), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 4, 8, 8), "float32", "llvm:0"):
+            with R.dataflow():
+                x0 = R.strided_slice(x, axes=[2], begin=[0], end=[6])
+                x1 = R.strided_slice(x, axes=[2], begin=[4], end=[8])
+                x1d = R.to_vdevice(x1, "llvm:1")
+                wd = R.to_vdevice(w, "llvm:1")
+                y1 = R.nn.conv2d(x1d, wd, padding=[0, 1, 1, 1])
+                y0 = R.nn.conv2d(x0, w, padding=[1, 1, 0, 1])
+                y1h = R.to_vdevice(y1, "llvm:0")
+                y = R.concat((y0, y1h), axis=2)
+                R.output(y)
+            return y
+
+    after = _realize(Before, {"y": {"dim": "H", "shares": [5, 3]}})
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+def test_annotation_is_checked_and_recorded():
+    out = AnnotateOperatorSplits({"y": {"dim": "M", "shares": [6, 2]}})(MatmulRelu)
+    assert json.loads(str(out["main"].attrs[SPLITS_ATTR])) == {"y": {"dim": "M", "shares": [6, 2]}}
+    with pytest.raises(ValueError, match=r"cannot be cut along 'H'; allowed: \['M', 'N'\]"):
+        AnnotateOperatorSplits({"y": {"dim": "H", "shares": [6, 2]}})(MatmulRelu)
+    with pytest.raises(ValueError, match="sum to 8"):
+        AnnotateOperatorSplits({"y": {"dim": "M", "shares": [6, 3]}})(MatmulRelu)
+    with pytest.raises(ValueError, match="unknown operator id 'nope'"):
+        AnnotateOperatorSplits({"nope": {"dim": "M", "shares": [6, 2]}})(MatmulRelu)
+
+
+def _cut_everything(model, fraction=3):
+    """A plan cutting every operator that can be cut, along its first dimension."""
+    splits = []
+    for b in op_bindings(model.mod["main"]):
+        dims = split_dims(b.call)
+        if dims:
+            dim = next(iter(dims.values()))
+            n1 = max(1, dim.extent // fraction)
+            shares = (dim.extent - n1, n1)
+            splits.append(OpSplit(b.node_id, str(b.call.op.name), dim.name, dim.extent, shares,
+                                  (0.0, 0.0), 0.0, 0.0))  # fmt: skip
+    return SplitPlan("test", ("cpu", "cpu:1"), tuple(splits))
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru", "bert-small", "resnet18", "mobilenet"])
+def test_zoo_models_cut_everywhere_compute_the_same(name, two_cpus):
+    model = load_zoo_model(f"{name}:tiny")
+    plan = _cut_everything(model)
+    assert plan.splits, "nothing to cut"
+    inputs = model.random_inputs()
+    compiled = api.compile_model(model, two_cpus, plan)
+    got = api.run_model(compiled, inputs)
+    want = api.reference_outputs(model, inputs, two_cpus[0])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

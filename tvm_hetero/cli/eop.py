@@ -1,0 +1,117 @@
+"""EOP from the command line: ``plan --strategy eop`` and ``compile --strategy eop``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.strategies import eop
+
+DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
+
+
+def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> eop.EopInputs:
+    """Profile what EOP needs (records are reused from ``--db``), with a progress bar."""
+    db = ProfileDB(args.db or DEFAULT_DB)
+    profiler = Profiler(
+        db, config=MeasureConfig(repeat=5, min_repeat_ms=10),
+        options=BuildOptions(args.cpu_schedule, args.tuning_db),
+    )  # fmt: skip
+    with progress_bar() as bar:
+        task = bar.add_task("sweeping key operators", total=None)
+
+        def progress(node: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"sweeping {node}")
+
+        inputs = eop.measure_inputs(
+            model, devices, profiler, args.key_share, args.samples, progress
+        )
+    console().print(
+        f"{len(inputs.keys)} key operators; {profiler.misses} workloads measured, "
+        f"{profiler.hits} from {db.path}"
+    )
+    return inputs
+
+
+def plans(inputs: eop.EopInputs, span: float) -> dict[str, SplitPlan]:
+    """EOP and every baseline, and the planner's own time in the EOP plan's notes."""
+    out = {}
+    for strategy in eop.STRATEGIES:
+        start = time.perf_counter()
+        out[strategy] = eop.plan(inputs, strategy, span)
+        if strategy == "eop":
+            seconds = time.perf_counter() - start
+            out[strategy] = dataclasses.replace(out[strategy], notes={"plan_s": seconds})
+    return out
+
+
+def split_table(plan: SplitPlan) -> object:
+    """The paper's Table 5: operator, dimension, (alpha, beta) and predicted times."""
+    rows = [
+        [s.node_id, s.op.removeprefix("relax."), s.dim, f"({s.ratios[0]:.2f}, {s.ratios[1]:.2f})",
+         s.times_s[0] * 1e6, s.times_s[1] * 1e6, s.comm_s * 1e6, s.total_s * 1e6,
+         "yes" if s.chained else ""]
+        for s in plan.splits
+    ]  # fmt: skip
+    home, other = plan.devices[0], plan.devices[-1]
+    cols = ["op id", "op", "dim", "(alpha, beta)", f"{home} us", f"{other} us", "copies us",
+            "T us", "chained"]  # fmt: skip
+    return table(f"{plan.strategy}: key operators ({home} | {other})", cols, rows)
+
+
+def run_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> int:
+    """``tvm-hetero plan MODEL --strategy eop``: measure, plan, print, plot, write."""
+    inputs = measure(args, model, devices)
+    every = plans(inputs, args.span)
+    best = every["eop"]
+    console().print(split_table(best))
+    rows = [[name, p.predicted_s * 1e3, ", ".join(p.devices)] for name, p in every.items()]
+    console().print(
+        table("Predicted AT(G, R), ms", ["strategy", "ms", "devices (home first)"], rows)
+    )
+    console().print(f"planning took {best.notes['plan_s'] * 1e3:.1f} ms")
+    console().print(fits_table(inputs.fits))
+    if args.output:
+        Path(args.output).write_text(best.to_json())
+        console().print(
+            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output})"
+        )
+    if args.plot:
+        from tvm_hetero.viz.splits import plot_split_plan
+
+        console().print(f"wrote {plot_split_plan(best, model.name, Path(args.plot))}")
+    return 0
+
+
+def fits_table(fits: list[dict]) -> object:
+    """One row per fitted workload (identical operators share one fit), with its held-out error."""
+    groups: dict[tuple, list[dict]] = {}
+    for f in fits:
+        groups.setdefault((f["workload"], f["dim"], f["device"]), []).append(f)
+    rows = [
+        [g[0]["op"].removeprefix("relax."), g[0]["dim"], g[0]["device"], len(g), g[0]["kind"],
+         100 * g[0]["error"]]
+        for g in groups.values()
+    ]  # fmt: skip
+    errors = [r[-1] for r in rows]
+    title = f"Fitted patterns (mean held-out error {sum(errors) / max(1, len(errors)):.1f} %)"
+    return table(title, ["op", "dim", "device", "operators", "pattern", "error %"], rows)
+
+
+def load_plan(path: str):
+    """A plan JSON of any kind (placement or split)."""
+    from tvm_hetero.plan.placement import Placement
+
+    data = json.loads(Path(path).read_text())
+    return SplitPlan.from_dict(data) if data.get("kind") == "split" else Placement.from_dict(data)

@@ -1,0 +1,78 @@
+"""AnnotateOperatorSplits: record on the function how each key operator is cut between devices."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import tvm
+from tvm.ir import IRModule
+
+from tvm_hetero.ir.attrs import ENTRY_FUNC, SPLITS_ATTR
+from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.split_dims import split_dims
+
+
+@tvm.transform.module_pass(opt_level=0, name="AnnotateOperatorSplits")
+class AnnotateOperatorSplits:
+    """Annotate each planned operator with its partition dimension and device shares.
+
+    Parameters
+    ----------
+    splits : Mapping[str, Mapping]
+        Op node id -> ``{"dim": name, "shares": [home units, other units]}``
+        (``SplitPlan.annotations()``). Dimensions are those of
+        :func:`tvm_hetero.ir.split_dims.split_dims`; shares sum to the dimension's extent.
+    func_name : str
+        The function to annotate.
+
+    Notes
+    -----
+    Postcondition: the function carries ``SPLITS_ATTR`` (JSON text) with exactly the checked
+    entries; the IR is otherwise unchanged. ``RealizeOperatorSplits`` rewrites it.
+    """
+
+    def __init__(self, splits: Mapping[str, Mapping[str, Any]], func_name: str = ENTRY_FUNC):
+        self.splits = {str(k): {"dim": str(v["dim"]), "shares": [int(x) for x in v["shares"]]}
+                       for k, v in splits.items()}  # fmt: skip
+        self.func_name = func_name
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Check the plan against the operators and attach it; ``mod`` is left unchanged."""
+        names = [gv.name_hint for gv in mod.get_global_vars()]
+        if self.func_name not in names:
+            raise ValueError(
+                f"AnnotateOperatorSplits: no function {self.func_name!r}; functions: {names}"
+            )
+        func = mod[self.func_name]
+        calls = {b.node_id: b.call for b in op_bindings(func)}
+        for node, entry in self.splits.items():
+            _check(node, entry, calls)
+        cuts = any(e["shares"][1] for e in self.splits.values())
+        if cuts and len(mod.global_infos.get("vdevice", [])) < 2:
+            raise ValueError(
+                "AnnotateOperatorSplits: cutting operators needs two declared vdevices; "
+                "run DeclareVDevices with the home device and the other one first"
+            )
+        out = mod.clone()
+        out[self.func_name] = func.with_attr(SPLITS_ATTR, json.dumps(self.splits, sort_keys=True))
+        return out
+
+
+def _check(node: str, entry: Mapping[str, Any], calls: Mapping) -> None:
+    if node not in calls:
+        raise ValueError(f"AnnotateOperatorSplits: unknown operator id {node!r}; see OpGraph ids")
+    dims = split_dims(calls[node])
+    dim = dims.get(entry["dim"])
+    if dim is None:
+        raise ValueError(
+            f"AnnotateOperatorSplits: operator {node!r} ({calls[node].op}) cannot be cut along "
+            f"{entry['dim']!r}; allowed: {sorted(dims) or 'none'}"
+        )
+    shares = entry["shares"]
+    if len(shares) != 2 or min(shares) < 0 or sum(shares) != dim.extent:
+        raise ValueError(
+            f"AnnotateOperatorSplits: operator {node!r} has shares {shares} along "
+            f"{dim.name!r}; give two non-negative unit counts that sum to {dim.extent}"
+        )

@@ -1,0 +1,196 @@
+"""EOP on tvm-hetero: measure what the planner needs, then plan EOP and its baselines.
+
+Measurement (real ``time_evaluator`` timings through the :class:`Profiler`): every operator's time
+on each device (one instrumented whole-model run per device), sweeps of each key operator along
+each of its partition dimensions on both devices (fitted to patterns, stored next to the profile
+database), copies between the devices and slice/concat on the home device. Planning is
+:mod:`tvm_hetero.plan.eop`, pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tvm import relax
+
+from tvm_hetero.build.vdevices import vdevices_of
+from tvm_hetero.costmodel.patterns import Pattern, PatternStore, fit_pattern, sample_sizes
+from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.split_dims import SplitDim, split_dims, traffic
+from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.plan.eop import (
+    DEFAULT_KEY_SHARE,
+    DimOption,
+    KeyOp,
+    Link,
+    SplitPlan,
+    key_operators,
+    plan_eop,
+    plan_fixed_ratio,
+)
+from tvm_hetero.profiling.measure_core import random_args
+from tvm_hetero.profiling.model_run import per_op_times
+from tvm_hetero.profiling.profiler import Profiler, target_key
+from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.profiling.workloads import Dim, local_copy_module
+
+MIN_EXTENT = 4
+"""Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
+COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
+"""Bytes at which copies and slices are measured for the link fits."""
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class EopInputs:
+    """What the EOP planner and its baselines consume, measured on two devices.
+
+    ``devices`` has the home device (the faster one over the whole model) first; ``op_s`` holds
+    every operator's time on each of them; ``fits`` reports each fitted pattern.
+    """
+
+    devices: tuple[str, str]
+    keys: tuple[KeyOp, ...]
+    link: Link
+    op_s: tuple[dict[str, float], dict[str, float]]
+    fits: tuple[dict, ...] = field(default_factory=tuple)
+
+    @property
+    def rest_s(self) -> float:
+        """The operators that are not key, on the home device."""
+        keys = {k.node_id for k in self.keys}
+        return sum(t for n, t in self.op_s[0].items() if n not in keys)
+
+
+def measure_inputs(
+    model: Model, devices: Sequence[DeviceSpec], profiler: Profiler,
+    key_share: float = DEFAULT_KEY_SHARE, samples: int = 6, progress: Progress | None = None,
+) -> EopInputs:  # fmt: skip
+    """Measure everything EOP needs for ``model`` on the two ``devices`` (any order)."""
+    if len(devices) != 2:
+        raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
+    args = random_args([(i.shape, i.dtype) for i in model.inputs])
+    op_s = []
+    for dev in devices:
+        placed = get_pipeline("manual_placement", vdevices=vdevices_of([dev]), assignment={})(
+            model.mod
+        )
+        op_s.append(per_op_times(placed, args, profiler.options).node_seconds)
+    if sum(op_s[1].values()) < sum(op_s[0].values()):
+        devices, op_s = [devices[1], devices[0]], [op_s[1], op_s[0]]
+    home, other = devices
+    bindings = op_bindings(model.mod[ENTRY_FUNC])
+    cuttable = {b.node_id for b in bindings if _dims(b.call)}
+    key_ids = set(key_operators({n: t for n, t in op_s[0].items() if n in cuttable}, key_share))
+    store = PatternStore(Path(profiler.db.path).with_name("patterns.json"))
+    keys, fits, prev = [], [], None
+    key_bindings = [b for b in bindings if b.node_id in key_ids]
+    for i, b in enumerate(key_bindings):
+        if progress:
+            progress(b.node_id, i, len(key_bindings))
+        options = []
+        for dim in _dims(b.call).values():
+            patterns = []
+            for dev in (home, other):
+                pattern, fit = _pattern(model, b.node_id, dim, dev, profiler, store, samples)
+                patterns.append(pattern)
+                fits.append(fit)
+            t = traffic(b.call, dim)
+            chains, chained_bytes = _chain(prev, b, dim)
+            times = (patterns[0].predict, patterns[1].predict)
+            sizes = (t.cut_in_bytes, t.whole_in_bytes, t.out_bytes)
+            options.append(DimOption(dim.name, dim.extent, times, *sizes, chains, chained_bytes))
+        keys.append(KeyOp(b.node_id, str(b.call.op.name), tuple(options)))
+        prev = b
+    if progress:
+        progress("done", len(key_bindings), len(key_bindings))
+    link = _link(home, other, profiler)
+    return EopInputs((home.name, other.name), tuple(keys), link, (op_s[0], op_s[1]), tuple(fits))
+
+
+def _dims(call: relax.Call) -> dict[str, SplitDim]:
+    return {k: d for k, d in split_dims(call).items() if d.extent >= MIN_EXTENT}
+
+
+def _pattern(
+    model: Model, node: str, dim: SplitDim, device: DeviceSpec, profiler: Profiler,
+    store: PatternStore, samples: int,
+) -> tuple[Pattern, dict]:  # fmt: skip
+    """The operator's time along ``dim`` on ``device``: swept, fitted, stored."""
+    axes = tuple((k, a) for k, a in enumerate(dim.in_axes) if a is not None)
+    stride = dim.window.stride if dim.window else 1
+    sizes = sample_sizes(dim.extent, samples)
+    swept = profiler.sweep(
+        model.mod, node, Dim(dim.name, axes), [s * stride for s in sizes], device
+    )
+    seconds = [r.median_s for _, r in swept]
+    pattern = fit_pattern(sizes, seconds)
+    key = PatternStore.key(swept[-1][1].workload_key, target_key(device), profiler.mode, dim.name)
+    store.put(key, pattern, sizes, seconds)
+    fit = {
+        "node": node, "op": str(swept[-1][1].workload.get("op", "")),
+        "workload": swept[-1][1].workload_key, "dim": dim.name, "device": device.name,
+        **pattern.to_dict(),
+    }  # fmt: skip
+    return pattern, fit
+
+
+def _chain(prev, binding, dim: SplitDim) -> tuple[str | None, int | None]:
+    """The previous key operator's dimension whose output shards ``binding`` can take along
+    ``dim`` as they are, and the bytes of that argument."""
+    if prev is None or dim.window is not None:
+        return None, None
+    for k, arg in enumerate(binding.call.args):
+        if arg.same_as(prev.var) and dim.in_axes[k] is not None:
+            for name, pdim in _dims(prev.call).items():
+                if pdim.window is None and pdim.out_axis == dim.in_axes[k]:
+                    return name, traffic(prev.call, pdim).out_bytes
+    return None, None
+
+
+def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
+    there = fit_transfer(
+        COPY_SIZES, [r.median_s for r in profiler.profile_transfer(home, other, COPY_SIZES)]
+    )
+    back = fit_transfer(
+        COPY_SIZES, [r.median_s for r in profiler.profile_transfer(other, home, COPY_SIZES)]
+    )
+    local = []
+    for nbytes in COPY_SIZES:
+        mod = local_copy_module(nbytes)
+        local.append(
+            profiler.measure(
+                mod, home, RecordKind.OP, {"op": "slice+concat", "bytes": nbytes}
+            ).median_s
+        )
+    gpu = [d.kind is not DeviceKind.CPU for d in (home, other)]
+    return Link(there.seconds, back.seconds, fit_transfer(COPY_SIZES, local).seconds, sum(gpu) == 1)
+
+
+STRATEGIES = ("eop", "equal", "fixed", "home", "other")
+"""EOP and the paper's baselines: Equal (0.5), Fixed (model speedup), each single device."""
+
+
+def plan(inputs: EopInputs, strategy: str = "eop", span: float = 0.01) -> SplitPlan:
+    """``strategy``'s plan from measured inputs (``home`` / ``other``: one device only)."""
+    keys, link, devices = inputs.keys, inputs.link, inputs.devices
+    if strategy == "eop":
+        return plan_eop(keys, link, devices, inputs.rest_s, span)
+    if strategy == "equal":
+        return plan_fixed_ratio(keys, link, devices, 0.5, inputs.rest_s, "equal")
+    if strategy == "fixed":
+        speedup = sum(inputs.op_s[0].values()) / sum(inputs.op_s[1].values())
+        return plan_fixed_ratio(keys, link, devices, speedup / (1 + speedup), inputs.rest_s)
+    if strategy == "home":
+        return plan_fixed_ratio(keys, link, devices, 0.0, inputs.rest_s, "home")
+    if strategy == "other":
+        total = sum(inputs.op_s[1].values())
+        return SplitPlan("other", devices[::-1], (), total, {"single": devices[1]})
+    raise ValueError(f"eop: unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
