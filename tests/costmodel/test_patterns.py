@@ -61,3 +61,11 @@ def test_store_roundtrip(tmp_path):
     assert again.get(key) == pattern
     assert again.get("missing") is None
     assert again.entries[key]["sizes"] == sizes
+
+
+def test_fits_never_have_a_negative_intercept():
+    """A negative intercept would predict two halves cheaper than the whole on one device."""
+    sizes = [4, 8, 12, 16]
+    pattern = fit_pattern(sizes, [1e-6, 5e-6, 9e-6, 13e-6])  # t = 1e-6 * x - 3e-6
+    assert pattern.params[-1 if pattern.kind == "linear" else 1] >= 0
+    assert 2 * pattern.predict(8) >= pattern.predict(16) * 0.999

@@ -165,3 +165,17 @@ def test_zoo_models_cut_everywhere_compute_the_same(name, two_cpus):
     want = api.reference_outputs(model, inputs, two_cpus[0])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_accelerators_shard_is_emitted_first():
+    """A GPU home device and a CPU second device: the GPU shard is launched before the CPU's."""
+    mod = MatmulRelu.clone()
+    gpu_home = tvm.IRModule(mod.functions, global_infos={"vdevice": [
+        I.vdevice("cuda", 0), I.vdevice("llvm", 0)]})  # fmt: skip
+    after = _realize(gpu_home, {"y": {"dim": "M", "shares": [6, 2]}})
+    names = [b.var.name for b in after["main"].body.blocks[0].bindings]
+    assert names.index("y_0") < names.index("y_1")
+    after = _realize(MatmulRelu, {"y": {"dim": "M", "shares": [6, 2]}})
+    names = [b.var.name for b in after["main"].body.blocks[0].bindings]
+    assert names.index("y_1") < names.index("y_0")
+    assert {"y_in0_0", "y_in0_1", "y_in0_dev", "y_in1_dev", "y_1_home"} <= set(names)

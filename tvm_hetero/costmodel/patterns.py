@@ -87,10 +87,13 @@ def _evaluate(kind: PatternKind, params: Sequence[float], sizes: np.ndarray) -> 
 
 
 def _lstsq(feature: np.ndarray, times: np.ndarray) -> tuple[float, float, float]:
-    """``times ~ a * feature + b``: ``(a, b, squared error)``."""
+    """``times ~ a * feature + b`` with ``b >= 0`` (no work never takes negative time: a negative
+    intercept would make any cut look cheaper than the whole): ``(a, b, squared error)``."""
     design = np.stack([feature, np.ones_like(feature)], axis=1)
     (a, b), *_ = np.linalg.lstsq(design, times, rcond=None)
-    return float(a), float(b), float(np.sum((design @ (a, b) - times) ** 2))
+    if b < 0:
+        a, b = float(feature @ times / (feature @ feature)), 0.0
+    return float(a), float(b), float(np.sum((a * feature + b - times) ** 2))
 
 
 def _steps(max_size: float) -> list[int]:

@@ -89,7 +89,8 @@ class _Splitter(PyExprMutator):
         self.home: VDevice = vdevices[0]
         self.other: VDevice | None = vdevices[1] if len(vdevices) > 1 else None
         # the accelerator's shard goes first: its launch returns at once, the CPU's does not
-        self.home_first = self.other is not None and _is_cpu(self.other) and not _is_cpu(self.home)
+        home_first = self.other is not None and _is_cpu(self.other) and not _is_cpu(self.home)
+        self.order = -1 if home_first else 1
         self.plan = {}
         for b in op_bindings(func):
             if b.node_id in splits:
@@ -111,24 +112,32 @@ class _Splitter(PyExprMutator):
         var, dim, (n0, n1) = planned
         name = str(var.name)
         if n0 == 0:  # the whole operator on the other device
-            args = [self._to_other(self.visit_expr(a)) for a in call.args]
+            args = [
+                self._to_other(self.visit_expr(a), f"{name}_in{k}_dev")
+                for k, a in enumerate(call.args)
+            ]
             result = self.builder_.emit(_rebuild(call, args, dim, None), f"{name}_1")
             return relax.op.to_vdevice(result, self.home)
         home_args, other_args = [], []
         for k, arg in enumerate(call.args):
-            home, other = self._cut(arg, k, dim, (n0, n1))
+            home, other = self._cut(arg, k, dim, (n0, n1), f"{name}_in{k}")
             home_args.append(home)
             other_args.append(other)
-        other = self.builder_.emit(_rebuild(call, other_args, dim, (n0, dim.extent)), f"{name}_1")
-        home = self.builder_.emit(_rebuild(call, home_args, dim, (0, n0)), f"{name}_0")
+        shards = [
+            (_rebuild(call, other_args, dim, (n0, dim.extent)), f"{name}_1"),
+            (_rebuild(call, home_args, dim, (0, n0)), f"{name}_0"),
+        ]
+        emitted = {hint: self.builder_.emit(expr, hint) for expr, hint in shards[:: self.order]}
+        home, other = emitted[f"{name}_0"], emitted[f"{name}_1"]
         self.shards[var] = _Shards(dim.out_axis, (n0, n1), home, other)
         back = self.builder_.emit(relax.op.to_vdevice(other, self.home), f"{name}_1_home")
         return relax.op.concat([home, back], axis=dim.out_axis)
 
     def _cut(
-        self, arg: relax.Expr, k: int, dim: SplitDim, shares: tuple[int, int]
+        self, arg: relax.Expr, k: int, dim: SplitDim, shares: tuple[int, int], hint: str
     ) -> tuple[relax.Expr, relax.Expr]:
-        """Argument ``k``'s input to the home shard and to the other shard."""
+        """Argument ``k``'s input to the home shard and to the other shard (bindings named
+        ``hint`` + ``_0`` / ``_1`` / ``_dev``, so per-operator timings add up per operator)."""
         axis = dim.in_axes[k]
         kept = self.shards.get(arg) if isinstance(arg, relax.Var) else None
         if (
@@ -138,19 +147,20 @@ class _Splitter(PyExprMutator):
             return kept.home, kept.other
         value = self.visit_expr(arg)
         if axis is None:
-            return value, self._to_other(value)
+            return value, self._to_other(value, f"{hint}_dev")
         n0, _ = shares
         pieces = []
-        for lo, hi in ((0, n0), (n0, dim.extent)):
+        for i, (lo, hi) in enumerate(((0, n0), (n0, dim.extent))):
             start, stop = dim.input_slice(k, lo, hi)
-            pieces.append(
-                self.builder_.emit(relax.op.strided_slice(value, [axis], [start], [stop]))
-            )
-        return pieces[0], self._to_other(pieces[1])
+            sliced = relax.op.strided_slice(value, [axis], [start], [stop])
+            pieces.append(self.builder_.emit(sliced, f"{hint}_{i}"))
+        return pieces[0], self._to_other(pieces[1], f"{hint}_dev")
 
-    def _to_other(self, value: relax.Expr) -> relax.Expr:
+    def _to_other(self, value: relax.Expr, hint: str) -> relax.Expr:
+        """``value`` on the other device (one copy per value, shared by every shard reading it)."""
         if value not in self.copies:
-            self.copies[value] = self.builder_.emit(relax.op.to_vdevice(value, self.other))
+            copy = relax.op.to_vdevice(value, self.other)
+            self.copies[value] = self.builder_.emit(copy, hint)
         return self.copies[value]
 
 

@@ -194,3 +194,21 @@ def plan(inputs: EopInputs, strategy: str = "eop", span: float = 0.01) -> SplitP
         total = sum(inputs.op_s[1].values())
         return SplitPlan("other", devices[::-1], (), total, {"single": devices[1]})
     raise ValueError(f"eop: unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+
+
+def measured_key_ops(
+    model: Model, devices: Sequence[DeviceSpec], plan_: SplitPlan, options=None, runs: int = 5
+) -> dict[str, float]:
+    """Each key operator's measured time inside the planned model (unfused, instrumented run):
+    its shards, the slices and copies ``RealizeOperatorSplits`` emitted for it, and its concat."""
+    from tvm_hetero.api import place
+
+    ordered = [d for n in plan_.devices for d in devices if d.name == n]
+    args = random_args([(i.shape, i.dtype) for i in model.inputs])
+    times = per_op_times(place(model, ordered, plan_), args, options, runs).node_seconds
+    out = {}
+    for s in plan_.splits:
+        name = s.node_id
+        parts = {name, f"{name}_0", f"{name}_1", f"{name}_1_home"}
+        out[name] = sum(t for n, t in times.items() if n in parts or n.startswith(f"{name}_in"))
+    return out
