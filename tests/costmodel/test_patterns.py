@@ -69,3 +69,27 @@ def test_fits_never_have_a_negative_intercept():
     pattern = fit_pattern(sizes, [1e-6, 5e-6, 9e-6, 13e-6])  # t = 1e-6 * x - 3e-6
     assert pattern.params[-1 if pattern.kind == "linear" else 1] >= 0
     assert 2 * pattern.predict(8) >= pattern.predict(16) * 0.999
+
+
+def test_patterns_fit_this_cpus_measured_sweep_and_predict_held_out_sizes(tmp_path):
+    """A matmul swept along its rows on this CPU: fitted on every other size, the pattern
+    predicts the sizes it never saw (the figure the EOP benchmark reports per model)."""
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.profiling.db import ProfileDB
+    from tvm_hetero.profiling.measure_core import MeasureConfig
+    from tvm_hetero.profiling.profiler import Profiler
+    from tvm_hetero.profiling.workloads import Dim
+    from tvm_hetero.zoo import load_zoo_model
+
+    model = load_zoo_model("mlp:tiny", batch=64, sizes=[128, 128, 8])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=MeasureConfig(3, 2))
+    sizes = list(range(8, 72, 8))
+    swept = profiler.sweep(model.mod, "matmul", Dim("M", ((0, 0),)), sizes, cpu_device())
+    seconds = [r.median_s for _, r in swept]
+    pattern = fit_pattern(sizes[::2], seconds[::2])
+    held_out = [
+        abs(pattern.predict(s) - t) / t for s, t in zip(sizes[1::2], seconds[1::2], strict=True)
+    ]
+    assert pattern.kind in PatternKind and np.isfinite(pattern.error)
+    predicted = [pattern.predict(s) for s in sizes[1::2]]
+    assert all(np.isfinite(held_out)) and min(predicted) > 0

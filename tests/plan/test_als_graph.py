@@ -75,3 +75,15 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus):
         np.testing.assert_allclose(
             got[0], api.reference_outputs(model, inputs, two_cpus[0])[0], rtol=1e-5, atol=1e-6
         )
+    # confirmed by measurement: the kept plan is the one measured faster end to end
+    from tvm_hetero.plan.placement import Placement
+    from tvm_hetero.strategies.als import confirm_by_measurement
+
+    first = next(o for o in dcg.ops if 1 in dcg.capable[o])  # neither baseline moves just one
+    moved = Placement(plan.devices, {first: 1}, "als", 1.0)
+    kept, seconds = confirm_by_measurement(model, two_cpus, moved, dcg, costs)
+    assert set(seconds) == {"plan", "baseline"}
+    if kept.strategy == "als-fallback":
+        assert seconds["baseline"] < seconds["plan"] and kept.assignment != moved.assignment
+    else:
+        assert kept == moved and seconds["plan"] <= seconds["baseline"]

@@ -11,7 +11,13 @@ from tvm_hetero.cli.common import console, devices_from_args, model_from_args, t
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.profiling_paths import profiling_runs
-from tvm_hetero.strategies.als import PIM_OPS, dcg_of, measure_costs, plan_als
+from tvm_hetero.strategies.als import (
+    PIM_OPS,
+    confirm_by_measurement,
+    dcg_of,
+    measure_costs,
+    plan_als,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +40,16 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     plan = plan_als(dcg, costs, exact=args.exact, min_gain=args.min_gain)
     plan_s = time.perf_counter() - start
+    if args.confirm:
+        with console().status("timing the plan and the best baseline end to end"):
+            plan, seconds = confirm_by_measurement(
+                model, devices, plan, dcg, costs, BuildOptions(args.cpu_schedule, args.tuning_db)
+            )
+        if seconds:
+            console().print(
+                f"measured end to end: plan {seconds['plan'] * 1e3:.3f} ms, best baseline "
+                f"{seconds['baseline'] * 1e3:.3f} ms -> kept {plan.strategy}"
+            )
     console().print(
         f"{len(runs)} profiling runs measured {len(dcg.ops)} operators and "
         f"{len(dcg.da_edges())} DA edges; planning took {plan_s * 1e3:.1f} ms"

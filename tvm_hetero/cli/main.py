@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="als: keep the best priority baseline unless the optimum is predicted this much "
         "faster (default 0.05; 0 disables the guard)",
     )  # fmt: skip
+    plan.add_argument(
+        "--confirm", action=argparse.BooleanOptionalAction, default=True,
+        help="als: time the plan and the best baseline end to end and keep the faster",
+    )  # fmt: skip
     plan.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
     plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")

@@ -21,7 +21,7 @@ from tvm_hetero.plan.als import (
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun
-from tvm_hetero.profiling.measure_core import random_args
+from tvm_hetero.profiling.measure_core import MeasureConfig, random_args
 from tvm_hetero.profiling.model_run import per_op_times
 
 PIM_OPS = frozenset(
@@ -105,3 +105,34 @@ def plan_als(dcg: DCG, costs: Costs, exact: bool = False, min_gain: float = 0.0)
             assignment, seconds, strategy = baseline, base_s, f"{strategy}-guarded"
     moved = {o: d for o, d in assignment.items() if d != 0}
     return Placement(dcg.devices, moved, strategy, seconds)
+
+
+def confirm_by_measurement(
+    model: Model, devices: Sequence[DeviceSpec], plan: Placement, dcg: DCG, costs: Costs,
+    options: BuildOptions | None = None, config: MeasureConfig | None = None,
+) -> tuple[Placement, dict[str, float]]:  # fmt: skip
+    """Time ``plan`` and the best priority baseline end to end (fused builds, as deployed) and
+    keep the faster: the cost model sums operators measured unfused, so a predicted gain can
+    vanish once the kernels are fused (DUET's fallback to the best single device, for ALS).
+
+    Returns the kept placement (strategy ``...-fallback`` when the baseline won) and the measured
+    seconds of both, keyed ``plan`` and ``baseline``.
+    """
+    from tvm_hetero import api
+
+    assignment, base_s = best_priority_assignment(dcg, costs)
+    baseline = Placement(
+        dcg.devices, {o: d for o, d in assignment.items() if d}, "priority", base_s
+    )
+    if dict(baseline.assignment) == dict(plan.assignment):
+        return plan, {}
+    config = config or MeasureConfig(repeat=7, min_repeat_ms=50)
+    inputs = model.random_inputs()
+    seconds = {
+        label: api.median_seconds(api.compile_model(model, devices, p, options), inputs, config)
+        for label, p in (("plan", plan), ("baseline", baseline))
+    }
+    if seconds["baseline"] < seconds["plan"]:
+        kept = Placement(dcg.devices, baseline.assignment, f"{plan.strategy}-fallback", base_s)
+        return kept, seconds
+    return plan, seconds

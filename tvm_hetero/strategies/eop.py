@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tvm import relax
 
+from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
 from tvm_hetero.costmodel.patterns import Pattern, PatternStore, fit_pattern, sample_sizes
 from tvm_hetero.costmodel.transfer import fit_transfer
@@ -76,6 +77,8 @@ def measure_inputs(
     """Measure everything EOP needs for ``model`` on the two ``devices`` (any order)."""
     if len(devices) != 2:
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
+    if samples < 3:
+        raise ValueError(f"eop: samples must be >= 3 (three patterns to tell apart), got {samples}")
     args = random_args([(i.shape, i.dtype) for i in model.inputs])
     op_s = []
     for dev in devices:
@@ -197,7 +200,11 @@ def plan(inputs: EopInputs, strategy: str = "eop", span: float = 0.01) -> SplitP
 
 
 def measured_key_ops(
-    model: Model, devices: Sequence[DeviceSpec], plan_: SplitPlan, options=None, runs: int = 5
+    model: Model,
+    devices: Sequence[DeviceSpec],
+    plan_: SplitPlan,
+    options: BuildOptions | None = None,
+    runs: int = 5,
 ) -> dict[str, float]:
     """Each key operator's measured time inside the planned model (unfused, instrumented run):
     its shards, the slices and copies ``RealizeOperatorSplits`` emitted for it, and its concat."""

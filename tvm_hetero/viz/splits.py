@@ -33,6 +33,7 @@ def plot_split_plan(plan: SplitPlan, title: str, path: Path) -> Path:
         1, 2, figsize=(14, height), gridspec_kw={"width_ratios": [1, 2]}
     )
     names = [f"{s.node_id} ({s.dim})" for s in splits]
+    bars.tick_params(axis="y", labelsize=7 if len(splits) > 30 else 9)
     alphas = [s.ratios[0] for s in splits]
     betas = [s.ratios[1] for s in splits]
     bars.barh(names, alphas, color=COLORS[0], label=plan.devices[0])
@@ -43,16 +44,17 @@ def plot_split_plan(plan: SplitPlan, title: str, path: Path) -> Path:
     bars.legend(loc="lower right", fontsize=8)
     t = 0.0
     rows = [plan.devices[0], plan.devices[-1], "copies"]
+    bar = {"height": 0.5, "edgecolor": "white", "linewidth": 0.4}
     for s in splits:
-        line.barh(2, s.comm_s * 1e3, left=t * 1e3, color=COLORS[2])
+        line.barh(2, s.comm_s * 1e3, left=t * 1e3, color=COLORS[2], **bar)
         start = t + s.comm_s / 2
         for row in (0, 1):
             if s.times_s[row]:
-                line.barh(row, s.times_s[row] * 1e3, left=start * 1e3, color=COLORS[row])
+                line.barh(row, s.times_s[row] * 1e3, left=start * 1e3, color=COLORS[row], **bar)
         t += s.total_s
-    line.barh(0, plan.rest_s * 1e3, left=t * 1e3, color=COLORS[0], alpha=0.4, hatch="//")
+    line.barh(0, plan.rest_s * 1e3, left=t * 1e3, color=COLORS[0], alpha=0.4, hatch="//", **bar)
     line.set_yticks(range(3), rows)
-    line.invert_yaxis()
+    line.set_ylim(2.8, -0.8)
     line.set_xlabel("predicted ms (key operators in order, then the rest on the home device)")
     fig.suptitle(f"{title}: {plan.strategy}, predicted {plan.predicted_s * 1e3:.3f} ms")
     fig.tight_layout()

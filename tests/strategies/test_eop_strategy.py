@@ -1,0 +1,31 @@
+"""EOP's measuring glue: inputs from real measurements, every strategy's plan, key-op timings."""
+
+import pytest
+
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.strategies import eop
+from tvm_hetero.zoo import load_zoo_model
+
+
+def test_measure_plan_every_strategy_and_time_the_key_operators(tmp_path, two_cpus):
+    model = load_zoo_model("mlp:tiny", batch=16, sizes=[32, 64, 8])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=MeasureConfig(3, 2))
+    inputs = eop.measure_inputs(model, two_cpus, profiler, samples=4)
+    assert set(inputs.devices) == {"cpu", "cpu:1"} and not inputs.link.concurrent
+    assert inputs.keys and all(k.options for k in inputs.keys)
+    assert (tmp_path / "patterns.json").exists() and inputs.fits
+    plans = {s: eop.plan(inputs, s) for s in eop.STRATEGIES}
+    same_home = [plans[s].predicted_s for s in ("equal", "fixed", "home")]
+    assert plans["eop"].predicted_s <= min(same_home) + 1e-12
+    assert all(s.shares[1] for s in plans["equal"].splits)
+    assert plans["other"].devices == inputs.devices[::-1]
+    timed = eop.measured_key_ops(model, two_cpus, plans["equal"])
+    assert set(timed) == {k.node_id for k in inputs.keys} and min(timed.values()) > 0
+    with pytest.raises(ValueError, match="unknown strategy 'best'"):
+        eop.plan(inputs, "best")
+    with pytest.raises(ValueError, match="samples must be >= 3"):
+        eop.measure_inputs(model, two_cpus, profiler, samples=2)
+    with pytest.raises(ValueError, match="exactly two devices"):
+        eop.measure_inputs(model, two_cpus[:1], profiler)
