@@ -179,3 +179,18 @@ def test_the_accelerators_shard_is_emitted_first():
     names = [b.var.name for b in after["main"].body.blocks[0].bindings]
     assert names.index("y_1") < names.index("y_0")
     assert {"y_in0_0", "y_in0_1", "y_in0_dev", "y_in1_dev", "y_1_home"} <= set(names)
+
+
+def test_a_cut_between_cpu_and_cuda_builds_scheduled_gpu_kernels():
+    """Compile-only (no GPU here): every shard on the GPU gets a scheduled CUDA kernel."""
+    from tvm_hetero.build.multi_device import module_kinds
+    from tvm_hetero.devices.discover import resolve_device
+
+    model = load_zoo_model("mlp:tiny")
+    devices = [resolve_device("cpu"), resolve_device("cuda:0")]
+    plan = _cut_everything(model, fraction=2)
+    plan = SplitPlan("test", ("cpu", "cuda:0"), plan.splits)
+    compiled = api.compile_model(model, devices, plan)
+    assert "cuda" in module_kinds(compiled.executable.mod)
+    gpu = [c for c in api.kernel_schedules(compiled) if c.target.startswith("cuda")]
+    assert gpu and all(c.label.startswith("dlight:") for c in gpu), gpu
