@@ -136,6 +136,8 @@ def test_annotation_is_checked_and_recorded():
         AnnotateOperatorSplits({"y": {"dim": "H", "shares": [6, 2]}})(MatmulRelu)
     with pytest.raises(ValueError, match="sum to 8"):
         AnnotateOperatorSplits({"y": {"dim": "M", "shares": [6, 3]}})(MatmulRelu)
+    with pytest.raises(ValueError, match="the entry of operator 'y' must be"):
+        AnnotateOperatorSplits({"y": {"shares": [6, 2]}})
     with pytest.raises(ValueError, match="unknown operator id 'nope'"):
         AnnotateOperatorSplits({"nope": {"dim": "M", "shares": [6, 2]}})(MatmulRelu)
 

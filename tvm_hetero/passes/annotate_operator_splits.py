@@ -34,8 +34,17 @@ class AnnotateOperatorSplits:
     """
 
     def __init__(self, splits: Mapping[str, Mapping[str, Any]], func_name: str = ENTRY_FUNC):
-        self.splits = {str(k): {"dim": str(v["dim"]), "shares": [int(x) for x in v["shares"]]}
-                       for k, v in splits.items()}  # fmt: skip
+        self.splits = {}
+        for node, entry in splits.items():
+            try:
+                self.splits[str(node)] = {
+                    "dim": str(entry["dim"]), "shares": [int(x) for x in entry["shares"]]
+                }  # fmt: skip
+            except (KeyError, TypeError, ValueError) as err:
+                raise ValueError(
+                    f"AnnotateOperatorSplits: the entry of operator {node!r} must be "
+                    f'{{"dim": NAME, "shares": [home units, other units]}}, got {entry!r}'
+                ) from err
         self.func_name = func_name
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:

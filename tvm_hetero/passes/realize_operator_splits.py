@@ -95,7 +95,12 @@ class _Splitter(PyExprMutator):
         for b in op_bindings(func):
             if b.node_id in splits:
                 entry = splits[b.node_id]
-                dim = split_dims(b.call)[entry["dim"]]
+                dim = split_dims(b.call).get(entry["dim"])
+                if dim is None:
+                    raise ValueError(
+                        f"RealizeOperatorSplits: operator {b.node_id!r} cannot be cut along "
+                        f"{entry['dim']!r}; annotate with AnnotateOperatorSplits"
+                    )
                 self.plan[b.call] = (b.var, dim, tuple(entry["shares"]))
         self.shards: dict[relax.Var, _Shards] = {}
         self.copies: dict[relax.Expr, relax.Expr] = {}
