@@ -20,6 +20,7 @@ from tvm_hetero.passes import (
     AnnotateOperatorSplits,
     DeclareVDevices,
     InferKernelVDevices,
+    PackConstantWeights,
     PlaceOperators,
     RealizeOperatorSplits,
     RestoreKernelTargets,
@@ -33,6 +34,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "RealizeOperatorSplits": RealizeOperatorSplits,
     "InferKernelVDevices": InferKernelVDevices,
     "RestoreKernelTargets": RestoreKernelTargets,
+    "PackConstantWeights": PackConstantWeights,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
     "LegalizeOps": relax.transform.LegalizeOps,
@@ -49,6 +51,7 @@ OWN_PASSES = (
     "RealizeOperatorSplits",
     "InferKernelVDevices",
     "RestoreKernelTargets",
+    "PackConstantWeights",
 )
 
 
@@ -143,7 +146,8 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: legalize, repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, fuse within one "
-            "device only, and restore the kernel targets fusion drops.",
+            "device only, restore the kernel targets fusion drops, and lay constant matmul "
+            "weights of CPU kernels out in the CPU rule's panels.",
             (),
             (
                 Step("RealizeVDevice"),
@@ -154,6 +158,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("FuseOps"),
                 Step("FuseTIR"),
                 Step("RestoreKernelTargets"),
+                Step("PackConstantWeights"),
                 Step("DeadCodeElimination"),
             ),
         ),
@@ -169,6 +174,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
                 Step("RestoreKernelTargets"),
+                Step("PackConstantWeights"),
                 Step("DeadCodeElimination"),
             ),
         ),

@@ -66,7 +66,7 @@ class Matmul(CpuRule):
         mr = largest_divisor(rows, ROWS_PER_TILE)
 
         sch.compute_inline(reindex_a)
-        if _columns_contiguous(sch, main, reindex_b):
+        if _columns_contiguous(sch, main, reindex_b, nr):
             inline_producers(sch, main)
         else:  # B packed into NR-wide panels, K-major inside a panel
             sch.transform_layout(reindex_b, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
@@ -95,12 +95,16 @@ class Matmul(CpuRule):
 
 
 def _columns_contiguous(
-    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, reindex_b: s_tir.schedule.SBlockRV
+    sch: s_tir.Schedule,
+    main: s_tir.schedule.SBlockRV,
+    reindex_b: s_tir.schedule.SBlockRV,
+    nr: int,
 ) -> bool:
-    """Whether ``B`` (with its producers inlined) is read with the column ``j`` innermost.
+    """Whether ``B`` (with its producers inlined) is read with the column ``j`` innermost, or
+    ``j % NR`` innermost (weights ``PackConstantWeights`` laid out in panels at compile time).
 
     Then the tile's loads are already contiguous vectors and packing would only add a pass over
-    ``B`` per call (weights are ``[K, N]`` after their transposes are folded at compile time).
+    ``B`` per call.
     """
     probe = sch.copy()
     probe.compute_inline(reindex_b)
@@ -108,7 +112,16 @@ def _columns_contiguous(
     block = probe.get(main)
     j = block.iter_vars[2].var
     uses_j = [read for read in block.reads if any(_uses(r.min, j) for r in read.region)]
-    return bool(uses_j) and all(read.region[-1].min.same_as(j) for read in uses_j)
+    return bool(uses_j) and all(_is_column(read.region[-1].min, j, nr) for read in uses_j)
+
+
+def _is_column(index: tirx.PrimExpr, j: tirx.Var, nr: int) -> bool:
+    if index.same_as(j):
+        return True
+    return (
+        isinstance(index, tirx.FloorMod) and index.a.same_as(j)
+        and isinstance(index.b, tirx.IntImm) and int(index.b) == nr
+    )  # fmt: skip
 
 
 def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
@@ -116,9 +129,15 @@ def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
 
 
 def _plain_indices(block: s_tir.SBlock) -> bool:
-    """Whether every read index is a bare iterator or a constant (no windows, no strides)."""
-    return all(
-        isinstance(r.min, tirx.Var | tirx.IntImm) and int(r.extent) == 1
-        for read in block.reads
-        for r in read.region
-    )
+    """Whether every read index is a bare iterator, a constant, or an iterator split by a
+    constant (``j // NR``, ``j % NR``: weights in panels), i.e. no windows and no strides."""
+    return all(_plain(r.min) and int(r.extent) == 1 for read in block.reads for r in read.region)
+
+
+def _plain(index: tirx.PrimExpr) -> bool:
+    if isinstance(index, tirx.Var | tirx.IntImm):
+        return True
+    return (
+        isinstance(index, tirx.FloorDiv | tirx.FloorMod)
+        and isinstance(index.a, tirx.Var) and isinstance(index.b, tirx.IntImm)
+    )  # fmt: skip

@@ -1,0 +1,134 @@
+"""PackConstantWeights: store constant matmul weights of CPU kernels in register-tile panels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tvm
+from tvm import relax, s_tir, tirx
+from tvm.ir import IRModule
+from tvm.ir.expr import Constant
+from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
+
+from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
+from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.schedules.cpu.common import largest_divisor, output_bits, vector_lanes
+from tvm_hetero.schedules.cpu.matmul import MIN_COLS
+
+
+@tvm.transform.module_pass(opt_level=0, name="PackConstantWeights")
+class PackConstantWeights:
+    """Lay out constant ``[K, N]`` matmul weights of CPU kernels as ``[N / NR, K, NR]`` panels.
+
+    The CPU matmul rule's register tile reads ``NR`` consecutive columns of ``B`` for each ``k``;
+    in ``[K, N]`` layout those rows lie ``N`` elements apart (a new page every few ``k`` for wide
+    layers), in panels they are consecutive. Doing the layout change once at compile time costs
+    nothing at run time (packing per call costs a pass over the weights). ``NR`` is the rule's
+    (two vectors of the kernel's target).
+
+    Notes
+    -----
+    Run after ``FuseTIR`` and ``RestoreKernelTargets`` (kernels carry targets, weights are
+    ``call_tir`` constants). A kernel is rewritten only when it is a matmul the rule tiles (more
+    than one row, at least ``MIN_COLS`` columns), its target is a CPU, and every call passes a
+    constant at that argument; its ``B`` buffer becomes the panel layout (a new kernel
+    ``<name>_panels``; the old one is left for ``DeadCodeElimination``), so numbers are unchanged.
+    """
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Rewrite the kernels and their constants; ``mod`` is left unchanged."""
+        names = [gv.name_hint for gv in mod.get_global_vars()]
+        if ENTRY_FUNC not in names:
+            return mod
+        calls: dict[tvm.ir.GlobalVar, list[relax.Call]] = {}
+        for b in op_bindings(mod[ENTRY_FUNC]):
+            if isinstance(b.call.op, tvm.ir.Op) and b.call.op.name == CALL_TIR_OP:
+                calls.setdefault(b.call.args[0], []).append(b.call)
+        packed = {}
+        for gv, sites in calls.items():
+            func = mod[gv]
+            found = _packed_kernel(func) if isinstance(func, PrimFunc) else None
+            if found is None:
+                continue
+            index, nr, new_func = found
+            if all(isinstance(c.args[1].fields[index], Constant) for c in sites):
+                packed[gv] = (index, nr, new_func)
+        if not packed:
+            return mod
+        return _Repacker(mod, packed).run()
+
+
+def _packed_kernel(func: PrimFunc) -> tuple[int, int, PrimFunc] | None:
+    """``(argument index, NR, kernel reading that argument as panels)`` or ``None``."""
+    target = func.attrs.get("target") if func.attrs else None
+    if target is None or str(target.kind.name) != "llvm":
+        return None
+    sch = s_tir.Schedule(func)
+    reductions = get_reduction_blocks(sch, sch.get_child_blocks(sch.get_sblock("root")))
+    if not reductions or len(reductions) != 1 or get_index_map(sch.get(reductions[0])) is None:
+        return None
+    main = reductions[0]
+    block = sch.get(main)
+    reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
+    out_shape = [int(s) for s in block.writes[0].source.shape]
+    if math.prod(out_shape[:-1]) < 2 or out_shape[-1] < MIN_COLS:
+        return None  # not a kernel the matmul rule tiles (GEMV, too few columns)
+    params = [str(p.name) for p in func.params]
+    for i, read in enumerate(block.reads):
+        buf = read.source
+        if len(buf.shape) != 2 or str(buf.name) not in params:
+            continue
+        row, col = (r.min for r in read.region)
+        if not (isinstance(row, tirx.Var) and any(row.same_as(v) for v in reduce)):
+            continue
+        if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
+            continue
+        cols = int(buf.shape[1])
+        nr = largest_divisor(cols, 2 * vector_lanes(target, output_bits(sch, main)))
+        if nr < 2 or cols != out_shape[-1]:
+            return None
+        sch.transform_layout(main, ("read", i), _panels(nr))
+        return params.index(str(buf.name)), nr, sch.mod["main"].with_attrs(func.attrs)
+    return None
+
+
+def _panels(nr: int):
+    """Index map ``[K, N] -> [N / nr, K, nr]``."""
+    return lambda k, j: (j // nr, k, j % nr)
+
+
+@mutator
+class _Repacker(PyExprMutator):
+    def __init__(self, mod: IRModule, packed: dict) -> None:
+        super().__init__(mod)
+        self.mod_, self.packed = mod, packed
+
+    def run(self) -> IRModule:
+        # a new GlobalVar per packed kernel: a GlobalVar keeps the type of its first function
+        self.kernels = {
+            kernel: self.builder_.add_func(new_func, f"{kernel.name_hint}_panels")
+            for kernel, (_, _, new_func) in self.packed.items()
+        }
+        gv = self.mod_.get_global_var(ENTRY_FUNC)
+        self.builder_.update_func(gv, self.visit_expr(self.mod_[gv]))
+        return self.builder_.get()
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP):
+            return call
+        found = self.packed.get(call.args[0])
+        if found is None:
+            return call
+        index, nr, _ = found
+        fields = list(call.args[1].fields)
+        weight = fields[index].value.numpy()
+        k, n = weight.shape
+        panels = np.ascontiguousarray(weight.reshape(k, n // nr, nr).transpose(1, 0, 2))
+        fields[index] = relax.const(panels)
+        kernel = self.kernels[call.args[0]]
+        return relax.Call(call.op, [kernel, relax.Tuple(fields), *call.args[2:]],
+                          call.attrs, call.ty_args)  # fmt: skip
