@@ -70,6 +70,17 @@ def placement_from_rules(
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 
 
+def in_plan_order(devices: Sequence[DeviceSpec], plan: Placement | SplitPlan) -> list[DeviceSpec]:
+    """``devices`` reordered as ``plan`` lists them (its home device first)."""
+    by_name = {d.name: d for d in devices}
+    missing = [n for n in plan.devices if n not in by_name]
+    if missing:
+        raise SpecError(
+            f"the plan uses devices {missing}; give them ({[d.name for d in devices]} given)"
+        )
+    return [by_name[n] for n in plan.devices]
+
+
 def place(
     model: Model, devices: Sequence[DeviceSpec], placement: Placement | SplitPlan
 ) -> tvm.IRModule:

@@ -87,7 +87,7 @@ def one(name: str, seq: int) -> dict:
     }
     measured = {}
     for label, assignment in assignments.items():
-        placement = Placement(tuple(names), {o: d for o, d in assignment.items() if d})
+        placement = Placement.of(names, assignment)
         measured[label] = {
             "measured_ms": latency_ms(model, devices, placement, inputs),
             "predicted_ms": total_time(dcg, costs, assignment) * 1e3,

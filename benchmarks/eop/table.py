@@ -55,7 +55,7 @@ def one(name: str, device_names: list[str], db: Path) -> dict:
         start = time.perf_counter()
         plan = eop.plan(inputs, strategy)
         plan_s = time.perf_counter() - start
-        ordered = [d for n in plan.devices for d in devices if d.name == n]
+        ordered = api.in_plan_order(devices, plan)
         compiled[strategy] = api.compile_model(model, ordered, plan)
         err = api.max_abs_error(api.run_model(compiled[strategy], x), reference)
         rows[strategy] = {

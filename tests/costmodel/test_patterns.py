@@ -57,6 +57,7 @@ def test_store_roundtrip(tmp_path):
     store = PatternStore(tmp_path / "patterns.json")
     key = PatternStore.key("wl", "llvm", "rules:v2", "M")
     store.put(key, pattern, sizes, [1e-5 * s for s in sizes])
+    store.save()
     again = PatternStore(tmp_path / "patterns.json")
     assert again.get(key) == pattern
     assert again.get("missing") is None
@@ -93,3 +94,16 @@ def test_patterns_fit_this_cpus_measured_sweep_and_predict_held_out_sizes(tmp_pa
     assert pattern.kind in PatternKind and np.isfinite(pattern.error)
     predicted = [pattern.predict(s) for s in sizes[1::2]]
     assert all(np.isfinite(held_out)) and min(predicted) > 0
+
+
+def test_store_fits_each_sample_set_once(tmp_path):
+    sizes = sample_sizes(16)
+    store = PatternStore(tmp_path / "patterns.json")
+    first = store.fit("k", sizes, [1e-5 * s for s in sizes])
+    store.entries["k"]["pattern"]["error"] = -1.0  # marks the stored fit
+    assert store.fit("k", sizes, [1e-5 * s for s in sizes]).error == -1.0  # reused, not refitted
+    refit = store.fit("k", sizes, [2e-5 * s for s in sizes])  # new samples: a new fit
+    assert refit.error >= 0 and refit.params != first.params
+    assert not (tmp_path / "patterns.json").exists()  # written by save() only
+    store.save()
+    assert PatternStore(tmp_path / "patterns.json").get("k") == refit

@@ -47,3 +47,11 @@ def test_summarize_counts_cross_device_bytes():
         "flops_share": 0.5,
     }
     assert rows[1]["copies_in"] == 1 and rows[1]["bytes_in"] == 100 and rows[1]["flops"] == 50
+
+
+def test_placement_of_a_full_assignment_lists_only_moved_operators():
+    from tvm_hetero.plan.placement import Placement
+
+    p = Placement.of(["cpu", "cpu:1"], {"a": 0, "b": 1, "c": 0}, "als", 2.0)
+    assert p == Placement(("cpu", "cpu:1"), {"b": 1}, "als", 2.0)
+    assert [p.device_of(o) for o in "abc"] == [0, 1, 0]

@@ -37,15 +37,6 @@ def schedule_table(choices) -> object:
     return table(f"Kernel schedules ({summary})", ["kernel", "target", "schedule"], rows)
 
 
-def _in_plan_order(devices, names):
-    """The devices reordered as the plan lists them (its home device first)."""
-    by_name = {d.name: d for d in devices}
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise ValueError(f"compile: the plan uses devices {missing}; give them with --device")
-    return [by_name[n] for n in names]
-
-
 def run(args: argparse.Namespace) -> int:
     """Place, build, save; with --check also run and compare with one device."""
     model = model_from_args(args)
@@ -68,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(placement, SplitPlan):
         from tvm_hetero.cli.eop import split_table
 
-        devices = _in_plan_order(devices, placement.devices)
+        devices = api.in_plan_order(devices, placement)
         console().print(split_table(placement))
     else:
         console().print(placement_table(model, placement))

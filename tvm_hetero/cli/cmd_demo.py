@@ -109,7 +109,7 @@ def _eop(model, devices, inputs, ref, repeat: int) -> bool:
         if strategy == "eop":
             out.print(split_table(plan))
             out.print(f"plan chart: {plot_split_plan(plan, model.name, OUT_DIR / 'demo_eop.png')}")
-        ordered = [d for n in plan.devices for d in devices if d.name == n]
+        ordered = api.in_plan_order(devices, plan)
         got, median = _timed(api.compile_model(model, ordered, plan), inputs, repeat)
         err = api.max_abs_error(got, ref)
         ok = ok and err <= 1e-4 * max(float(np.max(np.abs(r))) for r in ref) + 1e-5

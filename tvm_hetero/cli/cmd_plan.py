@@ -33,18 +33,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--pim {args.pim!r}: must be one of the non-home devices {names[1:]}")
     dcg = dcg_of(OpGraph.from_module(model.mod), names, {args.pim: PIM_OPS} if args.pim else None)
     runs = profiling_runs(dcg)
+    options = BuildOptions(args.cpu_schedule, args.tuning_db)
     with console().status(f"executing {len(runs)} profiling runs"):
-        costs = measure_costs(
-            model, devices, dcg, runs, BuildOptions(args.cpu_schedule, args.tuning_db)
-        )
+        costs = measure_costs(model, devices, dcg, runs, options)
     start = time.perf_counter()
     plan = plan_als(dcg, costs, exact=args.exact, min_gain=args.min_gain)
     plan_s = time.perf_counter() - start
     if args.confirm:
         with console().status("timing the plan and the best baseline end to end"):
-            plan, seconds = confirm_by_measurement(
-                model, devices, plan, dcg, costs, BuildOptions(args.cpu_schedule, args.tuning_db)
-            )
+            plan, seconds = confirm_by_measurement(model, devices, plan, dcg, costs, options)
         if seconds:
             console().print(
                 f"measured end to end: plan {seconds['plan'] * 1e3:.3f} ms, best baseline "

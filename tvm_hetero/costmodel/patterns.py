@@ -193,12 +193,28 @@ class PatternStore:
         entry = self.entries.get(key)
         return Pattern.from_dict(entry["pattern"]) if entry else None
 
+    def fit(self, key: str, sizes: Sequence[int], seconds: Sequence[float]) -> Pattern:
+        """The pattern of these samples: the stored one when it was fitted on exactly them (an
+        identical operator, or an earlier run served from the profile database), else a new
+        fit, stored."""
+        entry = self.entries.get(key)
+        samples = {"sizes": [int(s) for s in sizes], "seconds": [float(s) for s in seconds]}
+        if entry and all(entry[k] == v for k, v in samples.items()):
+            return Pattern.from_dict(entry["pattern"])
+        pattern = fit_pattern(sizes, seconds)
+        self.put(key, pattern, sizes, seconds)
+        return pattern
+
     def put(self, key: str, pattern: Pattern, sizes: Sequence[int], seconds: Sequence[float]):
-        """Store (and save) a pattern with its samples."""
+        """Store a pattern with its samples (written by :meth:`save`)."""
         self.entries[key] = {
             "pattern": pattern.to_dict(),
             "sizes": [int(s) for s in sizes],
             "seconds": [float(s) for s in seconds],
         }
+
+    def save(self) -> Path:
+        """Write every entry to :attr:`path`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
+        return self.path

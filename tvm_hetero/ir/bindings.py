@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import tvm
 from tvm import relax
 
 
@@ -63,3 +64,12 @@ def op_bindings(func: relax.Function) -> list[OpBinding]:
         used.add(node_id)
         result.append(OpBinding(node_id, b, i, binding.var, value))
     return result
+
+
+def function_named(mod: tvm.IRModule, name: str, owner: str) -> relax.Function:
+    """``mod[name]``, or a ``ValueError`` that names ``owner`` (the pass asking) and the
+    functions the module has."""
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    if name not in names:
+        raise ValueError(f"{owner}: no function {name!r}; functions: {names}")
+    return mod[name]

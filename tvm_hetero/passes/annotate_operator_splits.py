@@ -10,7 +10,7 @@ import tvm
 from tvm.ir import IRModule
 
 from tvm_hetero.ir.attrs import ENTRY_FUNC, SPLITS_ATTR
-from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.bindings import function_named, op_bindings
 from tvm_hetero.ir.split_dims import split_dims
 
 
@@ -49,12 +49,7 @@ class AnnotateOperatorSplits:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Check the plan against the operators and attach it; ``mod`` is left unchanged."""
-        names = [gv.name_hint for gv in mod.get_global_vars()]
-        if self.func_name not in names:
-            raise ValueError(
-                f"AnnotateOperatorSplits: no function {self.func_name!r}; functions: {names}"
-            )
-        func = mod[self.func_name]
+        func = function_named(mod, self.func_name, "AnnotateOperatorSplits")
         calls = {b.node_id: b.call for b in op_bindings(func)}
         for node, entry in self.splits.items():
             _check(node, entry, calls)

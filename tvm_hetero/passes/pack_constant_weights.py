@@ -15,8 +15,8 @@ from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import op_bindings
-from tvm_hetero.schedules.cpu.common import largest_divisor, output_bits, vector_lanes
-from tvm_hetero.schedules.cpu.matmul import MIN_COLS
+from tvm_hetero.schedules.cpu.common import output_bits
+from tvm_hetero.schedules.cpu.matmul import panel_width
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackConstantWeights")
@@ -32,9 +32,9 @@ class PackConstantWeights:
     Notes
     -----
     Run after ``FuseTIR`` and ``RestoreKernelTargets`` (kernels carry targets, weights are
-    ``call_tir`` constants). A kernel is rewritten only when it is a matmul the rule tiles (more
-    than one row, at least ``MIN_COLS`` columns), its target is a CPU, and every call passes a
-    constant at that argument; its ``B`` buffer becomes the panel layout (a new kernel
+    ``call_tir`` constants). A kernel is rewritten only when it is a matmul the rule tiles
+    (``panel_width``, the rule's own test and tile width), its target is a CPU, and every call
+    passes a constant at that argument; its ``B`` buffer becomes the panel layout (a new kernel
     ``<name>_panels``; the old one is left for ``DeadCodeElimination``), so numbers are unchanged.
     """
 
@@ -74,8 +74,10 @@ def _packed_kernel(func: PrimFunc) -> tuple[int, int, PrimFunc] | None:
     block = sch.get(main)
     reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
     out_shape = [int(s) for s in block.writes[0].source.shape]
-    if math.prod(out_shape[:-1]) < 2 or out_shape[-1] < MIN_COLS:
-        return None  # not a kernel the matmul rule tiles (GEMV, too few columns)
+    bits = output_bits(sch, main)
+    nr = panel_width(target, bits, math.prod(out_shape[:-1]), out_shape[-1])
+    if nr is None:
+        return None  # not a kernel the matmul rule tiles
     params = [str(p.name) for p in func.params]
     for i, read in enumerate(block.reads):
         buf = read.source
@@ -86,9 +88,7 @@ def _packed_kernel(func: PrimFunc) -> tuple[int, int, PrimFunc] | None:
             continue
         if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
             continue
-        cols = int(buf.shape[1])
-        nr = largest_divisor(cols, 2 * vector_lanes(target, output_bits(sch, main)))
-        if nr < 2 or cols != out_shape[-1]:
+        if int(buf.shape[1]) != out_shape[-1]:
             return None
         sch.transform_layout(main, ("read", i), _panels(nr))
         return params.index(str(buf.name)), nr, sch.mod["main"].with_attrs(func.attrs)

@@ -11,7 +11,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import TensorType, TupleType, VDevice, vdevice_equal
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC, HINT_OP
-from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.bindings import function_named, op_bindings
 
 _DEVICE_OPS = (COPY_OP, HINT_OP)
 
@@ -53,10 +53,7 @@ class PlaceOperators:
                 f"PlaceOperators: device indices {bad} out of range; the module declares "
                 f"{len(vdevices)} vdevice(s)"
             )
-        names = [gv.name_hint for gv in mod.get_global_vars()]
-        if self.func_name not in names:
-            raise ValueError(f"PlaceOperators: no function {self.func_name!r}; functions: {names}")
-        func = mod[self.func_name]
+        func = function_named(mod, self.func_name, "PlaceOperators")
         ids = {b.node_id: b.call for b in op_bindings(func)}
         unknown = sorted(set(self.assignment) - set(ids))
         if unknown:

@@ -14,7 +14,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import VDevice
 from tvm_hetero.ir.attrs import ENTRY_FUNC, SPLITS_ATTR
-from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.bindings import function_named, op_bindings
 from tvm_hetero.ir.split_dims import SplitDim, split_dims
 
 
@@ -49,10 +49,7 @@ class RealizeOperatorSplits:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Rewrite ``mod[func_name]``; the input module is left unchanged."""
-        names = [gv.name_hint for gv in mod.get_global_vars()]
-        if self.func_name not in names:
-            raise ValueError(f"RealizeOperatorSplits: no function {self.func_name!r}; {names}")
-        func = mod[self.func_name]
+        func = function_named(mod, self.func_name, "RealizeOperatorSplits")
         raw = (func.attrs or {}).get(SPLITS_ATTR)
         if raw is None:
             return mod

@@ -46,6 +46,15 @@ class Placement:
                     f"valid indices are 0..{len(self.devices) - 1} ({', '.join(self.devices)})"
                 )
 
+    @classmethod
+    def of(
+        cls, devices: Sequence[str], assignment: Mapping[str, int], strategy: str = "manual",
+        predicted_s: float | None = None,
+    ) -> Placement:  # fmt: skip
+        """A placement from a full assignment: operators on the home device go unlisted."""
+        moved = {o: d for o, d in assignment.items() if d != 0}
+        return cls(tuple(devices), moved, strategy, predicted_s)
+
     def device_of(self, node_id: str) -> int:
         """Device index of an operator (0 when unlisted)."""
         return self.assignment.get(node_id, 0)

@@ -103,8 +103,7 @@ def plan_als(dcg: DCG, costs: Costs, exact: bool = False, min_gain: float = 0.0)
         baseline, base_s = best_priority_assignment(dcg, costs)
         if seconds > (1 - min_gain) * base_s:
             assignment, seconds, strategy = baseline, base_s, f"{strategy}-guarded"
-    moved = {o: d for o, d in assignment.items() if d != 0}
-    return Placement(dcg.devices, moved, strategy, seconds)
+    return Placement.of(dcg.devices, assignment, strategy, seconds)
 
 
 def confirm_by_measurement(
@@ -121,9 +120,7 @@ def confirm_by_measurement(
     from tvm_hetero import api
 
     assignment, base_s = best_priority_assignment(dcg, costs)
-    baseline = Placement(
-        dcg.devices, {o: d for o, d in assignment.items() if d}, "priority", base_s
-    )
+    baseline = Placement.of(dcg.devices, assignment, "priority", base_s)
     if dict(baseline.assignment) == dict(plan.assignment):
         return plan, {}
     config = config or MeasureConfig(repeat=7, min_repeat_ms=50)

@@ -17,7 +17,7 @@ from tvm import relax
 
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
-from tvm_hetero.costmodel.patterns import Pattern, PatternStore, fit_pattern, sample_sizes
+from tvm_hetero.costmodel.patterns import Pattern, PatternStore, sample_sizes
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.frontends.model import Model
@@ -114,6 +114,7 @@ def measure_inputs(
         prev = b
     if progress:
         progress("done", len(key_bindings), len(key_bindings))
+    store.save()
     link = _link(home, other, profiler)
     return EopInputs((home.name, other.name), tuple(keys), link, (op_s[0], op_s[1]), tuple(fits))
 
@@ -126,7 +127,8 @@ def _pattern(
     model: Model, node: str, dim: SplitDim, device: DeviceSpec, profiler: Profiler,
     store: PatternStore, samples: int,
 ) -> tuple[Pattern, dict]:  # fmt: skip
-    """The operator's time along ``dim`` on ``device``: swept, fitted, stored."""
+    """The operator's time along ``dim`` on ``device``: swept, fitted (once per distinct
+    workload and samples), stored."""
     axes = tuple((k, a) for k, a in enumerate(dim.in_axes) if a is not None)
     stride = dim.window.stride if dim.window else 1
     sizes = sample_sizes(dim.extent, samples)
@@ -134,9 +136,8 @@ def _pattern(
         model.mod, node, Dim(dim.name, axes), [s * stride for s in sizes], device
     )
     seconds = [r.median_s for _, r in swept]
-    pattern = fit_pattern(sizes, seconds)
     key = PatternStore.key(swept[-1][1].workload_key, target_key(device), profiler.mode, dim.name)
-    store.put(key, pattern, sizes, seconds)
+    pattern = store.fit(key, sizes, seconds)
     fit = {
         "node": node, "op": str(swept[-1][1].workload.get("op", "")),
         "workload": swept[-1][1].workload_key, "dim": dim.name, "device": device.name,
@@ -208,11 +209,11 @@ def measured_key_ops(
 ) -> dict[str, float]:
     """Each key operator's measured time inside the planned model (unfused, instrumented run):
     its shards, the slices and copies ``RealizeOperatorSplits`` emitted for it, and its concat."""
-    from tvm_hetero.api import place
+    from tvm_hetero.api import in_plan_order, place
 
-    ordered = [d for n in plan_.devices for d in devices if d.name == n]
     args = random_args([(i.shape, i.dtype) for i in model.inputs])
-    times = per_op_times(place(model, ordered, plan_), args, options, runs).node_seconds
+    placed = place(model, in_plan_order(devices, plan_), plan_)
+    times = per_op_times(placed, args, options, runs).node_seconds
     out = {}
     for s in plan_.splits:
         name = s.node_id

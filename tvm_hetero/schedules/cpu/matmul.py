@@ -59,9 +59,8 @@ class Matmul(CpuRule):
             return None
         batches, rows, cols, depth = extents
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
-        lanes = vector_lanes(target, output_bits(sch, main))
-        nr = largest_divisor(cols, 2 * lanes)
-        if rows == 1 or cols < MIN_COLS or nr < 2:
+        nr = panel_width(target, output_bits(sch, main), rows, cols)
+        if nr is None:
             return None
         mr = largest_divisor(rows, ROWS_PER_TILE)
 
@@ -92,6 +91,15 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def panel_width(target: Target, dtype_bits: int, rows: int, cols: int) -> int | None:
+    """``NR``, the columns of the rule's register tile (two vectors when they divide ``cols``),
+    or ``None`` when the rule leaves the kernel alone (one row: GEMV; too few columns)."""
+    nr = largest_divisor(cols, 2 * vector_lanes(target, dtype_bits))
+    if rows == 1 or cols < MIN_COLS or nr < 2:
+        return None
+    return nr
 
 
 def _columns_contiguous(
