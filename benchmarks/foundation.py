@@ -45,7 +45,7 @@ def main() -> None:
     small = load_zoo_model("bert-small")
     devices = [cpu_device(0), cpu_device(1)]
     placement = api.placement_from_rules(small, devices, {"matmul": "cpu:1"})
-    best, median = _best_of(lambda: api.compile_model(small, devices, placement), 3)
+    best, median = _best_of(lambda: api.compile(small, devices, placement), 3)
     rows.append([
         "two-vdevice build of bert-small (4 x 256, seq 128)", "matmul on cpu:1",
         f"{median:.2f} s (best {best:.2f})", "< 60 s", "yes" if median < 60 else "NO",

@@ -22,11 +22,11 @@ from rich.table import Table
 
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.build.runner import time_run
+from tvm_hetero.runtime.vm import time_run
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.zoo import load_zoo_model
@@ -74,7 +74,7 @@ def main() -> None:
     placed = api.place(small, devices, placement)
     args = api.ordered_args(small.inputs, small.random_inputs())
     times = per_op_times(placed, args, runs=3)
-    compiled = api.compile_model(small, devices, placement, BuildOptions(fuse=False))
+    compiled = api.compile(small, devices, placement, BuildOptions(fuse=False))
     vm, home = api.vm_of(compiled)
     e2e = time_run(vm, args, home, repeat=5).median_ms / 1e3
     rows.append(["per-operator times of one run, bert-small on cpu + cpu:1",

@@ -1,4 +1,8 @@
-"""The Python functions behind the CLI and the tutorials: place, compile, run, check."""
+"""The Python interface the CLI and the notebooks call: plan, profile, compile, run, check.
+
+``compile`` places a model by a plan and builds a :class:`Deployment` (units on devices);
+``run`` and ``median_seconds`` run it on the concurrent runtime (:mod:`tvm_hetero.runtime`).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +15,18 @@ from typing import Any
 import numpy as np
 import tvm
 
-from tvm_hetero.build import artifact, runner
-from tvm_hetero.build.multi_device import BuildOptions, build, lower
-from tvm_hetero.build.vdevices import runtime_devices, vdevices_of
-from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
-from tvm_hetero.frontends.model import InputSpec, Model
+from tvm_hetero.build.deploy import build_deployment
+from tvm_hetero.build.multi_device import BuildOptions, lower
+from tvm_hetero.build.vdevices import vdevices_of
+from tvm_hetero.devices.spec import DeviceSpec, SpecError
+from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.placement import Placement, place_by_op_type
-from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.measure import MeasureConfig, choose_number
 from tvm_hetero.schedules import KernelChoice, kernel_choices
 
 
@@ -28,32 +34,15 @@ from tvm_hetero.schedules import KernelChoice, kernel_choices
 class CompiledModel:
     """A model compiled for a list of devices, ready to run or save."""
 
-    executable: tvm.runtime.Executable = field(repr=False)
+    deployment: Deployment = field(repr=False)
     placed: tvm.IRModule = field(repr=False)
     devices: tuple[DeviceSpec, ...]
     placement: Placement | SplitPlan
     model: Model = field(repr=False)
 
-    def meta(self) -> dict[str, Any]:
-        """The JSON description saved next to the library."""
-        return {
-            "model": self.model.name,
-            "source": self.model.source,
-            "inputs": [
-                {"name": i.name, "shape": list(i.shape), "dtype": i.dtype, "high": i.high}
-                for i in self.model.inputs
-            ],
-            "vdevices": [
-                {"name": d.name, "kind": d.kind.value, "index": d.index, "threads": d.threads}
-                for d in self.devices
-            ],
-            "plan": self.placement.to_dict(),
-            "tvm": tvm.__version__,
-        }
-
     def save(self, path: str | Path) -> Path:
         """Write the compiled model to a ``.tar`` that ``tvm-hetero run`` reads."""
-        return artifact.save(self.executable, self.meta(), path)
+        return self.deployment.save(path)
 
 
 def placement_from_rules(
@@ -103,18 +92,20 @@ def place(
     return seq(model.mod)
 
 
-def compile_model(
+def compile(
     model: Model,
     devices: Sequence[DeviceSpec],
     placement: Placement | SplitPlan | None = None,
     options: BuildOptions | None = None,
 ) -> CompiledModel:
-    """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default)."""
+    """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default):
+    one unit per run of operators on one device, one library per device."""
     if not devices:
         raise SpecError("compile: give at least one device")
     placement = placement or Placement(tuple(d.name for d in devices))
     placed = place(model, devices, placement)
-    return CompiledModel(build(placed, options), placed, tuple(devices), placement, model)
+    deployment = build_deployment(model, devices, placed, options, placement.to_dict())
+    return CompiledModel(deployment, placed, tuple(devices), placement, model)
 
 
 def kernel_schedules(
@@ -124,49 +115,52 @@ def kernel_schedules(
     return kernel_choices(lower(compiled.placed, options))
 
 
-def vm_of(compiled: CompiledModel) -> tuple[tvm.runtime.vm.VirtualMachine, tvm.runtime.Device]:
-    """A VM over the compiled model's devices, and its home device."""
-    configure_threads(compiled.devices)
-    devs = runtime_devices(list(compiled.placed.global_infos["vdevice"]))
-    return runner.make_vm(compiled.executable, devs), devs[0]
+def _deployment(compiled: CompiledModel | Deployment) -> Deployment:
+    return compiled.deployment if isinstance(compiled, CompiledModel) else compiled
 
 
-def run_model(compiled: CompiledModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Run a compiled model once."""
-    vm, home = vm_of(compiled)
-    return runner.run(vm, ordered_args(compiled.model.inputs, inputs), home)
+def run(compiled: CompiledModel | Deployment, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Run a compiled model once on the concurrent runtime (one worker per device)."""
+    deployment = _deployment(compiled)
+    with Executor(deployment) as executor:
+        return executor.run(ordered_args(deployment.inputs, inputs))
 
 
 def median_seconds(
-    compiled: CompiledModel, inputs: Mapping[str, np.ndarray], config: MeasureConfig | None = None
+    compiled: CompiledModel | Deployment,
+    inputs: Mapping[str, np.ndarray],
+    config: MeasureConfig | None = None,
 ) -> float:
-    """Median end-to-end time of a compiled model (``time_evaluator``, adaptive repeats)."""
-    from tvm_hetero.profiling.profiler import device_ref
-    from tvm_hetero.profiling.timer import LocalRunner
+    """Median end-to-end time of a compiled model: ``config.repeat`` samples, each the mean of
+    enough runs to last ``config.min_repeat_ms``."""
+    config = config or MeasureConfig()
+    deployment = _deployment(compiled)
+    with Executor(deployment) as executor:
+        tensors = executor.place_inputs(ordered_args(deployment.inputs, inputs))
+        first = executor.time(tensors, repeat=1, warmup=1).median_ms / 1e3
+        number = choose_number(first, config)
+        samples = [
+            executor.time(tensors, repeat=number, warmup=0).mean_ms / 1e3
+            for _ in range(config.repeat)
+        ]
+    return float(np.median(samples))
 
-    configure_threads(compiled.devices)
-    timing = LocalRunner().time(
-        compiled.executable, [device_ref(d) for d in compiled.devices],
-        ordered_args(compiled.model.inputs, inputs), config or MeasureConfig(),
-    )  # fmt: skip
-    return float(np.median(timing.samples_s))
+
+def load(path: str | Path) -> Deployment:
+    """A saved compiled model, its libraries loaded (fails clearly where a device is missing)."""
+    from tvm_hetero.runtime.deployment import load as load_deployment
+
+    return load_deployment(path, tempfile.mkdtemp(prefix="tvm_hetero_"))
 
 
 def reference_outputs(
     model: Model, inputs: Mapping[str, np.ndarray], device: DeviceSpec
 ) -> list[np.ndarray]:
     """Outputs of the unpartitioned model on one device, with TVM's own (unscheduled) kernels."""
-    return run_model(compile_model(model, [device], options=BuildOptions("default")), inputs)
+    return run(compile(model, [device], options=BuildOptions("default")), inputs)
 
 
-def configure_threads(devices: Sequence[DeviceSpec]) -> None:
-    """Give TVM's CPU pool the thread count the CPU devices ask for."""
-    threads = [d.threads for d in devices if d.kind is DeviceKind.CPU and d.threads]
-    if threads:
-        runner.set_cpu_threads(max(threads))
-
-
-def ordered_args(specs: Sequence[InputSpec], inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def ordered_args(specs: Sequence[Any], inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Input arrays in parameter order, checked against the specs."""
     missing = [s.name for s in specs if s.name not in inputs]
     if missing:
@@ -183,21 +177,13 @@ def ordered_args(specs: Sequence[InputSpec], inputs: Mapping[str, np.ndarray]) -
     return args
 
 
-def load_compiled(path: str | Path) -> tuple[runner.relax.VirtualMachine, tvm.runtime.Device, dict]:
-    """Load a saved compiled model into a VM; fails clearly when a device is missing here."""
-    meta = artifact.read_meta(path)
-    kinds = [("cuda" if v["kind"] == "cuda" else "llvm", v["index"]) for v in meta["vdevices"]]
-    from tvm_hetero.build.vdevices import runtime_device
+def model_id(model: Model) -> str:
+    """The identity a plan records: the model's name and a digest of its operators (ids and
+    types), so a plan made for another model, or another size of it, is refused."""
+    import hashlib
 
-    devs = [runtime_device(k, i) for k, i in kinds]  # raises for a missing GPU before loading
-    threads = [
-        v.get("threads") for v in meta["vdevices"] if v["kind"] == "cpu" and v.get("threads")
-    ]
-    if threads:
-        runner.set_cpu_threads(max(threads))
-    workdir = tempfile.mkdtemp(prefix="tvm_hetero_")
-    art = artifact.load(path, workdir)
-    return runner.make_vm(art.lib, devs), devs[0], meta
+    ops = ";".join(f"{n.node_id}:{n.op}" for n in OpGraph.from_module(model.mod).nodes)
+    return f"{model.name}#{hashlib.sha1(ops.encode()).hexdigest()[:10]}"
 
 
 def placement_summary(model: Model, placement: Placement) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from tvm_hetero.passes import (
     AnnotateOperatorSplits,
     DeclareVDevices,
     InferKernelVDevices,
+    OutlineDeviceUnits,
     PackConstantWeights,
     PlaceOperators,
     RealizeOperatorSplits,
@@ -35,6 +36,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "InferKernelVDevices": InferKernelVDevices,
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
+    "OutlineDeviceUnits": OutlineDeviceUnits,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
     "LegalizeOps": relax.transform.LegalizeOps,
@@ -52,6 +54,7 @@ OWN_PASSES = (
     "InferKernelVDevices",
     "RestoreKernelTargets",
     "PackConstantWeights",
+    "OutlineDeviceUnits",
 )
 
 
@@ -141,6 +144,14 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("RealizeOperatorSplits"),
                 Step("RealizeVDevice"),
             ),
+        ),
+        Pipeline(
+            "device_units",
+            "Cut a placed main into units, one function per run of bindings on one device "
+            "(cut where a tensor arrives from or leaves for another device), joined by "
+            "to_vdevice copies: what the concurrent runtime runs, one worker per device.",
+            (),
+            (Step("RealizeVDevice"), Step("OutlineDeviceUnits")),
         ),
         Pipeline(
             "multi_device_lower",

@@ -31,7 +31,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.als import exact_assignment, priority_assignment, total_time
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import node_runs, profiling_runs
-from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies.als import (
     PIM_OPS,
     confirm_by_measurement,
@@ -53,7 +53,7 @@ MIN_GAIN = 0.05
 
 
 def latency_ms(model, devices, placement, inputs) -> float:
-    compiled = api.compile_model(model, devices, placement)
+    compiled = api.compile(model, devices, placement)
     return api.median_seconds(compiled, inputs, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
 
 

@@ -71,10 +71,10 @@ def _median(fn, repeat: int) -> float:
 
 def tvm_seconds(model, device, options, inputs) -> tuple[float, list[np.ndarray]]:
     from tvm_hetero import api
-    from tvm_hetero.profiling.measure_core import MeasureConfig
+    from tvm_hetero.runtime.measure import MeasureConfig
 
-    compiled = api.compile_model(model, [device], options=options)
-    outputs = api.run_model(compiled, inputs)
+    compiled = api.compile(model, [device], options=options)
+    outputs = api.run(compiled, inputs)
     config = MeasureConfig(repeat=5, min_repeat_ms=100)
     return api.median_seconds(compiled, inputs, config), outputs
 

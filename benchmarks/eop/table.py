@@ -23,7 +23,7 @@ from pathlib import Path
 from tvm_hetero import api
 from tvm_hetero.devices.discover import resolve_device
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.strategies import eop
 from tvm_hetero.viz.splits import plot_split_plan
@@ -56,8 +56,8 @@ def one(name: str, device_names: list[str], db: Path) -> dict:
         plan = eop.plan(inputs, strategy)
         plan_s = time.perf_counter() - start
         ordered = api.in_plan_order(devices, plan)
-        compiled[strategy] = api.compile_model(model, ordered, plan)
-        err = api.max_abs_error(api.run_model(compiled[strategy], x), reference)
+        compiled[strategy] = api.compile(model, ordered, plan)
+        err = api.max_abs_error(api.run(compiled[strategy], x), reference)
         rows[strategy] = {
             "predicted_ms": plan.predicted_s * 1e3, "max_err": err, "plan_s": plan_s,
             "devices": list(plan.devices), "measured_ms": float("inf"),

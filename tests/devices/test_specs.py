@@ -3,7 +3,8 @@ import json
 import pytest
 import tvm
 
-from tvm_hetero.build.vdevices import runtime_device, to_vdevice
+from tvm_hetero.build.vdevices import to_vdevice
+from tvm_hetero.runtime.device import vdevice_runtime_device as runtime_device
 from tvm_hetero.devices import (
     ClusterSpec,
     DeviceKind,

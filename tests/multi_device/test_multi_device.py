@@ -189,11 +189,9 @@ def test_metaschedule_database_records_are_applied(tmp_path, two_cpus):
         assert "T.parallel" in lowered[name].script()
     assert len(lowered.global_infos["vdevice"]) == 2
     inputs = model.random_inputs()
-    compiled = api.compile_model(
-        model, two_cpus, Placement(("cpu", "cpu:1"), {"matmul1": 1}), options
-    )
+    compiled = api.compile(model, two_cpus, Placement(("cpu", "cpu:1"), {"matmul1": 1}), options)
     np.testing.assert_allclose(
-        api.run_model(compiled, inputs)[0],
+        api.run(compiled, inputs)[0],
         api.reference_outputs(model, inputs, two_cpus[0])[0],
         rtol=1e-5,
         atol=1e-6,

@@ -50,17 +50,17 @@ def test_every_kernel_is_built_for_the_device_it_runs_on(name, serial_parallel):
             cores_seen.add(cores)
     assert cores_seen == {1, serial_parallel[0].threads} or serial_parallel[0].threads == 1
     inputs = model.random_inputs()
-    got = api.run_model(api.compile_model(model, serial_parallel, placement), inputs)
+    got = api.run(api.compile(model, serial_parallel, placement), inputs)
     want = api.reference_outputs(model, inputs, serial_parallel[0])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 def test_median_seconds_times_a_two_device_model(serial_parallel):
-    from tvm_hetero.profiling.measure_core import MeasureConfig
+    from tvm_hetero.runtime.measure import MeasureConfig
 
     model = load_zoo_model("mlp:tiny")
-    compiled = api.compile_model(model, serial_parallel, Placement(("cpu", "cpu-serial"), {}))
+    compiled = api.compile(model, serial_parallel, Placement(("cpu", "cpu-serial"), {}))
     seconds = api.median_seconds(
         compiled, model.random_inputs(), MeasureConfig(repeat=3, min_repeat_ms=1)
     )

@@ -31,7 +31,7 @@ def test_tuned_records_are_applied_to_the_final_build(tmp_path, two_cpus):
              if isinstance(f, tvm.tirx.PrimFunc) and f.attrs.get("tirx.is_scheduled")]  # fmt: skip
     assert any("matmul" in name for name in tuned)
     inputs = model.random_inputs()
-    got = api.run_model(api.compile_model(model, two_cpus[:1], None, options), inputs)
+    got = api.run(api.compile(model, two_cpus[:1], None, options), inputs)
     np.testing.assert_allclose(
         got[0], api.reference_outputs(model, inputs, two_cpus[0])[0], rtol=1e-5, atol=1e-5
     )
@@ -55,7 +55,7 @@ def test_rules_seed_the_database_and_are_the_floor(tmp_path, two_cpus):
     options = BuildOptions("metaschedule", str(tmp_path))
     assert {c.label for c in kernel_choices(lower(placed, options))} == {"tuned"}
     inputs = model.random_inputs()
-    got = api.run_model(api.compile_model(model, two_cpus[:1], None, options), inputs)
+    got = api.run(api.compile(model, two_cpus[:1], None, options), inputs)
     np.testing.assert_allclose(
         got[0], api.reference_outputs(model, inputs, two_cpus[0])[0], rtol=1e-5, atol=1e-5
     )

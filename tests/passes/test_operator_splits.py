@@ -162,8 +162,8 @@ def test_zoo_models_cut_everywhere_compute_the_same(name, two_cpus):
     plan = _cut_everything(model)
     assert plan.splits, "nothing to cut"
     inputs = model.random_inputs()
-    compiled = api.compile_model(model, two_cpus, plan)
-    got = api.run_model(compiled, inputs)
+    compiled = api.compile(model, two_cpus, plan)
+    got = api.run(compiled, inputs)
     want = api.reference_outputs(model, inputs, two_cpus[0])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
@@ -192,7 +192,7 @@ def test_a_cut_between_cpu_and_cuda_builds_scheduled_gpu_kernels():
     devices = [resolve_device("cpu"), resolve_device("cuda:0")]
     plan = _cut_everything(model, fraction=2)
     plan = SplitPlan("test", ("cpu", "cuda:0"), plan.splits)
-    compiled = api.compile_model(model, devices, plan)
+    compiled = api.compile(model, devices, plan)
     assert "cuda" in module_kinds(compiled.executable.mod)
     gpu = [c for c in api.kernel_schedules(compiled) if c.target.startswith("cuda")]
     assert gpu and all(c.label.startswith("dlight:") for c in gpu), gpu

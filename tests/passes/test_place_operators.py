@@ -153,7 +153,7 @@ def test_placed_zoo_models_match_single_device(name, two_cpus):
     ref = api.reference_outputs(model, inputs, two_cpus[0])
     names = tuple(d.name for d in two_cpus)
     placement = Placement(names, _alternating(model))
-    got = api.run_model(api.compile_model(model, two_cpus, placement), inputs)
+    got = api.run(api.compile(model, two_cpus, placement), inputs)
     assert len(got) == len(ref)
     for a, b in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

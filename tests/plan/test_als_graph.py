@@ -71,7 +71,7 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus):
                 <= total_time(dcg, costs, priority_assignment(dcg, priority)) + 1e-12
             )
         inputs = model.random_inputs()
-        got = api.run_model(api.compile_model(model, two_cpus, plan), inputs)
+        got = api.run(api.compile(model, two_cpus, plan), inputs)
         np.testing.assert_allclose(
             got[0], api.reference_outputs(model, inputs, two_cpus[0])[0], rtol=1e-5, atol=1e-6
         )

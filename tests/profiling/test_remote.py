@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
+from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.profiling.offline import Candidate, export_candidates, merge_results
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.profiling.timer import RPCRunner
+from tvm_hetero.runtime.timer import RPCRunner
 from tvm_hetero.profiling.workloads import op_module
 from tvm_hetero.zoo import load_zoo_model
 
@@ -48,7 +48,7 @@ def _start(args: list[str], wait_for: str):
 def worker():
     port = _free_port()
     proc = _start(
-        ["-m", "tvm_hetero.rpc_worker", "--port", str(port), "--port-end", str(port + 1)],
+        ["-m", "tvm_hetero.runtime.rpc_worker", "--port", str(port), "--port-end", str(port + 1)],
         "listening on",
     )
     yield port
@@ -114,7 +114,7 @@ def test_offline_build_here_run_with_runtime_only_then_merge(tmp_path, two_cpus)
     assert len(list((tmp_path / "cands").glob("*.so"))) == 3  # the duplicate is exported once
     env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # the runner must not need the compiler
     result = subprocess.run(
-        [sys.executable, "-m", "tvm_hetero.profiling.offline_runner", str(manifest.parent)],
+        [sys.executable, "-m", "tvm_hetero.runtime.offline_runner", str(manifest.parent)],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

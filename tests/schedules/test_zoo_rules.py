@@ -16,8 +16,8 @@ def test_rules_match_default_build(name):
     model = load_zoo_model(f"{name}:tiny")
     cpu = cpu_device()
     inputs = model.random_inputs()
-    compiled = api.compile_model(model, [cpu], options=BuildOptions("rules"))
-    got = api.run_model(compiled, inputs)
+    compiled = api.compile(model, [cpu], options=BuildOptions("rules"))
+    got = api.run(compiled, inputs)
     want = api.reference_outputs(model, inputs, cpu)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

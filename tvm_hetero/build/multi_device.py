@@ -15,12 +15,9 @@ import tvm
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc
+from tvm_hetero.errors import BuildError
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.schedules import schedule_kernels
-
-
-class BuildError(RuntimeError):
-    """A module that cannot be built as asked."""
 
 
 class CpuSchedule(StrEnum):

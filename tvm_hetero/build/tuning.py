@@ -142,7 +142,7 @@ def _time_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> float:
     """Median seconds of one compiled kernel on random inputs."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from tvm_hetero.profiling.measure_core import MeasureConfig, adaptive, random_args
+    from tvm_hetero.runtime.measure import MeasureConfig, adaptive, random_args
 
     shapes = [
         ([int(d) for d in a.shape], str(a.dtype)) for a in ArgInfo.from_prim_func(mod["main"])

@@ -1,4 +1,4 @@
-"""Map device specs to Relax VDevices and to runtime devices, in vdevice order."""
+"""Map device specs to Relax VDevices (and a one-VM build's vdevices to runtime devices)."""
 
 from __future__ import annotations
 
@@ -25,27 +25,10 @@ def vdevices_of(specs: Sequence[DeviceSpec]) -> list[VDevice]:
     return [to_vdevice(s) for s in specs]
 
 
-def runtime_device(kind: str, index: int) -> tvm.runtime.Device:
-    """The runtime device of a target kind (``llvm`` / ``cuda``) and index.
-
-    Raises
-    ------
-    SpecError
-        For a CUDA device that this machine does not have.
-    """
-    if kind == "cuda":
-        dev = tvm.cuda(index)
-        if not dev.exist:
-            raise SpecError(
-                f"cuda:{index} is not present on this machine (no CUDA GPU visible to TVM); "
-                "compile here and run where the GPU is"
-            )
-        return dev
-    if kind == "llvm":
-        return tvm.cpu(index)
-    raise SpecError(f"no runtime device for target kind {kind!r}")
-
-
 def runtime_devices(mod_vdevices: Sequence[VDevice]) -> list[tvm.runtime.Device]:
-    """Runtime devices in vdevice order, the list ``relax.VirtualMachine`` expects."""
-    return [runtime_device(str(v.target.kind.name), int(v.vdevice_id)) for v in mod_vdevices]
+    """Runtime devices in vdevice order, the list a one-VM ``VirtualMachine`` expects."""
+    from tvm_hetero.runtime.device import vdevice_runtime_device
+
+    return [
+        vdevice_runtime_device(str(v.target.kind.name), int(v.vdevice_id)) for v in mod_vdevices
+    ]

@@ -7,8 +7,17 @@ import time
 
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, devices_from_args, model_from_args, parse_pairs, table
+from tvm_hetero.cli.common import (
+    console,
+    devices_from_args,
+    model_from_args,
+    parse_pairs,
+    table,
+    writable_path,
+)
 from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.plan.registry import load_plan
+from tvm_hetero.strategies.registry import get_strategy
 
 
 def placement_table(model, placement):
@@ -39,42 +48,43 @@ def schedule_table(choices) -> object:
 
 def run(args: argparse.Namespace) -> int:
     """Place, build, save; with --check also run and compare with one device."""
-    model = model_from_args(args)
-    devices = devices_from_args(args, ["cpu", "cpu:1"] if args.strategy == "eop" else ["cpu"])
     chosen = [flag for flag in ("plan", "place", "strategy") if getattr(args, flag)]
     if len(chosen) > 1:
         raise ValueError(f"compile: give one of --plan, --place, --strategy, not {chosen}")
+    writable_path(args.output, "--output")
+    strategy = get_strategy(args.strategy) if args.strategy else None
+    model = model_from_args(args)
+    devices = devices_from_args(args, list(strategy.default_devices) if strategy else ["cpu"])
     options = BuildOptions(args.cpu_schedule, args.tuning_db)
-    if args.strategy == "eop":
-        from tvm_hetero.cli import eop
-        from tvm_hetero.strategies.eop import plan as plan_strategy
-
-        placement = plan_strategy(eop.measure(args, model, devices), "eop", args.span)
+    if strategy:
+        placement = strategy.module().make_plan(args, model, devices)
     elif args.plan:
-        from tvm_hetero.cli.eop import load_plan
-
-        placement = load_plan(args.plan)
+        placement = load_plan(args.plan, api.model_id(model))
     else:
         placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
+    devices = api.in_plan_order(devices, placement)
     if isinstance(placement, SplitPlan):
         from tvm_hetero.cli.eop import split_table
 
-        devices = api.in_plan_order(devices, placement)
         console().print(split_table(placement))
     else:
         console().print(placement_table(model, placement))
     start = time.perf_counter()
     with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
-        compiled = api.compile_model(model, devices, placement, options)
+        compiled = api.compile(model, devices, placement, options)
         path = compiled.save(args.output)
-    console().print(f"compiled in {time.perf_counter() - start:.1f} s -> {path}")
+    deployment = compiled.deployment
+    console().print(
+        f"compiled in {time.perf_counter() - start:.1f} s -> {path} ({len(deployment.units)} "
+        f"units, {len(deployment.copies)} copies between devices per run)"
+    )
     if args.explain:
         console().print(schedule_table(api.kernel_schedules(compiled, options)))
     if args.check:
         inputs = model.random_inputs()
         with console().status("checking against the single-device build"):
             err = api.max_abs_error(
-                api.run_model(compiled, inputs), api.reference_outputs(model, inputs, devices[0])
+                api.run(compiled, inputs), api.reference_outputs(model, inputs, devices[0])
             )
         console().print(f"max |multi-device - single-device| = {err:.3g}")
     return 0

@@ -9,24 +9,31 @@ from pathlib import Path
 import numpy as np
 
 from tvm_hetero import api
-from tvm_hetero.build import runner
 from tvm_hetero.cli.cmd_compile import placement_table
 from tvm_hetero.cli.cmd_inspect import census_table, summary_line
 from tvm_hetero.cli.common import console, devices_from_args, table
-from tvm_hetero.devices import gpu_count
+from tvm_hetero.devices import gpu_count, resolve_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.runtime.executor import Executor
 
 OUT_DIR = Path("out")
 
 
 def _timed(
-    compiled: api.CompiledModel, inputs: dict, repeat: int
+    compiled: api.CompiledModel, inputs: dict, repeat: int, plot: str | None = None
 ) -> tuple[list[np.ndarray], float]:
-    vm, home = api.vm_of(compiled)
+    """Outputs and median ms on the concurrent runtime; ``plot``: the measured timeline."""
     args = api.ordered_args(compiled.model.inputs, inputs)
-    outputs = runner.run(vm, args, home)
-    return outputs, runner.time_run(vm, args, home, repeat).median_ms
+    with Executor(compiled.deployment) as executor:
+        outputs = executor.run(args)
+        median = executor.time(args, repeat).median_ms
+    if plot:
+        from tvm_hetero.viz.run_timeline import plot_run_timeline
+
+        title = f"{compiled.model.name} on {', '.join(d.name for d in compiled.devices)}"
+        console().print(f"measured timeline: {plot_run_timeline(executor.timeline, title, plot)}")
+    return outputs, median
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,11 +52,12 @@ def run(args: argparse.Namespace) -> int:
     )
 
     out.rule("[bold]2. Devices and placement")
-    second = "cuda:0" if gpu_count() else "cpu:1"
-    devices = devices_from_args(args, ["cpu", second])
-    if second == "cpu:1" and not args.device:
+    pair = ["cpu", "cuda:0"] if gpu_count() else ["cpu@0", "cpu@1"]
+    devices = devices_from_args(args, pair)
+    if not gpu_count() and not args.device:
         out.print(
-            "No GPU here: the second device is CPU vdevice cpu:1 (same CPU, separate vdevice)."
+            "No GPU here: the two devices are CPU workers on their own cores, cpu@0 and cpu@1 "
+            "(the single-device build uses both cores)."
         )
     placement = api.placement_from_rules(model, devices, {"matmul": devices[-1].name})
     out.print(placement_table(model, placement))
@@ -57,14 +65,15 @@ def run(args: argparse.Namespace) -> int:
     out.rule("[bold]3. Build and run")
     inputs = model.random_inputs()
     rows, results = [], {}
-    for label, devs, plan in (
-        ("single device", devices[:1], None),
-        ("two devices", devices, placement),
+    single = [resolve_device("cpu")] if devices[0].cores else devices[:1]
+    for label, devs, plan, plot in (
+        ("single device", single, None, None),
+        ("two devices", devices, placement, str(OUT_DIR / "demo_run.png")),
     ):
         start = time.perf_counter()
-        compiled = api.compile_model(model, devs, plan)
+        compiled = api.compile(model, devs, plan)
         build_s = time.perf_counter() - start
-        results[label], median = _timed(compiled, inputs, args.repeat)
+        results[label], median = _timed(compiled, inputs, args.repeat, plot)
         rows.append([label, ", ".join(d.name for d in devs), build_s, median])
     out.print(
         table(
@@ -91,8 +100,8 @@ def _eop(model, devices, inputs, ref, repeat: int) -> bool:
     """Step 5: EOP's plan and its baselines, built, checked and timed."""
     from tvm_hetero.cli.eop import split_table
     from tvm_hetero.profiling.db import ProfileDB
-    from tvm_hetero.profiling.measure_core import MeasureConfig
     from tvm_hetero.profiling.profiler import Profiler
+    from tvm_hetero.runtime.measure import MeasureConfig
     from tvm_hetero.strategies import eop
     from tvm_hetero.viz.splits import plot_split_plan
 
@@ -110,7 +119,7 @@ def _eop(model, devices, inputs, ref, repeat: int) -> bool:
             out.print(split_table(plan))
             out.print(f"plan chart: {plot_split_plan(plan, model.name, OUT_DIR / 'demo_eop.png')}")
         ordered = api.in_plan_order(devices, plan)
-        got, median = _timed(api.compile_model(model, ordered, plan), inputs, repeat)
+        got, median = _timed(api.compile(model, ordered, plan), inputs, repeat)
         err = api.max_abs_error(got, ref)
         ok = ok and err <= 1e-4 * max(float(np.max(np.abs(r))) for r in ref) + 1e-5
         rows.append([strategy, ", ".join(plan.devices), plan.predicted_s * 1e3, median, err])

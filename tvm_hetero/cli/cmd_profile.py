@@ -11,9 +11,9 @@ from tvm_hetero.cli.common import console, devices_from_args, model_from_args, p
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.timer import LocalRunner, RPCRunner
+from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.runtime.timer import LocalRunner, RPCRunner
 
 TRANSFER_SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
 

@@ -1,18 +1,20 @@
-"""``tvm-hetero run FILE --inputs in.npz --outputs out.npz --print-time``."""
+"""``tvm-hetero run FILE --inputs in.npz --outputs out.npz --print-time --plot run.png``.
+
+Imports only the TVM runtime (a GPU or edge box has no compiler).
+"""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero import api
-from tvm_hetero.build import runner
-from tvm_hetero.cli.common import console, table
-from tvm_hetero.frontends.model import InputSpec
+from tvm_hetero.cli.common import console, table, writable_path
 
 
-def _inputs(specs: list[InputSpec], path: str | None) -> dict[str, np.ndarray]:
+def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
     if path is None:
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}
@@ -21,21 +23,39 @@ def _inputs(specs: list[InputSpec], path: str | None) -> dict[str, np.ndarray]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run once, save outputs, optionally time."""
-    vm, home, meta = api.load_compiled(args.file)
-    specs = [
-        InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high")) for i in meta["inputs"]
-    ]
-    feed = api.ordered_args(specs, _inputs(specs, args.inputs))
-    outputs = runner.run(vm, feed, home)
-    devices = ", ".join(v["name"] for v in meta["vdevices"])
-    console().print(f"ran {meta['model']} on {devices}: outputs {[list(o.shape) for o in outputs]}")
-    if args.outputs:
-        np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
-        console().print(f"wrote {args.outputs}")
-    if args.print_time:
-        with console().status(f"timing {args.repeat} runs"):
-            stats = runner.time_run(vm, feed, home, args.repeat, args.number)
-        rows = [[stats.median_ms, stats.p99_ms, stats.mean_ms, stats.std_ms, len(stats.samples_ms)]]
-        console().print(table("Latency (ms)", ["median", "p99", "mean", "std", "runs"], rows))
+    """Run once, save outputs, optionally time and plot the measured timeline."""
+    from tvm_hetero.runtime.deployment import load
+    from tvm_hetero.runtime.executor import Executor
+
+    if args.repeat < 1:
+        raise ValueError(f"--repeat {args.repeat}: must be >= 1")
+    for flag in ("outputs", "plot"):
+        if getattr(args, flag):
+            writable_path(getattr(args, flag), f"--{flag}")
+    deployment = load(args.file, tempfile.mkdtemp(prefix="tvm_hetero_"))
+    feed = _inputs(deployment.inputs, args.inputs)
+    with Executor(deployment) as executor:
+        outputs = executor.run(feed)
+        timeline = executor.timeline
+        devices = ", ".join(d.name for d in deployment.devices)
+        console().print(
+            f"ran {deployment.model} on {devices} ({len(deployment.units)} units, "
+            f"{len(deployment.copies)} copies): outputs {[list(o.shape) for o in outputs]}"
+        )
+        if args.outputs:
+            np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+            console().print(f"wrote {args.outputs}")
+        if args.print_time:
+            with console().status(f"timing {args.repeat} runs"):
+                stats = executor.time(feed, args.repeat)
+                timeline = executor.timeline
+            rows = [[stats.median_ms, stats.p99_ms, stats.p999_ms, stats.mean_ms, stats.std_ms,
+                     len(stats.samples_ms)]]  # fmt: skip
+            cols = ["p50", "p99", "p99.9", "mean", "std", "runs"]
+            console().print(table("Latency (ms)", cols, rows))
+    if args.plot:
+        from tvm_hetero.viz.run_timeline import plot_run_timeline
+
+        path = plot_run_timeline(timeline, f"{deployment.model}: measured run", Path(args.plot))
+        console().print(f"wrote {path}")
     return 0

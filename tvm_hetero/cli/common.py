@@ -12,24 +12,12 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from tvm_hetero.build.artifact import ArtifactError
-from tvm_hetero.build.multi_device import BuildError
-from tvm_hetero.devices import ClusterSpec, DeviceSpec, SpecError, resolve_device
-from tvm_hetero.frontends import Model, ModelLoadError, load_model
-from tvm_hetero.plan import PlanError
-from tvm_hetero.profiling.db import ProfileDBError
+from tvm_hetero.errors import BuildError, RunError
 
-USER_ERRORS = (
-    ConnectionError,
-    ProfileDBError,
-    SpecError,
-    ModelLoadError,
-    PlanError,
-    ArtifactError,
-    BuildError,
-    ValueError,
-    FileNotFoundError,
-)
+USER_ERRORS = (ConnectionError, ValueError, FileNotFoundError, BuildError, RunError)
+"""Reported as one line naming the command. Every tvm-hetero input error (``SpecError``,
+``PlanError``, ``ModelLoadError``, ``ArtifactError``, ``ProfileDBError``...) is a ``ValueError``;
+this module imports none of them, so ``tvm-hetero run`` needs only the TVM runtime."""
 
 
 @functools.cache
@@ -79,8 +67,10 @@ def parse_shape(text: str, flag: str) -> tuple[int, ...]:
     return dims
 
 
-def model_from_args(args: argparse.Namespace) -> Model:
+def model_from_args(args: argparse.Namespace):
     """Load the model named on the command line."""
+    from tvm_hetero.frontends import load_model
+
     overrides = {k: parse_value(v) for k, v in parse_pairs(args.model_arg, "--model-arg").items()}
     shapes = {
         k: parse_shape(v, "--input-shape")
@@ -90,15 +80,22 @@ def model_from_args(args: argparse.Namespace) -> Model:
         return load_model(args.model, shapes=shapes or None, **overrides)
 
 
-def devices_from_args(args: argparse.Namespace, default: list[str]) -> list[DeviceSpec]:
-    """Resolve ``--device`` (and ``--cluster``) into device specs; names must be distinct."""
+def devices_from_args(args: argparse.Namespace, default: list[str]):
+    """Resolve ``--device`` (and ``--cluster``) into device specs; names must be distinct and
+    core sets disjoint."""
+    from tvm_hetero.devices import ClusterSpec, SpecError, resolve_device
+    from tvm_hetero.runtime.device import check_disjoint
+
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     names = args.device or default
     devices = [resolve_device(n, cluster, args.cuda_arch) for n in names]
     seen = [d.name for d in devices]
     dupes = sorted({n for n in seen if seen.count(n) > 1})
     if dupes:
-        raise SpecError(f"--device {dupes[0]} is given twice; use cpu:1 for a second CPU vdevice")
+        raise SpecError(
+            f"--device {dupes[0]} is given twice; use cpu@N for a CPU worker on its own cores"
+        )
+    check_disjoint(devices)
     return devices
 
 
@@ -133,3 +130,18 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return "-" if value is None else str(value)
+
+
+def writable_path(path: str, flag: str) -> str:
+    """Check before any long work that ``path`` can be written: not a folder, its folder exists
+    or can be created."""
+    import os
+
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r}: is a folder; give a file name")
+    folder = os.path.dirname(path) or "."
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{flag} {path!r}: cannot create its folder ({err.strerror})") from None
+    return path

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
+from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, progress_bar, table
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
 from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies import eop
 
 DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
+
+
+def make_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> SplitPlan:
+    """Measure and make EOP's plan (``compile --strategy eop``)."""
+    return eop.plan(measure(args, model, devices), "eop", args.span)
 
 
 def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> eop.EopInputs:
@@ -83,7 +89,7 @@ def run_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) 
     console().print(f"planning took {best.notes['plan_s'] * 1e3:.1f} ms")
     console().print(fits_table(inputs.fits))
     if args.output:
-        Path(args.output).write_text(best.to_json())
+        save_plan(best, model_id(model), args.output)
         console().print(
             f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output})"
         )
@@ -107,11 +113,3 @@ def fits_table(fits: list[dict]) -> object:
     errors = [r[-1] for r in rows]
     title = f"Fitted patterns (mean held-out error {sum(errors) / max(1, len(errors)):.1f} %)"
     return table(title, ["op", "dim", "device", "operators", "pattern", "error %"], rows)
-
-
-def load_plan(path: str):
-    """A plan JSON of any kind (placement or split)."""
-    from tvm_hetero.plan.placement import Placement
-
-    data = json.loads(Path(path).read_text())
-    return SplitPlan.from_dict(data) if data.get("kind") == "split" else Placement.from_dict(data)

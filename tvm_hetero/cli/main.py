@@ -7,13 +7,15 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from tvm_hetero.strategies.registry import STRATEGIES
+
 COMMANDS = {
     "devices": "list this machine's devices, or check a cluster file",
     "models": "list the model zoo",
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
-    "plan": "measure costs and plan where each operator runs (--strategy als: Lee et al.)",
+    "plan": "measure costs and plan where each operator runs (--strategy als, eop)",
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
@@ -35,7 +37,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = None) -> None:
     p.add_argument(
         "--device", action="append", default=default, metavar="DEV",
-        help="cpu, cpu:N, cuda, cuda:N or a name from --cluster (repeatable; the first is home)",
+        help="cpu, cpu:N, cpu@N or cpu@A-B (a worker on those cores), cuda, cuda:N or a name "
+        "from --cluster (repeatable; the first is home)",
     )  # fmt: skip
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
     p.add_argument(
@@ -91,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="compiled model (.tar from tvm-hetero compile)")
     run.add_argument("--inputs", metavar="NPZ", help="inputs by name (default: random)")
     run.add_argument("--outputs", metavar="NPZ", help="write outputs here (output_0, output_1...)")
-    run.add_argument("--print-time", action="store_true", help="print median / p99 latency")
-    run.add_argument("--repeat", type=int, default=20, help="timed runs for --print-time")
-    run.add_argument("--number", type=int, default=1, help="runs averaged per timed sample")
+    run.add_argument("--print-time", action="store_true", help="print p50 / p99 / p99.9 latency")
+    run.add_argument("--repeat", type=int, default=100, help="timed runs for --print-time")
+    run.add_argument("--plot", metavar="PNG", help="the measured timeline of a run, per worker")
 
     prof = cmd["profile"]
     _add_model_args(prof)
@@ -131,22 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(plan)
     _add_device_args(plan)
     plan.add_argument(
-        "--strategy", default="als", choices=["als", "eop"],
-        help="als: Lee et al. (one device per operator); eop: key operators cut between two "
-        "devices with tuned ratios",
+        "--strategy", default="als", choices=list(STRATEGIES), metavar="S",
+        help="; ".join(f"{s.name}: {s.help}" for s in STRATEGIES.values()) + " (default als)",
     )  # fmt: skip
-    _add_eop_args(plan)
-    plan.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
-    plan.add_argument(
-        "--min-gain", type=float, default=0.05,
-        help="als: keep the best priority baseline unless the optimum is predicted this much "
-        "faster (default 0.05; 0 disables the guard)",
-    )  # fmt: skip
-    plan.add_argument(
-        "--confirm", action=argparse.BooleanOptionalAction, default=True,
-        help="als: time the plan and the best baseline end to end and keep the faster",
-    )  # fmt: skip
-    plan.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
+    _add_strategy_args(plan)
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
     plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")
     plan.add_argument(
@@ -156,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd["compile"].add_argument("--plan", metavar="JSON", help="plan from tvm-hetero plan")
     cmd["compile"].add_argument(
-        "--strategy", choices=["eop"], help="measure and plan first (eop: EOP operator splits)"
-    )
-    _add_eop_args(cmd["compile"])
+        "--strategy", choices=list(STRATEGIES), metavar="S",
+        help=f"measure and plan first, as plan --strategy does ({', '.join(STRATEGIES)})",
+    )  # fmt: skip
+    _add_strategy_args(cmd["compile"])
 
     _add_device_args(cmd["demo"])
     cmd["demo"].add_argument(
@@ -166,6 +158,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmd["demo"].add_argument("--repeat", type=int, default=5, help="timed runs")
     return parser
+
+
+def _add_strategy_args(p: argparse.ArgumentParser) -> None:
+    """The flags of every strategy (plan and compile --strategy take the same)."""
+    group = p.add_argument_group("Lee et al. (--strategy als)")
+    group.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
+    group.add_argument(
+        "--min-gain", type=float, default=0.05,
+        help="keep the best priority baseline unless the optimum is predicted this much "
+        "faster (default 0.05; 0 disables the guard)",
+    )  # fmt: skip
+    group.add_argument(
+        "--confirm", action=argparse.BooleanOptionalAction, default=True,
+        help="time the plan and the best baseline end to end and keep the faster",
+    )  # fmt: skip
+    group.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
+    _add_eop_args(p)
 
 
 def _add_eop_args(p: argparse.ArgumentParser) -> None:

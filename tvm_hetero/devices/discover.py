@@ -19,19 +19,34 @@ SERIAL_INDEX = 1
 """``cpu-serial`` is vdevice ``llvm:1`` (the same CPU as ``llvm:0``, other kernels)."""
 
 
-def cpu_device(index: int = 0, threads: int | None = None) -> DeviceSpec:
+CORESET_INDEX_BASE = 64
+"""``cpu@A-B`` is vdevice ``llvm:(64 + A)``: disjoint core sets never share a vdevice id, and
+none is taken by ``cpu:N`` or ``cpu-serial``."""
+
+
+def cpu_device(
+    index: int = 0, threads: int | None = None, cores: tuple[int, ...] | None = None
+) -> DeviceSpec:
     """This machine's CPU as vdevice ``index`` (``cpu``, ``cpu:1``...), named to LLVM.
 
     The target names the CPU (``mcpu``) with the plain Linux triple: with the wheel's default
     triple LLVM silently drops ``mcpu=native``. ``threads`` defaults to every core; TVM itself
     would use half. The target's ``num-cores`` is ``threads``: with 1 the CPU rules emit no
     parallel loop, which makes ``cpu_device(threads=1)`` the serial CPU (``cpu-serial``).
+    ``cores`` pins the device's worker to those cores with one thread each (``cpu@2-5``).
     """
     from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
 
-    serial = threads == 1
-    threads = threads or os.cpu_count() or 1
+    serial = threads == 1 and cores is None
+    threads = len(cores) if cores else threads or os.cpu_count() or 1
     target = {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": threads}
+    if cores:
+        first, last = cores[0], cores[-1]
+        name = f"cpu@{first}" if first == last else f"cpu@{first}-{last}"
+        return DeviceSpec(
+            name, DeviceKind.CPU, target, CORESET_INDEX_BASE + first,
+            psutil.virtual_memory().total, threads, cores=tuple(cores),
+        )  # fmt: skip
     if serial:
         name = SERIAL_CPU if index == SERIAL_INDEX else f"{SERIAL_CPU}:{index}"
     else:
@@ -70,11 +85,16 @@ def discover() -> list[DeviceSpec]:
 def resolve_device(
     text: str, cluster: ClusterSpec | None = None, cuda_arch: str | None = None
 ) -> DeviceSpec:
-    """A device as the command line writes it: ``cpu``, ``cpu:1``, ``cpu-serial``, ``cuda``,
-    ``cuda:0`` or a name from the cluster file.
+    """A device as the command line writes it: ``cpu``, ``cpu:1``, ``cpu@1`` / ``cpu@2-5`` (a
+    worker pinned to those cores), ``cpu-serial``, ``cuda``, ``cuda:0`` or a name from the
+    cluster file.
     """
     if cluster is not None and any(d.name == text for d in cluster.devices):
         return cluster.device(text)
+    if text.startswith("cpu@"):
+        from tvm_hetero.runtime.device import parse_core_set
+
+        return cpu_device(cores=parse_core_set(text[4:], f"device {text!r}"))
     kind, _, index_text = text.partition(":")
     if kind in ("cpu", "llvm", "cuda", "gpu") and (index_text == "" or index_text.isdigit()):
         index = int(index_text or 0)
@@ -83,5 +103,6 @@ def resolve_device(
         return cpu_device(int(index_text or SERIAL_INDEX), threads=1)
     names = f"; cluster devices: {[d.name for d in cluster.devices]}" if cluster else ""
     raise SpecError(
-        f"unknown device {text!r}: write cpu, cpu:N, {SERIAL_CPU}, cuda or cuda:N{names}"
+        f"unknown device {text!r}: write cpu, cpu:N, cpu@N, cpu@A-B, {SERIAL_CPU}, cuda or "
+        f"cuda:N{names}"
     )

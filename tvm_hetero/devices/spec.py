@@ -70,6 +70,9 @@ class DeviceSpec:
         Address of the TVM RPC server that owns the device; ``None`` for this process.
     profile : str or None
         For simulated devices: the profile source its costs come from.
+    cores : tuple of int or None
+        CPU cores the device's worker is pinned to (``cpu@2-5``), as many threads as cores;
+        ``None``: not pinned.
     """
 
     name: str
@@ -80,6 +83,7 @@ class DeviceSpec:
     threads: int | None = None
     host: str | None = None
     profile: str | None = None
+    cores: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -104,6 +108,24 @@ class DeviceSpec:
         _check(
             isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form"
         )
+        if self.cores is not None:
+            cores = self.cores
+            _check(
+                isinstance(cores, list | tuple)
+                and len(cores) > 0
+                and all(isinstance(c, int) and c >= 0 for c in cores)
+                and len(set(cores)) == len(cores),
+                f"{where}.cores",
+                f"must be a non-empty list of distinct core numbers >= 0, got {cores!r}",
+            )
+            object.__setattr__(self, "cores", tuple(cores))
+            _check(self.kind is DeviceKind.CPU, f"{where}.cores", "only a CPU device has cores")
+            _check(
+                self.threads in (None, len(cores)),
+                f"{where}.threads",
+                f"must equal the number of cores ({len(cores)}), got {self.threads!r}",
+            )
+            object.__setattr__(self, "threads", len(cores))
         if self.kind is DeviceKind.SIMULATED:
             _check(not self.target, f"{where}.target", "a simulated device has no TVM target")
             return
@@ -127,13 +149,27 @@ class DeviceSpec:
         for key in ("memory_bytes", "threads", "host", "profile"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.cores is not None:
+            out["cores"] = list(self.cores)
         return out
+
+    def runs_beside(self, other: DeviceSpec) -> bool:
+        """Whether work on this device and on ``other`` really runs at the same time: one of them
+        is a GPU, they are on different hosts, or both are CPU workers on disjoint core sets."""
+        if self.host != other.host or DeviceKind.CUDA in (self.kind, other.kind):
+            return True
+        if self.cores is None or other.cores is None:
+            return False
+        return not set(self.cores) & set(other.cores)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "device") -> DeviceSpec:
         """Parse and validate; errors name ``where`` and the field."""
         _check(isinstance(data, dict), where, f"must be a table/object, got {type(data).__name__}")
-        known = {"name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile"}
+        known = {
+            "name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile",
+            "cores",
+        }  # fmt: skip
         unknown = sorted(set(data) - known)
         _check(
             not unknown,

@@ -13,3 +13,6 @@ SCHEDULE_ATTR = "tvm_hetero.schedule"
 SPLITS_ATTR = "tvm_hetero.op_splits"
 """Relax function attribute: ``{op id: {"dim": name, "shares": [home units, other units]}}``,
 written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""
+
+UNIT_DEVICE_ATTR = "tvm_hetero.unit_device"
+"""Relax function attribute of a unit (``OutlineDeviceUnits``): the index of its vdevice."""

@@ -3,6 +3,7 @@
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
+from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
@@ -12,6 +13,7 @@ __all__ = [
     "AnnotateOperatorSplits",
     "DeclareVDevices",
     "InferKernelVDevices",
+    "OutlineDeviceUnits",
     "PackConstantWeights",
     "PlaceOperators",
     "RealizeOperatorSplits",

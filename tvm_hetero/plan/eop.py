@@ -46,8 +46,8 @@ class Link:
     local : callable
         Seconds to slice or concatenate ``bytes`` on the home device.
     concurrent : bool
-        Whether the other device computes while the host runs the home shard (a GPU launched
-        asynchronously); two CPU vdevices in one VM run one after the other.
+        Whether the two shards of a cut run at the same time (a GPU beside the CPU, two CPU
+        workers on disjoint cores); two CPU devices sharing cores run one after the other.
     """
 
     to_other: Seconds

@@ -1,7 +1,7 @@
 """Offline measurement for machines no RPC reaches: build here, time there, merge back.
 
 Like TVM's builder / runner split: :func:`export_candidates` compiles every workload into a folder
-of exported libraries with a ``manifest.json``; ``python -m tvm_hetero.profiling.offline_runner
+of exported libraries with a ``manifest.json``; ``python -m tvm_hetero.runtime.offline_runner
 FOLDER`` times them on the target machine with nothing but the TVM runtime (the bundle of
 ``gpu-runtime-bundle.sh``) and writes ``results.jsonl``; :func:`merge_results` adds those records
 to a profile database.
@@ -19,11 +19,11 @@ import tvm
 from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig
-from tvm_hetero.profiling.offline_runner import MANIFEST, RESULTS
 from tvm_hetero.profiling.profiler import device_ref, place_on, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import input_infos, workload_key
+from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.runtime.offline_runner import MANIFEST, RESULTS
 
 
 @dataclass(frozen=True)

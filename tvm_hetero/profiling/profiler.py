@@ -19,9 +19,7 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.measure_core import MeasureConfig, random_args
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
-from tvm_hetero.profiling.timer import LocalRunner, Runner
 from tvm_hetero.profiling.workloads import (
     Dim,
     input_infos,
@@ -31,6 +29,8 @@ from tvm_hetero.profiling.workloads import (
     transfer_module,
     workload_key,
 )
+from tvm_hetero.runtime.measure import MeasureConfig, random_args
+from tvm_hetero.runtime.timer import LocalRunner, Runner
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""

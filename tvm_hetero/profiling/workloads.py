@@ -12,28 +12,16 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvm_hetero._compat import TensorType, TupleType, VDevice
+from tvm_hetero._compat import TensorType, VDevice
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import iter_bindings, op_bindings
+from tvm_hetero.ir.outline import closure, outline_module, plain_type, used_outside
 from tvm_hetero.ir.types import TensorInfo, tensor_infos
 
 
 def workload_key(mod: tvm.IRModule) -> str:
     """Structural hash of a module (variable names do not count)."""
     return f"{tvm_ffi.structural_hash(mod, map_free_vars=True) & (2**64 - 1):016x}"
-
-
-def _plain(ty: relax.Type) -> relax.Type:
-    """The type without its vdevice: a workload does not depend on where it was placed."""
-    if isinstance(ty, TensorType):
-        return (
-            TensorType(ty.shape, ty.dtype)
-            if ty.shape is not None
-            else TensorType(None, ty.dtype, ndim=ty.ndim)
-        )
-    if isinstance(ty, TupleType):
-        return relax.TupleType([_plain(f) for f in ty.fields])
-    return ty
 
 
 def _single_call_module(
@@ -47,7 +35,7 @@ def _single_call_module(
     with bb.function(ENTRY_FUNC, params):
         with bb.dataflow():
             out = bb.emit_output(
-                relax.Call(op, args, call.attrs, [_plain(t) for t in call.ty_args])
+                relax.Call(op, args, call.attrs, [plain_type(t) for t in call.ty_args])
             )
         bb.emit_func_output(out)
     return bb.get()
@@ -71,7 +59,7 @@ def op_module(mod: tvm.IRModule, node_id: str, func_name: str = ENTRY_FUNC) -> t
         if isinstance(expr, relax.Tuple):
             return relax.Tuple([lift(f) for f in expr.fields])
         if isinstance(expr.ty, TensorType):
-            params.append(relax.Var(f"in{len(params)}", _plain(expr.ty)))
+            params.append(relax.Var(f"in{len(params)}", plain_type(expr.ty)))
             return params[-1]
         return expr
 
@@ -168,87 +156,9 @@ def subgraph_module(
     if unknown:
         raise KeyError(f"subgraph_module: unknown operator(s) {sorted(unknown)}")
     bindings = [b for _, _, b in iter_bindings(func)]
-    inside = _closure(bindings, ops, wanted)
-    used_outside = _used_outside(bindings, inside, func.body.body)
-    return _Outliner(mod).build([b for b in bindings if b.var in inside], used_outside)
-
-
-def _closure(bindings: list, ops: dict, wanted: set[str]) -> set[relax.Var]:
-    """Selected op vars plus non-op bindings (TupleGetItem, aliases) that read only from them."""
-    inside: set[relax.Var] = set()
-    for b in bindings:
-        if b.var in ops:
-            if ops[b.var] in wanted:
-                inside.add(b.var)
-        elif relax.analysis.free_vars(b.value) and all(
-            v in inside for v in relax.analysis.free_vars(b.value)
-        ):
-            inside.add(b.var)
-    return inside
-
-
-def _used_outside(bindings: list, inside: set[relax.Var], result: relax.Expr) -> list[relax.Var]:
-    outside_uses: set[relax.Var] = set(relax.analysis.free_vars(result))
-    for b in bindings:
-        if b.var not in inside:
-            outside_uses.update(relax.analysis.free_vars(b.value))
-    return [b.var for b in bindings if b.var in inside and b.var in outside_uses]
-
-
-class _Outliner:
-    def __init__(self, mod: tvm.IRModule) -> None:
-        self.mod = mod
-
-    def build(self, bindings: list, outputs: list[relax.Var]) -> tvm.IRModule:
-        defined = {b.var for b in bindings}
-        free: dict[relax.Expr, relax.Var] = {}
-        for b in bindings:
-            for e in _leaf_inputs(b.value):
-                if e not in defined and e not in free and isinstance(e.ty, TensorType | TupleType):
-                    free[e] = relax.Var(f"in{len(free)}", _plain(e.ty))
-        bb = relax.BlockBuilder()
-        with bb.function(ENTRY_FUNC, list(free.values())):
-            with bb.dataflow():
-                remap: dict[relax.Expr, relax.Expr] = dict(free)
-                results = []
-                for b in bindings:
-                    value = _substitute(b.value, remap, bb, self.mod)
-                    emit = bb.emit_output if b.var in outputs else bb.emit
-                    remap[b.var] = emit(value, name_hint=str(b.var.name))
-                    if b.var in outputs:
-                        results.append(remap[b.var])
-                out = results[0] if len(results) == 1 else bb.emit_output(relax.Tuple(results))
-            bb.emit_func_output(out)
-        return bb.get()
-
-
-def _leaf_inputs(expr: relax.Expr) -> list[relax.Expr]:
-    """Variables and constants an expression reads."""
-    found: dict[relax.Expr, None] = {}  # a dict: list membership would call Expr.__eq__
-
-    def visit(e: relax.Expr) -> None:
-        if isinstance(e, relax.Var | tvm.ir.expr.Constant):
-            found[e] = None
-
-    relax.analysis.post_order_visit(expr, visit)
-    return list(found)
-
-
-def _substitute(
-    expr: relax.Expr, remap: dict, bb: relax.BlockBuilder, mod: tvm.IRModule
-) -> relax.Expr:
-    if isinstance(expr, relax.Var | tvm.ir.expr.Constant):
-        return remap.get(expr, expr)
-    if isinstance(expr, relax.Tuple):
-        return relax.Tuple([_substitute(f, remap, bb, mod) for f in expr.fields])
-    if isinstance(expr, relax.TupleGetItem):
-        return relax.TupleGetItem(_substitute(expr.tuple_value, remap, bb, mod), expr.index)
-    if isinstance(expr, relax.Call):
-        args = [_substitute(a, remap, bb, mod) for a in expr.args]
-        if isinstance(expr.op, tvm.ir.Op) and expr.op.name == CALL_TIR_OP:
-            args[0] = bb.add_func(mod[expr.args[0]], expr.args[0].name_hint)
-        return relax.Call(expr.op, args, expr.attrs, [_plain(t) for t in expr.ty_args])
-    return expr
+    inside = closure(bindings, ops, wanted)
+    outputs = used_outside(bindings, inside, func.body.body)
+    return outline_module(mod, [b for b in bindings if b.var in inside], outputs)
 
 
 def transfer_module(nbytes: int, dtype: str, src: VDevice, dst: VDevice) -> tvm.IRModule:

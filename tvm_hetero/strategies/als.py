@@ -21,8 +21,8 @@ from tvm_hetero.plan.als import (
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun
-from tvm_hetero.profiling.measure_core import MeasureConfig, random_args
 from tvm_hetero.profiling.model_run import per_op_times
+from tvm_hetero.runtime.measure import MeasureConfig, random_args
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -126,7 +126,7 @@ def confirm_by_measurement(
     config = config or MeasureConfig(repeat=7, min_repeat_ms=50)
     inputs = model.random_inputs()
     seconds = {
-        label: api.median_seconds(api.compile_model(model, devices, p, options), inputs, config)
+        label: api.median_seconds(api.compile(model, devices, p, options), inputs, config)
         for label, p in (("plan", plan), ("baseline", baseline))
     }
     if seconds["baseline"] < seconds["plan"]:

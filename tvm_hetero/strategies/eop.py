@@ -18,7 +18,7 @@ from tvm import relax
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
 from tvm_hetero.costmodel.patterns import Pattern, PatternStore, sample_sizes
-from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.costmodel.transfer import TransferFit, fit_transfer
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.attrs import ENTRY_FUNC
@@ -35,11 +35,11 @@ from tvm_hetero.plan.eop import (
     plan_eop,
     plan_fixed_ratio,
 )
-from tvm_hetero.profiling.measure_core import random_args
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import Dim, local_copy_module
+from tvm_hetero.runtime.measure import random_args
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
@@ -160,12 +160,19 @@ def _chain(prev, binding, dim: SplitDim) -> tuple[str | None, int | None]:
 
 
 def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
-    there = fit_transfer(
-        COPY_SIZES, [r.median_s for r in profiler.profile_transfer(home, other, COPY_SIZES)]
-    )
-    back = fit_transfer(
-        COPY_SIZES, [r.median_s for r in profiler.profile_transfer(other, home, COPY_SIZES)]
-    )
+    """Copy costs between the two devices, slicing on the home device, and whether the two
+    shards of a cut run at the same time (a GPU beside the CPU, or two CPU workers on disjoint
+    cores: then a cut costs ``max(t0, t1)``, else ``t0 + t1``)."""
+    if home.kind is other.kind is DeviceKind.CPU and home.host == other.host:
+        # CPU workers of one process share memory: the runtime passes the tensor, copies nothing
+        there = back = TransferFit(0.0, float("inf"), 0.0)
+    else:
+        there = fit_transfer(
+            COPY_SIZES, [r.median_s for r in profiler.profile_transfer(home, other, COPY_SIZES)]
+        )
+        back = fit_transfer(
+            COPY_SIZES, [r.median_s for r in profiler.profile_transfer(other, home, COPY_SIZES)]
+        )
     local = []
     for nbytes in COPY_SIZES:
         mod = local_copy_module(nbytes)
@@ -174,8 +181,8 @@ def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
                 mod, home, RecordKind.OP, {"op": "slice+concat", "bytes": nbytes}
             ).median_s
         )
-    gpu = [d.kind is not DeviceKind.CPU for d in (home, other)]
-    return Link(there.seconds, back.seconds, fit_transfer(COPY_SIZES, local).seconds, sum(gpu) == 1)
+    concurrent = home.runs_beside(other)
+    return Link(there.seconds, back.seconds, fit_transfer(COPY_SIZES, local).seconds, concurrent)
 
 
 STRATEGIES = ("eop", "equal", "fixed", "home", "other")

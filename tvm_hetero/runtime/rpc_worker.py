@@ -1,4 +1,6 @@
-"""A TVM RPC server with tvm-hetero's functions registered: ``python -m tvm_hetero.rpc_worker``.
+"""A TVM RPC server with tvm-hetero's functions registered.
+
+Start it with ``python -m tvm_hetero.runtime.rpc_worker``.
 
 It speaks the plain ``tvm.rpc`` protocol (any ``tvm.rpc.connect`` client works) and adds
 ``tvm_hetero.fingerprint`` so that timings taken through it are keyed by the remote machine's
@@ -42,7 +44,7 @@ def serve(host: str, port: int, port_end: int, key: str = "") -> None:
             if err.errno != errno.EADDRINUSE:
                 raise
     else:
-        raise SystemExit(f"tvm_hetero.rpc_worker: no free port in [{port}, {port_end})")
+        raise SystemExit(f"tvm_hetero.runtime.rpc_worker: no free port in [{port}, {port_end})")
     sock.listen(1)
     print(f"tvm-hetero rpc worker listening on {host}:{candidate}", flush=True)
     _listen_loop(sock, candidate, key, None, None, None)

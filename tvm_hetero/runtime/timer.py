@@ -10,12 +10,12 @@ from typing import Protocol
 
 import numpy as np
 import tvm
-from tvm import relax
+from tvm.runtime.vm import VirtualMachine
 
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.profiling.fingerprint import Fingerprint, local_fingerprint
-from tvm_hetero.profiling.measure_core import MeasureConfig, Timing, adaptive
+from tvm_hetero.runtime.measure import MeasureConfig, Timing, adaptive
 
 DeviceRef = tuple[str, int]
 """``(target kind, index)`` of a vdevice: ``("llvm", 1)``, ``("cuda", 0)``."""
@@ -42,10 +42,10 @@ class LocalRunner:
     where = "local"
 
     def time(self, executable, devices, args, config):
-        from tvm_hetero.build.vdevices import runtime_device
+        from tvm_hetero.runtime.device import vdevice_runtime_device
 
-        devs = [runtime_device(k, i) for k, i in devices]
-        vm = relax.VirtualMachine(executable, devs)
+        devs = [vdevice_runtime_device(k, i) for k, i in devices]
+        vm = VirtualMachine(executable, devs)
         tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
         return adaptive(
             lambda n, r: vm.time_evaluator(ENTRY_FUNC, devs[0], number=n, repeat=r)(*tensors),
@@ -87,7 +87,7 @@ class RPCRunner:
             self.session.upload(str(path))
         lib = self.session.load_module(name)
         devs = [self._device(k, i) for k, i in devices]
-        vm = relax.VirtualMachine(lib, devs)
+        vm = VirtualMachine(lib, devs)
         vm.set_input(ENTRY_FUNC, *[tvm.runtime.tensor(a, devs[0]) for a in args])
         return adaptive(
             lambda n, r: vm.time_evaluator("invoke_stateful", devs[0], number=n, repeat=r)(

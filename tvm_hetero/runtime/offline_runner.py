@@ -2,7 +2,7 @@
 
 Run on the measuring machine (the GPU box), where only the runtime bundle is installed::
 
-    python -m tvm_hetero.profiling.offline_runner FOLDER
+    python -m tvm_hetero.runtime.offline_runner FOLDER
 
 Imports nothing of tvm-hetero beyond this package's runtime-only modules.
 """
@@ -25,8 +25,8 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
     from tvm.runtime.vm import VirtualMachine
 
     from tvm_hetero.profiling.fingerprint import local_fingerprint
-    from tvm_hetero.profiling.measure_core import MeasureConfig, adaptive, random_args
     from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+    from tvm_hetero.runtime.measure import MeasureConfig, adaptive, random_args
 
     folder = Path(folder)
     manifest = json.loads((folder / MANIFEST).read_text())

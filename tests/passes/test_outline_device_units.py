@@ -1,0 +1,131 @@
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_hetero.build.multi_device import build
+from tvm_hetero.ir.attrs import UNIT_DEVICE_ATTR
+from tvm_hetero.passes import OutlineDeviceUnits
+from tvm_hetero.runtime.vm import make_vm, run
+
+
+@I.ir_module
+class Before:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32", "llvm:0")) -> R.Tensor((4, 8), "float32", "llvm:0"):
+        with R.dataflow():
+            a = R.nn.relu(x)
+            a1 = R.to_vdevice(a, "llvm:1")
+            b = R.exp(a1)
+            c = R.sigmoid(a)
+            b0 = R.to_vdevice(b, "llvm:0")
+            d = R.add(c, b0)
+            R.output(d)
+        return d
+
+
+@I.ir_module
+class Expected:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def unit0_d0(x: R.Tensor((4, 8), "float32", "llvm:0")) -> R.Tensor((4, 8), "float32", "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            a = R.nn.relu(x)
+            R.output(a)
+        return a
+
+    @R.function
+    def unit1_d1(a1: R.Tensor((4, 8), "float32", "llvm:1")) -> R.Tensor(
+        (4, 8), "float32", "llvm:1"
+    ):
+        R.func_attr({"tvm_hetero.unit_device": 1})
+        with R.dataflow():
+            b = R.exp(a1)
+            R.output(b)
+        return b
+
+    @R.function
+    def unit2_d0(a: R.Tensor((4, 8), "float32", "llvm:0")) -> R.Tensor((4, 8), "float32", "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            c = R.sigmoid(a)
+            R.output(c)
+        return c
+
+    @R.function
+    def unit3_d0(
+        c: R.Tensor((4, 8), "float32", "llvm:0"), b0: R.Tensor((4, 8), "float32", "llvm:0")
+    ) -> R.Tensor((4, 8), "float32", "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            d = R.add(c, b0)
+            R.output(d)
+        return d
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32", "llvm:0")) -> R.Tensor((4, 8), "float32", "llvm:0"):
+        cls = Expected
+        with R.dataflow():
+            a = cls.unit0_d0(x)
+            a1 = R.to_vdevice(a, "llvm:1")
+            b = cls.unit1_d1(a1)
+            c = cls.unit2_d0(a)
+            b0 = R.to_vdevice(b, "llvm:0")
+            d = cls.unit3_d0(c, b0)
+            R.output(d)
+        return d
+
+
+def test_branches_become_units_cut_where_tensors_cross():
+    after = OutlineDeviceUnits()(Before)
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+def test_units_compute_what_main_computed():
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    ref = run(make_vm(build(Before), devs), [x], devs[0])
+    got = run(make_vm(build(OutlineDeviceUnits()(Before)), devs), [x], devs[0])
+    np.testing.assert_array_equal(ref[0], got[0])
+
+
+def test_weights_stay_inside_the_unit_that_reads_them():
+    w = np.ones((8, 8), "float32")
+
+    @I.ir_module
+    class Weighted:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @R.function
+        def main(x: R.Tensor((4, 8), "float32", "llvm:0")):
+            with R.dataflow():
+                x1 = R.to_vdevice(x, "llvm:1")
+                w1 = R.to_vdevice(R.const(w), "llvm:1")
+                y = R.matmul(x1, w1)
+                y0 = R.to_vdevice(y, "llvm:0")
+                R.output(y0)
+            return y0
+
+    after = OutlineDeviceUnits()(Weighted)
+    main_copies = [b for b in after["main"].body.blocks[0].bindings if "to_vdevice" in str(b.value)]
+    assert len(main_copies) == 2  # the input in, the result out; the weight never crosses
+    units = [
+        gv.name_hint for gv, f in after.functions_items() if f.attrs and UNIT_DEVICE_ATTR in f.attrs
+    ]
+    assert units == ["unit0_d1"]
+
+
+def test_a_module_without_vdevices_is_refused():
+    @I.ir_module
+    class Plain:
+        @R.function
+        def main(x: R.Tensor((4,), "float32")):
+            return x
+
+    with pytest.raises(ValueError, match="OutlineDeviceUnits: the module declares no vdevices"):
+        OutlineDeviceUnits()(Plain)

@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_hetero import api
+from tvm_hetero.build.multi_device import build
+from tvm_hetero.devices import resolve_device
+from tvm_hetero.errors import RunError
+from tvm_hetero.frontends import load_model
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.plan import Placement
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.vm import make_vm, run
+from tvm_hetero.zoo import load_zoo_model
+
+N = 384
+
+
+@I.ir_module
+class TwoBranches:
+    """Two independent chains of matmuls (each a known busy kernel), joined by an add."""
+
+    @R.function
+    def main(x: R.Tensor((N, N), "float32"), y: R.Tensor((N, N), "float32")):
+        with R.dataflow():
+            a1 = R.matmul(x, x)
+            a2 = R.matmul(a1, x)
+            a3 = R.matmul(a2, x)
+            b1 = R.matmul(y, y)
+            b2 = R.matmul(b1, y)
+            b3 = R.matmul(b2, y)
+            out = R.add(a3, b3)
+            R.output(out)
+        return out
+
+
+@pytest.fixture(scope="module")
+def branches():
+    model = load_model(TwoBranches, name="two-branches")
+    rng = np.random.default_rng(0)
+    inputs = {n: (rng.standard_normal((N, N)) / N).astype("float32") for n in ("x", "y")}
+    return model, inputs
+
+
+def _place_b_branch(model, names):
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    return Placement(names, {i: 1 for i in ids if i.startswith("b")})
+
+
+def test_two_branches_on_two_core_sets_run_at_the_same_time(branches):
+    model, inputs = branches
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    compiled = api.compile(model, devices, _place_b_branch(model, ("cpu@0", "cpu@1")))
+    with Executor(compiled.deployment) as executor:
+        executor.time(inputs, repeat=3)
+        timeline = executor.timeline
+    a, b = timeline.busy_s("cpu@0"), timeline.busy_s("cpu@1")
+    assert {e.worker for e in timeline.events} == {"cpu@0", "cpu@1"}
+    assert timeline.overlap_s("cpu@0", "cpu@1") > 0.5 * min(a, b)
+
+
+def test_the_same_branches_on_one_worker_do_not_overlap(branches):
+    model, inputs = branches
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    compiled = api.compile(model, devices, Placement(("cpu@0", "cpu@1")))
+    with Executor(compiled.deployment) as executor:
+        executor.run(inputs)
+        events = [e for e in executor.timeline.events if e.kind == "unit"]
+    assert {e.worker for e in events} == {"cpu@0"}
+    for i, x in enumerate(events):
+        for y in events[i + 1 :]:
+            assert min(x.end_s, y.end_s) <= max(x.start_s, y.start_s)
+
+
+@pytest.mark.parametrize("name", ["mlp", "lstm", "bert-small", "resnet18", "wide-deep"])
+def test_one_unit_deployment_equals_the_single_vm_bit_for_bit(name):
+    model = load_zoo_model(f"{name}:tiny")
+    device = resolve_device("cpu")
+    compiled = api.compile(model, [device])
+    assert [u.function for u in compiled.deployment.units] == ["main"]
+    args = api.ordered_args(model.inputs, model.random_inputs(seed=2))
+    ref = run(make_vm(build(compiled.placed), [tvm.cpu(0)]), args, tvm.cpu(0))
+    with Executor(compiled.deployment) as executor:
+        got = executor.run(args)
+    for a, b in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["mlp", "gru", "gpt2", "mobilenet", "siamese-lstm", "mt-dnn"])
+def test_every_other_operator_on_a_second_core_set_equals_one_device(name):
+    model = load_zoo_model(f"{name}:tiny")
+    inputs = model.random_inputs(seed=1)
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    plan = Placement(("cpu@0", "cpu@1"), {n: 1 for i, n in enumerate(ids) if i % 2})
+    compiled = api.compile(model, devices, plan)
+    assert {u.device for u in compiled.deployment.units} == {0, 1}
+    ref = api.reference_outputs(model, inputs, devices[0])
+    for a, b in zip(api.run(compiled, inputs), ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_saved_deployment_runs_the_same(tmp_path, branches):
+    model, inputs = branches
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    compiled = api.compile(model, devices, _place_b_branch(model, ("cpu@0", "cpu@1")))
+    path = compiled.save(tmp_path / "m.tar")
+    loaded = api.load(path)
+    assert [d.to_dict() for d in loaded.devices] == [d.to_dict() for d in devices]
+    assert loaded.steps == compiled.deployment.steps
+    np.testing.assert_array_equal(api.run(loaded, inputs)[0], api.run(compiled, inputs)[0])
+
+
+def test_a_failing_unit_is_reported_not_hung_on(branches):
+    model, inputs = branches
+    compiled = api.compile(model, [resolve_device("cpu")])
+    with Executor(compiled.deployment) as executor, pytest.raises(RunError, match="unit 'main'"):
+        executor.run({"x": inputs["x"][:2], "y": inputs["y"]})
+
+
+def test_percentiles_of_timed_runs(branches):
+    model, inputs = branches
+    with Executor(api.compile(model, [resolve_device("cpu")]).deployment) as executor:
+        stats = executor.time(inputs, repeat=5, warmup=1)
+    assert len(stats.samples_ms) == 5
+    assert stats.median_ms <= stats.p99_ms <= stats.p999_ms <= max(stats.samples_ms)

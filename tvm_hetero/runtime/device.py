@@ -1,0 +1,83 @@
+"""Device specs to runtime devices, and CPU core sets (``cpu@0``, ``cpu@2-5``)."""
+
+from __future__ import annotations
+
+import os
+
+import tvm
+
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
+
+
+def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
+    """The device a worker of ``spec`` runs on in this process.
+
+    Every CPU device (``cpu``, ``cpu:1``, ``cpu@1``) is ``tvm.cpu(0)``: they share the host's
+    memory, so tensors pass between CPU workers without a copy; what tells them apart is the
+    worker's cores and threads.
+
+    Raises
+    ------
+    SpecError
+        For a simulated device, or a CUDA device this machine does not have.
+    """
+    if spec.kind is DeviceKind.CPU:
+        return tvm.cpu(0)
+    if spec.kind is DeviceKind.CUDA:
+        dev = tvm.cuda(spec.index)
+        if not dev.exist:
+            raise SpecError(
+                f"{spec.name}: cuda:{spec.index} is not present on this machine (no CUDA GPU "
+                "visible to TVM); compile here and run where the GPU is"
+            )
+        return dev
+    raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
+
+
+def vdevice_runtime_device(kind: str, index: int) -> tvm.runtime.Device:
+    """The runtime device of one vdevice (``llvm`` / ``cuda`` and its index) in a one-VM build."""
+    if kind == "llvm":
+        return tvm.cpu(index)
+    if kind == "cuda":
+        dev = tvm.cuda(index)
+        if not dev.exist:
+            raise SpecError(
+                f"cuda:{index} is not present on this machine (no CUDA GPU visible to TVM); "
+                "compile here and run where the GPU is"
+            )
+        return dev
+    raise SpecError(f"no runtime device for target kind {kind!r}")
+
+
+def parse_core_set(text: str, where: str) -> tuple[int, ...]:
+    """``"2-5"`` -> ``(2, 3, 4, 5)``, ``"1"`` -> ``(1,)``, checked against this machine's cores.
+
+    Raises
+    ------
+    SpecError
+        Naming ``where`` (the device as written) and the cores this machine has.
+    """
+    count = os.cpu_count() or 1
+    allowed = f"cores 0-{count - 1}" if count > 1 else "core 0"
+    lo, dash, hi = text.partition("-")
+    if not lo.isdigit() or (dash and not hi.isdigit()):
+        raise SpecError(f"{where}: write cpu@N or cpu@A-B with core numbers ({allowed} here)")
+    first, last = int(lo), int(hi) if dash else int(lo)
+    if first > last:
+        raise SpecError(f"{where}: the range {first}-{last} is empty; write the lower core first")
+    if last >= count:
+        raise SpecError(f"{where}: core {last} does not exist; this machine has {allowed}")
+    return tuple(range(first, last + 1))
+
+
+def check_disjoint(specs: list[DeviceSpec]) -> None:
+    """Refuse CPU core sets that overlap: two workers on one core do not run at the same time."""
+    owner: dict[int, str] = {}
+    for spec in specs:
+        for core in spec.cores or ():
+            if core in owner:
+                raise SpecError(
+                    f"devices {owner[core]!r} and {spec.name!r} both use core {core}; "
+                    "give each worker its own cores (cpu@0, cpu@1, cpu@2-5)"
+                )
+            owner[core] = spec.name

@@ -1,0 +1,262 @@
+"""Run a deployment: each unit on its device's worker as soon as its inputs exist.
+
+No thread ever waits for work by spinning: a worker blocks on its queue, the caller on an event.
+When a step ends, the thread that ran it counts down its successors and hands each ready one to
+its worker (a unit, a copy that moves bytes) or does it on the spot (a tuple item, a copy between
+CPU workers, which share memory). Every unit and copy is timed; :attr:`Executor.timeline` is the
+measured timeline of the last run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+
+from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.stats import LatencyStats
+from tvm_hetero.runtime.worker import LocalWorker, Worker
+
+
+@dataclass(frozen=True)
+class Event:
+    """One unit or copy of a run: where and when it ran (seconds from the run's start)."""
+
+    step: str
+    worker: str
+    kind: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The measured timeline of one run."""
+
+    events: tuple[Event, ...]
+    total_s: float
+
+    def busy_s(self, worker: str) -> float:
+        """Time ``worker`` spent in units and copies."""
+        return sum(e.end_s - e.start_s for e in self.events if e.worker == worker)
+
+    def overlap_s(self, a: str, b: str) -> float:
+        """Time during which workers ``a`` and ``b`` both ran something."""
+        total = 0.0
+        for x in (e for e in self.events if e.worker == a):
+            for y in (e for e in self.events if e.worker == b):
+                total += max(0.0, min(x.end_s, y.end_s) - max(x.start_s, y.start_s))
+        return total
+
+
+class _Run:
+    """State of one run: values, countdowns, events, completion."""
+
+    def __init__(self, n_steps: int, deps: list[int]) -> None:
+        self.values: dict[str, Any] = {}
+        self.remaining = list(deps)
+        self.pending = n_steps
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.events: list[Event] = []
+        self.start = time.perf_counter()
+
+
+class Executor:
+    """Runs a deployment on one worker per device, concurrently where the graph allows.
+
+    Parameters
+    ----------
+    deployment : Deployment
+        With its libraries loaded (or built).
+    workers : mapping of device index to Worker, optional
+        Workers to use (remote ones, say); local worker threads by default. A deployment whose
+        units all sit on one unpinned device runs them in the calling thread.
+    timeout_s : float
+        A run that has not finished after this long raises :class:`RunError` naming the steps
+        still waiting, instead of hanging.
+    """
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        workers: Mapping[int, Worker] | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.deployment, self.timeout_s = deployment, timeout_s
+        used = sorted({s.device for s in deployment.units})
+        inline = len(used) == 1 and deployment.devices[used[0]].cores is None
+        self.workers: dict[int, Worker] = dict(workers or {})
+        for k in used:
+            if k not in self.workers:
+                lib = deployment.libraries[k]
+                self.workers[k] = LocalWorker(deployment.devices[k], lib, inline=inline)
+        self._home = _home_device(deployment)
+        self._index = {s.name: i for i, s in enumerate(deployment.steps)}
+        self._succ: list[list[int]] = [[] for _ in deployment.steps]
+        self._deps: list[int] = []
+        for i, step in enumerate(deployment.steps):
+            producers = {self._index[v] for v in step.inputs if v in self._index}
+            self._deps.append(len(producers))
+            for p in producers:
+                self._succ[p].append(i)
+        self._roots = [i for i, d in enumerate(self._deps) if d == 0]
+        # tuple items and copies between CPU workers (shared memory) run on the spot
+        self._here = [
+            s.kind == "item" or (s.kind == "copy" and not deployment.moves(s))
+            for s in deployment.steps
+        ]
+        self.timeline: Timeline | None = None
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Run once on numpy inputs (in the deployment's input order, or by name)."""
+        return _to_numpy([self.run_tensors(self.place_inputs(inputs))[v] for v in self._outputs])
+
+    @property
+    def _outputs(self) -> tuple[str, ...]:
+        return self.deployment.outputs
+
+    def place_inputs(
+        self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]
+    ) -> list[tvm.runtime.Tensor]:
+        """The inputs as tensors on the home device."""
+        names = [i.name for i in self.deployment.inputs]
+        if isinstance(inputs, Mapping):
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise ValueError(f"missing input(s) {missing}; the model takes {names}")
+            inputs = [inputs[n] for n in names]
+        if len(inputs) != len(names):
+            raise ValueError(f"the model takes {len(names)} inputs {names}, got {len(inputs)}")
+        return [tvm.runtime.tensor(np.asarray(a), self._home) for a in inputs]
+
+    def run_tensors(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
+        """Run once on tensors already on the home device; return every value by name."""
+        run = _Run(len(self.deployment.steps), self._deps)
+        for info, tensor in zip(self.deployment.inputs, tensors, strict=True):
+            run.values[info.name] = tensor
+        if not self.deployment.steps:
+            run.done.set()
+        for i in self._roots:
+            self._dispatch(run, i)
+        if not run.done.wait(self.timeout_s):
+            waiting = [s.name for i, s in enumerate(self.deployment.steps) if run.remaining[i] >= 0]
+            raise RunError(
+                f"run: not finished after {self.timeout_s:.0f} s; steps not done: {waiting[:8]}"
+            )
+        if run.error is not None:
+            raise run.error
+        self.timeline = Timeline(tuple(run.events), time.perf_counter() - run.start)
+        return run.values
+
+    def _dispatch(self, run: _Run, i: int) -> None:
+        if self._here[i]:
+            self._execute(run, i)
+        else:
+            self.workers[self.deployment.steps[i].device].submit(lambda: self._execute(run, i))
+
+    def _execute(self, run: _Run, i: int) -> None:
+        step = self.deployment.steps[i]
+        if run.error is not None:
+            return
+        try:
+            args = [run.values[v] for v in step.inputs]
+            if step.kind == "item":
+                run.values[step.name] = args[0][step.index]
+            elif self._here[i]:
+                run.values[step.name] = args[0]
+            else:
+                worker = self.workers[step.device]
+                start = time.perf_counter()
+                if step.kind == "unit":
+                    run.values[step.name] = worker.call(step.function, args)
+                else:
+                    run.values[step.name] = worker.move(args[0])
+                end = time.perf_counter()
+                run.events.append(
+                    Event(step.name, worker.name, step.kind, start - run.start, end - run.start)
+                )
+        except BaseException as err:
+            where = f"{step.kind} {step.name!r}"
+            if step.device is not None:
+                where += f" on {self.deployment.devices[step.device].name}"
+            run.error = RunError(f"run: {where} failed: {err}")
+            run.done.set()
+            return
+        self._complete(run, i)
+
+    def _complete(self, run: _Run, i: int) -> None:
+        ready = []
+        with run.lock:
+            run.remaining[i] = -1
+            run.pending -= 1
+            finished = run.pending == 0
+            for j in self._succ[i]:
+                run.remaining[j] -= 1
+                if run.remaining[j] == 0:
+                    ready.append(j)
+        if finished:
+            run.done.set()
+        for j in ready:
+            self._dispatch(run, j)
+
+    # -- timing ----------------------------------------------------------------------------
+
+    def time(
+        self,
+        inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
+        repeat: int = 100,
+        warmup: int = 3,
+    ) -> LatencyStats:
+        """Wall-clock latency of ``repeat`` runs after ``warmup`` (inputs placed once, or given
+        as tensors on the home device)."""
+        if repeat < 1 or warmup < 0:
+            raise ValueError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
+        placed = isinstance(inputs, Sequence) and all(
+            isinstance(a, tvm.runtime.Tensor) for a in inputs
+        )
+        tensors = list(inputs) if placed else self.place_inputs(inputs)
+        for _ in range(warmup):
+            self.run_tensors(tensors)
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self.run_tensors(tensors)
+            samples.append((time.perf_counter() - start) * 1e3)
+        return LatencyStats(tuple(samples))
+
+    def close(self) -> None:
+        """Stop the workers this executor started."""
+        for worker in self.workers.values():
+            worker.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _home_device(deployment: Deployment) -> tvm.runtime.Device:
+    from tvm_hetero.runtime.device import runtime_device
+
+    return runtime_device(deployment.devices[0])
+
+
+def _to_numpy(values: Sequence[Any]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for v in values:
+        if isinstance(v, tvm.runtime.Tensor):
+            out.append(v.numpy())
+        else:
+            out.extend(_to_numpy(list(v)))
+    return out

@@ -1,0 +1,159 @@
+"""Workers: one per device, each with its own VM, thread and (for a CPU) cores and thread count.
+
+Workers are threads, not processes. TVM's CPU thread pool belongs to the thread that calls a
+kernel, so a worker thread configured for ``cpu@1`` runs its kernels on core 1 with one thread
+while ``cpu@0``'s worker runs on core 0; the FFI releases the GIL during every call, so the two
+really run at the same time (measured: ``benchmarks/runtime``). Threads share the host's memory,
+so a tensor passes from one CPU worker to another without a copy; processes would need shared
+memory and a copy per crossing.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import tvm
+from tvm.runtime.vm import VirtualMachine
+
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.runtime.device import runtime_device
+
+
+class Worker(Protocol):
+    """Runs the units of one device: load a library, call its functions, move tensors, time."""
+
+    name: str
+    spec: DeviceSpec
+    device: tvm.runtime.Device
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the worker (its thread, its cores), after the jobs already given."""
+
+    def call(self, function: str, args: Sequence[Any]) -> Any:
+        """Call a unit of the loaded library (from a job)."""
+
+    def move(self, value: Any) -> Any:
+        """``value`` (a tensor) on this worker's device (from a job)."""
+
+    def sync(self) -> None:
+        """Wait until the device has finished what it was given."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The device as the profile database keys it."""
+
+    def close(self) -> None:
+        """Stop the worker."""
+
+
+def configure_threads(spec: DeviceSpec) -> None:
+    """Set the calling thread's TVM pool: pinned to ``spec.cores``, or ``spec.threads`` threads.
+
+    TVM caps any pool at ``TVM_NUM_THREADS`` (by default half the cores on x86), so the cap is
+    raised first to what the worker asks for.
+    """
+    threads = spec.threads or os.cpu_count() or 1
+    if int(os.environ.get("TVM_NUM_THREADS", "0") or 0) < threads:
+        os.environ["TVM_NUM_THREADS"] = str(threads)
+    config = tvm.get_global_func("runtime.config_threadpool")
+    if spec.cores:
+        config(-2, len(spec.cores), [str(c) for c in spec.cores])  # one thread pinned per core
+    else:
+        config(1, threads)
+
+
+class LocalWorker:
+    """A worker thread of this process with its own VM over one library.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        The device; a CPU worker with ``cores`` is pinned to them.
+    library : tvm.runtime.Module or tvm.runtime.Executable
+        The device's compiled units.
+    inline : bool
+        Run jobs in the caller's thread instead (a deployment with a single unpinned worker:
+        no hand-over between threads, exactly today's single VM).
+    """
+
+    def __init__(self, spec: DeviceSpec, library: Any, inline: bool = False) -> None:
+        self.spec, self.name = spec, spec.name
+        self.device = runtime_device(spec)
+        self._library = library
+        self._functions: dict[str, Any] = {}
+        self._gpu = spec.kind is DeviceKind.CUDA
+        self._inline = inline
+        if inline:
+            self._setup()
+            return
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, args=(ready,), name=f"tvm-hetero:{spec.name}", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        if self._setup_error is not None:
+            raise self._setup_error
+
+    def _setup(self) -> None:
+        if self.spec.kind is DeviceKind.CPU:
+            configure_threads(self.spec)
+        self.vm = VirtualMachine(self._library, self.device)
+
+    def _loop(self, ready: threading.Event) -> None:
+        self._setup_error: BaseException | None = None
+        try:
+            self._setup()
+        except BaseException as err:  # reported to the constructor
+            self._setup_error = err
+            ready.set()
+            return
+        ready.set()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue ``job`` on the worker's thread (or run it now, inline)."""
+        if self._inline:
+            job()
+        else:
+            self._jobs.put(job)
+
+    def call(self, function: str, args: Sequence[Any]) -> Any:
+        """Call unit ``function``; a GPU worker waits for its kernels so the timeline is true."""
+        fn = self._functions.get(function)
+        if fn is None:
+            fn = self._functions[function] = self.vm.module[function]
+        out = fn(*args)
+        if self._gpu:
+            self.device.sync()
+        return out
+
+    def move(self, value: Any) -> Any:
+        """Copy a tensor onto this worker's device (synchronous)."""
+        return value.copyto(self.device)
+
+    def sync(self) -> None:
+        """Wait for the device."""
+        self.device.sync()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """CPU / GPU name, threads and TVM version of this worker's device."""
+        from tvm_hetero.profiling.fingerprint import local_fingerprint
+
+        kind = "cuda" if self._gpu else "cpu"
+        fp = local_fingerprint(kind, self.spec.index, self.spec.threads, "")
+        return {"kind": fp.kind, "name": fp.name, "threads": fp.threads, "tvm": fp.tvm}
+
+    def close(self) -> None:
+        """Stop the thread (jobs already queued run first)."""
+        if not self._inline and self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join(timeout=10)
