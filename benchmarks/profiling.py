@@ -22,13 +22,13 @@ from rich.table import Table
 
 from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.runtime.vm import time_run
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.runtime.vm import time_run
 from tvm_hetero.zoo import load_zoo_model
 
 CONFIG = MeasureConfig(repeat=10, min_repeat_ms=50)

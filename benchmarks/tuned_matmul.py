@@ -23,9 +23,9 @@ from tvm_hetero.build.tuning import tune
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.runtime.measure import MeasureConfig, random_args
 from tvm_hetero.profiling.profiler import Profiler, place_on
 from tvm_hetero.profiling.workloads import input_infos, op_module, workload_key
+from tvm_hetero.runtime.measure import MeasureConfig, random_args
 from tvm_hetero.zoo import load_zoo_model
 
 

@@ -4,7 +4,6 @@ import pytest
 import tvm
 
 from tvm_hetero.build.vdevices import to_vdevice
-from tvm_hetero.runtime.device import vdevice_runtime_device as runtime_device
 from tvm_hetero.devices import (
     ClusterSpec,
     DeviceKind,
@@ -18,6 +17,7 @@ from tvm_hetero.devices import (
     resolve_device,
     topology_pairs,
 )
+from tvm_hetero.runtime.device import vdevice_runtime_device as runtime_device
 
 CPU = {"kind": "llvm"}
 

@@ -5,11 +5,11 @@ from tvm_hetero import api
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.runtime.measure import MeasureConfig, choose_number
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
+from tvm_hetero.runtime.measure import MeasureConfig, choose_number
 from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.zoo import load_zoo_model
 

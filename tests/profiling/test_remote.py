@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.profiling.offline import Candidate, export_candidates, merge_results
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.runtime.timer import RPCRunner
 from tvm_hetero.profiling.workloads import op_module
+from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.runtime.timer import RPCRunner
 from tvm_hetero.zoo import load_zoo_model
 
 FAST = MeasureConfig(repeat=3, min_repeat_ms=1)
