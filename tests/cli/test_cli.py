@@ -222,7 +222,7 @@ def test_eop_plan_then_compile_a_cut_plan(capsys, tmp_path):
     assert "single-device| = 0" in capsys.readouterr().out
     from tvm_hetero import api
 
-    deployed = api.load_compiled(art)[2]["plan"]
+    deployed = api.load(art).plan
     assert deployed["kind"] == "split" and all(s["shares"][1] for s in deployed["splits"])
     argv = ["compile", "mlp:tiny", "--strategy", "eop", *devices, "--db", str(db),
             "--samples", "4", "-o", str(art), "--check"]  # fmt: skip

@@ -105,7 +105,8 @@ def test_discovery_and_cli_device_names():
     cluster = ClusterSpec(tuple(_edge_devices(2)))
     assert resolve_device("edge1", cluster).host == "10.0.0.1"
     with pytest.raises(
-        SpecError, match=r"unknown device 'tpu:0': write cpu, cpu:N, cpu-serial, cuda or cuda:N"
+        SpecError,
+        match=r"unknown device 'tpu:0': write cpu, cpu:N, cpu@N, cpu@A-B, cpu-serial, cuda or cuda:N",
     ):
         resolve_device("tpu:0")
 

@@ -193,6 +193,7 @@ def test_a_cut_between_cpu_and_cuda_builds_scheduled_gpu_kernels():
     plan = _cut_everything(model, fraction=2)
     plan = SplitPlan("test", ("cpu", "cuda:0"), plan.splits)
     compiled = api.compile(model, devices, plan)
-    assert "cuda" in module_kinds(compiled.executable.mod)
+    assert "cuda" in module_kinds(compiled.deployment.libraries[1].mod)  # the GPU's own library
+    assert "cuda" not in module_kinds(compiled.deployment.libraries[0].mod)
     gpu = [c for c in api.kernel_schedules(compiled) if c.target.startswith("cuda")]
     assert gpu and all(c.label.startswith("dlight:") for c in gpu), gpu
