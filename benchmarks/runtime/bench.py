@@ -21,7 +21,8 @@ from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.runtime.vm import make_vm, set_cpu_threads
+from tvm_hetero.runtime.vm import make_vm
+from tvm_hetero.runtime.worker import configure_threads
 from tvm_hetero.zoo import load_zoo_model
 
 CHAIN = 64
@@ -93,7 +94,7 @@ def main() -> None:
         m = load_zoo_model(name)
         x = m.random_inputs()
         compiled = api.compile(m, [cpu])
-        set_cpu_threads(cpu.threads)
+        configure_threads(cpu)
         vm = make_vm(build(compiled.placed), [tvm.cpu(0)])
         args_ = [tvm.runtime.tensor(a) for a in api.ordered_args(m.inputs, x)]
         vm_ms = (

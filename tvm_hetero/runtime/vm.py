@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,18 +9,6 @@ import tvm
 from tvm.runtime.vm import VirtualMachine
 
 from tvm_hetero.ir.attrs import ENTRY_FUNC
-
-
-def set_cpu_threads(threads: int) -> None:
-    """Use ``threads`` CPU worker threads (TVM's default is half the cores).
-
-    TVM fixes its pool size from ``TVM_NUM_THREADS`` when the pool first starts, so call this
-    before the first run in the process.
-    """
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    os.environ["TVM_NUM_THREADS"] = str(threads)
-    tvm.get_global_func("runtime.config_threadpool")(1, threads)
 
 
 def make_vm(
