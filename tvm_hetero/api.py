@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,14 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.placement import Placement, place_by_op_type
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.profiling.record import ProfileRecord
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.measure import MeasureConfig, choose_number
 from tvm_hetero.schedules import KernelChoice, kernel_choices
+from tvm_hetero.strategies.registry import get_strategy
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,41 @@ def compile(
     placed = place(model, devices, placement)
     deployment = build_deployment(model, devices, placed, options, placement.to_dict())
     return CompiledModel(deployment, placed, tuple(devices), placement, model)
+
+
+def plan(
+    model: Model, devices: Sequence[DeviceSpec], strategy: str = "eop", **settings: Any
+) -> Placement | SplitPlan:
+    """Measure ``model`` on ``devices`` and plan it with ``strategy`` (``"eop"``, ``"als"``: see
+    :mod:`tvm_hetero.strategies.registry`); ``settings`` go to that strategy's ``make_plan``
+    (EOP: ``db``, ``options``, ``key_share``, ``samples``, ``span``, ``progress``; ALS:
+    ``options``, ``pim``, ``exact``, ``min_gain``, ``confirm``). Compile the result with
+    :func:`compile` (``in_plan_order(devices, plan)`` gives the devices in the plan's order)."""
+    if not devices:
+        raise SpecError("plan: give at least one device")
+    return get_strategy(strategy).planner_module().make_plan(model, list(devices), **settings)
+
+
+def profile(
+    model: Model, devices: Sequence[DeviceSpec], db: str | Path,
+    config: MeasureConfig | None = None, options: BuildOptions | None = None,
+    progress: Callable[[str, str, int, int], None] | None = None,
+) -> dict[str, dict[str, ProfileRecord]]:  # fmt: skip
+    """Every operator of ``model`` compiled standalone and timed on each device; records are kept
+    in (and reused from) the profile database ``db``. Returns ``{device: {operator: record}}``;
+    ``progress(device, operator, done, total)`` is called as operators finish."""
+    profiler = Profiler(
+        ProfileDB(db), config=config or MeasureConfig(), options=options or BuildOptions()
+    )
+    out = {}
+    for d in devices:
+        report = (
+            (lambda what, done, total, name=d.name: progress(name, what, done, total))
+            if progress
+            else None
+        )
+        out[d.name] = profiler.profile_ops(model.mod, d, report)
+    return out
 
 
 def kernel_schedules(

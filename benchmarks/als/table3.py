@@ -1,6 +1,7 @@
 """Lee et al.'s Table 3 and Fig. 9 on this machine: CPU parallel + CPU serial, real (issue 5).
 
     .venv/bin/python benchmarks/als/table3.py [--seq 8 16 32 64] [--models bert roberta gpt2]
+        [--devices cpu cpu-serial] [--baseline cpu] [--out benchmarks/results/als.json]
 
 For BERT (4 x 512), a RoBERTa-sized BERT (12 x 768) and GPT-2 (12 x 768, LM head), batch 1:
 CG and DCG sizes, DA edges, the profiling runs Algorithm 1 needs (node + edge runs), the time to
@@ -11,7 +12,9 @@ planned, as the guarded planner returns it (``min_gain`` 5 %: a predicted gain b
 the best baseline), and as confirmed by measurement (the guarded plan and the best baseline timed
 end to end, the faster kept); each row is then timed afresh. A third, SIMULATED device,
 the paper's PIM (costs from its published speedups, see tvm_hetero.costmodel.simulated_pim), is
-planned as well: its rows are predictions only and say so. Writes benchmarks/results/als.json.
+planned as well (with the default devices): its rows are predictions only and say so.
+``--devices cpu@0 cpu@1`` plans over two one-core workers of the concurrent runtime instead;
+``--baseline`` names single devices (``cpu``: all cores) timed in the same run. Writes ``--out``.
 """
 
 from __future__ import annotations
@@ -57,10 +60,10 @@ def latency_ms(model, devices, placement, inputs) -> float:
     return api.median_seconds(compiled, inputs, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
 
 
-def one(name: str, seq: int) -> dict:
+def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> dict:
     spec, overrides = MODELS[name]
     model = load_zoo_model(spec, seq_len=seq, **overrides)
-    devices = [resolve_device("cpu"), resolve_device("cpu-serial")]
+    devices = [resolve_device(d) for d in device_names]
     names = [d.name for d in devices]
     graph = OpGraph.from_module(model.mod)
     start = time.perf_counter()
@@ -82,8 +85,8 @@ def one(name: str, seq: int) -> dict:
         "OPT (ALS)": {o: raw.device_of(o) for o in dcg.ops},
         "OPT guarded": {o: plan.device_of(o) for o in dcg.ops},
         "OPT confirmed": {o: confirmed.device_of(o) for o in dcg.ops},
-        "CPU_P only": priority_assignment(dcg, [0, 1]),
-        "CPU_S only": priority_assignment(dcg, [1, 0]),
+        f"{names[0]} only": priority_assignment(dcg, [0, 1]),
+        f"{names[1]} only": priority_assignment(dcg, [1, 0]),
     }
     measured = {}
     for label, assignment in assignments.items():
@@ -93,7 +96,24 @@ def one(name: str, seq: int) -> dict:
             "predicted_ms": total_time(dcg, costs, assignment) * 1e3,
         }
 
-    # the simulated PIM: planning only
+    for base in baselines:
+        single = [resolve_device(base)]
+        measured[f"single {base}"] = {
+            "measured_ms": latency_ms(model, single, Placement((base,)), inputs),
+            "predicted_ms": float("nan"),
+        }
+    row = {
+        "model": name, "seq": seq, "devices": names, **dcg.sizes(),
+        "node_runs": len(node_runs(dcg)), "edge_runs": len(runs) - len(node_runs(dcg)),
+        "traversal_s": traversal_s, "partition_s": partition_s, "milp_s": milp_s,
+        "als_predicted_ms": raw.predicted_s * 1e3, "milp_predicted_ms": exact_s * 1e3,
+        "guarded_strategy": plan.strategy, "confirmed_strategy": confirmed.strategy,
+        "confirm_measured_ms": {k: v * 1e3 for k, v in confirm_s.items()},
+        "measured": measured,
+    }  # fmt: skip
+    if names[1] != "cpu-serial":
+        return row
+    # the simulated PIM beside CPU_P and CPU_S: planning only
     sim_names = [*names, "pim (simulated)"]
     dcg3 = dcg_of(graph, sim_names, {"pim (simulated)": PIM_OPS})
     start = time.perf_counter()
@@ -110,14 +130,7 @@ def one(name: str, seq: int) -> dict:
         "(PIM, CPU_P, CPU_S)": total_time(dcg3, costs3, priority_assignment(dcg3, [2, 0, 1])) * 1e3,
         "CPU_S only": total_time(dcg3, costs3, priority_assignment(dcg3, [1, 0, 2])) * 1e3,
     }
-    return {
-        "model": name, "seq": seq, **dcg.sizes(),
-        "node_runs": len(node_runs(dcg)), "edge_runs": len(runs) - len(node_runs(dcg)),
-        "traversal_s": traversal_s, "partition_s": partition_s, "milp_s": milp_s,
-        "als_predicted_ms": raw.predicted_s * 1e3, "milp_predicted_ms": exact_s * 1e3,
-        "guarded_strategy": plan.strategy, "confirmed_strategy": confirmed.strategy,
-        "confirm_measured_ms": {k: v * 1e3 for k, v in confirm_s.items()},
-        "measured": measured,
+    return row | {
         "simulated_pim": {
             "source": SOURCE, **{f"dcg3_{k}": v for k, v in dcg3.sizes().items()},
             "node_runs": len(node_runs(dcg3)), "edge_runs": len(runs3) - len(node_runs(dcg3)),
@@ -131,12 +144,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=int, nargs="+", default=[8, 16, 32, 64])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--devices", nargs=2, default=["cpu", "cpu-serial"])
+    parser.add_argument("--baseline", nargs="*", default=[], help="single devices to time too")
     parser.add_argument("--out", default="benchmarks/results/als.json")
     args = parser.parse_args()
     rows = []
     for name in args.models:
         for seq in args.seq:
-            row = one(name, seq)
+            row = one(name, seq, args.devices, args.baseline)
             rows.append(row)
             print(json.dumps(row), flush=True)
     meta = {"command": "python benchmarks/als/table3.py " + " ".join(sys.argv[1:])}
@@ -150,7 +165,8 @@ def _tables(rows: list[dict]) -> None:
     from rich.table import Table
 
     console = Console(width=170)
-    t = Table(title="Table 3 (CPU_P + CPU_S, real): sizes, runs and planner times")
+    pair = " + ".join(rows[0]["devices"])
+    t = Table(title=f"Table 3 ({pair}, real): sizes, runs and planner times")
     cols = ["model", "seq", "CG n/e", "DCG n/e", "DA", "runs n+e", "traverse s", "ALS s",
             "MILP s", "ALS/MILP"]  # fmt: skip
     for c in cols:
@@ -164,7 +180,7 @@ def _tables(rows: list[dict]) -> None:
             f"{r['als_predicted_ms'] / r['milp_predicted_ms']:.4f}",
         )  # fmt: skip
     console.print(t)
-    t = Table(title="Measured end-to-end latency (ms), CPU_P + CPU_S")
+    t = Table(title=f"Measured end-to-end latency (ms), {pair}")
     labels = list(rows[0]["measured"])
     for c in ["model", "seq", *labels, "confirmed OPT speedup vs best baseline"]:
         t.add_column(c, justify="right")
@@ -174,6 +190,8 @@ def _tables(rows: list[dict]) -> None:
         t.add_row(r["model"], str(r["seq"]), *[f"{m[k]:.2f}" for k in labels],
                   f"{best / m['OPT confirmed']:.2f}x")  # fmt: skip
     console.print(t)
+    if "simulated_pim" not in rows[0]:
+        return
     t = Table(title="SIMULATED PIM (predicted ms; PIM costs from Lee et al. Fig. 8)")
     sims = list(rows[0]["simulated_pim"]["predicted_ms"])
     for c in ["model", "seq", "DA", "runs n+e", *sims, "PIM ops"]:

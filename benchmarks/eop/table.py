@@ -1,7 +1,8 @@
 """EOP's Figure 8 (LSTM, GRU, BERT at batch 16) and Table 4 CNNs on the device pair we have (issue 4).
 
     .venv/bin/python benchmarks/eop/table.py [--models lstm gru bert resnet18 mobilenet]
-                                             [--devices cpu cpu:1]
+                                             [--devices cpu cpu:1] [--baseline cpu]
+                                             [--out benchmarks/results/eop.json]
 
 For each model: every operator's time on both devices, key-operator sweeps fitted to patterns, the
 plans of EOP and its baselines (home device only, the other device only, Equal, Fixed) through one
@@ -9,7 +10,9 @@ path, each compiled and measured end to end against the single-device build, wit
 own run time and the patterns' held-out errors. For each key operator of the EOP plan, its time
 measured inside the planned model (instrumented, unfused: shards, slices, copies and concat) is
 compared with the two-device bound ``1 / (1/t_home + 1/t_other) + copies`` (goal: within 15 %).
-Writes ``benchmarks/results/eop.json`` and ``benchmarks/results/eop_<model>.png``.
+``--baseline`` names single devices (``cpu``: all cores) compiled and timed in the same interleaved
+rounds, so a plan over two core sets (``--devices cpu@0 cpu@1``) is compared with the whole machine.
+Writes ``--out`` (``eop.json``) and beside it ``eop_<model>.png``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ RESULTS = Path("benchmarks/results")
 ROUNDS = 3
 
 
-def one(name: str, device_names: list[str], db: Path) -> dict:
+def one(name: str, device_names: list[str], db: Path, baselines: list[str], out: Path) -> dict:
     spec, overrides = MODELS[name]
     model = load_zoo_model(spec, **overrides)
     devices = [resolve_device(d) for d in device_names]
@@ -64,8 +67,14 @@ def one(name: str, device_names: list[str], db: Path) -> dict:
             "cut": sum(1 for s in plan.splits if 0 < s.shares[1] < s.extent),
         }  # fmt: skip
         if strategy == "eop":
-            plot_split_plan(plan, model.name, RESULTS / f"eop_{name}.png")
+            plot_split_plan(plan, model.name, out.with_name(f"{out.stem}_{name}.png"))
             rows[strategy]["plan"] = plan.to_dict()
+    for base in baselines:
+        compiled[f"single {base}"] = api.compile(model, [resolve_device(base)])
+        rows[f"single {base}"] = {"predicted_ms": float("nan"), "measured_ms": float("inf"),
+                                  "devices": [base], "cut": 0, "plan_s": 0.0,
+                                  "max_err": api.max_abs_error(
+                                      api.run(compiled[f"single {base}"], x), reference)}  # fmt: skip
     for _ in range(ROUNDS):  # interleaved, best of rounds: no plan gains from running first
         for strategy, c in compiled.items():
             ms = api.median_seconds(c, x, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
@@ -98,13 +107,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--devices", nargs=2, default=["cpu", "cpu:1"])
+    parser.add_argument("--baseline", nargs="*", default=[], help="single devices to time too")
+    parser.add_argument("--out", default=str(RESULTS / "eop.json"))
     parser.add_argument("--db", default="benchmarks/results/tuning/eop_profiles.jsonl")
     args = parser.parse_args()
-    out = RESULTS / "eop.json"
+    out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {}
     results["command"] = "python benchmarks/eop/table.py " + " ".join(sys.argv[1:])
     for name in args.models:
-        row = one(name, args.devices, Path(args.db))
+        row = one(name, args.devices, Path(args.db), args.baseline, out)
         results.setdefault("models", {})[name] = row
         out.write_text(json.dumps(results, indent=1))
         s = row["strategies"]

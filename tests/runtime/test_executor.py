@@ -13,7 +13,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.vm import make_vm, run
-from tvm_hetero.zoo import load_zoo_model
+from tvm_hetero.zoo import ZOO, load_zoo_model
 
 N = 384
 
@@ -74,7 +74,7 @@ def test_the_same_branches_on_one_worker_do_not_overlap(branches):
             assert min(x.end_s, y.end_s) <= max(x.start_s, y.start_s)
 
 
-@pytest.mark.parametrize("name", ["mlp", "lstm", "bert-small", "resnet18", "wide-deep"])
+@pytest.mark.parametrize("name", sorted(ZOO))
 def test_one_unit_deployment_equals_the_single_vm_bit_for_bit(name):
     model = load_zoo_model(f"{name}:tiny")
     device = resolve_device("cpu")
@@ -88,7 +88,7 @@ def test_one_unit_deployment_equals_the_single_vm_bit_for_bit(name):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("name", ["mlp", "gru", "gpt2", "mobilenet", "siamese-lstm", "mt-dnn"])
+@pytest.mark.parametrize("name", sorted(ZOO))
 def test_every_other_operator_on_a_second_core_set_equals_one_device(name):
     model = load_zoo_model(f"{name}:tiny")
     inputs = model.random_inputs(seed=1)

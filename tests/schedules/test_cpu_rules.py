@@ -8,6 +8,7 @@ from tvm import relax, topi
 from tvm_hetero._compat import PrimFunc, make_target
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
+from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 
 CPU = make_target(cpu_device().target)
@@ -43,6 +44,14 @@ def _gelu(bb, x):
     return relax.op.nn.gelu(x)
 
 
+def _torch_gelu(y):
+    c = relax.const
+    erf = relax.op.erf(relax.op.divide(y, c(1.4142135, "float32")))
+    return relax.op.multiply(
+        relax.op.multiply(y, relax.op.add(erf, c(1.0, "float32"))), c(0.5, "float32")
+    )
+
+
 CASES = {
     "matmul": ([(16, 32), (32, 48)], lambda bb, x, w: relax.op.matmul(x, w), "matmul"),
     "linear_gelu": (
@@ -50,6 +59,11 @@ CASES = {
         lambda bb, x, w, b: relax.op.nn.gelu(
             relax.op.add(relax.op.matmul(x, relax.op.permute_dims(w)), b)
         ),
+        "matmul",
+    ),
+    "linear_erf_gelu_torch_order": (  # x * (erf(x / sqrt 2) + 1) * 0.5: the last multiply is
+        [(8, 32), (32, 64), (64,)],  # reached by two paths (it once aborted the build)
+        lambda bb, x, w, b: _torch_gelu(relax.op.add(relax.op.matmul(x, w), b)),
         "matmul",
     ),
     "dense_weight_nk": (
@@ -161,3 +175,29 @@ def test_default_and_dlight_modes_are_labelled():
 )
 def test_vector_width_from_cpu_features(target, bits):
     assert vector_bits(make_target(target)) == bits
+
+
+class _Broken:
+    """A rule that raises on every kernel (as a rule meeting a kernel it did not foresee)."""
+
+    name = "broken"
+
+    def apply(self, func, target, tunable):
+        raise ValueError("The block no longer exists in the IRModule")
+
+
+def test_a_failing_rule_falls_back_to_the_next_and_says_so(monkeypatch, caplog):
+    from tvm_hetero.schedules import apply
+
+    shapes, body, _ = CASES["matmul"]
+    mod = _module(shapes, body)
+    monkeypatch.setattr(apply, "cpu_rules", lambda: (_Broken(), *cpu_rules()))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    assert "schedule rule broken failed (The block no longer exists" in caplog.text
+    monkeypatch.setattr(apply, "cpu_rules", lambda: (_Broken(),))
+    alone = schedule_kernels(mod, "rules")  # no rule left: TVM's default schedule
+    assert {c.label for c in kernel_choices(alone)} == {"default"}
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(alone, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import tvm
@@ -32,3 +33,14 @@ def runtime_devices(mod_vdevices: Sequence[VDevice]) -> list[tvm.runtime.Device]
     return [
         vdevice_runtime_device(str(v.target.kind.name), int(v.vdevice_id)) for v in mod_vdevices
     ]
+
+
+def cpu_threads(mod_vdevices: Sequence[VDevice]) -> int:
+    """The widest CPU vdevice's ``num-cores``: the pool one VM over them needs (every core when
+    a CPU target does not say)."""
+    widths = [
+        int(v.target.attrs.get("num-cores", 0)) or os.cpu_count() or 1
+        for v in mod_vdevices
+        if str(v.target.kind.name) == "llvm"
+    ]
+    return max(widths, default=1)

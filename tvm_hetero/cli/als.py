@@ -3,61 +3,45 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, table
-from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.placement import Placement
-from tvm_hetero.plan.profiling_paths import profiling_runs
 from tvm_hetero.plan.registry import save_plan
-from tvm_hetero.strategies.als import (
-    PIM_OPS,
-    confirm_by_measurement,
-    dcg_of,
-    measure_costs,
-    plan_als,
-)
+from tvm_hetero.strategies import als
 
 
 def make_plan(args: argparse.Namespace, model, devices) -> Placement:
     """The fewest profiling runs, executed; the optimal assignment, guarded and confirmed."""
-    return _plan(args, model, devices)[0]
+    return _plan(args, model, devices).plan
 
 
-def _plan(args: argparse.Namespace, model, devices):
-    names = [d.name for d in devices]
-    if args.pim is not None and args.pim not in names[1:]:
-        raise ValueError(f"--pim {args.pim!r}: must be one of the non-home devices {names[1:]}")
-    dcg = dcg_of(OpGraph.from_module(model.mod), names, {args.pim: PIM_OPS} if args.pim else None)
-    runs = profiling_runs(dcg)
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
-    with console().status(f"executing {len(runs)} profiling runs"):
-        costs = measure_costs(model, devices, dcg, runs, options)
-    start = time.perf_counter()
-    plan = plan_als(dcg, costs, exact=args.exact, min_gain=args.min_gain)
-    plan_s = time.perf_counter() - start
-    if args.confirm:
-        with console().status("timing the plan and the best baseline end to end"):
-            plan, seconds = confirm_by_measurement(model, devices, plan, dcg, costs, options)
-        if seconds:
-            console().print(
-                f"measured end to end: plan {seconds['plan'] * 1e3:.3f} ms, best baseline "
-                f"{seconds['baseline'] * 1e3:.3f} ms -> kept {plan.strategy}"
-            )
+def _plan(args: argparse.Namespace, model, devices) -> als.AlsResult:
+    with console().status("executing the profiling runs"):
+        result = als.plan_with_runs(
+            model, devices, BuildOptions(args.cpu_schedule, args.tuning_db), args.pim,
+            args.exact, args.min_gain, args.confirm,
+        )  # fmt: skip
+    if result.confirm_s:
+        s = result.confirm_s
+        console().print(
+            f"measured end to end: plan {s['plan'] * 1e3:.3f} ms, best baseline "
+            f"{s['baseline'] * 1e3:.3f} ms -> kept {result.plan.strategy}"
+        )
     console().print(
-        f"{len(runs)} profiling runs measured {len(dcg.ops)} operators and "
-        f"{len(dcg.da_edges())} DA edges; planning took {plan_s * 1e3:.1f} ms"
+        f"{len(result.runs)} profiling runs measured {len(result.dcg.ops)} operators and "
+        f"{len(result.dcg.da_edges())} DA edges; planning took {result.plan_s * 1e3:.1f} ms"
     )
-    return plan, dcg, costs
+    return result
 
 
 def run_plan(args: argparse.Namespace, model, devices) -> int:
     """``tvm-hetero plan MODEL --strategy als``: plan, compare with baselines, write, plot."""
-    plan, dcg, costs = _plan(args, model, devices)
+    result = _plan(args, model, devices)
+    plan, dcg, costs = result.plan, result.dcg, result.costs
     names = [d.name for d in devices]
     rows = []
     for label, assignment in _baselines(dcg, names):

@@ -14,12 +14,7 @@ from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.registry import save_plan
-from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies import eop
-
-DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
 
 
 def make_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> SplitPlan:
@@ -29,11 +24,7 @@ def make_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec])
 
 def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> eop.EopInputs:
     """Profile what EOP needs (records are reused from ``--db``), with a progress bar."""
-    db = ProfileDB(args.db or DEFAULT_DB)
-    profiler = Profiler(
-        db, config=MeasureConfig(repeat=5, min_repeat_ms=10),
-        options=BuildOptions(args.cpu_schedule, args.tuning_db),
-    )  # fmt: skip
+    profiler = eop.profiler_for(args.db, BuildOptions(args.cpu_schedule, args.tuning_db))
     with progress_bar() as bar:
         task = bar.add_task("sweeping key operators", total=None)
 
@@ -45,7 +36,7 @@ def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -
         )
     console().print(
         f"{len(inputs.keys)} key operators; {profiler.misses} workloads measured, "
-        f"{profiler.hits} from {db.path}"
+        f"{profiler.hits} from {profiler.db.path}"
     )
     return inputs
 

@@ -5,9 +5,9 @@ Pattern` s), byte counts and transfer fits, and returns a :class:`SplitPlan`. Th
 paper (one device, Equal, Fixed) come out of the same functions, so every comparison goes through
 one path: plan -> ``AnnotateOperatorSplits`` -> ``RealizeOperatorSplits`` -> build -> run.
 
-Cost of an operator cut into ``n0`` units on the home device and ``n1`` on the other (Eq. 2, with
-TVM 0.27's synchronous copies: the copies in and out block the host, the other device's shard runs
-while the host computes its own when ``concurrent``)::
+Cost of an operator cut into ``n0`` units on the home device and ``n1`` on the other (Eq. 2; the
+other device's shard runs while the home computes its own when ``concurrent``; a copy between two
+CPU workers of one process moves no bytes but costs the runtime's measured handoff)::
 
     T = slice(in) + copy_in(n1) + max(t0(n0), t1(n1)) + copy_out(n1) + concat(out)
 

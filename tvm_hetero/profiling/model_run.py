@@ -14,10 +14,11 @@ from tvm import relax
 
 from tvm_hetero._compat import vdevice_equal
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
-from tvm_hetero.build.vdevices import runtime_devices
+from tvm_hetero.build.vdevices import cpu_threads, runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.ir.types import tensor_infos
+from tvm_hetero.runtime.worker import use_threads
 
 COPY_SYMBOL = "vm.builtin.to_device"
 
@@ -72,7 +73,9 @@ def per_op_times(
     by_symbol: dict[str, list[str]] = defaultdict(list)
     for node, symbol in kernel_sequence(lowered):
         by_symbol[symbol].append(node)
-    devs = runtime_devices(list(placed.global_infos["vdevice"]))
+    vdevices = list(placed.global_infos["vdevice"])
+    devs = runtime_devices(vdevices)
+    use_threads(cpu_threads(vdevices))
     vm = relax.VirtualMachine(build(placed, options), devs)
     tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
     vm[ENTRY_FUNC](*tensors)  # warm-up: first-run allocation is not an operator's cost

@@ -8,9 +8,11 @@ cost one layer's profiling and a second run costs nothing.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import tvm
 
 from tvm_hetero.build.multi_device import BuildOptions, build
@@ -22,6 +24,7 @@ from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
 from tvm_hetero.profiling.workloads import (
     Dim,
+    chain_module,
     input_infos,
     op_module,
     resize,
@@ -31,6 +34,7 @@ from tvm_hetero.profiling.workloads import (
 )
 from tvm_hetero.runtime.measure import MeasureConfig, random_args
 from tvm_hetero.runtime.timer import LocalRunner, Runner
+from tvm_hetero.runtime.worker import use_threads
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -107,6 +111,8 @@ class Profiler:
             return found
         mod = placed()
         refs = [device_ref(d) for d in devices]
+        if isinstance(self.runner, LocalRunner):  # the pool the devices' kernels were built for
+            use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
         timing = self.runner.time(
             build(mod, self.options), refs, random_args(input_infos(mod)), config
         )
@@ -191,6 +197,44 @@ class Profiler:
                 )
             )
         return records
+
+    def profile_handoff(
+        self, a: DeviceSpec, b: DeviceSpec, hops: int = 32, repeat: int = 50
+    ) -> ProfileRecord:
+        """What the concurrent runtime spends each time a value passes between a worker on ``a``
+        and one on ``b`` (dispatch, wake-up, a unit call; no copy: both are CPU workers of one
+        process): a chain of ``hops + 1`` tiny units alternating between them, timed end to end
+        against the same chain as one unit on ``a``. One sample per run, per handoff."""
+        if not (a.kind is b.kind is DeviceKind.CPU and a.host == b.host):
+            raise ValueError(f"handoff: {a.name} and {b.name} are not CPU workers of one host")
+        from tvm_hetero import api
+        from tvm_hetero.frontends.load import load_model
+        from tvm_hetero.runtime.executor import Executor
+
+        mod = chain_module(hops + 1)
+        key, target = f"handoff:{workload_key(mod)}", f"{target_key(a)}<->{target_key(b)}"
+        fp = self.runner.fingerprint(a)
+        found = self.db.lookup(RecordKind.TRANSFER, key, target, self.mode, fp.key)
+        if found is not None and found.repeat >= repeat:
+            self.hits += 1
+            return found
+        model = load_model(mod, name="handoff-chain")
+        ids = [n.node_id for n in OpGraph.from_module(mod).nodes]
+        apart = api.Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
+        inputs = {"x": np.zeros((8,), "float32")}
+        with Executor(api.compile(model, [a]).deployment) as one:
+            base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
+        with Executor(api.compile(model, [a, b], apart).deployment) as two:
+            samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
+        per_hop = tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples)
+        workload = {"src": a.name, "dst": b.name, "op": "handoff", "hops": hops}
+        record = ProfileRecord(
+            RecordKind.TRANSFER, key, workload, target, self.mode, fp.to_dict(), fp.key,
+            per_hop, 1, len(per_hop),
+        )  # fmt: skip
+        self.db.add([record])
+        self.misses += 1
+        return record
 
     def profile_model(
         self, placed: tvm.IRModule, devices: Sequence[DeviceSpec], repeat: int = 100,

@@ -192,6 +192,21 @@ def local_copy_module(nbytes: int, dtype: str = "float32") -> tvm.IRModule:
     return bb.get()
 
 
+def chain_module(length: int, size: int = 8) -> tvm.IRModule:
+    """``main(x)``: ``length`` tiny additions one after the other, each needing the last (placed
+    alternately on two workers, every one of them is a unit and every step a handoff)."""
+    x = relax.Var("x", TensorType((size,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, [x]):
+        with bb.dataflow():
+            h = x
+            for _ in range(length):
+                h = bb.emit(relax.op.add(h, relax.const(1.0, "float32")))
+            out = bb.emit_output(h)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def input_infos(mod: tvm.IRModule) -> list[tuple[tuple, str]]:
     """``(shape, dtype)`` of ``main``'s parameters (to make random arguments)."""
     return [(t.shape or (), t.dtype) for p in mod[ENTRY_FUNC].params for t in tensor_infos(p.ty)]

@@ -49,20 +49,28 @@ class Worker(Protocol):
         """Stop the worker."""
 
 
-def configure_threads(spec: DeviceSpec) -> None:
-    """Set the calling thread's TVM pool: pinned to ``spec.cores``, or ``spec.threads`` threads.
-
-    TVM caps any pool at ``TVM_NUM_THREADS`` (by default half the cores on x86), so the cap is
-    raised first to what the worker asks for.
-    """
-    threads = spec.threads or os.cpu_count() or 1
+def _allow_threads(threads: int) -> None:
+    """TVM caps any pool at ``TVM_NUM_THREADS`` (by default half the cores on x86): raise it."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     if int(os.environ.get("TVM_NUM_THREADS", "0") or 0) < threads:
         os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def use_threads(threads: int) -> None:
+    """Give the calling thread's TVM pool ``threads`` threads, not pinned."""
+    _allow_threads(threads)
+    tvm.get_global_func("runtime.config_threadpool")(1, threads)
+
+
+def configure_threads(spec: DeviceSpec) -> None:
+    """Set the calling thread's TVM pool: pinned to ``spec.cores``, or ``spec.threads`` threads."""
+    if not spec.cores:
+        use_threads(spec.threads or os.cpu_count() or 1)
+        return
+    _allow_threads(len(spec.cores))
     config = tvm.get_global_func("runtime.config_threadpool")
-    if spec.cores:
-        config(-2, len(spec.cores), [str(c) for c in spec.cores])  # one thread pinned per core
-    else:
-        config(1, threads)
+    config(-2, len(spec.cores), [str(c) for c in spec.cores])  # one thread pinned per core
 
 
 class LocalWorker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -11,6 +12,8 @@ from tvm.s_tir import Schedule
 from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
 from tvm_hetero.ir.attrs import SCHEDULE_ATTR
 from tvm_hetero.schedules.cpu import cpu_rules
+
+LOG = logging.getLogger(__name__)
 
 
 class ScheduleSource(StrEnum):
@@ -121,15 +124,33 @@ def _schedule_one(func: PrimFunc, target, cpu: str, database) -> tuple[PrimFunc,
 
 
 def first_schedule(func: PrimFunc, target, rules) -> tuple[Schedule, str] | None:
-    """The schedule of the first of ``rules`` that applies to ``func``, and that rule's name."""
+    """The schedule of the first of ``rules`` that applies to ``func``, and that rule's name.
+
+    A rule that raises on a kernel it did not foresee is skipped with a warning (the next rule,
+    else TVM's default schedule, takes the kernel): one kernel never sinks a build.
+    """
     with target:
         for rule in rules:
-            sch = rule.apply(func, target, False)
+            name = getattr(rule, "name", type(rule).__name__.lower())
+            try:
+                sch = rule.apply(func, target, False)
+            except Exception as err:  # any rule failure falls back
+                kernel = func.attrs.get("global_symbol", "kernel") if func.attrs else "kernel"
+                LOG.warning(
+                    "%s: schedule rule %s failed (%s); falling back", kernel, name, _why(err)
+                )
+                continue
             if isinstance(sch, list):
                 sch = sch[0] if sch else None
             if sch is not None:
-                return sch, getattr(rule, "name", type(rule).__name__.lower())
+                return sch, name
     return None
+
+
+def _why(err: Exception) -> str:
+    """The last line of a TVM error (its message), else the exception's type."""
+    lines = str(err).strip().splitlines()
+    return lines[-1] if lines else type(err).__name__
 
 
 def _first_rule(func: PrimFunc, target, rules) -> tuple[PrimFunc, str] | None:

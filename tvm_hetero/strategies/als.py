@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from tvm_hetero.plan.als import (
 )
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
-from tvm_hetero.plan.profiling_paths import ProfilingRun
+from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.runtime.measure import MeasureConfig, random_args
 
@@ -133,3 +136,58 @@ def confirm_by_measurement(
         kept = Placement(dcg.devices, baseline.assignment, f"{plan.strategy}-fallback", base_s)
         return kept, seconds
     return plan, seconds
+
+
+@dataclass(frozen=True)
+class AlsResult:
+    """Lee et al.'s plan with what it was made from.
+
+    Attributes
+    ----------
+    plan : Placement
+        The kept placement (guarded and, if asked, confirmed by measurement).
+    dcg : DCG
+        The device-mapped graph.
+    costs : Costs
+        Node and DA-edge costs read from the profiling runs.
+    runs : tuple[ProfilingRun, ...]
+        The profiling runs executed.
+    plan_s : float
+        The planner's own time (ALS DP or MILP).
+    confirm_s : dict[str, float]
+        End-to-end seconds of the plan and the best baseline when confirmed, else empty.
+    """
+
+    plan: Placement
+    dcg: DCG
+    costs: Costs
+    runs: tuple[ProfilingRun, ...]
+    plan_s: float
+    confirm_s: dict[str, float]
+
+
+def plan_with_runs(
+    model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None = None,
+    pim: str | None = None, exact: bool = False, min_gain: float = 0.0, confirm: bool = False,
+) -> AlsResult:  # fmt: skip
+    """The fewest profiling runs, executed; the optimal assignment, guarded and (``confirm``)
+    confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`."""
+    names = [d.name for d in devices]
+    if pim is not None and pim not in names[1:]:
+        raise ValueError(f"--pim {pim!r}: must be one of the non-home devices {names[1:]}")
+    dcg = dcg_of(OpGraph.from_module(model.mod), names, {pim: PIM_OPS} if pim else None)
+    runs = tuple(profiling_runs(dcg))
+    costs = measure_costs(model, devices, dcg, runs, options)
+    start = time.perf_counter()
+    plan = plan_als(dcg, costs, exact=exact, min_gain=min_gain)
+    plan_s = time.perf_counter() - start
+    seconds: dict[str, float] = {}
+    if confirm:
+        plan, seconds = confirm_by_measurement(model, devices, plan, dcg, costs, options)
+    return AlsResult(plan, dcg, costs, runs, plan_s, seconds)
+
+
+def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> Placement:
+    """Lee et al.'s placement of ``model`` on ``devices`` (``api.plan(..., "als")``); settings as
+    :func:`plan_with_runs`."""
+    return plan_with_runs(model, devices, **settings).plan

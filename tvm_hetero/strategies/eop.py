@@ -35,16 +35,20 @@ from tvm_hetero.plan.eop import (
     plan_eop,
     plan_fixed_ratio,
 )
+from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import Dim, local_copy_module
-from tvm_hetero.runtime.measure import random_args
+from tvm_hetero.runtime.measure import MeasureConfig, random_args
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
 COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 """Bytes at which copies and slices are measured for the link fits."""
+
+DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
+"""Where measurements are kept when no database is named."""
 
 Progress = Callable[[str, int, int], None]
 
@@ -164,8 +168,10 @@ def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
     shards of a cut run at the same time (a GPU beside the CPU, or two CPU workers on disjoint
     cores: then a cut costs ``max(t0, t1)``, else ``t0 + t1``)."""
     if home.kind is other.kind is DeviceKind.CPU and home.host == other.host:
-        # CPU workers of one process share memory: the runtime passes the tensor, copies nothing
-        there = back = TransferFit(0.0, float("inf"), 0.0)
+        # CPU workers of one process share memory: the runtime copies nothing, but each handoff
+        # between workers costs a dispatch (measured on the runtime itself)
+        handoff = profiler.profile_handoff(home, other).median_s
+        there = back = TransferFit(handoff, float("inf"), 0.0)
     else:
         there = fit_transfer(
             COPY_SIZES, [r.median_s for r in profiler.profile_transfer(home, other, COPY_SIZES)]
@@ -227,3 +233,22 @@ def measured_key_ops(
         parts = {name, f"{name}_0", f"{name}_1", f"{name}_1_home"}
         out[name] = sum(t for n, t in times.items() if n in parts or n.startswith(f"{name}_in"))
     return out
+
+
+def profiler_for(db: str | Path | None = None, options: BuildOptions | None = None) -> Profiler:
+    """The profiler EOP measures with: records kept in ``db`` (default :data:`DEFAULT_DB`)."""
+    return Profiler(
+        ProfileDB(db or DEFAULT_DB), config=MeasureConfig(repeat=5, min_repeat_ms=10),
+        options=options or BuildOptions(),
+    )  # fmt: skip
+
+
+def make_plan(
+    model: Model, devices: Sequence[DeviceSpec], db: str | Path | None = None,
+    options: BuildOptions | None = None, key_share: float = DEFAULT_KEY_SHARE, samples: int = 6,
+    span: float = 0.01, progress: Progress | None = None,
+) -> SplitPlan:  # fmt: skip
+    """EOP's plan of ``model`` on two ``devices`` (``api.plan(..., "eop")``): measure (records
+    reused from ``db``), fit, plan."""
+    inputs = measure_inputs(model, devices, profiler_for(db, options), key_share, samples, progress)
+    return plan(inputs, "eop", span)

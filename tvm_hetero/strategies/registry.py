@@ -1,7 +1,8 @@
 """Strategies by name: the CLI takes its ``--strategy`` choices from here.
 
-A strategy is a plan kind, a pass pipeline that realises it and units for the runtime; what it
-adds to the command line lives in one module (``cli`` below) with two functions:
+A strategy is a plan kind, a pass pipeline that realises it and units for the runtime. Its planner
+(``planner`` below) has ``make_plan(model, devices, **settings) -> plan``, which ``api.plan``
+calls; what it adds to the command line lives in one module (``cli`` below) with two functions:
 ``make_plan(args, model, devices) -> plan`` (measure and plan: ``compile --strategy``) and
 ``run_plan(args, model, devices) -> int`` (``plan --strategy``: tables, plots, ``-o``). Importing
 this module imports no TVM, so ``tvm-hetero --help`` stays fast.
@@ -25,7 +26,9 @@ class Strategy:
     help : str
         One line for ``--help``.
     cli : str
-        Module with ``make_plan`` and ``run_plan``.
+        Module with ``make_plan`` and ``run_plan`` (command-line flags in, plan out).
+    planner : str
+        Module with ``make_plan(model, devices, **settings)`` (the Python interface).
     default_devices : tuple[str, ...]
         Devices when no ``--device`` is given.
     """
@@ -33,18 +36,33 @@ class Strategy:
     name: str
     help: str
     cli: str
+    planner: str
     default_devices: tuple[str, ...] = ("cpu@0", "cpu@1")
 
     def module(self) -> ModuleType:
         """The strategy's CLI module (imports TVM)."""
         return importlib.import_module(self.cli)
 
+    def planner_module(self) -> ModuleType:
+        """The strategy's planner module (imports TVM)."""
+        return importlib.import_module(self.planner)
+
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        Strategy("als", "Lee et al.: one device per operator (ALS DP)", "tvm_hetero.cli.als"),
-        Strategy("eop", "EOP: key operators cut between two devices", "tvm_hetero.cli.eop"),
+        Strategy(
+            "als",
+            "Lee et al.: one device per operator (ALS DP)",
+            "tvm_hetero.cli.als",
+            "tvm_hetero.strategies.als",
+        ),
+        Strategy(
+            "eop",
+            "EOP: key operators cut between two devices",
+            "tvm_hetero.cli.eop",
+            "tvm_hetero.strategies.eop",
+        ),
     )
 }
 

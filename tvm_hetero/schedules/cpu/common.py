@@ -116,9 +116,15 @@ def accumulate_in_registers(
 
 
 def _all_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> list:
-    out, todo = [], list(sch.get_consumers(block))
+    """Every block downstream of ``block``, each once (a block reached by two paths, such as the
+    last multiply of GELU, would otherwise be inlined twice: the second time it is gone)."""
+    out, seen, todo = [], set(), list(sch.get_consumers(block))
     while todo:
         b = todo.pop(0)
+        name = sch.get(b).name_hint
+        if name in seen:
+            continue
+        seen.add(name)
         out.append(b)
         todo.extend(sch.get_consumers(b))
     return out
