@@ -1,0 +1,109 @@
+"""The concurrent runtime on models no one here wrote: torchvision and timm exports (random weights).
+
+    .venv/bin/pip install torchvision timm     # not dependencies of tvm-hetero
+    .venv/bin/python benchmarks/runtime/real_models.py [--models resnet18 ...] [--out FILE.json]
+
+Each model is exported by ``torch.onnx.export`` and compiled three ways: on ``cpu`` (one worker,
+both cores), with every other operator on a second one-core worker (``cpu@0`` + ``cpu@1``: the
+most units and handoffs a placement can make), and with the convolutions and matmuls on ``cpu@1``
+(the rest on ``cpu@0``). Each is checked against the single-device build and timed (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tvm_hetero import api
+from tvm_hetero.devices import resolve_device
+from tvm_hetero.frontends import load_model
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.plan import Placement
+from tvm_hetero.runtime.executor import Executor
+
+MODELS = {
+    "resnet18": ("torchvision", "resnet18", (1, 3, 112, 112)),
+    "mobilenet_v3_small": ("torchvision", "mobilenet_v3_small", (1, 3, 112, 112)),
+    "squeezenet1_1": ("torchvision", "squeezenet1_1", (1, 3, 112, 112)),
+    "deit_tiny": ("timm", "deit_tiny_patch16_224", (1, 3, 224, 224)),
+}
+
+
+def export(name: str, out: Path) -> Path:
+    """``MODELS[name]`` with random weights as ONNX (input ``x``)."""
+    source, arch, shape = MODELS[name]
+    torch.manual_seed(0)
+    if source == "torchvision":
+        import torchvision
+
+        module = getattr(torchvision.models, arch)(weights=None)
+    else:
+        import timm
+
+        module = timm.create_model(arch, pretrained=False)
+    path = out / f"{name}.onnx"
+    torch.onnx.export(
+        module.eval(), (torch.randn(*shape),), str(path), input_names=["x"], dynamo=False
+    )
+    return path
+
+
+def median_ms(compiled, inputs, repeat: int = 20) -> float:
+    with Executor(compiled.deployment) as ex:
+        return ex.time(inputs, repeat=repeat, warmup=3).median_ms
+
+
+def one(name: str, work: Path) -> dict:
+    model = load_model(str(export(name, work)))
+    cpu, c0, c1 = (resolve_device(d) for d in ("cpu", "cpu@0", "cpu@1"))
+    x = model.random_inputs()
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    present = {n.op.removeprefix("relax.") for n in OpGraph.from_module(model.mod).nodes}
+    rules = {op: "cpu@1" for op in ("nn.conv2d", "matmul") if op in present}
+    heavy = api.placement_from_rules(model, [c0, c1], rules)
+    builds = {
+        "cpu": api.compile(model, [cpu]),
+        "alternating": api.compile(
+            model, [c0, c1], Placement(("cpu@0", "cpu@1"), {n: 1 for n in ids[1::2]})
+        ),
+        "heavy on cpu@1": api.compile(model, [c0, c1], heavy),
+    }
+    ref = api.run(builds["cpu"], x)
+    row = {"operators": len(ids)}
+    for label, compiled in builds.items():
+        got = api.run(compiled, x)
+        scale = max(float(np.abs(r).max()) for r in ref) or 1.0
+        row[label] = {
+            "units": len(compiled.deployment.units),
+            "rel_err": api.max_abs_error(got, ref) / scale,
+            "ms": median_ms(compiled, x),
+        }
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--out", default="benchmarks/results/runtime_real_models.json")
+    args = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            start = time.perf_counter()
+            try:
+                results[name] = one(name, Path(tmp))
+            except Exception as err:  # a model that fails is a finding, not the end of the run
+                results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[-1]}"}
+            results[name]["seconds"] = time.perf_counter() - start
+            print(name, json.dumps(results[name]), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
