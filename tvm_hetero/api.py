@@ -83,16 +83,8 @@ def place(
         raise SpecError(
             f"plan is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
         )
-    if isinstance(placement, SplitPlan):
-        seq = get_pipeline(
-            "operator_splits", vdevices=vdevices_of(devices), splits=placement.annotations()
-        )
-    else:
-        seq = get_pipeline(
-            "manual_placement",
-            vdevices=vdevices_of(devices),
-            assignment=dict(placement.assignment),
-        )
+    name, arguments = placement.realisation()
+    seq = get_pipeline(name, vdevices=vdevices_of(devices), **arguments)
     return seq(model.mod)
 
 

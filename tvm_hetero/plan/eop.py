@@ -147,6 +147,10 @@ class SplitPlan:
             s.node_id: {"dim": s.dim, "shares": list(s.shares)} for s in self.splits if s.shares[1]
         }
 
+    def realisation(self) -> tuple[str, dict[str, Any]]:
+        """The pass pipeline that realises this plan and its arguments (besides ``vdevices``)."""
+        return "operator_splits", {"splits": self.annotations()}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {

@@ -59,6 +59,10 @@ class Placement:
         """Device index of an operator (0 when unlisted)."""
         return self.assignment.get(node_id, 0)
 
+    def realisation(self) -> tuple[str, dict[str, Any]]:
+        """The pass pipeline that realises this plan and its arguments (besides ``vdevices``)."""
+        return "manual_placement", {"assignment": dict(self.assignment)}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {

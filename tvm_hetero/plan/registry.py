@@ -12,13 +12,18 @@ from tvm_hetero.plan.placement import Placement, PlanError
 
 
 class Plan(Protocol):
-    """What every plan offers: a kind, its devices (home first), and a JSON form."""
+    """What every plan offers: a kind, its devices (home first), a JSON form (read back by its
+    kind's ``from_dict``) and the pipeline that realises it."""
 
     devices: tuple[str, ...]
     strategy: str
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form with a ``kind`` field."""
+
+    def realisation(self) -> tuple[str, dict[str, Any]]:
+        """The named pass pipeline (:mod:`tvm_hetero.pipelines`) that realises the plan, with its
+        arguments besides ``vdevices``."""
 
     @property
     def predicted_s(self) -> float | None:

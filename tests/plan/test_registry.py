@@ -1,0 +1,34 @@
+"""Plans by kind: every kind reads back from its JSON form and names the pipeline that realises it."""
+
+import pytest
+
+from tvm_hetero.pipelines import PIPELINES
+from tvm_hetero.plan.eop import OpSplit, SplitPlan
+from tvm_hetero.plan.placement import Placement, PlanError
+from tvm_hetero.plan.registry import PLAN_KINDS, load_plan, plan_from_dict, save_plan
+
+PLANS = {
+    "placement": Placement(("cpu@0", "cpu@1"), {"matmul": 1}, "als", 1e-3),
+    "split": SplitPlan(
+        "eop", ("cpu@0", "cpu@1"),
+        (OpSplit("matmul", "relax.matmul", "N", 8, (5, 3), (1e-4, 1e-4), 1e-5, 2e-4),),
+        1e-3,
+    ),
+}  # fmt: skip
+
+
+def test_every_kind_has_an_example_here():
+    assert set(PLANS) == set(PLAN_KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(PLANS))
+def test_round_trip_and_realisation(kind, tmp_path):
+    plan = PLANS[kind]
+    again = plan_from_dict(plan.to_dict())
+    assert again.to_dict() == plan.to_dict()
+    name, arguments = again.realisation()
+    assert name in PIPELINES and set(arguments) | {"vdevices"} == set(PIPELINES[name].params)
+    path = save_plan(plan, "model-a", tmp_path / "plan.json")
+    assert load_plan(path, "model-a").to_dict() == plan.to_dict()
+    with pytest.raises(PlanError, match="model-a"):
+        load_plan(path, "model-b")
