@@ -20,6 +20,7 @@ from tvm_hetero.devices import resolve_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
+from tvm_hetero.profiling.workloads import chain_module
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.vm import make_vm
 from tvm_hetero.runtime.worker import configure_threads
@@ -30,20 +31,7 @@ CHAIN = 64
 
 def chain_model():
     """64 tiny element-wise ops; placed alternately on two core sets they are 64 units."""
-    from tvm import relax
-
-    x = np.zeros((8,), "float32")
-
-    bb = relax.BlockBuilder()
-    v = relax.Var("x", relax.TensorType((8,), "float32"))
-    with bb.function("main", [v]):
-        with bb.dataflow():
-            h = v
-            for _ in range(CHAIN):
-                h = bb.emit(relax.op.add(h, relax.const(1.0, "float32")))
-            out = bb.emit_output(h)
-        bb.emit_func_output(out)
-    return load_model(bb.get(), name="chain"), {"x": x}
+    return load_model(chain_module(CHAIN), name="chain"), {"x": np.zeros((8,), "float32")}
 
 
 N = 512
