@@ -2,6 +2,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tvm.script import ir as I
+from tvm.script import relax as R
 
 from tvm_hetero import api
 from tvm_hetero.frontends import ModelLoadError, UnsupportedOperatorError, load_model
@@ -165,3 +167,20 @@ def test_bad_sources(tmp_path):
 
     with pytest.raises(ModelLoadError, match="needs spec"):
         load_model(nn.Linear(2, 2))
+
+
+@I.ir_module
+class Identity:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        return x
+
+
+def test_a_name_is_kept_and_zoo_settings_are_refused_elsewhere(tmp_path):
+    assert load_model(Identity).name == "irmodule"
+    assert load_model(Identity, name="identity").name == "identity"
+    assert load_model("mlp:tiny", name="small-mlp").name == "small-mlp"
+    with pytest.raises(ModelLoadError, match=r"settings \['batch'\] apply to zoo models only"):
+        load_model(Identity, batch=4)
+    with pytest.raises(ModelLoadError, match="apply to zoo models only"):
+        load_model(tmp_path / "model.onnx", batch=4)

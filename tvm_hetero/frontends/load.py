@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ def load_model(
     shapes: Mapping[str, Sequence[int]] | None = None,
     spec: Mapping[str, tuple[Sequence[int], str]] | None = None,
     example_args: tuple | None = None,
+    name: str | None = None,
     **overrides: Any,
 ) -> Model:
     """Load a model into a :class:`Model` whose ``main`` takes only data inputs.
@@ -47,9 +49,22 @@ def load_model(
         Inputs of an ``nn.Module``'s ``forward``.
     example_args : tuple, optional
         Example inputs to export a ``torch.nn.Module``.
+    name : str, optional
+        The model's name (plans, artifacts and tables show it); default: the zoo name, the
+        file's stem or the source's type.
     **overrides
-        Zoo settings (``batch=16``).
+        Zoo settings (``batch=16``); refused for any other source.
     """
+    model = _load(source, shapes, spec, example_args, overrides)
+    return dataclasses.replace(model, name=name) if name else model
+
+
+def _load(source: Any, shapes, spec, example_args, overrides: dict) -> Model:
+    if overrides and not (isinstance(source, str | Path) and Path(source).suffix not in SUFFIXES):
+        what = repr(str(source)) if isinstance(source, str | Path) else type(source).__name__
+        raise ModelLoadError(
+            f"load_model: settings {sorted(overrides)} apply to zoo models only, not to {what}"
+        )
     if isinstance(source, Model):
         return source
     if isinstance(source, tvm.IRModule):
