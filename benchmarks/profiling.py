@@ -83,7 +83,7 @@ def main() -> None:
                  "within 15 %"])  # fmt: skip
 
     table = Table(
-        title=f"Profiling benchmarks on {device.target['mcpu']}, {device.threads} threads, default CPU schedule"
+        title=f"Profiling benchmarks on {device.target['mcpu']}, {device.threads} threads, CPU rules"
     )
     for col in ("what", "size", "measured", "target"):
         table.add_column(col)

@@ -14,6 +14,8 @@ import os
 import time
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(os.cpu_count()))  # before numpy loads BLAS, once
+
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -48,7 +50,6 @@ def main() -> None:
     args = parser.parse_args()
     console = Console(width=150)
     device = cpu_device()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(device.threads))
     model = load_zoo_model("bert-base")
     graph = OpGraph.from_module(model.mod)
     shapes = {}

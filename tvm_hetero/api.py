@@ -79,6 +79,7 @@ def place(
 ) -> tvm.IRModule:
     """Declare ``devices`` as vdevices and realize the plan: operators placed on devices
     (:class:`Placement`) or key operators cut between two devices (:class:`SplitPlan`)."""
+    require_static_inputs(model)
     if [d.name for d in devices] != list(placement.devices):
         raise SpecError(
             f"plan is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
@@ -86,6 +87,23 @@ def place(
     name, arguments = placement.realisation()
     seq = get_pipeline(name, vdevices=vdevices_of(devices), **arguments)
     return seq(model.mod)
+
+
+def require_static_inputs(model: Model) -> None:
+    """Refuse a model with symbolic input dimensions before any work, naming the inputs and how
+    to give their shapes (kernels are compiled for one shape)."""
+    symbolic = [i for i in model.inputs if any(not isinstance(d, int) for d in i.shape)]
+    if symbolic:
+        example = " ".join(
+            f"--input-shape {i.name}:"
+            + "x".join(str(d if isinstance(d, int) else 1) for d in i.shape)
+            for i in symbolic
+        )
+        shapes = ", ".join(f"{i.name} {tuple(i.shape)}" for i in symbolic)
+        raise SpecError(
+            f"{model.name}: input(s) with symbolic dimensions: {shapes}; give their shapes "
+            f"({example}, or load_model(..., shapes=...))"
+        )
 
 
 def compile(
@@ -114,6 +132,7 @@ def plan(
     :func:`compile` (``in_plan_order(devices, plan)`` gives the devices in the plan's order)."""
     if not devices:
         raise SpecError("plan: give at least one device")
+    require_static_inputs(model)
     return get_strategy(strategy).planner_module().make_plan(model, list(devices), **settings)
 
 
@@ -125,6 +144,7 @@ def profile(
     """Every operator of ``model`` compiled standalone and timed on each device; records are kept
     in (and reused from) the profile database ``db``. Returns ``{device: {operator: record}}``;
     ``progress(device, operator, done, total)`` is called as operators finish."""
+    require_static_inputs(model)
     profiler = Profiler(
         ProfileDB(db), config=config or MeasureConfig(), options=options or BuildOptions()
     )

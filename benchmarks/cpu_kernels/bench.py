@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(os.cpu_count()))  # before numpy loads BLAS, once
+
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -47,13 +49,16 @@ CONVS = {  # ResNet-18 at 224x224: (x, w, strides, pads, groups)
 }
 
 
-def ort_seconds(path: Path, feeds: dict, threads: int, repeat: int = 20) -> float:
+def ort_seconds(
+    path: Path, feeds: dict, threads: int, repeat: int = 20
+) -> tuple[float, list[np.ndarray]]:
+    """ONNX Runtime's median seconds on the same file and inputs, and its outputs."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    return _median(lambda: sess.run(None, feeds), repeat)
+    return _median(lambda: sess.run(None, feeds), repeat), sess.run(None, feeds)
 
 
 def _median(fn, repeat: int) -> float:
@@ -105,7 +110,10 @@ def measure(name, path, device, trials, work_root, extra=None) -> dict:
         row["tuned"], row["max_err_tuned"] = seconds * 1e3, api.max_abs_error(out, ref)
         row["trials"] = trials
     feeds = {s.name: inputs[s.name] for s in model.inputs}
-    row["onnxruntime"] = ort_seconds(path, feeds, device.threads) * 1e3
+    seconds, ort_out = ort_seconds(path, feeds, device.threads)
+    row["onnxruntime"] = seconds * 1e3
+    scale = max(float(np.abs(o).max()) for o in ort_out) or 1.0
+    row["rel_err_vs_ort"] = api.max_abs_error(ref, ort_out) / scale  # TVM against ONNX Runtime
     if extra:
         row.update(extra(inputs))
     return row
@@ -121,7 +129,6 @@ def main() -> None:
     from tvm_hetero.devices import cpu_device
 
     device = cpu_device()
-    os.environ["OPENBLAS_NUM_THREADS"] = str(device.threads)
     tmp = Path(tempfile.mkdtemp(prefix="cpu_kernels_"))
     work_root = Path("benchmarks/results/tuning/cpu_kernels")
     rows = {"ops": [], "models": []}
@@ -184,7 +191,7 @@ def _tables(rows: dict, meta: dict) -> None:
             continue
         table = Table(title=f"{section}: ms on {meta['cpu']}, {meta['threads']} threads")
         cols = ["name", "default", "rules", "tuned", "onnxruntime", "numpy"]
-        for c in [*cols, "rules/ORT", "tuned/ORT", "rules/numpy", "tuning s"]:
+        for c in [*cols, "rules/ORT", "tuned/ORT", "rules/numpy", "tuning s", "err vs ORT"]:
             table.add_column(c, justify="right")
         for r in data:
             cells = [r["name"]] + [f"{r[c]:.3f}" if c in r else "-" for c in cols[1:]]
@@ -194,6 +201,7 @@ def _tables(rows: dict, meta: dict) -> None:
             ]
             cells += [f"{x:.2f}x" if x else "-" for x in ratios]
             cells.append(f"{r['tuning_s']:.0f}" if "tuning_s" in r else "-")
+            cells.append(f"{r['rel_err_vs_ort']:.1e}" if "rel_err_vs_ort" in r else "-")
             table.add_row(*cells)
         console.print(table)
 

@@ -61,6 +61,19 @@ def test_corrupted_line_is_named_and_others_survive(tmp_path):
         ProfileDB(path, strict=True)
 
 
+def test_a_record_after_a_cut_short_line_starts_on_its_own_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    whole = _record("w1").to_json()
+    path.write_text(whole + "\n" + _record("w2").to_json()[:40])  # a writer killed mid-record
+    db = ProfileDB(path)
+    assert len(db) == 1 and len(db.problems) == 1
+    assert db.add([_record("w3")]) == 1
+    again = ProfileDB(path)
+    assert {r.key[1] for r in again} == {"w1", "w3"} and len(again.problems) == 1
+    assert db.add([_record("w4")]) == 1  # the file now ends whole: no blank line is added
+    assert path.read_text().count("\n\n") == 0 and len(ProfileDB(path)) == 3
+
+
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     path = tmp_path / "p.jsonl"
     code = textwrap.dedent(f"""

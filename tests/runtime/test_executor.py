@@ -116,8 +116,12 @@ def test_saved_deployment_runs_the_same(tmp_path, branches):
 def test_a_failing_unit_is_reported_not_hung_on(branches):
     model, inputs = branches
     compiled = api.compile(model, [resolve_device("cpu")])
-    with Executor(compiled.deployment) as executor, pytest.raises(RunError, match="unit 'main'"):
-        executor.run({"x": inputs["x"][:2], "y": inputs["y"]})
+    bad = [tvm.runtime.tensor(inputs["x"][:2]), tvm.runtime.tensor(inputs["y"])]
+    with Executor(compiled.deployment) as executor:
+        with pytest.raises(ValueError, match=r"input 'x': shape \(2, 384\) given"):
+            executor.run({"x": inputs["x"][:2], "y": inputs["y"]})  # checked before it runs
+        with pytest.raises(RunError, match="unit 'main'"):
+            executor.run_tensors(bad)  # past the checks: the unit itself fails, reported
 
 
 def test_percentiles_of_timed_runs(branches):

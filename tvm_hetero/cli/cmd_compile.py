@@ -13,7 +13,6 @@ from tvm_hetero.cli.common import (
     model_from_args,
     parse_pairs,
     table,
-    writable_path,
 )
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.registry import load_plan
@@ -51,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
     chosen = [flag for flag in ("plan", "place", "strategy") if getattr(args, flag)]
     if len(chosen) > 1:
         raise ValueError(f"compile: give one of --plan, --place, --strategy, not {chosen}")
-    writable_path(args.output, "--output")
     strategy = get_strategy(args.strategy) if args.strategy else None
     model = model_from_args(args)
     devices = devices_from_args(args, list(strategy.default_devices) if strategy else ["cpu"])
@@ -72,19 +70,35 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
         compiled = api.compile(model, devices, placement, options)
-        path = compiled.save(args.output)
     deployment = compiled.deployment
     console().print(
-        f"compiled in {time.perf_counter() - start:.1f} s -> {path} ({len(deployment.units)} "
-        f"units, {len(deployment.copies)} copies between devices per run)"
+        f"compiled in {time.perf_counter() - start:.1f} s ({len(deployment.units)} units, "
+        f"{len(deployment.copies)} copies between devices per run)"
     )
     if args.explain:
         console().print(schedule_table(api.kernel_schedules(compiled, options)))
-    if args.check:
-        inputs = model.random_inputs()
-        with console().status("checking against the single-device build"):
-            err = api.max_abs_error(
-                api.run(compiled, inputs), api.reference_outputs(model, inputs, devices[0])
-            )
-        console().print(f"max |multi-device - single-device| = {err:.3g}")
+    kept = args.keep_on_mismatch
+    if args.check and not _matches(args, model, compiled, devices[0]) and not kept:
+        console().print(f"[bold red]not written:[/] {args.output} (--keep-on-mismatch keeps it)")
+        return 1
+    console().print(f"wrote {compiled.save(args.output)}")
     return 0
+
+
+def _matches(args: argparse.Namespace, model, compiled, home) -> bool:
+    """Run once on random inputs and compare with the single-device build on ``home``:
+    ``|got - ref| <= atol + rtol * |ref|`` everywhere."""
+    import numpy as np
+
+    inputs = model.random_inputs()
+    with console().status("checking against the single-device build"):
+        got, ref = api.run(compiled, inputs), api.reference_outputs(model, inputs, home)
+    ok = all(
+        np.allclose(g, r, rtol=args.rtol, atol=args.atol) for g, r in zip(got, ref, strict=True)
+    )
+    verdict = "[green]matches[/]" if ok else "[bold red]DIFFERS[/]"
+    console().print(
+        f"max |multi-device - single-device| = {api.max_abs_error(got, ref):.3g}: {verdict} "
+        f"(rtol {args.rtol:g}, atol {args.atol:g})"
+    )
+    return ok

@@ -41,7 +41,7 @@ def summary_line(graph: OpGraph) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the census (and optionally every node, and a chart)."""
-    model = model_from_args(args)
+    model = model_from_args(args, static=False)
     graph = OpGraph.from_module(model.mod)
     console().print(census_table(graph, f"Operator census of {model.name}"))
     console().print(summary_line(graph))

@@ -7,19 +7,25 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero.cli.common import console, table, writable_path
+from tvm_hetero.cli.common import console, table
 
 
 def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
     if path is None:
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise ValueError(f"--inputs {path!r}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile, AttributeError) as err:
+        raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,11 +33,6 @@ def run(args: argparse.Namespace) -> int:
     from tvm_hetero.runtime.deployment import load
     from tvm_hetero.runtime.executor import Executor
 
-    if args.repeat < 1:
-        raise ValueError(f"--repeat {args.repeat}: must be >= 1")
-    for flag in ("outputs", "plot"):
-        if getattr(args, flag):
-            writable_path(getattr(args, flag), f"--{flag}")
     deployment = load(args.file, tempfile.mkdtemp(prefix="tvm_hetero_"))
     feed = _inputs(deployment.inputs, args.inputs)
     with Executor(deployment) as executor:

@@ -49,7 +49,7 @@ def parse_pairs(items: list[str], flag: str, sep: str = "=") -> dict[str, str]:
     for item in items:
         key, found, value = item.partition(sep)
         if not found or not key or not value:
-            raise argparse.ArgumentTypeError(f"{flag} {item!r}: write KEY{sep}VALUE")
+            raise ValueError(f"{flag} {item!r}: write KEY{sep}VALUE")
         out[key] = value
     return out
 
@@ -59,16 +59,15 @@ def parse_shape(text: str, flag: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{flag}: shape {text!r} must look like 1x3x224x224"
-        ) from None
+        raise ValueError(f"{flag}: shape {text!r} must look like 1x3x224x224") from None
     if not dims or any(d <= 0 for d in dims):
-        raise argparse.ArgumentTypeError(f"{flag}: shape {text!r} must have positive dimensions")
+        raise ValueError(f"{flag}: shape {text!r} must have positive dimensions")
     return dims
 
 
-def model_from_args(args: argparse.Namespace):
-    """Load the model named on the command line."""
+def model_from_args(args: argparse.Namespace, static: bool = True):
+    """Load the model named on the command line; with ``static``, refuse symbolic input
+    dimensions (every command that compiles or measures needs shapes)."""
     from tvm_hetero.frontends import load_model
 
     overrides = {k: parse_value(v) for k, v in parse_pairs(args.model_arg, "--model-arg").items()}
@@ -77,7 +76,12 @@ def model_from_args(args: argparse.Namespace):
         for k, v in parse_pairs(args.input_shape, "--input-shape", ":").items()
     }
     with console().status(f"loading {args.model}"):
-        return load_model(args.model, shapes=shapes or None, **overrides)
+        model = load_model(args.model, shapes=shapes or None, **overrides)
+    if static:
+        from tvm_hetero.api import require_static_inputs
+
+        require_static_inputs(model)
+    return model
 
 
 def devices_from_args(args: argparse.Namespace, default: list[str]):

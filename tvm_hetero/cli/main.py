@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from tvm_hetero.strategies.registry import STRATEGIES
 
@@ -22,14 +24,79 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``tvm-hetero plan: argument --span: ...`` and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _number(kind: type, low: float, high: float | None = None, high_open: bool = False):
+    """An argparse type: ``kind`` in ``[low, high]`` (``[low, high)`` with ``high_open``)."""
+    close = ")" if high_open else "]"
+    allowed = f">= {low}" if high is None else f"in [{low}, {high}{close}"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind.__name__}") from None
+        above = high is not None and (value >= high if high_open else value > high)
+        if not math.isfinite(value) or value < low or above:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {allowed}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a float in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not float") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return value
+
+
+def _checked(parse: Callable[[list[str], str], object], flag: str) -> Callable[[str], str]:
+    """An argparse type that checks one item the way the command will read it."""
+
+    def check(text: str) -> str:
+        try:
+            parse([text], flag)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(flag).lstrip(": ")) from None
+        return text
+
+    return check
+
+
+def _pair(flag: str, sep: str = "=") -> Callable[[str], str]:
+    from tvm_hetero.cli.common import parse_pairs, parse_shape
+
+    def parse(items: list[str], name: str) -> None:
+        for value in parse_pairs(items, name, sep).values():
+            if sep == ":":
+                parse_shape(value, name)
+
+    return _checked(parse, flag)
+
+
+OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db")
+"""Flags naming a file a command writes: checked (not a folder, its folder made) before it runs."""
+
+
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (bert-base, resnet50:tiny) or .onnx / .pt2 / .py file")
     p.add_argument(
-        "--model-arg", action="append", default=[], metavar="KEY=VALUE",
+        "--model-arg", action="append", default=[], metavar="KEY=VALUE", type=_pair("--model-arg"),
         help="change a zoo setting, e.g. batch=16 (repeatable)",
     )  # fmt: skip
     p.add_argument(
         "--input-shape", action="append", default=[], metavar="NAME:DxDxD",
+        type=_pair("--input-shape", ":"),
         help="shape of an ONNX input with symbolic dimensions (repeatable)",
     )  # fmt: skip
 
@@ -48,7 +115,7 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (no TVM import)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tvm-hetero",
         description="Spread one DNN over the CPU and GPU of a machine, or over a cluster.",
     )
@@ -72,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(cmd["compile"])
     _add_device_args(cmd["compile"])
     cmd["compile"].add_argument(
-        "--place", action="append", default=[], metavar="OP_TYPE=DEV",
+        "--place", action="append", default=[], metavar="OP_TYPE=DEV", type=_pair("--place"),
         help="run every OP_TYPE operator (matmul, nn.conv2d) on DEV (repeatable); "
         "the first device gets the rest",
     )  # fmt: skip
@@ -83,7 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     cmd["compile"].add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
     cmd["compile"].add_argument(
-        "--check", action="store_true", help="run once and compare with the single-device build"
+        "--check", action="store_true",
+        help="run once and compare with the single-device build; on a difference beyond "
+        "--rtol / --atol write nothing and exit 1",
+    )  # fmt: skip
+    cmd["compile"].add_argument(
+        "--rtol", type=_number(float, 0.0), default=1e-4, help="--check: relative tolerance"
+    )
+    cmd["compile"].add_argument(
+        "--atol", type=_number(float, 0.0), default=1e-5, help="--check: absolute tolerance"
+    )
+    cmd["compile"].add_argument(
+        "--keep-on-mismatch", action="store_true", help="--check: write the .tar even if it differs"
     )
     cmd["compile"].add_argument(
         "--explain", action="store_true",
@@ -95,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", metavar="NPZ", help="inputs by name (default: random)")
     run.add_argument("--outputs", metavar="NPZ", help="write outputs here (output_0, output_1...)")
     run.add_argument("--print-time", action="store_true", help="print p50 / p99 / p99.9 latency")
-    run.add_argument("--repeat", type=int, default=100, help="timed runs for --print-time")
+    run.add_argument(
+        "--repeat", type=_number(int, 1), default=100, help="timed runs for --print-time"
+    )
     run.add_argument("--plot", metavar="PNG", help="the measured timeline of a run, per worker")
 
     prof = cmd["profile"]
@@ -105,11 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", metavar="PATH", help="profile database (.jsonl); required unless --minimal-runs"
     )
     prof.add_argument("--remote", metavar="HOST:PORT", help="time on a TVM RPC server")
-    prof.add_argument("--repeat", type=int, default=10, help="samples per workload")
-    prof.add_argument("--min-repeat-ms", type=float, default=20.0, help="minimum time per sample")
-    prof.add_argument("--top", type=int, default=10, help="operators in the summary table")
+    prof.add_argument("--repeat", type=_number(int, 1), default=10, help="samples per workload")
+    prof.add_argument(
+        "--min-repeat-ms", type=_number(float, 0.0), default=20.0, help="minimum time per sample"
+    )
+    prof.add_argument(
+        "--top", type=_number(int, 1), default=10, help="operators in the summary table"
+    )
     prof.add_argument("--end-to-end", action="store_true", help="also time the whole model")
-    prof.add_argument("--e2e-repeat", type=int, default=100, help="runs for --end-to-end")
+    prof.add_argument(
+        "--e2e-repeat", type=_number(int, 1), default=100, help="runs for --end-to-end"
+    )
     prof.add_argument("--plot", metavar="PNG", help="per-operator bars and transfer curves")
     prof.add_argument(
         "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
@@ -127,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune = cmd["tune"]
     _add_model_args(tune)
     _add_device_args(tune)
-    tune.add_argument("--trials", type=int, default=64, help="candidates to measure in all")
+    tune.add_argument(
+        "--trials", type=_number(int, 1), default=64, help="candidates to measure in all"
+    )
     tune.add_argument("--tuning-db", required=True, metavar="DIR", help="MetaSchedule work dir")
 
     plan = cmd["plan"]
@@ -156,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd["demo"].add_argument(
         "--model", default="bert-small", help="model to run (default bert-small)"
     )
-    cmd["demo"].add_argument("--repeat", type=int, default=5, help="timed runs")
+    cmd["demo"].add_argument("--repeat", type=_number(int, 1), default=5, help="timed runs")
     return parser
 
 
@@ -165,7 +253,7 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("Lee et al. (--strategy als)")
     group.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
     group.add_argument(
-        "--min-gain", type=float, default=0.05,
+        "--min-gain", type=_number(float, 0.0, 1.0, high_open=True), default=0.05,
         help="keep the best priority baseline unless the optimum is predicted this much "
         "faster (default 0.05; 0 disables the guard)",
     )  # fmt: skip
@@ -184,11 +272,13 @@ def _add_eop_args(p: argparse.ArgumentParser) -> None:
         "(default .tvm-hetero/profiles.jsonl; fitted patterns go next to it)",
     )  # fmt: skip
     group.add_argument(
-        "--key-share", type=float, default=0.95,
+        "--key-share", type=_fraction, default=0.95,
         help="key operators: the fewest that take this share of the time (default 0.95)",
     )  # fmt: skip
-    group.add_argument("--samples", type=int, default=6, help="sizes swept per dimension")
-    group.add_argument("--span", type=float, default=0.01, help="ratio step of the search")
+    group.add_argument(
+        "--samples", type=_number(int, 3), default=6, help="sizes swept per dimension (>= 3)"
+    )
+    group.add_argument("--span", type=_fraction, default=0.01, help="ratio step of the search")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -197,8 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tvm_hetero.cli import common
 
     common.setup_logging(args.verbose)
-    module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command}")
     try:
+        for flag in OUTPUT_FLAGS:  # before any work: nothing is measured and then lost
+            if getattr(args, flag, None):
+                common.writable_path(getattr(args, flag), f"--{flag}")
+        module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command}")
         return int(module.run(args) or 0)
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")

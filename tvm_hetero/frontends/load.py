@@ -117,6 +117,11 @@ def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict) -> M
         )
     from tvm_hetero.zoo import load_zoo_model
 
+    if shapes:
+        raise ModelLoadError(
+            f"{source}: input shapes are for ONNX files with symbolic dimensions; a zoo model's "
+            "shapes are its settings (batch=..., seq_len=...)"
+        )
     return load_zoo_model(str(source), **overrides)
 
 
@@ -128,6 +133,13 @@ def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
         proto = onnx.load(str(path))
     except Exception as err:  # onnx raises DecodeError and friends
         raise ModelLoadError(f"{path}: not a readable ONNX model: {err}") from None
+    initializers = {t.name for t in proto.graph.initializer}
+    names = [i.name for i in proto.graph.input if i.name not in initializers]
+    unknown = sorted(set(shapes or {}) - set(names))
+    if unknown:
+        raise ModelLoadError(
+            f"{path}: shapes given for {unknown}, which are not its inputs {names}"
+        )
     try:
         mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
     except tvm.error.OpNotImplemented as err:

@@ -87,9 +87,14 @@ class ProfileDB:
             return 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(r.to_json() + "\n" for r in fresh)
-        with open(self.path, "a") as f:
+        with open(self.path, "a+b") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            f.write(text)
+            end = f.seek(0, os.SEEK_END)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":  # the last line was cut short (a killed writer)
+                    text = "\n" + text  # so the first new record starts on its own line
+            f.write(text.encode())
             f.flush()
             os.fsync(f.fileno())
             fcntl.flock(f, fcntl.LOCK_UN)

@@ -129,15 +129,24 @@ class Executor:
         self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]
     ) -> list[tvm.runtime.Tensor]:
         """The inputs as tensors on the home device."""
-        names = [i.name for i in self.deployment.inputs]
+        specs = self.deployment.inputs
+        names = [i.name for i in specs]
         if isinstance(inputs, Mapping):
             missing = [n for n in names if n not in inputs]
-            if missing:
-                raise ValueError(f"missing input(s) {missing}; the model takes {names}")
+            extra = sorted(set(inputs) - set(names))
+            if missing or extra:
+                said = ", ".join(
+                    f"{what} {items}" for what, items in (("missing", missing), ("unknown", extra))
+                    if items
+                )  # fmt: skip
+                raise ValueError(f"input(s) {said}; the model takes {names}")
             inputs = [inputs[n] for n in names]
         if len(inputs) != len(names):
             raise ValueError(f"the model takes {len(names)} inputs {names}, got {len(inputs)}")
-        return [tvm.runtime.tensor(np.asarray(a), self._home) for a in inputs]
+        return [
+            tvm.runtime.tensor(spec.check(a), self._home)
+            for spec, a in zip(specs, inputs, strict=True)
+        ]
 
     def run_tensors(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
         """Run once on tensors already on the home device; return every value by name."""

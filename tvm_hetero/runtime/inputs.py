@@ -37,3 +37,30 @@ class InputSpec:
         if np.issubdtype(np.dtype(self.dtype), np.integer):
             return rng.integers(0, self.high or 2, size=self.shape).astype(self.dtype)
         return rng.standard_normal(self.shape).astype(self.dtype)
+
+    def check(self, value: object) -> np.ndarray:
+        """``value`` as an array this input accepts, or a ``ValueError`` naming the input, what it
+        got and what is allowed: the shape (a symbolic dimension takes any size), the dtype, and
+        for an index input (token ids) every value in ``[0, high)``: an id out of range would
+        read outside its table."""
+        array = np.asarray(value)
+        if array.dtype != np.dtype(self.dtype):
+            raise ValueError(
+                f"input {self.name!r}: dtype {array.dtype} given, the model takes {self.dtype}"
+            )
+        fits = array.ndim == len(self.shape) and all(
+            not isinstance(d, int) or d == n for d, n in zip(self.shape, array.shape, strict=True)
+        )
+        if not fits:
+            raise ValueError(
+                f"input {self.name!r}: shape {tuple(array.shape)} given, the model takes "
+                f"{tuple(self.shape)}"
+            )
+        if self.high is not None and array.size:
+            low, high = int(array.min()), int(array.max())
+            if low < 0 or high >= self.high:
+                raise ValueError(
+                    f"input {self.name!r}: values must be in [0, {self.high}) (indices into a "
+                    f"table of {self.high}); got {low} .. {high}"
+                )
+        return array

@@ -269,8 +269,37 @@ def build_config(spec: str, **overrides: Any) -> dict[str, Any]:
         raise UnknownModelError(
             f"model {name!r} has no setting {', '.join(unknown)}; settings: {sorted(cfg)}"
         )
+    for key, value in overrides.items():
+        _check_setting(name, key, cfg[key], value)
     cfg.update(overrides)
     return cfg
+
+
+def _check_setting(model: str, key: str, default: Any, value: Any) -> None:
+    """Every number in a zoo setting is a size, a count or a width: positive, and an integer
+    where the preset's is (``batch=-4`` or ``layers=2.5`` is refused here, not deep in TVM);
+    names stay names, lists stay lists."""
+    if not _fits(default, value):
+        raise UnknownModelError(
+            f"model {model!r}: setting {key}={value!r} does not fit; give positive sizes "
+            f"shaped like {default!r}"
+        )
+
+
+def _fits(default: Any, value: Any) -> bool:
+    if isinstance(default, dict):
+        return isinstance(value, dict) and all(
+            k in default and _fits(default[k], v) for k, v in value.items()
+        )
+    if isinstance(default, list | tuple):
+        return isinstance(value, list | tuple) and all(
+            _fits(default[0] if default else 1, v) for v in value
+        )
+    if isinstance(default, str | bool):
+        return type(value) is type(default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return False
+    return isinstance(value, int) or not isinstance(default, int)
 
 
 def load_zoo_model(spec: str, **overrides: Any) -> Model:

@@ -1,0 +1,136 @@
+"""Bad input through every command: exit 2, one line naming the command, the flag and the value,
+no traceback, checked before any work, nothing written."""
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from tvm_hetero import api
+from tvm_hetero.cli.main import main
+
+
+def _cli(args: list[str], cwd) -> subprocess.CompletedProcess:
+    code = "import sys; from tvm_hetero.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def _one_line_error(result: subprocess.CompletedProcess, command: str, *words: str) -> None:
+    text = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, text
+    assert "Traceback" not in text, text
+    assert text.startswith(f"tvm-hetero {command}:"), text
+    for word in words:
+        assert word in text, (word, text)
+
+
+PARSE_ERRORS = [
+    ("compile", ["mlp:tiny", "--place", "matmul", "-o", "a.tar"], ["--place", "'matmul'", "KEY=VALUE"]),
+    ("compile", ["mlp:tiny", "--model-arg", "batch", "-o", "a.tar"], ["--model-arg", "'batch'"]),
+    ("compile", ["mlp:tiny", "--input-shape", "x:2by16", "-o", "a.tar"], ["--input-shape", "2by16"]),
+    ("plan", ["mlp:tiny", "--strategy", "eop", "--span", "0"], ["--span", "'0'", "(0, 1]"]),
+    ("plan", ["mlp:tiny", "--strategy", "eop", "--key-share", "2"], ["--key-share", "'2'"]),
+    ("plan", ["mlp:tiny", "--strategy", "eop", "--samples", "-3"], ["--samples", "'-3'", ">= 3"]),
+    ("plan", ["mlp:tiny", "--min-gain", "nan"], ["--min-gain", "'nan'"]),
+    ("run", ["a.tar", "--repeat", "0"], ["--repeat", "'0'", ">= 1"]),
+    ("profile", ["mlp:tiny", "--repeat", "x"], ["--repeat", "'x'"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "args", "words"), PARSE_ERRORS)
+def test_malformed_flags_are_refused_by_the_parser(tmp_path, command, args, words):
+    _one_line_error(_cli([command, *args], tmp_path), command, *words)
+    assert not (tmp_path / "a.tar").exists()
+
+
+@given(st.text(min_size=1, max_size=12).filter(lambda t: not t.startswith("-")))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_numeric_flag_values_never_raise(value):
+    """Any text as --span, --samples or --repeat: accepted or a clean parser error (exit 2)."""
+    for argv in (
+        ["plan", "mlp:tiny", "--strategy", "eop", "--span", value, "--help"],
+        ["plan", "mlp:tiny", "--strategy", "eop", "--samples", value, "--help"],
+        ["run", "a.tar", "--repeat", value, "--help"],
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code in (0, 2)
+
+
+def test_zoo_settings_are_checked_before_any_work(tmp_path):
+    result = _cli(["compile", "mlp:tiny", "--model-arg", "batch=-4", "-o", "a.tar"], tmp_path)
+    _one_line_error(result, "compile", "batch=-4", "positive")
+    result = _cli(["compile", "mlp:tiny", "--input-shape", "x:2x4", "-o", "a.tar"], tmp_path)
+    _one_line_error(result, "compile", "zoo model")
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path):
+    (tmp_path / "folder").mkdir()
+    _one_line_error(_cli(["profile", "mlp:tiny", "--db", "folder"], tmp_path), "profile", "--db")
+    result = _cli(["compile", "mlp:tiny", "-o", "folder"], tmp_path)
+    _one_line_error(result, "compile", "--output 'folder'", "is a folder")
+    assert main(["devices", "--save", str(tmp_path / "new" / "deeper" / "c.json")]) == 0
+
+
+def _symbolic_onnx(path) -> None:
+    w = numpy_helper.from_array(np.ones((4, 16), "float32"), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])], [w],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_symbolic_dimensions_ask_for_a_shape_and_unknown_inputs_are_named(tmp_path):
+    _symbolic_onnx(tmp_path / "dyn.onnx")
+    result = _cli(["compile", "dyn.onnx", "-o", "a.tar"], tmp_path)
+    _one_line_error(
+        result, "compile", "symbolic dimensions", "x ('batch', 4)", "--input-shape x:1x4"
+    )
+    result = _cli(["compile", "dyn.onnx", "--input-shape", "y:2x4", "-o", "a.tar"], tmp_path)
+    _one_line_error(result, "compile", "['y']", "not its inputs ['x']")
+    assert main(["compile", str(tmp_path / "dyn.onnx"), "--input-shape", "x:2x4",
+                 "-o", str(tmp_path / "a.tar")]) == 0  # fmt: skip
+
+
+def test_run_checks_inputs_against_the_model(tmp_path):
+    art = tmp_path / "bert.tar"
+    assert main(["compile", "bert-small:tiny", "-o", str(art)]) == 0
+    cases = {
+        "big": ({"ids": np.full((1, 8), 1_000_000, "int32")}, "values must be in [0, 64)"),
+        "negative": ({"ids": np.full((1, 8), -5, "int32")}, "got -5 .. -5"),
+        "dtype": ({"ids": np.zeros((1, 8))}, "dtype float64 given, the model takes int32"),
+        "shape": ({"ids": np.zeros((2, 8), "int32")}, "shape (2, 8) given"),
+        "extra": ({"ids": np.zeros((1, 8), "int32"), "y": np.zeros(2)}, "unknown ['y']"),
+    }
+    for name, (arrays, words) in cases.items():
+        np.savez(tmp_path / f"{name}.npz", **arrays)
+        result = _cli(["run", "bert.tar", "--inputs", f"{name}.npz"], tmp_path)
+        _one_line_error(result, "run", words)  # never a segfault (139) or a silent read
+    (tmp_path / "junk.npz").write_bytes(b"\x00garbage")
+    _one_line_error(_cli(["run", "bert.tar", "--inputs", "junk.npz"], tmp_path), "run", "--inputs")
+
+
+def test_check_fails_and_writes_nothing_when_the_build_differs(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "m.tar"
+    argv = ["compile", "mlp:tiny", "--device", "cpu@0", "--device", "cpu@1", "--place",
+            "matmul=cpu@1", "-o", str(out), "--check"]  # fmt: skip
+    assert main(argv) == 0 and out.exists()
+    out.unlink()
+    true_reference = api.reference_outputs
+    monkeypatch.setattr(
+        api, "reference_outputs", lambda *a: [r + 1.0 for r in true_reference(*a)]
+    )  # a wrong reference: the check must say so
+    assert main(argv) == 1
+    said = " ".join(capsys.readouterr().out.split())
+    assert "DIFFERS" in said and "not written" in said and not out.exists()
+    assert main([*argv, "--keep-on-mismatch"]) == 0 and out.exists()
+    assert main([*argv, "--atol", "2"]) == 0  # within a tolerance wide enough
