@@ -134,3 +134,27 @@ def test_check_fails_and_writes_nothing_when_the_build_differs(tmp_path, monkeyp
     assert "DIFFERS" in said and "not written" in said and not out.exists()
     assert main([*argv, "--keep-on-mismatch"]) == 0 and out.exists()
     assert main([*argv, "--atol", "2"]) == 0  # within a tolerance wide enough
+
+
+@given(st.binary(max_size=200))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_random_bytes_as_any_input_file_are_refused_in_one_line(tmp_path, capsys, data):
+    """Random bytes as a plan, a cluster file (JSON and TOML) and a compiled
+    model: exit 2 and one line naming the command, or (rarely) a valid file; never a traceback."""
+    for name in ("plan.json", "cluster.json", "cluster.toml", "model.tar"):
+        (tmp_path / name).write_bytes(data)
+    runs = [
+        ["compile", "mlp:tiny", "--plan", str(tmp_path / "plan.json"), "-o", str(tmp_path / "a.tar")],
+        ["devices", "--cluster", str(tmp_path / "cluster.json")],
+        ["devices", "--cluster", str(tmp_path / "cluster.toml")],
+        ["run", str(tmp_path / "model.tar")],
+    ]  # fmt: skip
+    for argv in runs:
+        rc = main(argv)
+        said = " ".join(capsys.readouterr().out.split())
+        assert rc in (0, 2), (argv, said)
+        if rc == 2:
+            assert said.startswith(f"tvm-hetero {argv[0]}:"), said
+    assert not (tmp_path / "a.tar").exists() or main(["run", str(tmp_path / "a.tar")]) == 0

@@ -147,10 +147,10 @@ class ClusterSpec:
         path = Path(path)
         if not path.is_file():
             raise SpecError(f"cluster file {str(path)!r} does not exist")
-        text = path.read_text()
         try:
+            text = path.read_text()
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as err:
             raise SpecError(
                 f"cluster file {str(path)!r} is not valid "
                 f"{path.suffix[1:].upper() or 'JSON'}: {err}"

@@ -58,7 +58,7 @@ def load_plan(path: str | Path, model_id: str | None = None) -> Plan:
     """Read a plan file; refuse one made for another model (when both identities are known)."""
     try:
         data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PlanError(f"--plan {str(path)!r}: not JSON ({err})") from None
     plan = plan_from_dict(data, f"--plan {str(path)!r}")
     made_for = data.get("model")

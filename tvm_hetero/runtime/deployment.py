@@ -175,10 +175,11 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             if member is None:
                 raise KeyError(MANIFEST)
             data = json.loads(member.read())
-    except (tarfile.TarError, KeyError, json.JSONDecodeError) as err:
+    except (tarfile.TarError, KeyError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        why = str(err).strip().splitlines()[0].rstrip(":") if str(err).strip() else "unreadable"
         raise ArtifactError(
             f"{str(path)!r} is not a tvm-hetero compiled model "
-            f"(a .tar from `tvm-hetero compile`): {err}"
+            f"(a .tar from `tvm-hetero compile`): {why}"
         ) from None
     if data.get("format") != FORMAT or data.get("version") != VERSION:
         raise ArtifactError(
