@@ -31,15 +31,9 @@ def thread_round_trip_us(rounds: int) -> float:
 
     worker = threading.Thread(target=echo, daemon=True)
     worker.start()
-    samples = []
-    for i in range(rounds):
-        start = time.perf_counter()
-        there.put(i)
-        back.get()
-        samples.append(time.perf_counter() - start)
-    there.put(None)
+    median = _ping_pong(there.put, back.get, rounds)
     worker.join()
-    return float(np.median(samples)) * 1e6
+    return median
 
 
 def _echo_process(conn) -> None:
@@ -52,14 +46,20 @@ def process_round_trip_us(rounds: int) -> float:
     ours, theirs = mp.Pipe()
     proc = mp.get_context("fork").Process(target=_echo_process, args=(theirs,), daemon=True)
     proc.start()
+    median = _ping_pong(ours.send, ours.recv, rounds)
+    proc.join()
+    return median
+
+
+def _ping_pong(send, receive, rounds: int) -> float:
+    """Median microseconds of ``send(i); receive()``; then ``send(None)`` stops the echo."""
     samples = []
     for i in range(rounds):
         start = time.perf_counter()
-        ours.send(i)
-        ours.recv()
+        send(i)
+        receive()
         samples.append(time.perf_counter() - start)
-    ours.send(None)
-    proc.join()
+    send(None)
     return float(np.median(samples)) * 1e6
 
 
