@@ -136,24 +136,14 @@ def test_errors_name_the_pass_and_the_bad_value():
         PlaceOperators({}, func_name="forward")(Before)
 
 
-def _alternating(model):
-    """Every other operator on device 1: the most copies a placement can make."""
-    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
-    return {node: i % 2 for i, node in enumerate(ids) if i % 2}
-
-
-MODELS = ["mlp", "lstm", "gru", "bert-small", "gpt2", "resnet18", "mobilenet", "vit-base",
-          "wide-deep", "siamese-lstm", "mt-dnn"]  # fmt: skip
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_placed_zoo_models_match_single_device(name, two_cpus):
-    model = load_zoo_model(f"{name}:tiny")
+def test_every_other_operator_placed_computes_the_same(two_cpus):
+    """Numerically (the zoo-wide check is tests/runtime/test_executor.py): alternating devices,
+    the most copies a placement can make, equal the single-device build."""
+    model = load_zoo_model("bert-small:tiny")
     inputs = model.random_inputs(seed=1)
-    ref = api.reference_outputs(model, inputs, two_cpus[0])
-    names = tuple(d.name for d in two_cpus)
-    placement = Placement(names, _alternating(model))
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    placement = Placement(tuple(d.name for d in two_cpus), {n: 1 for n in ids[1::2]})
     got = api.run(api.compile(model, two_cpus, placement), inputs)
-    assert len(got) == len(ref)
+    ref = api.reference_outputs(model, inputs, two_cpus[0])
     for a, b in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
