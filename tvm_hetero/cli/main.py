@@ -31,33 +31,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def _number(kind: type, low: float, high: float | None = None, high_open: bool = False):
-    """An argparse type: ``kind`` in ``[low, high]`` (``[low, high)`` with ``high_open``)."""
-    close = ")" if high_open else "]"
-    allowed = f">= {low}" if high is None else f"in [{low}, {high}{close}"
+def _number(
+    kind: type, low: float, high: float | None = None, high_open: bool = False,
+    low_open: bool = False,
+):  # fmt: skip
+    """An argparse type: a finite ``kind`` from ``low`` to ``high`` (ends open when asked)."""
+    allowed = f"{'>' if low_open else '>='} {low}"
+    if high is not None:
+        allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {kind.__name__}") from None
+        below = value <= low if low_open else value < low
         above = high is not None and (value >= high if high_open else value > high)
-        if not math.isfinite(value) or value < low or above:
+        if not math.isfinite(value) or below or above:
             raise argparse.ArgumentTypeError(f"{text!r} must be {allowed}")
         return value
 
     return parse
 
 
-def _fraction(text: str) -> float:
-    """An argparse type: a float in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not float") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return value
+_fraction = _number(float, 0, 1, low_open=True)
+"""An argparse type: a float in (0, 1]."""
 
 
 def _checked(parse: Callable[[list[str], str], object], flag: str) -> Callable[[str], str]:

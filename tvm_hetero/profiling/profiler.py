@@ -32,7 +32,7 @@ from tvm_hetero.profiling.workloads import (
     transfer_module,
     workload_key,
 )
-from tvm_hetero.runtime.measure import MeasureConfig, random_args
+from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
 
@@ -104,18 +104,31 @@ class Profiler:
     ) -> ProfileRecord:  # fmt: skip
         """The stored record of this workload on this device, or a fresh measurement of it."""
         config = config or self.config
-        fp = self.runner.fingerprint(devices[0])
+
+        def measure() -> Timing:
+            mod = placed()
+            refs = [device_ref(d) for d in devices]
+            if isinstance(self.runner, LocalRunner):  # the pool the kernels were built for
+                use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
+            return self.runner.time(
+                build(mod, self.options), refs, random_args(input_infos(mod)), config
+            )
+
+        return self._stored_or_measured(
+            kind, key, target, devices[0], workload, config.repeat, measure, extra
+        )
+
+    def _stored_or_measured(
+        self, kind: RecordKind, key: str, target: str, device: DeviceSpec, workload: dict,
+        repeat: int, measure: Callable[[], Timing], extra: dict | None = None,
+    ) -> ProfileRecord:  # fmt: skip
+        """The database's record with at least ``repeat`` samples, else ``measure()`` stored."""
+        fp = self.runner.fingerprint(device)
         found = self.db.lookup(kind, key, target, self.mode, fp.key)
-        if found is not None and found.repeat >= config.repeat:
+        if found is not None and found.repeat >= repeat:
             self.hits += 1
             return found
-        mod = placed()
-        refs = [device_ref(d) for d in devices]
-        if isinstance(self.runner, LocalRunner):  # the pool the devices' kernels were built for
-            use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
-        timing = self.runner.time(
-            build(mod, self.options), refs, random_args(input_infos(mod)), config
-        )
+        timing = measure()
         record = ProfileRecord(
             kind, key, workload, target, self.mode, fp.to_dict(), fp.key, timing.samples_s,
             timing.number, len(timing.samples_s), extra=dict(extra or {}),
@@ -212,29 +225,23 @@ class Profiler:
         from tvm_hetero.runtime.executor import Executor
 
         mod = chain_module(hops + 1)
-        key, target = f"handoff:{workload_key(mod)}", f"{target_key(a)}<->{target_key(b)}"
-        fp = self.runner.fingerprint(a)
-        found = self.db.lookup(RecordKind.TRANSFER, key, target, self.mode, fp.key)
-        if found is not None and found.repeat >= repeat:
-            self.hits += 1
-            return found
-        model = load_model(mod, name="handoff-chain")
-        ids = [n.node_id for n in OpGraph.from_module(mod).nodes]
-        apart = api.Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
-        inputs = {"x": np.zeros((8,), "float32")}
-        with Executor(api.compile(model, [a]).deployment) as one:
-            base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
-        with Executor(api.compile(model, [a, b], apart).deployment) as two:
-            samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
-        per_hop = tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples)
+
+        def measure() -> Timing:
+            model = load_model(mod, name="handoff-chain")
+            ids = [n.node_id for n in OpGraph.from_module(mod).nodes]
+            apart = api.Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
+            inputs = {"x": np.zeros((8,), "float32")}
+            with Executor(api.compile(model, [a]).deployment) as one:
+                base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
+            with Executor(api.compile(model, [a, b], apart).deployment) as two:
+                samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
+            return Timing(tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples), 1)
+
         workload = {"src": a.name, "dst": b.name, "op": "handoff", "hops": hops}
-        record = ProfileRecord(
-            RecordKind.TRANSFER, key, workload, target, self.mode, fp.to_dict(), fp.key,
-            per_hop, 1, len(per_hop),
-        )  # fmt: skip
-        self.db.add([record])
-        self.misses += 1
-        return record
+        key, target = f"handoff:{workload_key(mod)}", f"{target_key(a)}<->{target_key(b)}"
+        return self._stored_or_measured(
+            RecordKind.TRANSFER, key, target, a, workload, repeat, measure
+        )
 
     def profile_model(
         self, placed: tvm.IRModule, devices: Sequence[DeviceSpec], repeat: int = 100,
