@@ -58,7 +58,39 @@ PARSE_ERRORS = [
     ("plan", ["mlp:tiny", "--min-gain", "nan"], ["--min-gain", "'nan'"]),
     ("run", ["a.tar", "--repeat", "0"], ["--repeat", "'0'", ">= 1"]),
     ("profile", ["mlp:tiny", "--repeat", "x"], ["--repeat", "'x'"]),
+    ("inspect", ["mlp:tiny", "--model-arg", "=4"], ["--model-arg", "'=4'"]),
+    ("tune", ["mlp:tiny", "--trials", "0", "--tuning-db", "td"], ["--trials", "'0'", ">= 1"]),
+    ("tune", ["mlp:tiny", "--cuda-arch", "sm_xx", "--tuning-db", "td"], ["--cuda-arch", "sm_NN"]),
+    ("demo", ["--repeat", "-1"], ["--repeat", "'-1'"]),
+    ("models", ["--foo"], ["unrecognized arguments: --foo"]),
+    ("devices", ["--cluster"], ["--cluster", "expected one argument"]),
 ]  # fmt: skip
+
+FILE_ERRORS = [
+    ("inspect", ["nosuch-model"], ["'nosuch-model'"]),
+    ("inspect", ["g.json"], ["'g.json'", ".onnx"]),
+    ("inspect", ["mlp:tiny", "--plot", "folder"], ["--plot 'folder'", "is a folder"]),
+    ("inspect", ["mlp:tiny", "--model-arg", "batch=-1"], ["batch=-1", "positive"]),
+    ("tune", ["mlp:tiny", "--trials", "2", "--tuning-db", "g.json"], ["--tuning-db", "is a file"]),
+    ("tune", ["mlp:tiny", "--trials", "2", "--tuning-db", "t", "--device", "gpu7"], ["'gpu7'"]),
+    ("demo", ["--model", "nosuch"], ["'nosuch'"]),
+    ("demo", ["--device", "cuda:9"], ["cuda:9", "not present"]),
+    ("demo", ["--cluster", "g.json"], ["'g.json'", "not valid JSON"]),
+    ("devices", ["--cluster", "folder"], ["'folder'", "is a folder"]),
+    ("devices", ["--cluster", "missing.json"], ["'missing.json'", "does not exist"]),
+    ("devices", ["--save", "folder"], ["--save 'folder'", "is a folder"]),
+]  # fmt: skip
+"""Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""
+
+
+@pytest.mark.parametrize(("command", "args", "words"), FILE_ERRORS)
+def test_bad_files_names_and_devices_are_refused_before_any_work(
+    cli, tmp_path, command, args, words
+):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "g.json").write_text("garbage")
+    _one_line_error(cli([command, *args]), command, *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "g.json"]  # nothing written
 
 
 @pytest.mark.parametrize(("command", "args", "words"), PARSE_ERRORS)

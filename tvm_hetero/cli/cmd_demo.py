@@ -15,6 +15,7 @@ from tvm_hetero.cli.common import console, devices_from_args, table
 from tvm_hetero.devices import gpu_count, resolve_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.runtime.device import runtime_device
 from tvm_hetero.runtime.executor import Executor
 
 OUT_DIR = Path("out")
@@ -40,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     """The main job; exits 1 if the two builds disagree."""
     out = console()
     model = load_model(args.model)
+    pair = ["cpu", "cuda:0"] if gpu_count() else ["cpu@0", "cpu@1"]
+    devices = devices_from_args(args, pair)
+    for device in devices:  # it runs here: every device must be here, before any work
+        runtime_device(device)
     graph = OpGraph.from_module(model.mod)
     out.rule(f"[bold]1. Model {model.name}")
     out.print(census_table(graph, f"Operator census of {model.name}"))
@@ -52,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
     out.rule("[bold]2. Devices and placement")
-    pair = ["cpu", "cuda:0"] if gpu_count() else ["cpu@0", "cpu@1"]
-    devices = devices_from_args(args, pair)
     if not gpu_count() and not args.device:
         out.print(
             "No GPU here: the two devices are CPU workers on their own cores, cpu@0 and cpu@1 "

@@ -136,6 +136,19 @@ def fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def writable_folder(path: str, flag: str) -> str:
+    """Check before any long work that ``path`` is a folder, or can be made one (it is made)."""
+    import os
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r}: is a file; give a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{flag} {path!r}: cannot create it ({err.strerror})") from None
+    return path
+
+
 def writable_path(path: str, flag: str) -> str:
     """Check before any long work that ``path`` can be written: not a folder, its folder exists
     or can be created."""

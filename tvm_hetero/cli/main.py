@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -86,6 +87,13 @@ OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db")
 """Flags naming a file a command writes: checked (not a folder, its folder made) before it runs."""
 
 
+def _cuda_arch(text: str) -> str:
+    """An argparse type: a CUDA arch such as ``sm_90`` or ``sm_90a``."""
+    if not re.fullmatch(r"sm_\d{2,3}a?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
+    return text
+
+
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (bert-base, resnet50:tiny) or .onnx / .pt2 / .py file")
     p.add_argument(
@@ -107,7 +115,7 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
     )  # fmt: skip
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
     p.add_argument(
-        "--cuda-arch", metavar="SM", help="CUDA arch when no GPU is here (default sm_90)"
+        "--cuda-arch", metavar="SM", type=_cuda_arch, help="CUDA arch when no GPU is here (default sm_90)"
     )
 
 
@@ -281,7 +289,10 @@ def _add_eop_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tvm-hetero`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.exit(2, f"tvm-hetero {args.command}: unrecognized arguments: {' '.join(extra)}\n")
     from tvm_hetero.cli import common
 
     common.setup_logging(args.verbose)

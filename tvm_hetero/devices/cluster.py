@@ -146,7 +146,8 @@ class ClusterSpec:
         """Read a ``.json`` or ``.toml`` cluster file."""
         path = Path(path)
         if not path.is_file():
-            raise SpecError(f"cluster file {str(path)!r} does not exist")
+            problem = "is a folder" if path.is_dir() else "does not exist"
+            raise SpecError(f"cluster file {str(path)!r} {problem}")
         try:
             text = path.read_text()
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
