@@ -115,7 +115,10 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
     )  # fmt: skip
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
     p.add_argument(
-        "--cuda-arch", metavar="SM", type=_cuda_arch, help="CUDA arch when no GPU is here (default sm_90)"
+        "--cuda-arch",
+        metavar="SM",
+        type=_cuda_arch,
+        help="CUDA arch when no GPU is here (default sm_90)",
     )
 
 
