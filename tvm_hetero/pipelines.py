@@ -21,6 +21,7 @@ from tvm_hetero.passes import (
     DeclareVDevices,
     InferKernelVDevices,
     OutlineDeviceUnits,
+    OutlineSubgraphUnits,
     PackConstantWeights,
     PlaceOperators,
     RealizeOperatorSplits,
@@ -37,6 +38,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
     "OutlineDeviceUnits": OutlineDeviceUnits,
+    "OutlineSubgraphUnits": OutlineSubgraphUnits,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
     "LegalizeOps": relax.transform.LegalizeOps,
@@ -55,6 +57,7 @@ OWN_PASSES = (
     "RestoreKernelTargets",
     "PackConstantWeights",
     "OutlineDeviceUnits",
+    "OutlineSubgraphUnits",
 )
 
 
@@ -152,6 +155,14 @@ PIPELINES: dict[str, Pipeline] = {
             "to_vdevice copies: what the concurrent runtime runs, one worker per device.",
             (),
             (Step("RealizeVDevice"), Step("OutlineDeviceUnits")),
+        ),
+        Pipeline(
+            "subgraph_units",
+            "Cut a placed main into DUET's units, one function per planned subgraph (a branch of "
+            "a multi-path phase, or a sequential phase) on its device, joined by to_vdevice "
+            "copies: two subgraphs on one device stay two units the runtime starts apart.",
+            ("subgraphs",),
+            (Step("RealizeVDevice"), Step("OutlineSubgraphUnits", {"subgraphs": "$subgraphs"})),
         ),
         Pipeline(
             "multi_device_lower",

@@ -49,13 +49,20 @@ def iter_bindings(func: relax.Function) -> Iterator[tuple[int, int, relax.Bindin
             yield b, i, binding
 
 
-def op_bindings(func: relax.Function) -> list[OpBinding]:
-    """All operator-call bindings of ``func`` with their stable ids, in program order."""
+def op_bindings(func: relax.Function, skip_ops: frozenset[str] = frozenset()) -> list[OpBinding]:
+    """All operator-call bindings of ``func`` with their stable ids, in program order.
+
+    ``skip_ops`` leaves calls of those operators out, ids included: after ``PlaceOperators``,
+    ``op_bindings(func, frozenset({COPY_OP}))`` gives every operator the id it had before the
+    copies were added.
+    """
     used: set[str] = set()
     result = []
     for b, i, binding in iter_bindings(func):
         value = binding.value
         if not isinstance(binding, relax.VarBinding) or not isinstance(value, relax.Call):
+            continue
+        if isinstance(value.op, tvm.ir.Op) and value.op.name in skip_ops:
             continue
         name = str(binding.var.name)
         node_id, k = name, 1

@@ -4,6 +4,7 @@ from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
+from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
@@ -14,6 +15,7 @@ __all__ = [
     "DeclareVDevices",
     "InferKernelVDevices",
     "OutlineDeviceUnits",
+    "OutlineSubgraphUnits",
     "PackConstantWeights",
     "PlaceOperators",
     "RealizeOperatorSplits",
