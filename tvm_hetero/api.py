@@ -18,12 +18,14 @@ import tvm
 from tvm_hetero.build.deploy import build_deployment
 from tvm_hetero.build.multi_device import BuildOptions, lower
 from tvm_hetero.build.vdevices import vdevices_of
+from tvm_hetero.devices.discover import merged_cpu
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
-from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.placement import Placement, place_by_op_type
+from tvm_hetero.plan.registry import Plan
+from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import ProfileRecord
@@ -41,7 +43,7 @@ class CompiledModel:
     deployment: Deployment = field(repr=False)
     placed: tvm.IRModule = field(repr=False)
     devices: tuple[DeviceSpec, ...]
-    placement: Placement | SplitPlan
+    placement: Plan
     model: Model = field(repr=False)
 
     def save(self, path: str | Path) -> Path:
@@ -63,9 +65,12 @@ def placement_from_rules(
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 
 
-def in_plan_order(devices: Sequence[DeviceSpec], plan: Placement | SplitPlan) -> list[DeviceSpec]:
+def in_plan_order(devices: Sequence[DeviceSpec], plan: Plan) -> list[DeviceSpec]:
     """``devices`` reordered as ``plan`` lists them (its home device first)."""
     by_name = {d.name: d for d in devices}
+    merged = merged_cpu(devices)  # a fallback to one worker on all the given cores
+    if merged is not None:
+        by_name.setdefault(merged.name, merged)
     missing = [n for n in plan.devices if n not in by_name]
     if missing:
         raise SpecError(
@@ -74,9 +79,7 @@ def in_plan_order(devices: Sequence[DeviceSpec], plan: Placement | SplitPlan) ->
     return [by_name[n] for n in plan.devices]
 
 
-def place(
-    model: Model, devices: Sequence[DeviceSpec], placement: Placement | SplitPlan
-) -> tvm.IRModule:
+def place(model: Model, devices: Sequence[DeviceSpec], placement: Plan) -> tvm.IRModule:
     """Declare ``devices`` as vdevices and realize the plan: operators placed on devices
     (:class:`Placement`) or key operators cut between two devices (:class:`SplitPlan`)."""
     require_static_inputs(model)
@@ -109,7 +112,7 @@ def require_static_inputs(model: Model) -> None:
 def compile(
     model: Model,
     devices: Sequence[DeviceSpec],
-    placement: Placement | SplitPlan | None = None,
+    placement: Plan | None = None,
     options: BuildOptions | None = None,
 ) -> CompiledModel:
     """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default):
@@ -118,13 +121,15 @@ def compile(
         raise SpecError("compile: give at least one device")
     placement = placement or Placement(tuple(d.name for d in devices))
     placed = place(model, devices, placement)
-    deployment = build_deployment(model, devices, placed, options, placement.to_dict())
+    deployment = build_deployment(
+        model, devices, placed, options, placement.to_dict(), placement.units()
+    )
     return CompiledModel(deployment, placed, tuple(devices), placement, model)
 
 
 def plan(
     model: Model, devices: Sequence[DeviceSpec], strategy: str = "eop", **settings: Any
-) -> Placement | SplitPlan:
+) -> Plan:
     """Measure ``model`` on ``devices`` and plan it with ``strategy`` (``"eop"``, ``"als"``: see
     :mod:`tvm_hetero.strategies.registry`); ``settings`` go to that strategy's ``make_plan``
     (EOP: ``db``, ``options``, ``key_share``, ``samples``, ``span``, ``progress``; ALS:
@@ -237,7 +242,7 @@ def model_id(model: Model) -> str:
     return f"{model.name}#{hashlib.sha1(ops.encode()).hexdigest()[:10]}"
 
 
-def placement_summary(model: Model, placement: Placement) -> list[dict[str, Any]]:
+def placement_summary(model: Model, placement: Placement | SubgraphPlan) -> list[dict[str, Any]]:
     """Per device: operators, FLOPs share and bytes copied in, for a placement of ``model``."""
     from tvm_hetero.plan.placement import summarize
 

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from tvm_hetero.plan import duet
 from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Link, SubgraphCosts
 
+FREE = Link(0.0)
 
-def _fork_join(times, link=Link(0.0), head=None, tail=None):
+
+def _fork_join(times, link=FREE, head=None, tail=None):
     """[head] -> branches -> [tail]; ``times[s][d]``; 1 KB per edge."""
     seconds, edges, phase = [], [], []
     if head is not None:
@@ -46,7 +48,7 @@ def test_free_links_give_the_busiest_device(times):
     """With free copies a fork-join phase takes as long as its busiest device."""
     costs = _fork_join(times)
     for a in itertools.product(range(2), repeat=len(times)):
-        busy = [sum(t[d] for t, dev in zip(times, a) if dev == d) for d in range(2)]
+        busy = [sum(t[d] for t, dev in zip(times, a, strict=True) if dev == d) for d in range(2)]
         assert duet.predicted_s(costs, a) == pytest.approx(max(busy))
 
 

@@ -32,8 +32,10 @@ def build_deployment(
     placed: tvm.IRModule,
     options: BuildOptions | None = None,
     plan: dict[str, Any] | None = None,
+    units: tuple[str, dict[str, Any]] = ("device_units", {}),
 ) -> Deployment:
-    """Build the units of ``placed`` (a module placed on ``devices``) and describe how they run."""
+    """Build the units of ``placed`` (a module placed on ``devices``) and describe how they run;
+    ``units`` names the pipeline (and its arguments) that cuts ``placed`` into units."""
     inputs = tuple(model.inputs)
     params = [str(p.name) for p in placed[ENTRY_FUNC].params]
     common = {"model": model.name, "devices": tuple(devices), "inputs": inputs}
@@ -43,7 +45,7 @@ def build_deployment(
         return Deployment(
             outputs=("main",), steps=(step,), libraries={0: build(placed, options)}, **common
         )
-    outlined = get_pipeline("device_units")(placed)
+    outlined = get_pipeline(units[0], **units[1])(placed)
     steps, outputs = deployment_steps(outlined)
     vdevices = list(outlined.global_infos["vdevice"])
     libraries = {

@@ -16,6 +16,7 @@ from tvm_hetero.cli.common import (
 )
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.registry import load_plan
+from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.strategies.registry import get_strategy
 
 
@@ -52,12 +53,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"compile: give one of --plan, --place, --strategy, not {chosen}")
     strategy = get_strategy(args.strategy) if args.strategy else None
     model = model_from_args(args)
-    devices = devices_from_args(args, list(strategy.default_devices) if strategy else ["cpu"])
+    plan = load_plan(args.plan, api.model_id(model)) if args.plan else None
+    default = list(strategy.default_devices) if strategy else ["cpu"]
+    devices = devices_from_args(args, list(plan.devices) if plan else default)
     options = BuildOptions(args.cpu_schedule, args.tuning_db)
     if strategy:
         placement = strategy.module().make_plan(args, model, devices)
-    elif args.plan:
-        placement = load_plan(args.plan, api.model_id(model))
+    elif plan:
+        placement = plan
     else:
         placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
     devices = api.in_plan_order(devices, placement)
@@ -65,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
         from tvm_hetero.cli.eop import split_table
 
         console().print(split_table(placement))
+    elif isinstance(placement, SubgraphPlan):
+        from tvm_hetero.cli.duet import subgraph_table
+
+        console().print(subgraph_table(model, placement))
     else:
         console().print(placement_table(model, placement))
     start = time.perf_counter()

@@ -18,7 +18,7 @@ COMMANDS = {
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
-    "plan": "measure costs and plan where each operator runs (--strategy als, eop)",
+    "plan": "measure costs and plan where each operator runs (--strategy als, duet, eop)",
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
@@ -271,14 +271,19 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
         help="time the plan and the best baseline end to end and keep the faster",
     )  # fmt: skip
     group.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
+    group = p.add_argument_group("DUET (--strategy duet)")
+    group.add_argument(
+        "--budget", type=_number(int, 1), default=12,
+        help="end-to-end runs the correction may measure (default 12)",
+    )  # fmt: skip
     _add_eop_args(p)
 
 
 def _add_eop_args(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("EOP (--strategy eop)")
     group.add_argument(
-        "--db", metavar="PATH", help="profile database reused across runs "
-        "(default .tvm-hetero/profiles.jsonl; fitted patterns go next to it)",
+        "--db", metavar="PATH", help="profile database reused across runs, EOP's and DUET's "
+        "(default .tvm-hetero/profiles.jsonl; EOP's fitted patterns go next to it)",
     )  # fmt: skip
     group.add_argument(
         "--key-share", type=_fraction, default=0.95,

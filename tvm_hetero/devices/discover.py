@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import psutil
 
@@ -52,6 +53,20 @@ def cpu_device(
     else:
         name = "cpu" if index == 0 else f"cpu:{index}"
     return DeviceSpec(name, DeviceKind.CPU, target, index, psutil.virtual_memory().total, threads)
+
+
+def merged_cpu(devices: Sequence[DeviceSpec]) -> DeviceSpec | None:
+    """One CPU worker on every core of ``devices`` (``cpu@0`` + ``cpu@1`` -> ``cpu@0-1``), when
+    they are all CPU workers of this host on contiguous core sets; else ``None``. What a plan over
+    CPU workers falls back to when splitting the model does not pay."""
+    if len(devices) < 2 or any(
+        d.kind is not DeviceKind.CPU or d.cores is None or d.host is not None for d in devices
+    ):
+        return None
+    cores = sorted(c for d in devices for c in d.cores)  # type: ignore[union-attr]
+    if cores != list(range(cores[0], cores[-1] + 1)):
+        return None
+    return cpu_device(cores=tuple(cores))
 
 
 def cuda_device(index: int = 0, arch: str | None = None) -> DeviceSpec:

@@ -88,14 +88,21 @@ def emit_group(
 
 
 def outline_module(
-    mod: tvm.IRModule, bindings: Sequence[relax.Binding], outputs: Sequence[relax.Var]
+    mod: tvm.IRModule,
+    bindings: Sequence[relax.Binding],
+    outputs: Sequence[relax.Var],
+    lift_constants: bool = True,
 ) -> tvm.IRModule:
     """A module whose ``main`` computes ``outputs`` from ``bindings`` alone; every free tensor
-    (weights included) becomes a parameter ``in0, in1, ...`` with its vdevice dropped."""
+    becomes a parameter ``in0, in1, ...`` with its vdevice dropped. Weight constants become
+    parameters too unless ``lift_constants`` is false: then they stay constants, which the build
+    folds and lays out as it does in the whole model."""
     defined = {b.var for b in bindings}
     free: dict[relax.Expr, relax.Var] = {}
     for b in bindings:
         for e in leaf_inputs(b.value):
+            if not lift_constants and isinstance(e, tvm.ir.expr.Constant):
+                continue
             if e not in defined and e not in free and isinstance(e.ty, TensorType | TupleType):
                 free[e] = relax.Var(f"in{len(free)}", plain_type(e.ty))
     bb = relax.BlockBuilder()

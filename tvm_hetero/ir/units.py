@@ -142,7 +142,10 @@ def rewrite(
         gv, params = _add_unit(bb, mod, unit, f"unit{i}_d{unit.device}", outputs, g, by_var)
         calls[i] = (gv, params, outputs)
     remap: dict = {}
+    tuples = result_tuples(bindings, g, unit_of)
+    inline = {b.var: b.value for b in bindings if b.var in tuples}
     final = set(relax.analysis.free_vars(func.body.body))
+    final |= {v for t in inline.values() for v in relax.analysis.free_vars(t)}
     top = relax.BlockBuilder()
     attrs = dict(func.attrs) if func.attrs else None
     with top.function(ENTRY_FUNC, list(func.params), attrs=attrs):
@@ -156,8 +159,9 @@ def rewrite(
                 remap[item.var] = emit(
                     relax.Call(item.value.op, [src], item.value.attrs), name_hint=str(item.var.name)
                 )
-            out = _substitute_result(func.body.body, remap)
-            out = top.emit_output(out) if not isinstance(out, relax.Var) else out
+            out = _substitute_result(func.body.body, remap, inline)
+            if not isinstance(out, relax.Var) and not inline:
+                out = top.emit_output(out)
         top.emit_func_output(out)
     bb.update_func(bb.get().get_global_var(ENTRY_FUNC), top.get()[ENTRY_FUNC])
     return bb.get()
@@ -259,7 +263,28 @@ def _emit_call(bb, call, remap: dict, final: set) -> None:
         remap[v] = emit(relax.TupleGetItem(tup, k), v)
 
 
-def _substitute_result(expr: relax.Expr, remap: dict) -> relax.Expr:
+def result_tuples(bindings: list, g: BindingGraph, unit_of: dict) -> set[relax.Var]:
+    """Tuples in no unit (the function's result gathered from several units): ``main`` builds
+    them itself rather than a unit that would wait for all of them.
+
+    Raises
+    ------
+    ValueError
+        For any other binding left out of every unit.
+    """
+    out = set()
+    for b in bindings:
+        if b.var in unit_of or b.var in g.copies or b.var in g.const:
+            continue
+        if not isinstance(b.value, relax.Tuple):
+            raise ValueError(f"binding {b.var.name!r} is in no unit")
+        out.add(b.var)
+    return out
+
+
+def _substitute_result(expr: relax.Expr, remap: dict, inline: dict) -> relax.Expr:
+    if isinstance(expr, relax.Var) and expr in inline:
+        expr = inline[expr]
     if isinstance(expr, relax.Tuple):
-        return relax.Tuple([_substitute_result(f, remap) for f in expr.fields])
+        return relax.Tuple([_substitute_result(f, remap, inline) for f in expr.fields])
     return remap.get(expr, expr)

@@ -27,8 +27,9 @@ class OutlineSubgraphUnits:
     ----------
     subgraphs : sequence of sequence of str
         Operator ids (``OpGraph`` ids of the unplaced model) of each subgraph. An operator in no
-        subgraph joins the unit of the first value it reads (a unit of its own when it reads only
-        ``main``'s inputs). Weights and what is computed from weights alone are emitted inside
+        subgraph, and tuple plumbing, joins the unit of the first value it reads on its own
+        device (a unit of its own when there is none); a tuple of results from several units is
+        built by ``main``. Weights and what is computed from weights alone are emitted inside
         every unit that reads them, and copies stay in ``main``, as in ``OutlineDeviceUnits``.
 
     Notes
@@ -69,18 +70,28 @@ class OutlineSubgraphUnits:
             raise ValueError(f"OutlineSubgraphUnits: unknown operator id(s) {unknown[:5]}")
         bindings = main_bindings(func, "OutlineSubgraphUnits")
         graph = classify(func, bindings, vdevices)
-        return rewrite(mod, func, bindings, graph, self._units(bindings, graph, ids))
+        units = self._units(bindings, graph, ids, func.body.body)
+        return rewrite(mod, func, bindings, graph, units)
 
-    def _units(self, bindings: list, g: BindingGraph, ids: dict) -> list[Unit]:
+    def _units(self, bindings: list, g: BindingGraph, ids: dict, result: relax.Expr) -> list[Unit]:
         units: dict[int, Unit] = {}
         unit_of: dict[relax.Var, int] = {}
         extra = len(self.subgraphs)
+        read = {v for b in bindings for v in relax.analysis.free_vars(b.value)}
+        result_only = set(relax.analysis.free_vars(result)) - read
         for b in bindings:
             if b.var in g.const or b.var in g.copies:
                 continue
             k = self.group.get(ids.get(b.var, ""))
-            if k is None:
-                reads = [unit_of[v] for v in relax.analysis.free_vars(b.value) if v in unit_of]
+            if k is None and isinstance(b.value, relax.Tuple) and b.var in result_only:
+                continue  # the result gathered from several units: main builds it
+            if k is None:  # plumbing (tuples, items) or an operator in no subgraph
+                dev = g.device[b.var]
+                reads = [
+                    unit_of[v]
+                    for v in relax.analysis.free_vars(b.value)
+                    if v in unit_of and units[unit_of[v]].device == dev
+                ]
                 k = reads[0] if reads else None
             if k is None:
                 k, extra = extra, extra + 1

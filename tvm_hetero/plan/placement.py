@@ -63,6 +63,10 @@ class Placement:
         """The pass pipeline that realises this plan and its arguments (besides ``vdevices``)."""
         return "manual_placement", {"assignment": dict(self.assignment)}
 
+    def units(self) -> tuple[str, dict[str, Any]]:
+        """The pass pipeline that cuts the placed model into the runtime's units."""
+        return "device_units", {}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {

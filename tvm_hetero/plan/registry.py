@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.placement import Placement, PlanError
+from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 
 
 class Plan(Protocol):
@@ -25,12 +26,19 @@ class Plan(Protocol):
         """The named pass pipeline (:mod:`tvm_hetero.pipelines`) that realises the plan, with its
         arguments besides ``vdevices``."""
 
+    def units(self) -> tuple[str, dict[str, Any]]:
+        """The named pass pipeline that cuts the placed model into the runtime's units."""
+
     @property
     def predicted_s(self) -> float | None:
         """The planner's predicted time, when it has one."""
 
 
-PLAN_KINDS: dict[str, Any] = {"placement": Placement, "split": SplitPlan}
+PLAN_KINDS: dict[str, Any] = {
+    "placement": Placement,
+    "split": SplitPlan,
+    "subgraphs": SubgraphPlan,
+}
 """``kind`` field -> plan class (each has ``from_dict``); a new strategy adds its kind here."""
 
 

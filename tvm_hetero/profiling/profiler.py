@@ -183,12 +183,18 @@ class Profiler:
     def profile_subgraph(
         self, mod: tvm.IRModule, node_ids: Sequence[str], device: DeviceSpec
     ) -> ProfileRecord:
-        """Operators outlined into one function and compiled with full fusion (DUET)."""
-        sub = subgraph_module(mod, node_ids)
-        ops = [n.op for n in OpGraph.from_module(sub).nodes]
-        return self.measure(
-            sub, device, RecordKind.SUBGRAPH, {"ops": ops}, {"nodes": list(node_ids)}
-        )
+        """Operators outlined into one function and built as the whole model builds them (DUET's
+        compiler-aware profile): full fusion, the build's schedules, and weights kept constant so
+        they are folded and pre-packed. Subgraphs alike but for their weights' values are one
+        workload (keyed with the weights as parameters) and measured once."""
+        shapes_only = subgraph_module(mod, node_ids)
+        sub = subgraph_module(mod, node_ids, lift_constants=False)
+        ops = [n.op for n in OpGraph.from_module(shapes_only).nodes]
+        key, target = f"{workload_key(shapes_only)}+weights", target_key(device)
+        return self._record(
+            RecordKind.SUBGRAPH, key, target, [device], {"ops": ops},
+            lambda: place_on(sub, [device]), extra={"nodes": list(node_ids)},
+        )  # fmt: skip
 
     def profile_transfer(
         self, src: DeviceSpec, dst: DeviceSpec, sizes_bytes: Sequence[int], dtype: str = "float32"

@@ -142,12 +142,15 @@ def resize(mod: tvm.IRModule, dim: Dim, size: int) -> tvm.IRModule:
 
 
 def subgraph_module(
-    mod: tvm.IRModule, node_ids: Sequence[str], func_name: str = ENTRY_FUNC
+    mod: tvm.IRModule,
+    node_ids: Sequence[str],
+    func_name: str = ENTRY_FUNC,
+    lift_constants: bool = True,
 ) -> tvm.IRModule:
     """Outline the operators ``node_ids`` (with the tuple plumbing between them) into ``main``.
 
-    Tensors from outside (function inputs, other operators, weight constants) become parameters;
-    tensors used outside, or returned, become outputs.
+    Tensors from outside (function inputs, other operators and, if ``lift_constants``, weight
+    constants) become parameters; tensors used outside, or returned, become outputs.
     """
     func = mod[func_name]
     wanted = set(node_ids)
@@ -158,7 +161,7 @@ def subgraph_module(
     bindings = [b for _, _, b in iter_bindings(func)]
     inside = closure(bindings, ops, wanted)
     outputs = used_outside(bindings, inside, func.body.body)
-    return outline_module(mod, [b for b in bindings if b.var in inside], outputs)
+    return outline_module(mod, [b for b in bindings if b.var in inside], outputs, lift_constants)
 
 
 def transfer_module(nbytes: int, dtype: str, src: VDevice, dst: VDevice) -> tvm.IRModule:

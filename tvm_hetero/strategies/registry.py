@@ -58,6 +58,12 @@ STRATEGIES: dict[str, Strategy] = {
             "tvm_hetero.strategies.als",
         ),
         Strategy(
+            "duet",
+            "DUET: branches as subgraphs on devices at once, corrected by measured runs",
+            "tvm_hetero.cli.duet",
+            "tvm_hetero.strategies.duet",
+        ),
+        Strategy(
             "eop",
             "EOP: key operators cut between two devices",
             "tvm_hetero.cli.eop",

@@ -1,0 +1,142 @@
+"""OutlineSubgraphUnits: one unit per planned subgraph, structurally and numerically."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_hetero.build.multi_device import build
+from tvm_hetero.passes import OutlineDeviceUnits, OutlineSubgraphUnits
+from tvm_hetero.runtime.vm import make_vm, run
+
+F32 = "float32"
+
+
+@I.ir_module
+class Before:
+    """A fork on one device: ``b`` and ``c`` are two branches, both on llvm:0."""
+
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        with R.dataflow():
+            a = R.nn.relu(x)
+            b = R.exp(a)
+            c = R.sigmoid(a)
+            d = R.add(b, c)
+            R.output(d)
+        return d
+
+
+@I.ir_module
+class Expected:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def unit0_d0(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            a = R.nn.relu(x)
+            R.output(a)
+        return a
+
+    @R.function
+    def unit1_d0(a: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            b = R.exp(a)
+            R.output(b)
+        return b
+
+    @R.function
+    def unit2_d0(a: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            c = R.sigmoid(a)
+            R.output(c)
+        return c
+
+    @R.function
+    def unit3_d0(
+        b: R.Tensor((4, 8), F32, "llvm:0"), c: R.Tensor((4, 8), F32, "llvm:0")
+    ) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            d = R.add(b, c)
+            R.output(d)
+        return d
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        cls = Expected
+        with R.dataflow():
+            a = cls.unit0_d0(x)
+            b = cls.unit1_d0(a)
+            c = cls.unit2_d0(a)
+            d = cls.unit3_d0(b, c)
+            R.output(d)
+        return d
+
+
+SUBGRAPHS = [["a"], ["b"], ["c"], ["d"]]
+
+
+def test_each_subgraph_is_a_unit_even_two_on_one_device():
+    tvm.ir.assert_structural_equal(OutlineSubgraphUnits(SUBGRAPHS)(Before), Expected)
+    # the device-run pass would make one unit of it all: the branches could not start apart
+    device_units = OutlineDeviceUnits()(Before)
+    assert [gv.name_hint for gv, _ in device_units.functions_items() if "unit" in gv.name_hint] == [
+        "unit0_d0"
+    ]
+
+
+@I.ir_module
+class Crossing:
+    """Branch ``b`` on llvm:1, interleaved in program order with branch ``c`` on llvm:0."""
+
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        with R.dataflow():
+            a = R.nn.relu(x)
+            a1 = R.to_vdevice(a, "llvm:1")
+            b = R.exp(a1)
+            c = R.sigmoid(a)
+            b2 = R.multiply(b, b)
+            c2 = R.tanh(c)
+            b0 = R.to_vdevice(b2, "llvm:0")
+            d = R.add(b0, c2)
+            R.output(d)
+        return d
+
+
+def test_units_compute_what_main_computed_and_interleaved_branches_stay_whole():
+    subgraphs = [["a"], ["b", "b2"], ["c", "c2"], ["d"]]
+    after = OutlineSubgraphUnits(subgraphs)(Crossing)
+    units = sorted(gv.name_hint for gv, _ in after.functions_items() if "unit" in gv.name_hint)
+    assert units == ["unit0_d0", "unit1_d1", "unit2_d0", "unit3_d0"]
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(F32)
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    ref = run(make_vm(build(Crossing), devs), [x], devs[0])
+    got = run(make_vm(build(after), devs), [x], devs[0])
+    np.testing.assert_array_equal(ref[0], got[0])
+
+
+def test_operators_left_out_join_what_they_read():
+    after = OutlineSubgraphUnits([["a"], ["b"]])(Before)  # c and d in no subgraph
+    units = sorted(gv.name_hint for gv, _ in after.functions_items() if "unit" in gv.name_hint)
+    assert units == ["unit0_d0", "unit1_d0"]  # c joins a's unit, d joins b's
+
+
+def test_bad_subgraphs_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="in subgraphs 0 and 1"):
+        OutlineSubgraphUnits([["a"], ["a", "b"]])
+    with pytest.raises(ValueError, match="unknown operator id"):
+        OutlineSubgraphUnits([["nope"]])(Before)
+    with pytest.raises(ValueError, match="on vdevices 0 and 1"):
+        OutlineSubgraphUnits([["a", "b"]])(Crossing)
+    with pytest.raises(ValueError, match="read each other's results"):
+        OutlineSubgraphUnits([["a", "d"], ["b"], ["c"]])(Before)

@@ -1,0 +1,267 @@
+"""DUET on tvm-hetero: a model's phases as subgraphs, their compiler-aware costs, and the placement
+corrected by end-to-end runs of the concurrent runtime.
+
+The pure parts are :mod:`tvm_hetero.plan.phases` (the phases) and :mod:`tvm_hetero.plan.duet` (the
+placement); this module measures what they consume and turns an assignment into a
+:class:`SubgraphPlan` that ``api.compile`` builds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.devices.discover import merged_cpu
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
+from tvm_hetero.plan import duet
+from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Assignment, Link, SubgraphCosts
+from tvm_hetero.plan.phases import phases
+from tvm_hetero.plan.subgraph_plan import SubgraphPlan
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.strategies.eop import COPY_SIZES, profiler_for
+
+Progress = Callable[[str, int, int], None]
+"""``progress(what, done, total)``."""
+
+
+@dataclass(frozen=True)
+class DuetGraph:
+    """A model cut into DUET's subgraphs.
+
+    Attributes
+    ----------
+    subgraphs : tuple[tuple[str, ...], ...]
+        Operator ids of each subgraph, in phase order (a topological order of the subgraphs).
+    phase : tuple[int, ...]
+        Phase of each subgraph.
+    edges : tuple[tuple[int, int, int], ...]
+        ``(src, dst, bytes)`` between subgraphs, from the inputs (``src`` = -1) and to the
+        outputs (``dst`` = -1); one edge per tensor and reader.
+    """
+
+    subgraphs: tuple[tuple[str, ...], ...]
+    phase: tuple[int, ...]
+    branch: tuple[int, ...]
+    edges: tuple[tuple[int, int, int], ...]
+
+    def label(self, s: int, graph: OpGraph) -> str:
+        """A short name: phase, branch, the subgraph's most frequent operator and its size."""
+        ops = [
+            graph.node(n).op.removeprefix("relax.").removeprefix("nn.") for n in self.subgraphs[s]
+        ]
+        top = max(sorted(set(ops)), key=ops.count) if ops else "-"
+        return f"p{self.phase[s]}.{self.branch[s]} {top} ({len(ops)} ops)"
+
+
+def duet_graph(graph: OpGraph) -> DuetGraph:
+    """Phases of ``graph`` as subgraphs. Operators computed from weights alone (transposes of
+    weights) are left out of the phase analysis and join the subgraph that reads them: the build
+    folds them into constants, and each unit keeps its own copy."""
+    order = graph.topo_order()
+    reads_input = {c for i in graph.inputs if not i.is_param for c in i.consumers}
+    from_weights: set[str] = set()
+    for n in order:
+        preds = set(graph.graph.predecessors(n))
+        if n not in reads_input and preds <= from_weights:
+            from_weights.add(n)
+    dag = nx.DiGraph()
+    work = [n for n in order if n not in from_weights]
+    dag.add_nodes_from(work)
+    dag.add_edges_from((u, v) for u, v in graph.graph.edges() if u in dag and v in dag)
+    cut = phases(dag, work)
+    members = [list(b) for p in cut for b in p.branches]
+    phase = tuple(k for k, p in enumerate(cut) for _ in p.branches)
+    branch = tuple(j for p in cut for j, _ in enumerate(p.branches))
+    where = {n: s for s, nodes in enumerate(members) for n in nodes}
+    for n in reversed(order):  # a weight computation joins its first reader's subgraph
+        if n in from_weights:
+            readers = [where[v] for v in graph.graph.successors(n) if v in where]
+            where[n] = min(readers, default=0)
+            members[where[n]].append(n)
+    position = {n: i for i, n in enumerate(order)}
+    subgraphs = tuple(tuple(sorted(m, key=position.__getitem__)) for m in members)
+    return DuetGraph(subgraphs, phase, branch, _edges(graph, where))
+
+
+def _edges(graph: OpGraph, where: dict[str, int]) -> tuple[tuple[int, int, int], ...]:
+    edges: dict[tuple[int, int, str], int] = {}
+    for u, v, name, data in graph.graph.edges(keys=True, data=True):
+        if where[u] != where[v]:
+            edges[(where[u], where[v], name)] = int(data["bytes"] or 0)
+    for i in graph.inputs:
+        if i.is_param or i.tensor is None:
+            continue
+        for c in i.consumers:
+            edges[(INPUTS, where[c], i.name)] = int(i.tensor.nbytes or 0)
+    for out in graph.outputs:
+        if not out.startswith(INPUT_PREFIX):
+            for port, t in enumerate(graph.node(out).outputs):
+                edges[(where[out], OUTPUTS, f"{out}:{port}")] = int(t.nbytes or 0)
+    return tuple((s, d, b) for (s, d, _), b in edges.items())
+
+
+def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, int], Link]:
+    """The cost of passing a tensor between each ordered pair of devices: for CPU workers of one
+    process the runtime's measured handoff (no copy), otherwise a line fitted to measured copies."""
+    out = {}
+    for a, b in itertools.permutations(range(len(devices)), 2):
+        src, dst = devices[a], devices[b]
+        if src.kind is dst.kind is DeviceKind.CPU and src.host == dst.host:
+            out[(a, b)] = Link(profiler.profile_handoff(src, dst).median_s)
+        else:
+            times = [r.median_s for r in profiler.profile_transfer(src, dst, COPY_SIZES)]
+            fit = fit_transfer(COPY_SIZES, times)
+            out[(a, b)] = Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
+    return out
+
+
+def subgraph_costs(
+    model: Model, devices: Sequence[DeviceSpec], dg: DuetGraph, profiler: Profiler,
+    progress: Progress | None = None,
+) -> SubgraphCosts:  # fmt: skip
+    """Every subgraph compiled standalone as the build compiles it and timed on every device
+    (records kept in the profiler's database), and the links between the devices."""
+    total = len(dg.subgraphs) * len(devices)
+    seconds = []
+    for s, nodes in enumerate(dg.subgraphs):
+        row = []
+        for d, device in enumerate(devices):
+            row.append(profiler.profile_subgraph(model.mod, nodes, device).median_s)
+            if progress:
+                progress("subgraphs", s * len(devices) + d + 1, total)
+        seconds.append(tuple(row))
+    return SubgraphCosts(tuple(seconds), dg.edges, links(devices, profiler), dg.phase)
+
+
+def to_plan(
+    dg: DuetGraph, devices: Sequence[DeviceSpec], assignment: Assignment, strategy: str,
+    predicted_s: float | None = None, measured_s: float | None = None,
+) -> SubgraphPlan:  # fmt: skip
+    """The plan of ``assignment``; a plan using only one device names only that device."""
+    names = tuple(d.name for d in devices)
+    used = duet.devices_used(assignment)
+    if len(used) == 1:
+        return SubgraphPlan(
+            (names[used[0]],), dg.subgraphs, (0,) * len(assignment), dg.phase, strategy,
+            predicted_s, measured_s,
+        )  # fmt: skip
+    return SubgraphPlan(
+        names, dg.subgraphs, tuple(assignment), dg.phase, strategy, predicted_s, measured_s
+    )
+
+
+@dataclass
+class EndToEnd:
+    """Compiles a plan and times it on the concurrent runtime; each assignment once."""
+
+    model: Model
+    devices: Sequence[DeviceSpec]
+    graph: DuetGraph
+    options: BuildOptions | None = None
+    config: MeasureConfig = field(default_factory=lambda: MeasureConfig(repeat=7, min_repeat_ms=50))
+    seconds: dict[Assignment, float] = field(default_factory=dict)
+
+    def __call__(self, assignment: Assignment) -> float:
+        """Measured seconds of ``assignment``."""
+        if assignment not in self.seconds:
+            plan = to_plan(self.graph, self.devices, assignment, "trial")
+            self.seconds[assignment] = self.time_plan(plan)
+        return self.seconds[assignment]
+
+    def time_plan(self, plan: SubgraphPlan, devices: Sequence[DeviceSpec] | None = None) -> float:
+        """Measured seconds of ``plan`` on ``devices`` (default: the plan's own, by name)."""
+        from tvm_hetero import api
+
+        devices = devices or api.in_plan_order(self.devices, plan)
+        compiled = api.compile(self.model, devices, plan, self.options)
+        return api.median_seconds(compiled, self.model.random_inputs(), self.config)
+
+
+@dataclass(frozen=True)
+class DuetResult:
+    """DUET's plan and what it was made from.
+
+    Attributes
+    ----------
+    plan : SubgraphPlan
+        The kept plan: DUET's, or the fastest single device when that measured faster.
+    graph : DuetGraph
+        The subgraphs.
+    costs : SubgraphCosts
+        Their measured costs.
+    start : str
+        Where the correction started (``greedy`` or ``ideal``).
+    correction : duet.Correction
+        Every measured trial.
+    singles : dict[str, float]
+        Measured seconds of each single-device build (by device name).
+    """
+
+    plan: SubgraphPlan
+    graph: DuetGraph
+    costs: SubgraphCosts
+    start: str
+    correction: duet.Correction
+    singles: dict[str, float]
+
+
+def plan_with_measurements(
+    model: Model, devices: Sequence[DeviceSpec], db: str | Path | None = None,
+    options: BuildOptions | None = None, budget: int = 12, progress: Progress | None = None,
+    config: MeasureConfig | None = None,
+) -> DuetResult:  # fmt: skip
+    """DUET end to end: phases, compiler-aware costs, greedy (or Ideal where enumeration is cheap)
+    corrected by at most ``budget`` measured runs, then the fallback: every single device (and,
+    for CPU workers, one worker on all their cores) measured, and the fastest kept."""
+    graph = OpGraph.from_module(model.mod)
+    dg = duet_graph(graph)
+    profiler = profiler_for(db, options)
+    costs = subgraph_costs(model, devices, dg, profiler, progress)
+    label, start = duet.start_point(costs)
+    timer = EndToEnd(model, devices, dg, options)
+    if config is not None:
+        timer.config = config
+    fixed = duet.correct(costs, start, timer, budget)
+    singles = _singles(dg, devices, timer)
+    best_single = min(singles, key=singles.__getitem__)
+    assignment, measured = fixed.assignment, fixed.seconds
+    predicted = duet.predicted_s(costs, assignment)
+    if len(duet.devices_used(assignment)) > 1 and measured < singles[best_single]:
+        plan = to_plan(dg, devices, assignment, "duet", predicted, measured)
+    else:
+        zeros = (0,) * len(dg.subgraphs)
+        plan = SubgraphPlan(
+            (best_single,), dg.subgraphs, zeros, dg.phase, "duet-fallback", None,
+            singles[best_single],
+        )  # fmt: skip
+    return DuetResult(plan, dg, costs, label, fixed, singles)
+
+
+def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> dict[str, float]:
+    """Measured seconds of each device alone, and of the CPU workers merged into one."""
+    out = {}
+    for d, device in enumerate(devices):
+        out[device.name] = timer((d,) * len(dg.subgraphs))
+    merged = merged_cpu(devices)
+    if merged is not None:
+        plan = SubgraphPlan(
+            (merged.name,), dg.subgraphs, (0,) * len(dg.subgraphs), dg.phase, "single"
+        )
+        out[merged.name] = timer.time_plan(plan, [merged])
+    return out
+
+
+def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SubgraphPlan:
+    """DUET's plan of ``model`` on ``devices`` (``api.plan(..., "duet")``); settings as
+    :func:`plan_with_measurements` (``db``, ``options``, ``budget``, ``progress``, ``config``)."""
+    return plan_with_measurements(model, devices, **settings).plan
