@@ -170,3 +170,18 @@ def test_plan_with_measurements_corrects_within_budget_and_round_trips(tmp_path,
     assert all(len(row) == 2 and min(row) > 0 for row in result.costs.seconds)
     assert result.costs.links[(0, 1)].latency_s > 0
     assert duet.predicted_s(result.costs, result.correction.assignment) > 0
+
+
+def test_torchvision_googlenet_inception_branches_compile_and_match(workers):
+    """GoogLeNet (torchvision, random weights) at 64x64: each inception module is a multi-path
+    phase of four branches; every other subgraph on the second worker gives the same numbers."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    net = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=False).eval()
+    example = (torch.randn(1, 3, 64, 64),)
+    model = load_model(net, example_args=example, name="googlenet")
+    dg = _matches_single_device(model, workers)
+    _covers(model, dg)
+    widths = [dg.phase.count(p) for p in sorted(set(dg.phase))]
+    assert widths.count(4) == 9  # the nine inception modules

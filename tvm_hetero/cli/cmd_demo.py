@@ -96,7 +96,41 @@ def run(args: argparse.Namespace) -> int:
         + ("[bold green]same numbers[/]" if ok else "[bold red]MISMATCH[/]")
     )
     ok = _eop(model, devices, inputs, ref, args.repeat) and ok
+    ok = _duet(devices, args.repeat) and ok
     return 0 if ok else 1
+
+
+DUET_MODEL = ("siamese-lstm", {"seq_len": 16})
+"""Step 6's model: DUET's Siamese network (two towers of 2-layer LSTMs, hidden 128) over 16 steps
+instead of the paper's 64, so that planning (a dozen builds) takes about a minute."""
+
+
+def _duet(devices, repeat: int) -> bool:
+    """Step 6: DUET on a multi-branch model: planned, built, checked, timed, its run drawn."""
+    from tvm_hetero.cli.duet import plan_and_say, report
+
+    out = console()
+    name, settings = DUET_MODEL
+    model = load_model(name, **settings)
+    out.rule(f"[bold]6. DUET: the branches of {model.name} on two devices at once")
+    result = plan_and_say(model, devices, OUT_DIR / "profiles.jsonl", None, 4)
+    report(result, model, devices, 4)
+    plan = result.plan
+    inputs = model.random_inputs()
+    single = [resolve_device("cpu")] if devices[0].cores else devices[:1]
+    ref, single_ms = _timed(api.compile(model, single), inputs, repeat)
+    ordered = api.in_plan_order(devices, plan)
+    plot = str(OUT_DIR / "demo_duet_run.png")
+    got, median = _timed(api.compile(model, ordered, plan), inputs, repeat, plot)
+    err = api.max_abs_error(got, ref)
+    ok = err <= 1e-4 * max(float(np.max(np.abs(r))) for r in ref) + 1e-5
+    verdict = "[bold green]same numbers[/]" if ok else "[bold red]MISMATCH[/]"
+    out.print(
+        f"{plan.strategy} on {', '.join(plan.devices)}: {median:.3f} ms; "
+        f"{single[0].name} alone {single_ms:.3f} ms ({single_ms / median:.2f}x); "
+        f"max error {err:.2g}: {verdict}; measured run: {plot}"
+    )
+    return ok
 
 
 def _eop(model, devices, inputs, ref, repeat: int) -> bool:

@@ -20,11 +20,19 @@ def make_plan(args: argparse.Namespace, model, devices) -> SubgraphPlan:
 
 
 def _plan(args: argparse.Namespace, model, devices) -> strategy.DuetResult:
+    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    return plan_and_say(model, devices, args.db, options, args.budget)
+
+
+def plan_and_say(model, devices, db, options, budget: int) -> strategy.DuetResult:
+    """DUET's plan with a progress bar, and one line on what was kept and why."""
     with progress_bar() as bar:
         task = bar.add_task("subgraphs compiled and timed", total=None)
         result = strategy.plan_with_measurements(
-            model, devices, args.db, BuildOptions(args.cpu_schedule, args.tuning_db), args.budget,
-            lambda _what, done, total: bar.update(task, completed=done, total=total),
+            model, devices, db, options, budget,
+            lambda what, done, total: bar.update(
+                task, description=what, completed=done, total=total
+            ),
         )  # fmt: skip
     plan, singles = result.plan, result.singles
     best = min(singles, key=singles.__getitem__)
@@ -63,9 +71,8 @@ def subgraph_table(model, plan: SubgraphPlan, costs: duet.SubgraphCosts | None =
     return table(title, [*cols, "device"], rows)
 
 
-def run_plan(args: argparse.Namespace, model, devices) -> int:
-    """``tvm-hetero plan MODEL --strategy duet``: plan, compare with baselines, write, plot."""
-    result = _plan(args, model, devices)
+def report(result: strategy.DuetResult, model, devices, budget: int) -> None:
+    """Print the subgraphs with their costs, every measured trial and the baselines."""
     plan, costs, dg = result.plan, result.costs, result.graph
     names = [d.name for d in devices]
     shown = plan if len(plan.devices) == len(names) else strategy.to_plan(
@@ -78,7 +85,7 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
     ]
     console().print(
         table(
-            f"Correction from {result.start} (measured end to end, budget {args.budget})",
+            f"Correction from {result.start} (measured end to end, budget {budget})",
             ["trial", "devices per subgraph", "predicted ms", "measured ms"],
             rows,
         )
@@ -90,6 +97,14 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
     console().print(
         table("Baselines", ["placement", "devices", "predicted ms", "measured ms"], rows)
     )
+
+
+def run_plan(args: argparse.Namespace, model, devices) -> int:
+    """``tvm-hetero plan MODEL --strategy duet``: plan, compare with baselines, write, plot."""
+    result = _plan(args, model, devices)
+    report(result, model, devices, args.budget)
+    plan, costs, dg = result.plan, result.costs, result.graph
+    names = [d.name for d in devices]
     if args.output:
         save_plan(plan, model_id(model), args.output)
         console().print(

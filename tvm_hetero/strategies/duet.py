@@ -55,12 +55,14 @@ class DuetGraph:
     edges: tuple[tuple[int, int, int], ...]
 
     def label(self, s: int, graph: OpGraph) -> str:
-        """A short name: phase, branch, the subgraph's most frequent operator and its size."""
-        ops = [
-            graph.node(n).op.removeprefix("relax.").removeprefix("nn.") for n in self.subgraphs[s]
-        ]
-        top = max(sorted(set(ops)), key=ops.count) if ops else "-"
-        return f"p{self.phase[s]}.{self.branch[s]} {top} ({len(ops)} ops)"
+        """A short name: phase, branch, the operator type with the most FLOPs, and the size."""
+        flops: dict[str, int] = {}
+        for n in self.subgraphs[s]:
+            node = graph.node(n)
+            op = node.op.split(".")[-1]
+            flops[op] = flops.get(op, 0) + (node.flops or 0)
+        top = max(sorted(flops), key=flops.__getitem__) if flops else "-"
+        return f"p{self.phase[s]}.{self.branch[s]} {top} ({len(self.subgraphs[s])} ops)"
 
 
 def duet_graph(graph: OpGraph) -> DuetGraph:
@@ -170,6 +172,9 @@ class EndToEnd:
     options: BuildOptions | None = None
     config: MeasureConfig = field(default_factory=lambda: MeasureConfig(repeat=7, min_repeat_ms=50))
     seconds: dict[Assignment, float] = field(default_factory=dict)
+    progress: Progress | None = None
+    expected_runs: int = 0
+    runs: int = 0
 
     def __call__(self, assignment: Assignment) -> float:
         """Measured seconds of ``assignment``."""
@@ -184,7 +189,12 @@ class EndToEnd:
 
         devices = devices or api.in_plan_order(self.devices, plan)
         compiled = api.compile(self.model, devices, plan, self.options)
-        return api.median_seconds(compiled, self.model.random_inputs(), self.config)
+        seconds = api.median_seconds(compiled, self.model.random_inputs(), self.config)
+        self.runs += 1
+        if self.progress:
+            total = max(self.expected_runs, self.runs)
+            self.progress("end-to-end runs (compile and time)", self.runs, total)
+        return seconds
 
 
 @dataclass(frozen=True)
@@ -228,7 +238,8 @@ def plan_with_measurements(
     profiler = profiler_for(db, options)
     costs = subgraph_costs(model, devices, dg, profiler, progress)
     label, start = duet.start_point(costs)
-    timer = EndToEnd(model, devices, dg, options)
+    timer = EndToEnd(model, devices, dg, options, progress=progress)
+    timer.expected_runs = budget + len(devices) + (merged_cpu(devices) is not None)
     if config is not None:
         timer.config = config
     fixed = duet.correct(costs, start, timer, budget)
