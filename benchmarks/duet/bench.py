@@ -46,14 +46,14 @@ def latency(compiled, inputs, runs: int) -> dict:
     return {"p50": stats.median_ms, "p99": stats.p99_ms, "p99.9": stats.p999_ms}
 
 
-def ort_latency(name: str, runs: int, work: Path) -> dict:
+def ort_latency(name: str, runs: int, work: Path, settings: dict) -> dict:
     """ONNX Runtime on the torch twin, 2 threads, sequential and parallel, p50 ms."""
     try:
         import onnxruntime as ort
         from torch_twins import onnx_twin
     except ImportError as err:
         return {"error": str(err)}
-    path, feeds = onnx_twin(name, work)
+    path, feeds = onnx_twin(name, work, **settings)
     out = {}
     for mode, inter, intra in (("sequential", 1, 2), ("parallel", 2, 1)):
         opts = ort.SessionOptions()
@@ -98,6 +98,10 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=8)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--schedulers", action="store_true")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="MODEL:KEY=VALUE",
+        help="change a zoo setting of one model (the ONNX Runtime twin follows), e.g. mt-dnn:seq_len=8",
+    )  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/duet.json")
     args = parser.parse_args()
     console = Console(width=120)
@@ -106,8 +110,13 @@ def main() -> None:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        settings: dict[str, dict] = {}
+        for item in args.set:
+            target, _, pair = item.partition(":")
+            key, _, value = pair.partition("=")
+            settings.setdefault(target, {})[key] = int(value)
         for name in args.models:
-            model = load_zoo_model(name)
+            model = load_zoo_model(name, **settings.get(name, {}))
             inputs = model.random_inputs()
             start = time.perf_counter()
             result = strategy.plan_with_measurements(
@@ -129,7 +138,8 @@ def main() -> None:
                 "duet": latency(kept, inputs, args.runs),
                 "cpu": latency(api.compile(model, [both]), inputs, args.runs),
                 "cpu@0": latency(api.compile(model, [one]), inputs, args.runs),
-                "onnxruntime": ort_latency(name, args.runs, work),
+                "settings": settings.get(name, {}),
+                "onnxruntime": ort_latency(name, args.runs, work, settings.get(name, {})),
             }
             ref = api.run(api.compile(model, [both]), inputs)
             row["max_error"] = api.max_abs_error(api.run(kept, inputs), ref)

@@ -64,8 +64,9 @@ class MtDnn(nn.Module):
         return tuple(torch.softmax(t(h(x)), dim=-1) for h, t in zip(self.heads, self.tags, strict=True))
 
 
-def onnx_twin(name: str, out: Path) -> tuple[Path, dict]:
-    """The twin of zoo model ``name`` (paper preset, batch 1) as ONNX, and example feeds."""
+def onnx_twin(name: str, out: Path, seq_len: int | None = None) -> tuple[Path, dict]:
+    """The twin of zoo model ``name`` (paper preset, batch 1; ``seq_len`` as its zoo setting) as
+    ONNX, and example feeds."""
     torch.manual_seed(0)
     if name == "wide-deep":
         net = WideAndDeep()
@@ -73,9 +74,11 @@ def onnx_twin(name: str, out: Path) -> tuple[Path, dict]:
                 torch.randn(1, 1, 80))  # fmt: skip
         names = ["wide", "dense", "image", "seq"]
     elif name == "siamese-lstm":
-        net, args, names = Siamese(), (torch.randn(1, 64, 64), torch.randn(1, 64, 64)), ["a", "b"]
+        steps = seq_len or 64
+        net, names = Siamese(), ["a", "b"]
+        args = (torch.randn(1, steps, 64), torch.randn(1, steps, 64))
     elif name == "mt-dnn":
-        net, args, names = MtDnn(), (torch.randint(0, 30522, (1, 32)),), ["ids"]
+        net, args, names = MtDnn(), (torch.randint(0, 30522, (1, seq_len or 32)),), ["ids"]
     else:
         raise ValueError(f"no torch twin of {name!r}")
     path = out / f"{name}.onnx"

@@ -126,3 +126,23 @@ def test_percentiles_of_timed_runs(branches):
         stats = executor.time(inputs, repeat=5, warmup=1)
     assert len(stats.samples_ms) == 5
     assert stats.median_ms <= stats.p99_ms <= stats.p999_ms <= max(stats.samples_ms)
+
+
+def test_a_pool_first_used_with_one_thread_can_later_use_every_core():
+    """A one-core profile made the calling thread's TVM pool before a two-thread run: TVM caps a
+    pool at TVM_NUM_THREADS as it was then, so the later run used one thread (2x slower) until
+    the cap was raised to every core. A fresh process, as a user's would be."""
+    import os
+    import subprocess
+    import sys
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores")
+    code = (
+        "import tvm; from tvm_hetero.runtime.worker import use_threads; "
+        "n = tvm.get_global_func('runtime.NumThreads'); "
+        "use_threads(1); one = n(); use_threads(2); print(one, n())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split() == ["1", "2"], out.stderr

@@ -50,11 +50,14 @@ class Worker(Protocol):
 
 
 def _allow_threads(threads: int) -> None:
-    """TVM caps any pool at ``TVM_NUM_THREADS`` (by default half the cores on x86): raise it."""
+    """TVM caps a thread's pool at ``TVM_NUM_THREADS`` as it was when that pool was made (by
+    default half the cores on x86), for good: raise the cap to every core before any pool exists,
+    so that a pool first used with one thread (a one-core profile) can later use them all."""
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    if int(os.environ.get("TVM_NUM_THREADS", "0") or 0) < threads:
-        os.environ["TVM_NUM_THREADS"] = str(threads)
+    cap = max(threads, os.cpu_count() or 1)
+    if int(os.environ.get("TVM_NUM_THREADS", "0") or 0) < cap:
+        os.environ["TVM_NUM_THREADS"] = str(cap)
 
 
 def use_threads(threads: int) -> None:

@@ -44,6 +44,8 @@ class DuetGraph:
         Operator ids of each subgraph, in phase order (a topological order of the subgraphs).
     phase : tuple[int, ...]
         Phase of each subgraph.
+    branch : tuple[int, ...]
+        Index of each subgraph among its phase's branches.
     edges : tuple[tuple[int, int, int], ...]
         ``(src, dst, bytes)`` between subgraphs, from the inputs (``src`` = -1) and to the
         outputs (``dst`` = -1); one edge per tensor and reader.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tvm_hetero.viz import save_figure
+
 
 def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
     """One row per worker; each unit (blue) and copy (orange) a bar from its start to its end.
@@ -37,9 +39,4 @@ def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
     total = timeline.total_s
     busy = ", ".join(f"{w} {100 * timeline.busy_s(w) / total:.0f}% busy" for w in workers)
     ax.set_title(f"{title}\n{timeline.total_s * 1e3:.3f} ms; {busy}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

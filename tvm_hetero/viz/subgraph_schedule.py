@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tvm_hetero.viz import save_figure
+
 
 def plot_subgraph_schedule(
     slots: Sequence, labels: Sequence[str], devices: Sequence[str], title: str, path: str | Path
@@ -42,9 +44,4 @@ def plot_subgraph_schedule(
     ax.invert_yaxis()
     ax.set_xlabel("time (ms), predicted from the subgraphs' measured costs")
     ax.set_title(f"{title}\npredicted {total * 1e3:.3f} ms", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
