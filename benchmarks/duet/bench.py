@@ -129,10 +129,13 @@ def main() -> None:
                 "plan": result.plan.to_dict(),
                 "plan_seconds": plan_s,
                 "subgraphs": [
-                    {"ops": len(s), "ms": [t * 1e3 for t in result.costs.seconds[k]],
-                     "phase": result.graph.phase[k]}
+                    {
+                        "ops": len(s),
+                        "ms": [t * 1e3 for t in result.costs.seconds[k]],
+                        "phase": result.graph.phase[k],
+                    }
                     for k, s in enumerate(result.graph.subgraphs)
-                ],  # fmt: skip
+                ],
                 "trials": [[list(a), s * 1e3] for a, s in result.correction.trials],
                 "singles_ms": {k: v * 1e3 for k, v in result.singles.items()},
                 "duet": latency(kept, inputs, args.runs),

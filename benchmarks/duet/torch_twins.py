@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cpu_kernels"))
-from onnx_models import EncoderLayer, ResNet18  # noqa: E402
+from onnx_models import EncoderLayer, ResNet18
 
 
 class StackedLSTM(nn.Module):
@@ -61,7 +61,9 @@ class MtDnn(nn.Module):
 
     def forward(self, ids):
         x = self.encoder(self.embed(ids))
-        return tuple(torch.softmax(t(h(x)), dim=-1) for h, t in zip(self.heads, self.tags, strict=True))
+        return tuple(
+            torch.softmax(t(h(x)), dim=-1) for h, t in zip(self.heads, self.tags, strict=True)
+        )
 
 
 def onnx_twin(name: str, out: Path, seq_len: int | None = None) -> tuple[Path, dict]:

@@ -6,6 +6,7 @@ from tvm_hetero.pipelines import PIPELINES
 from tvm_hetero.plan.eop import OpSplit, SplitPlan
 from tvm_hetero.plan.placement import Placement, PlanError
 from tvm_hetero.plan.registry import PLAN_KINDS, load_plan, plan_from_dict, save_plan
+from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 
 PLANS = {
     "placement": Placement(("cpu@0", "cpu@1"), {"matmul": 1}, "als", 1e-3),
@@ -13,6 +14,9 @@ PLANS = {
         "eop", ("cpu@0", "cpu@1"),
         (OpSplit("matmul", "relax.matmul", "N", 8, (5, 3), (1e-4, 1e-4), 1e-5, 2e-4),),
         1e-3,
+    ),
+    "subgraphs": SubgraphPlan(
+        ("cpu@0", "cpu@1"), (("a", "b"), ("c",), ("d",)), (0, 1, 0), (0, 0, 1), "duet", 1e-3, 2e-3
     ),
 }  # fmt: skip
 
@@ -28,6 +32,8 @@ def test_round_trip_and_realisation(kind, tmp_path):
     assert again.to_dict() == plan.to_dict()
     name, arguments = again.realisation()
     assert name in PIPELINES and set(arguments) | {"vdevices"} == set(PIPELINES[name].params)
+    name, arguments = again.units()
+    assert name in PIPELINES and set(arguments) == set(PIPELINES[name].params)
     path = save_plan(plan, "model-a", tmp_path / "plan.json")
     assert load_plan(path, "model-a").to_dict() == plan.to_dict()
     with pytest.raises(PlanError, match="model-a"):

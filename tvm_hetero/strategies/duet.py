@@ -70,7 +70,9 @@ class DuetGraph:
 def duet_graph(graph: OpGraph) -> DuetGraph:
     """Phases of ``graph`` as subgraphs. Operators computed from weights alone (transposes of
     weights) are left out of the phase analysis and join the subgraph that reads them: the build
-    folds them into constants, and each unit keeps its own copy."""
+    folds them into constants, and each unit keeps its own copy. Operators no output depends on
+    (a torch export's unused max-pool indices) are left out too, and join their producer's
+    subgraph: as sinks of their own they would hide every cut point after them."""
     order = graph.topo_order()
     reads_input = {c for i in graph.inputs if not i.is_param for c in i.consumers}
     from_weights: set[str] = set()
@@ -78,8 +80,11 @@ def duet_graph(graph: OpGraph) -> DuetGraph:
         preds = set(graph.graph.predecessors(n))
         if n not in reads_input and preds <= from_weights:
             from_weights.add(n)
+    outputs = [o for o in graph.outputs if not o.startswith(INPUT_PREFIX)]
+    live = set(outputs).union(*(nx.ancestors(graph.graph, o) for o in outputs))
+    dead = [n for n in order if n not in live and n not in from_weights]
     dag = nx.DiGraph()
-    work = [n for n in order if n not in from_weights]
+    work = [n for n in order if n in live and n not in from_weights]
     dag.add_nodes_from(work)
     dag.add_edges_from((u, v) for u, v in graph.graph.edges() if u in dag and v in dag)
     cut = phases(dag, work)
@@ -87,6 +92,10 @@ def duet_graph(graph: OpGraph) -> DuetGraph:
     phase = tuple(k for k, p in enumerate(cut) for _ in p.branches)
     branch = tuple(j for p in cut for j, _ in enumerate(p.branches))
     where = {n: s for s, nodes in enumerate(members) for n in nodes}
+    for n in dead:  # what no output reads (torch's unused max-pool indices) joins its producer
+        producers = [where[u] for u in graph.graph.predecessors(n) if u in where]
+        where[n] = max(producers, default=0)
+        members[where[n]].append(n)
     for n in reversed(order):  # a weight computation joins its first reader's subgraph
         if n in from_weights:
             readers = [where[v] for v in graph.graph.successors(n) if v in where]
