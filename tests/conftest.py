@@ -1,3 +1,11 @@
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+
 import pytest
 import tvm
 import tvm.testing
@@ -24,3 +32,66 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(args: list[str], wait_for: str, env: dict | None = None) -> subprocess.Popen:
+    """``python ARGS`` in its own process group, once it has printed ``wait_for``."""
+    return wait_until_started(launch(args, env), wait_for)
+
+
+def launch(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    """``python ARGS`` in its own process group, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, env=env,
+    )  # fmt: skip
+
+
+def wait_until_started(proc: subprocess.Popen, wait_for: str) -> subprocess.Popen:
+    """``proc`` once it has printed ``wait_for`` (a failed test if it exits or takes 60 s)."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    seen = ""
+    while wait_for not in seen:
+        if not sel.select(timeout=60):
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"server did not start: {seen}")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"server exited: {seen}")
+        seen += line
+    return proc
+
+
+def _worker_args(port: int) -> list[str]:
+    return ["-m", "tvm_hetero.cli.main", "worker", "--port", str(port), "--port-end", str(port + 1)]
+
+
+@pytest.fixture
+def start_workers():
+    """Start ``count`` ``tvm-hetero worker`` processes at once on loopback, with the TVM runtime
+    library only; returns ``[(port, process)]``; all are killed (process group) at the end."""
+    procs: list[subprocess.Popen] = []
+    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+
+    def start(count: int = 1) -> list[tuple[int, subprocess.Popen]]:
+        ports = [free_port() for _ in range(count)]
+        new = [launch(_worker_args(p), env) for p in ports]
+        procs.extend(new)
+        return [
+            (p, wait_until_started(proc, "listening on"))
+            for p, proc in zip(ports, new, strict=True)
+        ]
+
+    yield start
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -64,6 +64,10 @@ PARSE_ERRORS = [
     ("demo", ["--repeat", "-1"], ["--repeat", "'-1'"]),
     ("models", ["--foo"], ["unrecognized arguments: --foo"]),
     ("devices", ["--cluster"], ["--cluster", "expected one argument"]),
+    ("worker", ["--port", "0"], ["--port", "'0'", "[1, 65535]"]),
+    ("worker", ["--port", "http"], ["--port", "'http'"]),
+    ("worker", ["--tracker", "nohost"], ["--tracker", "'nohost'", "HOST:PORT"]),
+    ("run", ["a.tar", "--timeout", "0"], ["--timeout", "'0'", "> 0"]),
 ]  # fmt: skip
 
 FILE_ERRORS = [
@@ -79,6 +83,9 @@ FILE_ERRORS = [
     ("devices", ["--cluster", "folder"], ["'folder'", "is a folder"]),
     ("devices", ["--cluster", "missing.json"], ["'missing.json'", "does not exist"]),
     ("devices", ["--save", "folder"], ["--save 'folder'", "is a folder"]),
+    ("worker", ["--port", "9300", "--port-end", "9300"], ["--port-end 9300", "above --port 9300"]),
+    ("worker", ["--key", "k"], ["--key", "--tracker"]),
+    ("run", ["a.tar", "--cluster", "g.json"], ["'g.json'", "not valid JSON"]),
 ]  # fmt: skip
 """Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""
 

@@ -24,7 +24,8 @@ CPU = {"kind": "llvm"}
 
 def _edge_devices(n):
     return [
-        DeviceSpec(f"edge{i}", DeviceKind.CPU, CPU, 0, 2**30, 4, f"10.0.0.{i}") for i in range(n)
+        DeviceSpec(f"edge{i}", DeviceKind.CPU, CPU, 0, 2**30, 4, f"10.0.0.{i}:9190")
+        for i in range(n)
     ]
 
 
@@ -62,6 +63,8 @@ BAD = [
     ({"devices": [{"name": "a", "kind": "cpu", "target": CPU, "threads": 0}]}, r"\.threads: must be a positive integer, got 0"),
     ({"devices": [{"name": "a", "kind": "cpu", "target": CPU, "colour": 1}]}, r"cluster.devices\[0\].colour: unknown field"),
     ({"devices": []}, r"cluster.devices: must list at least one device"),
+    ({"devices": [{"name": "a", "kind": "cpu", "target": CPU, "host": "10.0.0.1"}]}, r"device 'a'.host: must be HOST:PORT of a `tvm-hetero worker`, got '10.0.0.1'"),
+    ({"devices": [{"name": "a", "kind": "cpu", "target": CPU, "host": "box:99999"}]}, r"\.host: must be HOST:PORT"),
     ({"devices": [{"name": "a", "kind": "simulated", "target": CPU}]}, r"a simulated device has no TVM target"),
     ({"topology": "torus", "devices": [{"name": "a", "kind": "simulated"}]}, r"cluster.topology: 'torus' is not one of"),
     ({"devices": [{"name": "a", "kind": "simulated"}, {"name": "a", "kind": "simulated"}]}, r"duplicate device name\(s\) \['a'\]"),
@@ -103,7 +106,7 @@ def test_discovery_and_cli_device_names():
     assert resolve_device("cpu:1").index == 1
     assert resolve_device("cuda", cuda_arch="sm_80").target["arch"] == "sm_80"
     cluster = ClusterSpec(tuple(_edge_devices(2)))
-    assert resolve_device("edge1", cluster).host == "10.0.0.1"
+    assert resolve_device("edge1", cluster).host == "10.0.0.1:9190"
     with pytest.raises(
         SpecError,
         match=r"unknown device 'tpu:0': write cpu, cpu:N, cpu@N, cpu@A-B, cpu-serial, cuda or cuda:N",

@@ -1,11 +1,10 @@
 import os
-import selectors
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
+from conftest import free_port, start_server
 
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.offline import Candidate, export_candidates, merge_results
@@ -19,47 +18,15 @@ from tvm_hetero.zoo import load_zoo_model
 FAST = MeasureConfig(repeat=3, min_repeat_ms=1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str], wait_for: str):
-    proc = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    seen = ""
-    while wait_for not in seen:
-        if not sel.select(timeout=60):
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"server did not start: {seen}")
-        line = proc.stdout.readline()
-        if not line:
-            pytest.fail(f"server exited: {seen}")
-        seen += line
-    return proc
-
-
 @pytest.fixture
-def worker():
-    port = _free_port()
-    proc = _start(
-        ["-m", "tvm_hetero.runtime.rpc_worker", "--port", str(port), "--port-end", str(port + 1)],
-        "listening on",
-    )
-    yield port
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def worker(start_workers):
+    return start_workers()[0][0]
 
 
 @pytest.fixture
 def plain_server():
-    port = _free_port()
-    proc = _start(
+    port = free_port()
+    proc = start_server(
         [
             "-m",
             "tvm.exec.rpc_server",
@@ -101,7 +68,7 @@ def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server
 
 def test_unreachable_server_is_reported_not_hung():
     with pytest.raises(ConnectionError, match=r"cannot reach the TVM RPC server at 127\.0\.0\.1:"):
-        RPCRunner("127.0.0.1", _free_port(), timeout_s=5)
+        RPCRunner("127.0.0.1", free_port(), timeout_s=5)
 
 
 def test_offline_build_here_run_with_runtime_only_then_merge(tmp_path, two_cpus):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -22,8 +23,20 @@ def to_vdevice(spec: DeviceSpec) -> VDevice:
 
 
 def vdevices_of(specs: Sequence[DeviceSpec]) -> list[VDevice]:
-    """VDevices of ``specs`` in order."""
-    return [to_vdevice(s) for s in specs]
+    """VDevices of ``specs`` in order.
+
+    A device on a remote worker is that worker's own device (its ``index`` counts there, not
+    here), so it takes the next vdevice id its kind has free: two boxes' ``cpu`` are two vdevices.
+    """
+    taken = {(s.kind, s.index) for s in specs if s.host is None}
+    out = []
+    for spec in specs:
+        index = spec.index
+        if spec.host is not None:
+            index = next(i for i in range(len(specs) + 1) if (spec.kind, i) not in taken)
+            taken.add((spec.kind, index))
+        out.append(to_vdevice(dataclasses.replace(spec, index=index)))
+    return out
 
 
 def runtime_devices(mod_vdevices: Sequence[VDevice]) -> list[tvm.runtime.Device]:

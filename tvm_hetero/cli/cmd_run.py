@@ -28,14 +28,25 @@ def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
         raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
 
 
+def _cluster_hosts(path: str) -> dict[str, str]:
+    """``--cluster FILE``: the workers' addresses by device name."""
+    from tvm_hetero.devices.cluster import ClusterSpec
+
+    return {d.name: d.host for d in ClusterSpec.load(path).devices if d.host is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run once, save outputs, optionally time and plot the measured timeline."""
     from tvm_hetero.runtime.deployment import load
     from tvm_hetero.runtime.executor import Executor
 
+    hosts = _cluster_hosts(args.cluster) if args.cluster else None
     deployment = load(args.file, tempfile.mkdtemp(prefix="tvm_hetero_"))
+    if hosts is not None:
+        remote = {d.name for d in deployment.devices if d.host is not None}
+        deployment = deployment.with_hosts({n: h for n, h in hosts.items() if n in remote})
     feed = _inputs(deployment.inputs, args.inputs)
-    with Executor(deployment) as executor:
+    with Executor(deployment, timeout_s=args.timeout) as executor:
         outputs = executor.run(feed)
         timeline = executor.timeline
         devices = ", ".join(d.name for d in deployment.devices)

@@ -22,6 +22,7 @@ COMMANDS = {
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
+    "worker": "serve this machine's device to a client over TVM RPC (no authentication)",
 }
 
 
@@ -92,6 +93,14 @@ def _cuda_arch(text: str) -> str:
     if not re.fullmatch(r"sm_\d{2,3}a?", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
     return text
+
+
+def _address(text: str) -> tuple[str, int]:
+    """An argparse type: ``HOST:PORT``."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9190)")
+    return host, int(port)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -186,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--repeat", type=_number(int, 1), default=100, help="timed runs for --print-time"
     )
     run.add_argument("--plot", metavar="PNG", help="the measured timeline of a run, per worker")
+    run.add_argument(
+        "--cluster", metavar="FILE",
+        help="cluster file with the workers' addresses now (default: those compiled in)",
+    )  # fmt: skip
+    run.add_argument(
+        "--timeout", type=_number(float, 0.0, low_open=True), default=10.0,
+        help="seconds a unit or copy may take before its worker counts as dead (default 10)",
+    )  # fmt: skip
 
     prof = cmd["profile"]
     _add_model_args(prof)
@@ -254,6 +271,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default="bert-small", help="model to run (default bert-small)"
     )
     cmd["demo"].add_argument("--repeat", type=_number(int, 1), default=5, help="timed runs")
+
+    worker = cmd["worker"]
+    worker.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on (default loopback; TVM RPC has no authentication: "
+        "never a public address)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--port", type=_number(int, 1, 65535), default=9190, help="first port to try (9190)"
+    )
+    worker.add_argument(
+        "--port-end", type=_number(int, 2, 65536), help="try ports up to this one, excluded "
+        "(default --port + 100)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--tracker", type=_address, metavar="HOST:PORT", help="report to a TVM RPC tracker"
+    )
+    worker.add_argument("--key", default="", help="the key clients ask the tracker for")
     return parser
 
 

@@ -108,6 +108,14 @@ class DeviceSpec:
         _check(
             isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form"
         )
+        if self.host is not None:
+            host, _, port = str(self.host).rpartition(":")
+            _check(
+                isinstance(self.host, str) and bool(host) and port.isdigit()
+                and 0 < int(port) < 65536,
+                f"{where}.host",
+                f"must be HOST:PORT of a `tvm-hetero worker`, got {self.host!r}",
+            )  # fmt: skip
         if self.cores is not None:
             cores = self.cores
             _check(

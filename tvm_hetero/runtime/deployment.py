@@ -16,6 +16,7 @@ device specs with their targets, the steps, the inputs, the plan) and one librar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tarfile
 import tempfile
@@ -70,8 +71,9 @@ class Step:
 class Deployment:
     """Units, copies and home values of a compiled model; ``libraries[k]`` runs on device ``k``.
 
-    ``libraries`` maps a device index to a loaded ``tvm.runtime.Module`` or an executable (before
-    saving) or is empty in a manifest read without its libraries.
+    ``libraries`` maps a device index to a loaded ``tvm.runtime.Module``, an executable (before
+    saving), the library's file (a device on a remote worker: uploaded, never loaded here), or is
+    empty in a manifest read without its libraries.
     """
 
     model: str
@@ -94,20 +96,37 @@ class Deployment:
         return [s for s in self.steps if s.kind == "copy" and self.moves(s)]
 
     def moves(self, step: Step) -> bool:
-        """Whether a copy step moves bytes (CPU workers share memory)."""
-        kinds = {self.devices[step.device].kind.value, self.producer_kind(step.inputs[0])}
-        return kinds != {"cpu"}
+        """Whether a copy step moves bytes (CPU workers of one process share memory)."""
+        a, b = self.devices[step.device], self.producer(step.inputs[0])
+        return not (a.kind.value == b.kind.value == "cpu" and a.host == b.host)
 
-    def producer_kind(self, value: str) -> str:
-        """Device kind of the step (or home input) that defines ``value``."""
+    def producer(self, value: str) -> DeviceSpec:
+        """The device of the step (or home input) that defines ``value``."""
         for s in self.steps:
             if s.name == value:
-                return (
-                    self.producer_kind(s.inputs[0])
-                    if s.kind == "item"
-                    else (self.devices[s.device].kind.value)
-                )
-        return self.devices[0].kind.value
+                return self.producer(s.inputs[0]) if s.kind == "item" else self.devices[s.device]
+        return self.devices[0]
+
+    def with_hosts(self, hosts: dict[str, str]) -> Deployment:
+        """The same deployment with its remote devices' workers at new ``HOST:PORT`` addresses,
+        by device name (a cluster brought up again elsewhere).
+
+        Raises
+        ------
+        SpecError
+            For a name that is not one of the deployment's remote devices.
+        """
+        remote = [d.name for d in self.devices if d.host is not None]
+        unknown = sorted(set(hosts) - set(remote))
+        if unknown:
+            raise SpecError(
+                f"{self.model}: {unknown} are not remote devices of this compiled model "
+                f"(its remote devices: {remote or 'none'})"
+            )
+        devices = tuple(
+            dataclasses.replace(d, host=hosts.get(d.name, d.host)) for d in self.devices
+        )
+        return dataclasses.replace(self, devices=devices)
 
     def manifest(self) -> dict[str, Any]:
         """The JSON saved as ``manifest.json``."""
@@ -156,8 +175,10 @@ class Deployment:
                 (Path(tmp) / MANIFEST).write_text(json.dumps(self.manifest(), indent=1))
                 tar.add(Path(tmp) / MANIFEST, MANIFEST)
                 for k, lib in sorted(self.libraries.items()):
-                    lib.export_library(str(Path(tmp) / f"lib{k}.so"))
-                    tar.add(Path(tmp) / f"lib{k}.so", f"lib{k}.so")
+                    file = lib if isinstance(lib, Path) else Path(tmp) / f"lib{k}.so"
+                    if not isinstance(lib, Path):
+                        lib.export_library(str(file))
+                    tar.add(file, f"lib{k}.so")
             partial.replace(path)
         finally:
             partial.unlink(missing_ok=True)
@@ -206,8 +227,9 @@ def load(path: str | Path, workdir: str | Path) -> Deployment:
     data = read_manifest(path)
     deployment = Deployment.from_manifest(data)
     for spec in deployment.devices:
-        runtime_device(spec)  # a missing GPU fails here, before loading its code
-    libraries = {}
+        if spec.host is None:
+            runtime_device(spec)  # a missing GPU fails here, before loading its code
+    libraries: dict[int, Any] = {}
     with tarfile.open(path) as tar:
         for k in sorted({s.device for s in deployment.units}):
             name = f"lib{k}.so"
@@ -215,7 +237,9 @@ def load(path: str | Path, workdir: str | Path) -> Deployment:
                 tar.extract(name, workdir, filter="data")
             except KeyError:
                 raise ArtifactError(f"{str(path)!r} has no library {name}") from None
-            libraries[k] = tvm.runtime.load_module(str(Path(workdir) / name))
+            path = Path(workdir) / name
+            remote = deployment.devices[k].host is not None  # uploaded to its worker, as a file
+            libraries[k] = path if remote else tvm.runtime.load_module(str(path))
     return Deployment.from_manifest(data, libraries)
 
 

@@ -66,6 +66,7 @@ class _Run:
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.events: list[Event] = []
+        self.running: dict[int, float] = {}  # step -> when it started on its worker
         self.start = time.perf_counter()
 
 
@@ -80,8 +81,9 @@ class Executor:
         Workers to use (remote ones, say); local worker threads by default. A deployment whose
         units all sit on one unpinned device runs them in the calling thread.
     timeout_s : float
-        A run that has not finished after this long raises :class:`RunError` naming the steps
-        still waiting, instead of hanging.
+        A unit or copy that has not finished after this long (a worker that died or stopped
+        answering) fails the run with a :class:`RunError` naming the worker and the step,
+        instead of hanging.
     """
 
     def __init__(
@@ -92,12 +94,16 @@ class Executor:
     ) -> None:
         self.deployment, self.timeout_s = deployment, timeout_s
         used = sorted({s.device for s in deployment.units})
-        inline = len(used) == 1 and deployment.devices[used[0]].cores is None
+        alone = deployment.devices[used[0]] if len(used) == 1 else None
+        inline = alone is not None and alone.cores is None and alone.host is None
         self.workers: dict[int, Worker] = dict(workers or {})
-        for k in used:
-            if k not in self.workers:
-                lib = deployment.libraries[k]
-                self.workers[k] = LocalWorker(deployment.devices[k], lib, inline=inline)
+        try:
+            for k in used:
+                if k not in self.workers:
+                    self.workers[k] = _start_worker(deployment, k, inline)
+        except BaseException:
+            self.close()
+            raise
         self._home = _home_device(deployment)
         self._index = {s.name: i for i, s in enumerate(deployment.steps)}
         self._succ: list[list[int]] = [[] for _ in deployment.steps]
@@ -119,7 +125,8 @@ class Executor:
 
     def run(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on numpy inputs (in the deployment's input order, or by name)."""
-        return _to_numpy([self.run_tensors(self.place_inputs(inputs))[v] for v in self._outputs])
+        values = self.run_tensors(self.place_inputs(inputs))
+        return _to_numpy([values[v] for v in self._outputs])
 
     @property
     def _outputs(self) -> tuple[str, ...]:
@@ -150,6 +157,9 @@ class Executor:
 
     def run_tensors(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
         """Run once on tensors already on the home device; return every value by name."""
+        for worker in self.workers.values():
+            if hasattr(worker, "begin_run"):
+                worker.begin_run()
         run = _Run(len(self.deployment.steps), self._deps)
         for info, tensor in zip(self.deployment.inputs, tensors, strict=True):
             run.values[info.name] = tensor
@@ -157,15 +167,26 @@ class Executor:
             run.done.set()
         for i in self._roots:
             self._dispatch(run, i)
-        if not run.done.wait(self.timeout_s):
-            waiting = [s.name for i, s in enumerate(self.deployment.steps) if run.remaining[i] >= 0]
-            raise RunError(
-                f"run: not finished after {self.timeout_s:.0f} s; steps not done: {waiting[:8]}"
-            )
+        self._wait(run)
         if run.error is not None:
             raise run.error
         self.timeline = Timeline(tuple(run.events), time.perf_counter() - run.start)
         return run.values
+
+    def _wait(self, run: _Run) -> None:
+        """Until the run ends, or a step has been running for longer than the timeout."""
+        while not run.done.wait(min(1.0, self.timeout_s)):
+            now = time.perf_counter()
+            with run.lock:
+                stuck = [(i, t) for i, t in run.running.items() if now - t > self.timeout_s]
+            if stuck:
+                step = self.deployment.steps[stuck[0][0]]
+                worker = self.workers[step.device]
+                where = getattr(worker, "where", worker.name)
+                raise RunError(
+                    f"run: worker {where} did not finish {step.kind} {step.name!r} within "
+                    f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)"
+                )
 
     def _dispatch(self, run: _Run, i: int) -> None:
         if self._here[i]:
@@ -186,6 +207,8 @@ class Executor:
             else:
                 worker = self.workers[step.device]
                 start = time.perf_counter()
+                with run.lock:
+                    run.running[i] = start
                 if step.kind == "unit":
                     run.values[step.name] = worker.call(step.function, args)
                 else:
@@ -206,6 +229,7 @@ class Executor:
     def _complete(self, run: _Run, i: int) -> None:
         ready = []
         with run.lock:
+            run.running.pop(i, None)
             run.remaining[i] = -1
             run.pending -= 1
             finished = run.pending == 0
@@ -255,10 +279,20 @@ class Executor:
         self.close()
 
 
+def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
+    spec, library = deployment.devices[k], deployment.libraries[k]
+    if spec.host is not None:
+        from tvm_hetero.runtime.remote_worker import RemoteWorker
+
+        return RemoteWorker(spec, library)
+    return LocalWorker(spec, library, inline=inline)
+
+
 def _home_device(deployment: Deployment) -> tvm.runtime.Device:
     from tvm_hetero.runtime.device import runtime_device
 
-    return runtime_device(deployment.devices[0])
+    home = deployment.devices[0]
+    return tvm.cpu(0) if home.host is not None else runtime_device(home)
 
 
 def _to_numpy(values: Sequence[Any]) -> list[np.ndarray]:
@@ -266,6 +300,8 @@ def _to_numpy(values: Sequence[Any]) -> list[np.ndarray]:
     for v in values:
         if isinstance(v, tvm.runtime.Tensor):
             out.append(v.numpy())
+        elif hasattr(v, "download"):  # a remote value
+            out.extend([v.download()] if v.arity < 0 else _to_numpy([v[i] for i in range(v.arity)]))
         else:
             out.extend(_to_numpy(list(v)))
     return out

@@ -1,10 +1,21 @@
-"""A TVM RPC server with tvm-hetero's functions registered.
+"""The worker of an edge cluster: a TVM RPC server with tvm-hetero's functions registered.
 
-Start it with ``python -m tvm_hetero.runtime.rpc_worker``.
+Start it with ``tvm-hetero worker --port P`` (or ``python -m tvm_hetero.runtime.rpc_worker``). It
+needs only the TVM runtime: the client compiles, uploads each worker's library and drives it.
 
-It speaks the plain ``tvm.rpc`` protocol (any ``tvm.rpc.connect`` client works) and adds
-``tvm_hetero.fingerprint`` so that timings taken through it are keyed by the remote machine's
-CPU / GPU, not the client's.
+It speaks the plain ``tvm.rpc`` protocol (any ``tvm.rpc.connect`` client works; TVM RPC has no
+authentication: listen on loopback or a private network only). TVM's server forks one process
+per client session; in that process the functions below keep the session's state: the device's
+VM over the uploaded library, the values it holds by name, and a :class:`TensorServer` from which
+other workers pull the values they consume (see :mod:`.tensor_link`).
+
+- ``tvm_hetero.fingerprint(kind, index, threads)``: the device as the profile database keys it.
+- ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
+  (pinned to its cores, with its threads); returns the data port.
+- ``tvm_hetero.worker.put(name, tensor)`` / ``get(name)``: a value from / to the client.
+- ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result.
+- ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
+- ``tvm_hetero.worker.fetch(host, port, src, out)``: pull ``src`` from another worker.
 """
 
 from __future__ import annotations
@@ -14,12 +25,75 @@ import errno
 import json
 import socket
 import sys
+from typing import Any
 
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
+PREFIX = "tvm_hetero.worker."
+_BIND = {"host": "127.0.0.1"}  # the address the server listens on (data port: the same)
+
+
+def _arity(value: Any) -> int:
+    """-1 for a tensor, the element count for a tuple."""
+    import tvm
+
+    return -1 if isinstance(value, tvm.runtime.Tensor) else len(value)
+
+
+class _Session:
+    """What one client session holds (one per forked session process)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.vm: Any = None
+        self.device: Any = None
+        self.gpu = False
+        self.server: Any = None
+        self.fetcher: Any = None
+
+    def load(self, file_name: str, spec_json: str) -> int:
+        import tvm
+        from tvm.runtime.vm import VirtualMachine
+
+        from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+        from tvm_hetero.runtime.device import runtime_device
+        from tvm_hetero.runtime.tensor_link import TensorFetcher, TensorServer
+        from tvm_hetero.runtime.worker import configure_threads
+
+        spec = DeviceSpec.from_dict(json.loads(spec_json))
+        path = tvm.get_global_func("tvm.rpc.server.workpath")(file_name)
+        self.device = runtime_device(spec)
+        self.gpu = spec.kind is DeviceKind.CUDA
+        if spec.kind is DeviceKind.CPU:
+            configure_threads(spec)
+        self.vm = VirtualMachine(tvm.runtime.load_module(path), self.device)
+        if self.server is None:
+            self.server = TensorServer(lambda name: self.values[name].numpy(), _BIND["host"])
+            self.fetcher = TensorFetcher()
+        return int(self.server.address[1])
+
+    def call(self, function: str, out: str, *names: str) -> int:
+        result = self.vm.module[function](*[self.values[n] for n in names])
+        if self.gpu:  # the timeline waits for the kernels
+            self.device.sync()
+        self.values[out] = result
+        return _arity(result)
+
+    def item(self, src: str, index: int, out: str) -> int:
+        self.values[out] = self.values[src][index]
+        return _arity(self.values[out])
+
+    def put(self, name: str, tensor: Any) -> None:
+        # an RPC argument is a view of the client's remote buffer, freed with the client's handle
+        self.values[name] = tensor.copyto(self.device)
+
+    def fetch(self, host: str, port: int, src: str, out: str) -> None:
+        import tvm
+
+        self.values[out] = tvm.runtime.tensor(self.fetcher.fetch(host, port, src), self.device)
 
 
 def register() -> None:
-    """Register tvm-hetero's remote functions in this process."""
+    """Register tvm-hetero's remote functions in this process (the forks inherit them)."""
     import tvm
 
     from tvm_hetero.profiling.fingerprint import local_fingerprint
@@ -28,11 +102,27 @@ def register() -> None:
     def _fingerprint(kind: str, index: int, threads: int) -> str:
         return json.dumps(local_fingerprint(kind, index, threads or None).to_dict())
 
+    session = _Session()
+    functions = {
+        "load": session.load,
+        "put": session.put,
+        "get": lambda name: session.values[name],
+        "call": session.call,
+        "item": session.item,
+        "fetch": session.fetch,
+    }
+    for name, fn in functions.items():
+        tvm.register_global_func(PREFIX + name, fn, override=True)
 
-def serve(host: str, port: int, port_end: int, key: str = "") -> None:
-    """Bind the first free port in ``[port, port_end)`` and serve forever (one fork per session)."""
+
+def serve(
+    host: str, port: int, port_end: int, key: str = "", tracker: tuple[str, int] | None = None
+) -> None:
+    """Bind the first free port in ``[port, port_end)`` and serve forever (one fork per session);
+    with ``tracker``, report to TVM's RPC tracker under ``key``."""
     from tvm.rpc.server import _listen_loop  # the loop tvm.rpc.Server runs, but in this process
 
+    _BIND["host"] = host
     register()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -44,14 +134,14 @@ def serve(host: str, port: int, port_end: int, key: str = "") -> None:
             if err.errno != errno.EADDRINUSE:
                 raise
     else:
-        raise SystemExit(f"tvm_hetero.runtime.rpc_worker: no free port in [{port}, {port_end})")
+        raise ConnectionError(f"no free port in [{port}, {port_end}) on {host}")
     sock.listen(1)
-    print(f"tvm-hetero rpc worker listening on {host}:{candidate}", flush=True)
-    _listen_loop(sock, candidate, key, None, None, None)
+    print(f"tvm-hetero worker listening on {host}:{candidate}", flush=True)
+    _listen_loop(sock, candidate, key, tracker, None, None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
+    """Command-line entry point (``tvm-hetero worker`` is the same)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9190)

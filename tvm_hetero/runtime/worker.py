@@ -76,6 +76,54 @@ def configure_threads(spec: DeviceSpec) -> None:
     config(-2, len(spec.cores), [str(c) for c in spec.cores])  # one thread pinned per core
 
 
+class JobThread:
+    """A thread that runs jobs in the order given, after ``setup`` ran in it.
+
+    Raises
+    ------
+    BaseException
+        Whatever ``setup`` raised, from the constructor.
+    """
+
+    def __init__(self, name: str, setup: Callable[[], None]) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._setup_error: BaseException | None = None
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, args=(setup, ready), name=name, daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        if self._setup_error is not None:
+            raise self._setup_error
+
+    def _loop(self, setup: Callable[[], None], ready: threading.Event) -> None:
+        try:
+            setup()
+        except BaseException as err:  # reported to the constructor
+            self._setup_error = err
+            ready.set()
+            return
+        ready.set()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue ``job``."""
+        self._jobs.put(job)
+
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Stop after the jobs already queued; False when a job is still stuck after
+        ``timeout_s`` (on a dead peer: it is left to the daemon thread)."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join(timeout=timeout_s)
+        return not self._thread.is_alive()
+
+
 class LocalWorker:
     """A worker thread of this process with its own VM over one library.
 
@@ -96,59 +144,38 @@ class LocalWorker:
         self._library = library
         self._functions: dict[str, Any] = {}
         self._gpu = spec.kind is DeviceKind.CUDA
-        self._inline = inline
+        self._thread: JobThread | None = None
         if inline:
             self._setup()
-            return
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, args=(ready,), name=f"tvm-hetero:{spec.name}", daemon=True
-        )
-        self._thread.start()
-        ready.wait()
-        if self._setup_error is not None:
-            raise self._setup_error
+        else:
+            self._thread = JobThread(f"tvm-hetero:{spec.name}", self._setup)
 
     def _setup(self) -> None:
         if self.spec.kind is DeviceKind.CPU:
             configure_threads(self.spec)
         self.vm = VirtualMachine(self._library, self.device)
 
-    def _loop(self, ready: threading.Event) -> None:
-        self._setup_error: BaseException | None = None
-        try:
-            self._setup()
-        except BaseException as err:  # reported to the constructor
-            self._setup_error = err
-            ready.set()
-            return
-        ready.set()
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            job()
-
     def submit(self, job: Callable[[], None]) -> None:
         """Queue ``job`` on the worker's thread (or run it now, inline)."""
-        if self._inline:
+        if self._thread is None:
             job()
         else:
-            self._jobs.put(job)
+            self._thread.submit(job)
 
     def call(self, function: str, args: Sequence[Any]) -> Any:
         """Call unit ``function``; a GPU worker waits for its kernels so the timeline is true."""
         fn = self._functions.get(function)
         if fn is None:
             fn = self._functions[function] = self.vm.module[function]
-        out = fn(*args)
+        out = fn(*[self.move(a) if hasattr(a, "download") else a for a in args])
         if self._gpu:
             self.device.sync()
         return out
 
     def move(self, value: Any) -> Any:
-        """Copy a tensor onto this worker's device (synchronous)."""
+        """Copy a tensor onto this worker's device (synchronous); a remote value is downloaded."""
+        if hasattr(value, "download"):
+            return tvm.runtime.tensor(value.download(), self.device)
         return value.copyto(self.device)
 
     def sync(self) -> None:
@@ -165,6 +192,5 @@ class LocalWorker:
 
     def close(self) -> None:
         """Stop the thread (jobs already queued run first)."""
-        if not self._inline and self._thread.is_alive():
-            self._jobs.put(None)
-            self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.close()

@@ -1,0 +1,128 @@
+"""Remote workers: real ``tvm-hetero worker`` processes (TVM runtime library only) on loopback."""
+
+import dataclasses
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from conftest import free_port
+
+from tvm_hetero import api
+from tvm_hetero.cli.main import main
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.errors import RunError
+from tvm_hetero.plan import Placement
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.remote_worker import RemoteWorker
+from tvm_hetero.zoo import load_zoo_model
+
+
+def _edge(name: str, port: int):
+    return dataclasses.replace(cpu_device(0), name=name, host=f"127.0.0.1:{port}", threads=1)
+
+
+def _inputs(deployment):
+    rng = np.random.default_rng(0)
+    return [spec.random(rng) for spec in deployment.inputs]
+
+
+def _reference(model, inputs):
+    with Executor(api.compile(model, [cpu_device(0)]).deployment) as ex:
+        return ex.run(inputs)
+
+
+def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypatch):
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("abc", start_workers(3), strict=True)]
+    model = load_zoo_model("bert-small:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b", "nn.softmax": "edge-c"})
+    deployment = api.compile(model, edges, placement).deployment
+    assert {s.device for s in deployment.units} == {0, 1, 2}
+    inputs = _inputs(deployment)
+    downloads, uploads = [], []
+    real_download, real_move = RemoteWorker.download, RemoteWorker.move
+
+    def download(self, value):
+        downloads.append(value.name)
+        return real_download(self, value)
+
+    def move(self, value):
+        if not hasattr(value, "worker"):
+            uploads.append(self.name)
+        return real_move(self, value)
+
+    monkeypatch.setattr(RemoteWorker, "download", download)
+    monkeypatch.setattr(RemoteWorker, "move", move)
+    with Executor(deployment) as ex:
+        got = ex.run(inputs)
+        timeline = ex.timeline
+    want = _reference(model, inputs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # the client sends the inputs and receives the outputs; the rest goes worker to worker
+    assert len(downloads) == len(want)
+    assert uploads and set(uploads) <= {e.name for e in edges}
+    assert len(uploads) <= len(deployment.inputs) * len(edges)
+    moved = [e for e in timeline.events if e.kind == "copy"]
+    assert len(moved) == len(deployment.copies) > len(uploads)
+    assert {e.worker for e in timeline.events} == {e.name for e in edges}
+
+
+def test_an_unreachable_worker_is_named():
+    edge = _edge("edge-a", free_port())
+    model = load_zoo_model("mlp:tiny")
+    deployment = api.compile(model, [edge]).deployment
+    with pytest.raises(RunError, match=r"cannot reach worker edge-a \(127\.0\.0\.1:\d+\)"):
+        Executor(deployment)
+
+
+def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(start_workers):
+    (pa, _), (pb, proc_b), (pc, proc_c) = start_workers(3)
+    model = load_zoo_model("mlp:tiny")
+    runs = []
+    for name, port in (("edge-b", pb), ("edge-c", pc)):
+        edges = [_edge("edge-a", pa), _edge(name, port)]
+        deployment = api.compile(model, edges, Placement(("edge-a", name), {"matmul": 1}))
+        runs.append((deployment.deployment, _inputs(deployment.deployment)))
+    (dep_b, in_b), (dep_c, in_c) = runs
+    with Executor(dep_b, timeout_s=2) as ex:
+        ex.run(in_b)
+        os.killpg(proc_b.pid, signal.SIGSTOP)  # alive, silent
+        start = time.perf_counter()
+        with pytest.raises(RunError, match=r"worker edge-b .* did not finish .* within 2 s"):
+            ex.run(in_b)
+        assert time.perf_counter() - start < 5
+    with Executor(dep_c, timeout_s=5) as ex:
+        ex.run(in_c)
+        os.killpg(proc_c.pid, signal.SIGKILL)  # the server and its session process
+        start = time.perf_counter()
+        with pytest.raises(RunError, match=r"edge-c \(127\.0\.0\.1:\d+\)"):
+            ex.run(in_c)
+        assert time.perf_counter() - start < 5
+
+
+def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
+    start_workers, tmp_path, capsys
+):
+    (pa, _), (pb, _) = start_workers(2)
+    target = cpu_device(0).target
+
+    def cluster(path, a, b):
+        edges = [{"name": n, "kind": "cpu", "target": target, "threads": 1,
+                  "host": f"127.0.0.1:{p}"} for n, p in (("edge-a", a), ("edge-b", b))]  # fmt: skip
+        path.write_text(json.dumps({"devices": edges, "topology": "mesh"}))
+        return str(path)
+
+    here, swapped = cluster(tmp_path / "c.json", pa, pb), cluster(tmp_path / "s.json", pb, pa)
+    art, out = str(tmp_path / "m.tar"), tmp_path / "o.npz"
+    args = ["compile", "mlp:tiny", "--cluster", here, "--device", "edge-a", "--device", "edge-b",
+            "--place", "matmul=edge-b", "--check", "-o", art]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr()
+    assert main(["run", art, "--outputs", str(out)]) == 0, capsys.readouterr()
+    first = np.load(out)["output_0"]
+    assert main(["run", art, "--cluster", swapped, "--outputs", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["output_0"], first)
+    printed = capsys.readouterr().out
+    assert "on edge-a, edge-b (4 units, 4 copies)" in printed

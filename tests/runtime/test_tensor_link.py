@@ -1,0 +1,54 @@
+"""The worker-to-worker data path: arrays by name over TCP, errors named, never hung on."""
+
+import socket
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, arrays
+
+from tvm_hetero.runtime.tensor_link import LinkError, MissingValue, TensorFetcher, TensorServer
+
+DTYPES = st.sampled_from(["float32", "float16", "int64", "int32", "int8", "uint8", "bool"])
+
+
+@pytest.fixture(scope="module")
+def served():
+    values: dict[str, np.ndarray] = {}
+    server = TensorServer(values.__getitem__)
+    fetcher = TensorFetcher(timeout_s=5)
+    yield values, server.address, fetcher
+    fetcher.close()
+    server.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(array=DTYPES.flatmap(lambda d: arrays(d, array_shapes(min_dims=0, max_dims=4, min_side=0))))
+def test_arrays_arrive_bit_for_bit(served, array):
+    values, (host, port), fetcher = served
+    values["x"] = array
+    got = fetcher.fetch(host, port, "x")
+    assert got.dtype == array.dtype and got.shape == array.shape
+    assert got.tobytes() == array.tobytes()
+
+
+def test_a_large_strided_array_and_a_missing_name(served):
+    values, (host, port), fetcher = served
+    values["big"] = np.arange(3 << 20, dtype=np.float32).reshape(1024, -1)[:, ::2]
+    np.testing.assert_array_equal(fetcher.fetch(host, port, "big"), values["big"])
+    with pytest.raises(MissingValue, match="no value 'nope'"):
+        fetcher.fetch(host, port, "nope")
+    assert fetcher.fetch(host, port, "big").shape == (1024, 1536)  # the connection survived
+
+
+def test_a_refusing_or_silent_peer_is_an_error_not_a_hang():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(LinkError, match=rf"fetching 'x' from 127\.0\.0\.1:{port}"):
+        TensorFetcher(timeout_s=1).fetch("127.0.0.1", port, "x")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        with pytest.raises(LinkError, match="did not answer in time"):
+            TensorFetcher(timeout_s=0.5).fetch("127.0.0.1", port, "x")

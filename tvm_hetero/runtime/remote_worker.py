@@ -1,0 +1,199 @@
+"""A worker on another machine (or process): a TVM RPC session to ``tvm-hetero worker``.
+
+The client uploads the device's library once and then drives it by name: a unit's inputs and
+result stay on the worker as named values (:class:`RemoteValue`); a value another worker needs is
+pulled by that worker straight from this one (:mod:`.tensor_link`), never through the client. The
+client sends the model's inputs and receives its outputs only.
+
+One TVM RPC session is not safe to share between threads, so every use of it holds the worker's
+lock; the worker's jobs run on its own thread like a local worker's.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.rpc_worker import PREFIX
+from tvm_hetero.runtime.worker import JobThread
+
+_FUNCTIONS = ("load", "put", "get", "call", "item", "fetch")
+
+
+def parse_address(spec: DeviceSpec) -> tuple[str, int]:
+    """``(host, port)`` of a remote device's worker (``DeviceSpec`` checked the form)."""
+    host, _, port = (spec.host or "").rpartition(":")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class RemoteValue:
+    """A value held by a remote worker: a tensor (``arity`` -1) or a tuple of ``arity``."""
+
+    worker: RemoteWorker
+    name: str
+    arity: int
+
+    def __getitem__(self, index: int) -> RemoteValue:
+        return self.worker.item(self, index)
+
+    def __len__(self) -> int:
+        return max(self.arity, 0)
+
+    def download(self) -> np.ndarray:
+        """The tensor's bytes, here."""
+        return self.worker.download(self)
+
+
+class RemoteWorker:
+    """Runs the units of one device on a ``tvm-hetero worker``.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        The device; ``spec.host`` is the worker's ``HOST:PORT``.
+    library : path or tvm.runtime.Executable
+        The device's compiled units: a ``.so`` file, or an executable to export.
+    timeout_s : float
+        Connecting longer than this fails (a run's own timeout is the executor's).
+
+    Raises
+    ------
+    RunError
+        When the worker cannot be reached or refuses the library, naming the device and address.
+    """
+
+    def __init__(self, spec: DeviceSpec, library: Any, timeout_s: float = 10.0) -> None:
+        self.spec, self.name = spec, spec.name
+        self.address = parse_address(spec)
+        self.where = f"{spec.name} ({spec.host})"
+        self._lock = threading.Lock()
+        self._names = 0
+        try:
+            self.session = tvm.rpc.connect(*self.address, session_timeout=0)
+        except (RuntimeError, OSError) as err:
+            raise RunError(f"cannot reach worker {self.where}: {_first_line(err)}") from None
+        self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
+        self.device = (
+            self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(library) if isinstance(library, str | Path) else Path(tmp) / "lib.so"
+            if not isinstance(library, str | Path):
+                library.export_library(str(path))
+            self._rpc("upload", lambda: self.session.upload(str(path), "lib.so"))
+        self.data_port = self._rpc(
+            "load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict()))
+        )
+        self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
+
+    def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            try:
+                return fn()
+            except (RuntimeError, OSError) as err:  # TVMError is a RuntimeError
+                raise RunError(f"worker {self.where}: {what} failed: {err}") from None
+
+    def _fresh(self, what: str) -> str:
+        with self._lock:
+            self._names += 1
+            return f"{what}{self._names}"
+
+    def begin_run(self) -> None:
+        """Names restart: a run's values overwrite the last run's, so nothing piles up."""
+        with self._lock:
+            self._names = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue ``job`` on the worker's client thread."""
+        self._thread.submit(job)
+
+    def _held(self, value: Any) -> str:
+        """The name under which this worker holds ``value``, moving it here first if need be."""
+        if isinstance(value, RemoteValue) and value.worker is self:
+            return value.name
+        return self.move(value).name
+
+    def call(self, function: str, args: Sequence[Any]) -> RemoteValue:
+        """Run unit ``function`` on the worker; its result stays there."""
+        names = [self._held(a) for a in args]
+        out = self._fresh("v")
+        arity = self._rpc(f"unit {function}", lambda: self._remote["call"](function, out, *names))
+        return RemoteValue(self, out, int(arity))
+
+    def item(self, value: RemoteValue, index: int) -> RemoteValue:
+        """Element ``index`` of a tuple this worker holds."""
+        out = self._fresh("i")
+        arity = self._rpc("item", lambda: self._remote["item"](value.name, index, out))
+        return RemoteValue(self, out, int(arity))
+
+    def move(self, value: Any) -> RemoteValue:
+        """``value`` held here: pulled from its worker, or uploaded from this process."""
+        if isinstance(value, RemoteValue) and value.worker is self:
+            return value
+        out = self._fresh("m")
+        if isinstance(value, RemoteValue):
+            host, port = value.worker.address[0], value.worker.data_port
+            self._rpc(
+                f"fetch of {value.name} from {value.worker.where}",
+                lambda: self._remote["fetch"](host, port, value.name, out),
+            )
+        else:
+            array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
+
+            def put() -> None:
+                self._remote["put"](out, tvm.runtime.tensor(array, self.device))
+
+            self._rpc("upload of an input", put)
+        return RemoteValue(self, out, -1)
+
+    def download(self, value: RemoteValue) -> np.ndarray:
+        """A held tensor's bytes, here."""
+        get = self._remote["get"]
+        return self._rpc(f"download of {value.name}", lambda: get(value.name).numpy())
+
+    def sync(self) -> None:
+        """Nothing: every call returns when the worker is done."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The worker's device as the profile database keys it."""
+        kind = "cuda" if self.spec.kind is DeviceKind.CUDA else "cpu"
+        fn = self.session.get_function("tvm_hetero.fingerprint")
+        data = json.loads(self._rpc("fingerprint", lambda: fn(kind, self.spec.index, 0)))
+        return {**data, "host": self.spec.host}
+
+    def close(self) -> None:
+        """Stop the client thread and end the session (the worker's session process exits).
+
+        A worker stuck in a call (stopped, unreachable) would block the release of every handle
+        of its session (each is a call to the worker): those are abandoned instead.
+        """
+        handles = (self.session, self._remote, self.device)
+        self.session, self._remote, self.device = None, {}, None
+        if not self._thread.close(timeout_s=1.0):
+            _abandon(handles)
+
+
+def _abandon(handles: object) -> None:
+    """Keep ``handles`` alive, unreleased, for the rest of the process (a daemon thread's frame
+    is never torn down, not even at exit)."""
+    threading.Thread(target=_hold, args=(handles,), name="abandoned-session", daemon=True).start()
+
+
+def _hold(handles: object) -> None:
+    threading.Event().wait()
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return next((ln for ln in lines if "Error" in ln), lines[0] if lines else type(err).__name__)

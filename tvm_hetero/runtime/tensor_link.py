@@ -1,0 +1,161 @@
+"""Tensors from worker to worker over plain TCP: the data path beside TVM RPC's control path.
+
+TVM RPC carries the control (upload, load, call) between the client and each worker, one session
+per worker; it has no way for one server to hand a tensor to another. So each remote worker also
+runs a :class:`TensorServer`: a thread that answers "send me value NAME" with the value's bytes.
+A consumer pulls what it needs (:class:`TensorFetcher`), so the producer's RPC loop stays free to
+compute while its bytes leave.
+
+Wire format, per request on a kept-open connection: the consumer sends a 4-byte little-endian
+length and the value's name (UTF-8); the producer answers a 4-byte length and a JSON header
+(``{"shape": [...], "dtype": "float32"}`` or ``{"error": "..."}``) and then the raw bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+_LEN = struct.Struct("<I")
+
+
+class LinkError(ConnectionError):
+    """A peer that refused, closed, or did not answer in time."""
+
+
+class MissingValue(LinkError):
+    """The peer answered but holds no value of that name."""
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise LinkError("connection closed by the peer")
+        got += n
+
+
+def _recv_frame(sock: socket.socket) -> bytes:
+    head = bytearray(_LEN.size)
+    _recv_exact(sock, memoryview(head))
+    body = bytearray(_LEN.unpack(head)[0])
+    _recv_exact(sock, memoryview(body))
+    return bytes(body)
+
+
+def _send_frame(sock: socket.socket, body: bytes) -> None:
+    sock.sendall(_LEN.pack(len(body)) + body)
+
+
+def send_array(sock: socket.socket, array: np.ndarray) -> None:
+    """Header and bytes of one array."""
+    array = array if array.flags.c_contiguous else array.copy()  # (ascontiguousarray: 0-d -> 1-d)
+    _send_frame(sock, json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)}).encode())
+    if array.nbytes:
+        sock.sendall(memoryview(array).cast("B"))
+
+
+def recv_array(sock: socket.socket) -> np.ndarray:
+    """One array sent by :func:`send_array` (or the peer's error, raised)."""
+    header = json.loads(_recv_frame(sock))
+    if "error" in header:
+        raise MissingValue(header["error"])
+    out = np.empty(header["shape"], dtype=header["dtype"])
+    if out.nbytes:
+        _recv_exact(sock, memoryview(out).cast("B"))
+    return out
+
+
+class TensorServer:
+    """Serves values by name to consumers, from a thread of this process.
+
+    Parameters
+    ----------
+    lookup : callable
+        ``lookup(name)`` -> the value as a numpy array; raises ``KeyError`` for an unknown name.
+    host : str
+        Address to listen on (the worker's own); port chosen by the system.
+    """
+
+    def __init__(self, lookup: Callable[[str], np.ndarray], host: str = "127.0.0.1") -> None:
+        self._lookup = lookup
+        self._sock = socket.create_server((host, 0))
+        self.address = self._sock.getsockname()[:2]
+        self._thread = threading.Thread(target=self._accept, name="tensor-server", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # closed
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                try:
+                    name = _recv_frame(conn).decode()
+                except (LinkError, OSError):
+                    return
+                try:
+                    array = self._lookup(name)
+                except KeyError:
+                    _send_frame(conn, json.dumps({"error": f"no value {name!r} here"}).encode())
+                    continue
+                try:
+                    send_array(conn, array)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        """Stop listening."""
+        self._sock.close()
+
+
+class TensorFetcher:
+    """Pulls values from peers' :class:`TensorServer`, one kept-open connection per peer.
+
+    Parameters
+    ----------
+    timeout_s : float
+        A peer that does not answer within this long raises :class:`LinkError`.
+    """
+
+    def __init__(self, timeout_s: float = 10.0) -> None:
+        self.timeout_s = timeout_s
+        self._conns: dict[tuple[str, int], socket.socket] = {}
+
+    def fetch(self, host: str, port: int, name: str) -> np.ndarray:
+        """Value ``name`` from the peer at ``host:port``."""
+        key = (host, port)
+        try:
+            conn = self._conns.get(key)
+            if conn is None:
+                conn = socket.create_connection(key, timeout=self.timeout_s)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._conns[key] = conn
+            _send_frame(conn, name.encode())
+            return recv_array(conn)
+        except MissingValue:
+            raise
+        except (OSError, LinkError) as err:
+            dropped = self._conns.pop(key, None)
+            if dropped is not None:
+                dropped.close()
+            why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
+            raise LinkError(f"fetching {name!r} from {host}:{port}: {why}") from None
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
