@@ -67,7 +67,7 @@ class _Session:
             configure_threads(spec)
         self.vm = VirtualMachine(tvm.runtime.load_module(path), self.device)
         if self.server is None:
-            self.server = TensorServer(lambda name: self.values[name].numpy(), _BIND["host"])
+            self.server = TensorServer(self._host_view, _BIND["host"])
             self.fetcher = TensorFetcher()
         return int(self.server.address[1])
 
@@ -86,10 +86,25 @@ class _Session:
         # an RPC argument is a view of the client's remote buffer, freed with the client's handle
         self.values[name] = tensor.copyto(self.device)
 
+    def _host_view(self, name: str) -> Any:
+        """A held tensor as numpy: its own memory on a CPU (no copy), a copy from a GPU."""
+        import numpy as np
+
+        value = self.values[name]
+        return value.numpy() if self.gpu else np.from_dlpack(value)
+
     def fetch(self, host: str, port: int, src: str, out: str) -> None:
+        import numpy as np
         import tvm
 
-        self.values[out] = tvm.runtime.tensor(self.fetcher.fetch(host, port, src), self.device)
+        made = []
+
+        def allocate(shape: tuple[int, ...], dtype: str) -> Any:  # straight into TVM's memory
+            made.append(tvm.runtime.empty(shape, dtype, tvm.cpu(0)))
+            return np.from_dlpack(made[0])
+
+        self.fetcher.fetch(host, port, src, allocate)
+        self.values[out] = made[0].copyto(self.device) if self.gpu else made[0]
 
 
 def register() -> None:

@@ -61,12 +61,21 @@ def send_array(sock: socket.socket, array: np.ndarray) -> None:
         sock.sendall(memoryview(array).cast("B"))
 
 
-def recv_array(sock: socket.socket) -> np.ndarray:
+Allocate = Callable[[tuple[int, ...], str], np.ndarray]
+"""Where received bytes go: ``allocate(shape, dtype)`` -> a writable C-contiguous array (a view
+of a TVM tensor's memory saves a copy)."""
+
+
+def _numpy_empty(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def recv_array(sock: socket.socket, allocate: Allocate = _numpy_empty) -> np.ndarray:
     """One array sent by :func:`send_array` (or the peer's error, raised)."""
     header = json.loads(_recv_frame(sock))
     if "error" in header:
         raise MissingValue(header["error"])
-    out = np.empty(header["shape"], dtype=header["dtype"])
+    out = allocate(tuple(header["shape"]), header["dtype"])
     if out.nbytes:
         _recv_exact(sock, memoryview(out).cast("B"))
     return out
@@ -134,8 +143,10 @@ class TensorFetcher:
         self.timeout_s = timeout_s
         self._conns: dict[tuple[str, int], socket.socket] = {}
 
-    def fetch(self, host: str, port: int, name: str) -> np.ndarray:
-        """Value ``name`` from the peer at ``host:port``."""
+    def fetch(
+        self, host: str, port: int, name: str, allocate: Allocate = _numpy_empty
+    ) -> np.ndarray:
+        """Value ``name`` from the peer at ``host:port``, received into ``allocate``'s array."""
         key = (host, port)
         try:
             conn = self._conns.get(key)
@@ -144,7 +155,7 @@ class TensorFetcher:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._conns[key] = conn
             _send_frame(conn, name.encode())
-            return recv_array(conn)
+            return recv_array(conn, allocate)
         except MissingValue:
             raise
         except (OSError, LinkError) as err:
