@@ -126,8 +126,10 @@ def main() -> None:
                 worker.call("main", placed)
                 samples.append(time.perf_counter() - start)
             calls[name] = statistics.median(samples)
-        print(f"unit call: local {calls['local'] * 1e6:.1f} us, remote {calls['remote'] * 1e6:.1f} "
-              f"us (+{(calls['remote'] - calls['local']) * 1e6:.1f} us per remote unit)")
+        print(
+            f"unit call: local {calls['local'] * 1e6:.1f} us, remote {calls['remote'] * 1e6:.1f} "
+            f"us (+{(calls['remote'] - calls['local']) * 1e6:.1f} us per remote unit)"
+        )
         for worker in (a, b, local):
             worker.close()
     finally:
