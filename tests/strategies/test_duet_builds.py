@@ -172,6 +172,7 @@ def test_plan_with_measurements_corrects_within_budget_and_round_trips(tmp_path,
     assert duet.predicted_s(result.costs, result.correction.assignment) > 0
 
 
+@pytest.mark.slow  # 41 s: keeps make test under 15 minutes; make test-slow runs it
 def test_torchvision_googlenet_inception_branches_compile_and_match(workers):
     """GoogLeNet (torchvision, random weights) at 64x64: each inception module is a multi-path
     phase of four branches; every other subgraph on the second worker gives the same numbers."""
