@@ -1,6 +1,7 @@
 """Bad input through every command: exit 2, one line naming the command, the flag and the value,
 no traceback, checked before any work, nothing written."""
 
+import json
 import subprocess
 import sys
 
@@ -68,6 +69,9 @@ PARSE_ERRORS = [
     ("worker", ["--port", "http"], ["--port", "'http'"]),
     ("worker", ["--tracker", "nohost"], ["--tracker", "'nohost'", "HOST:PORT"]),
     ("run", ["a.tar", "--timeout", "0"], ["--timeout", "'0'", "> 0"]),
+    ("cluster", ["frob", "c.toml"], ["'frob'", "'up'"]),
+    ("cluster", ["up", "c.toml", "--timeout", "-1"], ["--timeout", "'-1'"]),
+    ("cluster", ["probe", "c.json", "--repeat", "0"], ["--repeat", "'0'"]),
 ]  # fmt: skip
 
 FILE_ERRORS = [
@@ -86,6 +90,10 @@ FILE_ERRORS = [
     ("worker", ["--port", "9300", "--port-end", "9300"], ["--port-end 9300", "above --port 9300"]),
     ("worker", ["--key", "k"], ["--key", "--tracker"]),
     ("run", ["a.tar", "--cluster", "g.json"], ["'g.json'", "not valid JSON"]),
+    ("cluster", ["up", "g.json"], ["'g.json'", "not valid JSON"]),
+    ("cluster", ["up", "missing.toml"], ["'missing.toml'", "does not exist"]),
+    ("cluster", ["probe", "folder"], ["'folder'", "is a folder"]),
+    ("cluster", ["probe", "g.json", "--output", "folder"], ["--output 'folder'", "is a folder"]),
 ]  # fmt: skip
 """Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""
 
@@ -215,3 +223,40 @@ def test_random_bytes_as_any_input_file_are_refused_in_one_line(tmp_path, capsys
         if rc == 2:
             assert said.startswith(f"tvm-hetero {argv[0]}:"), said
     assert not (tmp_path / "a.tar").exists() or main(["run", str(tmp_path / "a.tar")]) == 0
+
+
+def _spec(*devices: dict, **fields) -> str:
+    cpus = [{"kind": "cpu", "target": {"kind": "llvm"}} | d for d in devices]
+    return json.dumps({"devices": cpus, **fields})
+
+
+_LINK = {"a": "a", "b": "b", "bandwidth_mbps": 10}
+_AT_1 = {"host": "127.0.0.1:1"}  # nothing listens on port 1
+CLUSTER_ERRORS = [
+    ("up", _spec({"name": "a", "speed": 3}), ["devices[0].speed", "unknown"]),
+    ("up", _spec({"name": "a"}, links=[_LINK | {"b": "ghost"}]),
+     ["links[0]", "'ghost'", "not in the cluster"]),
+    ("up", _spec({"name": "a", "cpu_quota": 0}), ["cpu_quota", "got 0"]),
+    ("up", _spec({"name": "a", "host": "h:1"}), ["'h:1'", "assigns"]),
+    ("up", _spec({"name": "g", "kind": "cuda", "target": {"kind": "cuda"}}),
+     ["'g'", "CPU devices only"]),
+    ("up", _spec({"name": "a"}, {"name": "b"}, topology="ring"), ["no path of links from a to b"]),
+    ("probe", _spec({"name": "a"}), ["'a'", "no worker address"]),
+    ("probe", _spec({"name": "a"} | _AT_1, {"name": "b"} | _AT_1, links=[_LINK]),
+     ["cannot reach worker a (127.0.0.1:1)"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("action", "text", "words"), CLUSTER_ERRORS)
+def test_bad_cluster_specs_and_refusing_workers_are_named(cli, tmp_path, action, text, words):
+    (tmp_path / "c.json").write_text(text)
+    _one_line_error(cli(["cluster", action, "c.json"]), "cluster", *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]  # nothing written
+
+
+def test_cluster_up_without_root_says_so_and_makes_nothing(cli, tmp_path, monkeypatch):
+    (tmp_path / "c.json").write_text(_spec({"name": "a"}))
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    for action in ("up", "down"):
+        _one_line_error(cli(["cluster", action, "c.json"]), "cluster", "needs root")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from tvm_hetero.devices.spec import split_address
 from tvm_hetero.strategies.registry import STRATEGIES
 
 COMMANDS = {
@@ -23,6 +24,7 @@ COMMANDS = {
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
     "worker": "serve this machine's device to a client over TVM RPC (no authentication)",
+    "cluster": "emulated edge cluster (up / down SPEC, as root) and link probes (probe FILE)",
 }
 
 
@@ -97,10 +99,10 @@ def _cuda_arch(text: str) -> str:
 
 def _address(text: str) -> tuple[str, int]:
     """An argparse type: ``HOST:PORT``."""
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    found = split_address(text)
+    if found is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9190)")
-    return host, int(port)
+    return found
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -289,6 +291,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracker", type=_address, metavar="HOST:PORT", help="report to a TVM RPC tracker"
     )
     worker.add_argument("--key", default="", help="the key clients ask the tracker for")
+
+    cluster = cmd["cluster"]
+    cluster.add_argument(
+        "action", choices=["up", "down", "probe"],
+        help="up: namespaces, shaped links, cgroups and a worker per device of SPEC; down: "
+        "remove all of it (idempotent); probe: measure the links of a cluster file's workers",
+    )  # fmt: skip
+    cluster.add_argument("file", help="cluster spec (.toml / .json); for probe, a running cluster")
+    cluster.add_argument(
+        "--output", "-o", metavar="JSON",
+        help="up: the cluster file with the workers' addresses (default SPEC-up.json beside it); "
+        "probe: the cluster file with the links as measured",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--timeout", type=_number(float, 0.0, low_open=True), default=60.0,
+        help="up: seconds each worker may take to start listening (default 60)",
+    )  # fmt: skip
+    cluster.add_argument("--db", metavar="PATH", help="probe: profile database for the timings")
+    cluster.add_argument(
+        "--repeat", type=_number(int, 1), default=5, help="probe: pulls per payload size"
+    )
     return parser
 
 

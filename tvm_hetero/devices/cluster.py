@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from dataclasses import dataclass
 from itertools import combinations
@@ -162,11 +163,14 @@ class ClusterSpec:
             raise SpecError(f"{path}: {err}") from None
 
     def save(self, path: str | Path) -> None:
-        """Write as ``.toml`` or ``.json`` (by suffix)."""
+        """Write as ``.toml`` or ``.json`` (by suffix), whole or not at all."""
         path = Path(path)
         if path.suffix == ".toml":
             import tomli_w
 
-            path.write_text(tomli_w.dumps(self.to_dict()))
+            text = tomli_w.dumps(self.to_dict())
         else:
-            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+            text = json.dumps(self.to_dict(), indent=2) + "\n"
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(text)
+        os.replace(partial, path)

@@ -43,6 +43,14 @@ def _enum(cls: type[Enum], value: Any, where: str) -> Any:
         raise SpecError(f"{where}: {value!r} is not one of {allowed}") from None
 
 
+def split_address(text: object) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``HOST:PORT`` string, or ``None`` when ``text`` is not one."""
+    host, _, port = text.rpartition(":") if isinstance(text, str) else ("", "", "")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
 def _check(cond: bool, where: str, message: str) -> None:
     if not cond:
         raise SpecError(f"{where}: {message}")
@@ -73,6 +81,9 @@ class DeviceSpec:
     cores : tuple of int or None
         CPU cores the device's worker is pinned to (``cpu@2-5``), as many threads as cores;
         ``None``: not pinned.
+    cpu_quota : float or None
+        CPU time the device's worker may use, in cores (``0.5``: half of one core), enforced by
+        a cgroup CPU quota in an emulated cluster (``tvm-hetero cluster up``); ``None``: no cap.
     """
 
     name: str
@@ -84,6 +95,7 @@ class DeviceSpec:
     host: str | None = None
     profile: str | None = None
     cores: tuple[int, ...] | None = None
+    cpu_quota: float | None = None
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -108,14 +120,11 @@ class DeviceSpec:
         _check(
             isinstance(self.target, dict), f"{where}.target", "must be a TVM target in dict form"
         )
-        if self.host is not None:
-            host, _, port = str(self.host).rpartition(":")
-            _check(
-                isinstance(self.host, str) and bool(host) and port.isdigit()
-                and 0 < int(port) < 65536,
-                f"{where}.host",
-                f"must be HOST:PORT of a `tvm-hetero worker`, got {self.host!r}",
-            )  # fmt: skip
+        _check(
+            self.host is None or split_address(self.host) is not None,
+            f"{where}.host",
+            f"must be HOST:PORT of a `tvm-hetero worker`, got {self.host!r}",
+        )
         if self.cores is not None:
             cores = self.cores
             _check(
@@ -134,6 +143,13 @@ class DeviceSpec:
                 f"must equal the number of cores ({len(cores)}), got {self.threads!r}",
             )
             object.__setattr__(self, "threads", len(cores))
+        if self.cpu_quota is not None:
+            _check(
+                isinstance(self.cpu_quota, int | float) and 0.01 <= self.cpu_quota <= 1024,
+                f"{where}.cpu_quota",
+                f"must be a number of cores in [0.01, 1024], got {self.cpu_quota!r}",
+            )
+            _check(self.kind is DeviceKind.CPU, f"{where}.cpu_quota", "only a CPU device has one")
         if self.kind is DeviceKind.SIMULATED:
             _check(not self.target, f"{where}.target", "a simulated device has no TVM target")
             return
@@ -145,6 +161,14 @@ class DeviceSpec:
         )
 
     @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` of the device's worker; ``ValueError`` for a device of this process."""
+        found = split_address(self.host)
+        if found is None:
+            raise ValueError(f"device {self.name!r} has no worker address (host)")
+        return found
+
+    @property
     def simulated(self) -> bool:
         """``True`` for a device that only exists as a profile."""
         return self.kind is DeviceKind.SIMULATED
@@ -154,7 +178,7 @@ class DeviceSpec:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind.value, "index": self.index}
         if self.target:
             out["target"] = dict(self.target)
-        for key in ("memory_bytes", "threads", "host", "profile"):
+        for key in ("memory_bytes", "threads", "host", "profile", "cpu_quota"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.cores is not None:
@@ -176,7 +200,7 @@ class DeviceSpec:
         _check(isinstance(data, dict), where, f"must be a table/object, got {type(data).__name__}")
         known = {
             "name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile",
-            "cores",
+            "cores", "cpu_quota",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         _check(

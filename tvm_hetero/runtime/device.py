@@ -71,13 +71,15 @@ def parse_core_set(text: str, where: str) -> tuple[int, ...]:
 
 
 def check_disjoint(specs: list[DeviceSpec]) -> None:
-    """Refuse CPU core sets that overlap: two workers on one core do not run at the same time."""
-    owner: dict[int, str] = {}
+    """Refuse CPU core sets of one host that overlap: two workers on one core do not run at the
+    same time. (Workers of different hosts have their own cores, or share them on purpose in an
+    emulated cluster.)"""
+    owner: dict[tuple[str | None, int], str] = {}
     for spec in specs:
         for core in spec.cores or ():
-            if core in owner:
+            if (spec.host, core) in owner:
                 raise SpecError(
-                    f"devices {owner[core]!r} and {spec.name!r} both use core {core}; "
+                    f"devices {owner[spec.host, core]!r} and {spec.name!r} both use core {core}; "
                     "give each worker its own cores (cpu@0, cpu@1, cpu@2-5)"
                 )
-            owner[core] = spec.name
+            owner[spec.host, core] = spec.name

@@ -30,12 +30,6 @@ from tvm_hetero.runtime.worker import JobThread
 _FUNCTIONS = ("load", "put", "get", "call", "item", "fetch")
 
 
-def parse_address(spec: DeviceSpec) -> tuple[str, int]:
-    """``(host, port)`` of a remote device's worker (``DeviceSpec`` checked the form)."""
-    host, _, port = (spec.host or "").rpartition(":")
-    return host, int(port)
-
-
 @dataclass(frozen=True)
 class RemoteValue:
     """A value held by a remote worker: a tensor (``arity`` -1) or a tuple of ``arity``."""
@@ -75,7 +69,7 @@ class RemoteWorker:
 
     def __init__(self, spec: DeviceSpec, library: Any, timeout_s: float = 10.0) -> None:
         self.spec, self.name = spec, spec.name
-        self.address = parse_address(spec)
+        self.address = spec.address
         self.where = f"{spec.name} ({spec.host})"
         self._lock = threading.Lock()
         self._names = 0

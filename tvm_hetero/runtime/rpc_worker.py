@@ -16,6 +16,8 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result.
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - ``tvm_hetero.worker.fetch(host, port, src, out)``: pull ``src`` from another worker.
+- ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
+  payload, and pulls of it from another worker timed here (``tvm-hetero cluster probe``).
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ class _Session:
 
         from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
         from tvm_hetero.runtime.device import runtime_device
-        from tvm_hetero.runtime.tensor_link import TensorFetcher, TensorServer
         from tvm_hetero.runtime.worker import configure_threads
 
         spec = DeviceSpec.from_dict(json.loads(spec_json))
@@ -66,10 +67,48 @@ class _Session:
         if spec.kind is DeviceKind.CPU:
             configure_threads(spec)
         self.vm = VirtualMachine(tvm.runtime.load_module(path), self.device)
+        return self.data_port()
+
+    def data_port(self) -> int:
+        """The port of this session's tensor server (started on first use)."""
+        from tvm_hetero.runtime.tensor_link import TensorFetcher, TensorServer
+
         if self.server is None:
             self.server = TensorServer(self._host_view, _BIND["host"])
             self.fetcher = TensorFetcher()
         return int(self.server.address[1])
+
+    def fill(self, name: str, nbytes: int) -> int:
+        """Hold ``nbytes`` of ones as ``name`` (a link probe's payload); the data port."""
+        import numpy as np
+        import tvm
+
+        self.values[name] = tvm.runtime.tensor(np.ones(nbytes, "uint8"))
+        return self.data_port()
+
+    def probe(self, host: str, port: int, src: str, repeat: int) -> str:
+        """Pull ``src`` from the worker at ``host:port`` ``repeat`` times after one warm-up;
+        the seconds of each pull as JSON (timed here, so the client's link does not count)."""
+        import time
+
+        import numpy as np
+
+        self.data_port()
+        out = None
+
+        def reuse(shape: tuple[int, ...], dtype: str) -> Any:
+            nonlocal out
+            if out is None or out.shape != shape:
+                out = np.empty(shape, dtype)
+            return out
+
+        seconds = []
+        for i in range(repeat + 1):
+            start = time.perf_counter()
+            self.fetcher.fetch(host, port, src, reuse)
+            if i:
+                seconds.append(time.perf_counter() - start)
+        return json.dumps(seconds)
 
     def call(self, function: str, out: str, *names: str) -> int:
         result = self.vm.module[function](*[self.values[n] for n in names])
@@ -125,6 +164,8 @@ def register() -> None:
         "call": session.call,
         "item": session.item,
         "fetch": session.fetch,
+        "fill": session.fill,
+        "probe": session.probe,
     }
     for name, fn in functions.items():
         tvm.register_global_func(PREFIX + name, fn, override=True)

@@ -6,7 +6,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import tvm
@@ -97,16 +97,19 @@ class RPCRunner:
         )
 
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
-        kind = "cuda" if spec.kind.value == "cuda" else "cpu"
-        try:
-            remote = self.session.get_function("tvm_hetero.fingerprint")
-            data = json.loads(remote(kind, spec.index, spec.threads or 0))
-        except (AttributeError, RuntimeError):  # a plain tvm.rpc server
-            data = {
-                "kind": kind,
-                "name": f"unknown {kind}",
-                "threads": spec.threads,
-                "tvm": tvm.__version__,
-            }
-        data["host"] = self.where
-        return Fingerprint(**data)
+        return remote_fingerprint(self.session, spec, self.where)
+
+
+def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprint:
+    """``spec``'s device as the RPC server at ``where`` describes it (a plain ``tvm.rpc`` server
+    cannot: an "unknown" device of that host). A TVM RPC server serves one session at a time, so
+    this asks over the caller's session."""
+    kind = "cuda" if spec.kind.value == "cuda" else "cpu"
+    try:
+        remote = session.get_function("tvm_hetero.fingerprint")
+        data = json.loads(remote(kind, spec.index, spec.threads or 0))
+    except (AttributeError, RuntimeError):  # a plain tvm.rpc server
+        data = {"kind": kind, "name": f"unknown {kind}", "threads": spec.threads,
+                "tvm": tvm.__version__}  # fmt: skip
+    data["host"] = where
+    return Fingerprint(**data)

@@ -1,0 +1,256 @@
+"""What an emulated cluster is made of: a pure function from a cluster spec to names, addresses,
+shaped links and the commands that make them (no side effects; :mod:`.control` runs them).
+
+Each device gets a network namespace ``TAG-I`` with one *identity* address ``10.N.0.(I+1)`` on its
+loopback; its worker listens there. Each link of the spec is a veth pair between the two
+namespaces (a ``/30`` of ``10.N.1-63.x``), shaped in both directions with ``tbf`` to the link's
+bandwidth. Every namespace routes each other identity address along a shortest path of links
+(so a ring's far side is reached through the neighbours, and a star's leaves through the hub,
+which forwards), with the identity address as source. The client reaches the workers over a
+control bridge ``TAG-br`` in the root namespace (``10.N.255.0/24``, not shaped): it sends inputs
+and receives outputs only, worker-to-worker tensors take the shaped links.
+
+``tc`` here has ``tbf`` and ``htb`` but no ``netem``: a link's ``latency_ms`` cannot be emulated
+and is reported as such; its bandwidth is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.spec import DeviceKind, Link, SpecError
+
+WORKER_PORT = 9190
+CGROUP_PARENT = "tvm-hetero"
+MAX_DEVICES = 250
+
+
+def cluster_tag(spec_path: str | Path) -> str:
+    """``th`` and four hex digits of the spec file's absolute path: the prefix of everything
+    ``cluster up`` makes for it, so ``cluster down`` finds it again, even after a crash."""
+    digest = hashlib.sha1(str(Path(spec_path).resolve()).encode()).hexdigest()
+    return "th" + digest[:4]
+
+
+@dataclass(frozen=True)
+class Veth:
+    """One shaped link: ``dev_a`` in namespace ``ns_a`` (address ``ip_a``) to ``dev_b``."""
+
+    ns_a: str
+    dev_a: str
+    ip_a: str
+    ns_b: str
+    dev_b: str
+    ip_b: str
+    link: Link
+
+
+@dataclass(frozen=True)
+class Node:
+    """One device's namespace, addresses and limits."""
+
+    device: str
+    namespace: str
+    identity: str
+    control_ip: str
+    bridge_port: str
+    cores: tuple[int, ...] | None
+    cpu_quota: float | None
+    memory_bytes: int | None
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` of its worker."""
+        return f"{self.identity}:{WORKER_PORT}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Everything ``cluster up`` makes for one spec."""
+
+    tag: str
+    net: int
+    nodes: tuple[Node, ...]
+    veths: tuple[Veth, ...]
+    routes: tuple[tuple[str, str, str, str], ...]  # (namespace, destination, via, source)
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.tag}-br"
+
+    @property
+    def bridge_ip(self) -> str:
+        return f"10.{self.net}.255.254"
+
+    def node(self, device: str) -> Node:
+        return next(n for n in self.nodes if n.device == device)
+
+
+def _check_emulable(spec: ClusterSpec) -> None:
+    if len(spec.devices) > MAX_DEVICES:
+        raise SpecError(f"cluster.devices: an emulated cluster has at most {MAX_DEVICES} devices")
+    for d in spec.devices:
+        if d.kind is not DeviceKind.CPU:
+            raise SpecError(
+                f"device {d.name!r}.kind: an emulated cluster has CPU devices only, "
+                f"got {d.kind.value!r}"
+            )
+        if d.host is not None:
+            raise SpecError(
+                f"device {d.name!r}.host: `cluster up` assigns the addresses; remove {d.host!r}"
+            )
+    names = [d.name for d in spec.devices]
+    unreachable = sorted(set(names[1:]) - set(_shortest_next_hops(names, spec.links)[names[0]]))
+    if unreachable:
+        raise SpecError(
+            f"cluster.links: no path of links from {names[0]} to {unreachable[0]}; an emulated "
+            "cluster emulates the links the file lists (with their bandwidth)"
+        )
+
+
+def _shortest_next_hops(names: list[str], links: tuple[Link, ...]) -> dict[str, dict[str, str]]:
+    """``hop[a][b]``: the neighbour of ``a`` on a shortest path of links to ``b`` (BFS, ties to
+    the first-listed link)."""
+    adjacent: dict[str, list[str]] = {n: [] for n in names}
+    for ln in links:
+        adjacent[ln.a].append(ln.b)
+        adjacent[ln.b].append(ln.a)
+    hops: dict[str, dict[str, str]] = {}
+    for start in names:
+        first: dict[str, str] = {}
+        queue = deque((n, n) for n in adjacent[start])
+        seen = {start}
+        while queue:
+            node, via = queue.popleft()
+            if node in seen:
+                continue
+            seen.add(node)
+            first[node] = via
+            queue.extend((m, via) for m in adjacent[node] if m not in seen)
+        hops[start] = first
+    return hops
+
+
+def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
+    """Names, addresses, links and routes of the emulated ``spec``.
+
+    Raises
+    ------
+    SpecError
+        For a device that cannot be emulated (not a CPU, already has a host) or a topology pair
+        without a link, naming it.
+    """
+    _check_emulable(spec)
+    net = 64 + int(tag[2:], 16) % 128
+    names = [d.name for d in spec.devices]
+    index = {n: i for i, n in enumerate(names)}
+    nodes = tuple(
+        Node(
+            d.name,
+            f"{tag}-{i}",
+            f"10.{net}.0.{i + 1}",
+            f"10.{net}.255.{i + 1}",
+            f"{tag}-c{i}",
+            d.cores,
+            d.cpu_quota,
+            d.memory_bytes,
+        )
+        for i, d in enumerate(spec.devices)
+    )
+    veths = []
+    peer_ip: dict[tuple[str, str], str] = {}  # (from, to): the address of `to` on their link
+    for k, ln in enumerate(spec.links):
+        i, j = index[ln.a], index[ln.b]
+        base = f"10.{net}.{1 + k // 64}.{4 * (k % 64)}"
+        prefix = base.rsplit(".", 1)[0]
+        ip_a, ip_b = f"{prefix}.{4 * (k % 64) + 1}", f"{prefix}.{4 * (k % 64) + 2}"
+        veths.append(Veth(nodes[i].namespace, f"l{j}", ip_a, nodes[j].namespace, f"l{i}", ip_b, ln))
+        peer_ip[(ln.a, ln.b)], peer_ip[(ln.b, ln.a)] = ip_b, ip_a
+    hops = _shortest_next_hops(names, spec.links)
+    routes = tuple(
+        (
+            nodes[index[a]].namespace,
+            nodes[index[b]].identity,
+            peer_ip[(a, via)],
+            nodes[index[a]].identity,
+        )
+        for a in names
+        for b, via in hops[a].items()
+    )
+    return Layout(tag, net, nodes, tuple(veths), routes)
+
+
+def _tbf(link: Link) -> list[str]:
+    """``tbf`` arguments for the link's rate: a burst of ~4 ms of traffic (at least 16 KiB) and a
+    queue of 100 ms, so TCP sees the rate and not the bucket."""
+    rate_bps = link.bandwidth_mbps * 1e6
+    burst = max(16 * 1024, int(rate_bps / 8 * 0.004))
+    return ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
+
+
+def up_commands(layout: Layout) -> list[list[str]]:
+    """The ``ip`` / ``tc`` commands that make ``layout`` (run as root, in order)."""
+    cmds: list[list[str]] = [
+        ["ip", "link", "add", layout.bridge, "type", "bridge"],
+        ["ip", "addr", "add", f"{layout.bridge_ip}/24", "dev", layout.bridge],
+        ["ip", "link", "set", layout.bridge, "up"],
+    ]
+    for n in layout.nodes:
+        ns = ["ip", "-n", n.namespace]
+        cmds += [
+            ["ip", "netns", "add", n.namespace],
+            *(
+                ["ip", "netns", "exec", n.namespace, "sysctl", "-qw", f"net.ipv4.{key}"]
+                for key in ("ip_forward=1", "conf.all.rp_filter=0", "conf.default.rp_filter=0")
+            ),
+            [*ns, "link", "set", "lo", "up"],
+            [*ns, "addr", "add", f"{n.identity}/32", "dev", "lo"],
+            [
+                "ip",
+                "link",
+                "add",
+                n.bridge_port,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "ctl",
+                "netns",
+                n.namespace,
+            ],
+            ["ip", "link", "set", n.bridge_port, "master", layout.bridge, "up"],
+            [*ns, "addr", "add", f"{n.control_ip}/24", "dev", "ctl"],
+            [*ns, "link", "set", "ctl", "up"],
+            ["ip", "route", "add", f"{n.identity}/32", "via", n.control_ip],
+        ]
+    for v in layout.veths:
+        cmds += [
+            [
+                "ip",
+                "-n",
+                v.ns_a,
+                "link",
+                "add",
+                v.dev_a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                v.dev_b,
+                "netns",
+                v.ns_b,
+            ],
+            ["ip", "-n", v.ns_a, "addr", "add", f"{v.ip_a}/30", "dev", v.dev_a],
+            ["ip", "-n", v.ns_b, "addr", "add", f"{v.ip_b}/30", "dev", v.dev_b],
+            ["ip", "-n", v.ns_a, "link", "set", v.dev_a, "up"],
+            ["ip", "-n", v.ns_b, "link", "set", v.dev_b, "up"],
+            ["tc", "-n", v.ns_a, "qdisc", "add", "dev", v.dev_a, "root", *_tbf(v.link)],
+            ["tc", "-n", v.ns_b, "qdisc", "add", "dev", v.dev_b, "root", *_tbf(v.link)],
+        ]
+    for ns, dest, via, src in layout.routes:
+        cmds.append(["ip", "-n", ns, "route", "add", f"{dest}/32", "via", via, "src", src])
+    return cmds
