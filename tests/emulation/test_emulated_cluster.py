@@ -15,6 +15,7 @@ from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec, cpu_device
 from tvm_hetero.emulation.control import CGROUP_ROOT, leftovers, missing_privilege
 from tvm_hetero.emulation.layout import CGROUP_PARENT, cluster_tag
+from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.link_probe import probe_link
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.zoo import load_zoo_model
@@ -56,7 +57,7 @@ def ring(tmp_path_factory):
     spec = _spec(tmp, "ring.json", devices, links, "ring")
     up = _cli("cluster", "up", spec, "-o", str(tmp / "up.json"))
     assert up.returncode == 0, up.stdout + up.stderr
-    yield cluster_tag(spec), ClusterSpec.load(tmp / "up.json")
+    yield cluster_tag(spec), ClusterSpec.load(tmp / "up.json"), tmp / "up.json"
     down = _cli("cluster", "down", spec)
     assert down.returncode == 0, down.stdout + down.stderr
     assert leftovers(cluster_tag(spec)) == {}
@@ -71,7 +72,7 @@ def _link_bytes(tag: str, namespace: int, dev: str) -> int:
 
 
 def test_up_makes_namespaces_cgroups_and_runtime_only_workers(ring):
-    tag, cluster = ring
+    tag, cluster, _ = ring
     found = leftovers(tag)
     assert found["namespaces"] == [f"{tag}-{i}" for i in range(3)]
     assert [d.host for d in cluster.devices] == [
@@ -91,7 +92,7 @@ def test_up_makes_namespaces_cgroups_and_runtime_only_workers(ring):
 
 
 def test_the_probe_measures_a_shaped_10_mbit_link_within_15_percent(ring):
-    _, cluster = ring
+    _, cluster, _ = ring
     probe = probe_link(cluster, cluster.link("edge-a", "edge-b"), repeat=3)
     assert abs(probe.bandwidth_mbps / 10 - 1) < 0.15, probe.bandwidth_mbps
     fast = probe_link(cluster, cluster.link("edge-b", "edge-c"), repeat=3)
@@ -102,7 +103,7 @@ def test_the_probe_measures_a_shaped_10_mbit_link_within_15_percent(ring):
 
 
 def test_a_partitioned_model_matches_and_its_tensors_take_the_shaped_links(ring):
-    tag, cluster = ring
+    tag, cluster, _ = ring
     edges = [cluster.device(n) for n in ("edge-a", "edge-b", "edge-c")]
     model = load_zoo_model("mlp:tiny")
     placement = api.placement_from_rules(model, edges, {"matmul": "edge-b", "add": "edge-c"})
@@ -118,6 +119,19 @@ def test_a_partitioned_model_matches_and_its_tensors_take_the_shaped_links(ring)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     after = {dev: _link_bytes(tag, ns, dev) for ns, dev in ((1, "l0"), (2, "l1"), (0, "l2"))}
     assert any(after[d] > before[d] for d in after), (before, after)
+
+
+def test_profile_times_each_device_on_its_own_worker(ring, tmp_path):
+    _, cluster, path = ring
+    db = tmp_path / "p.jsonl"
+    done = _cli(
+        "profile", "mlp:tiny", "--cluster", str(path), "--device", "edge-a", "--device", "edge-c",
+        "--db", str(db), "--repeat", "2", "--min-repeat-ms", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    hosts = {r.fingerprint["host"] for r in ProfileDB(db)}
+    assert hosts == {cluster.device("edge-a").host, cluster.device("edge-c").host}
+    assert "cluster probe" in done.stdout
 
 
 def test_down_after_a_killed_up_leaves_nothing(tmp_path):

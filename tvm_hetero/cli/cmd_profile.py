@@ -9,6 +9,7 @@ from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, devices_from_args, model_from_args, progress_bar, table
 from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.devices.spec import split_address
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
@@ -18,13 +19,19 @@ from tvm_hetero.runtime.timer import LocalRunner, RPCRunner
 TRANSFER_SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
 
 
-def _runner(remote: str | None):
-    if not remote:
-        return LocalRunner()
-    host, _, port = remote.rpartition(":")
-    if not host or not port.isdigit():
+def _runners(devices, remote: str | None) -> dict:
+    """Each device's runner: its own worker for a device with a host, else ``--remote`` (one
+    session per address: a TVM RPC server serves one at a time), else this process."""
+    if remote and split_address(remote) is None:
         raise ValueError(f"--remote {remote!r}: write HOST:PORT")
-    return RPCRunner(host, int(port))
+    sessions: dict = {}
+    runners = {}
+    for d in devices:
+        where = d.host or remote
+        if where not in sessions:
+            sessions[where] = RPCRunner(*split_address(where)) if where else LocalRunner()
+        runners[d.name] = sessions[where]
+    return runners
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,24 +47,34 @@ def run(args: argparse.Namespace) -> int:
         console().print(
             f"[yellow]{len(db.problems)} damaged record(s) skipped, first: {db.problems[0]}"
         )
-    profiler = Profiler(
-        db, _runner(args.remote), MeasureConfig(args.repeat, args.min_repeat_ms),
-        BuildOptions(args.cpu_schedule, args.tuning_db),
-    )  # fmt: skip
+    profilers = {
+        name: Profiler(
+            db, runner, MeasureConfig(args.repeat, args.min_repeat_ms),
+            BuildOptions(args.cpu_schedule, args.tuning_db),
+        )  # fmt: skip
+        for name, runner in _runners(devices, args.remote).items()
+    }
+    profiler = profilers[devices[0].name]
     graph = OpGraph.from_module(model.mod)
     times = {}
     with progress_bar() as bar:
         for d in devices:
             task = bar.add_task(f"operators on {d.name}", total=len(graph.nodes))
-            times[d.name] = profiler.profile_ops(
+            times[d.name] = profilers[d.name].profile_ops(
                 model.mod, d, lambda what, done, total, t=task: bar.update(t, completed=done)
             )
+    measured = sum(p.misses for p in profilers.values())
+    stored = sum(p.hits for p in profilers.values())
     console().print(
-        f"{len(graph.nodes)} operators x {len(devices)} device(s): {profiler.misses} measured, "
-        f"{profiler.hits} from {args.db}"
+        f"{len(graph.nodes)} operators x {len(devices)} device(s): {measured} measured, "
+        f"{stored} from {args.db}"
     )
     console().print(_top_table(graph, devices, times, args.top))
-    fits = _transfers(profiler, devices) if len(devices) > 1 else {}
+    fits = {}
+    if any(d.host for d in devices):
+        console().print("links between workers: measure them with tvm-hetero cluster probe FILE")
+    elif len(devices) > 1:
+        fits = _transfers(profiler, devices)
     if args.end_to_end:
         placed = api.place(model, devices[:1], api.Placement((devices[0].name,)))
         rec = profiler.profile_model(placed, devices[:1], repeat=args.e2e_repeat, name=model.name)
