@@ -6,4 +6,12 @@ class BuildError(RuntimeError):
 
 
 class RunError(RuntimeError):
-    """A unit or copy of a deployment failed, or a run did not finish in time."""
+    """A unit or copy of a deployment failed, or a run did not finish in time.
+
+    ``device`` names the device whose worker failed or did not answer, when that is known
+    (``tvm-hetero run --replan`` plans again without it).
+    """
+
+    def __init__(self, message: str, device: str | None = None) -> None:
+        super().__init__(message)
+        self.device = device

@@ -90,6 +90,8 @@ FILE_ERRORS = [
     ("worker", ["--port", "9300", "--port-end", "9300"], ["--port-end 9300", "above --port 9300"]),
     ("worker", ["--key", "k"], ["--key", "--tracker"]),
     ("run", ["a.tar", "--cluster", "g.json"], ["'g.json'", "not valid JSON"]),
+    ("compile", ["mlp:tiny", "--exclude", "gpu7", "-o", "a.tar"], ["--exclude 'gpu7'", "not one"]),
+    ("plan", ["mlp:tiny", "--device", "cpu", "--exclude", "cpu"], ["--exclude", "no device"]),
     ("cluster", ["up", "g.json"], ["'g.json'", "not valid JSON"]),
     ("cluster", ["up", "missing.toml"], ["'missing.toml'", "does not exist"]),
     ("cluster", ["probe", "folder"], ["'folder'", "is a folder"]),

@@ -15,6 +15,7 @@ from tvm_hetero.cli.main import main
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.errors import RunError
 from tvm_hetero.plan import Placement
+from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.remote_worker import RemoteWorker
 from tvm_hetero.zoo import load_zoo_model
@@ -106,7 +107,7 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
 def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
     start_workers, tmp_path, capsys
 ):
-    (pa, _), (pb, _) = start_workers(2)
+    (pa, _), (pb, worker_b) = start_workers(2)
     target = cpu_device(0).target
 
     def cluster(path, a, b):
@@ -126,3 +127,18 @@ def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
     np.testing.assert_array_equal(np.load(out)["output_0"], first)
     printed = capsys.readouterr().out
     assert "on edge-a, edge-b (4 units, 4 copies)" in printed
+    # the worker of edge-b dies: the run names it; --replan compiles and runs without it
+    os.killpg(worker_b.pid, signal.SIGKILL)
+    worker_b.wait()
+    assert main(["run", art, "--timeout", "5"]) == 2
+    assert "edge-b" in " ".join(capsys.readouterr().out.split())
+    assert main(["run", art, "--replan", "--timeout", "5", "--outputs", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "re-planning without edge-b:" in printed and "--exclude edge-b" in printed
+    assert "ran mlp:tiny on edge-a (" in printed
+    np.testing.assert_allclose(np.load(out)["output_0"], first, rtol=1e-5, atol=1e-6)
+    # compile --exclude: the same by hand, every other device of the cluster file kept
+    assert main(["compile", "mlp:tiny", "--cluster", here, "--exclude", "edge-b", "-o", art]) == 0
+    manifest = read_manifest(art)
+    assert [d["name"] for d in manifest["devices"]] == ["edge-a"]
+    assert manifest["recipe"]["argv"][-3:] == ["edge-b", "-o", art]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import time
 
 from tvm_hetero import api
@@ -88,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check and not _matches(args, model, compiled, devices[0]) and not kept:
         console().print(f"[bold red]not written:[/] {args.output} (--keep-on-mismatch keeps it)")
         return 1
-    console().print(f"wrote {compiled.save(args.output)}")
+    recipe = {"argv": list(args.argv), "cwd": os.getcwd()}
+    console().print(f"wrote {dataclasses.replace(deployment, recipe=recipe).save(args.output)}")
     return 0
 
 

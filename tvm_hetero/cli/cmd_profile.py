@@ -49,9 +49,11 @@ def run(args: argparse.Namespace) -> int:
         )
     profilers = {
         name: Profiler(
-            db, runner, MeasureConfig(args.repeat, args.min_repeat_ms),
+            db,
+            runner,
+            MeasureConfig(args.repeat, args.min_repeat_ms),
             BuildOptions(args.cpu_schedule, args.tuning_db),
-        )  # fmt: skip
+        )
         for name, runner in _runners(devices, args.remote).items()
     }
     profiler = profilers[devices[0].name]

@@ -6,6 +6,7 @@ Imports only the TVM runtime (a GPU or edge box has no compiler).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import zipfile
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tvm_hetero.cli.common import console, table
+from tvm_hetero.errors import RunError
 
 
 def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
@@ -35,17 +37,59 @@ def _cluster_hosts(path: str) -> dict[str, str]:
     return {d.name: d.host for d in ClusterSpec.load(path).devices if d.host is not None}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run once, save outputs, optionally time and plot the measured timeline."""
+def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str):
+    """``deployment`` compiled again, as it was, without device ``failed``: its ``--place``
+    rules fall to the home device, strategies plan on the devices left."""
+    if not deployment.recipe:
+        raise RunError(
+            f"--replan: {deployment.model} was not made by tvm-hetero compile; plan without "
+            f"{failed} by hand: tvm-hetero plan ... --exclude {failed}"
+        )
+    try:
+        from tvm_hetero.cli import cmd_compile
+        from tvm_hetero.cli.main import build_parser
+    except ImportError as err:  # an edge box: the TVM runtime only
+        raise RunError(f"--replan needs the compiler on this machine: {err}") from None
     from tvm_hetero.runtime.deployment import load
-    from tvm_hetero.runtime.executor import Executor
+
+    args = build_parser().parse_args(deployment.recipe["argv"])
+    args.argv = [*deployment.recipe["argv"], "--exclude", failed]
+    args.exclude = [*args.exclude, failed]
+    args.place = [rule for rule in args.place if rule.partition("=")[2] != failed]
+    args.output, args.check, args.explain = str(Path(workdir) / "replanned.tar"), False, False
+    console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(args.argv)}")
+    with contextlib.chdir(deployment.recipe["cwd"]):
+        cmd_compile.run(args)
+    replanned = load(args.output, workdir)
+    remote = {d.name for d in replanned.devices if d.host is not None}
+    return replanned.with_hosts({n: h for n, h in (hosts or {}).items() if n in remote})
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run once (with ``--replan``: again on the other devices if a worker fails), save
+    outputs, optionally time and plot the measured timeline."""
+    from tvm_hetero.runtime.deployment import load
 
     hosts = _cluster_hosts(args.cluster) if args.cluster else None
-    deployment = load(args.file, tempfile.mkdtemp(prefix="tvm_hetero_"))
+    workdir = tempfile.mkdtemp(prefix="tvm_hetero_")
+    deployment = load(args.file, workdir)
     if hosts is not None:
         remote = {d.name for d in deployment.devices if d.host is not None}
         deployment = deployment.with_hosts({n: h for n, h in hosts.items() if n in remote})
     feed = _inputs(deployment.inputs, args.inputs)
+    try:
+        return _run(deployment, feed, args)
+    except RunError as err:
+        if not args.replan or err.device is None:
+            raise
+        console().print(f"[bold red]worker failed:[/] {err}")
+        deployment = _replan(deployment, err.device, hosts, workdir)
+        return _run(deployment, feed, args)
+
+
+def _run(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace) -> int:
+    from tvm_hetero.runtime.executor import Executor
+
     with Executor(deployment, timeout_s=args.timeout) as executor:
         outputs = executor.run(feed)
         timeline = executor.timeline

@@ -85,13 +85,20 @@ def model_from_args(args: argparse.Namespace, static: bool = True):
 
 
 def devices_from_args(args: argparse.Namespace, default: list[str]):
-    """Resolve ``--device`` (and ``--cluster``) into device specs; names must be distinct and
-    core sets disjoint."""
+    """Resolve ``--device`` (default: every device of ``--cluster``, else ``default``) less
+    ``--exclude`` into device specs; names must be distinct and core sets disjoint."""
     from tvm_hetero.devices import ClusterSpec, SpecError, resolve_device
     from tvm_hetero.runtime.device import check_disjoint
 
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
-    names = args.device or default
+    names = args.device or ([d.name for d in cluster.devices] if cluster else default)
+    excluded = getattr(args, "exclude", None) or []
+    for name in excluded:
+        if name not in names:
+            raise SpecError(f"--exclude {name!r} is not one of the devices {names}")
+    names = [n for n in names if n not in excluded]
+    if not names:
+        raise SpecError(f"--exclude leaves no device (devices were {excluded})")
     devices = [resolve_device(n, cluster, args.cuda_arch) for n in names]
     seen = [d.name for d in devices]
     dupes = sorted({n for n in seen if seen.count(n) > 1})

@@ -122,7 +122,11 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
     p.add_argument(
         "--device", action="append", default=default, metavar="DEV",
         help="cpu, cpu:N, cpu@N or cpu@A-B (a worker on those cores), cuda, cuda:N or a name "
-        "from --cluster (repeatable; the first is home)",
+        "from --cluster (repeatable; the first is home; default with --cluster: all of its)",
+    )  # fmt: skip
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="DEV",
+        help="leave this device out (a failed worker): plan on the others (repeatable)",
     )  # fmt: skip
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
     p.add_argument(
@@ -204,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--timeout", type=_number(float, 0.0, low_open=True), default=10.0,
         help="seconds a unit or copy may take before its worker counts as dead (default 10)",
+    )  # fmt: skip
+    run.add_argument(
+        "--replan", action="store_true",
+        help="if a worker fails, compile again without its device (as compile --exclude) and "
+        "run on the others (reported; needs the compiler here)",
     )  # fmt: skip
 
     prof = cmd["profile"]
@@ -362,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tvm_hetero.cli import common
 
     common.setup_logging(args.verbose)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         for flag in OUTPUT_FLAGS:  # before any work: nothing is measured and then lost
             if getattr(args, flag, None):

@@ -83,6 +83,9 @@ class Deployment:
     steps: tuple[Step, ...]
     plan: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    recipe: dict[str, Any] = field(default_factory=dict)
+    """How it was made: ``{"argv": [...], "cwd": ...}`` of ``tvm-hetero compile`` (for
+    ``run --replan``); empty when built through the Python API."""
     libraries: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -146,6 +149,7 @@ class Deployment:
             "outputs": list(self.outputs),
             "steps": [s.to_dict() for s in self.steps],
             "plan": self.plan,
+            "recipe": self.recipe,
         }
 
     @classmethod
@@ -161,7 +165,7 @@ class Deployment:
         steps = tuple(Step.from_dict(s) for s in data["steps"])
         return cls(
             data["model"], devices, inputs, tuple(data["outputs"]), steps, data.get("plan", {}),
-            data.get("source", ""), dict(libraries or {}),
+            data.get("source", ""), data.get("recipe", {}), dict(libraries or {}),
         )  # fmt: skip
 
     def save(self, path: str | Path) -> Path:

@@ -185,7 +185,8 @@ class Executor:
                 where = getattr(worker, "where", worker.name)
                 raise RunError(
                     f"run: worker {where} did not finish {step.kind} {step.name!r} within "
-                    f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)"
+                    f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)",
+                    worker.name,
                 )
 
     def _dispatch(self, run: _Run, i: int) -> None:
@@ -218,10 +219,12 @@ class Executor:
                     Event(step.name, worker.name, step.kind, start - run.start, end - run.start)
                 )
         except BaseException as err:
-            where = f"{step.kind} {step.name!r}"
+            where, device = f"{step.kind} {step.name!r}", None
             if step.device is not None:
-                where += f" on {self.deployment.devices[step.device].name}"
-            run.error = RunError(f"run: {where} failed: {err}")
+                device = self.deployment.devices[step.device].name
+                where += f" on {device}"
+            device = getattr(err, "device", None) or device
+            run.error = RunError(f"run: {where} failed: {err}", device)
             run.done.set()
             return
         self._complete(run, i)

@@ -76,7 +76,9 @@ class RemoteWorker:
         try:
             self.session = tvm.rpc.connect(*self.address, session_timeout=0)
         except (RuntimeError, OSError) as err:
-            raise RunError(f"cannot reach worker {self.where}: {_first_line(err)}") from None
+            raise RunError(
+                f"cannot reach worker {self.where}: {_first_line(err)}", spec.name
+            ) from None
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
@@ -91,12 +93,15 @@ class RemoteWorker:
         )
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
 
-    def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+    def _rpc(self, what: str, fn: Callable[[], Any], peer: str | None = None) -> Any:
+        """``fn()`` under the lock; a failure is this worker's, or ``peer``'s when this worker
+        says the peer's tensor link failed."""
         with self._lock:
             try:
                 return fn()
             except (RuntimeError, OSError) as err:  # TVMError is a RuntimeError
-                raise RunError(f"worker {self.where}: {what} failed: {err}") from None
+                blame = peer if peer and "LinkError" in str(err) else self.name
+                raise RunError(f"worker {self.where}: {what} failed: {err}", blame) from None
 
     def _fresh(self, what: str) -> str:
         with self._lock:
@@ -141,6 +146,7 @@ class RemoteWorker:
             self._rpc(
                 f"fetch of {value.name} from {value.worker.where}",
                 lambda: self._remote["fetch"](host, port, value.name, out),
+                peer=value.worker.name,
             )
         else:
             array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
