@@ -56,10 +56,16 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
 
     monkeypatch.setattr(RemoteWorker, "download", download)
     monkeypatch.setattr(RemoteWorker, "move", move)
+    other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
     with Executor(deployment) as ex:
         got = ex.run(inputs)
         timeline = ex.timeline
+        first_run = (list(downloads), list(uploads))
+        again = ex.run(other)  # pulled values are received into the last run's tensors
+    downloads, uploads = first_run
     want = _reference(model, inputs)
+    for g, w in zip(again, _reference(model, other), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     # the client sends the inputs and receives the outputs; the rest goes worker to worker

@@ -133,13 +133,22 @@ class _Session:
         return value.numpy() if self.gpu else np.from_dlpack(value)
 
     def fetch(self, host: str, port: int, src: str, out: str) -> None:
+        """Pull ``src`` from another worker as ``out``. The last run's ``out`` is received into
+        when its shape and type match (the names restart every run, and a run's values are
+        consumed before the next run starts): fresh memory would cost a page fault per page."""
         import numpy as np
         import tvm
 
         made = []
+        old = self.values.get(out)
+        cpu = tvm.cpu(0)
 
         def allocate(shape: tuple[int, ...], dtype: str) -> Any:  # straight into TVM's memory
-            made.append(tvm.runtime.empty(shape, dtype, tvm.cpu(0)))
+            reusable = (
+                isinstance(old, tvm.runtime.Tensor) and old.device == cpu
+                and tuple(old.shape) == tuple(shape) and str(old.dtype) == dtype
+            )  # fmt: skip
+            made.append(old if reusable else tvm.runtime.empty(shape, dtype, cpu))
             return np.from_dlpack(made[0])
 
         self.fetcher.fetch(host, port, src, allocate)
