@@ -77,13 +77,14 @@ def _worker_args(port: int) -> list[str]:
 @pytest.fixture
 def start_workers():
     """Start ``count`` ``tvm-hetero worker`` processes at once on loopback, with the TVM runtime
-    library only; returns ``[(port, process)]``; all are killed (process group) at the end."""
+    library only (``extra``: more flags); returns ``[(port, process)]``; all are killed (process
+    group) at the end."""
     procs: list[subprocess.Popen] = []
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
 
-    def start(count: int = 1) -> list[tuple[int, subprocess.Popen]]:
+    def start(count: int = 1, extra: tuple[str, ...] = ()) -> list[tuple[int, subprocess.Popen]]:
         ports = [free_port() for _ in range(count)]
-        new = [launch(_worker_args(p), env) for p in ports]
+        new = [launch([*_worker_args(p), *extra], env) for p in ports]
         procs.extend(new)
         return [
             (p, wait_until_started(proc, "listening on"))

@@ -244,6 +244,7 @@ CLUSTER_ERRORS = [
      ["'g'", "CPU devices only"]),
     ("up", _spec({"name": "a"}, {"name": "b"}, topology="ring"), ["no path of links from a to b"]),
     ("probe", _spec({"name": "a"}), ["'a'", "no worker address"]),
+    ("probe", _spec({"name": "a", "key": "edge"}), ["'a'.key", "tracker", "host None"]),
     ("probe", _spec({"name": "a"} | _AT_1, {"name": "b"} | _AT_1, links=[_LINK]),
      ["cannot reach worker a (127.0.0.1:1)"]),
 ]  # fmt: skip

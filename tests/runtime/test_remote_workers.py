@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import free_port
+from conftest import free_port, start_server
 
 from tvm_hetero import api
 from tvm_hetero.cli.main import main
@@ -148,3 +148,36 @@ def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
     manifest = read_manifest(art)
     assert [d["name"] for d in manifest["devices"]] == ["edge-a"]
     assert manifest["recipe"]["argv"][-3:] == ["edge-b", "-o", art]
+
+
+@pytest.fixture
+def tracker():
+    port = free_port()
+    args = ["-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
+            "--port-end", str(port + 1)]  # fmt: skip
+    proc = start_server(args, "bind to")
+    yield f"127.0.0.1:{port}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_workers_of_a_tracker_are_requested_by_key(start_workers, tracker):
+    start_workers(2, ("--tracker", tracker, "--key", "edge"))
+    edges = [dataclasses.replace(_edge(n, 1), host=tracker, key="edge") for n in ("a", "b")]
+    assert not edges[0].colocated(edges[1])  # one tracker, two workers
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "b"})
+    deployment = api.compile(model, edges, placement).deployment
+    assert deployment.copies  # a copy between two workers moves bytes
+    inputs = _inputs(deployment)
+    with Executor(deployment) as ex:
+        got = ex.run(inputs)
+        where = {w.where for w in ex.workers.values()}
+    for g, w in zip(got, _reference(model, inputs), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert len(where) == 2 and all("127.0.0.1:" in w for w in where)
+    nobody = dataclasses.replace(edges[0], key="gpu-box")
+    start = time.perf_counter()
+    with pytest.raises(RunError, match=r"no free worker for a \(127.*key gpu-box\) within 1 s"):
+        RemoteWorker(nobody, deployment.libraries[0], timeout_s=1)
+    assert time.perf_counter() - start < 5

@@ -14,7 +14,8 @@ def _device_rows(devices: tuple[DeviceSpec, ...] | list[DeviceSpec]) -> list[lis
         target = ", ".join(f"{k}={v}" for k, v in d.target.items() if k != "host") or "-"
         memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "-"
         kind = d.kind.value + (" (SIMULATED)" if d.simulated else "")
-        rows.append([d.name, kind, d.index, target, memory, d.threads, d.host or "local"])
+        where = f"{d.host} key {d.key}" if d.key else d.host or "local"
+        rows.append([d.name, kind, d.index, target, memory, d.threads, where])
     return rows
 
 

@@ -19,6 +19,15 @@ from tvm_hetero.runtime.timer import LocalRunner, RPCRunner
 TRANSFER_SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
 
 
+def _runner(device, where: str | None):
+    if device.key is not None:  # a worker the tracker at device.host hands out
+        from tvm_hetero.runtime.remote_worker import connect_worker
+
+        session, (host, port) = connect_worker(device)
+        return RPCRunner(host, port, session=session)
+    return RPCRunner(*split_address(where)) if where else LocalRunner()
+
+
 def _runners(devices, remote: str | None) -> dict:
     """Each device's runner: its own worker for a device with a host, else ``--remote`` (one
     session per address: a TVM RPC server serves one at a time), else this process."""
@@ -27,9 +36,9 @@ def _runners(devices, remote: str | None) -> dict:
     sessions: dict = {}
     runners = {}
     for d in devices:
-        where = d.host or remote
+        where = d.worker_id or remote
         if where not in sessions:
-            sessions[where] = RPCRunner(*split_address(where)) if where else LocalRunner()
+            sessions[where] = _runner(d, where)
         runners[d.name] = sessions[where]
     return runners
 

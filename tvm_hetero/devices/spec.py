@@ -81,6 +81,10 @@ class DeviceSpec:
     cores : tuple of int or None
         CPU cores the device's worker is pinned to (``cpu@2-5``), as many threads as cores;
         ``None``: not pinned.
+    key : str or None
+        With ``host`` the address of a TVM RPC tracker: the device's worker is requested from
+        the tracker by this key (a worker started with ``--tracker HOST:PORT --key KEY``; each
+        such device gets a worker of its own). ``None``: ``host`` is the worker itself.
     cpu_quota : float or None
         CPU time the device's worker may use, in cores (``0.5``: half of one core), enforced by
         a cgroup CPU quota in an emulated cluster (``tvm-hetero cluster up``); ``None``: no cap.
@@ -96,6 +100,7 @@ class DeviceSpec:
     profile: str | None = None
     cores: tuple[int, ...] | None = None
     cpu_quota: float | None = None
+    key: str | None = None
 
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
@@ -143,6 +148,13 @@ class DeviceSpec:
                 f"must equal the number of cores ({len(cores)}), got {self.threads!r}",
             )
             object.__setattr__(self, "threads", len(cores))
+        if self.key is not None:
+            _check(
+                isinstance(self.key, str) and self.key != "" and self.host is not None,
+                f"{where}.key",
+                f"names workers at a tracker: a non-empty string, with host = the tracker's "
+                f"HOST:PORT; got key {self.key!r}, host {self.host!r}",
+            )
         if self.cpu_quota is not None:
             _check(
                 isinstance(self.cpu_quota, int | float) and 0.01 <= self.cpu_quota <= 1024,
@@ -169,6 +181,18 @@ class DeviceSpec:
         return found
 
     @property
+    def worker_id(self) -> str | None:
+        """Which process runs the device: ``None`` for this one, else its worker (a tracker's
+        device: a worker of its own)."""
+        if self.key is not None:
+            return f"{self.host}/{self.key}/{self.name}"
+        return self.host
+
+    def colocated(self, other: DeviceSpec) -> bool:
+        """Whether both devices run in one process (this one, or one worker)."""
+        return self.worker_id == other.worker_id
+
+    @property
     def simulated(self) -> bool:
         """``True`` for a device that only exists as a profile."""
         return self.kind is DeviceKind.SIMULATED
@@ -178,7 +202,7 @@ class DeviceSpec:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind.value, "index": self.index}
         if self.target:
             out["target"] = dict(self.target)
-        for key in ("memory_bytes", "threads", "host", "profile", "cpu_quota"):
+        for key in ("memory_bytes", "threads", "host", "profile", "cpu_quota", "key"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.cores is not None:
@@ -188,7 +212,7 @@ class DeviceSpec:
     def runs_beside(self, other: DeviceSpec) -> bool:
         """Whether work on this device and on ``other`` really runs at the same time: one of them
         is a GPU, they are on different hosts, or both are CPU workers on disjoint core sets."""
-        if self.host != other.host or DeviceKind.CUDA in (self.kind, other.kind):
+        if not self.colocated(other) or DeviceKind.CUDA in (self.kind, other.kind):
             return True
         if self.cores is None or other.cores is None:
             return False
@@ -200,7 +224,7 @@ class DeviceSpec:
         _check(isinstance(data, dict), where, f"must be a table/object, got {type(data).__name__}")
         known = {
             "name", "kind", "target", "index", "memory_bytes", "threads", "host", "profile",
-            "cores", "cpu_quota",
+            "cores", "cpu_quota", "key",
         }  # fmt: skip
         unknown = sorted(set(data) - known)
         _check(

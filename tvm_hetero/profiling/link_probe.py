@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tvm_hetero.costmodel.transfer import TransferFit
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.spec import DeviceSpec, Link
+from tvm_hetero.errors import RunError
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.runtime.remote_worker import connect_worker
 from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.timer import remote_fingerprint
 
@@ -48,14 +51,11 @@ class LinkProbe:
         return self.fit.latency_s * 1e3
 
 
-def _session(spec: DeviceSpec):
-    import tvm
-
+def _session(spec: DeviceSpec) -> tuple[Any, tuple[str, int]]:
     try:
-        return tvm.rpc.connect(*spec.address, session_timeout=0)
-    except (RuntimeError, OSError) as err:
-        why = str(err).strip().splitlines()[-1]
-        raise ConnectionError(f"cannot reach worker {spec.name} ({spec.host}): {why}") from None
+        return connect_worker(spec)
+    except RunError as err:
+        raise ConnectionError(str(err)) from None
 
 
 def check_reachable(cluster: ClusterSpec) -> None:
@@ -77,10 +77,10 @@ def probe_link(
     """
     a, b = cluster.device(link.a), cluster.device(link.b)
     sizes = sizes or probe_sizes(link.bandwidth_mbps)
-    receiver, sender = _session(a), _session(b)  # (ValueError for a device without a worker)
+    (receiver, at_a), (sender, at_b) = _session(a), _session(b)  # (ValueError: no worker)
     fill, pull = sender.get_function(PREFIX + "fill"), receiver.get_function(PREFIX + "probe")
-    sender_host = b.address[0]
-    fingerprint = remote_fingerprint(receiver, a, a.host or "")
+    sender_host = at_b[0]
+    fingerprint = remote_fingerprint(receiver, a, f"{at_a[0]}:{at_a[1]}")
     records = []
     for nbytes in sizes:
         port = int(fill(f"probe{nbytes}", nbytes))

@@ -224,7 +224,7 @@ class Profiler:
         and one on ``b`` (dispatch, wake-up, a unit call; no copy: both are CPU workers of one
         process): a chain of ``hops + 1`` tiny units alternating between them, timed end to end
         against the same chain as one unit on ``a``. One sample per run, per handoff."""
-        if not (a.kind is b.kind is DeviceKind.CPU and a.host == b.host):
+        if not (a.kind is b.kind is DeviceKind.CPU and a.colocated(b)):
             raise ValueError(f"handoff: {a.name} and {b.name} are not CPU workers of one host")
         from tvm_hetero import api
         from tvm_hetero.frontends.load import load_model

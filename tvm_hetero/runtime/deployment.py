@@ -101,7 +101,7 @@ class Deployment:
     def moves(self, step: Step) -> bool:
         """Whether a copy step moves bytes (CPU workers of one process share memory)."""
         a, b = self.devices[step.device], self.producer(step.inputs[0])
-        return not (a.kind.value == b.kind.value == "cpu" and a.host == b.host)
+        return not (a.kind.value == b.kind.value == "cpu" and a.colocated(b))
 
     def producer(self, value: str) -> DeviceSpec:
         """The device of the step (or home input) that defines ``value``."""

@@ -77,9 +77,9 @@ def check_disjoint(specs: list[DeviceSpec]) -> None:
     owner: dict[tuple[str | None, int], str] = {}
     for spec in specs:
         for core in spec.cores or ():
-            if (spec.host, core) in owner:
+            if (spec.worker_id, core) in owner:
                 raise SpecError(
-                    f"devices {owner[spec.host, core]!r} and {spec.name!r} both use core {core}; "
-                    "give each worker its own cores (cpu@0, cpu@1, cpu@2-5)"
+                    f"devices {owner[spec.worker_id, core]!r} and {spec.name!r} both use core "
+                    f"{core}; give each worker its own cores (cpu@0, cpu@1, cpu@2-5)"
                 )
-            owner[spec.host, core] = spec.name
+            owner[spec.worker_id, core] = spec.name

@@ -12,6 +12,8 @@ lock; the worker's jobs run on its own thread like a local worker's.
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -28,6 +30,42 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.worker import JobThread
 
 _FUNCTIONS = ("load", "put", "get", "call", "item", "fetch")
+
+
+def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tuple[str, int]]:
+    """A TVM RPC session with the device's worker, and the worker's ``(host, port)``.
+
+    A device with a ``key`` is requested from the TVM RPC tracker at ``spec.host``: the tracker
+    names a free worker of that key and the match key it accepts (what ``tracker.request`` does,
+    keeping the address, which the tensor link needs). Waits ``timeout_s`` for a free worker.
+
+    Raises
+    ------
+    RunError
+        When the worker (or the tracker, or a free worker of the key) cannot be had, naming it.
+    """
+    from tvm.rpc import base
+
+    where = f"{spec.name} ({spec.host}{f', key {spec.key}' if spec.key else ''})"
+    try:
+        if spec.key is None:
+            return tvm.rpc.connect(*spec.address, session_timeout=0), spec.address
+        with socket.create_connection(spec.address, timeout=timeout_s) as tracker:
+            tracker.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+            if struct.unpack("<i", base.recvall(tracker, 4))[0] != base.RPC_TRACKER_MAGIC:
+                raise RunError(f"{spec.host} is not a TVM RPC tracker")
+            base.sendjson(tracker, [base.TrackerCode.REQUEST, spec.key, "", 1])
+            reply = base.recvjson(tracker)
+        if reply[0] != base.TrackerCode.SUCCESS:
+            raise RunError(f"the tracker refused: {reply}")
+        host, port, matchkey = reply[1]
+        return tvm.rpc.connect(host, port, matchkey, session_timeout=0), (host, int(port))
+    except TimeoutError:
+        raise RunError(f"no free worker for {where} within {timeout_s:g} s", spec.name) from None
+    except (RuntimeError, OSError) as err:
+        if isinstance(err, RunError):
+            raise RunError(f"cannot reach worker {where}: {err}", spec.name) from None
+        raise RunError(f"cannot reach worker {where}: {_first_line(err)}", spec.name) from None
 
 
 @dataclass(frozen=True)
@@ -69,16 +107,10 @@ class RemoteWorker:
 
     def __init__(self, spec: DeviceSpec, library: Any, timeout_s: float = 10.0) -> None:
         self.spec, self.name = spec, spec.name
-        self.address = spec.address
-        self.where = f"{spec.name} ({spec.host})"
+        self.session, self.address = connect_worker(spec, timeout_s)
+        self.where = f"{spec.name} ({':'.join(map(str, self.address))})"
         self._lock = threading.Lock()
         self._names = 0
-        try:
-            self.session = tvm.rpc.connect(*self.address, session_timeout=0)
-        except (RuntimeError, OSError) as err:
-            raise RunError(
-                f"cannot reach worker {self.where}: {_first_line(err)}", spec.name
-            ) from None
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)

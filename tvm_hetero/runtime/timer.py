@@ -64,9 +64,15 @@ class RPCRunner:
     over RPC fails to convert its arguments in 0.27.
     """
 
-    def __init__(self, host: str, port: int, key: str = "", timeout_s: float = 60) -> None:
+    def __init__(
+        self, host: str, port: int, key: str = "", timeout_s: float = 60, session: Any = None
+    ) -> None:
+        """Connect to ``host:port``, or time on ``session`` (one already open there)."""
         self.host, self.port = host, port
         self.where = f"{host}:{port}"
+        self.session = session
+        if session is not None:
+            return
         try:
             self.session = tvm.rpc.connect(host, port, key=key, session_timeout=timeout_s)
         except (RuntimeError, OSError) as err:

@@ -129,7 +129,7 @@ def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, 
     out = {}
     for a, b in itertools.permutations(range(len(devices)), 2):
         src, dst = devices[a], devices[b]
-        if src.kind is dst.kind is DeviceKind.CPU and src.host == dst.host:
+        if src.kind is dst.kind is DeviceKind.CPU and src.colocated(dst):
             out[(a, b)] = Link(profiler.profile_handoff(src, dst).median_s)
         else:
             times = [r.median_s for r in profiler.profile_transfer(src, dst, COPY_SIZES)]

@@ -167,7 +167,7 @@ def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
     """Copy costs between the two devices, slicing on the home device, and whether the two
     shards of a cut run at the same time (a GPU beside the CPU, or two CPU workers on disjoint
     cores: then a cut costs ``max(t0, t1)``, else ``t0 + t1``)."""
-    if home.kind is other.kind is DeviceKind.CPU and home.host == other.host:
+    if home.kind is other.kind is DeviceKind.CPU and home.colocated(other):
         # CPU workers of one process share memory: the runtime copies nothing, but each handoff
         # between workers costs a dispatch (measured on the runtime itself)
         handoff = profiler.profile_handoff(home, other).median_s
