@@ -13,8 +13,9 @@ import pytest
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec, cpu_device
-from tvm_hetero.emulation.control import CGROUP_ROOT, leftovers, missing_privilege
-from tvm_hetero.emulation.layout import CGROUP_PARENT, cluster_tag
+from tvm_hetero.devices.spec import Link
+from tvm_hetero.emulation.control import CGROUP_ROOT, leftovers, missing_privilege, up
+from tvm_hetero.emulation.layout import CGROUP_PARENT, cluster_tag, plan_layout
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.link_probe import probe_link
 from tvm_hetero.runtime.executor import Executor
@@ -132,6 +133,24 @@ def test_profile_times_each_device_on_its_own_worker(ring, tmp_path):
     hosts = {r.fingerprint["host"] for r in ProfileDB(db)}
     assert hosts == {cluster.device("edge-a").host, cluster.device("edge-c").host}
     assert "cluster probe" in done.stdout
+
+
+def test_a_star_through_a_switch_shapes_each_leaf_to_its_link(tmp_path):
+    devices = [_device("hub", cores=[0]), _device("leaf-1", cores=[1]), _device("leaf-2")]
+    links = [("hub", "leaf-1", 10), ("hub", "leaf-2", 50)]
+    spec = _spec(tmp_path, "star.json", devices, links, "star")
+    tag = cluster_tag(spec)
+    try:
+        loaded = ClusterSpec.load(spec)
+        cluster = up(loaded, plan_layout(loaded, tag))
+        assert f"{tag}-sw" in leftovers(tag)["links"]
+        fast = probe_link(cluster, cluster.link("hub", "leaf-2"), repeat=3)
+        across = probe_link(cluster, Link("leaf-2", "leaf-1", 10.0), repeat=3)  # both links
+        assert abs(fast.bandwidth_mbps / 50 - 1) < 0.15, fast.bandwidth_mbps
+        assert abs(across.bandwidth_mbps / 10 - 1) < 0.15, across.bandwidth_mbps
+    finally:
+        _cli("cluster", "down", spec)
+    assert leftovers(tag) == {}
 
 
 def test_down_after_a_killed_up_leaves_nothing(tmp_path):

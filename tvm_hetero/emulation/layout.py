@@ -2,11 +2,13 @@
 shaped links and the commands that make them (no side effects; :mod:`.control` runs them).
 
 Each device gets a network namespace ``TAG-I`` with one *identity* address ``10.N.0.(I+1)`` on its
-loopback; its worker listens there. Each link of the spec is a veth pair between the two
-namespaces (a ``/30`` of ``10.N.1-63.x``), shaped in both directions with ``tbf`` to the link's
-bandwidth. Every namespace routes each other identity address along a shortest path of links
-(so a ring's far side is reached through the neighbours, and a star's leaves through the hub,
-which forwards), with the identity address as source. The client reaches the workers over a
+loopback; its worker listens there. In a ring or mesh each link of the spec is a veth pair
+between the two namespaces (a ``/30`` of ``10.N.1-63.x``), shaped in both directions with ``tbf``
+to the link's bandwidth, and every namespace routes each other identity address along a shortest
+path of links (a ring's far side through a neighbour, which forwards), with the identity address
+as source. A star (or parameter server) goes through a switch: a bridge ``TAG-sw`` with every
+device's port on ``10.N.128.0/24``, each leaf's port shaped both ways to its link to the hub, so
+leaf to leaf crosses both leaves' links. The client reaches the workers over a
 control bridge ``TAG-br`` in the root namespace (``10.N.255.0/24``, not shaped): it sends inputs
 and receives outputs only, worker-to-worker tensors take the shaped links.
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tvm_hetero.devices.cluster import ClusterSpec
-from tvm_hetero.devices.spec import DeviceKind, Link, SpecError
+from tvm_hetero.devices.spec import DeviceKind, Link, SpecError, Topology
 
 WORKER_PORT = 9190
 CGROUP_PARENT = "tvm-hetero"
@@ -47,6 +49,18 @@ class Veth:
     dev_b: str
     ip_b: str
     link: Link
+
+
+@dataclass(frozen=True)
+class Port:
+    """A device's port on the switch of a star: ``sw`` in ``namespace`` (address ``ip``) to
+    ``switch_side`` on the bridge, shaped to ``link`` (the leaf's link to the hub; none for the
+    hub)."""
+
+    namespace: str
+    switch_side: str
+    ip: str
+    link: Link | None
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,11 @@ class Layout:
     nodes: tuple[Node, ...]
     veths: tuple[Veth, ...]
     routes: tuple[tuple[str, str, str, str], ...]  # (namespace, destination, via, source)
+    ports: tuple[Port, ...] = ()
+
+    @property
+    def switch(self) -> str:
+        return f"{self.tag}-sw"
 
     @property
     def bridge(self) -> str:
@@ -161,6 +180,8 @@ def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
         )
         for i, d in enumerate(spec.devices)
     )
+    if spec.topology in (Topology.STAR, Topology.PARAMETER_SERVER):
+        return _star_layout(spec, tag, net, nodes)
     veths = []
     peer_ip: dict[tuple[str, str], str] = {}  # (from, to): the address of `to` on their link
     for k, ln in enumerate(spec.links):
@@ -182,6 +203,28 @@ def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
         for b, via in hops[a].items()
     )
     return Layout(tag, net, nodes, tuple(veths), routes)
+
+
+def _star_layout(spec: ClusterSpec, tag: str, net: int, nodes: tuple[Node, ...]) -> Layout:
+    """A star through a switch: every device on one bridge, each leaf's port shaped to its link
+    to the hub (both ways), so leaf to leaf crosses both leaves' links, as through the hub."""
+    hub = spec.hub or spec.devices[0].name
+    ports = tuple(
+        Port(
+            n.namespace,
+            f"{tag}-s{i}",
+            f"10.{net}.128.{i + 1}",
+            None if n.device == hub else spec.link(hub, n.device),
+        )
+        for i, n in enumerate(nodes)
+    )
+    routes = tuple(
+        (a.namespace, b.identity, ports[j].ip, a.identity)
+        for a in nodes
+        for j, b in enumerate(nodes)
+        if a is not b
+    )
+    return Layout(tag, net, nodes, (), routes, ports)
 
 
 def _tbf(link: Link) -> list[str]:
@@ -251,6 +294,35 @@ def up_commands(layout: Layout) -> list[list[str]]:
             ["tc", "-n", v.ns_a, "qdisc", "add", "dev", v.dev_a, "root", *_tbf(v.link)],
             ["tc", "-n", v.ns_b, "qdisc", "add", "dev", v.dev_b, "root", *_tbf(v.link)],
         ]
+    if layout.ports:
+        cmds += [
+            ["ip", "link", "add", layout.switch, "type", "bridge"],
+            ["ip", "link", "set", layout.switch, "up"],
+        ]
+    for p in layout.ports:
+        cmds += [
+            [
+                "ip",
+                "link",
+                "add",
+                p.switch_side,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "sw",
+                "netns",
+                p.namespace,
+            ],
+            ["ip", "link", "set", p.switch_side, "master", layout.switch, "up"],
+            ["ip", "-n", p.namespace, "addr", "add", f"{p.ip}/24", "dev", "sw"],
+            ["ip", "-n", p.namespace, "link", "set", "sw", "up"],
+        ]
+        if p.link is not None:
+            cmds += [
+                ["tc", "-n", p.namespace, "qdisc", "add", "dev", "sw", "root", *_tbf(p.link)],
+                ["tc", "qdisc", "add", "dev", p.switch_side, "root", *_tbf(p.link)],
+            ]
     for ns, dest, via, src in layout.routes:
         cmds.append(["ip", "-n", ns, "route", "add", f"{dest}/32", "via", via, "src", src])
     return cmds
