@@ -7,7 +7,9 @@ other device is SIMULATED, its operator times this CPU's measured times (profile
 ``.tvm-hetero/scale.jsonl``) scaled by a speed factor drawn log-uniformly in [1/4, 4] (seed 0),
 and its link to the hub 100-1000 Mbit/s with 0.2 ms latency; a transfer between two leaves
 crosses both their links. Timed, per cluster size: the emulation layout (namespaces, links,
-routes of ``cluster up``), the device-mapped graph (Lee et al.), the fewest profiling runs that
+routes of ``cluster up``), allocating every device's worker through a real TVM RPC tracker
+(SIMULATED workers: sockets that register, see :func:`tracker_allocation_seconds`), the
+device-mapped graph (Lee et al.), the fewest profiling runs that
 measure every cost (capped: ``--cap`` seconds), the assembly-line DP (its plan costed exactly)
 and the priority baselines. Results to
 ``benchmarks/results/cluster_scale.json``.
@@ -77,6 +79,68 @@ def costs_for(cluster, speed, dcg, measured: dict[str, float]) -> Costs:
     return Costs(node, edge)
 
 
+def tracker_allocation_seconds(n: int, key: str = "edge") -> float:
+    """Seconds for a client to be handed ``n`` workers by a real TVM RPC tracker process, the
+    workers SIMULATED: ``n`` sockets that register with the tracker the way ``tvm.rpc`` servers
+    do (magic, ``UPDATE_INFO``, ``PUT`` with a match key) but run nothing. The client sends the
+    ``REQUEST`` of :func:`~tvm_hetero.runtime.remote_worker.connect_worker`, one per device."""
+    import socket
+    import struct
+    import subprocess
+    import sys
+
+    from tvm.rpc import base
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tracker = subprocess.Popen(
+        [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
+         str(port), "--port-end", str(port + 1)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+
+        def handshake() -> socket.socket:
+            for _ in range(600):  # the tracker imports TVM first
+                try:
+                    conn = socket.create_connection(("127.0.0.1", port))
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as connect_worker
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            conn.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+            assert struct.unpack("<i", base.recvall(conn, 4))[0] == base.RPC_TRACKER_MAGIC
+            return conn
+
+        servers = []
+        for i in range(n):
+            conn = handshake()
+            base.sendjson(
+                conn,
+                [base.TrackerCode.UPDATE_INFO, {"key": f"server:{key}", "addr": [None, 20000 + i]}],
+            )
+            assert base.recvjson(conn) == base.TrackerCode.SUCCESS
+            base.sendjson(conn, [base.TrackerCode.PUT, key, (20000 + i, f"{key}:{i}"), None])
+            assert base.recvjson(conn) == base.TrackerCode.SUCCESS
+            servers.append(conn)
+        client = handshake()
+        start = time.perf_counter()
+        handed = set()
+        for _ in range(n):
+            base.sendjson(client, [base.TrackerCode.REQUEST, key, "", 1])
+            reply = base.recvjson(client)
+            handed.add(tuple(reply[1][1:]))
+        elapsed = time.perf_counter() - start
+        assert len(handed) == n, "the tracker handed one worker out twice"
+        for conn in [*servers, client]:
+            conn.close()
+        return elapsed
+    finally:
+        tracker.kill()
+        tracker.wait()
+
+
 def _timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -135,11 +199,12 @@ def main() -> None:
         used = len(set(chosen.values()))
         (_, base), base_s = _timed(lambda d=dcg, c=costs: best_priority_assignment(d, c))
         sizes = dcg.sizes()
+        allocate_s = tracker_allocation_seconds(n)
         rows.append({
             "devices": n, "ops": len(dcg.ops), "da_edges": sizes["da_edges"],
             "dcg_nodes": sizes["dcg_nodes"], "profiling_runs": runs, "devices_used": used,
             "routes": len(layout.routes), "layout_s": layout_s, "dcg_s": dcg_s,
-            "profiling_runs_s": runs_s, "dp_s": dp_s, "baselines_s": base_s,
+            "profiling_runs_s": runs_s, "dp_s": dp_s, "tracker_allocation_s": allocate_s, "baselines_s": base_s,
             "dp_ms": best * 1e3, "best_baseline_ms": base * 1e3,
             "home_only_ms": sum(measured.values()) * 1e3,
         })  # fmt: skip
@@ -148,7 +213,8 @@ def main() -> None:
         print(f"{n:3d} devices: {r['da_edges']:6d} DA edges, {found} ({runs_s:6.2f} s), DP "
               f"{dp_s * 1e3:8.1f} ms -> {r['dp_ms']:.3f} ms on {used} devices "
               f"(baseline {r['best_baseline_ms']:.3f}, {base_s * 1e3:.0f} ms), layout "
-              f"{layout_s * 1e3:.1f} ms ({r['routes']} routes)", flush=True)  # fmt: skip
+              f"{layout_s * 1e3:.1f} ms ({r['routes']} routes), tracker hands out {n} in "
+              f"{allocate_s * 1e3:.1f} ms", flush=True)  # fmt: skip
     Path(args.out).write_text(json.dumps({"model": args.model, "rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -51,6 +51,7 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
         if spec.key is None:
             return tvm.rpc.connect(*spec.address, session_timeout=0), spec.address
         with socket.create_connection(spec.address, timeout=timeout_s) as tracker:
+            tracker.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # 2 writes a message
             tracker.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
             if struct.unpack("<i", base.recvall(tracker, 4))[0] != base.RPC_TRACKER_MAGIC:
                 raise RunError(f"{spec.host} is not a TVM RPC tracker")
