@@ -1,5 +1,6 @@
 """A real emulated cluster: namespaces, shaped veths, cgroups and workers (root only)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec, cpu_device
 from tvm_hetero.devices.spec import Link
 from tvm_hetero.emulation.control import CGROUP_ROOT, leftovers, missing_privilege, up
+from tvm_hetero.emulation.control import down as control_down
 from tvm_hetero.emulation.layout import CGROUP_PARENT, cluster_tag, plan_layout
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.link_probe import probe_link
@@ -161,13 +163,18 @@ def test_down_after_a_killed_up_leaves_nothing(tmp_path):
     tag = cluster_tag(spec)
     up = subprocess.Popen([*CLI, "cluster", "up", spec], start_new_session=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not leftovers(tag).keys() >= {"cgroups", "processes"} and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(up.pid, signal.SIGKILL)
-    up.wait()
-    assert leftovers(tag).keys() >= {"namespaces", "links", "cgroups", "processes"}
-    for _ in range(2):  # idempotent
-        down = _cli("cluster", "down", spec)
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert leftovers(tag) == {}
+    try:
+        deadline = time.monotonic() + 60
+        while not leftovers(tag).keys() >= {"cgroups", "processes"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(up.pid, signal.SIGKILL)
+        up.wait()
+        assert leftovers(tag).keys() >= {"namespaces", "links", "cgroups", "processes"}
+        for _ in range(2):  # idempotent
+            down = _cli("cluster", "down", spec)
+            assert down.returncode == 0, down.stdout + down.stderr
+            assert leftovers(tag) == {}
+    finally:  # a failed check leaves nothing behind either
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(up.pid, signal.SIGKILL)
+        control_down(tag)
