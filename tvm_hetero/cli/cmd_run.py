@@ -37,6 +37,12 @@ def _cluster_hosts(path: str) -> dict[str, str]:
     return {d.name: d.host for d in ClusterSpec.load(path).devices if d.host is not None}
 
 
+def _at_hosts(deployment, hosts: dict[str, str] | None):
+    """``deployment`` with its remote devices at the addresses ``--cluster`` gives (others kept)."""
+    remote = {d.name for d in deployment.devices if d.host is not None}
+    return deployment.with_hosts({n: h for n, h in (hosts or {}).items() if n in remote})
+
+
 def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str):
     """``deployment`` compiled again, as it was, without device ``failed``: its ``--place``
     rules fall to the home device, strategies plan on the devices left."""
@@ -60,9 +66,7 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str)
     console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(args.argv)}")
     with contextlib.chdir(deployment.recipe["cwd"]):
         cmd_compile.run(args)
-    replanned = load(args.output, workdir)
-    remote = {d.name for d in replanned.devices if d.host is not None}
-    return replanned.with_hosts({n: h for n, h in (hosts or {}).items() if n in remote})
+    return _at_hosts(load(args.output, workdir), hosts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,10 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     hosts = _cluster_hosts(args.cluster) if args.cluster else None
     workdir = tempfile.mkdtemp(prefix="tvm_hetero_")
-    deployment = load(args.file, workdir)
-    if hosts is not None:
-        remote = {d.name for d in deployment.devices if d.host is not None}
-        deployment = deployment.with_hosts({n: h for n, h in hosts.items() if n in remote})
+    deployment = _at_hosts(load(args.file, workdir), hosts)
     feed = _inputs(deployment.inputs, args.inputs)
     try:
         return _run(deployment, feed, args)

@@ -119,10 +119,9 @@ def _sh(cmd: list[str]) -> None:
 
 
 def _make_cgroups(node: Node) -> list[Path]:
-    group = f"{node.namespace}"
     made = []
     for controller in CONTROLLERS:
-        path = CGROUP_ROOT / controller / CGROUP_PARENT / group
+        path = CGROUP_ROOT / controller / CGROUP_PARENT / node.namespace
         path.mkdir(parents=True, exist_ok=True)
         made.append(path)
     if node.cpu_quota is not None:
@@ -187,7 +186,7 @@ def up(
     down(layout.tag)
     logs = log_dir(layout.tag)
     try:
-        progress(f"network: {len(layout.nodes)} namespaces, {len(layout.veths)} shaped links")
+        progress(f"network: {len(layout.nodes)} namespaces, {layout.shaped_links} shaped links")
         for cmd in up_commands(layout):
             _sh(cmd)
         logs.mkdir(parents=True, exist_ok=True)

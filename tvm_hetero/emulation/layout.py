@@ -98,6 +98,11 @@ class Layout:
         return f"{self.tag}-sw"
 
     @property
+    def shaped_links(self) -> int:
+        """Links of the spec made: veth pairs, or a star's leaf ports."""
+        return len(self.veths) + sum(p.link is not None for p in self.ports)
+
+    @property
     def bridge(self) -> str:
         return f"{self.tag}-br"
 
@@ -186,8 +191,7 @@ def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
     peer_ip: dict[tuple[str, str], str] = {}  # (from, to): the address of `to` on their link
     for k, ln in enumerate(spec.links):
         i, j = index[ln.a], index[ln.b]
-        base = f"10.{net}.{1 + k // 64}.{4 * (k % 64)}"
-        prefix = base.rsplit(".", 1)[0]
+        prefix = f"10.{net}.{1 + k // 64}"
         ip_a, ip_b = f"{prefix}.{4 * (k % 64) + 1}", f"{prefix}.{4 * (k % 64) + 2}"
         veths.append(Veth(nodes[i].namespace, f"l{j}", ip_a, nodes[j].namespace, f"l{i}", ip_b, ln))
         peer_ip[(ln.a, ln.b)], peer_ip[(ln.b, ln.a)] = ip_b, ip_a
@@ -235,6 +239,13 @@ def _tbf(link: Link) -> list[str]:
     return ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
 
 
+def _veth(name: str, peer: str, peer_ns: str, ns: str | None = None) -> list[str]:
+    """A veth pair: ``name`` (in ``ns``, else the root namespace) and ``peer`` in ``peer_ns``."""
+    where = ["-n", ns] if ns else []
+    return ["ip", *where, "link", "add", name, "type", "veth", "peer", "name", peer, "netns",
+            peer_ns]  # fmt: skip
+
+
 def up_commands(layout: Layout) -> list[list[str]]:
     """The ``ip`` / ``tc`` commands that make ``layout`` (run as root, in order)."""
     cmds: list[list[str]] = [
@@ -252,19 +263,7 @@ def up_commands(layout: Layout) -> list[list[str]]:
             ),
             [*ns, "link", "set", "lo", "up"],
             [*ns, "addr", "add", f"{n.identity}/32", "dev", "lo"],
-            [
-                "ip",
-                "link",
-                "add",
-                n.bridge_port,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "ctl",
-                "netns",
-                n.namespace,
-            ],
+            _veth(n.bridge_port, "ctl", n.namespace),
             ["ip", "link", "set", n.bridge_port, "master", layout.bridge, "up"],
             [*ns, "addr", "add", f"{n.control_ip}/24", "dev", "ctl"],
             [*ns, "link", "set", "ctl", "up"],
@@ -272,21 +271,7 @@ def up_commands(layout: Layout) -> list[list[str]]:
         ]
     for v in layout.veths:
         cmds += [
-            [
-                "ip",
-                "-n",
-                v.ns_a,
-                "link",
-                "add",
-                v.dev_a,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                v.dev_b,
-                "netns",
-                v.ns_b,
-            ],
+            _veth(v.dev_a, v.dev_b, v.ns_b, v.ns_a),
             ["ip", "-n", v.ns_a, "addr", "add", f"{v.ip_a}/30", "dev", v.dev_a],
             ["ip", "-n", v.ns_b, "addr", "add", f"{v.ip_b}/30", "dev", v.dev_b],
             ["ip", "-n", v.ns_a, "link", "set", v.dev_a, "up"],
@@ -301,19 +286,7 @@ def up_commands(layout: Layout) -> list[list[str]]:
         ]
     for p in layout.ports:
         cmds += [
-            [
-                "ip",
-                "link",
-                "add",
-                p.switch_side,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "sw",
-                "netns",
-                p.namespace,
-            ],
+            _veth(p.switch_side, "sw", p.namespace),
             ["ip", "link", "set", p.switch_side, "master", layout.switch, "up"],
             ["ip", "-n", p.namespace, "addr", "add", f"{p.ip}/24", "dev", "sw"],
             ["ip", "-n", p.namespace, "link", "set", "sw", "up"],

@@ -9,8 +9,7 @@ profile database as a ``transfer`` record keyed by the receiving device's finger
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -119,21 +118,8 @@ def link_fit(sizes_bytes: list[int], seconds: list[float]) -> TransferFit:
     return TransferFit(latency, float(bandwidth), float(np.mean(np.abs(predicted - y) / y)))
 
 
-def probe_cluster(
-    cluster: ClusterSpec, repeat: int = 5, progress: Callable[[str], None] = lambda _: None
-) -> list[LinkProbe]:
-    """Every link of ``cluster``, one after another (a probe alone on the network)."""
-    probes = []
-    for link in cluster.links:
-        progress(f"link {link.a}-{link.b}")
-        probes.append(probe_link(cluster, link, repeat))
-    return probes
-
-
 def measured_cluster(cluster: ClusterSpec, probes: list[LinkProbe]) -> ClusterSpec:
     """``cluster`` with each probed link's bandwidth and latency as measured."""
-    from dataclasses import replace
-
     by_pair = {frozenset((p.link.a, p.link.b)): p for p in probes}
     links = tuple(
         replace(ln, bandwidth_mbps=round(p.bandwidth_mbps, 3), latency_ms=round(p.latency_ms, 4))
