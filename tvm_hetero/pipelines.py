@@ -18,6 +18,7 @@ from tvm import relax
 
 from tvm_hetero.passes import (
     AnnotateOperatorSplits,
+    CarvePipelineStages,
     DeclareVDevices,
     InferKernelVDevices,
     OutlineDeviceUnits,
@@ -26,6 +27,7 @@ from tvm_hetero.passes import (
     PlaceOperators,
     RealizeOperatorSplits,
     RestoreKernelTargets,
+    StripStageBoundaries,
 )
 
 PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
@@ -39,6 +41,8 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "PackConstantWeights": PackConstantWeights,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
+    "CarvePipelineStages": CarvePipelineStages,
+    "StripStageBoundaries": StripStageBoundaries,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
     "LegalizeOps": relax.transform.LegalizeOps,
@@ -58,6 +62,8 @@ OWN_PASSES = (
     "PackConstantWeights",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
+    "CarvePipelineStages",
+    "StripStageBoundaries",
 )
 
 
@@ -165,13 +171,23 @@ PIPELINES: dict[str, Pipeline] = {
             (Step("RealizeVDevice"), Step("OutlineSubgraphUnits", {"subgraphs": "$subgraphs"})),
         ),
         Pipeline(
+            "pipeline_stages",
+            "Cut a placed main into EdgePipe's stages, one function per planned run of layers "
+            "on its device (hand-placed stage_boundary marks become aliases), joined by "
+            "to_vdevice copies: what the pipelined runtime runs, microbatch after microbatch.",
+            ("stages",),
+            (Step("RealizeVDevice"), Step("CarvePipelineStages", {"stages": "$stages"})),
+        ),
+        Pipeline(
             "multi_device_lower",
-            "Lower a module whose bindings carry vdevices: legalize, repair kernel vdevices, "
+            "Lower a module whose bindings carry vdevices: drop stage-boundary marks, legalize, "
+            "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",
             (),
             (
+                Step("StripStageBoundaries"),
                 Step("RealizeVDevice"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),
@@ -191,6 +207,7 @@ PIPELINES: dict[str, Pipeline] = {
             "folded as in the fused build.",
             (),
             (
+                Step("StripStageBoundaries"),
                 Step("RealizeVDevice"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),

@@ -9,38 +9,13 @@ from tvm_hetero import api
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import console, devices_from_args, model_from_args, progress_bar, table
 from tvm_hetero.costmodel.transfer import fit_transfer
-from tvm_hetero.devices.spec import split_address
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.runtime.timer import LocalRunner, RPCRunner
+from tvm_hetero.runtime.timer import runners_for
 
 TRANSFER_SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
-
-
-def _runner(device, where: str | None):
-    if device.key is not None:  # a worker the tracker at device.host hands out
-        from tvm_hetero.runtime.remote_worker import connect_worker
-
-        session, (host, port) = connect_worker(device)
-        return RPCRunner(host, port, session=session)
-    return RPCRunner(*split_address(where)) if where else LocalRunner()
-
-
-def _runners(devices, remote: str | None) -> dict:
-    """Each device's runner: its own worker for a device with a host, else ``--remote`` (one
-    session per address: a TVM RPC server serves one at a time), else this process."""
-    if remote and split_address(remote) is None:
-        raise ValueError(f"--remote {remote!r}: write HOST:PORT")
-    sessions: dict = {}
-    runners = {}
-    for d in devices:
-        where = d.worker_id or remote
-        if where not in sessions:
-            sessions[where] = _runner(d, where)
-        runners[d.name] = sessions[where]
-    return runners
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             MeasureConfig(args.repeat, args.min_repeat_ms),
             BuildOptions(args.cpu_schedule, args.tuning_db),
         )
-        for name, runner in _runners(devices, args.remote).items()
+        for name, runner in runners_for(devices, args.remote).items()
     }
     profiler = profilers[devices[0].name]
     graph = OpGraph.from_module(model.mod)

@@ -202,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--plot", metavar="PNG", help="the measured timeline of a run, per worker")
     run.add_argument(
+        "--microbatches", type=_number(int, 1), default=1, metavar="N",
+        help="pipelined run: N microbatches (inputs each, random unless --inputs) in flight at "
+        "once, stage after stage; prints throughput, latency and each stage's utilisation",
+    )  # fmt: skip
+    run.add_argument(
         "--cluster", metavar="FILE",
         help="cluster file with the workers' addresses now (default: those compiled in)",
     )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections import deque
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -27,6 +28,29 @@ def topology_pairs(topology: Topology, names: list[str], hub: str | None) -> set
             return {frozenset(names)}
         return {frozenset((names[i], names[(i + 1) % len(names)])) for i in range(len(names))}
     return {frozenset(p) for p in combinations(names, 2)}
+
+
+def shortest_next_hops(names: list[str], links: tuple[Link, ...]) -> dict[str, dict[str, str]]:
+    """``hop[a][b]``: the neighbour of ``a`` on a shortest path of links to ``b`` (BFS, ties to
+    the first-listed link)."""
+    adjacent: dict[str, list[str]] = {n: [] for n in names}
+    for ln in links:
+        adjacent[ln.a].append(ln.b)
+        adjacent[ln.b].append(ln.a)
+    hops: dict[str, dict[str, str]] = {}
+    for start in names:
+        first: dict[str, str] = {}
+        queue = deque((n, n) for n in adjacent[start])
+        seen = {start}
+        while queue:
+            node, via = queue.popleft()
+            if node in seen:
+                continue
+            seen.add(node)
+            first[node] = via
+            queue.extend((m, via) for m in adjacent[node] if m not in seen)
+        hops[start] = first
+    return hops
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,20 @@ class ClusterSpec:
         """The direct link between ``a`` and ``b``, if the topology has one."""
         pair = frozenset((a, b))
         return next((ln for ln in self.links if frozenset((ln.a, ln.b)) == pair), None)
+
+    def route(self, a: str, b: str) -> list[Link] | None:
+        """The links from ``a`` to ``b`` along the path an emulated cluster routes them (fewest
+        hops, ties to the first-listed link); ``None`` when no links join them."""
+        names = [d.name for d in self.devices]
+        hops = shortest_next_hops(names, self.links)
+        path, here = [], a
+        while here != b:
+            if b not in hops.get(here, {}):
+                return None
+            there = hops[here][b]
+            path.append(self.link(here, there))
+            here = there
+        return path
 
     @classmethod
     def uniform(

@@ -19,11 +19,10 @@ and is reported as such; its bandwidth is.
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.cluster import ClusterSpec, shortest_next_hops
 from tvm_hetero.devices.spec import DeviceKind, Link, SpecError, Topology
 
 WORKER_PORT = 9190
@@ -128,35 +127,12 @@ def _check_emulable(spec: ClusterSpec) -> None:
                 f"device {d.name!r}.host: `cluster up` assigns the addresses; remove {d.host!r}"
             )
     names = [d.name for d in spec.devices]
-    unreachable = sorted(set(names[1:]) - set(_shortest_next_hops(names, spec.links)[names[0]]))
+    unreachable = sorted(set(names[1:]) - set(shortest_next_hops(names, spec.links)[names[0]]))
     if unreachable:
         raise SpecError(
             f"cluster.links: no path of links from {names[0]} to {unreachable[0]}; an emulated "
             "cluster emulates the links the file lists (with their bandwidth)"
         )
-
-
-def _shortest_next_hops(names: list[str], links: tuple[Link, ...]) -> dict[str, dict[str, str]]:
-    """``hop[a][b]``: the neighbour of ``a`` on a shortest path of links to ``b`` (BFS, ties to
-    the first-listed link)."""
-    adjacent: dict[str, list[str]] = {n: [] for n in names}
-    for ln in links:
-        adjacent[ln.a].append(ln.b)
-        adjacent[ln.b].append(ln.a)
-    hops: dict[str, dict[str, str]] = {}
-    for start in names:
-        first: dict[str, str] = {}
-        queue = deque((n, n) for n in adjacent[start])
-        seen = {start}
-        while queue:
-            node, via = queue.popleft()
-            if node in seen:
-                continue
-            seen.add(node)
-            first[node] = via
-            queue.extend((m, via) for m in adjacent[node] if m not in seen)
-        hops[start] = first
-    return hops
 
 
 def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
@@ -195,7 +171,7 @@ def plan_layout(spec: ClusterSpec, tag: str) -> Layout:
         ip_a, ip_b = f"{prefix}.{4 * (k % 64) + 1}", f"{prefix}.{4 * (k % 64) + 2}"
         veths.append(Veth(nodes[i].namespace, f"l{j}", ip_a, nodes[j].namespace, f"l{i}", ip_b, ln))
         peer_ip[(ln.a, ln.b)], peer_ip[(ln.b, ln.a)] = ip_b, ip_a
-    hops = _shortest_next_hops(names, spec.links)
+    hops = shortest_next_hops(names, spec.links)
     routes = tuple(
         (
             nodes[index[a]].namespace,

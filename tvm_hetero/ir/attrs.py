@@ -16,3 +16,6 @@ written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``.
 
 UNIT_DEVICE_ATTR = "tvm_hetero.unit_device"
 """Relax function attribute of a unit (``OutlineDeviceUnits``): the index of its vdevice."""
+
+STAGE_BOUNDARY = "tvm_hetero.stage_boundary"
+"""Extern name of the hand-placed pipeline cut (:mod:`tvm_hetero.ir.markers`)."""

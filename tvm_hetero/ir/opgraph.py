@@ -131,6 +131,24 @@ class OpGraph:
         """A stable topological order: program order, which respects every edge."""
         return list(self.bindings)
 
+    def activation_ops(self) -> tuple[list[str], set[str], list[str]]:
+        """Split the operators, in order, for planners that cut the model into pieces: those on
+        the path from the inputs to the outputs; those computed from weights alone (transposes
+        of weights: the build folds them, so they go with their first reader); and those no
+        output depends on (a torch export's unused max-pool indices: they go with their
+        producer, since as sinks of their own they would hide every cut after them)."""
+        order = self.topo_order()
+        reads_input = {c for i in self.inputs if not i.is_param for c in i.consumers}
+        from_weights: set[str] = set()
+        for n in order:
+            if n not in reads_input and set(self.graph.predecessors(n)) <= from_weights:
+                from_weights.add(n)
+        outputs = [o for o in self.outputs if not o.startswith(INPUT_PREFIX)]
+        live = set(outputs).union(*(nx.ancestors(self.graph, o) for o in outputs))
+        work = [n for n in order if n in live and n not in from_weights]
+        dead = [n for n in order if n not in live and n not in from_weights]
+        return work, from_weights, dead
+
     def total_flops(self) -> int | None:
         """Sum of FLOPs over all nodes (``None`` if any is symbolic)."""
         flops = [n.flops for n in self.nodes]

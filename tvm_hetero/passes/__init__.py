@@ -1,6 +1,7 @@
 """IR passes: plan in, IR out. One pass per file."""
 
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
+from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
@@ -9,9 +10,11 @@ from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
+from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 
 __all__ = [
     "AnnotateOperatorSplits",
+    "CarvePipelineStages",
     "DeclareVDevices",
     "InferKernelVDevices",
     "OutlineDeviceUnits",
@@ -20,4 +23,5 @@ __all__ = [
     "PlaceOperators",
     "RealizeOperatorSplits",
     "RestoreKernelTargets",
+    "StripStageBoundaries",
 ]

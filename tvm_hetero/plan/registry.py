@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.plan.placement import Placement, PlanError
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 
@@ -38,6 +39,7 @@ PLAN_KINDS: dict[str, Any] = {
     "placement": Placement,
     "split": SplitPlan,
     "subgraphs": SubgraphPlan,
+    "pipeline": PipelinePlan,
 }
 """``kind`` field -> plan class (each has ``from_dict``); a new strategy adds its kind here."""
 

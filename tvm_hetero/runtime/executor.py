@@ -26,13 +26,15 @@ from tvm_hetero.runtime.worker import LocalWorker, Worker
 
 @dataclass(frozen=True)
 class Event:
-    """One unit or copy of a run: where and when it ran (seconds from the run's start)."""
+    """One unit or copy of a run: where and when it ran (seconds from the run's start), and for
+    which microbatch of a pipelined run."""
 
     step: str
     worker: str
     kind: str
     start_s: float
     end_s: float
+    microbatch: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class Timeline:
 class _Run:
     """State of one run: values, countdowns, events, completion."""
 
-    def __init__(self, n_steps: int, deps: list[int]) -> None:
+    def __init__(self, n_steps: int, deps: list[int], index: int = 0, start: float = 0.0) -> None:
+        self.index = index  # the microbatch
         self.values: dict[str, Any] = {}
         self.remaining = list(deps)
         self.pending = n_steps
@@ -67,7 +70,8 @@ class _Run:
         self.error: BaseException | None = None
         self.events: list[Event] = []
         self.running: dict[int, float] = {}  # step -> when it started on its worker
-        self.start = time.perf_counter()
+        self.start = start or time.perf_counter()
+        self.end = 0.0
 
 
 class Executor:
@@ -114,18 +118,26 @@ class Executor:
             for p in producers:
                 self._succ[p].append(i)
         self._roots = [i for i, d in enumerate(self._deps) if d == 0]
-        # tuple items and copies between CPU workers (shared memory) run on the spot
+        # tuple items and copies between CPU workers (shared memory) run on the spot; so do a
+        # copy between two remote workers (a pull the receiver does while it computes) and a
+        # remote result's copy that only the outputs read (the client downloads it from there)
         self._here = [
             s.kind == "item" or (s.kind == "copy" and not deployment.moves(s))
             for s in deployment.steps
         ]
+        self._pull = [_pulled(deployment, s) for s in deployment.steps]
+        self._passed = [_output_only(deployment, s) for s in deployment.steps]
         self.timeline: Timeline | None = None
+        self.finished_s: tuple[float, ...] = ()
 
     # -- running ---------------------------------------------------------------------------
 
     def run(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on numpy inputs (in the deployment's input order, or by name)."""
-        values = self.run_tensors(self.place_inputs(inputs))
+        return self.outputs_of(self.run_tensors(self.place_inputs(inputs)))
+
+    def outputs_of(self, values: Mapping[str, Any]) -> list[np.ndarray]:
+        """The outputs of a run (from :meth:`run_tensors` or :meth:`run_many`), as numpy."""
         return _to_numpy([values[v] for v in self._outputs])
 
     @property
@@ -157,21 +169,36 @@ class Executor:
 
     def run_tensors(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
         """Run once on tensors already on the home device; return every value by name."""
+        return self.run_many([tensors])[0]
+
+    def run_many(self, batches: Sequence[Sequence[tvm.runtime.Tensor]]) -> list[dict[str, Any]]:
+        """Run on several inputs at once, each on tensors already on the home device: a
+        pipelined run when the units form stages (each worker takes the oldest microbatch it
+        has input for, so stage ``k`` works on microbatch ``i`` while stage ``k + 1`` works on
+        ``i - 1``). Returns every value of each run by name; :attr:`timeline` holds every
+        event (with its microbatch) and :attr:`finished_s` when each run ended."""
         for worker in self.workers.values():
             if hasattr(worker, "begin_run"):
                 worker.begin_run()
-        run = _Run(len(self.deployment.steps), self._deps)
-        for info, tensor in zip(self.deployment.inputs, tensors, strict=True):
-            run.values[info.name] = tensor
-        if not self.deployment.steps:
-            run.done.set()
-        for i in self._roots:
-            self._dispatch(run, i)
-        self._wait(run)
-        if run.error is not None:
-            raise run.error
-        self.timeline = Timeline(tuple(run.events), time.perf_counter() - run.start)
-        return run.values
+        start = time.perf_counter()
+        runs = [_Run(len(self.deployment.steps), self._deps, k, start) for k in range(len(batches))]
+        for run, tensors in zip(runs, batches, strict=True):
+            for info, tensor in zip(self.deployment.inputs, tensors, strict=True):
+                run.values[info.name] = tensor
+            if not self.deployment.steps:
+                run.done.set()
+        for run in runs:
+            for i in self._roots:
+                self._dispatch(run, i)
+        for run in runs:
+            self._wait(run)
+            if run.error is not None:
+                raise run.error
+        self.timeline = Timeline(
+            tuple(e for run in runs for e in run.events), time.perf_counter() - start
+        )
+        self.finished_s = tuple(run.end - start for run in runs)
+        return [run.values for run in runs]
 
     def _wait(self, run: _Run) -> None:
         """Until the run ends, or a step has been running for longer than the timeout."""
@@ -190,10 +217,11 @@ class Executor:
                 )
 
     def _dispatch(self, run: _Run, i: int) -> None:
-        if self._here[i]:
+        if self._here[i] or self._pull[i] or self._passed[i]:
             self._execute(run, i)
         else:
-            self.workers[self.deployment.steps[i].device].submit(lambda: self._execute(run, i))
+            step = self.deployment.steps[i]
+            self.workers[step.device].submit(lambda: self._execute(run, i), run.index)
 
     def _execute(self, run: _Run, i: int) -> None:
         step = self.deployment.steps[i]
@@ -203,8 +231,13 @@ class Executor:
             args = [run.values[v] for v in step.inputs]
             if step.kind == "item":
                 run.values[step.name] = args[0][step.index]
-            elif self._here[i]:
+            elif self._here[i] or self._passed[i]:
                 run.values[step.name] = args[0]
+            elif self._pull[i]:
+                worker = self.workers[step.device]
+                issued = time.perf_counter() - run.start
+                run.values[step.name] = worker.move(args[0])
+                run.events.append(Event(step.name, worker.name, "copy", issued, issued, run.index))
             else:
                 worker = self.workers[step.device]
                 start = time.perf_counter()
@@ -216,8 +249,11 @@ class Executor:
                     run.values[step.name] = worker.move(args[0])
                 end = time.perf_counter()
                 run.events.append(
-                    Event(step.name, worker.name, step.kind, start - run.start, end - run.start)
-                )
+                    Event(
+                        step.name, worker.name, step.kind, start - run.start, end - run.start,
+                        run.index,
+                    )
+                )  # fmt: skip
         except BaseException as err:
             where, device = f"{step.kind} {step.name!r}", None
             if step.device is not None:
@@ -241,6 +277,7 @@ class Executor:
                 if run.remaining[j] == 0:
                     ready.append(j)
         if finished:
+            run.end = time.perf_counter()
             run.done.set()
         for j in ready:
             self._dispatch(run, j)
@@ -289,6 +326,33 @@ def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
 
         return RemoteWorker(spec, library)
     return LocalWorker(spec, library, inline=inline)
+
+
+def _remote(deployment: Deployment, value: str) -> bool:
+    """Whether ``value`` is made on a remote worker (a deployment input is not)."""
+    made = next((s for s in deployment.steps if s.name == value), None)
+    return (
+        made is not None
+        and made.device is not None
+        and (deployment.devices[made.device].host is not None)
+    )
+
+
+def _pulled(deployment: Deployment, step: Any) -> bool:
+    """A copy from one remote worker to another: the receiver pulls it."""
+    return (
+        step.kind == "copy" and deployment.devices[step.device].host is not None
+        and _remote(deployment, step.inputs[0]) and deployment.moves(step)
+    )  # fmt: skip
+
+
+def _output_only(deployment: Deployment, step: Any) -> bool:
+    """A copy of a remote worker's value that only the outputs read: the client downloads it
+    from where it is instead."""
+    if step.kind != "copy" or step.name not in deployment.outputs:
+        return False
+    read = any(step.name in s.inputs for s in deployment.steps)
+    return not read and _remote(deployment, step.inputs[0])
 
 
 def _home_device(deployment: Deployment) -> tvm.runtime.Device:

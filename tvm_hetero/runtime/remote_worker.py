@@ -12,6 +12,7 @@ lock; the worker's jobs run on its own thread like a local worker's.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import tempfile
@@ -27,9 +28,10 @@ import tvm
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.rpc_worker import PREFIX
+from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("load", "put", "get", "call", "item", "fetch")
+_FUNCTIONS = ("load", "put", "get", "call", "item")
 
 
 def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tuple[str, int]]:
@@ -112,6 +114,7 @@ class RemoteWorker:
         self.where = f"{spec.name} ({':'.join(map(str, self.address))})"
         self._lock = threading.Lock()
         self._names = 0
+        self._run = 0  # names are RUN/NAME: the worker lets the last run's values go
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
@@ -125,30 +128,34 @@ class RemoteWorker:
             "load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict()))
         )
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
+        self._teller = TensorFetcher()  # pull commands to this worker's data port
+        self._tell_lock = threading.Lock()
 
-    def _rpc(self, what: str, fn: Callable[[], Any], peer: str | None = None) -> Any:
-        """``fn()`` under the lock; a failure is this worker's, or ``peer``'s when this worker
-        says the peer's tensor link failed."""
+    def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` under the lock; a failure is this worker's, or a peer's when this worker
+        says pulling from that peer failed."""
         with self._lock:
             try:
                 return fn()
             except (RuntimeError, OSError) as err:  # TVMError is a RuntimeError
-                blame = peer if peer and "LinkError" in str(err) else self.name
+                peer = re.search(r"LinkError from (\S+):", str(err))
+                blame = peer.group(1) if peer else self.name
                 raise RunError(f"worker {self.where}: {what} failed: {err}", blame) from None
 
     def _fresh(self, what: str) -> str:
         with self._lock:
             self._names += 1
-            return f"{what}{self._names}"
+            return f"{self._run}/{what}{self._names}"
 
     def begin_run(self) -> None:
-        """Names restart: a run's values overwrite the last run's, so nothing piles up."""
+        """A new run: names restart under a new run number, and the worker lets the last run's
+        values go (receiving into their tensors), so nothing piles up; nothing is sent."""
         with self._lock:
-            self._names = 0
+            self._run, self._names = self._run + 1, 0
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], None], priority: int = 0) -> None:
         """Queue ``job`` on the worker's client thread."""
-        self._thread.submit(job)
+        self._thread.submit(job, priority)
 
     def _held(self, value: Any) -> str:
         """The name under which this worker holds ``value``, moving it here first if need be."""
@@ -175,12 +182,7 @@ class RemoteWorker:
             return value
         out = self._fresh("m")
         if isinstance(value, RemoteValue):
-            host, port = value.worker.address[0], value.worker.data_port
-            self._rpc(
-                f"fetch of {value.name} from {value.worker.where}",
-                lambda: self._remote["fetch"](host, port, value.name, out),
-                peer=value.worker.name,
-            )
+            self.pull(value, out)
         else:
             array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
 
@@ -189,6 +191,20 @@ class RemoteWorker:
 
             self._rpc("upload of an input", put)
         return RemoteValue(self, out, -1)
+
+    def pull(self, value: RemoteValue, out: str) -> None:
+        """Have this worker pull ``value`` from its worker as ``out``, without waiting: the
+        command goes to this worker's data port, which receives while the worker computes; a
+        unit that reads ``out`` waits for it there."""
+        peer = value.worker
+        message = {"pull": [peer.address[0], peer.data_port, value.name, out, peer.name]}
+        with self._tell_lock:
+            try:
+                self._teller.tell(self.address[0], self.data_port, message)
+            except OSError as err:
+                raise RunError(
+                    f"worker {self.where}: pull of {value.name} failed: {err}", self.name
+                ) from None
 
     def download(self, value: RemoteValue) -> np.ndarray:
         """A held tensor's bytes, here."""
@@ -211,6 +227,7 @@ class RemoteWorker:
         A worker stuck in a call (stopped, unreachable) would block the release of every handle
         of its session (each is a call to the worker): those are abandoned instead.
         """
+        self._teller.close()
         handles = (self.session, self._remote, self.device)
         self.session, self._remote, self.device = None, {}, None
         if not self._thread.close(timeout_s=1.0):

@@ -15,7 +15,10 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.put(name, tensor)`` / ``get(name)``: a value from / to the client.
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result.
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
-- ``tvm_hetero.worker.fetch(host, port, src, out)``: pull ``src`` from another worker.
+- Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
+  buffers (received into by name when shape and type match), so nothing piles up.
+- a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): pull a
+  value from another worker in the data server's thread; a unit that reads it waits for it.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
   payload, and pulls of it from another worker timed here (``tvm-hetero cluster probe``).
 """
@@ -27,11 +30,15 @@ import errno
 import json
 import socket
 import sys
+import threading
 from typing import Any
 
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
 PREFIX = "tvm_hetero.worker."
 _BIND = {"host": "127.0.0.1"}  # the address the server listens on (data port: the same)
+ARRIVAL_TIMEOUT_S = 120.0
+"""How long a unit waits for a pulled input before it fails (the client's own timeout, ``run
+--timeout``, is usually shorter and names the worker first)."""
 
 
 def _arity(value: Any) -> int:
@@ -46,6 +53,10 @@ class _Session:
 
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
+        self.spare: dict[str, Any] = {}  # the last run's values: buffers to receive into
+        self.failed: dict[str, str] = {}  # pulls that failed, by the name they were to take
+        self.arrived = threading.Condition()  # guards values, spare, failed and run
+        self.run = 0
         self.vm: Any = None
         self.device: Any = None
         self.gpu = False
@@ -74,8 +85,9 @@ class _Session:
         from tvm_hetero.runtime.tensor_link import TensorFetcher, TensorServer
 
         if self.server is None:
-            self.server = TensorServer(self._host_view, _BIND["host"])
+            self.server = TensorServer(self._host_view, _BIND["host"], self._command)
             self.fetcher = TensorFetcher()
+            self.puller = TensorFetcher()
         return int(self.server.address[1])
 
     def fill(self, name: str, nbytes: int) -> int:
@@ -83,7 +95,7 @@ class _Session:
         import numpy as np
         import tvm
 
-        self.values[name] = tvm.runtime.tensor(np.ones(nbytes, "uint8"))
+        self.hold(name, tvm.runtime.tensor(np.ones(nbytes, "uint8")))
         return self.data_port()
 
     def probe(self, host: str, port: int, src: str, repeat: int) -> str:
@@ -110,29 +122,72 @@ class _Session:
                 seconds.append(time.perf_counter() - start)
         return json.dumps(seconds)
 
+    def _roll(self, name: str) -> bool:
+        """Under the lock: start run ``RUN`` of a ``RUN/NAME`` if it is newer (what is held
+        becomes spare, by ``NAME``); False for a name of an older run (a late arrival)."""
+        head, _, base = name.partition("/")
+        run = int(head) if base and head.isdigit() else 0
+        if run > self.run:
+            self.spare = {k.partition("/")[2] or k: v for k, v in self.values.items()}
+            self.values, self.failed, self.run = {}, {}, run
+        return run >= self.run
+
+    def value(self, name: str) -> Any:
+        """A held value; one still being pulled is waited for."""
+        with self.arrived:
+            self._roll(name)
+            if not self.arrived.wait_for(
+                lambda: name in self.values or name in self.failed, ARRIVAL_TIMEOUT_S
+            ):
+                raise TimeoutError(f"value {name!r} did not arrive in {ARRIVAL_TIMEOUT_S:g} s")
+            if name in self.failed:
+                raise ConnectionError(self.failed.pop(name))
+            return self.values[name]
+
+    def hold(self, name: str, value: Any) -> None:
+        with self.arrived:
+            if self._roll(name):
+                self.values[name] = value
+                self.arrived.notify_all()
+
     def call(self, function: str, out: str, *names: str) -> int:
-        result = self.vm.module[function](*[self.values[n] for n in names])
+        result = self.vm.module[function](*[self.value(n) for n in names])
         if self.gpu:  # the timeline waits for the kernels
             self.device.sync()
-        self.values[out] = result
+        self.hold(out, result)
         return _arity(result)
 
     def item(self, src: str, index: int, out: str) -> int:
-        self.values[out] = self.values[src][index]
-        return _arity(self.values[out])
+        item = self.value(src)[index]
+        self.hold(out, item)
+        return _arity(item)
 
     def put(self, name: str, tensor: Any) -> None:
         # an RPC argument is a view of the client's remote buffer, freed with the client's handle
-        self.values[name] = tensor.copyto(self.device)
+        self.hold(name, tensor.copyto(self.device))
 
     def _host_view(self, name: str) -> Any:
         """A held tensor as numpy: its own memory on a CPU (no copy), a copy from a GPU."""
         import numpy as np
 
-        value = self.values[name]
+        with self.arrived:
+            value = self.values[name]  # a peer pulls a value once its unit has finished
         return value.numpy() if self.gpu else np.from_dlpack(value)
 
-    def fetch(self, host: str, port: int, src: str, out: str) -> None:
+    def _command(self, message: dict) -> None:
+        """A command from the client on the data port: ``{"pull": [host, port, src, out,
+        peer]}`` pulls ``src`` from worker ``peer`` as ``out``, here in the data server's
+        thread; a failure is kept for the unit that reads ``out``."""
+        host, port, src, out, peer = message["pull"]
+        try:
+            self.pull(host, int(port), src, out)
+        except Exception as err:  # reported to the reader of ``out``
+            with self.arrived:
+                if self._roll(out):
+                    self.failed[out] = f"LinkError from {peer}: {err}"
+                    self.arrived.notify_all()
+
+    def pull(self, host: str, port: int, src: str, out: str) -> None:
         """Pull ``src`` from another worker as ``out``. The last run's ``out`` is received into
         when its shape and type match (the names restart every run, and a run's values are
         consumed before the next run starts): fresh memory would cost a page fault per page."""
@@ -140,7 +195,9 @@ class _Session:
         import tvm
 
         made = []
-        old = self.values.get(out)
+        with self.arrived:
+            self._roll(out)
+            old = self.spare.get(out.partition("/")[2] or out)
         cpu = tvm.cpu(0)
 
         def allocate(shape: tuple[int, ...], dtype: str) -> Any:  # straight into TVM's memory
@@ -151,8 +208,8 @@ class _Session:
             made.append(old if reusable else tvm.runtime.empty(shape, dtype, cpu))
             return np.from_dlpack(made[0])
 
-        self.fetcher.fetch(host, port, src, allocate)
-        self.values[out] = made[0].copyto(self.device) if self.gpu else made[0]
+        self.puller.fetch(host, port, src, allocate)
+        self.hold(out, made[0].copyto(self.device) if self.gpu else made[0])
 
 
 def register() -> None:
@@ -169,10 +226,9 @@ def register() -> None:
     functions = {
         "load": session.load,
         "put": session.put,
-        "get": lambda name: session.values[name],
+        "get": session.value,
         "call": session.call,
         "item": session.item,
-        "fetch": session.fetch,
         "fill": session.fill,
         "probe": session.probe,
     }

@@ -41,3 +41,50 @@ class LatencyStats:
     def std_ms(self) -> float:
         """Standard deviation."""
         return float(np.std(self.samples_ms))
+
+
+@dataclass(frozen=True)
+class PipelineStats:
+    """A pipelined run of microbatches, measured.
+
+    Attributes
+    ----------
+    microbatches : int
+        How many microbatches ran.
+    total_s : float
+        From the first dispatch to the last microbatch's end.
+    latency_s : tuple[float, ...]
+        Each microbatch from its first step's start to its end.
+    busy_s : dict[str, float]
+        Per worker (stage): time in units and copies.
+    """
+
+    microbatches: int
+    total_s: float
+    latency_s: tuple[float, ...]
+    busy_s: dict[str, float]
+
+    @property
+    def throughput(self) -> float:
+        """Microbatches per second."""
+        return self.microbatches / self.total_s
+
+    @property
+    def period_s(self) -> float:
+        """Seconds per microbatch in this run (the inverse of the throughput)."""
+        return self.total_s / self.microbatches
+
+    def utilisation(self, worker: str) -> float:
+        """Share of the run ``worker`` was busy (computing, or a unit waiting for its input)."""
+        return self.busy_s.get(worker, 0.0) / self.total_s
+
+
+def pipeline_stats(timeline, finished_s: tuple[float, ...]) -> PipelineStats:
+    """Stats of a pipelined run from the executor's timeline and each run's end."""
+    first: dict[int, float] = {}
+    busy: dict[str, float] = {}
+    for e in timeline.events:
+        first[e.microbatch] = min(first.get(e.microbatch, e.start_s), e.start_s)
+        busy[e.worker] = busy.get(e.worker, 0.0) + (e.end_s - e.start_s)
+    latency = tuple(end - first.get(k, 0.0) for k, end in enumerate(finished_s))
+    return PipelineStats(len(finished_s), max(finished_s), latency, busy)

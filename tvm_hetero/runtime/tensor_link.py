@@ -9,6 +9,9 @@ compute while its bytes leave.
 Wire format, per request on a kept-open connection: the consumer sends a 4-byte little-endian
 length and the value's name (UTF-8); the producer answers a 4-byte length and a JSON header
 (``{"shape": [...], "dtype": "float32"}`` or ``{"error": "..."}``) and then the raw bytes.
+A frame that is a JSON object instead of a name is a command for the server's owner (the client
+telling a worker to pull a value from a peer: :meth:`TensorFetcher.tell`); it gets no answer, so
+the client never waits for the transfer, and the worker receives while it computes.
 """
 
 from __future__ import annotations
@@ -90,10 +93,15 @@ class TensorServer:
         ``lookup(name)`` -> the value as a numpy array; raises ``KeyError`` for an unknown name.
     host : str
         Address to listen on (the worker's own); port chosen by the system.
+    on_command : callable, optional
+        ``on_command(message)`` for a JSON-object frame, run in the connection's thread.
     """
 
-    def __init__(self, lookup: Callable[[str], np.ndarray], host: str = "127.0.0.1") -> None:
-        self._lookup = lookup
+    def __init__(
+        self, lookup: Callable[[str], np.ndarray], host: str = "127.0.0.1",
+        on_command: Callable[[dict], None] | None = None,
+    ) -> None:  # fmt: skip
+        self._lookup, self._on_command = lookup, on_command
         self._sock = socket.create_server((host, 0))
         self.address = self._sock.getsockname()[:2]
         self._thread = threading.Thread(target=self._accept, name="tensor-server", daemon=True)
@@ -112,9 +120,13 @@ class TensorServer:
         with conn:
             while True:
                 try:
-                    name = _recv_frame(conn).decode()
+                    frame = _recv_frame(conn)
                 except (LinkError, OSError):
                     return
+                if frame.startswith(b"{") and self._on_command is not None:
+                    self._on_command(json.loads(frame))
+                    continue
+                name = frame.decode()
                 try:
                     array = self._lookup(name)
                 except KeyError:
@@ -164,6 +176,22 @@ class TensorFetcher:
                 dropped.close()
             why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
             raise LinkError(f"fetching {name!r} from {host}:{port}: {why}") from None
+
+    def tell(self, host: str, port: int, message: dict) -> None:
+        """Send ``message`` to the owner of the server at ``host:port`` (no answer awaited)."""
+        key = (host, port)
+        try:
+            conn = self._conns.get(key)
+            if conn is None:
+                conn = socket.create_connection(key, timeout=self.timeout_s)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._conns[key] = conn
+            _send_frame(conn, json.dumps(message).encode())
+        except OSError as err:
+            dropped = self._conns.pop(key, None)
+            if dropped is not None:
+                dropped.close()
+            raise LinkError(f"telling {host}:{port}: {err}") from None
 
     def close(self) -> None:
         """Close every connection."""

@@ -12,7 +12,7 @@ import numpy as np
 import tvm
 from tvm.runtime.vm import VirtualMachine
 
-from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.devices.spec import DeviceSpec, split_address
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.profiling.fingerprint import Fingerprint, local_fingerprint
 from tvm_hetero.runtime.measure import MeasureConfig, Timing, adaptive
@@ -119,3 +119,27 @@ def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprin
                 "tvm": tvm.__version__}  # fmt: skip
     data["host"] = where
     return Fingerprint(**data)
+
+
+def _runner(device: DeviceSpec, where: str | None) -> Runner:
+    if device.key is not None:  # a worker the tracker at device.host hands out
+        from tvm_hetero.runtime.remote_worker import connect_worker
+
+        session, (host, port) = connect_worker(device)
+        return RPCRunner(host, port, session=session)
+    return RPCRunner(*split_address(where)) if where else LocalRunner()
+
+
+def runners_for(devices: Sequence[DeviceSpec], remote: str | None = None) -> dict[str, Runner]:
+    """Each device's runner: its own worker for a device with a host, else ``--remote`` (one
+    session per address: a TVM RPC server serves one at a time), else this process."""
+    if remote and split_address(remote) is None:
+        raise ValueError(f"--remote {remote!r}: write HOST:PORT")
+    sessions: dict[str | None, Runner] = {}
+    runners = {}
+    for d in devices:
+        where = d.worker_id or remote
+        if where not in sessions:
+            sessions[where] = _runner(d, where)
+        runners[d.name] = sessions[where]
+    return runners

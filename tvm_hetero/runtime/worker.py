@@ -10,6 +10,8 @@ memory and a copy per crossing.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import queue
 import threading
@@ -30,8 +32,9 @@ class Worker(Protocol):
     spec: DeviceSpec
     device: tvm.runtime.Device
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on the worker (its thread, its cores), after the jobs already given."""
+    def submit(self, job: Callable[[], None], priority: int = 0) -> None:
+        """Run ``job`` on the worker (its thread, its cores), after the jobs already given of
+        the same or a lower ``priority`` number (a pipelined run: the microbatch)."""
 
     def call(self, function: str, args: Sequence[Any]) -> Any:
         """Call a unit of the loaded library (from a job)."""
@@ -77,7 +80,9 @@ def configure_threads(spec: DeviceSpec) -> None:
 
 
 class JobThread:
-    """A thread that runs jobs in the order given, after ``setup`` ran in it.
+    """A thread that runs jobs by priority number, then in the order given, after ``setup``
+    ran in it (a pipelined run gives each microbatch's jobs its index: a stage works on the
+    oldest microbatch it has input for).
 
     Raises
     ------
@@ -86,7 +91,8 @@ class JobThread:
     """
 
     def __init__(self, name: str, setup: Callable[[], None]) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
         self._setup_error: BaseException | None = None
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -106,20 +112,20 @@ class JobThread:
             return
         ready.set()
         while True:
-            job = self._jobs.get()
+            *_, job = self._jobs.get()
             if job is None:
                 return
             job()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], None], priority: int = 0) -> None:
         """Queue ``job``."""
-        self._jobs.put(job)
+        self._jobs.put((priority, next(self._order), job))
 
     def close(self, timeout_s: float = 10.0) -> bool:
         """Stop after the jobs already queued; False when a job is still stuck after
         ``timeout_s`` (on a dead peer: it is left to the daemon thread)."""
         if self._thread.is_alive():
-            self._jobs.put(None)
+            self._jobs.put((math.inf, next(self._order), None))
             self._thread.join(timeout=timeout_s)
         return not self._thread.is_alive()
 
@@ -155,12 +161,12 @@ class LocalWorker:
             configure_threads(self.spec)
         self.vm = VirtualMachine(self._library, self.device)
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], None], priority: int = 0) -> None:
         """Queue ``job`` on the worker's thread (or run it now, inline)."""
         if self._thread is None:
             job()
         else:
-            self._thread.submit(job)
+            self._thread.submit(job, priority)
 
     def call(self, function: str, args: Sequence[Any]) -> Any:
         """Call unit ``function``; a GPU worker waits for its kernels so the timeline is true."""

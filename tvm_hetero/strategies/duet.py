@@ -73,18 +73,8 @@ def duet_graph(graph: OpGraph) -> DuetGraph:
     folds them into constants, and each unit keeps its own copy. Operators no output depends on
     (a torch export's unused max-pool indices) are left out too, and join their producer's
     subgraph: as sinks of their own they would hide every cut point after them."""
-    order = graph.topo_order()
-    reads_input = {c for i in graph.inputs if not i.is_param for c in i.consumers}
-    from_weights: set[str] = set()
-    for n in order:
-        preds = set(graph.graph.predecessors(n))
-        if n not in reads_input and preds <= from_weights:
-            from_weights.add(n)
-    outputs = [o for o in graph.outputs if not o.startswith(INPUT_PREFIX)]
-    live = set(outputs).union(*(nx.ancestors(graph.graph, o) for o in outputs))
-    dead = [n for n in order if n not in live and n not in from_weights]
+    work, from_weights, dead = graph.activation_ops()
     dag = nx.DiGraph()
-    work = [n for n in order if n in live and n not in from_weights]
     dag.add_nodes_from(work)
     dag.add_edges_from((u, v) for u, v in graph.graph.edges() if u in dag and v in dag)
     cut = phases(dag, work)
@@ -92,18 +82,29 @@ def duet_graph(graph: OpGraph) -> DuetGraph:
     phase = tuple(k for k, p in enumerate(cut) for _ in p.branches)
     branch = tuple(j for p in cut for j, _ in enumerate(p.branches))
     where = {n: s for s, nodes in enumerate(members) for n in nodes}
-    for n in dead:  # what no output reads (torch's unused max-pool indices) joins its producer
-        producers = [where[u] for u in graph.graph.predecessors(n) if u in where]
-        where[n] = max(producers, default=0)
-        members[where[n]].append(n)
-    for n in reversed(order):  # a weight computation joins its first reader's subgraph
-        if n in from_weights:
-            readers = [where[v] for v in graph.graph.successors(n) if v in where]
-            where[n] = min(readers, default=0)
-            members[where[n]].append(n)
-    position = {n: i for i, n in enumerate(order)}
-    subgraphs = tuple(tuple(sorted(m, key=position.__getitem__)) for m in members)
+    attach_side_ops(graph, where, dead, from_weights)
+    subgraphs = tuple(_grouped(graph, where, len(members)))
     return DuetGraph(subgraphs, phase, branch, _edges(graph, where))
+
+
+def attach_side_ops(
+    graph: OpGraph, where: dict[str, int], dead: Sequence[str], from_weights: set[str]
+) -> None:
+    """Give the operators :meth:`OpGraph.activation_ops` sets aside a group in ``where``: what
+    no output reads joins its producer's, a weight computation its first reader's."""
+    for n in dead:
+        where[n] = max((where[u] for u in graph.graph.predecessors(n) if u in where), default=0)
+    for n in reversed(graph.topo_order()):
+        if n in from_weights:
+            where[n] = min((where[v] for v in graph.graph.successors(n) if v in where), default=0)
+
+
+def _grouped(graph: OpGraph, where: dict[str, int], groups: int) -> list[tuple[str, ...]]:
+    """The operators of each group, in program order."""
+    out: list[list[str]] = [[] for _ in range(groups)]
+    for n in graph.topo_order():
+        out[where[n]].append(n)
+    return [tuple(g) for g in out]
 
 
 def _edges(graph: OpGraph, where: dict[str, int]) -> tuple[tuple[int, int, int], ...]:

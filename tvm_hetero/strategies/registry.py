@@ -64,6 +64,12 @@ STRATEGIES: dict[str, Strategy] = {
             "tvm_hetero.strategies.duet",
         ),
         Strategy(
+            "edgepipe",
+            "EdgePipe: runs of layers as pipeline stages over a cluster's devices and links",
+            "tvm_hetero.cli.edgepipe",
+            "tvm_hetero.strategies.edgepipe",
+        ),
+        Strategy(
             "eop",
             "EOP: key operators cut between two devices",
             "tvm_hetero.cli.eop",

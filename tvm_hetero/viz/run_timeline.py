@@ -8,7 +8,8 @@ from tvm_hetero.viz import save_figure
 
 
 def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
-    """One row per worker; each unit (blue) and copy (orange) a bar from its start to its end.
+    """One row per worker; each unit (blue) and copy (orange) a bar from its start to its end;
+    in a pipelined run each microbatch's units have a colour of their own and say ``mbK``.
 
     Parameters
     ----------
@@ -27,12 +28,16 @@ def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
     workers = list(dict.fromkeys(e.worker for e in timeline.events))
     fig, ax = plt.subplots(figsize=(12, 0.7 * len(workers) + 1.6))
     colors = {"unit": "tab:blue", "copy": "tab:orange"}
+    pipelined = len({e.microbatch for e in timeline.events}) > 1
+    palette = plt.get_cmap("tab20")
     for e in timeline.events:
         row = workers.index(e.worker)
         width = (e.end_s - e.start_s) * 1e3
-        ax.barh(row, width, left=e.start_s * 1e3, color=colors[e.kind], edgecolor="black", lw=0.3)
+        color = palette(e.microbatch % 20) if pipelined and e.kind == "unit" else colors[e.kind]
+        ax.barh(row, width, left=e.start_s * 1e3, color=color, edgecolor="black", lw=0.3)
         if width > timeline.total_s * 1e3 / 25:
-            ax.text(e.start_s * 1e3 + width / 2, row, e.step, ha="center", va="center", fontsize=6)
+            label = f"mb{e.microbatch}" if pipelined else e.step
+            ax.text(e.start_s * 1e3 + width / 2, row, label, ha="center", va="center", fontsize=6)
     ax.set_yticks(range(len(workers)), workers)
     ax.invert_yaxis()
     ax.set_xlabel("time since the run started (ms), measured")
