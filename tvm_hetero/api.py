@@ -25,7 +25,6 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.placement import Placement, place_by_op_type
 from tvm_hetero.plan.registry import Plan
-from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import ProfileRecord
@@ -242,7 +241,7 @@ def model_id(model: Model) -> str:
     return f"{model.name}#{hashlib.sha1(ops.encode()).hexdigest()[:10]}"
 
 
-def placement_summary(model: Model, placement: Placement | SubgraphPlan) -> list[dict[str, Any]]:
+def placement_summary(model: Model, placement: Plan) -> list[dict[str, Any]]:
     """Per device: operators, FLOPs share and bytes copied in, for a placement of ``model``."""
     from tvm_hetero.plan.placement import summarize
 

@@ -69,6 +69,7 @@ PARSE_ERRORS = [
     ("worker", ["--port", "http"], ["--port", "'http'"]),
     ("worker", ["--tracker", "nohost"], ["--tracker", "'nohost'", "HOST:PORT"]),
     ("run", ["a.tar", "--timeout", "0"], ["--timeout", "'0'", "> 0"]),
+    ("run", ["a.tar", "--microbatches", "0"], ["--microbatches", "'0'", ">= 1"]),
     ("cluster", ["frob", "c.toml"], ["'frob'", "'up'"]),
     ("cluster", ["up", "c.toml", "--timeout", "-1"], ["--timeout", "'-1'"]),
     ("cluster", ["probe", "c.json", "--repeat", "0"], ["--repeat", "'0'"]),

@@ -230,3 +230,44 @@ def test_eop_plan_then_compile_a_cut_plan(capsys, tmp_path):
     out = capsys.readouterr().out
     assert int(re.search(r"(\d+) from ", out).group(1)) > 0  # the database served records
     assert "single-device| = 0" in out
+
+
+def test_edgepipe_plan_compile_and_pipelined_run(capsys, tmp_path):
+    plan, png, art = tmp_path / "plan.json", tmp_path / "s.png", tmp_path / "m.tar"
+    devices = ["--device", "cpu@0", "--device", "cpu@1"]
+    db = ["--db", str(tmp_path / "db.jsonl")]
+    argv = ["plan", "vit-base:tiny", "--strategy", "edgepipe", *devices, *db, "-o", str(plan)]
+    assert main([*argv, "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "EdgePipe:" in out and "gpipe x10" in out and "cpu@0 alone" in out
+    saved = json.loads(plan.read_text())
+    assert saved["kind"] == "pipeline" and saved["strategy"] == "edgepipe"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["compile", "vit-base:tiny", "--plan", str(plan), "-o", str(art), "--check"]) == 0
+    outputs, timeline = tmp_path / "out.npz", tmp_path / "run.png"
+    argv = ["run", str(art), "--microbatches", "3", "--outputs", str(outputs), "--plot"]
+    assert main([*argv, str(timeline)]) == 0
+    out = capsys.readouterr().out
+    assert "3 microbatches in flight" in out and "busy %" in out
+    single = tmp_path / "one.tar"
+    assert main(["compile", "vit-base:tiny", "--device", "cpu", "-o", str(single)]) == 0
+    one = tmp_path / "one.npz"
+    assert main(["run", str(single), "--outputs", str(one)]) == 0
+    with np.load(outputs) as got, np.load(one) as want:  # microbatch 0 has the default inputs
+        assert sorted(got.files) == [f"mb{k}_output_0" for k in range(3)]
+        np.testing.assert_allclose(got["mb0_output_0"], want["output_0"], rtol=1e-5, atol=1e-6)
+    assert timeline.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_edgepipe_refuses_unjoined_devices_and_memory_no_partition_fits(capsys, tmp_path):
+    cluster = tmp_path / "c.json"
+    cluster.write_text(json.dumps({"topology": "mesh", "devices": [
+        {"name": "a", "kind": "cpu", "target": {"kind": "llvm"}, "host": "127.0.0.1:1"},
+        {"name": "b", "kind": "cpu", "target": {"kind": "llvm"}, "host": "127.0.0.1:2"},
+        {"name": "c", "kind": "cpu", "target": {"kind": "llvm"}, "memory_bytes": 1000},
+    ]}))  # fmt: skip
+    base = ["plan", "vit-base:tiny", "--strategy", "edgepipe", "--cluster", str(cluster)]
+    assert main([*base, "--device", "a", "--device", "b"]) == 2
+    assert "no link joins a and b" in capsys.readouterr().out
+    assert main([*base, "--device", "c"]) == 2
+    assert "no partition fits the devices' memories" in capsys.readouterr().out

@@ -71,7 +71,7 @@ def baseline_table(result: strategy.EdgePipeResult):
         periods = np.array([p.period_s for p in parts])
         ok = periods[np.isfinite(periods)]
         rows.append([
-            f"{name} ({len(parts)} orders)",
+            f"{name} x{len(parts)}",
             _ms(float(ok.mean())) if ok.size else "OOM",
             _ms(float(ok.min())) if ok.size else "-", _ms(float(ok.max())) if ok.size else "-",
             len(parts[0].stages), int((~np.isfinite(periods)).sum()),

@@ -261,7 +261,13 @@ def edgepipe(problem: PipelineProblem) -> Partition:
                 cell = np.ix_(np.arange(i + 1, i + 1 + span), nxt[sel], [v])
                 h[cell] = np.minimum(h[cell], cand[:, :, None])
     if best_at is None:
-        raise ValueError("edgepipe: no partition fits the devices' memories")
+        need = min(problem.stage_bytes(j, j) for j in range(problem.n_layers))
+        caps = [m for m in problem.memory if m is not None]
+        raise ValueError(
+            f"edgepipe: no partition fits the devices' memories (largest "
+            f"{max(caps) / 2**20:.1f} MiB; the smallest layer alone needs "
+            f"{need / 2**20:.1f} MiB with its buffers); add devices or memory"
+        )
     return evaluate(problem, _backtrack(problem, h, best, best_at, groups, stride, stage, send))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,14 @@ class PipelinePlan:
     def assignment(self) -> dict[str, int]:
         """Operator id -> device index, for operators off the first stage's device."""
         return {op: k for k, ops in enumerate(self.stages) if k for op in ops}
+
+    def device_of(self, node_id: str) -> int:
+        """Device index (= stage) of an operator (0 when in no stage)."""
+        return self._stage_of.get(node_id, 0)
+
+    @functools.cached_property
+    def _stage_of(self) -> dict[str, int]:
+        return self.assignment()
 
     def realisation(self) -> tuple[str, dict[str, Any]]:
         """The pass pipeline that places each stage's operators on its device."""

@@ -264,14 +264,17 @@ def plan_with_measurements(
     import time
 
     layers = pipeline_layers(OpGraph.from_module(model.mod))
+    # what needs no measuring is checked first: links, and that some partition fits memory
+    bandwidth, latency = link_table(devices, cluster)
+    zero = [[0.0] * len(layers) for _ in devices]
+    edgepipe.edgepipe(problem_of(layers, zero, devices, bandwidth, latency))
     seconds = layer_seconds(model, layers, devices, db, options, progress, config)
-    handoff = 0.0
     local = [d for d in devices if d.host is None and d.kind is DeviceKind.CPU]
     if len(local) > 1:
         from tvm_hetero.strategies.eop import profiler_for
 
         handoff = profiler_for(db, options).profile_handoff(local[0], local[1]).median_s
-    bandwidth, latency = link_table(devices, cluster, handoff)
+        bandwidth, latency = link_table(devices, cluster, handoff)
     problem = problem_of(layers, seconds, devices, bandwidth, latency)
     start = time.perf_counter()
     partition = edgepipe.edgepipe(problem)
