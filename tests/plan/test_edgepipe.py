@@ -154,3 +154,15 @@ def test_stage_that_fits_only_when_longer() -> None:
     part = edgepipe(problem)
     assert part.period_s == brute_force(problem) == 2.0
     assert [(s.first, s.last) for s in part.stages] == [(0, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_categories_change_the_speed_not_the_optimum(seed: int) -> None:
+    problem = _problem(random.Random(seed), devices=6, layers=7, kinds=2, memory=True)
+    try:
+        grouped = edgepipe(problem).period_s
+    except ValueError:
+        with pytest.raises(ValueError):
+            edgepipe(problem, group=False)
+        return
+    assert grouped == edgepipe(problem, group=False).period_s

@@ -206,7 +206,7 @@ def categories(problem: PipelineProblem) -> list[list[int]]:
     return groups
 
 
-def edgepipe(problem: PipelineProblem) -> Partition:
+def edgepipe(problem: PipelineProblem, group: bool = True) -> Partition:
     """The partition with the least period (Eq. 3 over device categories): which devices, in
     which order, which layers each; devices may be left out.
 
@@ -214,12 +214,20 @@ def edgepipe(problem: PipelineProblem) -> Partition:
     each device alone and of speed-proportional splits over the fastest devices) cannot be on
     the optimum's path, and a stage's compute only grows as it takes more layers.
 
+    Parameters
+    ----------
+    problem : PipelineProblem
+        Layers, devices and links.
+    group : bool
+        Count interchangeable devices by category (``False``: every device its own, the
+        paper's naive ``2^D`` DP; the same optimum, slower).
+
     Raises
     ------
     ValueError
         When no partition fits the devices' memories.
     """
-    groups = categories(problem)
+    groups = categories(problem) if group else [[d] for d in range(problem.n_devices)]
     counts = np.array([len(g) for g in groups])
     kinds, layers = len(groups), problem.n_layers
     rep = [g[0] for g in groups]
@@ -232,6 +240,7 @@ def edgepipe(problem: PipelineProblem) -> Partition:
     # where they do not fit
     stage = [[_stage_row(problem, rep[u], i) for i in range(layers)] for u in range(kinds)]
     send = [[_pair_send(problem, groups, u, v) for v in range(kinds)] for u in range(kinds)]
+    sends = [np.stack(send[u], axis=1) for u in range(kinds)]  # sends[u][j, v]
     # h[i, s, u]: least bottleneck with layers 0..i-1 placed on the devices counted by s and a
     # device of kind u taking the next stage
     h = np.full((layers + 1, size, kinds), np.inf)
@@ -252,14 +261,12 @@ def edgepipe(problem: PipelineProblem) -> Partition:
             span = int(np.searchsorted(compute[:-1], bound, side="right"))  # compute grows
             if span == 0:
                 continue
-            for v in range(kinds):
-                sel = room[nxt, v]
-                if not sel.any():
-                    continue
-                period = np.maximum(row[:span], send[u][v][i : i + span])
-                cand = np.maximum(vals[sel][None, :], period[:, None])  # (stage end, state)
-                cell = np.ix_(np.arange(i + 1, i + 1 + span), nxt[sel], [v])
-                h[cell] = np.minimum(h[cell], cand[:, :, None])
+            # every next kind at once: period[j, v], candidates[j, state, v]
+            period = np.maximum(row[:span, None], sends[u][i : i + span, :])
+            cand = np.maximum(vals[None, :, None], period[:, None, :])
+            cand = np.where(room[nxt][None, :, :], cand, np.inf)
+            block = h[i + 1 : i + 1 + span, nxt, :]
+            h[i + 1 : i + 1 + span, nxt, :] = np.minimum(block, cand)
     if best_at is None:
         need = min(problem.stage_bytes(j, j) for j in range(problem.n_layers))
         caps = [m for m in problem.memory if m is not None]
@@ -272,14 +279,21 @@ def edgepipe(problem: PipelineProblem) -> Partition:
 
 
 def _stage_row(problem: PipelineProblem, d: int, first: int) -> tuple[np.ndarray, np.ndarray]:
-    """Compute of layers ``first..j`` on device ``d`` for each ``j`` (summed as
+    """Compute of layers ``first..j`` on device ``d`` for each ``j`` (a running sum, as
     :meth:`PipelineProblem.compute_s` sums; never less for a longer stage), and the same with
     ``inf`` where the stage does not fit (a longer stage may fit where a shorter does not: its
     output can be smaller)."""
-    js = range(first, problem.n_layers)
-    compute = np.array([problem.compute_s(first, j, d) for j in js])
-    fits = np.array([problem.fits(first, j, d) for j in js])
-    return compute, np.where(fits, compute, np.inf)
+    compute = np.cumsum(np.array(problem.layer_s[d][first:], dtype=np.float64))
+    cap = problem.memory[d]
+    if cap is None:
+        return compute, compute
+    inp = problem.in_bytes if first == 0 else problem.out_bytes[first - 1]
+    need = (
+        np.cumsum(np.array(problem.weight_bytes[first:], dtype=np.int64)) + BUFFERS_IN * inp
+        + BUFFERS_OUT * np.array(problem.out_bytes[first:], dtype=np.int64)
+        + np.maximum.accumulate(np.array(problem.work_bytes[first:], dtype=np.int64))
+    )  # fmt: skip
+    return compute, np.where(need <= cap, compute, np.inf)
 
 
 def _pair_send(problem: PipelineProblem, groups: list[list[int]], u: int, v: int) -> np.ndarray:
