@@ -132,7 +132,8 @@ def plan(
     """Measure ``model`` on ``devices`` and plan it with ``strategy`` (``"eop"``, ``"als"``: see
     :mod:`tvm_hetero.strategies.registry`); ``settings`` go to that strategy's ``make_plan``
     (EOP: ``db``, ``options``, ``key_share``, ``samples``, ``span``, ``progress``; ALS:
-    ``options``, ``pim``, ``exact``, ``min_gain``, ``confirm``). Compile the result with
+    ``options``, ``pim``, ``exact``, ``min_gain``, ``confirm``; DUET: ``db``, ``options``,
+    ``budget``; EdgePipe: ``cluster``, ``db``, ``options``, ``orders``). Compile the result with
     :func:`compile` (``in_plan_order(devices, plan)`` gives the devices in the plan's order)."""
     if not devices:
         raise SpecError("plan: give at least one device")

@@ -9,6 +9,7 @@ what is a constant, a copy or a computation, and how the outlined module is writ
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import tvm
@@ -288,3 +289,15 @@ def _substitute_result(expr: relax.Expr, remap: dict, inline: dict) -> relax.Exp
     if isinstance(expr, relax.Tuple):
         return relax.Tuple([_substitute_result(f, remap, inline) for f in expr.fields])
     return remap.get(expr, expr)
+
+
+def group_of(groups: Sequence[Sequence[str]], who: str, what: str) -> dict[str, int]:
+    """Operator id -> index of its group; an operator in two groups is a ``ValueError`` naming
+    the pass ``who`` and the groups (``what``: "subgraphs", "stages")."""
+    found: dict[str, int] = {}
+    for k, nodes in enumerate(groups):
+        for node in nodes:
+            if node in found:
+                raise ValueError(f"{who}: operator {node!r} is in {what} {found[node]} and {k}")
+            found[node] = k
+    return found

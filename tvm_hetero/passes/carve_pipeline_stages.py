@@ -11,6 +11,7 @@ from tvm.ir import IRModule
 from tvm_hetero.ir.attrs import COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import function_named, iter_bindings, op_bindings
 from tvm_hetero.ir.markers import is_stage_boundary
+from tvm_hetero.ir.units import group_of
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 
@@ -41,15 +42,7 @@ class CarvePipelineStages:
         empty = [k for k, s in enumerate(self.stages) if not s]
         if not self.stages or empty:
             raise ValueError(f"CarvePipelineStages: stage(s) {empty or [0]} have no operators")
-        self.stage_of: dict[str, int] = {}
-        for k, ops in enumerate(self.stages):
-            for op in ops:
-                if op in self.stage_of:
-                    raise ValueError(
-                        f"CarvePipelineStages: operator {op!r} is in stages "
-                        f"{self.stage_of[op]} and {k}"
-                    )
-                self.stage_of[op] = k
+        self.stage_of = group_of(self.stages, "CarvePipelineStages", "stages")
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module whose ``main`` calls one function per stage."""

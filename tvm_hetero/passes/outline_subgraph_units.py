@@ -10,7 +10,14 @@ from tvm.ir import IRModule
 
 from tvm_hetero.ir.attrs import COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import function_named, op_bindings
-from tvm_hetero.ir.units import BindingGraph, Unit, classify, main_bindings, rewrite
+from tvm_hetero.ir.units import (
+    BindingGraph,
+    Unit,
+    classify,
+    group_of,
+    main_bindings,
+    rewrite,
+)
 
 
 @tvm.transform.module_pass(opt_level=0, name="OutlineSubgraphUnits")
@@ -48,15 +55,7 @@ class OutlineSubgraphUnits:
 
     def __init__(self, subgraphs: Sequence[Sequence[str]]) -> None:
         self.subgraphs = [list(s) for s in subgraphs]
-        self.group: dict[str, int] = {}
-        for k, nodes in enumerate(self.subgraphs):
-            for node in nodes:
-                if node in self.group:
-                    raise ValueError(
-                        f"OutlineSubgraphUnits: operator {node!r} is in subgraphs "
-                        f"{self.group[node]} and {k}"
-                    )
-                self.group[node] = k
+        self.group = group_of(self.subgraphs, "OutlineSubgraphUnits", "subgraphs")
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with ``main`` cut into one unit per subgraph."""

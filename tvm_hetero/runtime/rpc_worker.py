@@ -17,6 +17,8 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
   buffers (received into by name when shape and type match), so nothing piles up.
+- ``tvm_hetero.worker.fetch(host, port, src, out)``: the same pull over RPC, waited for
+  (``benchmarks/cluster/shaped_links.py`` times it).
 - a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): pull a
   value from another worker in the data server's thread; a unit that reads it waits for it.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
@@ -229,6 +231,7 @@ def register() -> None:
         "get": session.value,
         "call": session.call,
         "item": session.item,
+        "fetch": session.pull,
         "fill": session.fill,
         "probe": session.probe,
     }

@@ -155,43 +155,43 @@ class TensorFetcher:
         self.timeout_s = timeout_s
         self._conns: dict[tuple[str, int], socket.socket] = {}
 
+    def _connection(self, key: tuple[str, int]) -> socket.socket:
+        conn = self._conns.get(key)
+        if conn is None:
+            conn = socket.create_connection(key, timeout=self.timeout_s)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._conns[key] = conn
+        return conn
+
+    def _failed(self, key: tuple[str, int], what: str, err: BaseException) -> LinkError:
+        """Drop the connection (the next use reconnects); the error to raise."""
+        dropped = self._conns.pop(key, None)
+        if dropped is not None:
+            dropped.close()
+        why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
+        return LinkError(f"{what} {key[0]}:{key[1]}: {why}")
+
     def fetch(
         self, host: str, port: int, name: str, allocate: Allocate = _numpy_empty
     ) -> np.ndarray:
         """Value ``name`` from the peer at ``host:port``, received into ``allocate``'s array."""
         key = (host, port)
         try:
-            conn = self._conns.get(key)
-            if conn is None:
-                conn = socket.create_connection(key, timeout=self.timeout_s)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._conns[key] = conn
+            conn = self._connection(key)
             _send_frame(conn, name.encode())
             return recv_array(conn, allocate)
         except MissingValue:
             raise
         except (OSError, LinkError) as err:
-            dropped = self._conns.pop(key, None)
-            if dropped is not None:
-                dropped.close()
-            why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
-            raise LinkError(f"fetching {name!r} from {host}:{port}: {why}") from None
+            raise self._failed(key, f"fetching {name!r} from", err) from None
 
     def tell(self, host: str, port: int, message: dict) -> None:
         """Send ``message`` to the owner of the server at ``host:port`` (no answer awaited)."""
         key = (host, port)
         try:
-            conn = self._conns.get(key)
-            if conn is None:
-                conn = socket.create_connection(key, timeout=self.timeout_s)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._conns[key] = conn
-            _send_frame(conn, json.dumps(message).encode())
+            _send_frame(self._connection(key), json.dumps(message).encode())
         except OSError as err:
-            dropped = self._conns.pop(key, None)
-            if dropped is not None:
-                dropped.close()
-            raise LinkError(f"telling {host}:{port}: {err}") from None
+            raise self._failed(key, "telling", err) from None
 
     def close(self) -> None:
         """Close every connection."""

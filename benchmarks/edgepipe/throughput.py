@@ -1,0 +1,168 @@
+"""EdgePipe's throughput on emulated edge clusters, against GPipe, PipeDream and each device alone.
+
+    sudo .venv/bin/python benchmarks/edgepipe/throughput.py [--case homogeneous case2 ...]
+        [--microbatches 8] [--orders 3] [--model-arg hidden=384 ...]
+
+Each case is a ``tvm-hetero cluster up`` of this machine's two cores: every device a
+runtime-only worker in its own network namespace, held to its ``cpu_quota`` (cgroup CPU quota,
+in cores) on its core, the links between devices shaped with ``tbf`` to the slower NIC of the
+two (devices meet through a switch in the paper; here a mesh of point-to-point links at that
+rate). The paper's cases (Table 4: RCC-VE boards at 100 / 75 / 25 / 10 % CPU, MinnowBoards at
+about 0.7 of an RCC-VE, 5 Mbit/s - 1 Gbit/s) are scaled to 0.5 core for a full RCC-VE.
+
+The model is DeiT-Small (ViT at hidden 384, 6 heads, 12 layers, batch 1; the paper's Fig. 8),
+a size this machine runs in tenths of a second per image on half a core.
+
+Per case: EdgePipe plans from layer times measured on each kind of device (on the workers
+themselves) and the links; its plan, GPipe's even split and PipeDream's partitioner over
+``--orders`` random device orders, and every device alone are compiled and run pipelined
+(``--microbatches`` in flight, one warm-up batch, the median of ``--repeat`` timed batches).
+The bound is the sum of the measured single-device rates of the devices a plan uses.
+Results: ``benchmarks/results/edgepipe_throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tvm_hetero import api
+from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.emulation import control
+from tvm_hetero.emulation.layout import cluster_tag, plan_layout
+from tvm_hetero.frontends import load_model
+from tvm_hetero.plan import edgepipe
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.strategies import edgepipe as strategy
+
+RCC = 0.5  # cores of a full RCC-VE board, scaled to this machine
+CASES: dict[str, list[tuple[int, float, float]]] = {  # (count, CPU share of an RCC-VE, Mbit/s)
+    "homogeneous": [(4, 1.0, 1000)],
+    "case1": [(2, 1.0, 1000), (2, 0.7, 1000)],
+    "case2": [(1, 1.0, 1000), (1, 0.75, 1000), (1, 0.25, 1000), (1, 0.7, 1000)],
+    "case3": [(2, 1.0, 40), (2, 0.7, 10)],
+    "case4": [(1, 1.0, 30), (1, 1.0, 20), (1, 0.7, 10), (1, 0.7, 5)],
+    "case5": [(2, 1.0, 50), (2, 0.1, 20), (1, 0.7, 30)],
+    "case6": [(1, 1.0, 100), (1, 0.75, 60), (1, 0.5, 40), (1, 0.25, 20), (1, 0.1, 10)],
+}
+
+
+def spec_file(case: str, folder: Path) -> Path:
+    """The cluster spec of a case: devices alternate between the two cores."""
+    devices, nic = [], {}
+    for kind, (count, share, mbps) in enumerate(CASES[case]):
+        for _ in range(count):
+            name = f"d{len(devices)}-k{kind}"
+            devices.append({
+                "name": name, "kind": "cpu", "target": {"kind": "llvm"},
+                "cores": [len(devices) % 2], "cpu_quota": round(RCC * share, 3),
+            })  # fmt: skip
+            nic[name] = mbps
+    names = list(nic)
+    links = [
+        {"a": a, "b": b, "bandwidth_mbps": min(nic[a], nic[b])}
+        for i, a in enumerate(names) for b in names[i + 1 :]
+    ]  # fmt: skip
+    path = folder / f"{case}.json"
+    path.write_text(json.dumps({"topology": "mesh", "devices": devices, "links": links}))
+    return path
+
+
+def throughput(compiled, feeds, repeat: int) -> float:
+    """Microbatches per second of a pipelined run (median of ``repeat`` batches)."""
+    with Executor(compiled.deployment, timeout_s=300) as ex:
+        batches = [ex.place_inputs(f) for f in feeds]
+        ex.run_many(batches)
+        totals = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            ex.run_many(batches)
+            totals.append(time.perf_counter() - start)
+    return len(feeds) / statistics.median(totals)
+
+
+def run_case(case: str, model, args, folder: Path) -> dict:
+    path = spec_file(case, folder)
+    spec, tag = ClusterSpec.load(path), cluster_tag(path)
+    cluster = control.up(spec, plan_layout(spec, tag))
+    try:
+        devices = list(cluster.devices)
+        start = time.perf_counter()
+        result = strategy.plan_with_measurements(model, devices, cluster, db=args.db)
+        plan_s = time.perf_counter() - start
+        feeds = [model.random_inputs(seed) for seed in range(args.microbatches)]
+        problem = result.problem
+        measured: dict[str, float] = {}
+        for d, device in enumerate(devices):  # every device alone
+            alone = edgepipe.evaluate(problem, [(0, problem.n_layers - 1, d)])
+            plan = strategy.to_plan(result.layers, problem, alone, "single")
+            measured[device.name] = throughput(
+                api.compile(model, [device], plan), feeds, args.repeat
+            )
+            print(f"  {device.name} alone: {measured[device.name]:.3f} /s", flush=True)
+        rows = {"edgepipe": [(result.partition, None)]}
+        orders = edgepipe.random_orders(len(devices), args.orders, seed=1)
+        rows["gpipe"] = [(edgepipe.gpipe(problem, o), o) for o in orders]
+        rows["pipedream"] = [(edgepipe.pipedream(problem, o), o) for o in orders]
+        out = {"case": case, "devices": spec.to_dict()["devices"], "plan_s": plan_s,
+               "search_s": result.search_s, "alone": measured, "strategies": {}}  # fmt: skip
+        for name, parts in rows.items():
+            entries = []
+            for part, order in parts:
+                plan = strategy.to_plan(result.layers, problem, part, name)
+                used = list(plan.devices)
+                rate = throughput(
+                    api.compile(model, api.in_plan_order(devices, plan), plan), feeds, args.repeat
+                )  # fmt: skip
+                bound = sum(measured[n] for n in used)
+                entries.append({
+                    "order": order, "devices": used, "layers": [list(r) for r in plan.layers],
+                    "predicted_per_s": 1 / part.period_s if np.isfinite(part.period_s) else 0.0,
+                    "measured_per_s": rate, "bound_per_s": bound,
+                })  # fmt: skip
+                print(f"  {name:>9} on {len(used)} devices {plan.layers}: {rate:.3f} /s "
+                      f"(predicted {entries[-1]['predicted_per_s']:.3f}, bound {bound:.3f}, "
+                      f"{rate / bound:.0%})", flush=True)  # fmt: skip
+            out["strategies"][name] = entries
+        return out
+    finally:
+        control.down(tag)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--orders", type=int, default=3)
+    parser.add_argument("--model-arg", nargs="*", default=["hidden=384", "heads=6", "ffn=1536"])
+    parser.add_argument("--db", default="benchmarks/results/edgepipe_profiles.jsonl")
+    parser.add_argument("--out", default="benchmarks/results/edgepipe_throughput.json")
+    args = parser.parse_args()
+    why = control.missing_privilege()
+    if why:
+        sys.exit(f"throughput: {why}")
+    settings = {k: int(v) for k, v in (a.split("=") for a in args.model_arg)}
+    model = load_model("vit-base", **settings)
+    results = []
+    out = Path(args.out)
+    if out.exists():
+        results = [r for r in json.loads(out.read_text())["cases"] if r["case"] not in args.case]
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in args.case:
+            print(f"{case}: {CASES[case]}", flush=True)
+            results.append(run_case(case, model, args, Path(tmp)))
+            out.write_text(json.dumps({"model": settings, "microbatches": args.microbatches,
+                                       "cases": results}, indent=1) + "\n")  # fmt: skip
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
