@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/cluster/bench.py [--repeat 20] [--out benchmarks/results/cluster.json]
 
 Two ``tvm-hetero worker`` processes on loopback (TVM runtime library only). A tensor held by
-worker A is pulled by worker B (``RemoteWorker.move``: one RPC to B, B fetches from A's tensor
-server, B makes a tensor of it) and compared with raw TCP between two processes moving the same
+worker A is pulled by worker B (``tvm_hetero.worker.fetch``, the pull a copy step commands,
+here over RPC and waited for: B fetches from A's tensor server into a TVM tensor) and compared with raw TCP between two processes moving the same
 bytes (``sendall`` / ``recv_into`` into a preallocated buffer, connection kept open). The call
 cost of a remote unit (one RPC and the VM call) is compared with the same unit on a local worker.
 """
@@ -84,6 +84,7 @@ def main() -> None:
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.runtime.remote_worker import RemoteWorker
+    from tvm_hetero.runtime.rpc_worker import PREFIX
     from tvm_hetero.runtime.worker import LocalWorker
     from tvm_hetero.zoo import load_zoo_model
 
@@ -100,11 +101,11 @@ def main() -> None:
         rows = []
         for nbytes in SIZES:
             held = a.move(np.ones(nbytes // 4, dtype=np.float32))
+            fetch = b.session.get_function(PREFIX + "fetch")  # the pull, waited for over RPC
             samples = []
             for i in range(args.repeat + 2):
-                b.begin_run()  # as the executor does each run: the copy's name comes again
                 start = time.perf_counter()
-                b.move(held)
+                fetch(a.address[0], a.data_port, held.name, "copy")  # into the last one's tensor
                 if i >= 2:
                     samples.append(time.perf_counter() - start)
             worker_s = statistics.median(samples)

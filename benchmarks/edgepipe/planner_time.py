@@ -24,7 +24,9 @@ MEMORY = {"rcc-100": 8 * 2**30, "rcc-75": 4 * 2**30, "rcc-25": 4 * 2**30, "minno
 NIC_MBPS = {"rcc-100": 1000.0, "rcc-75": 100.0, "rcc-25": 50.0, "minnow": 20.0}
 
 
-def problem(model: str, counts: dict[str, int]) -> PipelineProblem:
+def problem(
+    model: str, counts: dict[str, int], memory: dict[str, int] | None = None
+) -> PipelineProblem:
     graph = OpGraph.from_module(load_model(model).mod)
     layers = pipeline_layers(graph)
     flops = [sum(graph.node(n).flops or 0 for n in ops) for ops in layers.ops]
@@ -34,7 +36,7 @@ def problem(model: str, counts: dict[str, int]) -> PipelineProblem:
     return PipelineProblem(
         tuple(tuple(f / (GFLOPS[k] * 1e9) for f in flops) for k in kinds),
         layers.out_bytes, layers.in_bytes, layers.weight_bytes, layers.work_bytes,
-        tuple(MEMORY[k] for k in kinds),
+        tuple((memory or MEMORY)[k] for k in kinds),
         tuple(tuple(math.inf if a == b else rate[a * n + b] for b in range(n)) for a in range(n)),
     )  # fmt: skip
 
@@ -71,5 +73,31 @@ def main() -> None:
               f"{naive} {len(part.stages):>6} {part.period_s * 1e3:9.1f}")  # fmt: skip
 
 
+def memory_caps() -> None:
+    """ViT-Large and ViT-Huge on 8 devices of 1 GiB each (half a MinnowBoard): no device holds
+    either model, EdgePipe splits it so every stage fits; GPipe's even split over all 8 and
+    PipeDream's partitioner, on one device order, for comparison (predicted, FLOPs-based)."""
+    from tvm_hetero.plan.edgepipe import evaluate, gpipe, pipedream
+
+    caps = {k: 2**30 for k in GFLOPS}
+    print(f"\n{'model':<10} {'weights GiB':>11} {'alone':>6} {'EdgePipe':>22} "
+          f"{'GPipe x8':>10} {'PipeDream x8':>12}")  # fmt: skip
+    for model in ("vit-large", "vit-huge"):
+        p = problem(model, {"rcc-100": 2, "rcc-75": 2, "rcc-25": 2, "minnow": 2}, caps)
+        last = p.n_layers - 1
+        alone = ["OOM" if not evaluate(p, [(0, last, d)]).feasible else "fits"
+                 for d in range(p.n_devices)]  # fmt: skip
+        part = edgepipe(p)
+        order = list(range(p.n_devices))
+        base = [gpipe(p, order).period_s, pipedream(p, order).period_s]
+        peak = max(s.memory_bytes for s in part.stages) / 2**30
+        print(
+            f"{model:<10} {sum(p.weight_bytes) / 2**30:11.2f} {alone[0]:>6} "
+            f"{len(part.stages):>2} stages {part.period_s * 1e3:7.0f} ms {peak:4.2f} GiB "
+            + " ".join(f"{'OOM' if math.isinf(b) else f'{b * 1e3:.0f} ms':>11}" for b in base)
+        )
+
+
 if __name__ == "__main__":
     main()
+    memory_caps()

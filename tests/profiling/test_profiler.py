@@ -93,3 +93,17 @@ def test_per_operator_times_of_one_run(bert, two_cpus):
     copies = [n for n in times.node_seconds if n not in ops]
     assert copies  # the to_vdevice copies of the placement are timed too
     assert 0 < times.total_s <= times.wall_s
+
+
+def test_a_cpu_quota_is_part_of_the_fingerprint():
+    import dataclasses
+
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.runtime.timer import LocalRunner
+
+    spec = cpu_device(0)
+    plain = LocalRunner().fingerprint(spec)
+    half = LocalRunner().fingerprint(dataclasses.replace(spec, cpu_quota=0.5))
+    fifth = LocalRunner().fingerprint(dataclasses.replace(spec, cpu_quota=0.2))
+    assert len({plain.key, half.key, fifth.key}) == 3
+    assert "(cpu quota" not in plain.name and "0.5 cores" in half.name

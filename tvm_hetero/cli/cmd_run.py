@@ -148,9 +148,9 @@ def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace
         f"{len(deployment.units)} stages"
     )
     latency = np.array(best.latency_s) * 1e3
-    rows = [[count, best.total_s * 1e3, best.throughput, best.period_s * 1e3,
+    rows = [[count, best.total_s * 1e3, best.throughput, best.steady_s * 1e3,
              float(np.median(latency)), float(latency.max())]]  # fmt: skip
-    cols = ["microbatches", "batch ms", "per s", "period ms", "latency p50", "latency max"]
+    cols = ["microbatches", "batch ms", "per s", "steady ms", "latency p50", "latency max"]
     console().print(table(f"Pipelined run (median of {len(stats)} batches)", cols, rows))
     rows = [[n, best.busy_s.get(n, 0.0) * 1e3, best.utilisation(n) * 100] for n in names]
     console().print(table("Stages", ["device", "busy ms", "busy %"], rows))

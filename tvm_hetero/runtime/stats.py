@@ -57,12 +57,15 @@ class PipelineStats:
         Each microbatch from its first step's start to its end.
     busy_s : dict[str, float]
         Per worker (stage): time in units and copies.
+    ends_s : tuple[float, ...]
+        When each microbatch ended, from the run's start.
     """
 
     microbatches: int
     total_s: float
     latency_s: tuple[float, ...]
     busy_s: dict[str, float]
+    ends_s: tuple[float, ...] = ()
 
     @property
     def throughput(self) -> float:
@@ -73,6 +76,15 @@ class PipelineStats:
     def period_s(self) -> float:
         """Seconds per microbatch in this run (the inverse of the throughput)."""
         return self.total_s / self.microbatches
+
+    @property
+    def steady_s(self) -> float:
+        """Seconds between consecutive microbatches leaving the pipeline, once it is full: the
+        period a stream of microbatches sees (the run's first microbatch also pays the fill)."""
+        ends = sorted(self.ends_s)
+        if len(ends) < 2:
+            return self.total_s
+        return (ends[-1] - ends[0]) / (len(ends) - 1)
 
     def utilisation(self, worker: str) -> float:
         """Share of the run ``worker`` was busy (computing, or a unit waiting for its input)."""
@@ -87,4 +99,4 @@ def pipeline_stats(timeline, finished_s: tuple[float, ...]) -> PipelineStats:
         first[e.microbatch] = min(first.get(e.microbatch, e.start_s), e.start_s)
         busy[e.worker] = busy.get(e.worker, 0.0) + (e.end_s - e.start_s)
     latency = tuple(end - first.get(k, 0.0) for k, end in enumerate(finished_s))
-    return PipelineStats(len(finished_s), max(finished_s), latency, busy)
+    return PipelineStats(len(finished_s), max(finished_s), latency, busy, tuple(finished_s))

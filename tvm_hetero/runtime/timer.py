@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from collections.abc import Sequence
@@ -54,7 +55,8 @@ class LocalRunner:
 
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
         kind = "cuda" if spec.kind.value == "cuda" else "cpu"
-        return local_fingerprint(kind, spec.index, spec.threads, spec.target.get("mcpu", ""))
+        fp = local_fingerprint(kind, spec.index, spec.threads, spec.target.get("mcpu", ""))
+        return with_quota(fp, spec)
 
 
 class RPCRunner:
@@ -118,7 +120,15 @@ def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprin
         data = {"kind": kind, "name": f"unknown {kind}", "threads": spec.threads,
                 "tvm": tvm.__version__}  # fmt: skip
     data["host"] = where
-    return Fingerprint(**data)
+    return with_quota(Fingerprint(**data), spec)
+
+
+def with_quota(fp: Fingerprint, spec: DeviceSpec) -> Fingerprint:
+    """A device held to a CPU quota is not the same device at another quota: its records must
+    not be served for it (the quota is named only when there is one, so other keys stay)."""
+    if spec.cpu_quota is None:
+        return fp
+    return dataclasses.replace(fp, name=f"{fp.name} (cpu quota {spec.cpu_quota:g} cores)")
 
 
 def _runner(device: DeviceSpec, where: str | None) -> Runner:
