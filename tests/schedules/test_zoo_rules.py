@@ -11,7 +11,10 @@ from tvm_hetero.zoo import load_zoo_model
 from tvm_hetero.zoo.registry import ZOO
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "mt-dnn" else n for n in sorted(ZOO)],
+)  # mt-dnn (BERT-base-shaped tiny encoder and 10 LSTM heads) takes 18 s: make test-slow
 def test_rules_match_default_build(name):
     model = load_zoo_model(f"{name}:tiny")
     cpu = cpu_device()

@@ -23,6 +23,12 @@ def workers():
     return [resolve_device("cpu@0"), resolve_device("cpu@1")]
 
 
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """One profile database for the module: a layer measured once serves every test."""
+    return tmp_path_factory.mktemp("edgepipe") / "profiles.jsonl"
+
+
 def _crossing(graph: OpGraph, layers: strategy.Layers, k: int) -> set[str]:
     """Tensors made in layers 0..k and read after them."""
     before = {op for lay in layers.ops[: k + 1] for op in lay}
@@ -90,9 +96,9 @@ def test_links_follow_the_cluster_and_refuse_unjoined_devices():
         strategy.link_table(devs[:2], None)
 
 
-def test_pipelined_run_matches_the_single_device_build_for_every_microbatch(workers, tmp_path):
+def test_pipelined_run_matches_the_single_device_build_for_every_microbatch(workers, db):
     model = load_model("vit-base:tiny")
-    result = strategy.plan_with_measurements(model, workers, db=tmp_path / "db.jsonl")
+    result = strategy.plan_with_measurements(model, workers, db=db)
     plan = result.plan
     assert plan.period_s == result.partition.period_s == edgepipe.brute_force(result.problem)
     compiled = api.compile(model, api.in_plan_order(workers, plan), plan)
@@ -116,9 +122,9 @@ def test_pipelined_run_matches_the_single_device_build_for_every_microbatch(work
         assert order == sorted(order)
 
 
-def test_a_model_no_device_holds_is_split_and_single_devices_are_refused(workers, tmp_path):
+def test_a_model_no_device_holds_is_split_and_single_devices_are_refused(workers, db):
     model = load_model("vit-base:tiny")
-    free = strategy.plan_with_measurements(model, workers, db=tmp_path / "db.jsonl").problem
+    free = strategy.plan_with_measurements(model, workers, db=db).problem
     last = free.n_layers - 1
     # the least memory a two-stage split needs: below what the whole model needs
     cap = min(
@@ -126,16 +132,16 @@ def test_a_model_no_device_holds_is_split_and_single_devices_are_refused(workers
     )  # fmt: skip
     assert cap < free.stage_bytes(0, last)
     small = [dataclasses.replace(w, memory_bytes=cap) for w in workers]
-    result = strategy.plan_with_measurements(model, small, db=tmp_path / "db.jsonl")
+    result = strategy.plan_with_measurements(model, small, db=db)
     assert len(result.plan.stages) == 2
     assert all(m <= cap for m in result.plan.memory_bytes)
     for d in range(2):
         assert not edgepipe.evaluate(result.problem, [(0, last, d)]).feasible
     with pytest.raises(ValueError, match="no partition fits"):
-        strategy.plan_with_measurements(model, small[:1], db=tmp_path / "db.jsonl")
+        strategy.plan_with_measurements(model, small[:1], db=db)
 
 
-def test_pipelined_run_over_remote_workers_matches(start_workers, tmp_path):
+def test_pipelined_run_over_remote_workers_matches(start_workers):
     ports = start_workers(3)
     edges = [
         dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=f"127.0.0.1:{p}",
@@ -144,12 +150,14 @@ def test_pipelined_run_over_remote_workers_matches(start_workers, tmp_path):
     ]  # fmt: skip
     cluster = ClusterSpec.uniform(edges, "mesh", 1000.0)
     model = load_model("bert-small:tiny")
-    result = strategy.plan_with_measurements(model, edges, cluster, db=tmp_path / "db.jsonl")
-    layers = result.layers
-    # force three stages over the three workers, so data flows worker to worker
+    layers = strategy.pipeline_layers(OpGraph.from_module(model.mod))
+    bandwidth, latency = strategy.link_table(edges, cluster)
+    zero = [[0.0] * len(layers) for _ in edges]
+    problem = strategy.problem_of(layers, zero, edges, bandwidth, latency)
+    # three stages over the three workers, so data flows worker to worker
     thirds = edgepipe.even_split(len(layers), 3)
-    part = edgepipe.evaluate(result.problem, [(a, b, d) for d, (a, b) in enumerate(thirds)])
-    plan = strategy.to_plan(layers, result.problem, part, "gpipe")
+    part = edgepipe.evaluate(problem, [(a, b, d) for d, (a, b) in enumerate(thirds)])
+    plan = strategy.to_plan(layers, problem, part, "gpipe")
     compiled = api.compile(model, api.in_plan_order(edges, plan), plan)
     rng = np.random.default_rng(2)
     feeds = [{s.name: s.random(rng) for s in compiled.deployment.inputs} for _ in range(4)]
