@@ -52,6 +52,7 @@ RCC = 0.4  # cores of a full RCC-VE board, scaled to this machine (4 of them lea
 # what the client and the kernel's network work took came out of the busy workers' quotas)
 CASES: dict[str, list[tuple[int, float, float]]] = {  # (count, CPU share of an RCC-VE, Mbit/s)
     "homogeneous": [(4, 1.0, 1000)],
+    "pair": [(2, 2.0, 1000)],  # one device per core: no two workers share a core's caches
     "case1": [(2, 1.0, 1000), (2, 0.7, 1000)],
     "case2": [(1, 1.0, 1000), (1, 0.75, 1000), (1, 0.25, 1000), (1, 0.7, 1000)],
     "case3": [(2, 1.0, 40), (2, 0.7, 10)],
