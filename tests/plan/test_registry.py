@@ -4,6 +4,7 @@ import pytest
 
 from tvm_hetero.pipelines import PIPELINES
 from tvm_hetero.plan.eop import OpSplit, SplitPlan
+from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.plan.placement import Placement, PlanError
 from tvm_hetero.plan.registry import PLAN_KINDS, load_plan, plan_from_dict, save_plan
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
@@ -17,6 +18,10 @@ PLANS = {
     ),
     "subgraphs": SubgraphPlan(
         ("cpu@0", "cpu@1"), (("a", "b"), ("c",), ("d",)), (0, 1, 0), (0, 0, 1), "duet", 1e-3, 2e-3
+    ),
+    "pipeline": PipelinePlan(
+        ("edge-a", "edge-b"), (("a", "b"), ("c", "d")), ((0, 1), (2, 3)), "edgepipe", 2e-3,
+        (2e-3, 1e-3), (5e-4, 0.0), (4096, 2048),
     ),
 }  # fmt: skip
 

@@ -9,6 +9,7 @@ from tvm_hetero import api
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
@@ -40,10 +41,13 @@ def test_plan_by_strategy_name_compiles_and_runs(tmp_path, cores, mlp):
     assert isinstance(eop, SplitPlan) and set(eop.devices) == {"cpu@0", "cpu@1"}
     assert (tmp_path / "p.jsonl").exists() and (tmp_path / "patterns.json").exists()
     _runs_like_the_reference(mlp, cores, eop)
+    pipe = api.plan(mlp, cores, "edgepipe", db=tmp_path / "p.jsonl")
+    assert isinstance(pipe, PipelinePlan) and pipe.period_s is not None
+    _runs_like_the_reference(mlp, cores, pipe)
 
 
 def test_plan_refuses_an_unknown_strategy_and_no_devices(cores, mlp):
-    with pytest.raises(ValueError, match="--strategy 'best': choose from als, duet, eop"):
+    with pytest.raises(ValueError, match="--strategy 'best': choose from als, duet, edgepipe, eop"):
         api.plan(mlp, cores, "best")
     with pytest.raises(ValueError, match="give at least one device"):
         api.plan(mlp, [], "als")
