@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tvm_hetero.plan.placement import PlanError
+from tvm_hetero.plan.placement import PlanError, op_id_groups
 
 
 @dataclass(frozen=True)
@@ -102,15 +102,9 @@ class PipelinePlan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PipelinePlan:
         """Inverse of :meth:`to_dict`."""
-        if data.get("kind") != "pipeline":
-            raise PlanError(f"not a pipeline plan: kind is {data.get('kind')!r}")
-        stages = data["stages"]
-        if not isinstance(stages, list) or not all(
-            isinstance(s, list) and all(isinstance(n, str) for n in s) for s in stages
-        ):
-            raise PlanError("pipeline plan: stages must be lists of operator ids")
+        stages = op_id_groups(data, "pipeline", "stages")
         return cls(
-            tuple(data["devices"]), tuple(tuple(s) for s in stages),
+            tuple(data["devices"]), stages,
             tuple(tuple(r) for r in data.get("layers", [])), data.get("strategy", "edgepipe"),
             data.get("period_s"), tuple(data.get("compute_s", [])), tuple(data.get("send_s", [])),
             tuple(data.get("memory_bytes", [])),

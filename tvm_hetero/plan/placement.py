@@ -15,6 +15,19 @@ class PlanError(ValueError):
     """A plan that cannot be made or applied."""
 
 
+def op_id_groups(data: Mapping[str, Any], kind: str, field: str) -> tuple[tuple[str, ...], ...]:
+    """``data[field]`` of a plan's JSON form as groups of operator ids, after checking that
+    ``data`` is a plan of ``kind`` and the field is lists of strings."""
+    if data.get("kind") != kind:
+        raise PlanError(f"not a {kind} plan: kind is {data.get('kind')!r}")
+    groups = data[field]
+    if not isinstance(groups, list) or not all(
+        isinstance(g, list) and all(isinstance(n, str) for n in g) for g in groups
+    ):
+        raise PlanError(f"{kind} plan: {field} must be lists of operator ids")
+    return tuple(tuple(g) for g in groups)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Operator -> device assignment.

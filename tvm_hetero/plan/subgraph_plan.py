@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tvm_hetero.plan.placement import PlanError
+from tvm_hetero.plan.placement import PlanError, op_id_groups
 
 
 @dataclass(frozen=True)
@@ -90,15 +90,9 @@ class SubgraphPlan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SubgraphPlan:
         """Inverse of :meth:`to_dict`."""
-        if data.get("kind") != "subgraphs":
-            raise PlanError(f"not a subgraph plan: kind is {data.get('kind')!r}")
-        subgraphs = data["subgraphs"]
-        if not isinstance(subgraphs, list) or not all(
-            isinstance(s, list) and all(isinstance(n, str) for n in s) for s in subgraphs
-        ):
-            raise PlanError("subgraph plan: subgraphs must be lists of operator ids")
+        subgraphs = op_id_groups(data, "subgraphs", "subgraphs")
         return cls(
-            tuple(data["devices"]), tuple(tuple(s) for s in subgraphs),
+            tuple(data["devices"]), subgraphs,
             tuple(data["placement"]), tuple(data["phase"]), data.get("strategy", "duet"),
             data.get("predicted_s"), data.get("measured_s"),
         )  # fmt: skip
