@@ -70,3 +70,22 @@ def test_weight_and_kernel_become_panels_and_numbers_stay():
 def test_weights_that_are_not_constants_or_not_on_a_cpu_stay():
     for mod in (_module(weight_is_constant=False), _module(target=make_target("cuda"))):
         tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
+
+
+def test_kernels_called_by_units_are_packed_too():
+    """A deployment's kernels are called by its units, not by ``main``: ``x @ W`` moved into a
+    function ``unit0`` that ``main`` calls gets its weight in panels all the same."""
+    mod = _module()
+    bb = relax.BlockBuilder(mod)
+    unit_gv = bb.add_func(mod["main"].without_attr("global_symbol"), "unit0")
+    x = relax.Var("x", relax.TensorType((8, 16), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Call(unit_gv, [x]))
+        bb.emit_func_output(out)
+    outer = bb.get()
+    with tvm.transform.PassContext(instruments=[]):  # a hand-made two-function module
+        after = PackConstantWeights()(outer)
+    assert "matmul_panels" in _kernels(after)
+    packed = after[unit_gv.name_hint].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    assert packed.shape[1] == 16 and packed.ndim == 3
