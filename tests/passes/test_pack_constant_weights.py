@@ -87,5 +87,7 @@ def test_kernels_called_by_units_are_packed_too():
     with tvm.transform.PassContext(instruments=[]):  # a hand-made two-function module
         after = PackConstantWeights()(outer)
     assert "matmul_panels" in _kernels(after)
-    packed = after[unit_gv.name_hint].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    packed = (
+        after[unit_gv.name_hint].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    )
     assert packed.shape[1] == 16 and packed.ndim == 3
