@@ -340,7 +340,7 @@ def _backtrack(
 
     i, u = best_at
     last = np.maximum(h[i, :, u], stage[u][i][1][-1])
-    free = np.array([count(s, u) < counts[u] for s in range(h.shape[1])])
+    free = (np.arange(h.shape[1]) // int(stride[u])) % (counts[u] + 1) < counts[u]
     state = int(np.nonzero((last == best) & free)[0][0])
     chosen = [(i, layers - 1, u)]
     while i > 0:

@@ -125,10 +125,28 @@ class Executor:
             s.kind == "item" or (s.kind == "copy" and not deployment.moves(s))
             for s in deployment.steps
         ]
-        self._pull = [_pulled(deployment, s) for s in deployment.steps]
-        self._passed = [_output_only(deployment, s) for s in deployment.steps]
+        self._pull = [self._pulled(s) for s in deployment.steps]
+        self._passed = [
+            s.kind == "copy" and s.name in deployment.outputs and not self._succ[i]
+            and self._remote(s.inputs[0])
+            for i, s in enumerate(deployment.steps)
+        ]  # fmt: skip
         self.timeline: Timeline | None = None
         self.finished_s: tuple[float, ...] = ()
+
+    def _remote(self, value: str) -> bool:
+        """Whether ``value`` is made on a remote worker (a deployment input is not)."""
+        i = self._index.get(value)
+        device = None if i is None else self.deployment.steps[i].device
+        return device is not None and self.deployment.devices[device].host is not None
+
+    def _pulled(self, step: Any) -> bool:
+        """A copy from one remote worker to another: the receiver pulls it."""
+        dep = self.deployment
+        return (
+            step.kind == "copy" and dep.devices[step.device].host is not None
+            and self._remote(step.inputs[0]) and dep.moves(step)
+        )  # fmt: skip
 
     # -- running ---------------------------------------------------------------------------
 
@@ -326,33 +344,6 @@ def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
 
         return RemoteWorker(spec, library)
     return LocalWorker(spec, library, inline=inline)
-
-
-def _remote(deployment: Deployment, value: str) -> bool:
-    """Whether ``value`` is made on a remote worker (a deployment input is not)."""
-    made = next((s for s in deployment.steps if s.name == value), None)
-    return (
-        made is not None
-        and made.device is not None
-        and (deployment.devices[made.device].host is not None)
-    )
-
-
-def _pulled(deployment: Deployment, step: Any) -> bool:
-    """A copy from one remote worker to another: the receiver pulls it."""
-    return (
-        step.kind == "copy" and deployment.devices[step.device].host is not None
-        and _remote(deployment, step.inputs[0]) and deployment.moves(step)
-    )  # fmt: skip
-
-
-def _output_only(deployment: Deployment, step: Any) -> bool:
-    """A copy of a remote worker's value that only the outputs read: the client downloads it
-    from where it is instead."""
-    if step.kind != "copy" or step.name not in deployment.outputs:
-        return False
-    read = any(step.name in s.inputs for s in deployment.steps)
-    return not read and _remote(deployment, step.inputs[0])
 
 
 def _home_device(deployment: Deployment) -> tvm.runtime.Device:
