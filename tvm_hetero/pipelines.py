@@ -24,6 +24,7 @@ from tvm_hetero.passes import (
     OutlineDeviceUnits,
     OutlineSubgraphUnits,
     PackConstantWeights,
+    PartitionSpatialTiles,
     PlaceOperators,
     RealizeOperatorSplits,
     RestoreKernelTargets,
@@ -43,6 +44,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
     "StripStageBoundaries": StripStageBoundaries,
+    "PartitionSpatialTiles": PartitionSpatialTiles,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
     "LegalizeOps": relax.transform.LegalizeOps,
@@ -64,6 +66,7 @@ OWN_PASSES = (
     "OutlineSubgraphUnits",
     "CarvePipelineStages",
     "StripStageBoundaries",
+    "PartitionSpatialTiles",
 )
 
 
@@ -151,6 +154,20 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("AnnotateOperatorSplits", {"splits": "$splits"}),
                 Step("PlaceOperators", {"assignment": {}}),
                 Step("RealizeOperatorSplits"),
+                Step("RealizeVDevice"),
+            ),
+        ),
+        Pipeline(
+            "spatial_tiles",
+            "Declare the devices, keep every tensor on the home device, then compute each planned "
+            "segment of layers as spatial tiles on all devices (FlexPie: halo computed inside a "
+            "segment, overlapping parts exchanged device to device between segments, the result "
+            "gathered home), and propagate vdevices.",
+            ("vdevices", "segments"),
+            (
+                Step("DeclareVDevices", {"vdevices": "$vdevices"}),
+                Step("PlaceOperators", {"assignment": {}}),
+                Step("PartitionSpatialTiles", {"segments": "$segments"}),
                 Step("RealizeVDevice"),
             ),
         ),

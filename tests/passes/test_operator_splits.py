@@ -129,6 +129,155 @@ def test_convolution_rows_overlap_by_the_halo_with_their_own_padding():
     tvm.ir.assert_structural_equal(after, Expected)
 
 
+@I.ir_module
+class MatmulRelu3:
+    I.module_global_infos(
+        {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+    )
+
+    @R.function
+    def main(x: R.Tensor((8, 16), "float32"), w: R.Tensor((16, 32), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.nn.relu(y)
+            R.output(z)
+        return z
+
+
+def test_three_devices_each_get_a_shard_and_keep_it_between_operators():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos(
+            {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+        )
+
+        @R.function
+        def main(
+            x: R.Tensor((8, 16), "float32", "llvm:0"), w: R.Tensor((16, 32), "float32", "llvm:0")
+        ) -> R.Tensor((8, 32), "float32", "llvm:0"):
+            with R.dataflow():
+                x0 = R.strided_slice(x, axes=[0], begin=[0], end=[3])
+                x1 = R.strided_slice(x, axes=[0], begin=[3], end=[6])
+                x2 = R.strided_slice(x, axes=[0], begin=[6], end=[8])
+                x1d = R.to_vdevice(x1, "llvm:1")
+                x2d = R.to_vdevice(x2, "llvm:2")
+                w1 = R.to_vdevice(w, "llvm:1")
+                w2 = R.to_vdevice(w, "llvm:2")
+                y1 = R.matmul(x1d, w1)
+                y2 = R.matmul(x2d, w2)
+                y0 = R.matmul(x0, w)
+                z1 = R.nn.relu(y1)
+                z2 = R.nn.relu(y2)
+                z0 = R.nn.relu(y0)
+                z1h = R.to_vdevice(z1, "llvm:0")
+                z2h = R.to_vdevice(z2, "llvm:0")
+                z = R.concat((z0, z1h, z2h), axis=0)
+                R.output(z)
+            return z
+
+    splits = {"y": {"dim": "M", "shares": [3, 3, 2]}, "z": {"dim": "axis0", "shares": [3, 3, 2]}}
+    tvm.ir.assert_structural_equal(_realize(MatmulRelu3, splits), Expected)
+
+
+def test_a_zero_share_leaves_its_device_out():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos(
+            {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+        )
+
+        @R.function
+        def main(
+            x: R.Tensor((8, 16), "float32", "llvm:0"), w: R.Tensor((16, 32), "float32", "llvm:0")
+        ) -> R.Tensor((8, 32), "float32", "llvm:0"):
+            with R.dataflow():
+                xd = R.to_vdevice(x, "llvm:2")
+                w0 = R.strided_slice(w, axes=[1], begin=[0], end=[20])
+                w2 = R.strided_slice(w, axes=[1], begin=[20], end=[32])
+                w2d = R.to_vdevice(w2, "llvm:2")
+                y2 = R.matmul(xd, w2d)
+                y0 = R.matmul(x, w0)
+                y2h = R.to_vdevice(y2, "llvm:0")
+                y = R.concat((y0, y2h), axis=1)
+                z = R.nn.relu(y)
+                R.output(z)
+            return z
+
+    after = _realize(MatmulRelu3, {"y": {"dim": "N", "shares": [20, 0, 12]}})
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+def test_a_single_share_on_another_device_moves_the_operator_whole():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos(
+            {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+        )
+
+        @R.function
+        def main(
+            x: R.Tensor((8, 16), "float32", "llvm:0"), w: R.Tensor((16, 32), "float32", "llvm:0")
+        ) -> R.Tensor((8, 32), "float32", "llvm:0"):
+            with R.dataflow():
+                xd = R.to_vdevice(x, "llvm:2")
+                wd = R.to_vdevice(w, "llvm:2")
+                y2 = R.matmul(xd, wd)
+                y = R.to_vdevice(y2, "llvm:0")
+                z = R.nn.relu(y)
+                R.output(z)
+            return z
+
+    after = _realize(MatmulRelu3, {"y": {"dim": "M", "shares": [0, 0, 8]}})
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+def test_convolution_rows_on_three_devices_overlap_at_each_inner_boundary():
+    @I.ir_module
+    class Before:
+        I.module_global_infos(
+            {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+        )
+
+        @R.function
+        def main(x: R.Tensor((1, 2, 9, 9), "float32"), w: R.Tensor((4, 2, 3, 3), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, strides=[2, 2], padding=[1, 1, 1, 1])
+                R.output(y)
+            return y
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos(
+            {"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]}
+        )
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 2, 9, 9), "float32", "llvm:0"),
+            w: R.Tensor((4, 2, 3, 3), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 4, 5, 5), "float32", "llvm:0"):
+            with R.dataflow():
+                # output rows 0-1 read input rows -1..3, rows 2-3 read 3..7, row 4 reads 7..9
+                x0 = R.strided_slice(x, axes=[2], begin=[0], end=[4])
+                x1 = R.strided_slice(x, axes=[2], begin=[3], end=[8])
+                x2 = R.strided_slice(x, axes=[2], begin=[7], end=[9])
+                x1d = R.to_vdevice(x1, "llvm:1")
+                x2d = R.to_vdevice(x2, "llvm:2")
+                w1 = R.to_vdevice(w, "llvm:1")
+                w2 = R.to_vdevice(w, "llvm:2")
+                y1 = R.nn.conv2d(x1d, w1, strides=[2, 2], padding=[0, 1, 0, 1])
+                y2 = R.nn.conv2d(x2d, w2, strides=[2, 2], padding=[0, 1, 1, 1])
+                y0 = R.nn.conv2d(x0, w, strides=[2, 2], padding=[1, 1, 0, 1])
+                y1h = R.to_vdevice(y1, "llvm:0")
+                y2h = R.to_vdevice(y2, "llvm:0")
+                y = R.concat((y0, y1h, y2h), axis=2)
+                R.output(y)
+            return y
+
+    after = _realize(Before, {"y": {"dim": "H", "shares": [2, 2, 1]}})
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
 def test_annotation_is_checked_and_recorded():
     out = AnnotateOperatorSplits({"y": {"dim": "M", "shares": [6, 2]}})(MatmulRelu)
     assert json.loads(str(out["main"].attrs[SPLITS_ATTR])) == {"y": {"dim": "M", "shares": [6, 2]}}
@@ -140,6 +289,10 @@ def test_annotation_is_checked_and_recorded():
         AnnotateOperatorSplits({"y": {"shares": [6, 2]}})
     with pytest.raises(ValueError, match="unknown operator id 'nope'"):
         AnnotateOperatorSplits({"nope": {"dim": "M", "shares": [6, 2]}})(MatmulRelu)
+    with pytest.raises(ValueError, match="the shares use 3 devices and the module declares 2"):
+        AnnotateOperatorSplits({"y": {"dim": "M", "shares": [4, 2, 2]}})(MatmulRelu)
+    out = AnnotateOperatorSplits({"y": {"dim": "M", "shares": [6, 2, 0]}})(MatmulRelu)
+    assert SPLITS_ATTR in out["main"].attrs  # trailing zero shares need no vdevice
 
 
 def _cut_everything(model, fraction=3):
@@ -170,6 +323,31 @@ def test_zoo_models_cut_everywhere_compute_the_same(name, two_cpus):
     want = api.reference_outputs(model, inputs, two_cpus[0])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_three_cpus_cut_everywhere_compute_the_same(two_cpus):
+    """Every cuttable operator of a CNN and a transformer in three shards (one device idle for
+    some): the same numbers as the unpartitioned module."""
+    from tvm_hetero.devices import cpu_device
+
+    devices = [*two_cpus, cpu_device(2)]
+    for name in ("resnet18:tiny", "bert-small:tiny"):
+        model = load_zoo_model(name)
+        splits = []
+        for k, b in enumerate(op_bindings(model.mod["main"])):
+            dims = split_dims(b.call)
+            if dims:
+                dim = list(dims.values())[k % len(dims)]
+                n1, n2 = dim.extent // 3, (dim.extent // 4 if k % 4 else 0)
+                shares = (dim.extent - n1 - n2, n1, n2)
+                splits.append(OpSplit(b.node_id, str(b.call.op.name), dim.name, dim.extent,
+                                      shares, (0.0,) * 3, 0.0, 0.0))  # fmt: skip
+        plan = SplitPlan("test", tuple(d.name for d in devices), tuple(splits))
+        inputs = model.random_inputs()
+        got = api.run(api.compile(model, devices, plan), inputs)
+        want = api.reference_outputs(model, inputs, devices[0])
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
 def test_the_accelerators_shard_is_emitted_first():

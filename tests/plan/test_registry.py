@@ -7,6 +7,7 @@ from tvm_hetero.plan.eop import OpSplit, SplitPlan
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.plan.placement import Placement, PlanError
 from tvm_hetero.plan.registry import PLAN_KINDS, load_plan, plan_from_dict, save_plan
+from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 
 PLANS = {
@@ -22,6 +23,10 @@ PLANS = {
     "pipeline": PipelinePlan(
         ("edge-a", "edge-b"), (("a", "b"), ("c", "d")), ((0, 1), (2, 3)), "edgepipe", 2e-3,
         (2e-3, 1e-3), (5e-4, 0.0), (4096, 2048),
+    ),
+    "spatial": SpatialPlan(
+        ("edge-a", "edge-b", "edge-c"), (("a", "b"), ("c",), ("d",)), ("Grid", "OutC", "Home"),
+        ((0, 1), (2, 2), (3, 3)), "flexpie", 4e-3,
     ),
 }  # fmt: skip
 
@@ -43,3 +48,12 @@ def test_round_trip_and_realisation(kind, tmp_path):
     assert load_plan(path, "model-a").to_dict() == plan.to_dict()
     with pytest.raises(PlanError, match="model-a"):
         load_plan(path, "model-b")
+
+
+def test_a_spatial_plan_refuses_unknown_schemes_and_shared_operators():
+    with pytest.raises(PlanError, match=r"unknown schemes \['Rows'\]"):
+        SpatialPlan(("a", "b"), (("x",),), ("Rows",))
+    with pytest.raises(PlanError, match="operator 'x' is in segments 0 and 1"):
+        SpatialPlan(("a", "b"), (("x",), ("x",)), ("InH", "InW"))
+    with pytest.raises(PlanError, match="2 segments need as many schemes, got 1"):
+        SpatialPlan(("a", "b"), (("x",), ("y",)), ("InH",))

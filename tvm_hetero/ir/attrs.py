@@ -11,7 +11,7 @@ SCHEDULE_ATTR = "tvm_hetero.schedule"
 """PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""
 
 SPLITS_ATTR = "tvm_hetero.op_splits"
-"""Relax function attribute: ``{op id: {"dim": name, "shares": [home units, other units]}}``,
+"""Relax function attribute: ``{op id: {"dim": name, "shares": [units on vdevice 0, 1, ...]}}``,
 written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""
 
 UNIT_DEVICE_ATTR = "tvm_hetero.unit_device"

@@ -1,7 +1,7 @@
-"""The dimensions along which a Relax operator splits exactly into two shards (EOP's Table 2).
+"""The dimensions along which a Relax operator splits exactly into shards (EOP's Table 2).
 
 A :class:`SplitDim` says which output axis is cut, which axis of each argument is cut with it (or
-that the argument goes whole to both shards), and, for a convolution's rows, the window that makes
+that the argument goes whole to every shard), and, for a convolution's rows, the window that makes
 neighbouring input shards overlap (the halo). The planner reads extents and byte counts from it;
 the realizing pass reads the axes. Read-only analysis of static-shaped calls.
 """
@@ -9,6 +9,7 @@ the realizing pass reads the axes. Read-only analysis of static-shaped calls.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tvm import relax
@@ -48,7 +49,7 @@ class Window:
 
 @dataclass(frozen=True)
 class SplitDim:
-    """One way to cut an operator in two.
+    """One way to cut an operator into consecutive shards.
 
     Attributes
     ----------
@@ -60,7 +61,7 @@ class SplitDim:
     out_axis : int
         The output axis cut (non-negative).
     in_axes : tuple[int | None, ...]
-        Per call argument: the axis cut with the output, or ``None`` when both shards read it all.
+        Per call argument: the axis cut with the output, or ``None`` when every shard reads it all.
     window : Window or None
         Set when input shards overlap (convolution rows).
     """
@@ -76,6 +77,11 @@ class SplitDim:
         if self.window is not None:
             return self.window.input_rows(lo, hi)[:2]
         return lo, hi
+
+
+def devices_used(shares: Sequence[int]) -> int:
+    """How many vdevices a share list reaches: the last non-zero share's index + 1 (1 if none)."""
+    return max((i + 1 for i, n in enumerate(shares) if n), default=1)
 
 
 def _shape(expr: relax.Expr) -> list[int] | None:
@@ -94,7 +100,7 @@ def _nbytes(expr: relax.Expr) -> int:
 
 
 def split_dims(call: relax.Call) -> dict[str, SplitDim]:
-    """Every exact two-way cut of ``call`` with at least 2 units (empty when none is known)."""
+    """Every exact cut of ``call`` with at least 2 units (empty when none is known)."""
     out, ins = _shape(call), [_shape(a) for a in call.args]
     if out is None or any(s is None for s in ins):
         return {}
@@ -165,14 +171,14 @@ def _conv2d_dims(call: relax.Call, out: list[int], ins: list[list[int]]) -> list
 
 @dataclass(frozen=True)
 class Traffic:
-    """Bytes a two-way cut moves, for the planner's communication cost.
+    """Bytes a cut moves, for the planner's communication cost.
 
     Attributes
     ----------
     cut_in_bytes : int
         Bytes of the arguments that are cut (their shards scale with the share).
     whole_in_bytes : int
-        Bytes of the arguments both shards read whole (copied to the second device in full).
+        Bytes of the arguments every shard reads whole (copied to each other device in full).
     out_bytes : int
         Bytes of the output.
     """

@@ -7,6 +7,7 @@ from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
@@ -20,6 +21,7 @@ __all__ = [
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",
+    "PartitionSpatialTiles",
     "PlaceOperators",
     "RealizeOperatorSplits",
     "RestoreKernelTargets",

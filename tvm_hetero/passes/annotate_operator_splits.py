@@ -1,4 +1,4 @@
-"""AnnotateOperatorSplits: record on the function how each key operator is cut between devices."""
+"""AnnotateOperatorSplits: record on the function how each key operator is cut among devices."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tvm.ir import IRModule
 
 from tvm_hetero.ir.attrs import ENTRY_FUNC, SPLITS_ATTR
 from tvm_hetero.ir.bindings import function_named, op_bindings
-from tvm_hetero.ir.split_dims import split_dims
+from tvm_hetero.ir.split_dims import devices_used, split_dims
 
 
 @tvm.transform.module_pass(opt_level=0, name="AnnotateOperatorSplits")
@@ -21,9 +21,10 @@ class AnnotateOperatorSplits:
     Parameters
     ----------
     splits : Mapping[str, Mapping]
-        Op node id -> ``{"dim": name, "shares": [home units, other units]}``
+        Op node id -> ``{"dim": name, "shares": [units on vdevice 0, on vdevice 1, ...]}``
         (``SplitPlan.annotations()``). Dimensions are those of
-        :func:`tvm_hetero.ir.split_dims.split_dims`; shares sum to the dimension's extent.
+        :func:`tvm_hetero.ir.split_dims.split_dims`; shares sum to the dimension's extent; a
+        list shorter than the vdevices leaves the rest out.
     func_name : str
         The function to annotate.
 
@@ -43,7 +44,7 @@ class AnnotateOperatorSplits:
             except (KeyError, TypeError, ValueError) as err:
                 raise ValueError(
                     f"AnnotateOperatorSplits: the entry of operator {node!r} must be "
-                    f'{{"dim": NAME, "shares": [home units, other units]}}, got {entry!r}'
+                    f'{{"dim": NAME, "shares": [units per device]}}, got {entry!r}'
                 ) from err
         self.func_name = func_name
 
@@ -53,11 +54,12 @@ class AnnotateOperatorSplits:
         calls = {b.node_id: b.call for b in op_bindings(func)}
         for node, entry in self.splits.items():
             _check(node, entry, calls)
-        cuts = any(e["shares"][1] for e in self.splits.values())
-        if cuts and len(mod.global_infos.get("vdevice", [])) < 2:
+        needed = max((devices_used(e["shares"]) for e in self.splits.values()), default=1)
+        declared = len(mod.global_infos.get("vdevice", []))
+        if needed > 1 and declared < needed:
             raise ValueError(
-                "AnnotateOperatorSplits: cutting operators needs two declared vdevices; "
-                "run DeclareVDevices with the home device and the other one first"
+                f"AnnotateOperatorSplits: the shares use {needed} devices and the module declares "
+                f"{declared} vdevices; run DeclareVDevices with every device first"
             )
         out = mod.clone()
         out[self.func_name] = func.with_attr(SPLITS_ATTR, json.dumps(self.splits, sort_keys=True))
@@ -75,8 +77,8 @@ def _check(node: str, entry: Mapping[str, Any], calls: Mapping) -> None:
             f"{entry['dim']!r}; allowed: {sorted(dims) or 'none'}"
         )
     shares = entry["shares"]
-    if len(shares) != 2 or min(shares) < 0 or sum(shares) != dim.extent:
+    if not shares or min(shares) < 0 or sum(shares) != dim.extent:
         raise ValueError(
             f"AnnotateOperatorSplits: operator {node!r} has shares {shares} along "
-            f"{dim.name!r}; give two non-negative unit counts that sum to {dim.extent}"
+            f"{dim.name!r}; give a non-negative unit count per device that sum to {dim.extent}"
         )

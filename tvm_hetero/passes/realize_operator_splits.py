@@ -15,21 +15,22 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm_hetero._compat import VDevice
 from tvm_hetero.ir.attrs import ENTRY_FUNC, SPLITS_ATTR
 from tvm_hetero.ir.bindings import function_named, op_bindings
-from tvm_hetero.ir.split_dims import SplitDim, split_dims
+from tvm_hetero.ir.split_dims import SplitDim, devices_used, split_dims
 
 
 @tvm.transform.module_pass(opt_level=0, name="RealizeOperatorSplits")
 class RealizeOperatorSplits:
-    """Rewrite each operator annotated by ``AnnotateOperatorSplits`` into two shards.
+    """Rewrite each operator annotated by ``AnnotateOperatorSplits`` into a shard per device.
 
-    An operator cut along ``dim`` with shares ``(n0, n1)`` becomes: slices of its cut arguments
-    (``strided_slice``; a convolution's row slices overlap by the halo and get their own
-    padding), ``to_vdevice`` of the second device's slices and of the arguments both shards read
-    whole, the operator on each device, ``to_vdevice`` of the second result back home, and
-    ``concat``. The accelerator's shard is emitted before the CPU's (the second device's first
-    when both are CPUs): TVM 0.27's device copies block the host, so a GPU launched before the CPU
-    shard computes while the CPU does. When the next operator is cut the same way it takes the
-    shards as they are, and the copy back and concat nobody uses are removed.
+    An operator cut along ``dim`` with shares ``(n0, n1, ...)`` (units on vdevice 0, 1, ...)
+    becomes: slices of its cut arguments (``strided_slice``; a convolution's row slices overlap
+    by the halo and get their own padding), ``to_vdevice`` of the other devices' slices and of the
+    arguments every shard reads whole, the operator on each device with a non-zero share,
+    ``to_vdevice`` of those results back home, and ``concat`` in device order. Accelerators'
+    shards are emitted before CPUs' and the home device's last among equals: TVM 0.27's device
+    copies block the host, so a GPU launched before the CPU shard computes while the CPU does.
+    When the next operator is cut the same way it takes the shards as they are, and the copies
+    back and the concat nobody uses are removed.
 
     Parameters
     ----------
@@ -38,10 +39,10 @@ class RealizeOperatorSplits:
 
     Notes
     -----
-    Preconditions: vdevices declared (index 0 home, index 1 the other device); every tensor the
-    function starts from lives on the home device (``PlaceOperators`` with no assignment does
-    that). Postconditions: the annotation is consumed (removed); every operator not annotated is
-    unchanged; run ``RealizeVDevice`` afterwards.
+    Preconditions: vdevices declared (index 0 home), at least as many as the longest share list;
+    every tensor the function starts from lives on the home device (``PlaceOperators`` with no
+    assignment does that). Postconditions: the annotation is consumed (removed); every operator
+    not annotated is unchanged; run ``RealizeVDevice`` afterwards.
     """
 
     def __init__(self, func_name: str = ENTRY_FUNC) -> None:
@@ -55,10 +56,11 @@ class RealizeOperatorSplits:
             return mod
         splits = json.loads(str(raw))
         vdevices = list(mod.global_infos.get("vdevice", []))
-        if len(vdevices) < 2 and any(s["shares"][1] for s in splits.values()):
+        needed = max((devices_used(s["shares"]) for s in splits.values()), default=1)
+        if len(vdevices) < needed:
             raise ValueError(
-                "RealizeOperatorSplits: the module declares fewer than two vdevices; "
-                "run DeclareVDevices with the home device and the other one first"
+                f"RealizeOperatorSplits: the shares use {needed} devices and the module declares "
+                f"{len(vdevices)} vdevices; run DeclareVDevices with every device first"
             )
         out = _Splitter(mod, func, splits, vdevices).run(self.func_name)
         out = relax.transform.DeadCodeElimination([self.func_name])(out)
@@ -68,12 +70,12 @@ class RealizeOperatorSplits:
 
 @dataclass(frozen=True)
 class _Shards:
-    """An output kept as two shards (for a next operator cut the same way)."""
+    """An output kept as its shards (for a next operator cut the same way); ``None`` where a
+    device's share is zero."""
 
     axis: int
-    shares: tuple[int, int]
-    home: relax.Expr
-    other: relax.Expr
+    shares: tuple[int, ...]
+    pieces: tuple[relax.Expr | None, ...]
 
 
 @mutator
@@ -83,11 +85,7 @@ class _Splitter(PyExprMutator):
     ) -> None:
         super().__init__(mod)
         self.mod_ = mod
-        self.home: VDevice = vdevices[0]
-        self.other: VDevice | None = vdevices[1] if len(vdevices) > 1 else None
-        # the accelerator's shard goes first: its launch returns at once, the CPU's does not
-        home_first = self.other is not None and _is_cpu(self.other) and not _is_cpu(self.home)
-        self.order = -1 if home_first else 1
+        self.vdevices: list[VDevice] = vdevices
         self.plan = {}
         for b in op_bindings(func):
             if b.node_id in splits:
@@ -100,70 +98,91 @@ class _Splitter(PyExprMutator):
                     )
                 self.plan[b.call] = (b.var, dim, tuple(entry["shares"]))
         self.shards: dict[relax.Var, _Shards] = {}
-        self.copies: dict[relax.Expr, relax.Expr] = {}
+        self.copies: dict[tuple[relax.Expr, int], relax.Expr] = {}
 
     def run(self, func_name: str) -> IRModule:
         gv = self.mod_.get_global_var(func_name)
         self.builder_.update_func(gv, self.visit_expr(self.mod_[gv]))
         return self.builder_.get()
 
+    def _launch_order(self, devices: list[int]) -> list[int]:
+        """Accelerators first, then CPUs; the home device last among equals (its shard runs on
+        the thread that launches the others)."""
+        return sorted(devices, key=lambda i: (_is_cpu(self.vdevices[i]), i == 0, i))
+
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         planned = self.plan.get(call)
-        if planned is None or planned[2][1] == 0:
+        if planned is None or devices_used(planned[2]) == 1:
             return super().visit_call_(call)
-        var, dim, (n0, n1) = planned
+        var, dim, shares = planned
         name = str(var.name)
-        if n0 == 0:  # the whole operator on the other device
+        used = [i for i, n in enumerate(shares) if n]
+        if len(used) == 1:  # the whole operator on one other device
+            (i,) = used
             args = [
-                self._to_other(self.visit_expr(a), f"{name}_in{k}_dev")
-                for k, a in enumerate(call.args)
+                self._to(self.visit_expr(a), i, f"{name}_in{k}") for k, a in enumerate(call.args)
             ]
-            result = self.builder_.emit(_rebuild(call, args, dim, None), f"{name}_1")
-            return relax.op.to_vdevice(result, self.home)
-        home_args, other_args = [], []
-        for k, arg in enumerate(call.args):
-            home, other = self._cut(arg, k, dim, (n0, n1), f"{name}_in{k}")
-            home_args.append(home)
-            other_args.append(other)
-        shards = [
-            (_rebuild(call, other_args, dim, (n0, dim.extent)), f"{name}_1"),
-            (_rebuild(call, home_args, dim, (0, n0)), f"{name}_0"),
-        ]
-        emitted = {hint: self.builder_.emit(expr, hint) for expr, hint in shards[:: self.order]}
-        home, other = emitted[f"{name}_0"], emitted[f"{name}_1"]
-        self.shards[var] = _Shards(dim.out_axis, (n0, n1), home, other)
-        back = self.builder_.emit(relax.op.to_vdevice(other, self.home), f"{name}_1_home")
-        return relax.op.concat([home, back], axis=dim.out_axis)
+            result = self.builder_.emit(_rebuild(call, args, dim, None), f"{name}_{i}")
+            return relax.op.to_vdevice(result, self.vdevices[0])
+        per_arg = [self._cut(a, k, dim, shares, f"{name}_in{k}") for k, a in enumerate(call.args)]
+        bounds = _bounds(shares)
+        pieces: list[relax.Expr | None] = [None] * len(shares)
+        for i in self._launch_order(used):
+            shard = _rebuild(call, [args[i] for args in per_arg], dim, bounds[i])
+            pieces[i] = self.builder_.emit(shard, f"{name}_{i}")
+        self.shards[var] = _Shards(dim.out_axis, shares, tuple(pieces))
+        home = [
+            p if i == 0 else self.builder_.emit(
+                relax.op.to_vdevice(p, self.vdevices[0]), f"{name}_{i}_home"
+            )
+            for i, p in enumerate(pieces) if p is not None
+        ]  # fmt: skip
+        return relax.op.concat(home, axis=dim.out_axis)
 
     def _cut(
-        self, arg: relax.Expr, k: int, dim: SplitDim, shares: tuple[int, int], hint: str
-    ) -> tuple[relax.Expr, relax.Expr]:
-        """Argument ``k``'s input to the home shard and to the other shard (bindings named
-        ``hint`` + ``_0`` / ``_1`` / ``_dev``, so per-operator timings add up per operator)."""
+        self, arg: relax.Expr, k: int, dim: SplitDim, shares: tuple[int, ...], hint: str
+    ) -> list[relax.Expr | None]:
+        """Argument ``k``'s input to each device's shard (``None`` for a zero share); bindings
+        named ``hint`` + ``_<device>`` / ``_dev``, so per-operator timings add up per operator."""
         axis = dim.in_axes[k]
         kept = self.shards.get(arg) if isinstance(arg, relax.Var) else None
         if (
             kept is not None and axis is not None and dim.window is None
             and kept.axis == axis and kept.shares == shares
         ):  # fmt: skip
-            return kept.home, kept.other
+            return list(kept.pieces)
         value = self.visit_expr(arg)
         if axis is None:
-            return value, self._to_other(value, f"{hint}_dev")
-        n0, _ = shares
-        pieces = []
-        for i, (lo, hi) in enumerate(((0, n0), (n0, dim.extent))):
-            start, stop = dim.input_slice(k, lo, hi)
+            return [self._to(value, i, hint) if n else None for i, n in enumerate(shares)]
+        pieces: list[relax.Expr | None] = []
+        for i, rows in enumerate(_bounds(shares)):
+            if rows is None:
+                pieces.append(None)
+                continue
+            start, stop = dim.input_slice(k, *rows)
             sliced = relax.op.strided_slice(value, [axis], [start], [stop])
             pieces.append(self.builder_.emit(sliced, f"{hint}_{i}"))
-        return pieces[0], self._to_other(pieces[1], f"{hint}_dev")
+        return [p if i == 0 or p is None else self._to(p, i, hint) for i, p in enumerate(pieces)]
 
-    def _to_other(self, value: relax.Expr, hint: str) -> relax.Expr:
-        """``value`` on the other device (one copy per value, shared by every shard reading it)."""
-        if value not in self.copies:
-            copy = relax.op.to_vdevice(value, self.other)
-            self.copies[value] = self.builder_.emit(copy, hint)
-        return self.copies[value]
+    def _to(self, value: relax.Expr, device: int, hint: str) -> relax.Expr:
+        """``value`` on vdevice ``device`` (one copy per value and device, shared by every shard
+        reading it)."""
+        if device == 0:
+            return value
+        if (value, device) not in self.copies:
+            copy = relax.op.to_vdevice(value, self.vdevices[device])
+            suffix = "_dev" if device == 1 else f"_dev{device}"
+            self.copies[value, device] = self.builder_.emit(copy, hint + suffix)
+        return self.copies[value, device]
+
+
+def _bounds(shares: tuple[int, ...]) -> list[tuple[int, int] | None]:
+    """Each device's output units ``[lo, hi)`` in device order, ``None`` for a zero share."""
+    out, lo = [], 0
+    for n in shares:
+        out.append((lo, lo + n) if n else None)
+        lo += n
+    return out
 
 
 def _is_cpu(vdev: VDevice) -> bool:

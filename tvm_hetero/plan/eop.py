@@ -85,35 +85,41 @@ class KeyOp:
 class OpSplit:
     """The decision for one operator.
 
-    ``shares`` are units on (home, other); ``(extent, 0)`` keeps it whole on the home device.
+    ``shares`` are units per device in the plan's device order (EOP's: home, other);
+    ``(extent, 0, ...)`` keeps it whole on the home device. ``times_s`` follows them.
     """
 
     node_id: str
     op: str
     dim: str
     extent: int
-    shares: tuple[int, int]
-    times_s: tuple[float, float]
+    shares: tuple[int, ...]
+    times_s: tuple[float, ...]
     comm_s: float
     total_s: float
     chained: bool = False
 
     @property
-    def ratios(self) -> tuple[float, float]:
-        """``(alpha, beta)``: the shares as fractions."""
-        return self.shares[0] / self.extent, self.shares[1] / self.extent
+    def ratios(self) -> tuple[float, ...]:
+        """The shares as fractions (EOP's ``(alpha, beta)``)."""
+        return tuple(n / self.extent for n in self.shares)
+
+    @property
+    def moved(self) -> bool:
+        """Whether any unit leaves the home device (the operator is cut or moved)."""
+        return any(self.shares[1:])
 
 
 @dataclass(frozen=True)
 class SplitPlan:
-    """Key operators cut between two devices (the plan shape of EOP and its baselines).
+    """Key operators cut among devices (the plan shape of EOP and its baselines: two devices).
 
     Attributes
     ----------
     strategy : str
         ``eop``, ``equal``, ``fixed`` or ``single``.
-    devices : tuple[str, str]
-        Home device (inputs, outputs, every other operator) first.
+    devices : tuple[str, ...]
+        Home device (inputs, outputs, every other operator) first; shares follow this order.
     splits : tuple[OpSplit, ...]
         One entry per key operator, in program order.
     rest_s : float
@@ -133,8 +139,11 @@ class SplitPlan:
                     f"SplitPlan: operator {s.node_id!r} has shares {s.shares}, which must be "
                     f"non-negative and sum to its extent {s.extent}"
                 )
-        if any(s.shares[1] for s in self.splits) and len(self.devices) < 2:
-            raise PlanError("SplitPlan: cutting an operator needs two devices")
+            if any(s.shares[len(self.devices) :]):
+                raise PlanError(
+                    f"SplitPlan: operator {s.node_id!r} has shares {s.shares} and the plan has "
+                    f"only {len(self.devices)} devices"
+                )
 
     @property
     def predicted_s(self) -> float:
@@ -143,9 +152,7 @@ class SplitPlan:
 
     def annotations(self) -> dict[str, dict[str, Any]]:
         """What ``AnnotateOperatorSplits`` takes: the operators actually cut or moved."""
-        return {
-            s.node_id: {"dim": s.dim, "shares": list(s.shares)} for s in self.splits if s.shares[1]
-        }
+        return {s.node_id: {"dim": s.dim, "shares": list(s.shares)} for s in self.splits if s.moved}
 
     def realisation(self) -> tuple[str, dict[str, Any]]:
         """The pass pipeline that realises this plan and its arguments (besides ``vdevices``)."""

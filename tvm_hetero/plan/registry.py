@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.plan.placement import Placement, PlanError
+from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 
 
@@ -40,6 +41,7 @@ PLAN_KINDS: dict[str, Any] = {
     "split": SplitPlan,
     "subgraphs": SubgraphPlan,
     "pipeline": PipelinePlan,
+    "spatial": SpatialPlan,
 }
 """``kind`` field -> plan class (each has ``from_dict``); a new strategy adds its kind here."""
 

@@ -230,7 +230,8 @@ def measured_key_ops(
     out = {}
     for s in plan_.splits:
         name = s.node_id
-        parts = {name, f"{name}_0", f"{name}_1", f"{name}_1_home"}
+        shards = range(len(s.shares))
+        parts = {name} | {f"{name}_{i}" for i in shards} | {f"{name}_{i}_home" for i in shards}
         out[name] = sum(t for n, t in times.items() if n in parts or n.startswith(f"{name}_in"))
     return out
 

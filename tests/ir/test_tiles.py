@@ -1,0 +1,64 @@
+"""Tile geometry: scheme cells, and the boxes an operator's output box reads (halo, padding)."""
+
+from __future__ import annotations
+
+import pytest
+from tvm import relax
+
+from tvm_hetero.ir.tiles import even_parts, needs, scheme_cells, window_padding
+
+
+def test_even_parts_and_cells_of_every_scheme():
+    assert even_parts(7, 3) == [(0, 3), (3, 5), (5, 7)]
+    assert even_parts(2, 4) == [(0, 1), (1, 2)]  # devices beyond the rows get nothing
+    shape = (1, 8, 6, 10)
+    assert scheme_cells("InH", shape, 3) == [
+        (0, ((0, 1), (0, 8), (0, 2), (0, 10))),
+        (1, ((0, 1), (0, 8), (2, 4), (0, 10))),
+        (2, ((0, 1), (0, 8), (4, 6), (0, 10))),
+    ]
+    assert [b[3] for _, b in scheme_cells("InW", shape, 4)] == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert [b[1] for _, b in scheme_cells("OutC", shape, 3)] == [(0, 3), (3, 6), (6, 8)]
+    grid4 = scheme_cells("Grid", shape, 4)
+    assert [(d, b[2], b[3]) for d, b in grid4] == [
+        (0, (0, 3), (0, 5)), (1, (3, 6), (0, 5)), (2, (0, 3), (5, 10)), (3, (3, 6), (5, 10))
+    ]  # fmt: skip
+    grid3 = scheme_cells("Grid", shape, 3)  # the last device takes its whole column
+    assert [d for d, _ in grid3] == [0, 1, 2, 2]
+    assert scheme_cells("Home", shape, 3) == [(0, ((0, 1), (0, 8), (0, 6), (0, 10)))]
+    with pytest.raises(ValueError, match="cuts NCHW outputs"):
+        scheme_cells("InH", (4, 10), 2)
+    with pytest.raises(ValueError, match="unknown scheme 'Diagonal'"):
+        scheme_cells("Diagonal", shape, 2)
+
+
+def _var(name, shape):
+    return relax.Var(name, relax.TensorType(shape, "float32"))
+
+
+def test_strided_dilated_convolution_reads_its_window_and_pads_at_the_border():
+    x, w = _var("x", (1, 4, 11, 9)), _var("w", (6, 4, 3, 3))
+    call = relax.op.nn.conv2d(x, w, strides=2, padding=(2, 1, 2, 1), dilation=2)
+    call = relax.BlockBuilder().normalize(call)  # output (1, 6, 6, 4)
+    out = ((0, 1), (2, 6), (4, 6), (0, 4))  # rows 4-5 of 6, output channels 2-5
+    data, weight = needs(call, out)
+    # row o reads input rows 2o - 2 .. 2o + 2: rows 6..10 + 2 -> 6..13, clipped to 11
+    assert data == ((0, 1), (0, 4), (6, 11), (0, 9))
+    assert weight == ((2, 6), (0, 4), (0, 3), (0, 3))
+    assert window_padding(call, out) == [0, 1, 2, 1]  # [top, left, bottom, right]
+
+
+def test_depthwise_channels_pooling_and_broadcasting():
+    x, w = _var("x", (1, 4, 8, 8)), _var("w", (4, 1, 3, 3))
+    bb = relax.BlockBuilder()
+    dw = bb.normalize(relax.op.nn.conv2d(x, w, padding=1, groups=4))
+    box = ((0, 1), (1, 3), (0, 4), (0, 8))
+    assert needs(dw, box) == [((0, 1), (1, 3), (0, 5), (0, 8)), ((1, 3), (0, 1), (0, 3), (0, 3))]
+    pool = bb.normalize(relax.op.nn.max_pool2d(x, 3, 2, 1))  # output (1, 4, 4, 4)
+    assert needs(pool, ((0, 1), (0, 4), (2, 4), (0, 4)))[0] == ((0, 1), (0, 4), (3, 8), (0, 8))
+    bias = _var("b", (1, 4, 1, 1))
+    add = bb.normalize(relax.op.add(x, bias))
+    assert needs(add, box) == [box, ((0, 1), (1, 3), (0, 1), (0, 1))]
+    flat = bb.normalize(relax.op.reshape(x, (1, 256)))
+    assert needs(flat, ((0, 1), (0, 128))) is None  # no rule: the layer must stay whole
+    assert needs(flat, ((0, 1), (0, 256))) == [((0, 1), (0, 4), (0, 8), (0, 8)), None]

@@ -1,0 +1,104 @@
+"""FlexPie's reverse DP against exhaustive search, and its baselines through the same costs."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tvm_hetero.plan.flexpie import (
+    SpatialProblem,
+    baselines,
+    brute_force,
+    evaluate,
+    flexpie,
+    scores,
+)
+
+SCHEMES = ("InH", "InW", "OutC", "Grid")
+
+
+def _problem(rng: np.random.Generator, n: int, k: int, runs: int) -> SpatialProblem:
+    """Random costs with FlexPie's structure: a segment costs its layers' tiles, growing with the
+    halo of the layers after it in the run; a move depends on both schemes and the run's halo;
+    some layers cannot take some schemes, some schemes cannot fuse."""
+    layer = rng.uniform(1.0, 5.0, size=(n, k))
+    growth = rng.uniform(0.0, 0.6, size=k)
+    fusable = rng.random(k) < 0.7
+    banned = rng.random((n, k)) < 0.15
+    compute = np.full((n, runs, k), np.inf)
+    for a in range(n):
+        for d in range(1, min(runs, n - a) + 1):
+            for q in range(k):
+                if banned[a : a + d, q].any() or (d > 1 and not fusable[q]):
+                    continue
+                compute[a, d - 1, q] = sum(
+                    layer[a + j, q] * (1 + growth[q] * (d - 1 - j)) for j in range(d)
+                )
+    move = np.full((n + 1, k + 1, k + 1, runs + 1), np.inf)
+    base = rng.uniform(0.5, 3.0, size=(n + 1, k + 1, k + 1))
+    halo = rng.uniform(0.0, 0.5, size=(n + 1, k + 1))
+    for i in range(n + 1):
+        for d in range(1, runs + 1):
+            move[i, :, :k, d] = base[i, :, :k] * (1 + halo[i, :k] * (d - 1))
+        move[i, :, k, 0] = base[i, :, k]
+    return SpatialProblem(SCHEMES[:k], compute, move)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_dp_equals_exhaustive_search(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 7)), int(rng.integers(1, 5))
+    runs = int(rng.integers(1, n + 1)) if seed % 2 else n  # bounded runs on odd seeds
+    problem = _problem(rng, n, k, runs)
+    want = brute_force(problem)
+    if not np.isfinite(want):
+        with pytest.raises(ValueError, match="no partition of finite time"):
+            flexpie(problem)
+        return
+    got = flexpie(problem)
+    assert got.predicted_s == pytest.approx(want)
+    modes = got.layer_modes()
+    assert len(modes) == n and modes[-1][1] == "T"
+    # an NT layer hands its tiles to the same scheme
+    assert all(m[0] == nxt[0] for m, nxt in itertools.pairwise(modes) if m[1] == "NT")
+    assert all(s.stop - s.start <= runs for s in got.segments)
+
+
+def test_fusing_pays_when_moves_are_dear_and_not_when_cheap() -> None:
+    """Two layers, one scheme: fusing adds halo compute and saves one exchange."""
+    compute = np.array([[[1.0], [2.5]], [[1.0], [np.inf]]])  # a fused pair costs 2.5, not 2
+    move = np.full((3, 2, 2, 3), np.inf)
+    move[:, :, 0, 1] = move[:, :, 0, 2] = 0.1  # scattering into tiles
+    move[2, :, 1, 0] = 0.1  # the final gather
+    for exchange, fused in ((1.0, True), (0.2, False)):
+        move[1, 0, 0, 1] = exchange
+        plan = flexpie(SpatialProblem(("InH",), compute, move))
+        assert [m for _, m in plan.layer_modes()] == (["NT", "T"] if fused else ["T", "T"])
+        assert plan.predicted_s == pytest.approx(2.7 if fused else 2.0 + 0.2 + 0.2)
+
+
+def test_baselines_are_restrictions_and_never_beat_flexpie() -> None:
+    rng = np.random.default_rng(7)
+    problem = _problem(rng, 6, 4, 4)
+    best = flexpie(problem).predicted_s
+    found = baselines(problem)
+    assert {"layerwise", "fixed-InH"} <= set(found) or len(found) >= 1
+    for name, plan in found.items():
+        assert plan.predicted_s >= best - 1e-9, name
+        modes = plan.layer_modes()
+        if name.startswith("fixed-") or name == "layerwise":
+            assert all(m == "T" for _, m in modes)
+        if name.startswith(("fixed-", "fused-")):
+            assert {s for s, _ in modes} == {name.split("-", 1)[1]}
+    times = {n: p.predicted_s for n, p in found.items()} | {"flexpie": best}
+    assert scores(times)["flexpie"] == 1.0 and max(scores(times).values()) == 1.0
+
+
+def test_evaluate_refuses_segments_that_do_not_tile_the_layers() -> None:
+    problem = _problem(np.random.default_rng(1), 3, 2, 3)
+    with pytest.raises(ValueError, match="do not tile 3 layers"):
+        evaluate(problem, [(0, 1, 0), (2, 3, 0)])
+    with pytest.raises(ValueError, match="unknown schemes"):
+        flexpie(problem, ["Diagonal"])

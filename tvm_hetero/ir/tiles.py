@@ -1,0 +1,183 @@
+"""Spatial tiles (FlexPie's partition schemes): which part of a tensor each device computes, and
+what part of each input an operator needs for a part of its output (the halo).
+
+A :class:`Box` is a half-open range per axis. :func:`scheme_cells` cuts a layer's NCHW output
+over the devices by a scheme: ``InH`` (rows), ``InW`` (columns), ``OutC`` (output channels),
+``Grid`` (a 2 x ceil(D/2) grid of rows and columns: with an odd device count the last device
+takes both cells of its column, twice the work, as in the paper's 3-node runs) or ``Home`` (the
+whole output on the home device: any layer can take it). :func:`needs` maps an output box back
+to the input boxes through one operator: convolution and pooling windows with their stride,
+dilation and padding, depthwise convolutions' channels, element-wise broadcasting. Read-only
+analysis of static-shaped calls; the rewriting is ``PartitionSpatialTiles``'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tvm import relax
+
+from tvm_hetero._compat import TensorType
+from tvm_hetero.ir.split_dims import ELEMENTWISE, Window
+from tvm_hetero.plan.spatial_plan import SPATIAL_SCHEMES
+
+Box = tuple[tuple[int, int], ...]
+"""``[lo, hi)`` per axis."""
+
+SCHEMES = SPATIAL_SCHEMES
+"""Partition schemes, FlexPie's four and the whole layer on the home device."""
+
+POOLS = ("relax.nn.max_pool2d", "relax.nn.avg_pool2d")
+
+
+def full_box(shape: Sequence[int]) -> Box:
+    """The whole of a tensor of ``shape``."""
+    return tuple((0, int(s)) for s in shape)
+
+
+def even_parts(extent: int, parts: int) -> list[tuple[int, int]]:
+    """``extent`` units in ``parts`` consecutive ranges as equal as can be (the first ones one
+    unit longer); empty ranges are left out when ``parts > extent``."""
+    base, extra = divmod(extent, parts)
+    out, lo = [], 0
+    for k in range(parts):
+        hi = lo + base + (1 if k < extra else 0)
+        if hi > lo:
+            out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def scheme_cells(scheme: str, shape: Sequence[int], devices: int) -> list[tuple[int, Box]]:
+    """``(device, box)`` of each tile of an output of ``shape`` cut by ``scheme`` over
+    ``devices`` devices (device 0 is home). A device may have several tiles (``Grid`` with an
+    odd count) or none (fewer rows than devices).
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme, or a spatial scheme on an output that is not 4-D (NCHW).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; known: {list(SCHEMES)}")
+    full = full_box(shape)
+    if scheme == "Home" or devices == 1:
+        return [(0, full)]
+    if len(shape) != 4:
+        raise ValueError(f"scheme {scheme!r} cuts NCHW outputs; this one has shape {list(shape)}")
+    axis = {"InH": 2, "InW": 3, "OutC": 1}.get(scheme)
+    if axis is not None:
+        return [
+            (d, _with(full, axis, part)) for d, part in enumerate(even_parts(shape[axis], devices))
+        ]
+    columns = math.ceil(devices / 2)
+    cells = []
+    for c, cols in enumerate(even_parts(shape[3], columns)):
+        for r, rows in enumerate(even_parts(shape[2], 2)):
+            cells.append((min(2 * c + r, devices - 1), _with(_with(full, 2, rows), 3, cols)))
+    return cells
+
+
+def _with(box: Box, axis: int, part: tuple[int, int]) -> Box:
+    return (*box[:axis], part, *box[axis + 1 :])
+
+
+def intersect(a: Box, b: Box) -> Box | None:
+    """The common part of two boxes, ``None`` when empty."""
+    out = tuple((max(x0, y0), min(x1, y1)) for (x0, x1), (y0, y1) in zip(a, b, strict=True))
+    return out if all(lo < hi for lo, hi in out) else None
+
+
+def hull(a: Box | None, b: Box) -> Box:
+    """The smallest box holding both (``a`` may be ``None``)."""
+    if a is None:
+        return b
+    return tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(a, b, strict=True))
+
+
+def shape_of(expr: relax.Expr) -> list[int] | None:
+    """The static shape of a tensor-typed expression, ``None`` otherwise."""
+    ty = expr.ty
+    if not isinstance(ty, TensorType) or ty.shape is None:
+        return None
+    try:
+        return [int(v) for v in ty.shape.values]
+    except TypeError:
+        return None
+
+
+def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
+    """Per argument, the box of it that output box ``out`` of ``call`` reads (``None`` for an
+    argument that is not a tensor); ``None`` when no rule covers this operator and box.
+
+    The padding a windowed box needs at the tensor's border is :func:`window_padding`'s.
+    """
+    name = getattr(call.op, "name", "")
+    shapes = [shape_of(a) for a in call.args]
+    if name == "relax.nn.conv2d":
+        return _conv2d_needs(call, out, shapes)
+    if name in POOLS:
+        a = call.attrs
+        if bool(a.ceil_mode) or str(a.layout) != "NCHW" or str(a.out_layout) != "NCHW":
+            return None
+        (x,) = shapes
+        rows, cols = (_axis_window(a.pool_size, a.strides, a.dilation, a.padding, x, i)
+                      for i in (0, 1))  # fmt: skip
+        return [(out[0], out[1], rows.input_rows(*out[2])[:2], cols.input_rows(*out[3])[:2])]
+    if name in ELEMENTWISE:
+        return [_broadcast_box(s, out) for s in shapes]
+    if all(lo == 0 and hi == n for (lo, hi), n in zip(out, shape_of(call) or [], strict=True)):
+        return [None if s is None else full_box(s) for s in shapes]  # the whole: any operator
+    return None
+
+
+def window_padding(call: relax.Call, out: Box) -> list[int]:
+    """The ``[top, left, bottom, right]`` padding a windowed operator (convolution, pooling)
+    needs to compute output box ``out`` from the input box :func:`needs` gives."""
+    a = call.attrs
+    x = shape_of(call.args[0])
+    size = (
+        [int(v) for v in shape_of(call.args[1])[2:]]
+        if call.op.name == "relax.nn.conv2d" else [int(v) for v in a.pool_size]
+    )  # fmt: skip
+    pads = []
+    for i in (0, 1):
+        window = Window(
+            int(a.strides[i]), (size[i] - 1) * int(a.dilation[i]) + 1, int(a.padding[i]), x[2 + i]
+        )
+        pads.append(window.input_rows(*out[2 + i])[2:])
+    (top, bottom), (left, right) = pads
+    return [top, left, bottom, right]
+
+
+def _axis_window(size, strides, dilation, padding, x: list[int], i: int) -> Window:
+    return Window(
+        int(strides[i]), (int(size[i]) - 1) * int(dilation[i]) + 1, int(padding[i]), x[2 + i]
+    )
+
+
+def _conv2d_needs(call: relax.Call, out: Box, shapes: list) -> list[Box | None] | None:
+    a = call.attrs
+    if (str(a.data_layout), str(a.kernel_layout), str(a.out_layout)) != ("NCHW", "OIHW", "NCHW"):
+        return None
+    x, w = shapes
+    groups, channels = int(a.groups), out[1]
+    whole_channels = channels == (0, w[0])
+    depthwise = groups == x[1] == w[0] and w[1] == 1
+    if groups != 1 and not depthwise and not whole_channels:
+        return None
+    rows, cols = (_axis_window(w[2:], a.strides, a.dilation, a.padding, x, i) for i in (0, 1))
+    in_channels = channels if depthwise else (0, x[1])
+    data = (out[0], in_channels, rows.input_rows(*out[2])[:2], cols.input_rows(*out[3])[:2])
+    return [data, (channels, *full_box(w[1:]))]
+
+
+def _broadcast_box(shape: list[int] | None, out: Box) -> Box | None:
+    """The part of a broadcast operand of ``shape`` an element-wise output box reads."""
+    if shape is None:
+        return None
+    lead = len(out) - len(shape)
+    return tuple(
+        (0, 1) if n == 1 and out[lead + i] != (0, 1) else out[lead + i] for i, n in enumerate(shape)
+    )

@@ -1,0 +1,319 @@
+"""PartitionSpatialTiles: each segment of layers computed as spatial tiles, one set per device."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tvm
+from tvm import relax
+from tvm.ir import IRModule
+
+from tvm_hetero._compat import VDevice
+from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.ir.bindings import function_named, op_bindings
+from tvm_hetero.ir.tiles import (
+    POOLS,
+    SCHEMES,
+    Box,
+    full_box,
+    hull,
+    intersect,
+    needs,
+    scheme_cells,
+    shape_of,
+    window_padding,
+)
+from tvm_hetero.ir.units import group_of, main_bindings
+
+OWNER = "PartitionSpatialTiles"
+
+
+@tvm.transform.module_pass(opt_level=0, name="PartitionSpatialTiles")
+class PartitionSpatialTiles:
+    """Compute each planned segment of layers as tiles on the devices (FlexPie's partitions).
+
+    A segment is a run of layers in one scheme (``InH``, ``InW``, ``OutC``, ``Grid``: see
+    :func:`tvm_hetero.ir.tiles.scheme_cells`; ``Home``: whole, on the home device). Inside a
+    segment no data moves (FlexPie's NT mode): each tile's chain of operators starts from the
+    part of the segment's input it needs, the halo of every layer after it included, with
+    clipped windows padded exactly as the whole layer pads them. Between segments (T mode) each
+    tile takes from every tile of the previous segment the part it overlaps, on that tile's
+    device (``strided_slice``), copied device to device (``to_vdevice``) and joined (``concat``):
+    a boundary exchange between neighbours, not a round trip through home. The model's input is
+    scattered from home and its outputs gathered home once, at the end (or before a ``Home``
+    segment). Weights are sliced where a tile needs part of them (``OutC``) and copied whole
+    otherwise; both fold into each device's constants at build time.
+
+    Parameters
+    ----------
+    segments : sequence of mapping
+        ``{"ops": [operator ids], "scheme": name}`` in program order; every operator of
+        ``main`` that is not computed from weights alone is in exactly one segment. A segment in
+        a spatial scheme must have one result read after it, a 4-D one, and only operators with
+        a tile rule (convolutions, pooling, element-wise).
+    func_name : str
+        The function to rewrite.
+
+    Notes
+    -----
+    Preconditions: vdevices declared (index 0 home; the tiles use all of them) and every tensor
+    on the home device (``PlaceOperators`` with no assignment). Postcondition: a module whose
+    results equal the input's; run ``RealizeVDevice`` afterwards.
+    """
+
+    def __init__(self, segments: Sequence[Mapping[str, Any]], func_name: str = ENTRY_FUNC) -> None:
+        self.segments: list[tuple[list[str], str]] = []
+        for k, seg in enumerate(segments):
+            scheme = str(seg.get("scheme", ""))
+            if scheme not in SCHEMES:
+                raise ValueError(
+                    f"{OWNER}: segment {k} has scheme {scheme!r}; allowed: {list(SCHEMES)}"
+                )
+            self.segments.append(([str(op) for op in seg.get("ops", [])], scheme))
+        if not self.segments or any(not ops for ops, _ in self.segments):
+            raise ValueError(f"{OWNER}: every segment needs operators")
+        self.segment_of = group_of([ops for ops, _ in self.segments], OWNER, "segments")
+        self.func_name = func_name
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Rewrite ``mod[func_name]``; the input module is left unchanged."""
+        func = function_named(mod, self.func_name, OWNER)
+        vdevices = list(mod.global_infos.get("vdevice", []))
+        if not vdevices:
+            raise ValueError(f"{OWNER}: no vdevices declared; run DeclareVDevices first")
+        new = _Tiler(func, vdevices, self.segments, self.segment_of).run()
+        out = mod.clone()
+        out[self.func_name] = new
+        return out
+
+
+class _Tiler:
+    """Builds the tiled ``main``: weights first, then segment after segment."""
+
+    def __init__(self, func: relax.Function, vdevices: list[VDevice], segments, segment_of):
+        self.func, self.vdevices, self.segments = func, vdevices, segments
+        self.bindings = main_bindings(func, OWNER)
+        ids = {b.var: b.node_id for b in op_bindings(func)}
+        self.weights: set[relax.Var] = set()
+        self.members: list[list[relax.VarBinding]] = [[] for _ in segments]
+        last = 0
+        for b in self.bindings:
+            reads = relax.analysis.free_vars(b.value)
+            if all(v in self.weights for v in reads) and b.var in ids:
+                self.weights.add(b.var)
+                continue
+            node = ids.get(b.var)
+            if node is not None and node not in segment_of:
+                raise ValueError(f"{OWNER}: operator {node!r} is in no segment")
+            last = segment_of[node] if node is not None else last  # tuple items: with their op
+            self.members[last].append(b)
+        self.defined_in = {b.var: k for k, m in enumerate(self.members) for b in m}
+        unknown = sorted(set(segment_of) - set(ids.values()))
+        if unknown:
+            raise ValueError(f"{OWNER}: unknown operator id(s) {unknown[:5]}")
+        self.bb = relax.BlockBuilder()
+        self.held: dict[relax.Var, list[tuple[int, Box, relax.Expr]]] = {}
+        self.exchanged: dict[tuple, relax.Expr] = {}
+
+    def run(self) -> relax.Function:
+        func, bb = self.func, self.bb
+        for p in func.params:
+            self.held[p] = [(0, full_box(shape_of(p) or []), p)]
+        attrs = dict(func.attrs) if func.attrs else None
+        with bb.function("main", list(func.params), attrs=attrs, pure=func.is_pure):
+            with bb.dataflow():
+                for b in self.bindings:
+                    if b.var in self.weights:
+                        bb.emit_normalized(b)
+                for k, (members, (_, scheme)) in enumerate(
+                    zip(self.members, self.segments, strict=True)
+                ):
+                    self._check_order(k, members)
+                    if scheme == "Home":
+                        self._home(members)
+                    else:
+                        self._tiles(k, members, scheme)
+                result = func.body.body
+                for v in relax.analysis.free_vars(result):
+                    self._whole_at_home(v)
+            bb.emit_func_output(result)
+        return bb.get()["main"]
+
+    def _check_order(self, k: int, members: list[relax.VarBinding]) -> None:
+        for b in members:
+            for v in relax.analysis.free_vars(b.value):
+                if self.defined_in.get(v, -1) > k:
+                    raise ValueError(
+                        f"{OWNER}: segment {k} reads {v.name!r} of segment {self.defined_in[v]}; "
+                        "segments must follow program order"
+                    )
+
+    # --- segments -------------------------------------------------------------------------
+
+    def _home(self, members: list[relax.VarBinding]) -> None:
+        """The bindings as they are, on the home device, their inputs gathered first."""
+        for b in members:
+            for v in relax.analysis.free_vars(b.value):
+                if v not in self.weights and self.defined_in.get(v) != self.defined_in[b.var]:
+                    self._whole_at_home(v)
+            self.bb.emit_normalized(b)
+            self.held[b.var] = [(0, full_box(shape_of(b.var) or []), b.var)]
+
+    def _tiles(self, k: int, members: list[relax.VarBinding], scheme: str) -> None:
+        inside = {b.var for b in members}
+        escaping = [
+            b.var for b in members
+            if b.var in self._read_after(k) or b.var in self._outputs()
+        ]  # fmt: skip
+        if len(escaping) != 1 or members[-1].var != escaping[0]:
+            names = [str(v.name) for v in escaping]
+            raise ValueError(
+                f"{OWNER}: segment {k} ({scheme}) must end in the one result later layers read; "
+                f"it has {names}"
+            )
+        out = escaping[0]
+        shape = shape_of(out)
+        if shape is None:
+            raise ValueError(f"{OWNER}: segment {k} ({scheme}) needs a static-shaped result")
+        tiles = []
+        for cell, (device, box) in enumerate(scheme_cells(scheme, shape, len(self.vdevices))):
+            need = self._backward(k, members, inside, out, box, scheme)
+            tiles.append((device, box, self._forward(members, inside, need, device, cell)))
+        self.held[out] = tiles
+
+    def _backward(self, k, members, inside, out, box, scheme) -> dict[relax.Var, Box]:
+        """The box of every tensor the tile of ``out`` at ``box`` needs (hull over readers)."""
+        need: dict[relax.Var, Box] = {out: box}
+        for b in reversed(members):
+            if b.var not in need:
+                continue
+            boxes = needs(b.value, need[b.var]) if isinstance(b.value, relax.Call) else None
+            if boxes is None:
+                what = (
+                    b.value.op.name if isinstance(b.value, relax.Call) else type(b.value).__name__
+                )
+                raise ValueError(
+                    f"{OWNER}: segment {k} ({scheme}): {b.var.name!r} ({what}) has no tile rule; "
+                    "plan its layer Home"
+                )
+            for arg, arg_box in zip(b.value.args, boxes, strict=True):
+                if isinstance(arg, relax.Var) and arg not in self.weights and arg_box is not None:
+                    need[arg] = hull(need.get(arg), arg_box)
+        return need
+
+    def _forward(self, members, inside, need, device: int, cell: int) -> relax.Expr:
+        """Emit one tile's chain on ``device``; returns the tile of the segment's result."""
+        bb, done = self.bb, {}
+        for b in members:
+            if b.var not in need:
+                continue
+            call, boxes = b.value, needs(b.value, need[b.var])
+            args = []
+            for arg, arg_box in zip(call.args, boxes, strict=True):
+                if arg_box is None or not isinstance(arg, relax.Var | tvm.ir.expr.Constant):
+                    args.append(arg)
+                elif isinstance(arg, relax.Var) and arg in inside:
+                    args.append(self._crop(done[arg], need[arg], arg_box, device))
+                elif isinstance(arg, relax.Var) and arg not in self.weights:
+                    args.append(self._exchange(arg, device, arg_box))
+                else:
+                    args.append(self._weight(arg, arg_box, device))
+            done[b.var] = bb.emit(_rebuild(call, args, need[b.var]), f"{b.var.name}_t{cell}")
+        return done[members[-1].var]
+
+    # --- data movement --------------------------------------------------------------------
+
+    def _crop(self, expr: relax.Expr, have: Box, want: Box, device: int) -> relax.Expr:
+        if have == want:
+            return expr
+        axes = [i for i, (h, w) in enumerate(zip(have, want, strict=True)) if h != w]
+        begin = [want[i][0] - have[i][0] for i in axes]
+        end = [want[i][1] - have[i][0] for i in axes]
+        return self.bb.emit(relax.op.strided_slice(expr, axes, begin, end))
+
+    def _weight(self, value: relax.Expr, box: Box, device: int) -> relax.Expr:
+        """The part ``box`` of a weight (a constant, or computed from constants) on ``device``."""
+        key = (value, box, device)
+        if key not in self.exchanged:
+            part = self._crop(value, full_box(shape_of(value) or []), box, 0)
+            if device != 0:
+                part = self.bb.emit(relax.op.to_vdevice(part, self.vdevices[device]))
+            self.exchanged[key] = part
+        return self.exchanged[key]
+
+    def _exchange(self, var: relax.Var, device: int, box: Box) -> relax.Expr:
+        """Part ``box`` of ``var`` on ``device``, from the tiles that hold it."""
+        key = (var, device, box)
+        if key in self.exchanged:
+            return self.exchanged[key]
+        pieces = []
+        for src, have, expr in self.held[var]:
+            common = intersect(have, box)
+            if common is None:
+                continue
+            piece = self._crop(expr, have, common, src)
+            if src != device:
+                piece = self.bb.emit(
+                    relax.op.to_vdevice(piece, self.vdevices[device]), f"{var.name}_{src}to{device}"
+                )
+            pieces.append((common, piece))
+        self.exchanged[key] = self._assemble(pieces, box)
+        return self.exchanged[key]
+
+    def _assemble(self, pieces: list[tuple[Box, relax.Expr]], box: Box) -> relax.Expr:
+        """Join pieces that tile ``box`` as a product grid (concats along one axis at a time)."""
+        if len(pieces) == 1:
+            return pieces[0][1]
+        for axis in range(len(box)):
+            starts = sorted({p[0][axis][0] for p in pieces})
+            if len(starts) > 1:
+                parts = []
+                for lo in starts:
+                    group = [p for p in pieces if p[0][axis][0] == lo]
+                    hi = group[0][0][axis][1]
+                    sub = (*box[:axis], (lo, hi), *box[axis + 1 :])
+                    parts.append(self._assemble(group, sub))
+                return self.bb.emit(relax.op.concat(parts, axis=axis))
+        raise AssertionError("pieces overlap")  # tiles of a scheme never do
+
+    def _whole_at_home(self, var: relax.Var) -> None:
+        """Bind ``var`` itself to its gathered whole on home, when it is held as tiles."""
+        tiles = self.held.get(var)
+        if tiles is None or (len(tiles) == 1 and tiles[0][2].same_as(var)):
+            return
+        whole = self._exchange(var, 0, full_box(shape_of(var) or []))
+        self.bb.emit_normalized(relax.VarBinding(var, whole))
+        self.held[var] = [(0, full_box(shape_of(var) or []), var)]
+
+    def _read_after(self, k: int) -> set[relax.Var]:
+        return {
+            v for later in self.members[k + 1 :] for b in later
+            for v in relax.analysis.free_vars(b.value)
+        }  # fmt: skip
+
+    def _outputs(self) -> set[relax.Var]:
+        return set(relax.analysis.free_vars(self.func.body.body))
+
+
+def _rebuild(call: relax.Call, args: list[relax.Expr], out: Box) -> relax.Expr:
+    """``call`` on tile arguments computing output box ``out``: windows get the padding the
+    tile needs, a depthwise convolution as many groups as its channels."""
+    name = call.op.name
+    if name == "relax.nn.conv2d":
+        a = call.attrs
+        groups = int(a.groups)
+        if groups > 1 and groups == shape_of(call.args[0])[1]:  # depthwise: channels cut
+            groups = out[1][1] - out[1][0]
+        return relax.op.nn.conv2d(
+            args[0], args[1], a.strides, window_padding(call, out), a.dilation, groups,
+            a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype,
+        )  # fmt: skip
+    if name in POOLS:
+        a = call.attrs
+        pool = relax.op.nn.max_pool2d if name.endswith("max_pool2d") else relax.op.nn.avg_pool2d
+        return pool(
+            args[0], a.pool_size, a.strides, window_padding(call, out), a.dilation,
+            bool(a.ceil_mode), bool(a.count_include_pad), str(a.layout), str(a.out_layout),
+        )  # fmt: skip
+    return relax.Call(call.op, args, call.attrs, call.ty_args)
