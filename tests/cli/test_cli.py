@@ -271,3 +271,28 @@ def test_edgepipe_refuses_unjoined_devices_and_memory_no_partition_fits(capsys, 
     assert "no link joins a and b" in capsys.readouterr().out
     assert main([*base, "--device", "c"]) == 2
     assert "no partition fits the devices' memories" in capsys.readouterr().out
+
+
+def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path):
+    traces, est, plan = tmp_path / "t.jsonl", tmp_path / "est", tmp_path / "plan.json"
+    devices = ["--device", "cpu@0", "--device", "cpu@1"]
+    db = ["--db", str(tmp_path / "db.jsonl")]
+    argv = ["collect-traces", "resnet18:tiny", *devices, *db, "-o", str(traces), "--limit", "10"]
+    assert main(argv) == 0
+    assert "appended 10 compute, 10 sync, 15 rearrange traces" in capsys.readouterr().out
+    assert main(["train", str(traces), "-o", str(est), "--rounds", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out MAPE" in out and (est / "compute.json").exists()
+    png = tmp_path / "schemes.png"
+    argv = ["plan", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
+            str(est), "-o", str(plan), "--plot", str(png)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "FlexPie:" in out and "fixed-OutC" in out and "score" in out
+    assert json.loads(plan.read_text())["kind"] == "spatial"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    art = tmp_path / "m.tar"
+    assert main(["compile", "resnet18:tiny", "--plan", str(plan), "-o", str(art), "--check"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "none.jsonl"), "-o", str(est)]) == 2
+    assert "no such file" in " ".join(capsys.readouterr().out.split())

@@ -83,15 +83,15 @@ def test_baselines_are_restrictions_and_never_beat_flexpie() -> None:
     rng = np.random.default_rng(7)
     problem = _problem(rng, 6, 4, 4)
     best = flexpie(problem).predicted_s
-    found = baselines(problem)
-    assert {"layerwise", "fixed-InH"} <= set(found) or len(found) >= 1
+    found = baselines(problem, fallback="Grid")
+    assert "layerwise" in found and len(found) >= 3
     for name, plan in found.items():
         assert plan.predicted_s >= best - 1e-9, name
         modes = plan.layer_modes()
         if name.startswith("fixed-") or name == "layerwise":
             assert all(m == "T" for _, m in modes)
         if name.startswith(("fixed-", "fused-")):
-            assert {s for s, _ in modes} == {name.split("-", 1)[1]}
+            assert {s for s, _ in modes} <= {name.split("-", 1)[1], "Grid"}  # Grid: fallback
     times = {n: p.predicted_s for n, p in found.items()} | {"flexpie": best}
     assert scores(times)["flexpie"] == 1.0 and max(scores(times).values()) == 1.0
 

@@ -47,7 +47,8 @@ def test_plan_by_strategy_name_compiles_and_runs(tmp_path, cores, mlp):
 
 
 def test_plan_refuses_an_unknown_strategy_and_no_devices(cores, mlp):
-    with pytest.raises(ValueError, match="--strategy 'best': choose from als, duet, edgepipe, eop"):
+    choices = "als, duet, edgepipe, eop, flexpie"
+    with pytest.raises(ValueError, match=f"--strategy 'best': choose from {choices}"):
         api.plan(mlp, cores, "best")
     with pytest.raises(ValueError, match="give at least one device"):
         api.plan(mlp, [], "als")

@@ -18,6 +18,7 @@ from tvm_hetero.cli.common import (
 )
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.registry import load_plan
+from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.strategies.registry import get_strategy
 
@@ -70,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         from tvm_hetero.cli.eop import split_table
 
         console().print(split_table(placement))
+    elif isinstance(placement, SpatialPlan):
+        from tvm_hetero.cli.flexpie import plan_table
+
+        console().print(plan_table(placement))
     elif isinstance(placement, SubgraphPlan):
         from tvm_hetero.cli.duet import subgraph_table
 

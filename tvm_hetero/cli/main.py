@@ -19,12 +19,14 @@ COMMANDS = {
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
-    "plan": "measure costs and plan where each operator runs (--strategy als, duet, eop)",
+    "plan": "measure costs and plan where each operator runs (--strategy als, duet, eop, ...)",
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
     "demo": "the main job on the default model: census, two-device build, run, check",
     "worker": "serve this machine's device to a client over TVM RPC (no authentication)",
     "cluster": "emulated edge cluster (up / down SPEC, as root) and link probes (probe FILE)",
+    "collect-traces": "time tiles, transfers and joins for FlexPie's estimators (JSON lines)",
+    "train": "fit FlexPie's XGBoost estimators on traces; report their held-out error",
 }
 
 
@@ -306,6 +308,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--key", default="", help="the key clients ask the tracker for")
 
+    traces = cmd["collect-traces"]
+    traces.add_argument(
+        "models", nargs="*", default=["mobilenet:tiny", "resnet18:tiny"], metavar="MODEL",
+        help="models whose tiles are timed (zoo names or files; default mobilenet:tiny "
+        "resnet18:tiny)",
+    )  # fmt: skip
+    _add_device_args(traces)
+    traces.add_argument("--output", "-o", metavar="JSONL", required=True, help="traces (appended)")
+    traces.add_argument(
+        "--limit", type=_number(int, 1), default=300, help="tiles timed per device class (300)"
+    )
+    traces.add_argument("--db", metavar="PATH", help="profile database the timings go through")
+    traces.add_argument("--seed", type=_number(int, 0), default=0, help="which tiles are drawn")
+    train = cmd["train"]
+    train.add_argument("traces", nargs="+", metavar="JSONL", help="traces (collect-traces -o)")
+    train.add_argument(
+        "--output-dir", "-o", metavar="DIR", required=True, help="where the estimators go"
+    )
+    train.add_argument(
+        "--held-out", type=_number(float, 0.0, 1.0, low_open=True, high_open=True), default=0.2,
+        help="share of the traces kept out and scored (default 0.2)",
+    )  # fmt: skip
+    train.add_argument("--rounds", type=_number(int, 1), default=400, help="boosting rounds")
+
     cluster = cmd["cluster"]
     cluster.add_argument(
         "action", choices=["up", "down", "probe"],
@@ -348,6 +374,15 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
         "--budget", type=_number(int, 1), default=12,
         help="end-to-end runs the correction may measure (default 12)",
     )  # fmt: skip
+    group = p.add_argument_group("FlexPie (--strategy flexpie)")
+    group.add_argument(
+        "--estimators", metavar="DIR", help="trained estimators (tvm-hetero train -o DIR); "
+        "default: the ones shipped, trained on the emulated cluster",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-run", type=_number(int, 1), default=6,
+        help="layers one segment may fuse (NT then T; default 6, as FlexPie's code)",
+    )  # fmt: skip
     _add_eop_args(p)
 
 
@@ -381,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for flag in OUTPUT_FLAGS:  # before any work: nothing is measured and then lost
             if getattr(args, flag, None):
                 common.writable_path(getattr(args, flag), f"--{flag}")
-        module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command}")
+        module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command.replace('-', '_')}")
         return int(module.run(args) or 0)
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")

@@ -14,11 +14,12 @@ analysis of static-shaped calls; the rewriting is ``PartitionSpatialTiles``'.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tvm import relax
 
 from tvm_hetero._compat import TensorType
+from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.ir.split_dims import ELEMENTWISE, Window
 from tvm_hetero.plan.spatial_plan import SPATIAL_SCHEMES
 
@@ -132,6 +133,63 @@ def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
     return None
 
 
+def segment_members(
+    func: relax.Function, bindings: Sequence[relax.VarBinding], group: Mapping[str, int], owner: str
+) -> tuple[set[relax.Var], list[list[relax.VarBinding]]]:
+    """The weights of ``func`` (operators computed from constants alone: they stay whole) and
+    the other bindings of each group (``group``: operator id -> index); a binding that is not an
+    operator (a tuple item) goes with the operator before it.
+
+    Raises
+    ------
+    ValueError
+        Naming ``owner``, for an operator in no group or a group id the function lacks.
+    """
+    ids = {b.var: b.node_id for b in op_bindings(func)}
+    unknown = sorted(set(group) - set(ids.values()))
+    if unknown:
+        raise ValueError(f"{owner}: unknown operator id(s) {unknown[:5]}")
+    weights: set[relax.Var] = set()
+    members: list[list[relax.VarBinding]] = [[] for _ in range(max(group.values(), default=-1) + 1)]
+    last = 0
+    for b in bindings:
+        node = ids.get(b.var)
+        if node is not None and all(v in weights for v in relax.analysis.free_vars(b.value)):
+            weights.add(b.var)
+            continue
+        if node is not None and node not in group:
+            raise ValueError(f"{owner}: operator {node!r} is in no segment")
+        last = group[node] if node is not None else last
+        members[last].append(b)
+    return weights, members
+
+
+def segment_needs(
+    members: Sequence[relax.VarBinding], weights: set, out: relax.Var, box: Box
+) -> dict[relax.Var, Box]:
+    """The box of every tensor a tile of ``out`` at ``box`` needs, through the bindings of a
+    segment (the hull over a tensor's readers): the segment's own tensors, and the part of each
+    outside tensor it reads. ``weights`` (computed from constants alone) are not followed.
+
+    Raises
+    ------
+    ValueError
+        Naming the first binding with no tile rule for the box asked of it.
+    """
+    need: dict[relax.Var, Box] = {out: box}
+    for b in reversed(members):
+        if b.var not in need:
+            continue
+        boxes = needs(b.value, need[b.var]) if isinstance(b.value, relax.Call) else None
+        if boxes is None:
+            what = b.value.op.name if isinstance(b.value, relax.Call) else type(b.value).__name__
+            raise ValueError(f"{b.var.name!r} ({what}) has no tile rule")
+        for arg, arg_box in zip(b.value.args, boxes, strict=True):
+            if isinstance(arg, relax.Var) and arg not in weights and arg_box is not None:
+                need[arg] = hull(need.get(arg), arg_box)
+    return need
+
+
 def window_padding(call: relax.Call, out: Box) -> list[int]:
     """The ``[top, left, bottom, right]`` padding a windowed operator (convolution, pooling)
     needs to compute output box ``out`` from the input box :func:`needs` gives."""
@@ -181,3 +239,26 @@ def _broadcast_box(shape: list[int] | None, out: Box) -> Box | None:
     return tuple(
         (0, 1) if n == 1 and out[lead + i] != (0, 1) else out[lead + i] for i, n in enumerate(shape)
     )
+
+
+def tile_call(call: relax.Call, args: list[relax.Expr], out: Box) -> relax.Expr:
+    """``call`` on tile arguments computing output box ``out``: windows get the padding the
+    tile needs, a depthwise convolution as many groups as its channels."""
+    name = call.op.name
+    if name == "relax.nn.conv2d":
+        a = call.attrs
+        groups = int(a.groups)
+        if groups > 1 and groups == shape_of(call.args[0])[1]:  # depthwise: channels cut
+            groups = out[1][1] - out[1][0]
+        return relax.op.nn.conv2d(
+            args[0], args[1], a.strides, window_padding(call, out), a.dilation, groups,
+            a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype,
+        )  # fmt: skip
+    if name in POOLS:
+        a = call.attrs
+        pool = relax.op.nn.max_pool2d if name.endswith("max_pool2d") else relax.op.nn.avg_pool2d
+        return pool(
+            args[0], a.pool_size, a.strides, window_padding(call, out), a.dilation,
+            bool(a.ceil_mode), bool(a.count_include_pad), str(a.layout), str(a.out_layout),
+        )  # fmt: skip
+    return relax.Call(call.op, args, call.attrs, call.ty_args)

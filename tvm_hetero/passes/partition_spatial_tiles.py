@@ -11,18 +11,18 @@ from tvm.ir import IRModule
 
 from tvm_hetero._compat import VDevice
 from tvm_hetero.ir.attrs import ENTRY_FUNC
-from tvm_hetero.ir.bindings import function_named, op_bindings
+from tvm_hetero.ir.bindings import function_named
 from tvm_hetero.ir.tiles import (
-    POOLS,
     SCHEMES,
     Box,
     full_box,
-    hull,
     intersect,
     needs,
     scheme_cells,
+    segment_members,
+    segment_needs,
     shape_of,
-    window_padding,
+    tile_call,
 )
 from tvm_hetero.ir.units import group_of, main_bindings
 
@@ -94,24 +94,8 @@ class _Tiler:
     def __init__(self, func: relax.Function, vdevices: list[VDevice], segments, segment_of):
         self.func, self.vdevices, self.segments = func, vdevices, segments
         self.bindings = main_bindings(func, OWNER)
-        ids = {b.var: b.node_id for b in op_bindings(func)}
-        self.weights: set[relax.Var] = set()
-        self.members: list[list[relax.VarBinding]] = [[] for _ in segments]
-        last = 0
-        for b in self.bindings:
-            reads = relax.analysis.free_vars(b.value)
-            if all(v in self.weights for v in reads) and b.var in ids:
-                self.weights.add(b.var)
-                continue
-            node = ids.get(b.var)
-            if node is not None and node not in segment_of:
-                raise ValueError(f"{OWNER}: operator {node!r} is in no segment")
-            last = segment_of[node] if node is not None else last  # tuple items: with their op
-            self.members[last].append(b)
+        self.weights, self.members = segment_members(func, self.bindings, segment_of, OWNER)
         self.defined_in = {b.var: k for k, m in enumerate(self.members) for b in m}
-        unknown = sorted(set(segment_of) - set(ids.values()))
-        if unknown:
-            raise ValueError(f"{OWNER}: unknown operator id(s) {unknown[:5]}")
         self.bb = relax.BlockBuilder()
         self.held: dict[relax.Var, list[tuple[int, Box, relax.Expr]]] = {}
         self.exchanged: dict[tuple, relax.Expr] = {}
@@ -178,29 +162,17 @@ class _Tiler:
             raise ValueError(f"{OWNER}: segment {k} ({scheme}) needs a static-shaped result")
         tiles = []
         for cell, (device, box) in enumerate(scheme_cells(scheme, shape, len(self.vdevices))):
-            need = self._backward(k, members, inside, out, box, scheme)
+            need = self._backward(k, members, out, box, scheme)
             tiles.append((device, box, self._forward(members, inside, need, device, cell)))
         self.held[out] = tiles
 
-    def _backward(self, k, members, inside, out, box, scheme) -> dict[relax.Var, Box]:
-        """The box of every tensor the tile of ``out`` at ``box`` needs (hull over readers)."""
-        need: dict[relax.Var, Box] = {out: box}
-        for b in reversed(members):
-            if b.var not in need:
-                continue
-            boxes = needs(b.value, need[b.var]) if isinstance(b.value, relax.Call) else None
-            if boxes is None:
-                what = (
-                    b.value.op.name if isinstance(b.value, relax.Call) else type(b.value).__name__
-                )
-                raise ValueError(
-                    f"{OWNER}: segment {k} ({scheme}): {b.var.name!r} ({what}) has no tile rule; "
-                    "plan its layer Home"
-                )
-            for arg, arg_box in zip(b.value.args, boxes, strict=True):
-                if isinstance(arg, relax.Var) and arg not in self.weights and arg_box is not None:
-                    need[arg] = hull(need.get(arg), arg_box)
-        return need
+    def _backward(self, k, members, out, box, scheme) -> dict[relax.Var, Box]:
+        try:
+            return segment_needs(members, self.weights, out, box)
+        except ValueError as err:
+            raise ValueError(
+                f"{OWNER}: segment {k} ({scheme}): {err}; plan its layer Home"
+            ) from None
 
     def _forward(self, members, inside, need, device: int, cell: int) -> relax.Expr:
         """Emit one tile's chain on ``device``; returns the tile of the segment's result."""
@@ -219,7 +191,7 @@ class _Tiler:
                     args.append(self._exchange(arg, device, arg_box))
                 else:
                     args.append(self._weight(arg, arg_box, device))
-            done[b.var] = bb.emit(_rebuild(call, args, need[b.var]), f"{b.var.name}_t{cell}")
+            done[b.var] = bb.emit(tile_call(call, args, need[b.var]), f"{b.var.name}_t{cell}")
         return done[members[-1].var]
 
     # --- data movement --------------------------------------------------------------------
@@ -294,26 +266,3 @@ class _Tiler:
 
     def _outputs(self) -> set[relax.Var]:
         return set(relax.analysis.free_vars(self.func.body.body))
-
-
-def _rebuild(call: relax.Call, args: list[relax.Expr], out: Box) -> relax.Expr:
-    """``call`` on tile arguments computing output box ``out``: windows get the padding the
-    tile needs, a depthwise convolution as many groups as its channels."""
-    name = call.op.name
-    if name == "relax.nn.conv2d":
-        a = call.attrs
-        groups = int(a.groups)
-        if groups > 1 and groups == shape_of(call.args[0])[1]:  # depthwise: channels cut
-            groups = out[1][1] - out[1][0]
-        return relax.op.nn.conv2d(
-            args[0], args[1], a.strides, window_padding(call, out), a.dilation, groups,
-            a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype,
-        )  # fmt: skip
-    if name in POOLS:
-        a = call.attrs
-        pool = relax.op.nn.max_pool2d if name.endswith("max_pool2d") else relax.op.nn.avg_pool2d
-        return pool(
-            args[0], a.pool_size, a.strides, window_padding(call, out), a.dilation,
-            bool(a.ceil_mode), bool(a.count_include_pad), str(a.layout), str(a.out_layout),
-        )  # fmt: skip
-    return relax.Call(call.op, args, call.attrs, call.ty_args)

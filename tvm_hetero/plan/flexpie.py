@@ -172,14 +172,22 @@ def _scheme_indices(problem: SpatialProblem, schemes: Sequence[str] | None) -> l
     return [problem.schemes.index(s) for s in schemes]
 
 
-def baselines(problem: SpatialProblem) -> dict[str, SpatialPartition]:
+def baselines(
+    problem: SpatialProblem, fallback: str | None = "Home"
+) -> dict[str, SpatialPartition]:
     """The paper's baselines, each through the same costs: every scheme fixed (all layers T),
-    the layer-wise optimum (a scheme per layer, all T) and the fused optimum per scheme (one
-    scheme, NT runs chosen); baselines with no finite time are left out."""
+    the layer-wise optimum (a scheme per layer, all T), the fused optimum per scheme (one
+    scheme, NT runs chosen) and, when ``fallback`` is a scheme, the whole model in it alone
+    (``single``). Layers a scheme cannot cut take ``fallback`` (a deployment of that scheme
+    would run them whole); baselines with no finite time are left out."""
     out: dict[str, SpatialPartition] = {}
-    candidates = {f"fixed-{s}": ([s], 1) for s in problem.schemes}
+    spare = [fallback] if fallback in problem.schemes else []
+    own = [s for s in problem.schemes if s != fallback]
+    candidates = {f"fixed-{s}": ([s, *spare], 1) for s in own}
     candidates["layerwise"] = (None, 1)
-    candidates |= {f"fused-{s}": ([s], None) for s in problem.schemes}
+    candidates |= {f"fused-{s}": ([s, *spare], None) for s in own}
+    if spare:
+        candidates["single"] = (spare, None)
     for name, (schemes, runs) in candidates.items():
         try:
             out[name] = flexpie(problem, schemes, runs)

@@ -195,6 +195,49 @@ def local_copy_module(nbytes: int, dtype: str = "float32") -> tvm.IRModule:
     return bb.get()
 
 
+def tile_op_module(call: relax.Call, out: tuple[tuple[int, int], ...]) -> tvm.IRModule:
+    """Operator ``call`` computing output box ``out`` of a spatial tile alone: each tensor
+    argument a parameter of the part the tile reads (weights too: only shapes are timed), the
+    window padded as the tile pads it (FlexPie's compute traces)."""
+    from tvm_hetero.ir.tiles import needs, tile_call
+
+    boxes = needs(call, out)
+    if boxes is None:
+        raise ValueError(f"tile_op_module: {call.op.name} has no tile rule for box {out}")
+    params, args = [], []
+    for k, (arg, box) in enumerate(zip(call.args, boxes, strict=True)):
+        if box is None:
+            args.append(arg)
+            continue
+        shape = tuple(hi - lo for lo, hi in box)
+        params.append(relax.Var(f"in{k}", TensorType(shape, str(arg.ty.dtype))))
+        args.append(params[-1])
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, params):
+        with bb.dataflow():
+            result = bb.emit_output(tile_call(call, args, out))
+        bb.emit_func_output(result)
+    return bb.get()
+
+
+def concat_module(shape: Sequence[int], pieces: int, axis: int, dtype: str = "float32"):
+    """``main(p0, p1, ...) = concat(p, axis)``: ``pieces`` parts joined into a tensor of
+    ``shape`` (what assembling a received tile costs: FlexPie's re-arrangement traces)."""
+    from tvm_hetero.ir.tiles import even_parts
+
+    parts = even_parts(int(shape[axis]), pieces)
+    params = [
+        relax.Var(f"p{k}", TensorType((*shape[:axis], hi - lo, *shape[axis + 1 :]), dtype))
+        for k, (lo, hi) in enumerate(parts)
+    ]
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.concat(params, axis=axis))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def chain_module(length: int, size: int = 8) -> tvm.IRModule:
     """``main(x)``: ``length`` tiny additions one after the other, each needing the last (placed
     alternately on two workers, every one of them is a unit and every step a handoff)."""

@@ -1,0 +1,86 @@
+"""FlexPie's strategy: traces this package measured, estimators trained on them, the DP's plan
+compiled, run and equal to the whole model; its costs agree with the planner's evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tvm_hetero import api
+from tvm_hetero.costmodel.estimators import Estimator, topology, train
+from tvm_hetero.devices import resolve_device
+from tvm_hetero.ir.tiles import SCHEMES
+from tvm_hetero.plan.flexpie import evaluate
+from tvm_hetero.profiling.traces import collect, read_traces
+from tvm_hetero.strategies import flexpie as strategy
+from tvm_hetero.zoo import load_zoo_model
+
+
+@pytest.fixture(scope="module")
+def devices():
+    return [resolve_device("cpu@0"), resolve_device("cpu@1")]
+
+
+@pytest.fixture(scope="module")
+def trained(devices, tmp_path_factory):
+    """Traces of resnet18:tiny's tiles on this machine's two cores, and estimators from them."""
+    folder = tmp_path_factory.mktemp("flexpie")
+    model = load_zoo_model("resnet18:tiny")
+    counts = collect([model], devices, folder / "t.jsonl", limit=16, db=folder / "db.jsonl")
+    assert counts["compute"] == 16 and counts["rearrange"] == 15 and counts["sync"] == 10
+    found = read_traces(folder / "t.jsonl")
+    estimators = {n: train(n, rows, secs, rounds=30) for n, (rows, secs) in found.items()}
+    for e in estimators.values():
+        e.save(folder / "est")
+    return folder, strategy.Estimators.load(folder / "est")
+
+
+def test_plan_builds_runs_and_equals_the_whole_model(devices, trained):
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    plan, problem = result.plan, result.problem
+    assert plan.to_dict()["kind"] == "spatial" and plan.strategy == "flexpie"
+    index = {s: q for q, s in enumerate(SCHEMES)}
+    again = evaluate(
+        problem, [(s.start, s.stop, index[s.scheme]) for s in result.partition.segments]
+    )
+    assert again.predicted_s == pytest.approx(plan.predicted_s)
+    assert all(plan.predicted_s <= b.predicted_s + 1e-12 for b in result.baselines.values())
+    assert {"layerwise", "single", "fixed-InH", "fused-Grid"} <= set(result.baselines)
+    head = problem.compute_s[len(result.geometry) - 1, 0]
+    assert np.isfinite(head[index["Home"]]) and not np.isfinite(head[index["InH"]])
+    for name, p in {"flexpie": plan, **result.baseline_plans(devices)}.items():
+        if name not in ("flexpie", "fixed-Grid"):
+            continue
+        x = model.random_inputs()
+        got = api.run(api.compile(model, devices, p), x)
+        np.testing.assert_allclose(got[0], api.reference_outputs(model, x, devices[0])[0],
+                                   rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
+    folder, estimators = trained
+    again = Estimator.load(folder / "est", "sync")
+    rows = read_traces(folder / "t.jsonl")["sync"][0]
+    np.testing.assert_allclose(again.predict(rows), estimators.sync.predict(rows))
+    assert again.held_out_mape >= 0 and again.traces == 10
+    with pytest.raises(ValueError, match="at least 5 traces"):
+        train("sync", rows[:3], [1e-3] * 3)
+    with pytest.raises(ValueError, match="unknown estimator 'power'"):
+        train("power", rows, [1e-3] * len(rows))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"estimator": "sync", "seconds": 1.0}) + "\n")
+    with pytest.raises(ValueError, match=r"bad\.jsonl:1: not a trace"):
+        read_traces(bad)
+
+
+def test_topology_of_a_cluster_from_its_links():
+    names = ["a", "b", "c", "d"]
+    assert topology(names, [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]) == "ring"
+    assert topology(names, [("a", "b"), ("a", "c"), ("a", "d")]) == "ps"
+    assert topology(names, [(x, y) for x in names for y in names if x < y]) == "mesh"
+    assert topology(names, []) == "local"
+    assert topology(names, [("a", "b"), ("c", "d")]) == "other"

@@ -1,0 +1,37 @@
+"""``tvm-hetero train TRACES -o DIR``: FlexPie's XGBoost estimators from traces."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tvm_hetero.cli.common import console, table
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fit the compute, sync and rearrange estimators; print their held-out error."""
+    from tvm_hetero.costmodel.estimators import FEATURES, train
+    from tvm_hetero.profiling.traces import read_traces
+
+    found: dict[str, tuple[list, list]] = {}
+    for path in args.traces:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"traces {path!r}: no such file (tvm-hetero collect-traces -o)")
+        for name, (rows, seconds) in read_traces(path).items():
+            found.setdefault(name, ([], []))[0].extend(rows)
+            found[name][1].extend(seconds)
+    missing = sorted(set(FEATURES) - set(found))
+    if missing:
+        raise ValueError(
+            f"traces {args.traces}: no {', '.join(missing)} traces; collect them first"
+        )
+    rows = []
+    for name in FEATURES:
+        features, seconds = found[name]
+        est = train(name, features, seconds, args.held_out, rounds=args.rounds,
+                    notes={"traces": [str(p) for p in args.traces]})  # fmt: skip
+        est.save(args.output_dir)
+        rows.append([name, len(seconds), f"{est.held_out_mape * 100:.1f} %"])
+    console().print(table("FlexPie estimators", ["estimator", "traces", "held-out MAPE"], rows))
+    console().print(f"wrote {args.output_dir} (use: --estimators {args.output_dir})")
+    return 0

@@ -1,0 +1,112 @@
+"""FlexPie from the command line: ``plan --strategy flexpie`` and ``compile --strategy
+flexpie`` (``--cluster FILE`` gives the devices and the links; ``--estimators DIR`` the trained
+estimators, default the shipped ones)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tvm_hetero.api import model_id
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.plan.flexpie import scores
+from tvm_hetero.plan.registry import save_plan
+from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.strategies import flexpie as strategy
+
+
+def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
+    """Layers, their tiles under every scheme, the estimators' costs, the reverse DP."""
+    return _plan(args, model, devices).plan
+
+
+def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
+    cluster = ClusterSpec.load(args.cluster) if args.cluster else None
+    estimators = strategy.Estimators.load(args.estimators)
+    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    with progress_bar() as bar:
+        task = bar.add_task("planning", total=None)
+        result = strategy.plan_with_estimators(
+            model, devices, cluster, estimators, args.db, options, args.max_run,
+            lambda what, done, total: bar.update(
+                task, description=what, completed=done, total=total
+            ),
+        )  # fmt: skip
+    plan = result.plan
+    console().print(
+        f"FlexPie: {len(plan.segments)} segment(s) over {len(result.geometry)} layers on "
+        f"{len(devices)} device(s); predicted {plan.predicted_s * 1e3:.3f} ms "
+        f"(searched in {result.search_s * 1e3:.1f} ms)"
+    )
+    return result
+
+
+def segment_table(result: strategy.FlexPieResult):
+    """Rich table: each segment's layers, scheme, modes and predicted move-in and compute."""
+    rows = [
+        [k, f"{s.start}-{s.stop - 1}", s.scheme, _modes(s.stop - s.start), s.move_in_s * 1e3,
+         s.compute_s * 1e3]
+        for k, s in enumerate(result.partition.segments)
+    ]  # fmt: skip
+    rows.append(["gather", "-", "Home", "-", result.partition.gather_s * 1e3, 0.0])
+    cols = ["segment", "layers", "scheme", "mode", "move in ms", "compute ms"]
+    return table(f"{result.plan.strategy}: {len(result.partition.segments)} segments", cols, rows)
+
+
+def plan_table(plan: SpatialPlan):
+    """Rich table of a saved plan: each segment's layers, scheme and operators."""
+    rows = [
+        [k, f"{first}-{last}" if plan.layers else "-", scheme, _modes(last - first + 1) if
+         plan.layers else "-", len(ops)]
+        for k, (ops, scheme, (first, last)) in enumerate(
+            zip(plan.segments, plan.schemes, plan.layers or [(0, 0)] * len(plan.segments),
+                strict=True)
+        )
+    ]  # fmt: skip
+    title = f"{plan.strategy}: {len(plan.segments)} segments on {', '.join(plan.devices)}"
+    return table(title, ["segment", "layers", "scheme", "mode", "ops"], rows)
+
+
+def _modes(layers: int) -> str:
+    return "T" if layers == 1 else f"{layers - 1} NT, T"
+
+
+def times(result: strategy.FlexPieResult) -> dict[str, float]:
+    """Predicted seconds of FlexPie and every baseline."""
+    return {"flexpie": result.partition.predicted_s} | {
+        n: p.predicted_s for n, p in result.baselines.items()
+    }
+
+
+def baseline_table(result: strategy.FlexPieResult):
+    """Rich table: predicted time and the paper's performance score of every strategy."""
+    found = times(result)
+    score = scores(found)
+    rows = [
+        [name, found[name] * 1e3, len(p.segments), f"{score[name]:.2f}"]
+        for name, p in [("flexpie", result.partition), *result.baselines.items()]
+    ]
+    cols = ["strategy", "predicted ms", "segments", "score"]
+    return table("Predicted latency and score (best / each)", cols, rows)
+
+
+def run_plan(args: argparse.Namespace, model, devices) -> int:
+    """``tvm-hetero plan MODEL --strategy flexpie``: plan, compare, write, draw."""
+    result = _plan(args, model, devices)
+    console().print(segment_table(result))
+    console().print(baseline_table(result))
+    if args.output:
+        save_plan(result.plan, model_id(model), args.output)
+        console().print(
+            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output}"
+            f"{' --cluster ' + args.cluster if args.cluster else ''})"
+        )
+    if args.plot:
+        from tvm_hetero.viz.spatial_schemes import plot_spatial_schemes
+
+        title = f"{model.name}: FlexPie on {len(devices)} devices"
+        path = plot_spatial_schemes(result.plan, len(result.geometry), title, args.plot,
+                                    times(result))  # fmt: skip
+        console().print(f"wrote {path}")
+    return 0

@@ -1,0 +1,179 @@
+"""FlexPie's data-driven cost estimators: gradient-boosted trees (XGBoost) on traces.
+
+Three estimators, as FlexPie's code has them (``xgb_comp``, ``xgb_tran``, ``xgb_reset``):
+
+* **compute** (the paper's i-Estimator): seconds of one operator on one tile, from the tile's
+  shape (input and output channels, height, width), the kernel, stride, dilation and groups,
+  the operator's kind and the device's threads and CPU quota;
+* **sync** (the s-Estimator): seconds to move a piece of a tensor from one device to another,
+  from its bytes, the route's bandwidth, latency and hops, and the cluster's topology (ring,
+  parameter server, mesh: FlexPie's categorical feature);
+* **rearrange**: seconds to join the pieces a device received into its tile (``concat``), from
+  the bytes and the number of pieces.
+
+Each is fitted on ``log(seconds)`` (relative error is what matters across microseconds and
+seconds) from traces this package measured (``tvm-hetero collect-traces``), with a held-out
+split whose mean absolute percentage error is kept with the model. Pure: numbers in, numbers
+out; the features are built by the FlexPie strategy and the trace collector.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FEATURES: dict[str, tuple[str, ...]] = {
+    "compute": (
+        "kind", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride",
+        "dilation", "groups", "gflops", "threads", "cpu_quota",
+    ),
+    "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices"),
+    "rearrange": ("bytes", "pieces", "threads", "cpu_quota"),
+}  # fmt: skip
+"""Feature names of each estimator, in column order."""
+
+OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4}
+"""The ``kind`` feature of the compute estimator."""
+
+TOPOLOGIES = {"local": 0, "ring": 1, "ps": 2, "mesh": 3, "other": 4}
+"""The ``topology`` feature of the sync estimator (``local``: devices of one process)."""
+
+PARAMS = {"objective": "reg:squarederror", "eta": 0.1, "max_depth": 8, "subsample": 0.9}
+ROUNDS = 400
+
+
+@dataclass
+class Estimator:
+    """One fitted estimator: its booster, its features and how well it held out.
+
+    Attributes
+    ----------
+    name : str
+        ``compute``, ``sync`` or ``rearrange``.
+    booster : xgboost.Booster
+        Trees predicting ``log(seconds)``.
+    held_out_mape : float
+        Mean absolute percentage error on the traces kept out of training.
+    traces : int
+        Traces it was trained on.
+    notes : dict
+        Where the traces came from.
+    """
+
+    name: str
+    booster: Any
+    held_out_mape: float
+    traces: int
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def predict(self, rows: Sequence[Mapping[str, float]] | np.ndarray) -> np.ndarray:
+        """Seconds for each row (mappings of feature name to value, or a matrix in
+        :data:`FEATURES` order)."""
+        import xgboost as xgb
+
+        matrix = _matrix(self.name, rows)
+        if len(matrix) == 0:
+            return np.zeros(0)
+        names = list(FEATURES[self.name])
+        return np.exp(self.booster.predict(xgb.DMatrix(matrix, feature_names=names)))
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``<name>.json`` (the trees) and ``<name>.meta.json`` into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.booster.save_model(str(folder / f"{self.name}.json"))
+        meta = {"features": list(FEATURES[self.name]), "held_out_mape": self.held_out_mape,
+                "traces": self.traces, "notes": self.notes}  # fmt: skip
+        (folder / f"{self.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        return folder / f"{self.name}.json"
+
+    @classmethod
+    def load(cls, folder: str | Path, name: str) -> Estimator:
+        """Read what :meth:`save` wrote; ``FileNotFoundError`` naming the file."""
+        import xgboost as xgb
+
+        folder = Path(folder)
+        meta = json.loads((folder / f"{name}.meta.json").read_text())
+        if tuple(meta["features"]) != FEATURES[name]:
+            raise ValueError(f"{folder / name}: trained on features {meta['features']}, not ours")
+        booster = xgb.Booster()
+        booster.load_model(str(folder / f"{name}.json"))
+        return cls(name, booster, float(meta["held_out_mape"]), int(meta["traces"]), meta["notes"])
+
+
+def _matrix(name: str, rows: Sequence[Mapping[str, float]] | np.ndarray) -> np.ndarray:
+    if isinstance(rows, np.ndarray):
+        return rows.astype(float)
+    return np.array([[float(r[f]) for f in FEATURES[name]] for r in rows], dtype=float).reshape(
+        len(rows), len(FEATURES[name])
+    )
+
+
+def train(
+    name: str, rows: Sequence[Mapping[str, float]], seconds: Sequence[float],
+    held_out: float = 0.2, seed: int = 0, rounds: int = ROUNDS, notes: dict | None = None,
+) -> Estimator:  # fmt: skip
+    """Fit estimator ``name`` on traces (feature rows and measured seconds); ``held_out`` of
+    them (at random) are kept out and scored, then the model is refitted on all of them.
+
+    Raises
+    ------
+    ValueError
+        For an unknown estimator, fewer than 5 traces, or a time that is not positive.
+    """
+    import xgboost as xgb
+
+    if name not in FEATURES:
+        raise ValueError(f"unknown estimator {name!r}; known: {sorted(FEATURES)}")
+    x, y = _matrix(name, rows), np.asarray(seconds, dtype=float)
+    if len(y) < 5 or len(y) != len(x):
+        raise ValueError(f"{name}: need at least 5 traces with a time each, got {len(y)}")
+    if (y <= 0).any() or not np.isfinite(y).all():
+        raise ValueError(f"{name}: every traced time must be positive and finite")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(y))
+    cut = max(1, round(len(y) * held_out))
+    test, fit = order[:cut], order[cut:]
+    names = list(FEATURES[name])
+    params = {**PARAMS, "seed": seed}
+
+    def fitted(idx: np.ndarray) -> Any:
+        data = xgb.DMatrix(x[idx], label=np.log(y[idx]), feature_names=names)
+        return xgb.train(params, data, num_boost_round=rounds)
+
+    probe = fitted(fit)
+    guess = np.exp(probe.predict(xgb.DMatrix(x[test], feature_names=names)))
+    mape = float(np.mean(np.abs(guess - y[test]) / y[test]))
+    return Estimator(name, fitted(order), mape, len(y), dict(notes or {}))
+
+
+def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """Mean absolute percentage error (a fraction)."""
+    p, m = np.asarray(predicted, float), np.asarray(measured, float)
+    return float(np.mean(np.abs(p - m) / m))
+
+
+def topology(names: Sequence[str], links: Sequence[tuple[str, str]]) -> str:
+    """``ring``, ``ps`` (a star: one device linked to all others, no other links), ``mesh``
+    (every pair linked), ``local`` (no links) or ``other``, from a cluster's links."""
+    n, pairs = len(names), {frozenset(p) for p in links if p[0] != p[1]}
+    if not pairs:
+        return "local"
+    degree = {d: sum(1 for p in pairs if d in p) for d in names}
+    if len(pairs) == n * (n - 1) // 2:
+        return "mesh"
+    if n >= 3 and len(pairs) == n - 1 and max(degree.values()) == n - 1:
+        return "ps"
+    if n >= 3 and len(pairs) == n and all(v == 2 for v in degree.values()):
+        return "ring"
+    return "other"
+
+
+def conv_gflops(out_c: int, out_h: int, out_w: int, in_c_per_group: int, k_h: int, k_w: int):
+    """Multiply-adds of a convolution tile, in units of 1e9 (the ``gflops`` feature)."""
+    return 2.0 * out_c * out_h * out_w * in_c_per_group * k_h * k_w / 1e9

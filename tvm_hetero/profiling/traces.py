@@ -1,0 +1,197 @@
+"""FlexPie's traces: measured tiles, transfers and joins that its estimators learn from.
+
+* **compute**: the operator tiles FlexPie's schemes give the layers of some models, over
+  1..``devices`` devices and fused runs of one and two layers, each compiled alone at its tile
+  shape and timed on one device of every compute class (on its worker for a cluster device);
+* **sync**: payloads pulled from one worker by another through the tensor link, for every
+  ordered pair of a cluster's devices (along the route the cluster takes), or, for devices of
+  one process, a ``to_vdevice`` copy;
+* **rearrange**: tiles joined from 2 to 4 pieces (``concat``) on each compute class.
+
+A trace is a JSON line ``{"estimator", "features", "seconds", "device", "source"}``; timings go
+through the profile database like every other measurement (a second collection re-uses them).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.profiling.record import RecordKind
+
+Progress = Callable[[str, int, int], None]
+SYNC_SIZES = (4096, 32768, 131072, 524288, 2097152)
+"""Payload bytes of the sync traces (a tile's boundary rows to a whole feature map)."""
+JOIN_SHAPES = ((1, 8, 16, 16), (1, 16, 32, 32), (1, 32, 28, 28), (1, 64, 56, 56), (1, 24, 9, 13))
+
+
+def compute_workloads(
+    models: Sequence[Model], devices: int, limit: int, seed: int = 0
+) -> list[tuple[Any, Any, dict[str, float]]]:
+    """Distinct operator tiles ``(call, box, features without the device's)`` of ``models``
+    under every scheme on 1..``devices`` devices and runs of one and two layers; at most
+    ``limit``, drawn at random."""
+    from tvm_hetero.ir.tiles import SCHEMES
+    from tvm_hetero.strategies.flexpie import TileGeometry, compute_row, flexpie_layers
+
+    found: dict[tuple, tuple] = {}
+    for model in models:
+        layers = flexpie_layers(model)
+        for count in range(1, devices + 1):
+            geometry = TileGeometry(model, layers, count)
+            for a in range(len(layers)):
+                for d in (1, 2):
+                    for scheme in SCHEMES:
+                        tiles = geometry.tiles(a, d, scheme) if a + d <= len(layers) else None
+                        for tile in tiles or ():
+                            for call, box in tile.ops:
+                                row = compute_row(call, box, {})
+                                if row is not None:
+                                    found.setdefault(tuple(row.values()), (call, box, row))
+    chosen = list(found.values())
+    random.Random(seed).shuffle(chosen)
+    return chosen[:limit]
+
+
+def _write(out: Path, traces: Iterable[dict]) -> int:
+    count = 0
+    with out.open("a") as f:
+        for t in traces:
+            f.write(json.dumps(t) + "\n")
+            count += 1
+    return count
+
+
+def collect(
+    models: Sequence[Model], devices: Sequence[DeviceSpec], out: str | Path,
+    cluster: ClusterSpec | None = None, limit: int = 300, db: str | Path | None = None,
+    options: BuildOptions | None = None, progress: Progress | None = None, seed: int = 0,
+) -> dict[str, int]:  # fmt: skip
+    """Measure compute, sync and rearrange traces and append them to ``out`` (JSON lines);
+    returns how many of each. One device per compute class is timed."""
+    from tvm_hetero.profiling.workloads import concat_module, tile_op_module
+    from tvm_hetero.runtime.timer import runners_for
+    from tvm_hetero.strategies.edgepipe import compute_class
+    from tvm_hetero.strategies.eop import profiler_for
+    from tvm_hetero.strategies.flexpie import device_features
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    classes: dict[str, DeviceSpec] = {}
+    for d in devices:
+        classes.setdefault(compute_class(d), d)
+    workloads = compute_workloads(models, len(devices), limit, seed)
+    counts = {"compute": 0, "sync": 0, "rearrange": 0}
+    total = len(classes) * (len(workloads) + len(JOIN_SHAPES) * 3)
+    done = 0
+    runners = runners_for(list(classes.values()))
+    try:
+        for device in classes.values():
+            profiler = profiler_for(db, options)
+            profiler.runner = runners[device.name]
+            rows = []
+            for call, box, row in workloads:
+                seconds = profiler.measure(
+                    tile_op_module(call, box), device, RecordKind.OP, {"tile": row}
+                ).median_s
+                features = {**row, **device_features(device)}
+                rows.append({"estimator": "compute", "features": features, "seconds": seconds,
+                             "device": device.name, "source": "tile"})  # fmt: skip
+                done += 1
+                if progress:
+                    progress(f"tiles on {device.name}", done, total)
+            for shape in JOIN_SHAPES:
+                for pieces in (2, 3, 4):
+                    mod = concat_module(shape, pieces, 2)
+                    seconds = profiler.measure(
+                        mod, device, RecordKind.OP, {"join": pieces}
+                    ).median_s
+                    nbytes = 4 * int(shape[1] * shape[2] * shape[3])
+                    rows.append({"estimator": "rearrange", "seconds": seconds,
+                                 "features": {"bytes": nbytes, "pieces": pieces,
+                                              **device_features(device)},
+                                 "device": device.name, "source": "concat"})  # fmt: skip
+                    done += 1
+                    if progress:
+                        progress(f"joins on {device.name}", done, total)
+            for kind in counts:
+                counts[kind] += _write(out, (r for r in rows if r["estimator"] == kind))
+    finally:
+        runners.clear()
+    counts["sync"] += _write(out, sync_traces(devices, cluster, db, options, progress))
+    return counts
+
+
+def sync_traces(
+    devices: Sequence[DeviceSpec], cluster: ClusterSpec | None, db=None, options=None,
+    progress: Progress | None = None, sizes: Sequence[int] = SYNC_SIZES, repeat: int = 5,
+) -> list[dict]:  # fmt: skip
+    """Timed transfers between every ordered pair of ``devices``: pulled worker to worker over
+    the cluster, or copied with ``to_vdevice`` between devices of one process."""
+    from tvm_hetero.strategies.eop import profiler_for
+    from tvm_hetero.strategies.flexpie import sync_row
+
+    traces = []
+    pairs = [(a, b) for a in devices for b in devices if a.name != b.name]
+    for k, (src, dst) in enumerate(pairs):
+        if src.colocated(dst) or cluster is None:
+            records = profiler_for(db, options).profile_transfer(src, dst, list(sizes))
+            timed = [(r.workload["bytes"], r.median_s) for r in records]
+        else:
+            timed = _pulled(cluster, src, dst, sizes, repeat)
+        for nbytes, seconds in timed:
+            traces.append({"estimator": "sync", "seconds": seconds, "device": dst.name,
+                           "features": sync_row(int(nbytes), src, dst, cluster, len(devices)),
+                           "source": f"{src.name}->{dst.name}"})  # fmt: skip
+        if progress:
+            progress("transfers", k + 1, len(pairs))
+    return traces
+
+
+def _pulled(
+    cluster: ClusterSpec, src: DeviceSpec, dst: DeviceSpec, sizes: Sequence[int], repeat: int
+) -> list[tuple[int, float]]:
+    """``dst``'s worker pulls payloads of each size from ``src``'s (median of ``repeat``)."""
+    import statistics
+
+    from tvm_hetero.runtime.remote_worker import connect_worker
+    from tvm_hetero.runtime.rpc_worker import PREFIX
+
+    receiver, _ = connect_worker(dst)
+    sender, at_src = connect_worker(src)
+    fill, pull = sender.get_function(PREFIX + "fill"), receiver.get_function(PREFIX + "probe")
+    timed = []
+    for nbytes in sizes:
+        port = int(fill(f"trace{nbytes}", int(nbytes)))
+        seconds = json.loads(pull(at_src[0], port, f"trace{nbytes}", repeat))
+        timed.append((int(nbytes), statistics.median(seconds)))
+    return timed
+
+
+def read_traces(path: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
+    """Traces of a file by estimator: ``(feature rows, seconds)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and line of a line that is not a trace.
+    """
+    found: dict[str, tuple[list[dict], list[float]]] = {}
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            t = json.loads(line)
+            rows, seconds = found.setdefault(str(t["estimator"]), ([], []))
+            rows.append(dict(t["features"]))
+            seconds.append(float(t["seconds"]))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}:{n}: not a trace ({err})") from None
+    return found

@@ -1,0 +1,441 @@
+"""FlexPie on tvm-hetero: a model's layers, the tiles every scheme gives them, their predicted
+costs, and the partition as a :class:`SpatialPlan` that ``api.compile`` builds.
+
+The pure parts are :mod:`tvm_hetero.plan.flexpie` (the reverse DP and the baselines) and
+:mod:`tvm_hetero.costmodel.estimators` (the XGBoost estimators); the geometry is
+:mod:`tvm_hetero.ir.tiles`'. A *layer* is what EdgePipe cuts (one tensor crosses after it) with
+element-wise layers joined to the layer before (a convolution with its bias and activation, as
+FlexPie's layers are). For every run of up to :data:`~tvm_hetero.plan.flexpie.MAX_RUN` layers
+and every scheme this module computes each device's tiles exactly as ``PartitionSpatialTiles``
+will (the same :func:`~tvm_hetero.ir.tiles.segment_needs`), asks the compute estimator for each
+operator tile, and for every boundary counts the bytes each device receives from each other
+device, priced by the sync and rearrange estimators along the cluster's routes. Operators no
+scheme can cut (a classifier's flatten and matmul) stay on the home device at their measured
+time.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.costmodel.estimators import OP_KINDS, TOPOLOGIES, Estimator, conv_gflops, topology
+from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.ir.split_dims import ELEMENTWISE
+from tvm_hetero.ir.tiles import (
+    POOLS,
+    SCHEMES,
+    Box,
+    full_box,
+    intersect,
+    needs,
+    scheme_cells,
+    segment_members,
+    segment_needs,
+    shape_of,
+)
+from tvm_hetero.ir.types import itemsize
+from tvm_hetero.ir.units import main_bindings
+from tvm_hetero.plan import flexpie
+from tvm_hetero.plan.flexpie import MAX_RUN, SpatialPartition, SpatialProblem
+from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.strategies.edgepipe import pipeline_layers
+
+Progress = Callable[[str, int, int], None]
+DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "costmodel" / "models" / "flexpie"
+"""The estimators shipped: trained on traces of the emulated cluster (``benchmarks/flexpie``)."""
+LOCAL_MBPS = 1e5
+"""The ``bandwidth_mbps`` of a copy between two devices of one process (memory, not a link)."""
+
+
+def flexpie_layers(model: Model) -> list[list[str]]:
+    """EdgePipe's layers with every layer of element-wise operators only joined to the one
+    before it (FlexPie's layer: a convolution or pooling with its bias and activation)."""
+    layers = [list(ops) for ops in pipeline_layers(OpGraph.from_module(model.mod)).ops]
+    func = model.mod["main"]
+    group = {op: k for k, ops in enumerate(layers) for op in ops}
+    _, members = segment_members(func, main_bindings(func, "flexpie"), group, "flexpie")
+    merged: list[list[str]] = []
+    for ops, inside in zip(layers, members, strict=True):
+        elementwise = all(
+            isinstance(b.value, relax.Call) and b.value.op.name in ELEMENTWISE for b in inside
+        )
+        if merged and elementwise:
+            merged[-1].extend(ops)
+        else:
+            merged.append(list(ops))
+    return merged
+
+
+@dataclass(frozen=True)
+class Tile:
+    """What one device computes of a segment: operator tiles (call, output box) and the part of
+    each tensor from before the segment it reads."""
+
+    device: int
+    ops: tuple[tuple[relax.Call, Box], ...]
+    reads: dict[relax.Var, Box]
+
+
+class TileGeometry:
+    """A model's layers and the tiles of every segment under every scheme (cached)."""
+
+    def __init__(self, model: Model, layers: Sequence[Sequence[str]], devices: int) -> None:
+        func = model.mod["main"]
+        group = {op: k for k, ops in enumerate(layers) for op in ops}
+        self.weights, self.members = segment_members(
+            func, main_bindings(func, "flexpie"), group, "flexpie"
+        )
+        self.layers, self.devices = [list(o) for o in layers], devices
+        self.params = list(func.params)
+        self.outputs = [m[-1].var for m in self.members]
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @functools.cache  # noqa: B019 (one geometry per plan, dropped with it)
+    def tiles(self, start: int, length: int, scheme: str) -> tuple[Tile, ...] | None:
+        """The tiles of layers ``start .. start + length - 1`` as one segment in ``scheme``;
+        ``None`` when some operator has no tile rule for it."""
+        members = [b for m in self.members[start : start + length] for b in m]
+        out = self.outputs[start + length - 1]
+        shape = shape_of(out)
+        if shape is None:
+            return None
+        try:
+            cells = scheme_cells(scheme, shape, self.devices)
+        except ValueError:
+            return None
+        inside = {b.var for b in members}
+        tiles = []
+        for device, box in cells:
+            if scheme == "Home":
+                need = {out: box}
+                ops = tuple((b.value, full_box(shape_of(b.var) or [])) for b in members)
+                reads = _reads_whole(members, inside, self.weights)
+            else:
+                try:
+                    need = segment_needs(members, self.weights, out, box)
+                except ValueError:
+                    return None
+                ops = tuple((b.value, need[b.var]) for b in members if b.var in need)
+                reads = {v: bx for v, bx in need.items() if v not in inside}
+            tiles.append(Tile(device, ops, reads))
+        return tuple(tiles)
+
+    def held(self, var: relax.Var, scheme: str | None) -> list[tuple[int, Box]]:
+        """Where the tiles of ``var`` are: ``(device, box)`` under ``scheme``, whole on home
+        for ``None`` (the model's inputs, and the output before a segment reads it)."""
+        shape = shape_of(var) or []
+        if scheme is None or scheme == "Home":
+            return [(0, full_box(shape))]
+        return scheme_cells(scheme, shape, self.devices)
+
+
+def _reads_whole(members, inside, weights) -> dict[relax.Var, Box]:
+    reads = {}
+    for b in members:
+        for v in relax.analysis.free_vars(b.value):
+            if v not in inside and v not in weights:
+                reads[v] = full_box(shape_of(v) or [])
+    return reads
+
+
+def device_features(device: DeviceSpec) -> dict[str, float]:
+    """What the estimators know of a device: its threads and its CPU quota (0: none)."""
+    return {"threads": device.threads or 0, "cpu_quota": device.cpu_quota or 0}
+
+
+def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[str, float] | None:
+    """The compute estimator's features of operator ``call`` computing box ``out`` on a device
+    of ``device`` features (:func:`device_features`; empty: left to the caller); ``None`` for an
+    operator it does not know (timed instead)."""
+    if not isinstance(call, relax.Call) or not isinstance(call.op, tvm.ir.Op):
+        return None
+    name = call.op.name
+    size = [hi - lo for lo, hi in out]
+    if len(size) != 4:
+        return None
+    boxes = needs(call, out)
+    if boxes is None:
+        return None
+    in_size = [hi - lo for lo, hi in boxes[0]] if boxes[0] else size
+    row = {"in_c": in_size[1], "in_h": in_size[2], "in_w": in_size[3], "out_c": size[1],
+           "out_h": size[2], "out_w": size[3], "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1,
+           "groups": 1, **device}  # fmt: skip
+    a = call.attrs
+    if name == "relax.nn.conv2d":
+        w = shape_of(call.args[1])
+        groups = int(a.groups)
+        depthwise = groups > 1 and groups == w[0]
+        kind = "depthwise" if depthwise else "grouped" if groups > 1 else "conv2d"
+        row |= {"k_h": w[2], "k_w": w[3], "stride": int(a.strides[0]),
+                "dilation": int(a.dilation[0])}  # fmt: skip
+        row["groups"] = size[1] if depthwise else groups
+        row["gflops"] = conv_gflops(size[1], size[2], size[3], w[1], w[2], w[3])
+    elif name in POOLS:
+        kind = "pool"
+        row |= {"k_h": int(a.pool_size[0]), "k_w": int(a.pool_size[1]), "stride": int(a.strides[0])}
+        row["gflops"] = conv_gflops(size[1], size[2], size[3], 1, row["k_h"], row["k_w"]) / 2
+    elif name in ELEMENTWISE:
+        kind = "elementwise"
+        row["gflops"] = float(np.prod(size)) / 1e9
+    else:
+        return None
+    return {**row, "kind": OP_KINDS[kind]}
+
+
+def sync_row(
+    nbytes: int, src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None, count: int
+) -> dict[str, float]:
+    """The sync estimator's features of moving ``nbytes`` from ``src`` to ``dst``."""
+    if src.colocated(dst) or cluster is None:
+        return {"bytes": nbytes, "bandwidth_mbps": LOCAL_MBPS, "latency_ms": 0.0, "hops": 0,
+                "topology": TOPOLOGIES["local"], "devices": count}  # fmt: skip
+    path = cluster.route(src.name, dst.name)
+    if path is None:
+        raise ValueError(f"no link joins {src.name} and {dst.name}; give a cluster that joins them")
+    names = [d.name for d in cluster.devices]
+    shape = topology(names, [(ln.a, ln.b) for ln in cluster.links])
+    return {"bytes": nbytes, "bandwidth_mbps": min(ln.bandwidth_mbps for ln in path),
+            "latency_ms": sum(ln.latency_ms for ln in path), "hops": len(path),
+            "topology": TOPOLOGIES[shape], "devices": count}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Estimators:
+    """The three estimators a FlexPie plan needs."""
+
+    compute: Estimator
+    sync: Estimator
+    rearrange: Estimator
+
+    @classmethod
+    def load(cls, folder: str | Path | None = None) -> Estimators:
+        """The estimators in ``folder`` (``tvm-hetero train``'s output; default: shipped)."""
+        folder = Path(folder or DEFAULT_MODELS)
+        return cls(*(Estimator.load(folder, n) for n in ("compute", "sync", "rearrange")))
+
+
+class _Pricer:
+    """Batches estimator rows and remembers their predictions."""
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimator, self.rows, self.index = estimator, [], {}
+
+    def ask(self, row: dict[str, float]) -> int:
+        key = tuple(row.values())
+        if key not in self.index:
+            self.index[key] = len(self.rows)
+            self.rows.append(row)
+        return self.index[key]
+
+    def answers(self) -> np.ndarray:
+        return self.estimator.predict(self.rows) if self.rows else np.zeros(0)
+
+
+def problem_of(
+    geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
+    cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
+) -> SpatialProblem:  # fmt: skip
+    """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles),
+    ``move_s`` per boundary (the slowest receiver: its pieces one after another, then joined).
+    ``whole_s`` is the measured time of each operator the compute estimator does not know (by
+    its call), on the home device."""
+    n, k = len(geometry), len(SCHEMES)
+    compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
+                                                     estimators.rearrange))  # fmt: skip
+    segment_terms: dict[tuple[int, int, int], list] = {}
+    for a in range(n):
+        for d in range(1, min(max_run, n - a) + 1):
+            for q, scheme in enumerate(SCHEMES):
+                tiles = geometry.tiles(a, d, scheme)
+                if tiles is None:
+                    continue
+                terms = []
+                for t in tiles:
+                    for call, box in t.ops:
+                        row = compute_row(call, box, device_features(devices[t.device]))
+                        if row is not None:
+                            terms.append((t.device, compute.ask(row), 0.0))
+                        elif scheme == "Home":  # timed; aliases and tuple items cost nothing
+                            terms.append((t.device, None, whole_s.get(call, 0.0)))
+                        else:
+                            break
+                    else:
+                        continue
+                    break
+                else:
+                    segment_terms[a, d, q] = terms
+    move_terms: dict[tuple[int, int, int, int], list] = {}
+    held_schemes = [*SCHEMES, None]
+    for (a, d, q), _ in segment_terms.items():
+        for p, held in enumerate(held_schemes):
+            if a == 0 and held is not None:
+                continue
+            try:
+                move_terms[a, p, q, d] = _move_terms(
+                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, cluster, sync,
+                    rearrange,
+                )  # fmt: skip
+            except ValueError:  # the layer before cannot be held in scheme p
+                continue
+    out = geometry.outputs[-1]
+    final = Tile(0, (), {out: full_box(shape_of(out) or [])})
+    for p, held in enumerate(held_schemes):
+        try:
+            move_terms[n, p, k, 0] = _move_terms(
+                geometry, (final,), n, held, devices, cluster, sync, rearrange
+            )
+        except ValueError:
+            continue
+    compute_s, sync_s, rearrange_s = compute.answers(), sync.answers(), rearrange.answers()
+    compute_arr = np.full((n, max_run, k), np.inf)
+    for (a, d, q), terms in segment_terms.items():
+        per_device = np.zeros(len(devices))
+        for dev, idx, fixed in terms:
+            per_device[dev] += fixed if idx is None else compute_s[idx]
+        compute_arr[a, d - 1, q] = per_device.max()
+    move_arr = np.full((n + 1, k + 1, k + 1, max_run + 1), np.inf)
+    for key, per_receiver in move_terms.items():
+        worst = 0.0
+        for syncs, joins in per_receiver:
+            worst = max(worst, sum(sync_s[i] for i in syncs) + sum(rearrange_s[i] for i in joins))
+        move_arr[key] = worst
+    return SpatialProblem(SCHEMES, compute_arr, move_arr)
+
+
+def _move_terms(
+    geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, sync, rearrange
+) -> list[tuple[list[int], list[int]]]:
+    """Per receiving tile: the sync rows of the pieces it receives from other devices and the
+    rearrange row of joining them."""
+    entering = geometry.outputs[a - 1] if a > 0 else None
+    result = []
+    for tile in tiles:
+        syncs, joins = [], []
+        for var, box in tile.reads.items():
+            cells = geometry.held(var, held if var.same_as(entering) else None)
+            pieces, total = 0, 0
+            for src, have in cells:
+                common = intersect(have, box)
+                if common is None:
+                    continue
+                nbytes = int(np.prod([hi - lo for lo, hi in common])) * itemsize(str(var.ty.dtype))
+                pieces, total = pieces + 1, total + nbytes
+                if src != tile.device:
+                    row = sync_row(
+                        nbytes, devices[src], devices[tile.device], cluster, len(devices)
+                    )
+                    syncs.append(sync.ask(row))
+            if pieces > 1:
+                row = {"bytes": total, "pieces": pieces, **device_features(devices[tile.device])}
+                joins.append(rearrange.ask(row))
+        result.append((syncs, joins))
+    return result
+
+
+def to_plan(
+    geometry: TileGeometry, devices: Sequence[DeviceSpec], partition: SpatialPartition,
+    strategy: str,
+) -> SpatialPlan:  # fmt: skip
+    """The partition as a plan: each segment's layers' operators and its scheme."""
+    return SpatialPlan(
+        tuple(d.name for d in devices),
+        tuple(
+            tuple(op for layer in geometry.layers[s.start : s.stop] for op in layer)
+            for s in partition.segments
+        ),
+        tuple(s.scheme for s in partition.segments),
+        tuple((s.start, s.stop - 1) for s in partition.segments),
+        strategy,
+        partition.predicted_s,
+    )
+
+
+@dataclass(frozen=True)
+class FlexPieResult:
+    """FlexPie's plan with what it was made from, and the baselines through the same costs."""
+
+    plan: SpatialPlan
+    geometry: TileGeometry
+    problem: SpatialProblem
+    partition: SpatialPartition
+    baselines: dict[str, SpatialPartition]
+    search_s: float
+
+    def baseline_plans(self, devices: Sequence[DeviceSpec]) -> dict[str, SpatialPlan]:
+        """Each baseline as a plan ``api.compile`` builds."""
+        return {n: to_plan(self.geometry, devices, p, n) for n, p in self.baselines.items()}
+
+
+def whole_op_seconds(
+    model: Model, geometry: TileGeometry, device: DeviceSpec, db: str | Path | None = None,
+    options: BuildOptions | None = None,
+) -> dict[relax.Call, float]:  # fmt: skip
+    """Measured seconds (on ``device``) of each operator the compute estimator does not know,
+    by its call."""
+    from tvm_hetero.ir.bindings import op_bindings
+    from tvm_hetero.runtime.timer import runners_for
+    from tvm_hetero.strategies.eop import profiler_for
+
+    ids = {b.var: b.node_id for b in op_bindings(model.mod["main"])}
+    unknown = [
+        b for m in geometry.members for b in m
+        if b.var in ids and compute_row(b.value, full_box(shape_of(b.var) or []), {}) is None
+    ]  # fmt: skip
+    if not unknown:
+        return {}
+    runners = runners_for([device])
+    try:
+        profiler = profiler_for(db, options)
+        profiler.runner = runners[device.name]
+        return {
+            b.value: profiler.profile_op(model.mod, ids[b.var], device).median_s for b in unknown
+        }
+    finally:
+        runners.clear()
+
+
+def plan_with_estimators(
+    model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None = None,
+    estimators: Estimators | None = None, db: str | Path | None = None,
+    options: BuildOptions | None = None, max_run: int = MAX_RUN,
+    progress: Progress | None = None,
+) -> FlexPieResult:  # fmt: skip
+    """FlexPie end to end: layers, every segment's tiles, the estimators' costs, the reverse DP
+    and the baselines (fixed schemes, layer-wise, fused)."""
+    estimators = estimators or Estimators.load()
+    layers = flexpie_layers(model)
+    geometry = TileGeometry(model, layers, len(devices))
+    if progress:
+        progress("timing the operators no scheme cuts", 0, 1)
+    whole = whole_op_seconds(model, geometry, devices[0], db, options)
+    if progress:
+        progress("pricing tiles and exchanges", 1, 2)
+    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run)
+    start = time.perf_counter()
+    partition = flexpie.flexpie(problem)
+    search_s = time.perf_counter() - start
+    if progress:
+        progress("planned", 2, 2)
+    plan = to_plan(geometry, devices, partition, "flexpie")
+    return FlexPieResult(plan, geometry, problem, partition, flexpie.baselines(problem), search_s)
+
+
+def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SpatialPlan:
+    """FlexPie's plan of ``model`` on ``devices`` (``api.plan(..., "flexpie")``); settings as
+    :func:`plan_with_estimators` (``cluster``, ``estimators``, ``db``, ``options``...)."""
+    return plan_with_estimators(model, devices, **settings).plan
