@@ -1,0 +1,166 @@
+"""FlexPie against its baselines on emulated edge clusters: latency, score and search time.
+
+    sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
+        [--model mobilenet resnet18] [--collect] [--estimators DIR] [--repeat 7]
+
+Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
+(FlexPie's testbed is homogeneous: four or three TI C6678 boards), each a runtime-only worker in
+its own network namespace held to ``--quota`` cores, joined as a **ring** (each device to its
+two neighbours; traffic to the far side takes two hops), a **ps** star (every device to the
+parameter server, device 0, which is also home) or a **mesh**, every link shaped with ``tbf`` to
+the case's rate. The paper's links (SRIO at 5 Gbit/s, 1 Gbit/s and 500 Mbit/s, between DSPs
+that run MobileNet in milliseconds) are scaled to these CPU quotas as 1000, 200 and 50 Mbit/s.
+
+Per case and model: FlexPie plans with the estimators (``--estimators``, default the shipped
+ones), timed; its plan and every baseline (each fixed scheme, layer-wise, fused per scheme, the
+home device alone) are compiled and run on the cluster, latency the median of ``--repeat`` runs
+after one warm-up; the score of each is the best measured latency over its own (the paper's
+performance score). ``--collect`` first appends this cluster's traces (tiles on one device,
+transfers between every pair, joins) to ``benchmarks/results/flexpie_traces.jsonl``: what the
+shipped estimators were trained on (``tvm-hetero train``).
+Results: ``benchmarks/results/flexpie_latency.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tvm_hetero import api
+from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.emulation import control
+from tvm_hetero.emulation.layout import cluster_tag, plan_layout
+from tvm_hetero.frontends import load_model
+from tvm_hetero.plan.flexpie import scores
+from tvm_hetero.profiling.traces import collect
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.strategies import flexpie as strategy
+
+MODELS = {  # sizes these quotas run in tenths of a second
+    "mobilenet": ("mobilenet", {"image": 112, "width": 0.5}),
+    "resnet18": ("resnet18", {"image": 112}),
+    "resnet101": ("resnet50", {"image": 64, "stages": [3, 4, 23, 3]}),
+    "bert": ("bert-small", {}),
+}
+CASES = {
+    f"{shape}{n}-{mbps}": (shape, n, mbps)
+    for shape in ("ring", "ps") for n in (4, 3) for mbps in (1000, 200, 50)
+}  # fmt: skip
+
+
+def spec_file(case: str, quota: float, folder: Path) -> Path:
+    """The cluster spec of a case: devices alternate between the two cores."""
+    shape, n, mbps = CASES[case]
+    devices = [
+        {"name": f"e{k}", "kind": "cpu", "target": {"kind": "llvm"}, "cores": [k % 2],
+         "cpu_quota": quota}
+        for k in range(n)
+    ]  # fmt: skip
+    if shape == "ring":
+        pairs = [(k, (k + 1) % n) for k in range(n)]
+    elif shape == "ps":
+        pairs = [(0, k) for k in range(1, n)]
+    else:
+        pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    links = [{"a": f"e{a}", "b": f"e{b}", "bandwidth_mbps": mbps} for a, b in pairs]
+    path = folder / f"{case}.json"
+    path.write_text(json.dumps({"topology": shape, "devices": devices, "links": links}))
+    return path
+
+
+def latency(deployment, inputs, repeat: int) -> float:
+    """Median seconds of one inference (one warm-up run first)."""
+    with Executor(deployment, timeout_s=300) as ex:
+        tensors = ex.place_inputs(inputs)
+        ex.run_tensors(tensors)
+        seconds = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            ex.run_tensors(tensors)
+            seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def run_case(case: str, args, folder: Path) -> list[dict]:
+    path = spec_file(case, args.quota, folder)
+    spec, tag = ClusterSpec.load(path), cluster_tag(path)
+    cluster = control.up(spec, plan_layout(spec, tag))
+    out = []
+    try:
+        devices = list(cluster.devices)
+        if args.collect:
+            zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
+            counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
+            print(f"  traces: {counts}", flush=True)
+        estimators = strategy.Estimators.load(args.estimators)
+        for name in args.model:
+            model = load_model(MODELS[name][0], **MODELS[name][1])
+            start = time.perf_counter()
+            result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
+            plan_s = time.perf_counter() - start
+            plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
+            predicted = {"flexpie": result.partition.predicted_s} | {
+                n: p.predicted_s for n, p in result.baselines.items()
+            }
+            measured, built = {}, {}
+            inputs = model.random_inputs()
+            for label, plan in plans.items():
+                key = (plan.segments, plan.schemes)
+                if key not in built:
+                    used = api.in_plan_order(devices, plan)
+                    built[key] = latency(api.compile(model, used, plan).deployment, inputs,
+                                         args.repeat)  # fmt: skip
+                measured[label] = built[key]
+                print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
+                      f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
+            score = scores(measured)
+            out.append({
+                "case": case, "model": name, "layers": len(result.geometry),
+                "search_s": result.search_s, "plan_s": plan_s,
+                "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
+                "predicted_s": predicted, "measured_s": measured, "score": score,
+            })  # fmt: skip
+            print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
+                  f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
+                  flush=True)  # fmt: skip
+    finally:
+        control.down(tag)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--case", nargs="+", default=["ring4-1000", "ps4-200", "ring3-50"],
+                        choices=list(CASES))  # fmt: skip
+    parser.add_argument("--model", nargs="+", default=["mobilenet", "resnet18"],
+                        choices=list(MODELS))  # fmt: skip
+    parser.add_argument("--quota", type=float, default=0.45, help="cores per device")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
+    parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
+    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")
+    parser.add_argument("--estimators", default=None, help="default: the shipped estimators")
+    parser.add_argument("--db", default="benchmarks/results/flexpie_profiles.jsonl")
+    parser.add_argument("--out", default="benchmarks/results/flexpie_latency.json")
+    args = parser.parse_args()
+    out = Path(args.out)
+    kept = []
+    if out.exists():
+        redone = {(c, m) for c in args.case for m in args.model}
+        kept = [
+            r for r in json.loads(out.read_text())["runs"] if (r["case"], r["model"]) not in redone
+        ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in args.case:
+            print(f"{case}: {CASES[case]}", flush=True)
+            kept += run_case(case, args, Path(tmp))
+            out.write_text(json.dumps({"quota": args.quota, "runs": kept}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
