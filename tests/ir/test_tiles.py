@@ -26,8 +26,11 @@ def test_even_parts_and_cells_of_every_scheme():
     grid3 = scheme_cells("Grid", shape, 3)  # the last device takes its whole column
     assert [d for d, _ in grid3] == [0, 1, 2, 2]
     assert scheme_cells("Home", shape, 3) == [(0, ((0, 1), (0, 8), (0, 6), (0, 10)))]
-    with pytest.raises(ValueError, match="cuts NCHW outputs"):
+    with pytest.raises(ValueError, match=r"does not cut a rank-2 output .* takes \['OutC'\]"):
         scheme_cells("InH", (4, 10), 2)
+    tokens = scheme_cells("InH", (1, 7, 16), 2)  # (batch, tokens, features)
+    assert [b for _, b in tokens] == [((0, 1), (0, 4), (0, 16)), ((0, 1), (4, 7), (0, 16))]
+    assert [b[2] for _, b in scheme_cells("OutC", (1, 7, 16), 2)] == [(0, 8), (8, 16)]
     with pytest.raises(ValueError, match="unknown scheme 'Diagonal'"):
         scheme_cells("Diagonal", shape, 2)
 
@@ -46,6 +49,28 @@ def test_strided_dilated_convolution_reads_its_window_and_pads_at_the_border():
     assert data == ((0, 1), (0, 4), (6, 11), (0, 9))
     assert weight == ((2, 6), (0, 4), (0, 3), (0, 3))
     assert window_padding(call, out) == [0, 1, 2, 1]  # [top, left, bottom, right]
+
+
+def test_transformer_rows_through_matmul_attention_layout_and_norms():
+    bb = relax.BlockBuilder()
+    x, w = _var("x", (1, 6, 8)), _var("w", (8, 12))
+    mm = bb.normalize(relax.op.matmul(x, w))
+    rows = ((0, 1), (2, 4), (0, 12))
+    assert needs(mm, rows) == [((0, 1), (2, 4), (0, 8)), ((0, 8), (0, 12))]
+    assert needs(mm, ((0, 1), (0, 6), (4, 12)))[1] == ((0, 8), (4, 12))  # OutC: weight columns
+    q, k = _var("q", (1, 2, 6, 4)), _var("k", (1, 2, 4, 6))
+    scores = bb.normalize(relax.op.matmul(q, k))  # every key for a query row
+    assert needs(scores, ((0, 1), (0, 2), (3, 6), (0, 6))) == [
+        ((0, 1), (0, 2), (3, 6), (0, 4)), ((0, 1), (0, 2), (0, 4), (0, 6))
+    ]  # fmt: skip
+    heads = bb.normalize(relax.op.reshape(x, (1, 6, 2, 4)))
+    assert needs(heads, ((0, 1), (2, 4), (0, 2), (0, 4))) == [((0, 1), (2, 4), (0, 8)), None]
+    assert needs(heads, ((0, 1), (0, 6), (0, 1), (0, 4))) is None  # a head: not a box of x
+    perm = bb.normalize(relax.op.permute_dims(_var("h", (1, 6, 2, 4)), [0, 2, 1, 3]))
+    assert needs(perm, ((0, 1), (0, 2), (1, 3), (0, 4))) == [((0, 1), (1, 3), (0, 2), (0, 4))]
+    soft = bb.normalize(relax.op.nn.softmax(_var("s", (1, 2, 6, 6)), axis=-1))
+    assert needs(soft, ((0, 1), (0, 2), (0, 3), (0, 6))) == [((0, 1), (0, 2), (0, 3), (0, 6))]
+    assert needs(soft, ((0, 1), (0, 2), (0, 6), (0, 3))) is None  # the softmax axis is cut
 
 
 def test_depthwise_channels_pooling_and_broadcasting():

@@ -37,7 +37,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 """Feature names of each estimator, in column order."""
 
-OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4}
+OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4, "matmul": 5,
+            "norm": 6, "layout": 7}  # fmt: skip
 """The ``kind`` feature of the compute estimator."""
 
 TOPOLOGIES = {"local": 0, "ring": 1, "ps": 2, "mesh": 3, "other": 4}

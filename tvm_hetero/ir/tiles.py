@@ -30,6 +30,14 @@ SCHEMES = SPATIAL_SCHEMES
 """Partition schemes, FlexPie's four and the whole layer on the home device."""
 
 POOLS = ("relax.nn.max_pool2d", "relax.nn.avg_pool2d")
+NORMS = ("relax.nn.softmax", "relax.nn.log_softmax", "relax.nn.layer_norm")
+LAYOUT = ("relax.permute_dims", "relax.reshape")
+RANK_AXES: dict[int, dict[str, int | None]] = {
+    4: {"InH": 2, "InW": 3, "OutC": 1, "Grid": None},  # NCHW; Grid: rows and columns
+    3: {"InH": 1, "OutC": 2},  # (batch, tokens, features)
+    2: {"OutC": 1},  # (batch, features)
+}
+"""The axis each scheme cuts, by the rank of a layer's output."""
 
 
 def full_box(shape: Sequence[int]) -> Box:
@@ -55,19 +63,26 @@ def scheme_cells(scheme: str, shape: Sequence[int], devices: int) -> list[tuple[
     ``devices`` devices (device 0 is home). A device may have several tiles (``Grid`` with an
     odd count) or none (fewer rows than devices).
 
+    A transformer's ``(batch, tokens, features)`` takes ``InH`` (tokens) and ``OutC``
+    (features), a ``(batch, features)`` output ``OutC``.
+
     Raises
     ------
     ValueError
-        For an unknown scheme, or a spatial scheme on an output that is not 4-D (NCHW).
+        For an unknown scheme, or a scheme the output's rank does not have.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}; known: {list(SCHEMES)}")
     full = full_box(shape)
     if scheme == "Home" or devices == 1:
         return [(0, full)]
-    if len(shape) != 4:
-        raise ValueError(f"scheme {scheme!r} cuts NCHW outputs; this one has shape {list(shape)}")
-    axis = {"InH": 2, "InW": 3, "OutC": 1}.get(scheme)
+    axes = RANK_AXES.get(len(shape), {})
+    if scheme not in axes:
+        raise ValueError(
+            f"scheme {scheme!r} does not cut a rank-{len(shape)} output ({list(shape)}); "
+            f"it takes {sorted(axes) or 'Home only'}"
+        )
+    axis = axes[scheme]
     if axis is not None:
         return [
             (d, _with(full, axis, part)) for d, part in enumerate(even_parts(shape[axis], devices))
@@ -128,6 +143,31 @@ def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
         return [(out[0], out[1], rows.input_rows(*out[2])[:2], cols.input_rows(*out[3])[:2])]
     if name in ELEMENTWISE:
         return [_broadcast_box(s, out) for s in shapes]
+    if name == "relax.matmul":
+        return _matmul_needs(shapes, out)
+    if name == "relax.permute_dims":
+        rank = len(out)
+        perm = (
+            list(range(rank))[::-1]
+            if call.attrs.axes is None
+            else [int(v) for v in call.attrs.axes]
+        )
+        box = [None] * rank
+        for a, p in enumerate(perm):
+            box[p] = out[a]
+        return [tuple(box)]
+    if name == "relax.reshape":
+        return _reshape_needs(shapes[0], shape_of(call), out, len(call.args))
+    if name in NORMS:
+        rank = len(out)
+        axes = (
+            [int(call.attrs.axis) % rank] if name != "relax.nn.layer_norm"
+            else [int(v) % rank for v in call.attrs.axes]
+        )  # fmt: skip
+        whole = shape_of(call) or []
+        if any(out[a] != (0, whole[a]) for a in axes):
+            return None  # a normalised axis must be whole
+        return [out] + [None if sh is None else full_box(sh) for sh in shapes[1:]]
     if all(lo == 0 and hi == n for (lo, hi), n in zip(out, shape_of(call) or [], strict=True)):
         return [None if s is None else full_box(s) for s in shapes]  # the whole: any operator
     return None
@@ -231,6 +271,33 @@ def _conv2d_needs(call: relax.Call, out: Box, shapes: list) -> list[Box | None] 
     return [data, (channels, *full_box(w[1:]))]
 
 
+def _matmul_needs(shapes: list, out: Box) -> list[Box | None] | None:
+    """A matmul's output rows and columns read rows of ``x`` and columns of ``w`` (all of the
+    reduced axis); batch axes broadcast."""
+    x, w = shapes
+    if x is None or w is None or len(x) < 2 or len(w) < 2:
+        return None
+
+    def operand(shape: list[int], rows: tuple[int, int], cols: tuple[int, int]) -> Box:
+        batch = _broadcast_box(shape[:-2], out[:-2]) if len(shape) > 2 else ()
+        return (*batch, rows, cols)
+
+    return [operand(x, out[-2], (0, x[-1])), operand(w, (0, w[-2]), out[-1])]
+
+
+def _reshape_needs(x: list[int] | None, y: list[int] | None, out: Box, nargs: int):
+    """A reshape keeps the leading axes both shapes share; a box whole beyond them reads the
+    same leading ranges and all the rest."""
+    if x is None or y is None:
+        return None
+    lead = 0
+    while lead < min(len(x), len(y)) and x[lead] == y[lead]:
+        lead += 1
+    if any(out[a] != (0, y[a]) for a in range(lead, len(y))):
+        return None
+    return [(*out[:lead], *full_box(x[lead:])), *([None] * (nargs - 1))]
+
+
 def _broadcast_box(shape: list[int] | None, out: Box) -> Box | None:
     """The part of a broadcast operand of ``shape`` an element-wise output box reads."""
     if shape is None:
@@ -245,6 +312,8 @@ def tile_call(call: relax.Call, args: list[relax.Expr], out: Box) -> relax.Expr:
     """``call`` on tile arguments computing output box ``out``: windows get the padding the
     tile needs, a depthwise convolution as many groups as its channels."""
     name = call.op.name
+    if name == "relax.reshape":
+        return relax.op.reshape(args[0], [hi - lo for lo, hi in out])
     if name == "relax.nn.conv2d":
         a = call.attrs
         groups = int(a.groups)

@@ -35,6 +35,8 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.ir.split_dims import ELEMENTWISE
 from tvm_hetero.ir.tiles import (
+    LAYOUT,
+    NORMS,
     POOLS,
     SCHEMES,
     Box,
@@ -166,17 +168,22 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
         return None
     name = call.op.name
     size = [hi - lo for lo, hi in out]
-    if len(size) != 4:
-        return None
     boxes = needs(call, out)
-    if boxes is None:
+    if boxes is None or not size:
         return None
-    in_size = [hi - lo for lo, hi in boxes[0]] if boxes[0] else size
-    row = {"in_c": in_size[1], "in_h": in_size[2], "in_w": in_size[3], "out_c": size[1],
-           "out_h": size[2], "out_w": size[3], "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1,
-           "groups": 1, **device}  # fmt: skip
+    first = boxes[0] if boxes[0] else out
+    in_size = [hi - lo for lo, hi in first]
+    if len(size) == 4:
+        shape = {"in_c": in_size[1], "in_h": in_size[2], "in_w": in_size[3], "out_c": size[1],
+                 "out_h": size[2], "out_w": size[3]}  # fmt: skip
+    else:  # (batch, ..., features): features as channels, the middle axes as rows
+        rows_in, rows_out = int(np.prod(in_size[1:-1])), int(np.prod(size[1:-1]))
+        shape = {"in_c": in_size[-1], "in_h": rows_in, "in_w": in_size[0], "out_c": size[-1],
+                 "out_h": rows_out, "out_w": size[0]}  # fmt: skip
+    row = {**shape, "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1, "groups": 1, **device}
     a = call.attrs
-    if name == "relax.nn.conv2d":
+    elements = float(np.prod(size)) / 1e9
+    if name == "relax.nn.conv2d" and len(size) == 4:
         w = shape_of(call.args[1])
         groups = int(a.groups)
         depthwise = groups > 1 and groups == w[0]
@@ -185,13 +192,20 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
                 "dilation": int(a.dilation[0])}  # fmt: skip
         row["groups"] = size[1] if depthwise else groups
         row["gflops"] = conv_gflops(size[1], size[2], size[3], w[1], w[2], w[3])
-    elif name in POOLS:
+    elif name in POOLS and len(size) == 4:
         kind = "pool"
         row |= {"k_h": int(a.pool_size[0]), "k_w": int(a.pool_size[1]), "stride": int(a.strides[0])}
         row["gflops"] = conv_gflops(size[1], size[2], size[3], 1, row["k_h"], row["k_w"]) / 2
+    elif name == "relax.matmul":
+        kind, reduced = "matmul", in_size[-1]
+        row |= {"in_c": reduced, "k_h": reduced}
+        row["gflops"] = 2.0 * float(np.prod(size)) * reduced / 1e9
+    elif name in NORMS:
+        kind, row["gflops"] = "norm", elements
+    elif name in LAYOUT:
+        kind, row["gflops"] = "layout", elements
     elif name in ELEMENTWISE:
-        kind = "elementwise"
-        row["gflops"] = float(np.prod(size)) / 1e9
+        kind, row["gflops"] = "elementwise", elements
     else:
         return None
     return {**row, "kind": OP_KINDS[kind]}
