@@ -136,7 +136,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", nargs="+", default=["ring4-1000", "ps4-200", "ring3-50"],
                         choices=list(CASES))  # fmt: skip
-    parser.add_argument("--model", nargs="+", default=["mobilenet", "resnet18"],
+    parser.add_argument("--model", nargs="*", default=["mobilenet", "resnet18"],
                         choices=list(MODELS))  # fmt: skip
     parser.add_argument("--quota", type=float, default=0.45, help="cores per device")
     parser.add_argument("--repeat", type=int, default=7)

@@ -145,6 +145,9 @@ def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
         return [_broadcast_box(s, out) for s in shapes]
     if name == "relax.matmul":
         return _matmul_needs(shapes, out)
+    if name == "relax.nn.batch_norm":  # item 0 (inference): per channel of ``axis``
+        channel = out[int(call.attrs.axis) % len(out)]
+        return [out, *((channel,) for _ in shapes[1:])]
     if name == "relax.permute_dims":
         rank = len(out)
         perm = (
@@ -217,17 +220,63 @@ def segment_needs(
         Naming the first binding with no tile rule for the box asked of it.
     """
     need: dict[relax.Var, Box] = {out: box}
+    bound = {b.var: b.value for b in members}
     for b in reversed(members):
+        call = tile_op(b.value, bound)
         if b.var not in need:
             continue
-        boxes = needs(b.value, need[b.var]) if isinstance(b.value, relax.Call) else None
+        part = split_part(b.value, bound)
+        if part is not None:  # a part of a split: that part of the split's input
+            source, axis, offset = part
+            shifted = _with(need[b.var], axis, tuple(v + offset for v in need[b.var][axis]))
+            if source not in weights:
+                need[source] = hull(need.get(source), shifted)
+            continue
+        boxes = needs(call, need[b.var]) if call is not None else None
         if boxes is None:
             what = b.value.op.name if isinstance(b.value, relax.Call) else type(b.value).__name__
             raise ValueError(f"{b.var.name!r} ({what}) has no tile rule")
-        for arg, arg_box in zip(b.value.args, boxes, strict=True):
+        for arg, arg_box in zip(call.args, boxes, strict=True):
             if isinstance(arg, relax.Var) and arg not in weights and arg_box is not None:
                 need[arg] = hull(need.get(arg), arg_box)
     return need
+
+
+TUPLE_OPS = ("relax.nn.batch_norm",)
+"""Operators whose result is a tuple and whose item 0 has a tile rule."""
+
+
+def tile_op(value: relax.Expr, bound: Mapping) -> relax.Call | None:
+    """The call a binding's tile computes: the binding's own call, or for item 0 of a
+    :data:`TUPLE_OPS` call (bound in ``bound``) that call; ``None`` otherwise."""
+    if isinstance(value, relax.Call):
+        return value
+    if isinstance(value, relax.TupleGetItem) and int(value.index) == 0:
+        call = bound.get(value.tuple_value)
+        if isinstance(call, relax.Call) and getattr(call.op, "name", "") in TUPLE_OPS:
+            return call
+    return None
+
+
+def split_part(value: relax.Expr, bound: Mapping) -> tuple[relax.Expr, int, int] | None:
+    """For ``split(x, ...)[i]`` (the split bound in ``bound``): ``(x, axis, offset of part
+    i)``; ``None`` for anything else."""
+    if not isinstance(value, relax.TupleGetItem):
+        return None
+    split = bound.get(value.tuple_value)
+    if not isinstance(split, relax.Call) or getattr(split.op, "name", "") != "relax.split":
+        return None
+    shape = shape_of(split.args[0])
+    if shape is None:
+        return None
+    axis = int(split.attrs.axis) % len(shape)
+    sections = split.attrs.indices_or_sections
+    try:
+        count = int(sections)  # n equal sections
+        starts = [k * (shape[axis] // count) for k in range(count)]
+    except TypeError:  # split indices
+        starts = [0, *(int(v) for v in sections)]
+    return split.args[0], axis, starts[int(value.index)]
 
 
 def window_padding(call: relax.Call, out: Box) -> list[int]:

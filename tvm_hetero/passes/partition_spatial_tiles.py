@@ -22,7 +22,9 @@ from tvm_hetero.ir.tiles import (
     segment_members,
     segment_needs,
     shape_of,
+    split_part,
     tile_call,
+    tile_op,
 )
 from tvm_hetero.ir.units import group_of, main_bindings
 
@@ -177,10 +179,22 @@ class _Tiler:
     def _forward(self, members, inside, need, device: int, cell: int) -> relax.Expr:
         """Emit one tile's chain on ``device``; returns the tile of the segment's result."""
         bb, done = self.bb, {}
+        bound = {b.var: b.value for b in members}
         for b in members:
             if b.var not in need:
                 continue
-            call, boxes = b.value, needs(b.value, need[b.var])
+            part = split_part(b.value, bound)
+            if part is not None:  # a part of a split: cut from the split's input tile
+                source, axis, offset = part
+                want = need[b.var]
+                shifted = (*want[:axis], tuple(v + offset for v in want[axis]), *want[axis + 1 :])
+                have = done.get(source)
+                if have is None:  # the split reads a tensor from before the segment
+                    have = self._exchange(source, device, need[source])
+                done[b.var] = self._crop(have, need[source], shifted, device)
+                continue
+            call = tile_op(b.value, bound)
+            boxes = needs(call, need[b.var])
             args = []
             for arg, arg_box in zip(call.args, boxes, strict=True):
                 if arg_box is None or not isinstance(arg, relax.Var | tvm.ir.expr.Constant):
@@ -191,7 +205,10 @@ class _Tiler:
                     args.append(self._exchange(arg, device, arg_box))
                 else:
                     args.append(self._weight(arg, arg_box, device))
-            done[b.var] = bb.emit(tile_call(call, args, need[b.var]), f"{b.var.name}_t{cell}")
+            tile = tile_call(call, args, need[b.var])
+            if not isinstance(b.value, relax.Call):  # item 0 of a tuple-valued operator
+                tile = relax.TupleGetItem(bb.emit(tile), 0)
+            done[b.var] = bb.emit(tile, f"{b.var.name}_t{cell}")
         return done[members[-1].var]
 
     # --- data movement --------------------------------------------------------------------

@@ -39,6 +39,7 @@ from tvm_hetero.ir.tiles import (
     NORMS,
     POOLS,
     SCHEMES,
+    TUPLE_OPS,
     Box,
     full_box,
     intersect,
@@ -47,6 +48,7 @@ from tvm_hetero.ir.tiles import (
     segment_members,
     segment_needs,
     shape_of,
+    tile_op,
 )
 from tvm_hetero.ir.types import itemsize
 from tvm_hetero.ir.units import main_bindings
@@ -132,7 +134,11 @@ class TileGeometry:
                     need = segment_needs(members, self.weights, out, box)
                 except ValueError:
                     return None
-                ops = tuple((b.value, need[b.var]) for b in members if b.var in need)
+                bound = {b.var: b.value for b in members}
+                ops = tuple(  # parts of a split are crops: free
+                    (tile_op(b.value, bound), need[b.var]) for b in members
+                    if b.var in need and tile_op(b.value, bound) is not None
+                )  # fmt: skip
                 reads = {v: bx for v, bx in need.items() if v not in inside}
             tiles.append(Tile(device, ops, reads))
         return tuple(tiles)
@@ -204,7 +210,7 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
         kind, row["gflops"] = "norm", elements
     elif name in LAYOUT:
         kind, row["gflops"] = "layout", elements
-    elif name in ELEMENTWISE:
+    elif name in ELEMENTWISE or name in TUPLE_OPS:
         kind, row["gflops"] = "elementwise", elements
     else:
         return None
