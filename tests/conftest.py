@@ -96,3 +96,16 @@ def start_workers():
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def remote_cpus(ports: list[tuple[int, subprocess.Popen]]) -> list:
+    """A one-thread CPU device ``edge-<k>`` for each worker ``start_workers`` started."""
+    import dataclasses
+
+    from tvm_hetero.devices import resolve_device
+
+    return [
+        dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=f"127.0.0.1:{p}",
+                            threads=1)
+        for k, (p, _) in enumerate(ports)
+    ]  # fmt: skip

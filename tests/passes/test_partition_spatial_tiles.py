@@ -187,3 +187,49 @@ def test_zoo_cnns_in_mixed_fused_schemes_equal_the_whole_model(name, three_cpus)
     body = [_joined(layers[i : min(i + 3, head)]) for i in range(0, head, 3)]
     schemes = tuple(("Grid", "InH", "OutC", "InW")[k % 4] for k in range(len(body)))
     _check(model, [*body, _joined(layers[head:])], (*schemes, "Home"), three_cpus)
+
+
+def _runs_of(model: Model, scheme: str, run: int, devices: int):
+    """Segments of up to ``run`` layers in ``scheme``, shorter where a longer run has no tile
+    rule, ``Home`` where not even one layer has."""
+    from tvm_hetero.strategies.flexpie import TileGeometry, flexpie_layers
+
+    layers = flexpie_layers(model)
+    geometry = TileGeometry(model, layers, devices)
+    segments, schemes, k = [], [], 0
+    while k < len(layers):
+        d = min(run, len(layers) - k)
+        while d > 1 and geometry.tiles(k, d, scheme) is None:
+            d -= 1
+        schemes.append(scheme if geometry.tiles(k, d, scheme) is not None else "Home")
+        segments.append(_joined(layers[k : k + d]))
+        k += d
+    return segments, tuple(schemes)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "run"), [("InH", 4), pytest.param("OutC", 2, marks=pytest.mark.slow)]
+)
+def test_bert_tokens_or_features_equal_the_whole_model(scheme, run, three_cpus):
+    """A transformer by token rows (attention reads every key: the K and V projections are
+    computed whole where fused) or by feature columns, through the fused QKV split."""
+    model = load_zoo_model("bert-small:tiny")
+    segments, schemes = _runs_of(model, scheme, run, 3)
+    assert schemes.count(scheme) >= 3
+    _check(model, segments, schemes, three_cpus)
+
+
+@pytest.mark.slow  # a torch export and a three-device build of ResNet-18 at 64x64 (make test-slow)
+def test_torchvision_resnet18_with_batch_norm_equals_the_whole_model(three_cpus):
+    """torchvision's ResNet-18 (random weights, batch norm not folded): every scheme through
+    batch norm's per-channel item."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    from tvm_hetero.frontends import load_model
+
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(weights=None).eval()
+    model = load_model(net, example_args=(torch.randn(1, 3, 64, 64),), name="resnet18-tv")
+    segments, schemes = _runs_of(model, "Grid", 2, 3)
+    assert schemes.count("Grid") >= 4
+    _check(model, segments, schemes, three_cpus)

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import remote_cpus
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec, resolve_device
@@ -142,12 +143,7 @@ def test_a_model_no_device_holds_is_split_and_single_devices_are_refused(workers
 
 
 def test_pipelined_run_over_remote_workers_matches(start_workers):
-    ports = start_workers(3)
-    edges = [
-        dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=f"127.0.0.1:{p}",
-                            threads=1)
-        for k, (p, _) in enumerate(ports)
-    ]  # fmt: skip
+    edges = remote_cpus(start_workers(3))
     cluster = ClusterSpec.uniform(edges, "mesh", 1000.0)
     model = load_model("bert-small:tiny")
     layers = strategy.pipeline_layers(OpGraph.from_module(model.mod))

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import remote_cpus
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import Estimator, topology, train
@@ -89,17 +90,10 @@ def test_topology_of_a_cluster_from_its_links():
 def test_tiles_run_on_remote_workers_and_exchange_worker_to_worker(start_workers):
     """Three workers over TVM RPC: every segment's tiles on all three, boundary parts pulled
     worker to worker, the result gathered once; the same numbers as one device."""
-    import dataclasses
-
     from tvm_hetero.plan.spatial_plan import SpatialPlan
     from tvm_hetero.runtime.executor import Executor
 
-    ports = start_workers(3)
-    edges = [
-        dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=f"127.0.0.1:{p}",
-                            threads=1)
-        for k, (p, _) in enumerate(ports)
-    ]  # fmt: skip
+    edges = remote_cpus(start_workers(3))
     model = load_zoo_model("resnet18:tiny")
     layers = strategy.flexpie_layers(model)
     geometry = strategy.TileGeometry(model, layers, 3)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, table
+from tvm_hetero.cli.common import console, table, write_plan
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.placement import Placement
-from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.strategies import als
 
 
@@ -59,11 +57,7 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
             counts,
         )
     )
-    if args.output:
-        save_plan(plan, model_id(model), args.output)
-        console().print(
-            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output})"
-        )
+    write_plan(args, plan, model)
     if args.plot:
         from tvm_hetero.viz.timeline import plot_timeline
 

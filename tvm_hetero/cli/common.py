@@ -169,3 +169,19 @@ def writable_path(path: str, flag: str) -> str:
     except OSError as err:
         raise ValueError(f"{flag} {path!r}: cannot create its folder ({err.strerror})") from None
     return path
+
+
+def write_plan(args: argparse.Namespace, plan, model, then: str = "") -> None:
+    """With ``-o``: save ``plan`` for ``model`` and say how to deploy it (``then``: what
+    follows the compile command, e.g. how to run it)."""
+    if not args.output:
+        return
+    from tvm_hetero.api import model_id
+    from tvm_hetero.plan.registry import save_plan
+
+    save_plan(plan, model_id(model), args.output)
+    cluster = f" --cluster {args.cluster}" if getattr(args, "cluster", None) else ""
+    console().print(
+        f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output}"
+        f"{cluster}{then})"
+    )

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.cli.common import console, progress_bar, table, write_plan
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import duet
-from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.strategies import duet as strategy
 
@@ -105,11 +103,7 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
     report(result, model, devices, args.budget)
     plan, costs, dg = result.plan, result.costs, result.graph
     names = [d.name for d in devices]
-    if args.output:
-        save_plan(plan, model_id(model), args.output)
-        console().print(
-            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output})"
-        )
+    write_plan(args, plan, model)
     if args.plot:
         from tvm_hetero.viz.subgraph_schedule import plot_subgraph_schedule
 

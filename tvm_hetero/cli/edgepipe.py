@@ -8,12 +8,10 @@ import math
 
 import numpy as np
 
-from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.cli.common import console, progress_bar, table, write_plan
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
-from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.strategies import edgepipe as strategy
 
 
@@ -94,13 +92,7 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
     result = _plan(args, model, devices)
     console().print(stage_table(result))
     console().print(baseline_table(result))
-    if args.output:
-        save_plan(result.plan, model_id(model), args.output)
-        console().print(
-            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output}"
-            f"{' --cluster ' + args.cluster if args.cluster else ''}; run it with "
-            "tvm-hetero run FILE --microbatches 8)"
-        )
+    write_plan(args, result.plan, model, "; run it with tvm-hetero run FILE --microbatches 8")
     if args.plot:
         from tvm_hetero.viz.pipeline_stages import plot_pipeline_stages
 

@@ -7,13 +7,11 @@ import dataclasses
 import time
 from pathlib import Path
 
-from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.cli.common import console, progress_bar, table, write_plan
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
-from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.strategies import eop
 
 
@@ -79,11 +77,7 @@ def run_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) 
     )
     console().print(f"planning took {best.notes['plan_s'] * 1e3:.1f} ms")
     console().print(fits_table(inputs.fits))
-    if args.output:
-        save_plan(best, model_id(model), args.output)
-        console().print(
-            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output})"
-        )
+    write_plan(args, best, model)
     if args.plot:
         from tvm_hetero.viz.splits import plot_split_plan
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from tvm_hetero.api import model_id
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table
+from tvm_hetero.cli.common import console, progress_bar, table, write_plan
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
-from tvm_hetero.plan.registry import save_plan
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.strategies import flexpie as strategy
 
@@ -96,12 +94,7 @@ def run_plan(args: argparse.Namespace, model, devices) -> int:
     result = _plan(args, model, devices)
     console().print(segment_table(result))
     console().print(baseline_table(result))
-    if args.output:
-        save_plan(result.plan, model_id(model), args.output)
-        console().print(
-            f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output}"
-            f"{' --cluster ' + args.cluster if args.cluster else ''})"
-        )
+    write_plan(args, result.plan, model)
     if args.plot:
         from tvm_hetero.viz.spatial_schemes import plot_spatial_schemes
 

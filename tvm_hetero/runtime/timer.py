@@ -69,24 +69,41 @@ class RPCRunner:
     def __init__(
         self, host: str, port: int, key: str = "", timeout_s: float = 60, session: Any = None
     ) -> None:
-        """Connect to ``host:port``, or time on ``session`` (one already open there)."""
-        self.host, self.port = host, port
+        """Connect to ``host:port``, or time on ``session`` (one already open there).
+
+        ``timeout_s`` bounds a session's whole life (TVM's ``session_timeout``), so a hung server
+        is reported; a session this runner opened is renewed once half of it has passed, so a
+        long series of measurements (trace collection) never runs into it."""
+        self.host, self.port, self.key, self.timeout_s = host, port, key, timeout_s
         self.where = f"{host}:{port}"
         self.session = session
-        if session is not None:
-            return
+        self._count = 0
+        self._opened: float | None = None
+        if session is None:
+            self._connect()
+
+    def _connect(self) -> None:
+        import time
+
+        self.session = None  # a server serves one session at a time: end the old one first
         try:
-            self.session = tvm.rpc.connect(host, port, key=key, session_timeout=timeout_s)
+            self.session = tvm.rpc.connect(
+                self.host, self.port, key=self.key, session_timeout=self.timeout_s
+            )
         except (RuntimeError, OSError) as err:
             raise ConnectionError(
                 f"cannot reach the TVM RPC server at {self.where}: {err}"
             ) from None
-        self._count = 0
+        self._opened = time.monotonic()
 
     def _device(self, kind: str, index: int) -> tvm.runtime.Device:
         return self.session.cuda(index) if kind == "cuda" else self.session.cpu(index)
 
     def time(self, executable, devices, args, config):
+        import time
+
+        if self._opened is not None and time.monotonic() - self._opened > self.timeout_s / 2:
+            self._connect()
         self._count += 1
         name = f"tvm_hetero_{self._count}.so"
         with tempfile.TemporaryDirectory() as tmp:
