@@ -41,8 +41,8 @@ from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
 
 MODELS = {  # sizes these quotas run in tenths of a second
-    "mobilenet": ("mobilenet", {"image": 112, "width": 0.5}),
-    "resnet18": ("resnet18", {"image": 112}),
+    "mobilenet": ("mobilenet", {"image": 224, "width": 1.0}),
+    "resnet18": ("resnet18", {"image": 224}),
     "resnet101": ("resnet50", {"image": 64, "stages": [3, 4, 23, 3]}),
     "bert": ("bert-small", {}),
 }
@@ -68,7 +68,8 @@ def spec_file(case: str, quota: float, folder: Path) -> Path:
         pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     links = [{"a": f"e{a}", "b": f"e{b}", "bandwidth_mbps": mbps} for a, b in pairs]
     path = folder / f"{case}.json"
-    path.write_text(json.dumps({"topology": shape, "devices": devices, "links": links}))
+    topology = {"ps": "parameter-server"}.get(shape, shape)
+    path.write_text(json.dumps({"topology": topology, "devices": devices, "links": links}))
     return path
 
 
@@ -85,6 +86,18 @@ def latency(deployment, inputs, repeat: int) -> float:
     return statistics.median(seconds)
 
 
+def _effect(plan) -> tuple:
+    """What a plan computes where: segments with runs of Home segments merged (one build and one
+    measurement for plans that differ only in how they cut the home device's work)."""
+    merged: list[list] = []
+    for ops, scheme in zip(plan.segments, plan.schemes, strict=True):
+        if merged and scheme == merged[-1][1] == "Home":
+            merged[-1][0] += tuple(ops)
+        else:
+            merged.append([tuple(ops), scheme])
+    return tuple((ops, scheme) for ops, scheme in merged)
+
+
 def run_case(case: str, args, folder: Path) -> list[dict]:
     path = spec_file(case, args.quota, folder)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
@@ -96,7 +109,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
             counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
             print(f"  traces: {counts}", flush=True)
-        estimators = strategy.Estimators.load(args.estimators)
+        estimators = strategy.Estimators.load(args.estimators) if args.model else None
         for name in args.model:
             model = load_model(MODELS[name][0], **MODELS[name][1])
             start = time.perf_counter()
@@ -109,7 +122,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             measured, built = {}, {}
             inputs = model.random_inputs()
             for label, plan in plans.items():
-                key = (plan.segments, plan.schemes)
+                key = _effect(plan)
                 if key not in built:
                     used = api.in_plan_order(devices, plan)
                     built[key] = latency(api.compile(model, used, plan).deployment, inputs,

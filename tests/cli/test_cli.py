@@ -279,7 +279,7 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path):
     db = ["--db", str(tmp_path / "db.jsonl")]
     argv = ["collect-traces", "resnet18:tiny", *devices, *db, "-o", str(traces), "--limit", "10"]
     assert main(argv) == 0
-    assert "appended 10 compute, 10 sync, 15 rearrange traces" in capsys.readouterr().out
+    assert "appended 10 compute, 12 sync, 15 rearrange traces" in capsys.readouterr().out
     assert main(["train", str(traces), "-o", str(est), "--rounds", "20"]) == 0
     out = capsys.readouterr().out
     assert "held-out MAPE" in out and (est / "compute.json").exists()

@@ -30,7 +30,7 @@ def trained(devices, tmp_path_factory):
     folder = tmp_path_factory.mktemp("flexpie")
     model = load_zoo_model("resnet18:tiny")
     counts = collect([model], devices, folder / "t.jsonl", limit=16, db=folder / "db.jsonl")
-    assert counts["compute"] == 16 and counts["rearrange"] == 15 and counts["sync"] == 10
+    assert counts["compute"] == 16 and counts["rearrange"] == 15 and counts["sync"] == 12
     found = read_traces(folder / "t.jsonl")
     estimators = {n: train(n, rows, secs, rounds=30) for n, (rows, secs) in found.items()}
     for e in estimators.values():
@@ -67,7 +67,7 @@ def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
     again = Estimator.load(folder / "est", "sync")
     rows = read_traces(folder / "t.jsonl")["sync"][0]
     np.testing.assert_allclose(again.predict(rows), estimators.sync.predict(rows))
-    assert again.held_out_mape >= 0 and again.traces == 10
+    assert again.held_out_mape >= 0 and again.traces == 12
     with pytest.raises(ValueError, match="at least 5 traces"):
         train("sync", rows[:3], [1e-3] * 3)
     with pytest.raises(ValueError, match="unknown estimator 'power'"):

@@ -11,9 +11,10 @@ Three estimators, as FlexPie's code has them (``xgb_comp``, ``xgb_tran``, ``xgb_
 * **rearrange**: seconds to join the pieces a device received into its tile (``concat``), from
   the bytes and the number of pieces.
 
-Each is fitted on ``log(seconds)`` (relative error is what matters across microseconds and
-seconds) from traces this package measured (``tvm-hetero collect-traces``), with a held-out
-split whose mean absolute percentage error is kept with the model. Pure: numbers in, numbers
+Each is fitted on the log of seconds per unit of work (:data:`WORK`; relative error is what
+matters across microseconds and seconds) from traces this package measured (``tvm-hetero
+collect-traces``), with a held-out split whose mean absolute percentage error is kept with the
+model. Pure: numbers in, numbers
 out; the features are built by the FlexPie strategy and the trace collector.
 """
 
@@ -44,6 +45,15 @@ OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise":
 TOPOLOGIES = {"local": 0, "ring": 1, "ps": 2, "mesh": 3, "other": 4}
 """The ``topology`` feature of the sync estimator (``local``: devices of one process)."""
 
+WORK: dict[str, tuple[str, float]] = {
+    "compute": ("gflops", 1e-5),
+    "sync": ("bytes", 65536.0),
+    "rearrange": ("bytes", 4096.0),
+}
+"""Each estimator learns seconds per unit of work, ``seconds / (feature + floor)``: a rate
+that trees can carry past the largest traced tile (trees cannot extrapolate a time), which is
+what a 224-pixel layer asks of traces taken at 112."""
+
 PARAMS = {"objective": "reg:squarederror", "eta": 0.1, "max_depth": 8, "subsample": 0.9}
 ROUNDS = 400
 
@@ -57,7 +67,7 @@ class Estimator:
     name : str
         ``compute``, ``sync`` or ``rearrange``.
     booster : xgboost.Booster
-        Trees predicting ``log(seconds)``.
+        Trees predicting ``log(seconds / work)`` (:data:`WORK`).
     held_out_mape : float
         Mean absolute percentage error on the traces kept out of training.
     traces : int
@@ -81,7 +91,8 @@ class Estimator:
         if len(matrix) == 0:
             return np.zeros(0)
         names = list(FEATURES[self.name])
-        return np.exp(self.booster.predict(xgb.DMatrix(matrix, feature_names=names)))
+        rate = np.exp(self.booster.predict(xgb.DMatrix(matrix, feature_names=names)))
+        return rate * _work(self.name, matrix)
 
     def save(self, folder: str | Path) -> Path:
         """Write ``<name>.json`` (the trees) and ``<name>.meta.json`` into ``folder``."""
@@ -105,6 +116,11 @@ class Estimator:
         booster = xgb.Booster()
         booster.load_model(str(folder / f"{name}.json"))
         return cls(name, booster, float(meta["held_out_mape"]), int(meta["traces"]), meta["notes"])
+
+
+def _work(name: str, matrix: np.ndarray) -> np.ndarray:
+    feature, floor = WORK[name]
+    return matrix[:, FEATURES[name].index(feature)] + floor
 
 
 def _matrix(name: str, rows: Sequence[Mapping[str, float]] | np.ndarray) -> np.ndarray:
@@ -143,12 +159,14 @@ def train(
     names = list(FEATURES[name])
     params = {**PARAMS, "seed": seed}
 
+    work = _work(name, x)
+
     def fitted(idx: np.ndarray) -> Any:
-        data = xgb.DMatrix(x[idx], label=np.log(y[idx]), feature_names=names)
+        data = xgb.DMatrix(x[idx], label=np.log(y[idx] / work[idx]), feature_names=names)
         return xgb.train(params, data, num_boost_round=rounds)
 
     probe = fitted(fit)
-    guess = np.exp(probe.predict(xgb.DMatrix(x[test], feature_names=names)))
+    guess = np.exp(probe.predict(xgb.DMatrix(x[test], feature_names=names))) * work[test]
     mape = float(np.mean(np.abs(guess - y[test]) / y[test]))
     return Estimator(name, fitted(order), mape, len(y), dict(notes or {}))
 

@@ -221,11 +221,12 @@ class Profiler:
         self, a: DeviceSpec, b: DeviceSpec, hops: int = 32, repeat: int = 50
     ) -> ProfileRecord:
         """What the concurrent runtime spends each time a value passes between a worker on ``a``
-        and one on ``b`` (dispatch, wake-up, a unit call; no copy: both are CPU workers of one
-        process): a chain of ``hops + 1`` tiny units alternating between them, timed end to end
-        against the same chain as one unit on ``a``. One sample per run, per handoff."""
-        if not (a.kind is b.kind is DeviceKind.CPU and a.colocated(b)):
-            raise ValueError(f"handoff: {a.name} and {b.name} are not CPU workers of one host")
+        and one on ``b`` (dispatch, wake-up, a unit call; for CPU workers of one process no
+        copy, for two remote workers the pull of a tiny value between them): a chain of
+        ``hops + 1`` tiny units alternating between them, timed end to end against the same
+        chain as one unit on ``a``. One sample per run, per handoff."""
+        if not a.kind is b.kind is DeviceKind.CPU:
+            raise ValueError(f"handoff: {a.name} and {b.name} are not both CPU workers")
         from tvm_hetero import api
         from tvm_hetero.frontends.load import load_model
         from tvm_hetero.runtime.executor import Executor

@@ -14,6 +14,7 @@ through the profile database like every other measurement (a second collection r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -27,8 +28,11 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.profiling.record import RecordKind
 
 Progress = Callable[[str, int, int], None]
-SYNC_SIZES = (4096, 32768, 131072, 524288, 2097152)
+SYNC_SIZES = (4096, 32768, 131072, 524288, 2097152, 8388608)
 """Payload bytes of the sync traces (a tile's boundary rows to a whole feature map)."""
+QUOTA_WINDOW_MS = 250
+"""A tile on a device held to a CPU quota is timed over this long (2.5 CFS periods of 100 ms): a
+shorter run fits in one period's burst and runs faster than the device can sustain."""
 JOIN_SHAPES = ((1, 8, 16, 16), (1, 16, 32, 32), (1, 32, 28, 28), (1, 64, 56, 56), (1, 24, 9, 13))
 
 
@@ -75,8 +79,10 @@ def collect(
     options: BuildOptions | None = None, progress: Progress | None = None, seed: int = 0,
 ) -> dict[str, int]:  # fmt: skip
     """Measure compute, sync and rearrange traces and append them to ``out`` (JSON lines);
-    returns how many of each. One device per compute class is timed."""
+    returns how many of each. One device per compute class is timed; ``limit=0`` times the
+    transfers only (another cluster of devices already traced)."""
     from tvm_hetero.profiling.workloads import concat_module, tile_op_module
+    from tvm_hetero.runtime.measure import MeasureConfig
     from tvm_hetero.runtime.timer import runners_for
     from tvm_hetero.strategies.edgepipe import compute_class
     from tvm_hetero.strategies.eop import profiler_for
@@ -89,13 +95,17 @@ def collect(
         classes.setdefault(compute_class(d), d)
     workloads = compute_workloads(models, len(devices), limit, seed)
     counts = {"compute": 0, "sync": 0, "rearrange": 0}
-    total = len(classes) * (len(workloads) + len(JOIN_SHAPES) * 3)
+    total = len(classes) * (len(workloads) + (len(JOIN_SHAPES) * 3 if limit else 0))
     done = 0
     runners = runners_for(list(classes.values()))
     try:
         for device in classes.values():
             profiler = profiler_for(db, options)
             profiler.runner = runners[device.name]
+            if device.cpu_quota:  # time over several CFS periods, not inside one burst
+                profiler = dataclasses.replace(
+                    profiler, config=MeasureConfig(repeat=3, min_repeat_ms=QUOTA_WINDOW_MS)
+                )
             rows = []
             for call, box, row in workloads:
                 seconds = profiler.measure(
@@ -107,7 +117,7 @@ def collect(
                 done += 1
                 if progress:
                     progress(f"tiles on {device.name}", done, total)
-            for shape in JOIN_SHAPES:
+            for shape in JOIN_SHAPES if limit else ():
                 for pieces in (2, 3, 4):
                     mod = concat_module(shape, pieces, 2)
                     seconds = profiler.measure(

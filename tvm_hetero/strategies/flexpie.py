@@ -269,11 +269,14 @@ class _Pricer:
 def problem_of(
     geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
     cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
+    handoff_s: float = 0.0,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles),
     ``move_s`` per boundary (the slowest receiver: its pieces one after another, then joined).
     ``whole_s`` is the measured time of each operator the compute estimator does not know (by
-    its call), on the home device."""
+    its call), on the home device; ``handoff_s`` what the runtime spends on each piece that
+    passes between two devices besides moving its bytes (a copy step and a unit's dispatch:
+    ``Profiler.profile_handoff``)."""
     n, k = len(geometry), len(SCHEMES)
     compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
                                                      estimators.rearrange))  # fmt: skip
@@ -332,7 +335,8 @@ def problem_of(
     for key, per_receiver in move_terms.items():
         worst = 0.0
         for syncs, joins in per_receiver:
-            worst = max(worst, sum(sync_s[i] for i in syncs) + sum(rearrange_s[i] for i in joins))
+            moved = sum(sync_s[i] for i in syncs) + len(syncs) * handoff_s
+            worst = max(worst, moved + sum(rearrange_s[i] for i in joins))
         move_arr[key] = worst
     return SpatialProblem(SCHEMES, compute_arr, move_arr)
 
@@ -429,6 +433,19 @@ def whole_op_seconds(
         runners.clear()
 
 
+def handoff_seconds(
+    devices: Sequence[DeviceSpec], db: str | Path | None = None, options: BuildOptions | None = None
+) -> float:
+    """The runtime's cost of one piece passing between the first two devices (measured, kept in
+    the profile database), or 0 for one device or devices that are not CPU workers."""
+    from tvm_hetero.devices.spec import DeviceKind
+    from tvm_hetero.strategies.eop import profiler_for
+
+    if len(devices) < 2 or not devices[0].kind is devices[1].kind is DeviceKind.CPU:
+        return 0.0
+    return profiler_for(db, options).profile_handoff(devices[0], devices[1]).median_s
+
+
 def plan_with_estimators(
     model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None = None,
     estimators: Estimators | None = None, db: str | Path | None = None,
@@ -443,9 +460,10 @@ def plan_with_estimators(
     if progress:
         progress("timing the operators no scheme cuts", 0, 1)
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
+    handoff = handoff_seconds(devices, db, options)
     if progress:
         progress("pricing tiles and exchanges", 1, 2)
-    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run)
+    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run, handoff)
     start = time.perf_counter()
     partition = flexpie.flexpie(problem)
     search_s = time.perf_counter() - start
