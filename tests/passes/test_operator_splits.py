@@ -331,7 +331,7 @@ def test_three_cpus_cut_everywhere_compute_the_same(two_cpus):
     from tvm_hetero.devices import cpu_device
 
     devices = [*two_cpus, cpu_device(2)]
-    for name in ("resnet18:tiny", "bert-small:tiny"):
+    for name in ("resnet18:tiny",):  # BERT three ways: test_partition_spatial_tiles
         model = load_zoo_model(name)
         splits = []
         for k, b in enumerate(op_bindings(model.mod["main"])):

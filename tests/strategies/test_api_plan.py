@@ -74,6 +74,6 @@ def test_handoff_between_two_workers_is_measured_once_and_positive(tmp_path, cor
     assert 0 < first.median_s < 1e-2 and profiler.misses == 1
     again = profiler.profile_handoff(*cores, hops=8, repeat=10)
     assert again.median_s == first.median_s and profiler.hits == 1
-    remote = dataclasses.replace(cores[1], host="10.0.0.2:9190")
-    with pytest.raises(ValueError, match="not CPU workers of one host"):
-        profiler.profile_handoff(cores[0], remote)
+    gpu = resolve_device("cuda:0")
+    with pytest.raises(ValueError, match="not both CPU workers"):
+        profiler.profile_handoff(cores[0], gpu)

@@ -70,16 +70,16 @@ STRATEGIES: dict[str, Strategy] = {
             "tvm_hetero.strategies.edgepipe",
         ),
         Strategy(
-            "flexpie",
-            "FlexPie: each layer cut into spatial tiles over a cluster's devices (XGBoost costs)",
-            "tvm_hetero.cli.flexpie",
-            "tvm_hetero.strategies.flexpie",
-        ),
-        Strategy(
             "eop",
             "EOP: key operators cut between two devices",
             "tvm_hetero.cli.eop",
             "tvm_hetero.strategies.eop",
+        ),
+        Strategy(
+            "flexpie",
+            "FlexPie: each layer cut into spatial tiles over a cluster's devices (XGBoost costs)",
+            "tvm_hetero.cli.flexpie",
+            "tvm_hetero.strategies.flexpie",
         ),
     )
 }
