@@ -1,7 +1,5 @@
 """``api.plan`` and ``api.profile``: the Python interface the notebooks call, by strategy name."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
