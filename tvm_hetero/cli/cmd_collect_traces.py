@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tvm_hetero.cli.common import console, devices_from_args, progress_bar
+from tvm_hetero.cli.common import console, devices_from_args, progress_bar, progress_of
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,12 +18,9 @@ def run(args: argparse.Namespace) -> int:
     with console().status("loading models"):
         models = [load_model(name) for name in args.models]
     with progress_bar() as bar:
-        task = bar.add_task("traces", total=None)
         counts = collect(
             models, devices, args.output, cluster, args.limit, args.db,
-            progress=lambda what, done, total: bar.update(
-                task, description=what, completed=done, total=total
-            ),
+            progress=progress_of(bar, "traces"),
             seed=args.seed,
         )  # fmt: skip
     found = ", ".join(f"{n} {k}" for k, n in counts.items())

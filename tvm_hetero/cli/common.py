@@ -185,3 +185,10 @@ def write_plan(args: argparse.Namespace, plan, model, then: str = "") -> None:
         f"wrote {args.output} (deploy: tvm-hetero compile {args.model} --plan {args.output}"
         f"{cluster}{then})"
     )
+
+
+def progress_of(bar, label: str):
+    """A ``progress(what, done, total)`` callback that drives a new task of ``bar``
+    (:func:`progress_bar`), starting as ``label``."""
+    task = bar.add_task(label, total=None)
+    return lambda what, done, total: bar.update(task, description=what, completed=done, total=total)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table, write_plan
+from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import duet
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
@@ -25,12 +25,9 @@ def _plan(args: argparse.Namespace, model, devices) -> strategy.DuetResult:
 def plan_and_say(model, devices, db, options, budget: int) -> strategy.DuetResult:
     """DUET's plan with a progress bar, and one line on what was kept and why."""
     with progress_bar() as bar:
-        task = bar.add_task("subgraphs compiled and timed", total=None)
         result = strategy.plan_with_measurements(
             model, devices, db, options, budget,
-            lambda what, done, total: bar.update(
-                task, description=what, completed=done, total=total
-            ),
+            progress_of(bar, "subgraphs compiled and timed"),
         )  # fmt: skip
     plan, singles = result.plan, result.singles
     best = min(singles, key=singles.__getitem__)

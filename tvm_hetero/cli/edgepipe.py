@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table, write_plan
+from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.strategies import edgepipe as strategy
@@ -24,12 +24,9 @@ def _plan(args: argparse.Namespace, model, devices) -> strategy.EdgePipeResult:
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     options = BuildOptions(args.cpu_schedule, args.tuning_db)
     with progress_bar() as bar:
-        task = bar.add_task("layers compiled and timed", total=None)
         result = strategy.plan_with_measurements(
             model, devices, cluster, args.db, options,
-            lambda what, done, total: bar.update(
-                task, description=what, completed=done, total=total
-            ),
+            progress_of(bar, "layers compiled and timed"),
         )  # fmt: skip
     plan = result.plan
     console().print(

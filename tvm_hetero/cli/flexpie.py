@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table, write_plan
+from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
@@ -24,12 +24,9 @@ def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
     estimators = strategy.Estimators.load(args.estimators)
     options = BuildOptions(args.cpu_schedule, args.tuning_db)
     with progress_bar() as bar:
-        task = bar.add_task("planning", total=None)
         result = strategy.plan_with_estimators(
             model, devices, cluster, estimators, args.db, options, args.max_run,
-            lambda what, done, total: bar.update(
-                task, description=what, completed=done, total=total
-            ),
+            progress_of(bar, "planning"),
         )  # fmt: skip
     plan = result.plan
     console().print(
