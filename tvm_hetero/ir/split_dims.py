@@ -84,7 +84,7 @@ def devices_used(shares: Sequence[int]) -> int:
     return max((i + 1 for i, n in enumerate(shares) if n), default=1)
 
 
-def _shape(expr: relax.Expr) -> list[int] | None:
+def shape_of(expr: relax.Expr) -> list[int] | None:
     """Static shape of a tensor-typed expression (an argument or the call itself), else ``None``."""
     ty = expr.ty
     if not isinstance(ty, TensorType) or ty.shape is None:
@@ -96,12 +96,12 @@ def _shape(expr: relax.Expr) -> list[int] | None:
 
 
 def _nbytes(expr: relax.Expr) -> int:
-    return math.prod(_shape(expr) or []) * itemsize(str(expr.ty.dtype))
+    return math.prod(shape_of(expr) or []) * itemsize(str(expr.ty.dtype))
 
 
 def split_dims(call: relax.Call) -> dict[str, SplitDim]:
     """Every exact cut of ``call`` with at least 2 units (empty when none is known)."""
-    out, ins = _shape(call), [_shape(a) for a in call.args]
+    out, ins = shape_of(call), [shape_of(a) for a in call.args]
     if out is None or any(s is None for s in ins):
         return {}
     dims = _dims(getattr(call.op, "name", ""), call, out, ins)

@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 
 from tvm import relax
 
-from tvm_hetero._compat import TensorType
 from tvm_hetero.ir.bindings import op_bindings
-from tvm_hetero.ir.split_dims import ELEMENTWISE, Window
+from tvm_hetero.ir.split_dims import ELEMENTWISE, Window, shape_of
 from tvm_hetero.plan.spatial_plan import SPATIAL_SCHEMES
 
 Box = tuple[tuple[int, int], ...]
@@ -110,17 +109,6 @@ def hull(a: Box | None, b: Box) -> Box:
     if a is None:
         return b
     return tuple((min(x0, y0), max(x1, y1)) for (x0, x1), (y0, y1) in zip(a, b, strict=True))
-
-
-def shape_of(expr: relax.Expr) -> list[int] | None:
-    """The static shape of a tensor-typed expression, ``None`` otherwise."""
-    ty = expr.ty
-    if not isinstance(ty, TensorType) or ty.shape is None:
-        return None
-    try:
-        return [int(v) for v in ty.shape.values]
-    except TypeError:
-        return None
 
 
 def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
@@ -222,16 +210,15 @@ def segment_needs(
     need: dict[relax.Var, Box] = {out: box}
     bound = {b.var: b.value for b in members}
     for b in reversed(members):
-        call = tile_op(b.value, bound)
         if b.var not in need:
             continue
-        part = split_part(b.value, bound)
+        part = split_part(b.value, bound, need[b.var])
         if part is not None:  # a part of a split: that part of the split's input
-            source, axis, offset = part
-            shifted = _with(need[b.var], axis, tuple(v + offset for v in need[b.var][axis]))
+            source, box_in_source = part
             if source not in weights:
-                need[source] = hull(need.get(source), shifted)
+                need[source] = hull(need.get(source), box_in_source)
             continue
+        call = tile_op(b.value, bound)
         boxes = needs(call, need[b.var]) if call is not None else None
         if boxes is None:
             what = b.value.op.name if isinstance(b.value, relax.Call) else type(b.value).__name__
@@ -258,9 +245,9 @@ def tile_op(value: relax.Expr, bound: Mapping) -> relax.Call | None:
     return None
 
 
-def split_part(value: relax.Expr, bound: Mapping) -> tuple[relax.Expr, int, int] | None:
-    """For ``split(x, ...)[i]`` (the split bound in ``bound``): ``(x, axis, offset of part
-    i)``; ``None`` for anything else."""
+def split_part(value: relax.Expr, bound: Mapping, box: Box) -> tuple[relax.Expr, Box] | None:
+    """For ``split(x, ...)[i]`` (the split bound in ``bound``): ``x`` and the box of ``x``
+    that box ``box`` of part ``i`` is; ``None`` for anything else."""
     if not isinstance(value, relax.TupleGetItem):
         return None
     split = bound.get(value.tuple_value)
@@ -276,7 +263,8 @@ def split_part(value: relax.Expr, bound: Mapping) -> tuple[relax.Expr, int, int]
         starts = [k * (shape[axis] // count) for k in range(count)]
     except TypeError:  # split indices
         starts = [0, *(int(v) for v in sections)]
-    return split.args[0], axis, starts[int(value.index)]
+    offset = starts[int(value.index)]
+    return split.args[0], _with(box, axis, (box[axis][0] + offset, box[axis][1] + offset))
 
 
 def window_padding(call: relax.Call, out: Box) -> list[int]:
@@ -288,13 +276,10 @@ def window_padding(call: relax.Call, out: Box) -> list[int]:
         [int(v) for v in shape_of(call.args[1])[2:]]
         if call.op.name == "relax.nn.conv2d" else [int(v) for v in a.pool_size]
     )  # fmt: skip
-    pads = []
-    for i in (0, 1):
-        window = Window(
-            int(a.strides[i]), (size[i] - 1) * int(a.dilation[i]) + 1, int(a.padding[i]), x[2 + i]
-        )
-        pads.append(window.input_rows(*out[2 + i])[2:])
-    (top, bottom), (left, right) = pads
+    (top, bottom), (left, right) = (
+        _axis_window(size, a.strides, a.dilation, a.padding, x, i).input_rows(*out[2 + i])[2:]
+        for i in (0, 1)
+    )
     return [top, left, bottom, right]
 
 

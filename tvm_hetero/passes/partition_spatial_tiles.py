@@ -148,10 +148,8 @@ class _Tiler:
 
     def _tiles(self, k: int, members: list[relax.VarBinding], scheme: str) -> None:
         inside = {b.var for b in members}
-        escaping = [
-            b.var for b in members
-            if b.var in self._read_after(k) or b.var in self._outputs()
-        ]  # fmt: skip
+        read_later = self._read_after(k) | set(relax.analysis.free_vars(self.func.body.body))
+        escaping = [b.var for b in members if b.var in read_later]
         if len(escaping) != 1 or members[-1].var != escaping[0]:
             names = [str(v.name) for v in escaping]
             raise ValueError(
@@ -183,15 +181,13 @@ class _Tiler:
         for b in members:
             if b.var not in need:
                 continue
-            part = split_part(b.value, bound)
+            part = split_part(b.value, bound, need[b.var])
             if part is not None:  # a part of a split: cut from the split's input tile
-                source, axis, offset = part
-                want = need[b.var]
-                shifted = (*want[:axis], tuple(v + offset for v in want[axis]), *want[axis + 1 :])
+                source, box_in_source = part
                 have = done.get(source)
                 if have is None:  # the split reads a tensor from before the segment
                     have = self._exchange(source, device, need[source])
-                done[b.var] = self._crop(have, need[source], shifted, device)
+                done[b.var] = self._crop(have, need[source], box_in_source)
                 continue
             call = tile_op(b.value, bound)
             boxes = needs(call, need[b.var])
@@ -200,7 +196,7 @@ class _Tiler:
                 if arg_box is None or not isinstance(arg, relax.Var | tvm.ir.expr.Constant):
                     args.append(arg)
                 elif isinstance(arg, relax.Var) and arg in inside:
-                    args.append(self._crop(done[arg], need[arg], arg_box, device))
+                    args.append(self._crop(done[arg], need[arg], arg_box))
                 elif isinstance(arg, relax.Var) and arg not in self.weights:
                     args.append(self._exchange(arg, device, arg_box))
                 else:
@@ -213,7 +209,8 @@ class _Tiler:
 
     # --- data movement --------------------------------------------------------------------
 
-    def _crop(self, expr: relax.Expr, have: Box, want: Box, device: int) -> relax.Expr:
+    def _crop(self, expr: relax.Expr, have: Box, want: Box) -> relax.Expr:
+        """Part ``want`` of ``expr``, which holds ``have`` (on the device it lives on)."""
         if have == want:
             return expr
         axes = [i for i, (h, w) in enumerate(zip(have, want, strict=True)) if h != w]
@@ -225,7 +222,7 @@ class _Tiler:
         """The part ``box`` of a weight (a constant, or computed from constants) on ``device``."""
         key = (value, box, device)
         if key not in self.exchanged:
-            part = self._crop(value, full_box(shape_of(value) or []), box, 0)
+            part = self._crop(value, full_box(shape_of(value) or []), box)
             if device != 0:
                 part = self.bb.emit(relax.op.to_vdevice(part, self.vdevices[device]))
             self.exchanged[key] = part
@@ -241,7 +238,7 @@ class _Tiler:
             common = intersect(have, box)
             if common is None:
                 continue
-            piece = self._crop(expr, have, common, src)
+            piece = self._crop(expr, have, common)
             if src != device:
                 piece = self.bb.emit(
                     relax.op.to_vdevice(piece, self.vdevices[device]), f"{var.name}_{src}to{device}"
@@ -280,6 +277,3 @@ class _Tiler:
             v for later in self.members[k + 1 :] for b in later
             for v in relax.analysis.free_vars(b.value)
         }  # fmt: skip
-
-    def _outputs(self) -> set[relax.Var]:
-        return set(relax.analysis.free_vars(self.func.body.body))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tvm_hetero.plan.placement import PlanError, op_id_groups
+from tvm_hetero.plan.placement import PlanError, check_groups, op_id_groups
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,7 @@ class PipelinePlan:
             )
         if len(set(self.devices)) != len(self.devices):
             raise PlanError(f"PipelinePlan: a device takes two stages ({', '.join(self.devices)})")
-        seen: dict[str, int] = {}
-        for k, ops in enumerate(self.stages):
-            if not ops:
-                raise PlanError(f"PipelinePlan: stage {k} has no operators")
-            for op in ops:
-                if op in seen:
-                    raise PlanError(
-                        f"PipelinePlan: operator {op!r} is in stages {seen[op]} and {k}"
-                    )
-                seen[op] = k
+        check_groups(self.stages, "PipelinePlan", "stage", "stages")
 
     @property
     def predicted_s(self) -> float | None:

@@ -28,6 +28,19 @@ def op_id_groups(data: Mapping[str, Any], kind: str, field: str) -> tuple[tuple[
     return tuple(tuple(g) for g in groups)
 
 
+def check_groups(groups: Sequence[Sequence[str]], owner: str, one: str, many: str) -> None:
+    """Every group of a plan has operators and no operator is in two groups; errors name
+    ``owner`` (the plan class) and the group (``one`` / ``many``: ``stage`` / ``stages``)."""
+    seen: dict[str, int] = {}
+    for k, ops in enumerate(groups):
+        if not ops:
+            raise PlanError(f"{owner}: {one} {k} has no operators")
+        for op in ops:
+            if op in seen:
+                raise PlanError(f"{owner}: operator {op!r} is in {many} {seen[op]} and {k}")
+            seen[op] = k
+
+
 @dataclass(frozen=True)
 class Placement:
     """Operator -> device assignment.

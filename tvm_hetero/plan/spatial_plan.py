@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tvm_hetero.plan.placement import PlanError, op_id_groups
+from tvm_hetero.plan.placement import PlanError, check_groups, op_id_groups
 
 SPATIAL_SCHEMES = ("InH", "InW", "OutC", "Grid", "Home")
 """What a segment may use (``tvm_hetero.ir.tiles.SCHEMES``; kept here so plans stay pure)."""
@@ -51,16 +51,7 @@ class SpatialPlan:
         bad = sorted(set(self.schemes) - set(SPATIAL_SCHEMES))
         if bad:
             raise PlanError(f"SpatialPlan: unknown schemes {bad}; allowed: {list(SPATIAL_SCHEMES)}")
-        seen: dict[str, int] = {}
-        for k, ops in enumerate(self.segments):
-            if not ops:
-                raise PlanError(f"SpatialPlan: segment {k} has no operators")
-            for op in ops:
-                if op in seen:
-                    raise PlanError(
-                        f"SpatialPlan: operator {op!r} is in segments {seen[op]} and {k}"
-                    )
-                seen[op] = k
+        check_groups(self.segments, "SpatialPlan", "segment", "segments")
 
     def realisation(self) -> tuple[str, dict[str, Any]]:
         """The pass pipeline that cuts each segment into tiles on the devices."""

@@ -14,7 +14,6 @@ through the profile database like every other measurement (a second collection r
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -100,12 +99,10 @@ def collect(
     runners = runners_for(list(classes.values()))
     try:
         for device in classes.values():
-            profiler = profiler_for(db, options)
-            profiler.runner = runners[device.name]
-            if device.cpu_quota:  # time over several CFS periods, not inside one burst
-                profiler = dataclasses.replace(
-                    profiler, config=MeasureConfig(repeat=3, min_repeat_ms=QUOTA_WINDOW_MS)
-                )
+            # a device held to a quota is timed over several CFS periods, not inside one burst
+            window = MeasureConfig(repeat=3, min_repeat_ms=QUOTA_WINDOW_MS)
+            config = window if device.cpu_quota else None
+            profiler = profiler_for(db, options, runners[device.name], config)
             rows = []
             for call, box, row in workloads:
                 seconds = profiler.measure(

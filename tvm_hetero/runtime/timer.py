@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,8 +84,6 @@ class RPCRunner:
             self._connect()
 
     def _connect(self) -> None:
-        import time
-
         self.session = None  # a server serves one session at a time: end the old one first
         try:
             self.session = tvm.rpc.connect(
@@ -100,8 +99,6 @@ class RPCRunner:
         return self.session.cuda(index) if kind == "cuda" else self.session.cpu(index)
 
     def time(self, executable, devices, args, config):
-        import time
-
         if self._opened is not None and time.monotonic() - self._opened > self.timeout_s / 2:
             self._connect()
         self._count += 1

@@ -41,6 +41,7 @@ from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import Dim, local_copy_module
 from tvm_hetero.runtime.measure import MeasureConfig, random_args
+from tvm_hetero.runtime.timer import LocalRunner, Runner
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
@@ -236,11 +237,15 @@ def measured_key_ops(
     return out
 
 
-def profiler_for(db: str | Path | None = None, options: BuildOptions | None = None) -> Profiler:
-    """The profiler EOP measures with: records kept in ``db`` (default :data:`DEFAULT_DB`)."""
+def profiler_for(
+    db: str | Path | None = None, options: BuildOptions | None = None, runner: Runner | None = None,
+    config: MeasureConfig | None = None,
+) -> Profiler:  # fmt: skip
+    """The profiler EOP measures with: records kept in ``db`` (default :data:`DEFAULT_DB`),
+    timed by ``runner`` (default: this process) with ``config`` (default: 5 repeats of 10 ms)."""
     return Profiler(
-        ProfileDB(db or DEFAULT_DB), config=MeasureConfig(repeat=5, min_repeat_ms=10),
-        options=options or BuildOptions(),
+        ProfileDB(db or DEFAULT_DB), runner or LocalRunner(),
+        config or MeasureConfig(repeat=5, min_repeat_ms=10), options or BuildOptions(),
     )  # fmt: skip
 
 

@@ -103,7 +103,6 @@ class TileGeometry:
             func, main_bindings(func, "flexpie"), group, "flexpie"
         )
         self.layers, self.devices = [list(o) for o in layers], devices
-        self.params = list(func.params)
         self.outputs = [m[-1].var for m in self.members]
 
     def __len__(self) -> int:
@@ -123,10 +122,10 @@ class TileGeometry:
         except ValueError:
             return None
         inside = {b.var for b in members}
+        bound = {b.var: b.value for b in members}
         tiles = []
         for device, box in cells:
             if scheme == "Home":
-                need = {out: box}
                 ops = tuple((b.value, full_box(shape_of(b.var) or [])) for b in members)
                 reads = _reads_whole(members, inside, self.weights)
             else:
@@ -134,11 +133,10 @@ class TileGeometry:
                     need = segment_needs(members, self.weights, out, box)
                 except ValueError:
                     return None
-                bound = {b.var: b.value for b in members}
+                calls = ((tile_op(b.value, bound), need.get(b.var)) for b in members)
                 ops = tuple(  # parts of a split are crops: free
-                    (tile_op(b.value, bound), need[b.var]) for b in members
-                    if b.var in need and tile_op(b.value, bound) is not None
-                )  # fmt: skip
+                    (call, box) for call, box in calls if call is not None and box is not None
+                )
                 reads = {v: bx for v, bx in need.items() if v not in inside}
             tiles.append(Tile(device, ops, reads))
         return tuple(tiles)
@@ -424,8 +422,7 @@ def whole_op_seconds(
         return {}
     runners = runners_for([device])
     try:
-        profiler = profiler_for(db, options)
-        profiler.runner = runners[device.name]
+        profiler = profiler_for(db, options, runners[device.name])
         return {
             b.value: profiler.profile_op(model.mod, ids[b.var], device).median_s for b in unknown
         }
