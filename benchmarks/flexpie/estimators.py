@@ -4,8 +4,9 @@
         [--ship]
 
 Trains the compute, sync and rearrange estimators on the traces ``latency.py --collect``
-measured on the emulated clusters, with 20 % of them held out (five random splits: mean and
-spread of the held-out MAPE), and the compute estimator's error per operator kind. ``--ship``
+measured on the emulated clusters, with 20 % of them held out (``--splits`` random splits:
+mean and spread of the held-out MAPE, and the median error), and the compute estimator's
+held-out error per operator kind. ``--ship``
 writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
 default of ``--strategy flexpie``).
 Results: ``benchmarks/results/flexpie_estimators.json``.
@@ -24,32 +25,48 @@ from tvm_hetero.profiling.traces import read_traces
 from tvm_hetero.strategies.flexpie import DEFAULT_MODELS
 
 
+def held_out_errors(name, rows, seconds, splits):
+    """Absolute percentage errors on the held-out fifth of ``splits`` random splits (each
+    estimator fitted on the rest), and the compute errors by operator kind."""
+    errors, per_kind = [], {}
+    for seed in range(splits):
+        order = np.random.default_rng(seed).permutation(len(seconds))
+        test, fit = order[: round(len(order) * 0.2)], order[round(len(order) * 0.2) :]
+        est = train(name, [rows[i] for i in fit], seconds[fit], seed=seed)
+        ape = np.abs(est.predict([rows[i] for i in test]) - seconds[test]) / seconds[test]
+        errors.append(ape)
+        for i, e in zip(test, ape, strict=True):
+            per_kind.setdefault(int(rows[i].get("kind", -1)), []).append(e)
+    return errors, per_kind
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")
-    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/flexpie_estimators.json")
     args = parser.parse_args()
     found = read_traces(args.traces)
     results = {}
+    kinds = {v: k for k, v in OP_KINDS.items()}
     for name in FEATURES:
         rows, seconds = found[name]
-        mapes = [train(name, rows, seconds, seed=s).held_out_mape for s in range(args.splits)]
+        errors, per_kind = held_out_errors(name, rows, np.asarray(seconds), args.splits)
+        mapes = [float(np.mean(e)) for e in errors]
         results[name] = {"traces": len(seconds), "mape_mean": float(np.mean(mapes)),
-                         "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes))}  # fmt: skip
+                         "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes)),
+                         "median_ape": float(np.median(np.concatenate(errors)))}  # fmt: skip
         print(f"{name:>9}: {len(seconds)} traces, held-out MAPE {np.mean(mapes):.1%} "
-              f"({np.min(mapes):.1%}-{np.max(mapes):.1%})")  # fmt: skip
-    rows, seconds = found["compute"]
-    kinds = {v: k for k, v in OP_KINDS.items()}
-    per_kind = {}
-    for kind in sorted({int(r["kind"]) for r in rows}):
-        idx = [i for i, r in enumerate(rows) if int(r["kind"]) == kind]
-        if len(idx) >= 10:
-            est = train("compute", [rows[i] for i in idx], [seconds[i] for i in idx])
-            per_kind[kinds[kind]] = {"traces": len(idx), "mape": est.held_out_mape}
-            print(f"  compute, {kinds[kind]} alone: {len(idx)} traces, {est.held_out_mape:.1%}")
-    results["compute_per_kind"] = per_kind
+              f"({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
+              f"{results[name]['median_ape']:.1%}")  # fmt: skip
+        if name == "compute":
+            results["compute_per_kind"] = {
+                kinds[k]: {"held_out": len(e), "mape": float(np.mean(e))}
+                for k, e in sorted(per_kind.items())
+            }
+            for kind, r in results["compute_per_kind"].items():
+                print(f"  compute, {kind}: {r['held_out']} held out, MAPE {r['mape']:.1%}")
     Path(args.out).write_text(json.dumps({"traces": args.traces, **results}, indent=1) + "\n")
     if args.ship:
         for name in FEATURES:

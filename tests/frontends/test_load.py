@@ -56,19 +56,14 @@ def test_onnx_with_symbolic_batch_and_given_shape(tmp_path, two_cpus):
 
 
 def test_onnx_unsupported_operator_is_named(tmp_path):
-    rng = np.random.default_rng(0)
-    inits = [
-        numpy_helper.from_array(rng.random((1, 12, 4)).astype("float32"), "W"),
-        numpy_helper.from_array(rng.random((1, 12, 3)).astype("float32"), "R"),
-    ]
     graph = helper.make_graph(
-        [helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=3)], "lstm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+        [helper.make_node("Det", ["x"], ["y"])], "det",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
     )  # fmt: skip
-    path = tmp_path / "lstm.onnx"
+    path = tmp_path / "det.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
-    with pytest.raises(UnsupportedOperatorError, match="not supported for frontend ONNX: LSTM"):
+    with pytest.raises(UnsupportedOperatorError, match="not supported for frontend ONNX: Det"):
         load_model(path)
 
 

@@ -71,6 +71,16 @@ CASES = {
         lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w),
         "matmul",
     ),
+    "matmul_prime_columns": (  # 61 columns: padded to whole panels (GPT-2's vocabulary)
+        [(8, 32), (32, 61), (61,)],
+        lambda bb, x, w, b: relax.op.nn.relu(relax.op.add(relax.op.matmul(x, w), b)),
+        "matmul",
+    ),
+    "attention_scores_197": (  # ViT's 197 tokens, keys transposed
+        [(2, 197, 16), (2, 197, 16)],
+        lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),
+        "matmul",
+    ),
     "batch_matmul": (
         [(4, 16, 8), (4, 24, 8)],
         lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),
@@ -98,6 +108,16 @@ CASES = {
         "injective",
     ),
     "transpose": ([(32, 48)], lambda bb, x: relax.op.permute_dims(x), "injective"),
+    "bias_add_odd_width": (  # a width the lanes do not divide: the vector stays in a row
+        [(1, 16, 6, 22), (1, 16, 1, 1)],
+        lambda bb, x, b: relax.op.nn.relu(relax.op.add(x, b)),
+        "injective",
+    ),
+    "bias_add_unit_spatial": (  # (1, C, 1, 1): the channels are the vector
+        [(1, 64, 1, 1), (1, 64, 1, 1)],
+        lambda bb, x, b: relax.op.add(x, b),
+        "injective",
+    ),
     "max_pool": (
         [(1, 4, 8, 8)],
         lambda bb, x: relax.op.nn.max_pool2d(x, pool_size=3, padding=1),
@@ -138,6 +158,23 @@ def test_large_matmul_is_parallel_and_vectorized_serial_target_is_not_parallel()
         )
         assert ("T.parallel" in text) is parallel
         assert "T.vectorized" in text and "T.unroll" in text
+
+
+@pytest.mark.parametrize(
+    ("shape", "lanes"), [((1, 64, 56, 22), 2), ((1, 64, 56, 20), 5), ((1, 32768, 1, 1), 8)]
+)
+def test_injective_vectors_come_from_the_innermost_axis(shape, lanes):
+    """The vector is the innermost real axis' largest divisor up to the lanes (fusing all
+    loops and cutting vectors across rows made a width-22 bias add 10x slower), and the other
+    loops run in parallel."""
+    target = make_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})  # 8 lanes
+    mod = _module([shape, (1, shape[1], 1, 1)], lambda bb, x, b: relax.op.add(x, b), target)
+    (text,) = [
+        f.script() for _, f in schedule_kernels(mod, "rules").functions_items()
+        if isinstance(f, PrimFunc)
+    ]  # fmt: skip
+    assert f"in T.vectorized(T.int64({lanes}))" in text, text
+    assert "T.parallel" in text
 
 
 @pytest.mark.parametrize(("case", "packed"), [("matmul", False), ("dense_weight_nk", True)])

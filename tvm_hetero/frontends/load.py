@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -129,6 +131,8 @@ def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
+    from tvm_hetero.frontends import onnx_rnn
+
     try:
         proto = onnx.load(str(path))
     except Exception as err:  # onnx raises DecodeError and friends
@@ -140,9 +144,10 @@ def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
         raise ModelLoadError(
             f"{path}: shapes given for {unknown}, which are not its inputs {names}"
         )
-    try:
-        mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
-    except tvm.error.OpNotImplemented as err:
+    try:  # the frontend prints the node of a failed conversion before raising: kept quiet
+        with onnx_rnn.registered(), contextlib.redirect_stdout(io.StringIO()):
+            mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
+    except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as err:
         raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None
     return from_irmodule(mod, path.stem, f"onnx:{path}")
 

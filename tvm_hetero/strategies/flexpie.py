@@ -27,6 +27,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from tvm_hetero._compat import make_target
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.costmodel.estimators import OP_KINDS, TOPOLOGIES, Estimator, conv_gflops, topology
 from tvm_hetero.devices.cluster import ClusterSpec
@@ -55,6 +56,7 @@ from tvm_hetero.ir.units import main_bindings
 from tvm_hetero.plan import flexpie
 from tvm_hetero.plan.flexpie import MAX_RUN, SpatialPartition, SpatialProblem
 from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.strategies.edgepipe import pipeline_layers
 
 Progress = Callable[[str, int, int], None]
@@ -160,8 +162,10 @@ def _reads_whole(members, inside, weights) -> dict[relax.Var, Box]:
 
 
 def device_features(device: DeviceSpec) -> dict[str, float]:
-    """What the estimators know of a device: its threads and its CPU quota (0: none)."""
-    return {"threads": device.threads or 0, "cpu_quota": device.cpu_quota or 0}
+    """What the estimators know of a device: its threads, its CPU quota (0: none) and the
+    float32 lanes of its vectors (which, with a tile's sizes, fix the kernel's vector width)."""
+    lanes = vector_lanes(make_target(device.target), 32)
+    return {"threads": device.threads or 0, "cpu_quota": device.cpu_quota or 0, "lanes": lanes}
 
 
 def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[str, float] | None:
@@ -184,7 +188,8 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
         rows_in, rows_out = int(np.prod(in_size[1:-1])), int(np.prod(size[1:-1]))
         shape = {"in_c": in_size[-1], "in_h": rows_in, "in_w": in_size[0], "out_c": size[-1],
                  "out_h": rows_out, "out_w": size[0]}  # fmt: skip
-    row = {**shape, "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1, "groups": 1, **device}
+    row = {**shape, "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1, "groups": 1,
+           "inner": size[-1], **device}  # fmt: skip
     a = call.attrs
     elements = float(np.prod(size)) / 1e9
     if name == "relax.nn.conv2d" and len(size) == 4:
@@ -270,7 +275,7 @@ def problem_of(
     handoff_s: float = 0.0,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles),
-    ``move_s`` per boundary (the slowest receiver: its pieces one after another, then joined).
+    ``move_s`` per boundary (:func:`boundary_seconds`: the busiest receiver or sender).
     ``whole_s`` is the measured time of each operator the compute estimator does not know (by
     its call), on the home device; ``handoff_s`` what the runtime spends on each piece that
     passes between two devices besides moving its bytes (a copy step and a unit's dispatch:
@@ -331,19 +336,33 @@ def problem_of(
         compute_arr[a, d - 1, q] = per_device.max()
     move_arr = np.full((n + 1, k + 1, k + 1, max_run + 1), np.inf)
     for key, per_receiver in move_terms.items():
-        worst = 0.0
-        for syncs, joins in per_receiver:
-            moved = sum(sync_s[i] for i in syncs) + len(syncs) * handoff_s
-            worst = max(worst, moved + sum(rearrange_s[i] for i in joins))
-        move_arr[key] = worst
+        move_arr[key] = boundary_seconds(per_receiver, sync_s, rearrange_s, handoff_s)
     return SpatialProblem(SCHEMES, compute_arr, move_arr)
+
+
+def boundary_seconds(
+    per_receiver: Sequence[tuple[list[tuple[int, int]], list[int]]], sync_s: np.ndarray,
+    rearrange_s: np.ndarray, handoff_s: float,
+) -> float:  # fmt: skip
+    """A boundary's time: its busiest device. A receiver pulls its pieces one after another
+    (each a sync time and a handoff), then joins them; a sender serves its pieces from one
+    CPU and its own links, so they take at least their sum (scattering a layer from home to
+    three devices over 50 Mbit/s links took three pieces' time, not one: the receivers-only
+    price was 40 % under the measured latency of such plans)."""
+    worst, sent = 0.0, {}
+    for syncs, joins in per_receiver:
+        moved = sum(sync_s[i] for _, i in syncs) + len(syncs) * handoff_s
+        worst = max(worst, moved + sum(rearrange_s[i] for i in joins))
+        for src, i in syncs:
+            sent[src] = sent.get(src, 0.0) + sync_s[i]
+    return max(worst, *sent.values()) if sent else worst
 
 
 def _move_terms(
     geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, sync, rearrange
-) -> list[tuple[list[int], list[int]]]:
-    """Per receiving tile: the sync rows of the pieces it receives from other devices and the
-    rearrange row of joining them."""
+) -> list[tuple[list[tuple[int, int]], list[int]]]:
+    """Per receiving tile: ``(sender, sync row)`` of each piece it receives from another device
+    and the rearrange rows of joining them."""
     entering = geometry.outputs[a - 1] if a > 0 else None
     result = []
     for tile in tiles:
@@ -361,7 +380,7 @@ def _move_terms(
                     row = sync_row(
                         nbytes, devices[src], devices[tile.device], cluster, len(devices)
                     )
-                    syncs.append(sync.ask(row))
+                    syncs.append((src, sync.ask(row)))
             if pieces > 1:
                 row = {"bytes": total, "pieces": pieces, **device_features(devices[tile.device])}
                 joins.append(rearrange.ask(row))

@@ -31,7 +31,9 @@ class Matmul(CpuRule):
     loop reads it contiguously; each ``MR x NR`` output tile accumulates in registers over the
     whole ``K`` (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
     ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``).
-    Element-wise epilogues (bias, activation) are folded into the tile's write-back.
+    Element-wise epilogues (bias, activation) are folded into the tile's write-back. A column
+    count with no divisor that fills a vector is padded to whole panels (``pad_einsum``: B's
+    panel gets zero columns, which are computed and dropped).
     """
 
     name = "matmul"
@@ -59,19 +61,25 @@ class Matmul(CpuRule):
             return None
         batches, rows, cols, depth = extents
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
-        nr = panel_width(target, output_bits(sch, main), rows, cols)
+        bits = output_bits(sch, main)
+        pack = reindex_b
+        padded = padded_columns(target, bits, rows, cols)
+        if padded != cols:  # columns in full panels; B's pad columns are zeros, C's are dropped
+            sch.pad_einsum(main, [1, 1, 2 * vector_lanes(target, bits), 1])
+            pack, cols = sch.get_consumers(reindex_b)[0], padded
+        nr = panel_width(target, bits, rows, cols)
         if nr is None:
             return None
         mr = largest_divisor(rows, ROWS_PER_TILE)
 
         sch.compute_inline(reindex_a)
-        if _columns_contiguous(sch, main, reindex_b, nr):
+        if pack.same_as(reindex_b) and _columns_contiguous(sch, main, reindex_b, nr):
             inline_producers(sch, main)
         else:  # B packed into NR-wide panels, K-major inside a panel
-            sch.transform_layout(reindex_b, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
-            inline_producers(sch, reindex_b)
-            inline_producers(sch, main, keep=(sch.get(reindex_b).name_hint,))
-            self._schedule_pack(sch, reindex_b, parallel)
+            sch.transform_layout(pack, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
+            inline_producers(sch, pack)
+            inline_producers(sch, main, keep=(sch.get(pack).name_hint,))
+            self._schedule_pack(sch, pack, parallel)
 
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
@@ -91,6 +99,16 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def padded_columns(target: Target, dtype_bits: int, rows: int, cols: int) -> int:
+    """The columns the rule computes: ``cols``, or the next multiple of two vectors where no
+    divisor of ``cols`` fills a vector (GPT-2's 50257 words, ViT's 197 tokens: a register tile
+    one column wide left those kernels to a rule 10-30x slower)."""
+    lanes = vector_lanes(target, dtype_bits)
+    if rows == 1 or cols < MIN_COLS or largest_divisor(cols, 2 * lanes) >= lanes:
+        return cols
+    return -(-cols // (2 * lanes)) * (2 * lanes)
 
 
 def panel_width(target: Target, dtype_bits: int, rows: int, cols: int) -> int | None:

@@ -1,0 +1,70 @@
+"""The FlexPie latency table of ``benchmarks/README.md`` from ``flexpie_latency.json``.
+
+.venv/bin/python benchmarks/flexpie/table.py [--results benchmarks/results/flexpie_latency.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from pathlib import Path
+
+SHAPES = {"ring": "ring", "ps": "PS"}
+NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
+         "bert": "BERT"}  # fmt: skip
+
+
+def cluster_name(case: str) -> str:
+    """``ring4-1000`` -> ``ring of 4, 1000 Mbit/s``."""
+    shape, count, mbps = re.fullmatch(r"([a-z]+)(\d+)-(\d+)", case).groups()
+    return f"{SHAPES[shape]} of {count}, {mbps} Mbit/s"
+
+
+def row(run: dict) -> str:
+    """One Markdown row: FlexPie against the best of each baseline family."""
+    m = {k: v * 1e3 for k, v in run["measured_s"].items()}
+    p = run["predicted_s"]["flexpie"] * 1e3
+
+    def best(prefix: str) -> float:
+        return min(v for k, v in m.items() if k.startswith(prefix))
+
+    winner = min(m, key=m.get)
+    score = run["score"]["flexpie"]
+    mark = "**" if score >= 0.995 else ""
+    older = "" if "estimators" in run else " †"
+    return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
+            f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
+            f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
+            f"{'FlexPie' if winner == 'flexpie' or score >= 0.995 else winner} | "
+            f"{m['single'] / m['flexpie']:.2f}x | {run['search_s'] * 1e3:.1f} |")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--results", default="benchmarks/results/flexpie_latency.json")
+    args = parser.parse_args()
+    runs = json.loads(Path(args.results).read_text())["runs"]
+    runs.sort(key=lambda r: (r["case"][:2], r["case"], r["model"]))
+    print(
+        "| cluster | model | FlexPie ms (predicted) | one device | best fixed | layer-wise | "
+        "best fused | FlexPie score | best | vs one device | search ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        print(row(run))
+    scores = [r["score"]["flexpie"] for r in runs]
+    speedups = [r["measured_s"]["single"] / r["measured_s"]["flexpie"] for r in runs]
+    if any("estimators" not in r for r in runs):
+        print(
+            "\n† measured before the element-wise kernel fix and the senders' share of a "
+            "boundary's price (commit 4ad19c7)."
+        )
+    print(f"\n{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
+          f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one device "
+          f"{min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The corpus of real architectures against ONNX Runtime (issue 14): import, compile, match, speed.
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python benchmarks/models/corpus.py [--only resnet18 gpt2 ...] [--threads 2]
+
+Every model of ``zoo.CORPUS`` (torchvision, timm, transformers ``from_config``, PyTorch models
+of the papers' kinds; random weights, no downloads) is exported to ONNX, then, each in its own
+process with a time limit: imported by ``tvm-hetero``'s loader, compiled for the CPU with the
+default schedule rules (time), run on the export's example inputs and compared with ONNX
+Runtime on the same file (relative error: the largest difference over the largest output), and
+timed against it with the same threads, back to back (``--rounds`` rounds, each the median of
+several runs; the ratio is the median of the rounds' ratios: this machine is shared). A model
+that fails is kept with its stage and the error's first line. Writes
+``benchmarks/results/models.json`` and ``models.md`` (``--only`` keeps the other rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results"
+TOLERANCE = 1e-3
+"""Largest relative error that counts as matching ONNX Runtime."""
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:160]
+
+
+def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool = False) -> dict:
+    """One model through every stage; the row of the table (``stage`` names the first failure)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.runtime.measure import MeasureConfig
+
+    sys.path.insert(0, str(HERE))
+    from zoo import CORPUS, export
+
+    row: dict = {"model": name, "source": CORPUS[name].source, "stage": "export"}
+    path = work / f"{name}{'-small' if small else ''}.onnx"
+    try:
+        import torch
+
+        names = export(name, path, small)
+        torch.manual_seed(0)
+        _, args = CORPUS[name].build(small)
+        feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
+        row["stage"] = "import"
+        start = time.perf_counter()
+        model = load_model(path)
+        row["import_s"] = time.perf_counter() - start
+        feeds = {s.name: feeds[s.name] for s in model.inputs}  # inputs the export kept
+        row["stage"] = "compile"
+        start = time.perf_counter()
+        compiled = api.compile(model, [cpu_device(threads=threads)])
+        row["compile_s"] = time.perf_counter() - start
+        row["stage"] = "run"
+        got = api.run(compiled, feeds)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        expected = session.run(None, feeds)
+        scale = max(float(np.abs(e).max()) for e in expected) or 1.0
+        row["rel_err"] = api.max_abs_error(got, expected) / scale
+        row["stage"] = "match" if row["rel_err"] > TOLERANCE else "time"
+        if row["stage"] == "match" or not rounds:
+            return row
+        config = MeasureConfig(repeat=5, min_repeat_ms=100)
+        ours, theirs = [], []
+        for _ in range(rounds):
+            ours.append(api.median_seconds(compiled, feeds, config))
+            theirs.append(_median_seconds(lambda: session.run(None, feeds)))
+        row["tvm_ms"] = statistics.median(ours) * 1e3
+        row["ort_ms"] = statistics.median(theirs) * 1e3
+        row["ratio"] = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
+        row["stage"] = "ok"
+    except Exception as err:
+        row["error"] = _first_line(err)
+    return row
+
+
+def _median_seconds(fn, runs: int = 5, min_s: float = 0.1) -> float:
+    fn()
+    samples = []
+    for _ in range(runs):
+        count, start = 0, time.perf_counter()
+        while True:
+            fn()
+            count += 1
+            if time.perf_counter() - start >= min_s:
+                break
+        samples.append((time.perf_counter() - start) / count)
+    return statistics.median(samples)
+
+
+COLUMNS = (("import_s", ".1f"), ("compile_s", ".1f"), ("rel_err", ".1e"), ("tvm_ms", ".2f"),
+           ("ort_ms", ".2f"), ("ratio", ".2f"))  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    """The Markdown table and its summary."""
+    lines = [
+        "| model | source | result | import s | compile s | rel. error | tvm-hetero ms | ORT ms | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        failed = r.get("error") or f"error {r.get('rel_err', 0):.1e}"
+        result = {"ok": "ok", "time": "matches (not timed)"}.get(
+            r["stage"], f"fails at {r['stage']}: {failed}"
+        )
+        cells = [format(r[k], f) if k in r else "" for k, f in COLUMNS]
+        lines.append(f"| {r['model']} | {r['source']} | {result} | " + " | ".join(cells) + " |")
+    ok = [r for r in rows if r["stage"] == "ok"]
+    ratios = sorted(r["ratio"] for r in ok)
+    summary = [f"{len(ok)} of {len(rows)} models import, compile and match ONNX Runtime "
+               f"(relative error <= {TOLERANCE:g})."]  # fmt: skip
+    if ratios:
+        summary.append(f"Ratio to ONNX Runtime: median {statistics.median(ratios):.2f}x, "
+                       f"{sum(x <= 2 for x in ratios)} of {len(ratios)} within 2x, worst "
+                       f"{max(ok, key=lambda r: r['ratio'])['model']} {ratios[-1]:.2f}x.")  # fmt: skip
+        slow = [r["model"] for r in ok if r["compile_s"] > 60]
+        summary.append(f"Compile over 60 s: {', '.join(slow) or 'none'}.")
+    return "\n".join(lines) + "\n\n" + " ".join(summary) + "\n"
+
+
+def main() -> None:
+    sys.path.insert(0, str(HERE))
+    from zoo import CORPUS
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", nargs="+", choices=sorted(CORPUS), default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per model")
+    parser.add_argument("--work", default="/tmp/tvm-hetero-corpus", help="ONNX files go here")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: one model, JSON on stdout
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        print(json.dumps(check(args.one, work, args.threads, args.rounds)))
+        return
+    out = RESULTS / "models.json"
+    rows = {r["model"]: r for r in json.loads(out.read_text())["rows"]} if out.exists() else {}
+    for name in args.only or CORPUS:
+        cmd = [sys.executable, __file__, "--one", name, "--threads", str(args.threads),
+               "--rounds", str(args.rounds), "--work", str(work)]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            row = json.loads(lines[-1]) if lines else {
+                "model": name, "source": CORPUS[name].source, "stage": "crash",
+                "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:160]}  # fmt: skip
+        except subprocess.TimeoutExpired:
+            row = {"model": name, "source": CORPUS[name].source, "stage": "timeout",
+                   "error": f"over {args.timeout} s"}  # fmt: skip
+        rows[name] = row
+        print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
+              f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip
+        ordered = [rows[n] for n in CORPUS if n in rows]
+        meta = {"command": " ".join(["benchmarks/models/corpus.py", *sys.argv[1:]]),
+                "threads": args.threads, "tolerance": TOLERANCE}  # fmt: skip
+        out.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
+        (RESULTS / "models.md").write_text(table(ordered))
+    print(table([rows[n] for n in CORPUS if n in rows]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Models no one here wrote: torchvision, timm and transformers architectures with random weights
+(no downloads), and a few PyTorch models of the kinds the papers use (recurrent classifiers,
+recommenders). Each entry builds ``(module, example inputs)``; ``small=True`` shrinks the input
+(the test suite's size), never the architecture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus model: where it comes from and how to build it."""
+
+    source: str  # torchvision / timm / transformers / pytorch
+    build: Callable[[bool], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+
+
+def _image(size: int, small: bool) -> tuple[torch.Tensor]:
+    side = 64 if small else size
+    return (torch.randn(1, 3, side, side),)
+
+
+def _torchvision(name: str, size: int = 224, fixed: bool = False, **kw) -> Entry:
+    def build(small: bool):
+        import torchvision
+
+        model = getattr(torchvision.models, name)(weights=None, **kw)
+        return model, _image(size, small and not fixed)
+
+    return Entry("torchvision", build)
+
+
+def _timm(name: str, size: int = 224, **kw) -> Entry:
+    def build(small: bool):
+        import timm
+
+        return timm.create_model(name, pretrained=False, **kw), _image(size, False)
+
+    return Entry("timm", build)
+
+
+class _Logits(nn.Module):
+    """A transformers model returning its first output as a tensor (ONNX wants tensors)."""
+
+    def __init__(self, model: nn.Module, field: str) -> None:
+        super().__init__()
+        self.model, self.field = model, field
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model(input_ids=ids), self.field)
+
+
+def _transformers(kind: str, seq: int = 128, **config) -> Entry:
+    def build(small: bool):
+        import transformers
+
+        cfg_cls, model_cls, field = {
+            "bert": ("BertConfig", "BertModel", "last_hidden_state"),
+            "distilbert": ("DistilBertConfig", "DistilBertModel", "last_hidden_state"),
+            "roberta": ("RobertaConfig", "RobertaModel", "last_hidden_state"),
+            "gpt2": ("GPT2Config", "GPT2LMHeadModel", "logits"),
+            "t5-encoder": ("T5Config", "T5EncoderModel", "last_hidden_state"),
+        }[kind]
+        cfg = getattr(transformers, cfg_cls)(**config)
+        cfg._attn_implementation = "eager"  # plain matmuls and softmax, as ONNX wants them
+        model = getattr(transformers, model_cls)(cfg)
+        length = 16 if small else seq
+        ids = torch.randint(0, cfg.vocab_size, (1, length))
+        return _Logits(model, field), (ids,)
+
+    return Entry("transformers", build)
+
+
+class RecurrentClassifier(nn.Module):
+    """Embedding, a recurrent layer stack, the last step to a classifier (sentiment-style)."""
+
+    def __init__(self, cell: str, bidirectional: bool = False, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(5000, 128)
+        self.rnn = getattr(nn, cell)(128, 256, num_layers=layers, batch_first=True,
+                                     bidirectional=bidirectional)  # fmt: skip
+        self.head = nn.Linear(256 * (2 if bidirectional else 1), 5)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.rnn(self.embed(ids))[0]
+        return self.head(out[:, -1])
+
+
+def _recurrent(cell: str, bidirectional: bool = False) -> Entry:
+    def build(small: bool):
+        return RecurrentClassifier(cell, bidirectional), (
+            torch.randint(0, 5000, (1, 8 if small else 64)),
+        )
+
+    return Entry("pytorch", build)
+
+
+class TwoTower(nn.Module):
+    """User and item towers of dense layers, scored by a dot product (retrieval)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.users, self.items = nn.Embedding(10000, 64), nn.Embedding(20000, 64)
+
+        def tower() -> nn.Module:
+            return nn.Sequential(nn.Linear(64 + 32, 256), nn.ReLU(), nn.Linear(256, 128))
+
+        self.user_tower, self.item_tower = tower(), tower()
+
+    def forward(self, user, item, user_feats, item_feats):
+        u = self.user_tower(torch.cat([self.users(user), user_feats], 1))
+        i = self.item_tower(torch.cat([self.items(item), item_feats], 1))
+        return (u * i).sum(1)
+
+
+class WideAndDeep(nn.Module):
+    """A linear wide part beside a deep MLP over embedded categorical features."""
+
+    def __init__(self, fields: int = 8, vocab: int = 1000) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(fields * vocab, 32)
+        self.wide = nn.Linear(fields * 32 + 13, 1)
+        self.deep = nn.Sequential(nn.Linear(fields * 32 + 13, 512), nn.ReLU(), nn.Linear(512, 256),
+                                  nn.ReLU(), nn.Linear(256, 1))  # fmt: skip
+
+    def forward(self, cats: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.embed(cats).flatten(1), dense], 1)
+        return torch.sigmoid(self.wide(x) + self.deep(x))
+
+
+class FourTowers(nn.Module):
+    """Four towers at batch 1 (two MLPs of 1024-wide layers, two small CNNs), concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+        def mlp() -> nn.Module:
+            return nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU())
+
+        def cnn() -> nn.Module:
+            return nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1),
+                                 nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())  # fmt: skip
+
+        self.mlps, self.cnns = nn.ModuleList([mlp(), mlp()]), nn.ModuleList([cnn(), cnn()])
+        self.head = nn.Linear(2 * 1024 + 2 * 64, 10)
+
+    def forward(self, a, b, img1, img2):
+        parts = [self.mlps[0](a), self.mlps[1](b), self.cnns[0](img1), self.cnns[1](img2)]
+        return self.head(torch.cat(parts, 1))
+
+
+class ErfEncoder(nn.Module):
+    """Four encoder layers of ``nn.Linear``, ``nn.LayerNorm`` and exact (erf) ``nn.GELU``."""
+
+    def __init__(self, d: int = 256, layers: int = 4) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            for _ in range(layers)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + layer(x)
+        return x
+
+
+def _module(cls: type[nn.Module], make_inputs: Callable[[bool], tuple]) -> Entry:
+    return Entry("pytorch", lambda small: (cls(), make_inputs(small)))
+
+
+CORPUS: dict[str, Entry] = {
+    "resnet18": _torchvision("resnet18"),
+    "resnet50": _torchvision("resnet50"),
+    "mobilenet_v2": _torchvision("mobilenet_v2"),
+    "mobilenet_v3_small": _torchvision("mobilenet_v3_small"),
+    "efficientnet_b0": _torchvision("efficientnet_b0"),
+    "regnet_y_400mf": _torchvision("regnet_y_400mf"),
+    "convnext_tiny": _torchvision("convnext_tiny"),
+    "densenet121": _torchvision("densenet121"),
+    "googlenet": _torchvision("googlenet", init_weights=True, aux_logits=False),
+    "squeezenet1_1": _torchvision("squeezenet1_1"),
+    "shufflenet_v2": _torchvision("shufflenet_v2_x1_0"),
+    "vit_b_16": _torchvision("vit_b_16", fixed=True),
+    "swin_t": _torchvision("swin_t", fixed=True),
+    "deit_tiny": _timm("deit_tiny_patch16_224"),
+    "mobilevit_xs": _timm("mobilevit_xs", size=256),
+    "bert": _transformers("bert", num_hidden_layers=4),
+    "distilbert": _transformers("distilbert", n_layers=4),
+    "roberta": _transformers("roberta", num_hidden_layers=4),
+    "gpt2": _transformers("gpt2", n_layer=4),
+    "t5_encoder": _transformers("t5-encoder", num_layers=4),
+    "lstm_classifier": _recurrent("LSTM"),
+    "gru_classifier": _recurrent("GRU"),
+    "bilstm_classifier": _recurrent("LSTM", bidirectional=True),
+    "two_tower": _module(TwoTower, lambda small: (
+        torch.randint(0, 10000, (1,)), torch.randint(0, 20000, (1,)), torch.randn(1, 32),
+        torch.randn(1, 32))),
+    "wide_and_deep": _module(WideAndDeep, lambda small: (
+        torch.randint(0, 8000, (1, 8)), torch.randn(1, 13))),
+    "four_towers": _module(FourTowers, lambda small: (
+        torch.randn(1, 512), torch.randn(1, 512), torch.randn(1, 3, 32, 32),
+        torch.randn(1, 3, 32, 32))),
+    "erf_encoder": _module(ErfEncoder, lambda small: (torch.randn(1, 16 if small else 128, 256),)),
+}  # fmt: skip
+"""Every corpus model by name."""
+
+
+def export(name: str, path, small: bool = False) -> tuple[str, ...]:
+    """Write ``CORPUS[name]`` as ONNX to ``path`` (seeded weights); returns the input names.
+    The dynamo exporter first, the TorchScript one where it fails."""
+    import warnings
+
+    torch.manual_seed(0)
+    module, args = CORPUS[name].build(small)
+    module.eval()
+    names = tuple(f"in{k}" for k in range(len(args)))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=True,
+                              external_data=False, verbose=False)  # fmt: skip
+        except Exception:
+            torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=False,
+                              opset_version=17)  # fmt: skip
+    return names
