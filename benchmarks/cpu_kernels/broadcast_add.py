@@ -1,5 +1,5 @@
 """Element-wise kernels on odd row widths: the CPU rules against TVM's default loops and ONNX
-Runtime (issue 14's "fix the rule": vectors cut across rows made a width-22 bias add 10x slower).
+Runtime (issue 14's "fix the rule": vectors cut across rows made odd widths up to 4.8x slower).
 
     .venv/bin/python benchmarks/cpu_kernels/broadcast_add.py [--threads 1]
 
