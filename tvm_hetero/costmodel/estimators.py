@@ -44,12 +44,9 @@ DERIVED: dict[str, tuple[str, ...]] = {
 }
 """Columns computed from the features before the trees see them: the tile's sizes, and the
 vector width and channel tile the CPU rules give it (the largest divisor of the innermost extent
-up to the lanes, of the output channels up to :data:`CHANNEL_TILE`). Trees split on one column
-at a time and cannot find a divisor: without these the compute estimator held out at 19 %
-MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4)."""
-
-CHANNEL_TILE = 8
-"""Output channels of the CPU convolution rule's tile (``schedules.cpu.conv.CHANNELS_PER_TILE``)."""
+up to the lanes, of the output channels up to the convolution rule's channel tile). Trees split
+on one column at a time and cannot find a divisor: without these the compute estimator held out
+at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4)."""
 
 OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4, "matmul": 5,
             "norm": 6, "layout": 7}  # fmt: skip
@@ -134,10 +131,12 @@ def columns(name: str) -> list[str]:
     return [*FEATURES[name], *DERIVED.get(name, ())]
 
 
-def _largest_divisor(values: np.ndarray, limits: np.ndarray | int) -> np.ndarray:
-    limits = np.broadcast_to(limits, values.shape)
-    return np.array([max(d for d in range(1, max(1, min(int(n), int(cap))) + 1) if int(n) % d == 0)
-                     for n, cap in zip(values, limits, strict=True)], dtype=float)  # fmt: skip
+def _largest_divisors(values: np.ndarray, limits: np.ndarray | int) -> np.ndarray:
+    """:func:`~tvm_hetero.schedules.cpu.common.largest_divisor` of each value (the rules' own)."""
+    from tvm_hetero.schedules.cpu.common import largest_divisor
+
+    pairs = zip(values, np.broadcast_to(limits, values.shape), strict=True)
+    return np.array([largest_divisor(int(n), int(cap)) for n, cap in pairs], dtype=float)
 
 
 def _design(name: str, matrix: np.ndarray) -> Any:
@@ -145,14 +144,16 @@ def _design(name: str, matrix: np.ndarray) -> Any:
     columns appended."""
     import xgboost as xgb
 
+    from tvm_hetero.schedules.cpu.conv import CHANNELS_PER_TILE
+
     col = dict(zip(FEATURES[name], matrix.T, strict=True))
     extra = []
     if name == "compute":
         extra = [
             col["out_c"] * col["out_h"] * col["out_w"],
             col["in_c"] * col["in_h"] * col["in_w"],
-            _largest_divisor(col["inner"], col["lanes"]),
-            _largest_divisor(col["out_c"], CHANNEL_TILE),
+            _largest_divisors(col["inner"], col["lanes"]),
+            _largest_divisors(col["out_c"], CHANNELS_PER_TILE),
         ]
     full = np.column_stack([matrix, *extra]) if extra else matrix
     return xgb.DMatrix(full, feature_names=columns(name))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import tvm
 from tvm import relax
@@ -192,9 +193,13 @@ class _Options:
 
 
 class _Recurrent(onnx_frontend.OnnxOpConverter):
-    """Shared unrolling of the three operators; subclasses set ``cell`` and ``step``."""
+    """Shared unrolling of the three operators; subclasses set ``cell`` and define ``step``,
+    a classmethod ``step(bb, d, x_t, states, rt, bias, opt)``: the new states (``H`` first)
+    from the projected input ``x_t``, the transposed recurrent weights ``rt`` and the summed
+    bias (``None`` for GRU, whose biases stay apart)."""
 
     cell: Cell
+    step: ClassVar[Callable[..., list[Expr]]]
 
     @classmethod
     def _impl_v7(cls, bb: relax.BlockBuilder, inputs: Sequence, attr: dict, params) -> Expr:
@@ -267,14 +272,6 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
                 outputs[t] = new[0]
             states = new
         return outputs, states  # type: ignore[return-value]
-
-    @classmethod
-    def step(
-        cls, bb: relax.BlockBuilder, d: _Direction, x_t: Expr, states: list[Expr], rt: Expr,
-        bias: Expr | None, opt: _Options,
-    ) -> list[Expr]:  # fmt: skip
-        """One step: the new states (``H`` first) from the projected input ``x_t``."""
-        raise NotImplementedError
 
 
 def _gate(bb: relax.BlockBuilder, act: Activation, pre: Expr, opt: _Options) -> Expr:
