@@ -1,6 +1,7 @@
 """PackConstantWeights: constant matmul weights of CPU kernels stored as register-tile panels."""
 
 import numpy as np
+import pytest
 import tvm
 from tvm import relax
 
@@ -14,9 +15,9 @@ CPU = make_target(cpu_device().target)
 W = np.random.default_rng(0).standard_normal((16, 32)).astype("float32")
 
 
-def _module(weight_is_constant=True, target=CPU):
+def _module(weight_is_constant=True, target=CPU, rows=8):
     """``x @ W`` legalized, its kernel tagged with ``target``."""
-    x = relax.Var("x", relax.TensorType((8, 16), "float32"))
+    x = relax.Var("x", relax.TensorType((rows, 16), "float32"))
     params = [x]
     if weight_is_constant:
         w = relax.const(W)
@@ -41,9 +42,10 @@ def _kernels(mod):
     return {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, PrimFunc)}
 
 
-def test_weight_and_kernel_become_panels_and_numbers_stay():
+@pytest.mark.parametrize("rows", [8, 1])  # 1: a batch-1 dense layer (dlight finds no I axis)
+def test_weight_and_kernel_become_panels_and_numbers_stay(rows):
     nr = largest_divisor(32, 2 * vector_lanes(CPU, 32))
-    before = _module()
+    before = _module(rows=rows)
     text = before.script()
     after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
     assert before.script() == text  # the input is not mutated
@@ -60,7 +62,7 @@ def test_weight_and_kernel_become_panels_and_numbers_stay():
     assert (
         "_reindex = T.sblock_alloc_buffer" not in next(iter(_kernels(scheduled).values())).script()
     )
-    x = np.random.default_rng(1).standard_normal((8, 16)).astype("float32")
+    x = np.random.default_rng(1).standard_normal((rows, 16)).astype("float32")
     got = relax.VirtualMachine(tvm.compile(scheduled, CPU), tvm.cpu())["main"](
         tvm.runtime.tensor(x)
     )

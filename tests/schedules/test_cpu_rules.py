@@ -81,6 +81,18 @@ CASES = {
         lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),
         "matmul",
     ),
+    "batch1_linear_bias_relu": (  # one row (dlight sees no I axis): 1 x NR tiles
+        [(1, 64), (48, 64), (48,)],
+        lambda bb, x, w, b: relax.op.nn.relu(
+            relax.op.add(relax.op.matmul(x, relax.op.permute_dims(w)), b)
+        ),
+        "matmul",
+    ),
+    "batch1_prime_columns": (
+        [(1, 1, 32), (32, 61)],
+        lambda bb, x, w: relax.op.matmul(x, w),
+        "matmul",
+    ),
     "batch_matmul": (
         [(4, 16, 8), (4, 24, 8)],
         lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import tvm
 from tvm import relax, s_tir, tirx
 from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
-from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
+from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits
-from tvm_hetero.schedules.cpu.matmul import panel_width
+from tvm_hetero.schedules.cpu.matmul import matmul_index_maps, panel_width
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackConstantWeights")
@@ -70,14 +68,14 @@ def _packed_kernel(func: PrimFunc) -> tuple[int, int, PrimFunc] | None:
         return None
     sch = s_tir.Schedule(func)
     reductions = get_reduction_blocks(sch, sch.get_child_blocks(sch.get_sblock("root")))
-    if not reductions or len(reductions) != 1 or get_index_map(sch.get(reductions[0])) is None:
+    if not reductions or len(reductions) != 1 or matmul_index_maps(sch.get(reductions[0])) is None:
         return None
     main = reductions[0]
     block = sch.get(main)
     reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
     out_shape = [int(s) for s in block.writes[0].source.shape]
     bits = output_bits(sch, main)
-    nr = panel_width(target, bits, math.prod(out_shape[:-1]), out_shape[-1])
+    nr = panel_width(target, bits, out_shape[-1])
     if nr is None:
         return None  # not a kernel the matmul rule tiles
     params = [str(p.name) for p in func.params]

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from tvm import s_tir, tirx
-from tvm.s_tir.dlight.gpu.matmul import get_index_map, get_reduction_blocks
+from tvm.s_tir.dlight.gpu.matmul import (
+    IterKind,
+    IterTrait,
+    get_index_map,
+    get_reduction_blocks,
+    make_iter_fusion_index_map,
+)
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
@@ -20,7 +26,7 @@ from tvm_hetero.schedules.cpu.common import (
 ROWS_PER_TILE = 4
 """Rows of the register tile (MR): MR x NR accumulators stay in vector registers."""
 MIN_COLS = 8
-"""Below this many output columns the rule leaves the kernel to GEMV or the fallback."""
+"""Below this many output columns the rule leaves the kernel to dlight's GEMV or the fallback."""
 
 
 class Matmul(CpuRule):
@@ -42,7 +48,7 @@ class Matmul(CpuRule):
         sch = s_tir.Schedule(func)
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
         reductions = get_reduction_blocks(sch, blocks)
-        if not reductions or get_index_map(sch.get(reductions[0])) is None:
+        if not reductions or matmul_index_maps(sch.get(reductions[0])) is None:
             return None
         main = reductions[0]
         if len(sch.get(main).reads) != 2 or not _plain_indices(sch.get(main)):
@@ -50,7 +56,7 @@ class Matmul(CpuRule):
         reindex_a = sch.reindex(main, ("read", 0))
         reindex_b = sch.reindex(main, ("read", 1))
         reindex_c = sch.reindex(main, ("write", 0))
-        matmul_map, a_map, b_map, c_map = get_index_map(sch.get(main))
+        matmul_map, a_map, b_map, c_map = matmul_index_maps(sch.get(main))
         sch.transform_layout(reindex_a, ("write", 0), a_map)
         sch.transform_layout(reindex_b, ("write", 0), b_map)
         sch.transform_layout(reindex_c, ("read", 0), c_map)
@@ -63,11 +69,11 @@ class Matmul(CpuRule):
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
         bits = output_bits(sch, main)
         pack = reindex_b
-        padded = padded_columns(target, bits, rows, cols)
+        padded = padded_columns(target, bits, cols)
         if padded != cols:  # columns in full panels; B's pad columns are zeros, C's are dropped
             sch.pad_einsum(main, [1, 1, 2 * vector_lanes(target, bits), 1])
             pack, cols = sch.get_consumers(reindex_b)[0], padded
-        nr = panel_width(target, bits, rows, cols)
+        nr = panel_width(target, bits, cols)
         if nr is None:
             return None
         mr = largest_divisor(rows, ROWS_PER_TILE)
@@ -101,21 +107,78 @@ class Matmul(CpuRule):
             sch.parallel(sch.fuse(*loops[:2]))
 
 
-def padded_columns(target: Target, dtype_bits: int, rows: int, cols: int) -> int:
+def matmul_index_maps(block: s_tir.SBlock) -> tuple[tirx.IndexMap, ...] | None:
+    """dlight's ``(matmul, A, B, C)`` maps to ``[batch, I, J, K]``, also for one row of ``A``.
+
+    dlight counts an axis of extent 1 as no axis and declines a block with no ``I``: every
+    batch-1 dense layer (``x[1, K] @ W[K, N]``). Such a block gets ``I`` as the constant 0.
+    """
+    maps = get_index_map(block)
+    if maps is not None or len(block.reads) != 2 or len(block.writes) != 1:
+        return maps
+    a_axes, b_axes, c_axes = (
+        _axes(region) for region in (block.reads[0], block.reads[1], block.writes[0])
+    )
+    traits = {}
+    for iv in block.iter_vars:
+        var, extent = iv.var, iv.dom.extent
+        if isinstance(extent, tirx.IntImm) and int(extent) == 1:
+            kind = IterKind.kIter_T
+        elif iv.iter_type == tirx.IterVar.CommReduce and var in a_axes and var in b_axes:
+            kind = IterKind.kIter_K
+        elif iv.iter_type == tirx.IterVar.DataPar and var in b_axes and var in c_axes:
+            kind = IterKind.kIter_S if var in a_axes else IterKind.kIter_J
+        else:
+            return None
+        traits[var] = IterTrait(kind, extent)
+    if {t.kind for t in traits.values()} & {IterKind.kIter_J, IterKind.kIter_K} != {
+        IterKind.kIter_J,
+        IterKind.kIter_K,
+    }:
+        return None
+    order = {
+        "matmul": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_J, IterKind.kIter_K],
+        "a": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_K],
+        "b": [IterKind.kIter_S, IterKind.kIter_J, IterKind.kIter_K],
+        "c": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_J],
+    }
+    used = {"matmul": None, "a": a_axes, "b": b_axes, "c": c_axes}
+    return tuple(
+        make_iter_fusion_index_map(
+            [traits[iv.var] for iv in block.iter_vars if axes is None or iv.var in axes],
+            order[name],
+        )
+        for name, axes in used.items()
+    )
+
+
+def _axes(region: s_tir.BufferRegion) -> set[tirx.Var]:
+    """The iterators one element access of ``region`` uses."""
+    axes = set()
+    for r in region.region:
+        axes |= set(tirx.analysis.undefined_vars(r.min))
+    return axes
+
+
+def padded_columns(target: Target, dtype_bits: int, cols: int) -> int:
     """The columns the rule computes: ``cols``, or the next multiple of two vectors where no
     divisor of ``cols`` fills a vector (GPT-2's 50257 words, ViT's 197 tokens: declined, they
     fell to the convolution rule, and GPT-2's LM head took 90 % of its run)."""
     lanes = vector_lanes(target, dtype_bits)
-    if rows == 1 or cols < MIN_COLS or largest_divisor(cols, 2 * lanes) >= lanes:
+    if cols < MIN_COLS or largest_divisor(cols, 2 * lanes) >= lanes:
         return cols
     return -(-cols // (2 * lanes)) * (2 * lanes)
 
 
-def panel_width(target: Target, dtype_bits: int, rows: int, cols: int) -> int | None:
+def panel_width(target: Target, dtype_bits: int, cols: int) -> int | None:
     """``NR``, the columns of the rule's register tile (two vectors when they divide ``cols``),
-    or ``None`` when the rule leaves the kernel alone (one row: GEMV; too few columns)."""
+    or ``None`` when the rule leaves the kernel alone (too few columns).
+
+    One row (a batch-1 dense layer) is tiled too: ``1 x NR`` tiles over weights in panels
+    stream them at memory speed (dlight's GEMV and reduction rules took 6-12x the time to stream
+    them: ``benchmarks/cpu_kernels/gemv.py``)."""
     nr = largest_divisor(cols, 2 * vector_lanes(target, dtype_bits))
-    if rows == 1 or cols < MIN_COLS or nr < 2:
+    if cols < MIN_COLS or nr < 2:
         return None
     return nr
 
