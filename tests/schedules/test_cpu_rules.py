@@ -93,6 +93,21 @@ CASES = {
         lambda bb, x, w: relax.op.matmul(x, w),
         "matmul",
     ),
+    "rows_197_padded_to_tiles": (  # ViT's tokens: 200 rows of 4-row tiles, 3 dropped
+        [(197, 32), (32, 64), (64,)],
+        lambda bb, x, w, b: relax.op.add(relax.op.matmul(x, w), b),
+        "matmul",
+    ),
+    "conv1x1_odd_map": (  # a 1x1 convolution is weights x image: 13x13 = 169 columns, padded
+        [(1, 16, 13, 13), (24, 16, 1, 1), (1, 24, 1, 1)],
+        lambda bb, x, w, b: relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, w), b)),
+        "matmul",
+    ),
+    "conv1x1_stride2": (  # x[c, 2y, 2x]: strided, the convolution rule's
+        [(1, 16, 8, 8), (32, 16, 1, 1)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2),
+        "conv",
+    ),
     "batch_matmul": (
         [(4, 16, 8), (4, 24, 8)],
         lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),
@@ -189,10 +204,22 @@ def test_injective_vectors_come_from_the_innermost_axis(shape, lanes):
     assert "T.parallel" in text
 
 
-@pytest.mark.parametrize(("case", "packed"), [("matmul", False), ("dense_weight_nk", True)])
+PACKING = {
+    "matmul": False,
+    "dense_weight_nk": True,
+    "conv1x1_image_rows": False,  # x[c, j // 8, j % 8]: consecutive columns, consecutive bytes
+}
+CASES_PACKING = {
+    **CASES,
+    "conv1x1_image_rows": ([(1, 16, 8, 8), (32, 16, 1, 1)],
+                           lambda bb, x, w: relax.op.nn.conv2d(x, w), "matmul"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "packed"), sorted(PACKING.items()))
 def test_weights_are_packed_only_when_columns_are_strided(case, packed):
     """``B[k, j]`` is read as it is; ``B[j, k]`` (dense's layout) is packed into panels first."""
-    scheduled = schedule_kernels(_module(*CASES[case][:2]), "rules")
+    scheduled = schedule_kernels(_module(*CASES_PACKING[case][:2]), "rules")
     (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
     assert ("_reindex = T.sblock_alloc_buffer" in text) is packed, text
 

@@ -14,7 +14,8 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits
-from tvm_hetero.schedules.cpu.matmul import matmul_index_maps, panel_width
+from tvm_hetero.schedules.cpu.gemm_form import gemm_form
+from tvm_hetero.schedules.cpu.matmul import panel_width
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackConstantWeights")
@@ -68,7 +69,7 @@ def _packed_kernel(func: PrimFunc) -> tuple[int, int, PrimFunc] | None:
         return None
     sch = s_tir.Schedule(func)
     reductions = get_reduction_blocks(sch, sch.get_child_blocks(sch.get_sblock("root")))
-    if not reductions or len(reductions) != 1 or matmul_index_maps(sch.get(reductions[0])) is None:
+    if not reductions or len(reductions) != 1 or gemm_form(sch.get(reductions[0])) is None:
         return None
     main = reductions[0]
     block = sch.get(main)

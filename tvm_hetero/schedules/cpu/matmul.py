@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 from tvm import s_tir, tirx
-from tvm.s_tir.dlight.gpu.matmul import (
-    IterKind,
-    IterTrait,
-    get_index_map,
-    get_reduction_blocks,
-    make_iter_fusion_index_map,
-)
+from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
+from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
@@ -22,6 +17,7 @@ from tvm_hetero.schedules.cpu.common import (
     output_bits,
     vector_lanes,
 )
+from tvm_hetero.schedules.cpu.gemm_form import drop_unit_reductions, gemm_form
 
 ROWS_PER_TILE = 4
 """Rows of the register tile (MR): MR x NR accumulators stay in vector registers."""
@@ -48,19 +44,20 @@ class Matmul(CpuRule):
         sch = s_tir.Schedule(func)
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
         reductions = get_reduction_blocks(sch, blocks)
-        if not reductions or matmul_index_maps(sch.get(reductions[0])) is None:
+        if not reductions:
             return None
         main = reductions[0]
-        if len(sch.get(main).reads) != 2 or not _plain_indices(sch.get(main)):
+        drop_unit_reductions(sch, main)  # a 1x1 convolution's window (y + ry, ry < 1) is y
+        form = gemm_form(sch.get(main))
+        if form is None:
             return None  # a convolution's window indices (y + ry) belong to the Conv rule
-        reindex_a = sch.reindex(main, ("read", 0))
-        reindex_b = sch.reindex(main, ("read", 1))
+        reindex_a = sch.reindex(main, ("read", form.a))
+        reindex_b = sch.reindex(main, ("read", form.b))
         reindex_c = sch.reindex(main, ("write", 0))
-        matmul_map, a_map, b_map, c_map = matmul_index_maps(sch.get(main))
-        sch.transform_layout(reindex_a, ("write", 0), a_map)
-        sch.transform_layout(reindex_b, ("write", 0), b_map)
-        sch.transform_layout(reindex_c, ("read", 0), c_map)
-        sch.transform_block_layout(main, matmul_map)
+        sch.transform_layout(reindex_a, ("write", 0), form.a_map)
+        sch.transform_layout(reindex_b, ("write", 0), form.b_map)
+        sch.transform_layout(reindex_c, ("read", 0), form.c_map)
+        sch.transform_block_layout(main, form.block_map)
 
         extents = const_extents(sch, sch.get_loops(main))
         if extents is None:
@@ -68,24 +65,32 @@ class Matmul(CpuRule):
         batches, rows, cols, depth = extents
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
         bits = output_bits(sch, main)
-        pack = reindex_b
-        padded = padded_columns(target, bits, cols)
-        if padded != cols:  # columns in full panels; B's pad columns are zeros, C's are dropped
-            sch.pad_einsum(main, [1, 1, 2 * vector_lanes(target, bits), 1])
-            pack, cols = sch.get_consumers(reindex_b)[0], padded
+        pack, a_pad = reindex_b, None
+        padded_rows, padded = padded_row_count(rows), padded_columns(target, bits, cols)
+        if (padded_rows, padded) != (rows, cols):  # whole tiles: A's pad rows and B's pad
+            row_factor = ROWS_PER_TILE if padded_rows != rows else 1  # columns are zeros, C's
+            col_factor = 2 * vector_lanes(target, bits) if padded != cols else 1  # are dropped
+            sch.pad_einsum(main, [1, row_factor, col_factor, 1])
+            if padded != cols:
+                pack, cols = sch.get_consumers(reindex_b)[0], padded
+            if padded_rows != rows:
+                a_pad, rows = sch.get_consumers(reindex_a)[0], padded_rows
         nr = panel_width(target, bits, cols)
         if nr is None:
             return None
         mr = largest_divisor(rows, ROWS_PER_TILE)
 
         sch.compute_inline(reindex_a)
+        keep = () if a_pad is None else (sch.get(a_pad).name_hint,)
         if pack.same_as(reindex_b) and _columns_contiguous(sch, main, reindex_b, nr):
-            inline_producers(sch, main)
+            inline_producers(sch, main, keep=keep)
         else:  # B packed into NR-wide panels, K-major inside a panel
             sch.transform_layout(pack, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
             inline_producers(sch, pack)
-            inline_producers(sch, main, keep=(sch.get(pack).name_hint,))
+            inline_producers(sch, main, keep=(*keep, sch.get(pack).name_hint))
             self._schedule_pack(sch, pack, parallel)
+        if a_pad is not None:
+            self._schedule_pack(sch, a_pad, parallel)
 
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
@@ -107,80 +112,37 @@ class Matmul(CpuRule):
             sch.parallel(sch.fuse(*loops[:2]))
 
 
-def matmul_index_maps(block: s_tir.SBlock) -> tuple[tirx.IndexMap, ...] | None:
-    """dlight's ``(matmul, A, B, C)`` maps to ``[batch, I, J, K]``, also for one row of ``A``.
-
-    dlight counts an axis of extent 1 as no axis and declines a block with no ``I``: every
-    batch-1 dense layer (``x[1, K] @ W[K, N]``). Such a block gets ``I`` as the constant 0.
-    """
-    maps = get_index_map(block)
-    if maps is not None or len(block.reads) != 2 or len(block.writes) != 1:
-        return maps
-    a_axes, b_axes, c_axes = (
-        _axes(region) for region in (block.reads[0], block.reads[1], block.writes[0])
-    )
-    traits = {}
-    for iv in block.iter_vars:
-        var, extent = iv.var, iv.dom.extent
-        if isinstance(extent, tirx.IntImm) and int(extent) == 1:
-            kind = IterKind.kIter_T
-        elif iv.iter_type == tirx.IterVar.CommReduce and var in a_axes and var in b_axes:
-            kind = IterKind.kIter_K
-        elif iv.iter_type == tirx.IterVar.DataPar and var in b_axes and var in c_axes:
-            kind = IterKind.kIter_S if var in a_axes else IterKind.kIter_J
-        else:
-            return None
-        traits[var] = IterTrait(kind, extent)
-    if {t.kind for t in traits.values()} & {IterKind.kIter_J, IterKind.kIter_K} != {
-        IterKind.kIter_J,
-        IterKind.kIter_K,
-    }:
-        return None
-    order = {
-        "matmul": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_J, IterKind.kIter_K],
-        "a": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_K],
-        "b": [IterKind.kIter_S, IterKind.kIter_J, IterKind.kIter_K],
-        "c": [IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_J],
-    }
-    used = {"matmul": None, "a": a_axes, "b": b_axes, "c": c_axes}
-    return tuple(
-        make_iter_fusion_index_map(
-            [traits[iv.var] for iv in block.iter_vars if axes is None or iv.var in axes],
-            order[name],
-        )
-        for name, axes in used.items()
-    )
-
-
-def _axes(region: s_tir.BufferRegion) -> set[tirx.Var]:
-    """The iterators one element access of ``region`` uses."""
-    axes = set()
-    for r in region.region:
-        axes |= set(tirx.analysis.undefined_vars(r.min))
-    return axes
+def padded_row_count(rows: int) -> int:
+    """The rows the rule computes: ``rows``, or the next multiple of ``ROWS_PER_TILE`` where
+    the tile does not divide them and padding adds at most an eighth (ViT's 197 tokens: one-row
+    tiles load two vectors of ``B`` per two multiply-adds)."""
+    if rows % ROWS_PER_TILE == 0 or rows < 8 * ROWS_PER_TILE:
+        return rows
+    return -(-rows // ROWS_PER_TILE) * ROWS_PER_TILE
 
 
 def padded_columns(target: Target, dtype_bits: int, cols: int) -> int:
     """The columns the rule computes: ``cols``, or the next multiple of two vectors where no
-    divisor of ``cols`` fills a vector (GPT-2's 50257 words, ViT's 197 tokens: declined, they
-    fell to the convolution rule, and GPT-2's LM head took 90 % of its run)."""
+    whole vector divides ``cols``: GPT-2's 50257 words, ViT's 197 tokens, SqueezeNet's 13x13
+    maps (a 13-lane vector ran a 1x1 convolution at a tenth of the speed of 16 lanes)."""
     lanes = vector_lanes(target, dtype_bits)
-    if cols < MIN_COLS or largest_divisor(cols, 2 * lanes) >= lanes:
+    if cols < MIN_COLS or panel_width(target, dtype_bits, cols) is not None:
         return cols
     return -(-cols // (2 * lanes)) * (2 * lanes)
 
 
 def panel_width(target: Target, dtype_bits: int, cols: int) -> int | None:
-    """``NR``, the columns of the rule's register tile (two vectors when they divide ``cols``),
-    or ``None`` when the rule leaves the kernel alone (too few columns).
+    """``NR``, the columns of the rule's register tile: two vectors, or one, where that divides
+    ``cols``; ``None`` otherwise (the rule pads the columns, :func:`padded_columns`, or leaves a
+    kernel of fewer than ``MIN_COLS`` columns alone).
 
     One row (a batch-1 dense layer) is tiled too: ``1 x NR`` tiles over weights in panels
     stream them at memory speed (dlight's GEMV and reduction rules took 6-12x the time to stream
     them: ``benchmarks/cpu_kernels/gemv.py``)."""
-    nr = largest_divisor(cols, 2 * vector_lanes(target, dtype_bits))
-    if cols < MIN_COLS or nr < 2:
+    lanes = vector_lanes(target, dtype_bits)
+    if cols < MIN_COLS:
         return None
-    return nr
+    return next((nr for nr in (2 * lanes, lanes) if cols % nr == 0), None)
 
 
 def _columns_contiguous(
@@ -189,7 +151,8 @@ def _columns_contiguous(
     reindex_b: s_tir.schedule.SBlockRV,
     nr: int,
 ) -> bool:
-    """Whether ``B`` (with its producers inlined) is read with the column ``j`` innermost, or
+    """Whether ``B`` (with its producers inlined) is read with consecutive columns ``j`` at
+    consecutive addresses (``x[k, j]``; ``x[c, j // W, j % W]``: a 1x1 convolution's image), or
     ``j % NR`` innermost (weights ``PackConstantWeights`` laid out in panels at compile time).
 
     Then the tile's loads are already contiguous vectors and packing would only add a pass over
@@ -201,32 +164,22 @@ def _columns_contiguous(
     block = probe.get(main)
     j = block.iter_vars[2].var
     uses_j = [read for read in block.reads if any(_uses(r.min, j) for r in read.region)]
-    return bool(uses_j) and all(_is_column(read.region[-1].min, j, nr) for read in uses_j)
+    return bool(uses_j) and all(_is_column(read, j, nr) for read in uses_j)
 
 
-def _is_column(index: tirx.PrimExpr, j: tirx.Var, nr: int) -> bool:
-    if index.same_as(j):
+def _is_column(read: s_tir.BufferRegion, j: tirx.Var, nr: int) -> bool:
+    last = read.region[-1].min
+    if isinstance(last, tirx.FloorMod) and last.a.same_as(j) and _is_int(last.b, nr):
         return True
-    return (
-        isinstance(index, tirx.FloorMod) and index.a.same_as(j)
-        and isinstance(index.b, tirx.IntImm) and int(index.b) == nr
-    )  # fmt: skip
+    offset, stride = 0, 1
+    for r, extent in zip(reversed(read.region), reversed(read.source.shape), strict=True):
+        offset, stride = offset + r.min * stride, stride * extent
+    return not _uses(Analyzer().simplify(offset - j), j)  # the address moves with j, step 1
+
+
+def _is_int(expr: tirx.PrimExpr, value: int) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == value
 
 
 def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
     return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
-
-
-def _plain_indices(block: s_tir.SBlock) -> bool:
-    """Whether every read index is a bare iterator, a constant, or an iterator split by a
-    constant (``j // NR``, ``j % NR``: weights in panels), i.e. no windows and no strides."""
-    return all(_plain(r.min) and int(r.extent) == 1 for read in block.reads for r in read.region)
-
-
-def _plain(index: tirx.PrimExpr) -> bool:
-    if isinstance(index, tirx.Var | tirx.IntImm):
-        return True
-    return (
-        isinstance(index, tirx.FloorDiv | tirx.FloorMod)
-        and isinstance(index.a, tirx.Var) and isinstance(index.b, tirx.IntImm)
-    )  # fmt: skip
