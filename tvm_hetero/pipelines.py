@@ -24,6 +24,8 @@ from tvm_hetero.passes import (
     OutlineDeviceUnits,
     OutlineSubgraphUnits,
     PackConstantWeights,
+    PadConvolutionWidths,
+    PadMatmulColumns,
     PartitionSpatialTiles,
     PlaceOperators,
     RealizeOperatorSplits,
@@ -40,6 +42,8 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "InferKernelVDevices": InferKernelVDevices,
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
+    "PadConvolutionWidths": PadConvolutionWidths,
+    "PadMatmulColumns": PadMatmulColumns,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
@@ -62,6 +66,8 @@ OWN_PASSES = (
     "InferKernelVDevices",
     "RestoreKernelTargets",
     "PackConstantWeights",
+    "PadConvolutionWidths",
+    "PadMatmulColumns",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "CarvePipelineStages",
@@ -197,7 +203,8 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "multi_device_lower",
-            "Lower a module whose bindings carry vdevices: drop stage-boundary marks, legalize, "
+            "Lower a module whose bindings carry vdevices: drop stage-boundary marks, widen CPU "
+            "convolutions and constant matmul weights to widths the vector divides, legalize, "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
@@ -206,6 +213,8 @@ PIPELINES: dict[str, Pipeline] = {
             (
                 Step("StripStageBoundaries"),
                 Step("RealizeVDevice"),
+                Step("PadConvolutionWidths"),
+                Step("PadMatmulColumns"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
@@ -219,13 +228,16 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "multi_device_lower_unfused",
-            "multi_device_lower without fusion: one kernel per operator, each call keeping the "
+            "multi_device_lower without fusion: one kernel per operator (a widened convolution "
+            "and its crop are two), each call keeping the "
             "binding name of its operator (for per-operator profiling); kernels of constants are "
             "folded as in the fused build.",
             (),
             (
                 Step("StripStageBoundaries"),
                 Step("RealizeVDevice"),
+                Step("PadConvolutionWidths"),
+                Step("PadMatmulColumns"),
                 Step("LegalizeOps"),
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),

@@ -148,7 +148,17 @@ CASES = {
     "max_pool": (
         [(1, 4, 8, 8)],
         lambda bb, x: relax.op.nn.max_pool2d(x, pool_size=3, padding=1),
-        None,
+        "pool",
+    ),
+    "max_pool_stride2_ceil": (  # SqueezeNet's: 111 -> 55, the right edge padded with -inf
+        [(1, 4, 23, 23)],
+        lambda bb, x: relax.op.nn.max_pool2d(x, pool_size=3, strides=2, ceil_mode=True),
+        "pool",
+    ),
+    "avg_pool_then_relu": (
+        [(1, 4, 16, 16)],
+        lambda bb, x: relax.op.nn.relu(relax.op.nn.avg_pool2d(x, pool_size=2, strides=2)),
+        "pool",
     ),
 }
 

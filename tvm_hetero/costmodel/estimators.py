@@ -43,8 +43,8 @@ DERIVED: dict[str, tuple[str, ...]] = {
     "compute": ("out_elements", "in_elements", "vector", "channel_tile"),
 }
 """Columns computed from the features before the trees see them: the tile's sizes, and the
-vector width and channel tile the CPU rules give it (the largest divisor of the innermost extent
-up to the lanes, of the output channels up to the convolution rule's channel tile). Trees split
+vector width and channel tile the CPU rules give it (:func:`_vectors`; the largest divisor of
+the output channels up to the convolution rule's channel tile). Trees split
 on one column at a time and cannot find a divisor: without these the compute estimator held out
 at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4)."""
 
@@ -139,6 +139,17 @@ def _largest_divisors(values: np.ndarray, limits: np.ndarray | int) -> np.ndarra
     return np.array([largest_divisor(int(n), int(cap)) for n, cap in pairs], dtype=float)
 
 
+def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """The vector the CPU rules give each tile's rows: a convolution's is that of the width
+    ``PadConvolutionWidths`` widens it to, the others' the largest divisor of the width."""
+    from tvm_hetero.schedules.cpu.conv import vector_width
+
+    convs = {OP_KINDS[k] for k in ("conv2d", "depthwise", "grouped")}
+    plain = _largest_divisors(inner, lanes)
+    widened = [vector_width(int(n), int(cap))[1] for n, cap in zip(inner, lanes, strict=True)]
+    return np.where(np.isin(kind, list(convs)), widened, plain)
+
+
 def _design(name: str, matrix: np.ndarray) -> Any:
     """The trees' input: ``matrix`` (in :data:`FEATURES` order) with the :data:`DERIVED`
     columns appended."""
@@ -152,7 +163,7 @@ def _design(name: str, matrix: np.ndarray) -> Any:
         extra = [
             col["out_c"] * col["out_h"] * col["out_w"],
             col["in_c"] * col["in_h"] * col["in_w"],
-            _largest_divisors(col["inner"], col["lanes"]),
+            _vectors(col["kind"], col["inner"], col["lanes"]),
             _largest_divisors(col["out_c"], CHANNELS_PER_TILE),
         ]
     full = np.column_stack([matrix, *extra]) if extra else matrix

@@ -243,7 +243,8 @@ def up_commands(layout: Layout) -> list[list[str]]:
             ["ip", "link", "set", n.bridge_port, "master", layout.bridge, "up"],
             [*ns, "addr", "add", f"{n.control_ip}/24", "dev", "ctl"],
             [*ns, "link", "set", "ctl", "up"],
-            ["ip", "route", "add", f"{n.identity}/32", "via", n.control_ip],
+            ["ip", "route", "replace", f"{n.identity}/32", "via", n.control_ip],  # a lingering
+            # route of a cluster just taken down with the same address failed an "add"
         ]
     for v in layout.veths:
         cmds += [

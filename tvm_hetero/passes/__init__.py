@@ -7,6 +7,8 @@ from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+from tvm_hetero.passes.pad_convolution_widths import PadConvolutionWidths
+from tvm_hetero.passes.pad_matmul_columns import PadMatmulColumns
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
@@ -21,6 +23,8 @@ __all__ = [
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",
+    "PadConvolutionWidths",
+    "PadMatmulColumns",
     "PartitionSpatialTiles",
     "PlaceOperators",
     "RealizeOperatorSplits",

@@ -1,19 +1,19 @@
 """CPU schedule rules, tried in order by kernel kind (the first that applies wins)."""
 
 from tvm_hetero.schedules.cpu.common import CpuRule
-from tvm_hetero.schedules.cpu.conv import Conv
+from tvm_hetero.schedules.cpu.conv import Conv, Pool
 from tvm_hetero.schedules.cpu.fallback import Fallback
 from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.schedules.cpu.matmul import Matmul
 from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 
-RULES_VERSION = 6
+RULES_VERSION = 7
 """Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
 
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
-    return (Matmul(), Conv(), Gemv(), Reduction(), Injective(), Fallback())
+    return (Matmul(), Conv(), Pool(), Gemv(), Reduction(), Injective(), Fallback())
 
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Gemv",
     "Injective",
     "Matmul",
+    "Pool",
     "Reduction",
     "cpu_rules",
 ]

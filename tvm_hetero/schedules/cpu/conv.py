@@ -27,6 +27,17 @@ of 4/6/8 channels x 1/2 vectors on ResNet-18 shapes)."""
 MIN_WIDTH = 4
 
 
+def vector_width(width: int, lanes: int) -> tuple[int, int]:
+    """``(W', v)``: the output width to compute and its vector, the largest divisor of ``W'`` up
+    to ``lanes``. ``W'`` is ``width`` or up to ``lanes - 1`` wider, whichever takes the fewest
+    vectors per row (the narrowest on a tie): a vector costs about the same with any number of
+    lanes, so 13 columns are 2 vectors of 7 at width 14, not 13 of 1 (``PadConvolutionWidths``
+    widens the convolution, the rule then vectorizes what it is given).
+    """
+    widths = range(width, width + lanes) if width >= MIN_WIDTH else (width,)
+    return min(((w, largest_divisor(w, lanes)) for w in widths), key=lambda c: (c[0] / c[1], c[0]))
+
+
 class Conv(CpuRule):
     """A reduction over two inputs (data, weight) whose output's last axis is contiguous.
 
@@ -38,6 +49,8 @@ class Conv(CpuRule):
     """
 
     name = "conv"
+    operands = 2
+    """Reads of the reduction block: data and weights."""
 
     def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
@@ -47,7 +60,7 @@ class Conv(CpuRule):
             return None
         main = reductions[0]
         stmt = sch.get(main)
-        if len(stmt.reads) != 2 or len(stmt.writes[0].region) < 3:
+        if len(stmt.reads) != self.operands or len(stmt.writes[0].region) < 3:
             return None
         loops = sch.get_loops(main)
         if len(loops) != len(stmt.iter_vars):
@@ -99,3 +112,13 @@ def _parallel_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> No
     loops = sch.get_loops(block)
     if len(loops) >= 2:
         sch.parallel(sch.fuse(*loops[:-1]))
+
+
+class Pool(Conv):
+    """Max and average pooling: the convolution rule's tile with one operand (no weights, so
+    no channel axis): a vector of output columns reduced over the window in registers, rows
+    and channels in parallel, the padding a separate pass. Before it, pools fell to the
+    fallback rule (SqueezeNet's three max pools took a third of its time)."""
+
+    name = "pool"
+    operands = 1

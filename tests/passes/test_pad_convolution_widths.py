@@ -1,0 +1,101 @@
+"""PadConvolutionWidths: CPU convolutions widened to a width the vector divides, then cropped."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_hetero._compat import VDevice, make_target
+from tvm_hetero.passes import PadConvolutionWidths
+from tvm_hetero.schedules.cpu.conv import vector_width
+
+HASWELL = {"kind": "llvm", "mcpu": "haswell"}  # 8 lanes of float32
+CUDA = {"kind": "cuda", "arch": "sm_80"}
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"),
+    [(13, (14, 7)), (27, (28, 7)), (55, (56, 8)), (111, (112, 8)), (28, (28, 7)), (56, (56, 8)),
+     (10, (10, 5)), (3, (3, 3))],
+)  # fmt: skip
+def test_vector_width_takes_the_fewest_vectors_per_row(width, expected):
+    assert vector_width(width, 8) == expected
+
+
+def _conv_module(width_in, stride, device=HASWELL, layout="NCHW"):
+    shape = (1, 4, width_in, width_in) if layout == "NCHW" else (1, width_in, width_in, 4)
+    wshape = (8, 4, 3, 3) if layout == "NCHW" else (3, 3, 4, 8)
+    vdev = VDevice(make_target(device), 0, "global")
+    x = relax.Var("x", relax.TensorType(shape, "float32", vdev))
+    w = relax.Var("w", relax.TensorType(wshape, "float32", vdev))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            kernel_layout = "OIHW" if layout == "NCHW" else "HWIO"
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, stride, 1, data_layout=layout,
+                                                  kernel_layout=kernel_layout))  # fmt: skip
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
+def test_a_13_wide_convolution_is_computed_14_wide_and_cropped():
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice(HASWELL, 0)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 4, 13, 13), "float32", "llvm:0"),
+            w: R.Tensor((8, 4, 3, 3), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 8, 13, 13), "float32", "llvm:0"):
+            with R.dataflow():
+                wide = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 1, 2])
+                y = R.strided_slice(wide, axes=[3], begin=[0], end=[13])
+                R.output(y)
+            return y
+
+    before = _conv_module(13, 1)
+    text = before.script()
+    after = PadConvolutionWidths()(before)
+    assert before.script() == text  # the input is not mutated
+    tvm.ir.assert_structural_equal(after["main"], Expected["main"])
+
+
+def test_strided_convolutions_get_stride_times_the_extra_columns():
+    after = PadConvolutionWidths()(_conv_module(25, 2))  # 13 wide, widened to 14
+    (wide, crop) = after["main"].body.blocks[0].bindings
+    assert [int(p) for p in wide.value.attrs.padding] == [1, 1, 1, 1 + 2]
+    assert [int(d) for d in wide.var.ty.shape.values] == [1, 8, 13, 14]
+    assert [int(d) for d in crop.var.ty.shape.values] == [1, 8, 13, 13]
+
+
+@pytest.mark.parametrize(
+    ("width_in", "device", "layout"),
+    [(14, HASWELL, "NCHW"), (13, CUDA, "NCHW"), (13, HASWELL, "NHWC")],
+    ids=["good_width", "cuda_vdevice", "nhwc"],
+)
+def test_good_widths_gpu_and_other_layouts_stay(width_in, device, layout):
+    mod = _conv_module(width_in, 1, device, layout)
+    tvm.ir.assert_structural_equal(PadConvolutionWidths()(mod), mod)
+
+
+@pytest.mark.parametrize(("width_in", "stride"), [(13, 1), (25, 2), (55, 1)])
+def test_numbers_match_the_unwidened_convolution(width_in, stride):
+    mod = _conv_module(width_in, stride)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32")
+            for p in mod["main"].params]  # fmt: skip
+
+    def run(m):
+        m = tvm.IRModule({"main": m["main"]})  # plain CPU build of the same function
+        m = relax.transform.LegalizeOps()(m)
+        vm = relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())
+        return vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+
+    after = PadConvolutionWidths()(mod)
+    assert "strided_slice" in after.script()
+    np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,69 @@
+"""PadMatmulColumns: constant CPU matmul weights widened to whole panels, the result cropped."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from tvm_hetero._compat import VDevice, make_target
+from tvm_hetero.passes import PadMatmulColumns
+
+HASWELL = {"kind": "llvm", "mcpu": "haswell"}  # 8 lanes: 61 columns are padded to 64
+W = np.random.default_rng(0).standard_normal((32, 61)).astype("float32")
+
+
+def _module(weight, transposed=False, device=HASWELL):
+    vdev = VDevice(make_target(device), 0, "global")
+    x = relax.Var("x", relax.TensorType((4, 32), "float32", vdev))
+    params = [x]
+    bb = relax.BlockBuilder()
+    if isinstance(weight, np.ndarray):
+        w = relax.const(weight.T.copy() if transposed else weight)
+    else:
+        w = relax.Var("w", relax.TensorType(weight, "float32", vdev))
+        params.append(w)
+    with bb.function("main", params):
+        with bb.dataflow():
+            if transposed:
+                w = bb.emit(relax.op.permute_dims(w))
+            y = bb.emit_output(relax.op.matmul(x, w))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
+def _run(mod, x):
+    mod = relax.transform.LegalizeOps()(mod)
+    vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["k_n", "gemm_transb"])
+def test_weight_is_padded_once_and_the_result_cropped(transposed):
+    before = _module(W, transposed)
+    text = before.script()
+    after = PadMatmulColumns()(before)
+    assert before.script() == text  # the input is not mutated
+    *_, matmul, crop = after["main"].body.blocks[0].bindings
+    padded = matmul.value.args[1].value.numpy()
+    assert padded.shape == (32, 64)
+    np.testing.assert_array_equal(padded[:, :61], W)
+    np.testing.assert_array_equal(padded[:, 61:], 0)
+    assert crop.value.op.name == "relax.strided_slice"
+    assert [int(d) for d in crop.var.ty.shape.values] == [4, 61]
+    x = np.random.default_rng(1).standard_normal((4, 32)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), x @ W, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "mod",
+    [
+        _module((32, 61)),  # not a constant
+        _module(W[:, :48].copy()),  # 48 columns: whole panels already
+        _module(W, device={"kind": "cuda", "arch": "sm_80"}),
+    ],
+    ids=["variable_weight", "whole_panels", "cuda_vdevice"],
+)
+def test_variables_whole_panels_and_gpus_stay(mod):
+    tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)

@@ -1,0 +1,101 @@
+"""PadMatmulColumns: constant matmul weights on CPUs widened to whole panels at compile time."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir import IRModule
+from tvm.ir.expr import Constant
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvm_hetero._compat import TensorType
+from tvm_hetero.schedules.cpu.matmul import padded_columns
+
+MATMUL_OP = "relax.matmul"
+PERMUTE_OP = "relax.permute_dims"
+
+
+@tvm.transform.module_pass(opt_level=0, name="PadMatmulColumns")
+class PadMatmulColumns:
+    """Give ``x @ W`` with a constant ``W`` of ``[K, N]`` zero columns up to whole panels.
+
+    Where no vector divides ``N`` (GPT-2's 50257 words) the CPU matmul rule pads the columns
+    itself, which copies ``W`` into a padded, packed buffer on every call (GPT-2's LM head:
+    150 MB a run). A constant can be padded once: ``matmul(x, W)`` (or ``W`` given as
+    ``permute_dims`` of a constant, ONNX's ``Gemm`` with ``transB``) becomes
+    ``strided_slice(matmul(x, W'), axes=[-1], end=[N])`` with ``W'`` the ``[K, N']`` constant,
+    ``N'`` from :func:`~tvm_hetero.schedules.cpu.matmul.padded_columns`; ``PackConstantWeights``
+    then lays ``W'`` out in panels. Numbers are unchanged (zero columns are computed and dropped).
+
+    Notes
+    -----
+    Run after ``RealizeVDevice`` (the output's vdevice names the target) and before
+    ``LegalizeOps``. Only 2-D constant weights of CPU matmuls whose column count needs padding.
+    """
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Return a new module with the weights padded (``mod`` when none is)."""
+        rewriter = _Pad(mod)
+        changed = False
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                new = rewriter.visit_expr(func)
+                if not new.same_as(func):
+                    rewriter.builder_.update_func(gv, new)
+                    changed = True
+        return rewriter.builder_.get() if changed else mod
+
+
+def constant_weight(expr: relax.Expr, bindings: dict) -> np.ndarray | None:
+    """The value of a 2-D constant weight, through one ``permute_dims`` (a transposed weight)."""
+    expr = bindings.get(expr, expr)
+    if isinstance(expr, Constant):
+        value = expr.value.numpy()
+        return value if value.ndim == 2 else None
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        inner = bindings.get(expr.args[0], expr.args[0])
+        axes = expr.attrs.axes
+        if (
+            expr.op.name == PERMUTE_OP
+            and isinstance(inner, Constant)
+            and inner.value.numpy().ndim == 2
+        ):
+            if axes is None or [int(a) for a in axes] == [1, 0]:
+                return inner.value.numpy().T
+    return None
+
+
+@mutator
+class _Pad(PyExprMutator):
+    def __init__(self, mod: IRModule) -> None:
+        super().__init__(mod)
+        self.values: dict = {}
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        self.values[binding.var] = binding.value
+        super().visit_var_binding_(binding)
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == MATMUL_OP):
+            return call
+        ty = call.ty
+        if not isinstance(ty, TensorType) or ty.vdevice is None or ty.shape is None:
+            return call
+        target = ty.vdevice.target
+        if target.kind.name != "llvm":
+            return call
+        weight = constant_weight(call.args[1], self.values)
+        if weight is None:
+            return call
+        cols = weight.shape[1]
+        wide = padded_columns(target, tvm.DataType(ty.dtype).bits, cols)
+        if wide == cols:
+            return call
+        padded = np.zeros((weight.shape[0], wide), weight.dtype)
+        padded[:, :cols] = weight
+        const = relax.const(padded)
+        out = self.builder_.emit(relax.op.matmul(call.args[0], const, call.attrs.out_dtype or None))
+        rank = len(ty.shape.values)
+        return relax.op.strided_slice(out, axes=[rank - 1], begin=[0], end=[cols])
