@@ -55,14 +55,12 @@ def constant_weight(expr: relax.Expr, bindings: dict) -> np.ndarray | None:
         return value if value.ndim == 2 else None
     if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
         inner = bindings.get(expr.args[0], expr.args[0])
+        if expr.op.name != PERMUTE_OP or not isinstance(inner, Constant):
+            return None
         axes = expr.attrs.axes
-        if (
-            expr.op.name == PERMUTE_OP
-            and isinstance(inner, Constant)
-            and inner.value.numpy().ndim == 2
-        ):
-            if axes is None or [int(a) for a in axes] == [1, 0]:
-                return inner.value.numpy().T
+        value = inner.value.numpy()
+        if value.ndim == 2 and (axes is None or [int(a) for a in axes] == [1, 0]):
+            return value.T
     return None
 
 
