@@ -99,3 +99,18 @@ def test_numbers_match_the_unwidened_convolution(width_in, stride):
     after = PadConvolutionWidths()(mod)
     assert "strided_slice" in after.script()
     np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)
+
+
+def test_tensors_without_a_vdevice_are_on_the_home_device():
+    """A single-device module's tensors carry no vdevice: the first declared one is theirs."""
+    mod = _conv_module(13, 1)
+    bare = relax.Var("x", relax.TensorType((1, 4, 13, 13), "float32"))
+    w = relax.Var("w", relax.TensorType((8, 4, 3, 3), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [bare, w]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(bare, w, 1, 1))
+        bb.emit_func_output(y)
+    plain = bb.get()
+    plain.update_global_info("vdevice", list(mod.global_infos["vdevice"]))
+    assert "strided_slice" in PadConvolutionWidths()(plain).script()

@@ -67,3 +67,15 @@ def test_weight_is_padded_once_and_the_result_cropped(transposed):
 )
 def test_variables_whole_panels_and_gpus_stay(mod):
     tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)
+
+
+def test_tensors_without_a_vdevice_are_on_the_home_device():
+    x = relax.Var("x", relax.TensorType((4, 32), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.matmul(x, relax.const(W)))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [VDevice(make_target(HASWELL), 0, "global")])
+    assert "strided_slice" in PadMatmulColumns()(mod).script()

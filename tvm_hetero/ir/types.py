@@ -95,3 +95,16 @@ def _plain(value: Any) -> Any:
         except TypeError:
             pass
     return str(value)
+
+
+def cpu_tensor_target(ty: Any, mod: tvm.IRModule) -> tvm.target.Target | None:
+    """The CPU target a tensor of type ``ty`` lives on: its vdevice's, or the home vdevice's
+    (the first declared) when it has none, as in a single-device module; ``None`` for another
+    kind of device, a module that declares no vdevices, or a tensor of unknown shape."""
+    if not isinstance(ty, TensorType) or ty.shape is None:
+        return None
+    vdevices = list(mod.global_infos.get("vdevice", []))
+    vdevice = ty.vdevice if ty.vdevice is not None else (vdevices[0] if vdevices else None)
+    if vdevice is None or vdevice.target.kind.name != "llvm":
+        return None
+    return vdevice.target

@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvm_hetero._compat import TensorType
+from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import vector_width
 
@@ -30,7 +30,8 @@ class PadConvolutionWidths:
 
     Notes
     -----
-    Run after ``RealizeVDevice`` (the output's vdevice names the target) and before
+    Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
+    vdevice's) and before
     ``LegalizeOps``. Static shapes only; other layouts, GPU convolutions and widths that already
     vectorize well are left alone. The crop is a separate injective kernel (``FuseOps`` does not
     fuse a slice into a convolution), so the bias and activation run there too.
@@ -49,7 +50,7 @@ class PadConvolutionWidths:
         return rewriter.builder_.get() if changed else mod
 
 
-def widened(call: relax.Call) -> int | None:
+def widened(call: relax.Call, mod: IRModule) -> int | None:
     """The output width ``call`` should be computed at, or ``None`` to leave it alone."""
     if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
         return None
@@ -57,10 +58,8 @@ def widened(call: relax.Call) -> int | None:
     if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NCHW", "OIHW", "NCHW"):
         return None
     ty = call.ty
-    if not isinstance(ty, TensorType) or ty.vdevice is None or ty.shape is None:
-        return None
-    target = ty.vdevice.target
-    if target.kind.name != "llvm" or not isinstance(ty.shape.values[3], tvm.tirx.IntImm):
+    target = cpu_tensor_target(ty, mod)
+    if target is None or not isinstance(ty.shape.values[3], tvm.tirx.IntImm):
         return None
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
@@ -72,10 +71,11 @@ def widened(call: relax.Call) -> int | None:
 class _Widen(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
+        self.mod_ = mod
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        wide = widened(call)
+        wide = widened(call, self.mod_)
         if wide is None:
             return call
         a = call.attrs

@@ -9,7 +9,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvm_hetero._compat import TensorType
+from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.matmul import padded_columns
 
 MATMUL_OP = "relax.matmul"
@@ -30,7 +30,8 @@ class PadMatmulColumns:
 
     Notes
     -----
-    Run after ``RealizeVDevice`` (the output's vdevice names the target) and before
+    Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
+    vdevice's) and before
     ``LegalizeOps``. Only 2-D constant weights of CPU matmuls whose column count needs padding.
     """
 
@@ -68,6 +69,7 @@ def constant_weight(expr: relax.Expr, bindings: dict) -> np.ndarray | None:
 class _Pad(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
+        self.mod_ = mod
         self.values: dict = {}
 
     def visit_var_binding_(self, binding: relax.VarBinding) -> None:
@@ -79,10 +81,8 @@ class _Pad(PyExprMutator):
         if not (isinstance(call.op, tvm.ir.Op) and call.op.name == MATMUL_OP):
             return call
         ty = call.ty
-        if not isinstance(ty, TensorType) or ty.vdevice is None or ty.shape is None:
-            return call
-        target = ty.vdevice.target
-        if target.kind.name != "llvm":
+        target = cpu_tensor_target(ty, self.mod_)
+        if target is None:
             return call
         weight = constant_weight(call.args[1], self.values)
         if weight is None:
