@@ -21,6 +21,7 @@ from tvm_hetero.passes import (
     CarvePipelineStages,
     DeclareVDevices,
     InferKernelVDevices,
+    LegalizeWithFastMath,
     OutlineDeviceUnits,
     OutlineSubgraphUnits,
     PackConstantWeights,
@@ -40,6 +41,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "AnnotateOperatorSplits": AnnotateOperatorSplits,
     "RealizeOperatorSplits": RealizeOperatorSplits,
     "InferKernelVDevices": InferKernelVDevices,
+    "LegalizeWithFastMath": LegalizeWithFastMath,
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
     "PadConvolutionWidths": PadConvolutionWidths,
@@ -64,6 +66,7 @@ OWN_PASSES = (
     "AnnotateOperatorSplits",
     "RealizeOperatorSplits",
     "InferKernelVDevices",
+    "LegalizeWithFastMath",
     "RestoreKernelTargets",
     "PackConstantWeights",
     "PadConvolutionWidths",
@@ -204,7 +207,8 @@ PIPELINES: dict[str, Pipeline] = {
         Pipeline(
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, widen CPU "
-            "convolutions and constant matmul weights to widths the vector divides, legalize, "
+            "convolutions and constant matmul weights to widths the vector divides, legalize (CPU "
+            "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
@@ -215,7 +219,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),
-                Step("LegalizeOps"),
+                Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
                 Step("AnnotateTIROpPattern"),
@@ -238,7 +242,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),
-                Step("LegalizeOps"),
+                Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
                 Step("RestoreKernelTargets"),

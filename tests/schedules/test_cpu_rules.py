@@ -108,6 +108,13 @@ CASES = {
         lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2),
         "conv",
     ),
+    "squeeze_excite_scale": (  # x * sigmoid(conv1x1(s)): the scale broadcasts over x's map,
+        [(1, 8, 1, 1), (32, 8, 1, 1), (1, 32, 7, 7)],  # it cannot fold into the tile (0.27's
+        lambda bb, s, w, x: relax.op.multiply(  # reverse_compute_inline crashed on it)
+            x, relax.op.sigmoid(relax.op.nn.conv2d(s, w))
+        ),
+        "matmul",
+    ),
     "batch_matmul": (
         [(4, 16, 8), (4, 24, 8)],
         lambda bb, q, k: relax.op.matmul(q, relax.op.permute_dims(k, [0, 2, 1])),

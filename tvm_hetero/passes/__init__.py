@@ -4,6 +4,7 @@ from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
+from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
@@ -20,6 +21,7 @@ __all__ = [
     "CarvePipelineStages",
     "DeclareVDevices",
     "InferKernelVDevices",
+    "LegalizeWithFastMath",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",

@@ -98,7 +98,7 @@ class Conv(CpuRule):
             sch.unroll(c1)
         sch.vectorize(v1)
 
-        accumulate_in_registers(sch, main, v0, loops[reduce[0]])
+        accumulate_in_registers(sch, main, v0, loops[reduce[0]], target)
         for name in producers:
             _parallel_spatial(sch, sch.get_sblock(name))
         return sch

@@ -102,7 +102,7 @@ class Matmul(CpuRule):
         sch.unroll(i1)
         sch.vectorize(j1)
 
-        accumulate_in_registers(sch, main, i0, k)
+        accumulate_in_registers(sch, main, i0, k, target)
         return sch
 
     @staticmethod
