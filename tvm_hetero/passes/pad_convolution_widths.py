@@ -7,6 +7,7 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.mutate import mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import vector_width
@@ -39,15 +40,7 @@ class PadConvolutionWidths:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the convolutions widened (``mod`` when none is)."""
-        rewriter = _Widen(mod)
-        changed = False
-        for gv, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = rewriter.visit_expr(func)
-                if not new.same_as(func):
-                    rewriter.builder_.update_func(gv, new)
-                    changed = True
-        return rewriter.builder_.get() if changed else mod
+        return mutate_functions(mod, _Widen(mod))
 
 
 def widened(call: relax.Call, mod: IRModule) -> int | None:

@@ -9,6 +9,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.mutate import mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.matmul import padded_columns
 
@@ -37,15 +38,7 @@ class PadMatmulColumns:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the weights padded (``mod`` when none is)."""
-        rewriter = _Pad(mod)
-        changed = False
-        for gv, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = rewriter.visit_expr(func)
-                if not new.same_as(func):
-                    rewriter.builder_.update_func(gv, new)
-                    changed = True
-        return rewriter.builder_.get() if changed else mod
+        return mutate_functions(mod, _Pad(mod))
 
 
 def constant_weight(expr: relax.Expr, bindings: dict) -> np.ndarray | None:

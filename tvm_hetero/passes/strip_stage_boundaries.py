@@ -8,6 +8,7 @@ from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.markers import is_stage_boundary
+from tvm_hetero.ir.mutate import mutate_functions
 
 
 @tvm.transform.module_pass(opt_level=0, name="StripStageBoundaries")
@@ -22,15 +23,7 @@ class StripStageBoundaries:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module without marks (``mod`` itself when it has none)."""
-        rewriter = _Strip(mod)
-        changed = False
-        for gv, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                new = rewriter.visit_expr(func)
-                if not new.same_as(func):
-                    rewriter.builder_.update_func(gv, new)
-                    changed = True
-        return rewriter.builder_.get() if changed else mod
+        return mutate_functions(mod, _Strip(mod))
 
 
 @mutator
