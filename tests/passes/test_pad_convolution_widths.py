@@ -114,3 +114,10 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
     plain = bb.get()
     plain.update_global_info("vdevice", list(mod.global_infos["vdevice"]))
     assert "strided_slice" in PadConvolutionWidths()(plain).script()
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"), [(14, (16, 8)), (7, (8, 8)), (56, (56, 8)), (3, (3, 3))]
+)
+def test_depthwise_widths_are_whole_vectors(width, expected):
+    assert vector_width(width, 8, whole=True) == expected

@@ -141,13 +141,17 @@ def _largest_divisors(values: np.ndarray, limits: np.ndarray | int) -> np.ndarra
 
 def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     """The vector the CPU rules give each tile's rows: a convolution's is that of the width
-    ``PadConvolutionWidths`` widens it to, the others' the largest divisor of the width."""
+    ``PadConvolutionWidths`` widens it to (whole vectors when grouped), the others' the
+    largest divisor of the width."""
     from tvm_hetero.schedules.cpu.conv import vector_width
 
-    convs = {OP_KINDS[k] for k in ("conv2d", "depthwise", "grouped")}
-    plain = _largest_divisors(inner, lanes)
-    widened = [vector_width(int(n), int(cap))[1] for n, cap in zip(inner, lanes, strict=True)]
-    return np.where(np.isin(kind, list(convs)), widened, plain)
+    grouped = np.isin(kind, [OP_KINDS["depthwise"], OP_KINDS["grouped"]])
+    widened = [
+        vector_width(int(n), int(cap), bool(g))[1]
+        for n, cap, g in zip(inner, lanes, grouped, strict=True)
+    ]
+    convs = grouped | (kind == OP_KINDS["conv2d"])
+    return np.where(convs, widened, _largest_divisors(inner, lanes))
 
 
 def _design(name: str, matrix: np.ndarray) -> Any:

@@ -27,7 +27,8 @@ class PadConvolutionWidths:
     the right (its stride times the extra columns) and a ``strided_slice`` crops the columns
     back: ``conv2d(x, w, padding=(t, l, b, r))`` becomes
     ``strided_slice(conv2d(x, w, padding=(t, l, b, r + s * (W' - W))), axes=[3], end=[W])``.
-    Numbers are unchanged (the extra columns read zero padding and are dropped).
+    Numbers are unchanged (the extra columns read zero padding and are dropped). Depthwise and
+    grouped convolutions are widened to whole vectors (14 to 16).
 
     Notes
     -----
@@ -56,7 +57,7 @@ def widened(call: relax.Call, mod: IRModule) -> int | None:
         return None
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
-    wide = vector_width(width, lanes)[0]
+    wide = vector_width(width, lanes, whole=int(attrs.groups) > 1)[0]
     return wide if wide != width else None
 
 
