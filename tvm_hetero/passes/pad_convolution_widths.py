@@ -22,7 +22,7 @@ class PadConvolutionWidths:
     The CPU convolution rule vectorizes the output width by its largest divisor up to the
     vector lanes: SqueezeNet's 13-wide maps get 1 lane, 27 and 111 get 3, 55 gets 5, and a
     vector costs about the same with any number of lanes (a 3x3 convolution at width 13 ran at
-    a sixth of the rate of width 14). Where a slightly wider output takes fewer vectors per row
+    a fifth of the rate of width 14). Where a slightly wider output takes fewer vectors per row
     (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`), the convolution gets more padding on
     the right (its stride times the extra columns) and a ``strided_slice`` crops the columns
     back: ``conv2d(x, w, padding=(t, l, b, r))`` becomes

@@ -28,14 +28,16 @@ MIN_COLS = 8
 class Matmul(CpuRule):
     """``C[b, i, j] += A[b, i, k] * B[b, j, k]`` in any layout, with fused epilogues.
 
-    The kernel is normalized to ``[batch, I, J, K]`` (``reindex``). Where ``B`` is not read with
-    ``J`` innermost it is packed per call into panels ``[batch, J / NR, K, NR]`` so the innermost
+    The kernel is read as a matmul by :func:`~tvm_hetero.schedules.cpu.gemm_form.gemm_form`
+    (batch-1 rows and 1x1 convolutions included) and normalized to ``[batch, I, J, K]``
+    (``reindex``). Where consecutive columns of ``B`` are not consecutive in memory it is packed
+    per call into panels ``[batch, J / NR, K, NR]`` so the innermost
     loop reads it contiguously; each ``MR x NR`` output tile accumulates in registers over the
     whole ``K`` (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
     ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``).
-    Element-wise epilogues (bias, activation) are folded into the tile's write-back. A column
-    count with no divisor that fills a vector is padded to whole panels (``pad_einsum``: B's
-    panel gets zero columns, which are computed and dropped).
+    Element-wise epilogues (bias, activation) are folded into the tile's write-back. Columns no
+    whole vector divides and rows no tile divides are padded (``pad_einsum``: zero columns of
+    ``B`` and rows of ``A``, computed and dropped).
     """
 
     name = "matmul"
@@ -124,7 +126,7 @@ def padded_row_count(rows: int) -> int:
 def padded_columns(target: Target, dtype_bits: int, cols: int) -> int:
     """The columns the rule computes: ``cols``, or the next multiple of two vectors where no
     whole vector divides ``cols``: GPT-2's 50257 words, ViT's 197 tokens, SqueezeNet's 13x13
-    maps (a 13-lane vector ran a 1x1 convolution at a tenth of the speed of 16 lanes)."""
+    maps (13-lane vectors ran a 1x1 convolution 6x slower than 16-lane ones)."""
     lanes = vector_lanes(target, dtype_bits)
     if cols < MIN_COLS or panel_width(target, dtype_bits, cols) is not None:
         return cols
