@@ -79,12 +79,11 @@ def _fast_softmax(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
 
 def _on_cpu(mod: IRModule, fast: Callable) -> Callable:
     """``fast`` for float32 operators on a CPU; TVM's own legalization for the rest."""
-    default = tvm.ir.Op.get  # resolved per call: the op's registered FLegalize
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         ty = call.ty
         if cpu_tensor_target(ty, mod) is not None and str(ty.dtype) == FLOAT32:
             return fast(bb, call)
-        return default(call.op.name).get_attr("FLegalize")(bb, call)
+        return call.op.get_attr("FLegalize")(bb, call)  # the op's registered legalization
 
     return legalize

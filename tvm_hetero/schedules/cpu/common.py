@@ -123,8 +123,13 @@ def accumulate_in_registers(
     sch.vectorize(sch.get_loops(acc)[-1])
     sch.decompose_reduction(main, reduction_loop)
     for block in _all_consumers(sch, acc):
-        if all(v.iter_type == tirx.IterVar.DataPar for v in sch.get(block).iter_vars):
+        if is_spatial(sch, block):
             vectorize_parallel(sch, block, target)
+
+
+def is_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:
+    """Whether every iterator of ``block`` is data-parallel (no reduction)."""
+    return all(v.iter_type == tirx.IterVar.DataPar for v in sch.get(block).iter_vars)
 
 
 def vectorize_parallel(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Target) -> None:

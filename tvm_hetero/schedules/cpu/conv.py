@@ -98,8 +98,8 @@ class Conv(CpuRule):
             c0, c1 = sch.split(loops[channel], [None, cw])
             outer[spatial.index(channel)] = c0
         sch.reorder(*outer, v0, *[loops[i] for i in reduce], *([c1] if c1 else []), v1)
-        if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # a depthwise row is too small a task:
-            tasks = outer if channel is not None or len(outer) < 2 else outer[:-1]  # channels
+        if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
+            tasks = outer if channel is not None or len(outer) < 2 else outer[:-1]  # a task
             sch.parallel(sch.fuse(*tasks))
         if c1 is not None:
             sch.unroll(c1)
@@ -123,9 +123,10 @@ def _parallel_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> No
 
 class Pool(Conv):
     """Max and average pooling: the convolution rule's tile with one operand (no weights, so
-    no channel axis): a vector of output columns reduced over the window in registers, rows
-    and channels in parallel, the padding a separate pass. Before it, pools fell to the
-    fallback rule (SqueezeNet's three max pools took a third of its time)."""
+    no channel axis): a vector of output columns reduced over the window in registers,
+    channels in parallel (as for depthwise convolutions), the padding a separate pass. Before
+    it, pools fell to the fallback rule (SqueezeNet's three max pools took a third of its
+    time)."""
 
     name = "pool"
     operands = 1

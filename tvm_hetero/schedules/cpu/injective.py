@@ -6,7 +6,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
 
-from tvm_hetero.schedules.cpu.common import CpuRule, vectorize_parallel
+from tvm_hetero.schedules.cpu.common import CpuRule, is_spatial, vectorize_parallel
 
 
 class Injective(CpuRule):
@@ -21,7 +21,7 @@ class Injective(CpuRule):
     def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        if not blocks or any(not _is_spatial(sch, b) for b in blocks):
+        if not blocks or any(not is_spatial(sch, b) for b in blocks):
             return None
         for block in blocks[:-1]:
             try:
@@ -31,7 +31,3 @@ class Injective(CpuRule):
         for block in sch.get_child_blocks(sch.get_sblock("root")):
             vectorize_parallel(sch, block, target)
         return sch
-
-
-def _is_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:
-    return all(v.iter_type == tirx.IterVar.DataPar for v in sch.get(block).iter_vars)
