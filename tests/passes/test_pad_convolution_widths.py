@@ -17,16 +17,24 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 @pytest.mark.parametrize(
     ("width", "expected"),
-    [(13, (14, 7)), (27, (28, 7)), (55, (56, 8)), (111, (112, 8)), (28, (28, 7)), (56, (56, 8)),
-     (10, (10, 5)), (3, (3, 3))],
+    [(13, (16, 8)), (27, (32, 8)), (55, (56, 8)), (111, (112, 8)), (28, (32, 8)), (56, (56, 8)),
+     (7, (8, 8)), (4, (8, 8)), (3, (3, 3))],
 )  # fmt: skip
-def test_vector_width_takes_the_fewest_vectors_per_row(width, expected):
+def test_vector_width_rounds_up_to_whole_vectors(width, expected):
     assert vector_width(width, 8) == expected
 
 
-def _conv_module(width_in, stride, device=HASWELL, layout="NCHW"):
+@pytest.mark.parametrize(
+    ("width", "expected"),
+    [(13, (14, 7)), (27, (28, 7)), (55, (56, 8)), (28, (28, 7)), (10, (10, 5)), (3, (3, 3))],
+)
+def test_gathered_vector_width_takes_the_fewest_vectors_per_row(width, expected):
+    assert vector_width(width, 8, gathered=True) == expected
+
+
+def _conv_module(width_in, stride, device=HASWELL, layout="NCHW", kernel=3):
     shape = (1, 4, width_in, width_in) if layout == "NCHW" else (1, width_in, width_in, 4)
-    wshape = (8, 4, 3, 3) if layout == "NCHW" else (3, 3, 4, 8)
+    wshape = (8, 4, kernel, kernel) if layout == "NCHW" else (kernel, kernel, 4, 8)
     vdev = VDevice(make_target(device), 0, "global")
     x = relax.Var("x", relax.TensorType(shape, "float32", vdev))
     w = relax.Var("w", relax.TensorType(wshape, "float32", vdev))
@@ -34,7 +42,7 @@ def _conv_module(width_in, stride, device=HASWELL, layout="NCHW"):
     with bb.function("main", [x, w]):
         with bb.dataflow():
             kernel_layout = "OIHW" if layout == "NCHW" else "HWIO"
-            y = bb.emit_output(relax.op.nn.conv2d(x, w, stride, 1, data_layout=layout,
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, stride, kernel // 2, data_layout=layout,
                                                   kernel_layout=kernel_layout))  # fmt: skip
         bb.emit_func_output(y)
     mod = bb.get()
@@ -42,7 +50,7 @@ def _conv_module(width_in, stride, device=HASWELL, layout="NCHW"):
     return mod
 
 
-def test_a_13_wide_convolution_is_computed_14_wide_and_cropped():
+def test_a_13_wide_convolution_is_computed_16_wide_and_cropped():
     @I.ir_module
     class Expected:
         I.module_global_infos({"vdevice": [I.vdevice(HASWELL, 0)]})
@@ -53,7 +61,7 @@ def test_a_13_wide_convolution_is_computed_14_wide_and_cropped():
             w: R.Tensor((8, 4, 3, 3), "float32", "llvm:0"),
         ) -> R.Tensor((1, 8, 13, 13), "float32", "llvm:0"):
             with R.dataflow():
-                wide = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 1, 2])
+                wide = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 1, 4])
                 y = R.strided_slice(wide, axes=[3], begin=[0], end=[13])
                 R.output(y)
             return y
@@ -66,21 +74,28 @@ def test_a_13_wide_convolution_is_computed_14_wide_and_cropped():
 
 
 def test_strided_convolutions_get_stride_times_the_extra_columns():
-    after = PadConvolutionWidths()(_conv_module(25, 2))  # 13 wide, widened to 14
+    after = PadConvolutionWidths()(_conv_module(25, 2))  # 13 wide, widened to 16
     (wide, crop) = after["main"].body.blocks[0].bindings
-    assert [int(p) for p in wide.value.attrs.padding] == [1, 1, 1, 1 + 2]
-    assert [int(d) for d in wide.var.ty.shape.values] == [1, 8, 13, 14]
+    assert [int(p) for p in wide.value.attrs.padding] == [1, 1, 1, 1 + 2 * 3]
+    assert [int(d) for d in wide.var.ty.shape.values] == [1, 8, 13, 16]
     assert [int(d) for d in crop.var.ty.shape.values] == [1, 8, 13, 13]
 
 
 @pytest.mark.parametrize(
     ("width_in", "device", "layout"),
-    [(14, HASWELL, "NCHW"), (13, CUDA, "NCHW"), (13, HASWELL, "NHWC")],
+    [(16, HASWELL, "NCHW"), (13, CUDA, "NCHW"), (13, HASWELL, "NHWC")],
     ids=["good_width", "cuda_vdevice", "nhwc"],
 )
 def test_good_widths_gpu_and_other_layouts_stay(width_in, device, layout):
     mod = _conv_module(width_in, 1, device, layout)
     tvm.ir.assert_structural_equal(PadConvolutionWidths()(mod), mod)
+
+
+@pytest.mark.parametrize(("stride", "widened"), [(1, False), (2, True)])
+def test_pointwise_convolutions_are_left_to_the_matmul_rule(stride, widened):
+    """A 1x1 convolution with stride 1 is weights x image; a strided one is a convolution."""
+    mod = _conv_module(13 * stride, stride, kernel=1)
+    assert ("strided_slice" in PadConvolutionWidths()(mod).script()) == widened
 
 
 @pytest.mark.parametrize(("width_in", "stride"), [(13, 1), (25, 2), (55, 1)])
@@ -114,10 +129,3 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
     plain = bb.get()
     plain.update_global_info("vdevice", list(mod.global_infos["vdevice"]))
     assert "strided_slice" in PadConvolutionWidths()(plain).script()
-
-
-@pytest.mark.parametrize(
-    ("width", "expected"), [(14, (16, 8)), (7, (8, 8)), (56, (56, 8)), (3, (3, 3))]
-)
-def test_depthwise_widths_are_whole_vectors(width, expected):
-    assert vector_width(width, 8, whole=True) == expected

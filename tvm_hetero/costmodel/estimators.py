@@ -141,25 +141,34 @@ def _largest_divisors(values: np.ndarray, limits: np.ndarray | int) -> np.ndarra
 
 def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     """The vector the CPU rules give each tile's rows: a convolution's is that of the width
-    ``PadConvolutionWidths`` widens it to (whole vectors when grouped), the others' the
-    largest divisor of the width."""
+    ``PadConvolutionWidths`` widens it to, the others' the largest divisor of the width."""
     from tvm_hetero.schedules.cpu.conv import vector_width
 
-    grouped = np.isin(kind, [OP_KINDS["depthwise"], OP_KINDS["grouped"]])
-    widened = [
-        vector_width(int(n), int(cap), bool(g))[1]
-        for n, cap, g in zip(inner, lanes, grouped, strict=True)
-    ]
-    convs = grouped | (kind == OP_KINDS["conv2d"])
+    widened = [vector_width(int(n), int(cap))[1] for n, cap in zip(inner, lanes, strict=True)]
+    convs = np.isin(kind, [OP_KINDS["depthwise"], OP_KINDS["grouped"], OP_KINDS["conv2d"]])
     return np.where(convs, widened, _largest_divisors(inner, lanes))
+
+
+def _channel_tiles(
+    kind: np.ndarray, channels: np.ndarray, rows: np.ndarray, inner: np.ndarray, lanes: np.ndarray
+) -> np.ndarray:
+    """The output channels of the convolution rule's register tile for each tile
+    (:func:`~tvm_hetero.schedules.cpu.conv.register_tile` at the widened width; depthwise and
+    grouped convolutions have no channel tile: 1)."""
+    from tvm_hetero.schedules.cpu.conv import register_tile, vector_width
+
+    out = []
+    for k, c, h, w, cap in zip(kind, channels, rows, inner, lanes, strict=True):
+        wide, vec = vector_width(int(w), int(cap))
+        grouped = k in (OP_KINDS["depthwise"], OP_KINDS["grouped"])
+        out.append(1 if grouped else register_tile(int(c), int(h), wide // vec)[0])
+    return np.array(out, dtype=float)
 
 
 def _design(name: str, matrix: np.ndarray) -> Any:
     """The trees' input: ``matrix`` (in :data:`FEATURES` order) with the :data:`DERIVED`
     columns appended."""
     import xgboost as xgb
-
-    from tvm_hetero.schedules.cpu.conv import CHANNELS_PER_TILE
 
     col = dict(zip(FEATURES[name], matrix.T, strict=True))
     extra = []
@@ -168,7 +177,7 @@ def _design(name: str, matrix: np.ndarray) -> Any:
             col["out_c"] * col["out_h"] * col["out_w"],
             col["in_c"] * col["in_h"] * col["in_w"],
             _vectors(col["kind"], col["inner"], col["lanes"]),
-            _largest_divisors(col["out_c"], CHANNELS_PER_TILE),
+            _channel_tiles(col["kind"], col["out_c"], col["out_h"], col["inner"], col["lanes"]),
         ]
     full = np.column_stack([matrix, *extra]) if extra else matrix
     return xgb.DMatrix(full, feature_names=columns(name))

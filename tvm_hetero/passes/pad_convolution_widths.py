@@ -17,26 +17,31 @@ CONV2D_OP = "relax.nn.conv2d"
 
 @tvm.transform.module_pass(opt_level=0, name="PadConvolutionWidths")
 class PadConvolutionWidths:
-    """Widen NCHW ``conv2d``\\ s on CPU vdevices whose output width has no good vector.
+    """Widen NCHW ``conv2d``\\ s on CPU vdevices whose output width is not whole vectors.
 
     The CPU convolution rule vectorizes the output width by its largest divisor up to the
-    vector lanes: SqueezeNet's 13-wide maps get 1 lane, 27 and 111 get 3, 55 gets 5, and a
-    vector costs about the same with any number of lanes (a 3x3 convolution at width 13 ran at
-    a fifth of the rate of width 14). Where a slightly wider output takes fewer vectors per row
-    (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`), the convolution gets more padding on
-    the right (its stride times the extra columns) and a ``strided_slice`` crops the columns
-    back: ``conv2d(x, w, padding=(t, l, b, r))`` becomes
+    vector lanes: SqueezeNet's 13-wide maps would get 1 lane, 27 and 111 get 3, ResNet's 28,
+    14 and 7 get 7, and a vector of fewer lanes costs nearly as much as a whole one (a 3x3
+    convolution at width 13 ran at a fifth of the rate of width 14, one at width 28 took 1.3x
+    the time of one at width 32). The output is computed at whole vectors, strided depthwise
+    and grouped convolutions (read lane by lane) at the fewest vectors per row
+    (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`: 13 to 16, 28 to 32; lane by lane,
+    13 to 14 and 28 stays): the convolution gets more padding on the right (its stride times the
+    extra columns) and a ``strided_slice`` crops the columns back:
+    ``conv2d(x, w, padding=(t, l, b, r))`` becomes
     ``strided_slice(conv2d(x, w, padding=(t, l, b, r + s * (W' - W))), axes=[3], end=[W])``.
-    Numbers are unchanged (the extra columns read zero padding and are dropped). Depthwise and
-    grouped convolutions are widened to whole vectors (14 to 16).
+    Numbers are unchanged (the extra columns read zero padding and are dropped).
 
     Notes
     -----
     Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
-    vdevice's) and before
-    ``LegalizeOps``. Static shapes only; other layouts, GPU convolutions and widths that already
-    vectorize well are left alone. The crop is a separate injective kernel (``FuseOps`` does not
-    fuse a slice into a convolution), so the bias and activation run there too.
+    vdevice's) and before ``LegalizeOps``. Static shapes only; other layouts, GPU convolutions
+    and widths of whole vectors (or under 4) are left alone, and so are 1x1 convolutions with
+    stride 1 and no padding: the matmul rule takes them as weights x image and pads the columns
+    itself (widened, each got a padded copy of its image and a crop pass, and models built on
+    them ran 1.2-1.5x slower). ``FuseOps`` fuses the crop, the
+    bias and the activation into the convolution's kernel, where the rule leaves them a
+    vectorized loop after the tile (a crop cannot be folded into it).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -55,10 +60,25 @@ def widened(call: relax.Call, mod: IRModule) -> int | None:
     target = cpu_tensor_target(ty, mod)
     if target is None or not isinstance(ty.shape.values[3], tvm.tirx.IntImm):
         return None
+    if _is_pointwise(call):
+        return None  # a matmul: the matmul rule pads its columns itself
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
-    wide = vector_width(width, lanes, whole=int(attrs.groups) > 1)[0]
+    gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
+    wide = vector_width(width, lanes, gathered)[0]
     return wide if wide != width else None
+
+
+def _is_pointwise(call: relax.Call) -> bool:
+    """A 1x1 convolution with stride 1 and no padding: weights x image, the matmul rule's."""
+    kernel = call.args[1].ty.shape
+    a = call.attrs
+    return (
+        kernel is not None
+        and all(isinstance(k, tvm.tirx.IntImm) and int(k) == 1 for k in kernel.values[2:])
+        and all(int(s) == 1 for s in a.strides)
+        and all(int(p) == 0 for p in a.padding)
+    )
 
 
 @mutator

@@ -7,6 +7,8 @@ import math
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
+from tvm.sym import detect_linear_equation
+from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
@@ -20,28 +22,53 @@ from tvm_hetero.schedules.cpu.common import (
 )
 
 CHANNELS_PER_TILE = 8
-"""Output channels of the register tile; each loaded input vector feeds this many FMAs.
-
-With one vector of columns that is 8 accumulators, half of AVX2's 16 registers (measured best
-of 4/6/8 channels x 1/2 vectors on ResNet-18 shapes)."""
+"""Output channels of a one-vector register tile; each loaded input vector feeds this many FMAs
+(8 accumulators, half of AVX2's 16 registers)."""
+CHANNELS_PER_WIDE_TILE = 4
+"""Output channels of a two-vector tile (two vectors of a row, or one of two rows): 8
+accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-512 channels,
+widths 8-56) 4 x 2 ran 1.1-1.2x faster than 8 x 1; 4 x 3 and 6 x 2 were no better everywhere
+and 8 x 2 or 4 x 4 spill (``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
 
 
-def vector_width(width: int, lanes: int, whole: bool = False) -> tuple[int, int]:
+def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, int]:
     """``(W', v)``: the output width to compute and its vector, the largest divisor of ``W'`` up
-    to ``lanes``. ``W'`` is ``width`` or up to ``lanes - 1`` wider, whichever takes the fewest
-    vectors per row (the narrowest on a tie): a vector costs about the same with any number of
-    lanes, so 13 columns are 2 vectors of 7 at width 14, not 13 of 1 (``PadConvolutionWidths``
-    widens the convolution, the rule then vectorizes what it is given). ``whole``: only whole
-    vectors, for tiles with no output channels to reuse a load across (depthwise and grouped
-    convolutions: 7 lanes are three instructions, and a 3x3 depthwise convolution 16 wide took
-    0.73x the time of one 14 wide).
+    to ``lanes``. From ``MIN_WIDTH`` columns on, ``W'`` is ``width`` rounded up to whole vectors
+    (AVX2: 8 lanes): a 3x3 convolution 28 wide in vectors of 7 took 1.3x the time of one 32
+    wide in vectors of 8 (14 against 16 and 7 against 8: 1.2-1.4x), and 13 columns are two
+    vectors of 8, not 13 of 1. ``gathered``: the input is read lane by lane (a strided
+    depthwise or grouped convolution: the rule de-interleaves only where channels share the
+    input), each lane costs the same wide or not, so ``W'`` is the width up to ``lanes - 1``
+    wider with the fewest vectors per row (the narrowest on a tie: 13 is computed 14 wide in
+    vectors of 7, 28 stays 28). Narrower rows keep their width.
     """
-    if whole and width >= MIN_WIDTH:
-        wide = -(-width // lanes) * lanes
-        return wide, lanes
-    widths = range(width, width + lanes) if width >= MIN_WIDTH else (width,)
+    if width < MIN_WIDTH:
+        return width, largest_divisor(width, lanes)
+    if not gathered:
+        return -(-width // lanes) * lanes, lanes
+    widths = range(width, width + lanes)
     return min(((w, largest_divisor(w, lanes)) for w in widths), key=lambda c: (c[0] / c[1], c[0]))
+
+
+def register_tile(
+    channels: int, rows: int, vectors: int, gathered: bool = False
+) -> tuple[int, int, int]:
+    """``(c, r, n)``: the register tile of a convolution with ``channels`` output channels,
+    ``rows`` output rows of ``vectors`` vectors each: ``c`` channels by ``r`` rows by ``n``
+    vectors. Two vectors of a row where the row has an even count, else one vector of two rows
+    where the rows are even, each with ``CHANNELS_PER_WIDE_TILE`` channels; otherwise, and
+    always when the input is read lane by lane (``gathered``: a stride the rule could not
+    de-interleave; each gather is worth reusing over more channels, and ResNet-18's strided
+    convolutions ran 1.1-1.3x slower with 4 x 2 then), one vector with ``CHANNELS_PER_TILE``
+    channels. ``c`` divides ``channels``."""
+    if gathered:
+        return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
+    if vectors % 2 == 0:
+        return largest_divisor(channels, CHANNELS_PER_WIDE_TILE), 1, 2
+    if rows % 2 == 0:
+        return largest_divisor(channels, CHANNELS_PER_WIDE_TILE), 2, 1
+    return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
 
 
 class Conv(CpuRule):
@@ -86,24 +113,37 @@ class Conv(CpuRule):
             (i for i in spatial[:-1] if extents[i] > 1 and not _uses(data, stmt.iter_vars[i].var)),
             None,
         )
+        w = stmt.iter_vars[vec].var
+        if channel is not None and _deinterleave(sch, main, stmt.reads.index(data), w):
+            stmt = sch.get(main)
+            data = next(r for r in stmt.reads if _uses(r, w))
         producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
-        bits = output_bits(sch, main)
-        vw = largest_divisor(extents[vec], vector_lanes(target, bits))
-        cw = largest_divisor(extents[channel], CHANNELS_PER_TILE) if channel is not None else 1
+        vw = largest_divisor(extents[vec], vector_lanes(target, output_bits(sch, main)))
+        cw, rw, nv = 1, 1, 1
+        row = spatial[-2]
+        if channel is not None:
+            rows = extents[row] if row != channel else 1
+            gathered = not _unit_step(data, w)
+            cw, rw, nv = register_tile(extents[channel], rows, extents[vec] // vw, gathered)
 
-        v0, v1 = sch.split(loops[vec], [None, vw])
+        v0, v1, v2 = sch.split(loops[vec], [None, nv, vw])
         outer = [loops[i] for i in spatial[:-1]]
-        c1 = None
+        tile = []
         if channel is not None:
             c0, c1 = sch.split(loops[channel], [None, cw])
             outer[spatial.index(channel)] = c0
-        sch.reorder(*outer, v0, *[loops[i] for i in reduce], *([c1] if c1 else []), v1)
+            tile.append(c1)
+        if rw > 1:
+            r0, r1 = sch.split(loops[row], [None, rw])
+            outer[spatial.index(row)] = r0
+            tile.append(r1)
+        sch.reorder(*outer, v0, *[loops[i] for i in reduce], *tile, v1, v2)
         if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
             tasks = outer if channel is not None or len(outer) < 2 else outer[:-1]  # a task
             sch.parallel(sch.fuse(*tasks))
-        if c1 is not None:
-            sch.unroll(c1)
-        sch.vectorize(v1)
+        for loop in (*tile, v1):
+            sch.unroll(loop)
+        sch.vectorize(v2)
 
         accumulate_in_registers(sch, main, v0, loops[reduce[0]], target)
         for name in producers:
@@ -113,6 +153,40 @@ class Conv(CpuRule):
 
 def _uses(region, var: tirx.Var) -> bool:
     return any(var in collect_vars_used_in_prim_expr(r.min) for r in region.region)
+
+
+def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
+    """Lay the input's columns out by phase where the convolution reads them with a stride
+    ``s``: ``x[..., c]`` at ``x'[..., c % s, c // s]``, so a vector of outputs reads
+    consecutive addresses (``x'[..., kw % s, w + kw // s]``) instead of gathering every lane.
+    The copy that pads the input writes the new layout (a copy is made where there is none);
+    it runs once per call and every channel tile reads it. ResNet-18's strided 3x3
+    convolutions ran 1.2-1.4x faster, its 7x7 stem 1.8x. Whether it did (not: unit stride,
+    or a width the stride does not divide)."""
+    read = sch.get(main).reads[index]
+    found = detect_linear_equation(read.region[-1].min, [w])
+    if len(found) != 2 or not isinstance(found[0], tirx.IntImm) or int(found[0]) < 2:
+        return False
+    stride, width = int(found[0]), read.source.shape[-1]
+    if not isinstance(width, tirx.IntImm) or int(width) % stride:
+        return False
+    writers = [
+        p for p in sch.get_producers(main) if sch.get(p).writes[0].source.same_as(read.source)
+    ]
+    block = writers[0] if writers else sch.cache_read(main, index, "global")
+    ndim = len(read.region)
+    phases = tirx.IndexMap.from_func(
+        lambda *i: (*i[:-1], i[-1] % stride, i[-1] // stride), ndim=ndim, index_dtype="int32"
+    )
+    sch.transform_layout(block, ("write", 0), phases)
+    return True
+
+
+def _unit_step(region, var: tirx.Var) -> bool:
+    """Whether ``region``'s innermost index moves by one with ``var`` (``w + kw``, not
+    ``2 * w + kw``)."""
+    step = Analyzer().simplify(region.region[-1].min - var)
+    return var not in collect_vars_used_in_prim_expr(step)
 
 
 def _parallel_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> None:

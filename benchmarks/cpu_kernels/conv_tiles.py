@@ -1,0 +1,124 @@
+"""The convolution rule's register tile and vector width on ResNet-18's 3x3 convolutions
+(issue 14: "the plain 3x3 / 1x1 / strided convolutions of ResNets").
+
+    .venv/bin/python benchmarks/cpu_kernels/conv_tiles.py [--threads 2]
+
+Each convolution (with its ReLU) is legalized and scheduled by the CPU convolution rule with
+the register tile forced to ``channels x rows x vectors`` (``register_tile`` replaced), at the
+output width as it is ("as is": vectors of the width's largest divisor up to 8 lanes) and
+computed at whole vectors of 8 (``wide``: more padding on the right, as
+``PadConvolutionWidths`` does). The kernel alone is timed (``time_evaluator``, microseconds,
+the median of 5 repeats of 20 calls) and compared with ONNX Runtime running the same
+convolution as a one-node ONNX file with the same threads. ``rule`` marks the tile and width
+the rule picks now. Results: ``benchmarks/results/conv_tiles.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench import ort_seconds  # noqa: E402
+from onnx_models import conv_onnx  # noqa: E402
+
+CONVS = {  # ResNet-18 at 224x224: (x, w, stride)
+    "3x3 64->64 @56": ((1, 64, 56, 56), (64, 64, 3, 3), 1),
+    "3x3 128->128 @28": ((1, 128, 28, 28), (128, 128, 3, 3), 1),
+    "3x3 256->256 @14": ((1, 256, 14, 14), (256, 256, 3, 3), 1),
+    "3x3 512->512 @7": ((1, 512, 7, 7), (512, 512, 3, 3), 1),
+    "3x3/2 64->128 @56": ((1, 64, 56, 56), (128, 64, 3, 3), 2),
+    "3x3/2 128->256 @28": ((1, 128, 28, 28), (256, 128, 3, 3), 2),
+}
+TILES = ((8, 1, 1), (4, 2, 1), (4, 1, 2), (6, 1, 2), (4, 1, 4))
+"""``(channels, rows, vectors)`` tried (where they divide the map)."""
+LANES = 8
+
+
+def kernel_us(x_shape, w_shape, stride, right_pad, tile, threads) -> float:
+    """Microseconds of the rule's kernel for ``relu(conv2d)`` with ``tile`` forced."""
+    import tvm
+    from tvm import relax
+
+    from tvm_hetero._compat import PrimFunc, make_target
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.schedules.cpu import conv
+
+    target = make_target(cpu_device(threads=threads).target)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    w = relax.Var("w", relax.TensorType(w_shape, "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = relax.op.nn.conv2d(x, w, strides=stride, padding=(1, 1, 1, right_pad))
+            out = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    chosen = conv.register_tile
+    conv.register_tile = lambda *_args: tile
+    try:
+        kernel = conv.Conv().schedule(func, target).mod["main"]
+    finally:
+        conv.register_tile = chosen
+    lib = tvm.compile(tvm.IRModule({"k": kernel.with_attr("global_symbol", "k")}), target)
+    lib = getattr(lib, "mod", lib)
+    rng = np.random.default_rng(0)
+    args = [
+        tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.shape]).astype(p.dtype))
+        for p in kernel.params
+    ]
+    return lib.time_evaluator("k", tvm.cpu(), number=20, repeat=5)(*args).median * 1e6
+
+
+def main() -> None:
+    from tvm_hetero.runtime.worker import use_threads
+    from tvm_hetero.schedules.cpu.conv import register_tile, vector_width
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(HERE.parent / "results" / "conv_tiles.json"))
+    args = parser.parse_args()
+    use_threads(args.threads)
+    rows = []
+    print(f"{'convolution':>19} {'width':>6} {'tile':>6} {'us':>7} {'/ ORT':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (x_shape, w_shape, stride) in CONVS.items():
+            path = Path(tmp) / "conv.onnx"
+            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (1, 1, 1, 1), 1), path)
+            feeds = {"x": np.random.default_rng(0).standard_normal(x_shape).astype("float32")}
+            ort_us = ort_seconds(path, feeds, args.threads, repeat=50)[0] * 1e6
+            out_h = out_w = (x_shape[2] + 2 - 3) // stride + 1
+            picked_w = vector_width(out_w, LANES)[0]
+            for width in sorted({out_w, -(-out_w // LANES) * LANES}):
+                vw = max(d for d in range(1, LANES + 1) if width % d == 0)
+                picked = register_tile(w_shape[0], out_h, width // vw)  # de-interleaved
+                for tile in TILES:
+                    c, r, n = tile
+                    if w_shape[0] % c or out_h % r or (width // vw) % n:
+                        continue
+                    us = kernel_us(x_shape, w_shape, stride, 1 + stride * (width - out_w),
+                                   tile, args.threads)  # fmt: skip
+                    rule = width == picked_w and tile == picked
+                    rows.append({"conv": name, "width": width, "tile": list(tile), "us": us,
+                                 "ort_us": ort_us, "rule": rule})  # fmt: skip
+                    print(f"{name:>19} {width:>6} {'x'.join(map(str, tile)):>6} {us:>7.0f} "
+                          f"{us / ort_us:>5.2f}x{' <- rule' if rule else ''}", flush=True)  # fmt: skip
+    command = "benchmarks/cpu_kernels/conv_tiles.py " + " ".join(sys.argv[1:])
+    Path(args.out).write_text(json.dumps(
+        {"command": command.strip(), "threads": args.threads, "rows": rows}, indent=1) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
