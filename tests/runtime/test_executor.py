@@ -154,3 +154,16 @@ def test_a_pool_first_used_with_one_thread_can_later_use_every_core():
     env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.split() == ["1", "2"], out.stderr
+
+
+def test_a_one_device_run_is_timed_step_by_step_in_the_calling_thread(branches):
+    """One local device: the steps run in order on the caller's thread (no countdowns), and
+    the timeline still has every unit."""
+    model, inputs = branches
+    with Executor(api.compile(model, [resolve_device("cpu")]).deployment) as executor:
+        out = executor.run(inputs)
+        (event,) = executor.timeline.events
+        threaded = executor.run_many([executor.place_inputs(inputs)] * 2)  # two runs: countdowns
+    assert (event.step, event.kind, event.worker) == ("main", "unit", "cpu")
+    assert 0 <= event.start_s < event.end_s <= executor.timeline.total_s
+    np.testing.assert_array_equal(out[0], threaded[0]["main"].numpy())

@@ -140,11 +140,16 @@ def _take(bb: relax.BlockBuilder, x: Expr, axis: int, index: int) -> Expr:
 
 
 def _rows(bb: relax.BlockBuilder, x: Expr, axis: int, parts: int) -> list[Expr]:
-    """``x`` cut into ``parts`` equal blocks along ``axis``."""
+    """``x`` cut into ``parts`` equal blocks along ``axis``: one slice each, not a ``split``
+    (a tuple-valued kernel that nothing fuses into: a GRU step's gates were two kernel calls
+    and six tensors more than the slices that ``FuseOps`` folds into the gates' arithmetic)."""
     if parts == 1:
         return [x]
-    pieces = bb.emit(relax.op.split(x, parts, axis=axis))
-    return [bb.emit(relax.TupleGetItem(pieces, k)) for k in range(parts)]
+    size = int(_dims(x)[axis]) // parts
+    return [
+        bb.emit(relax.op.strided_slice(x, axes=[axis], begin=[k * size], end=[(k + 1) * size]))
+        for k in range(parts)
+    ]
 
 
 @dataclass
@@ -158,6 +163,11 @@ class _Direction:
     p: Expr | None  # (3 * hidden,) LSTM peepholes i, o, f
     acts: list[Activation]
     reverse: bool
+    # per-gate pieces of wb, rb and p, cut once for every step: each cut of a constant is a
+    # kernel FoldConstant builds and runs, and a GRU's 64 steps x 6 cuts took 27 s
+    wb_gates: list[Expr] | None = None
+    rb_gates: list[Expr] | None = None
+    p_gates: list[Expr] | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +235,11 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
             wk, rk = _take(bb, w, 0, k), _take(bb, r, 0, k)
             wb, rb = _rows(bb, _take(bb, b, 0, k), 0, 2) if b is not None else (None, None)
             pk = _take(bb, p, 0, k) if p is not None else None
-            d = _Direction(wk, rk, wb, rb, pk, acts[k], opt.reverse_only or k == 1)
+            d = _Direction(
+                wk, rk, wb, rb, pk, acts[k], opt.reverse_only or k == 1,
+                *(_rows(bb, v, 0, cell.gates) if v is not None else None for v in (wb, rb)),
+                _rows(bb, pk, 0, 3) if pk is not None else None,
+            )  # fmt: skip
             xw = bb.emit(relax.op.matmul(flat, relax.op.permute_dims(wk)))
             xw = bb.emit(relax.op.reshape(xw, [seq, batch, cell.gates * opt.hidden]))
             states = [
@@ -258,8 +272,13 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
         seq = int(_dims(xw)[0])
         outputs: list[Expr | None] = [None] * seq
         zero = None
+        # the steps' inputs as one split, not a slice each: a slice bakes its step into the
+        # kernel it fuses into, and 64 steps made 64 different gate kernels (a GRU took 79 s
+        # to compile); a split's items make every step's kernel the same one
+        pieces = bb.emit(relax.op.split(xw, seq, axis=0)) if seq > 1 else relax.Tuple([xw])
         for t in reversed(range(seq)) if d.reverse else range(seq):
-            new = cls.step(bb, d, _take(bb, xw, 0, t), states, rt, bias, opt)
+            x_t = bb.emit(relax.op.squeeze(bb.emit(relax.TupleGetItem(pieces, t)), axis=[0]))
+            new = cls.step(bb, d, x_t, states, rt, bias, opt)
             if lens is not None:  # a step past a sequence's end keeps its state, writes zeros
                 now = _const(t, str(lens.ty.dtype))
                 live = bb.emit(relax.op.expand_dims(relax.op.less(now, lens), 1))
@@ -295,8 +314,8 @@ class LSTM(_Recurrent):
         gates = bb.emit(relax.op.add(gates, bias) if bias is not None else gates)
         i, o, f, g = _rows(bb, gates, 1, 4)
         pi = po = pf = None
-        if d.p is not None:
-            pi, po, pf = _rows(bb, d.p, 0, 3)
+        if d.p_gates is not None:
+            pi, po, pf = d.p_gates
             i = bb.emit(relax.op.add(i, relax.op.multiply(pi, c)))
             f = bb.emit(relax.op.add(f, relax.op.multiply(pf, c)))
         i = _gate(bb, f_act, i, opt)
@@ -323,11 +342,10 @@ class GRU(_Recurrent):
         (h,) = states
         f_act, g_act = d.acts
         xz, xr, xh = _rows(bb, x_t, 1, 3)
-        rz_w, rr_w, rh_w = _rows(bb, rt, 1, 3)
         wbz = wbr = wbh = rbz = rbr = rbh = None
-        if d.wb is not None:
-            wbz, wbr, wbh = _rows(bb, d.wb, 0, 3)
-            rbz, rbr, rbh = _rows(bb, d.rb, 0, 3)
+        if d.wb_gates is not None:
+            wbz, wbr, wbh = d.wb_gates
+            rbz, rbr, rbh = d.rb_gates
 
         def pre(x_part: Expr, recurrent: Expr, *biases: Expr | None) -> Expr:
             out = relax.op.add(x_part, recurrent)
@@ -336,12 +354,21 @@ class GRU(_Recurrent):
                     out = relax.op.add(out, bias_part)
             return bb.emit(out)
 
-        z = _gate(bb, f_act, pre(xz, relax.op.matmul(h, rz_w), wbz, rbz), opt)
-        r = _gate(bb, f_act, pre(xr, relax.op.matmul(h, rr_w), wbr, rbr), opt)
+        # one product of h with the gates that read it (all three with linear_before_reset,
+        # else z and r): one kernel a step instead of three
         if opt.linear_before_reset:
-            hr = relax.op.matmul(h, rh_w)
-            hr = bb.emit(relax.op.add(hr, rbh) if rbh is not None else hr)
-            cand = pre(xh, relax.op.multiply(r, hr), wbh)
+            hz, hr, hh = _rows(bb, bb.emit(relax.op.matmul(h, rt)), 1, 3)
+        else:
+            zr_w = relax.op.strided_slice(rt, axes=[1], begin=[0], end=[2 * opt.hidden])
+            rh_w = relax.op.strided_slice(
+                rt, axes=[1], begin=[2 * opt.hidden], end=[3 * opt.hidden]
+            )
+            hz, hr = _rows(bb, bb.emit(relax.op.matmul(h, zr_w)), 1, 2)
+        z = _gate(bb, f_act, pre(xz, hz, wbz, rbz), opt)
+        r = _gate(bb, f_act, pre(xr, hr, wbr, rbr), opt)
+        if opt.linear_before_reset:
+            hh = bb.emit(relax.op.add(hh, rbh) if rbh is not None else hh)
+            cand = pre(xh, relax.op.multiply(r, hh), wbh)
         else:
             cand = pre(xh, relax.op.matmul(relax.op.multiply(r, h), rh_w), wbh, rbh)
         cand = _gate(bb, g_act, cand, opt)

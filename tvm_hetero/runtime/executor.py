@@ -118,6 +118,9 @@ class Executor:
             for p in producers:
                 self._succ[p].append(i)
         self._roots = [i for i, d in enumerate(self._deps) if d == 0]
+        # everything on one worker in the calling thread: run the steps in order, no countdowns
+        self._serial = inline and workers is None
+        self._order = _topological_order(self._deps, self._succ)
         # tuple items and copies between CPU workers (shared memory) run on the spot; so do a
         # copy between two remote workers (a pull the receiver does while it computes) and a
         # remote result's copy that only the outputs read (the client downloads it from there)
@@ -195,6 +198,8 @@ class Executor:
         has input for, so stage ``k`` works on microbatch ``i`` while stage ``k + 1`` works on
         ``i - 1``). Returns every value of each run by name; :attr:`timeline` holds every
         event (with its microbatch) and :attr:`finished_s` when each run ended."""
+        if self._serial and len(batches) == 1:
+            return [self._run_serial(batches[0])]
         for worker in self.workers.values():
             if hasattr(worker, "begin_run"):
                 worker.begin_run()
@@ -217,6 +222,21 @@ class Executor:
         )
         self.finished_s = tuple(run.end - start for run in runs)
         return [run.values for run in runs]
+
+    def _run_serial(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
+        """One run with every step in the calling thread, in dependency order (what the
+        countdowns would do, without their locks and events: a one-unit model ran 20 us
+        faster, close to the VM call itself)."""
+        run = _Run(0, self._deps)
+        run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
+        for i in self._order:
+            self._perform(run, i)
+            if run.error is not None:
+                raise run.error
+        run.end = time.perf_counter()
+        self.timeline = Timeline(tuple(run.events), run.end - run.start)
+        self.finished_s = (run.end - run.start,)
+        return run.values
 
     def _wait(self, run: _Run) -> None:
         """Until the run ends, or a step has been running for longer than the timeout."""
@@ -242,9 +262,15 @@ class Executor:
             self.workers[step.device].submit(lambda: self._execute(run, i), run.index)
 
     def _execute(self, run: _Run, i: int) -> None:
-        step = self.deployment.steps[i]
         if run.error is not None:
             return
+        self._perform(run, i)
+        if run.error is None:
+            self._complete(run, i)
+
+    def _perform(self, run: _Run, i: int) -> None:
+        """Step ``i`` of ``run``: its value and event, or ``run.error`` (and ``run.done``)."""
+        step = self.deployment.steps[i]
         try:
             args = [run.values[v] for v in step.inputs]
             if step.kind == "item":
@@ -280,8 +306,6 @@ class Executor:
             device = getattr(err, "device", None) or device
             run.error = RunError(f"run: {where} failed: {err}", device)
             run.done.set()
-            return
-        self._complete(run, i)
 
     def _complete(self, run: _Run, i: int) -> None:
         ready = []
@@ -335,6 +359,17 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _topological_order(deps: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:
+    """Step indices, each after all its producers."""
+    remaining, order = list(deps), [i for i, d in enumerate(deps) if d == 0]
+    for i in order:  # grows as steps become ready
+        for j in succ[i]:
+            remaining[j] -= 1
+            if remaining[j] == 0:
+                order.append(j)
+    return order
 
 
 def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
