@@ -10,7 +10,9 @@ computed at whole vectors of 8 (``wide``: more padding on the right, as
 ``PadConvolutionWidths`` does). The kernel alone is timed (``time_evaluator``, microseconds,
 the median of 5 repeats of 20 calls) and compared with ONNX Runtime running the same
 convolution as a one-node ONNX file with the same threads. ``rule`` marks the tile and width
-the rule picks now. Results: ``benchmarks/results/conv_tiles.json``.
+the rule picks now. Then the strided ones and ResNet's 7x7 stem as the rule schedules them,
+with their padded input read in place (``_deinterleave`` replaced: every vector a gather) and
+laid out by column phase (the rule). Results: ``benchmarks/results/conv_tiles.json``.
 """
 
 from __future__ import annotations
@@ -38,13 +40,22 @@ CONVS = {  # ResNet-18 at 224x224: (x, w, stride)
     "3x3/2 64->128 @56": ((1, 64, 56, 56), (128, 64, 3, 3), 2),
     "3x3/2 128->256 @28": ((1, 128, 28, 28), (256, 128, 3, 3), 2),
 }
+STRIDED = {  # (x, w, stride, padding)
+    "7x7/2 3->64 @224 (stem)": ((1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
+    "3x3/2 64->128 @56": ((1, 64, 56, 56), (128, 64, 3, 3), 2, 1),
+    "3x3/2 128->256 @28": ((1, 128, 28, 28), (256, 128, 3, 3), 2, 1),
+    "1x1/2 64->128 @56": ((1, 64, 56, 56), (128, 64, 1, 1), 2, 0),
+}
 TILES = ((8, 1, 1), (4, 2, 1), (4, 1, 2), (6, 1, 2), (4, 1, 4))
 """``(channels, rows, vectors)`` tried (where they divide the map)."""
 LANES = 8
 
 
-def kernel_us(x_shape, w_shape, stride, right_pad, tile, threads) -> float:
-    """Microseconds of the rule's kernel for ``relu(conv2d)`` with ``tile`` forced."""
+def kernel_us(
+    x_shape, w_shape, stride, right_pad, tile, threads, pad=1, deinterleave=True
+) -> float:
+    """Microseconds of the rule's kernel for ``relu(conv2d)`` with ``tile`` forced (``None``:
+    the rule's own), the input de-interleaved or not."""
     import tvm
     from tvm import relax
 
@@ -58,7 +69,7 @@ def kernel_us(x_shape, w_shape, stride, right_pad, tile, threads) -> float:
     w = relax.Var("w", relax.TensorType(w_shape, "float32"))
     with bb.function("main", [x, w]):
         with bb.dataflow():
-            y = relax.op.nn.conv2d(x, w, strides=stride, padding=(1, 1, 1, right_pad))
+            y = relax.op.nn.conv2d(x, w, strides=stride, padding=(pad, pad, pad, right_pad))
             out = bb.emit_output(relax.op.nn.relu(y))
         bb.emit_func_output(out)
     mod = relax.transform.LegalizeOps()(bb.get())
@@ -66,12 +77,15 @@ def kernel_us(x_shape, w_shape, stride, right_pad, tile, threads) -> float:
         relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
     )
     (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    chosen = conv.register_tile
-    conv.register_tile = lambda *_args: tile
+    chosen, phases = conv.register_tile, conv._deinterleave
+    if tile is not None:
+        conv.register_tile = lambda *_args: tile
+    if not deinterleave:
+        conv._deinterleave = lambda *_args: False
     try:
         kernel = conv.Conv().schedule(func, target).mod["main"]
     finally:
-        conv.register_tile = chosen
+        conv.register_tile, conv._deinterleave = chosen, phases
     lib = tvm.compile(tvm.IRModule({"k": kernel.with_attr("global_symbol", "k")}), target)
     lib = getattr(lib, "mod", lib)
     rng = np.random.default_rng(0)
@@ -115,9 +129,19 @@ def main() -> None:
                                  "ort_us": ort_us, "rule": rule})  # fmt: skip
                     print(f"{name:>19} {width:>6} {'x'.join(map(str, tile)):>6} {us:>7.0f} "
                           f"{us / ort_us:>5.2f}x{' <- rule' if rule else ''}", flush=True)  # fmt: skip
+    strided = []
+    print(f"\n{'strided convolution':>23} {'in place us':>11} {'phases us':>9} {'speed-up':>8}")
+    for name, (x_shape, w_shape, stride, pad) in STRIDED.items():
+        out_w = (x_shape[3] + 2 * pad - w_shape[3]) // stride + 1
+        extra = stride * (vector_width(out_w, LANES)[0] - out_w)
+        times = [kernel_us(x_shape, w_shape, stride, pad + extra, None, args.threads, pad, d)
+                 for d in (False, True)]  # fmt: skip
+        strided.append({"conv": name, "in_place_us": times[0], "phases_us": times[1]})
+        print(f"{name:>23} {times[0]:>11.0f} {times[1]:>9.0f} {times[0] / times[1]:>7.2f}x")
     command = "benchmarks/cpu_kernels/conv_tiles.py " + " ".join(sys.argv[1:])
     Path(args.out).write_text(json.dumps(
-        {"command": command.strip(), "threads": args.threads, "rows": rows}, indent=1) + "\n")  # fmt: skip
+        {"command": command.strip(), "threads": args.threads, "rows": rows,
+         "strided": strided}, indent=1) + "\n")  # fmt: skip
 
 
 if __name__ == "__main__":
