@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import tvm
 from tvm import relax
@@ -205,11 +205,17 @@ class _Options:
 class _Recurrent(onnx_frontend.OnnxOpConverter):
     """Shared unrolling of the three operators; subclasses set ``cell`` and define ``step``,
     a classmethod ``step(bb, d, x_t, states, rt, bias, opt)``: the new states (``H`` first)
-    from the projected input ``x_t``, the transposed recurrent weights ``rt`` and the summed
-    bias (``None`` for GRU, whose biases stay apart)."""
+    from the projected input ``x_t``, the transposed recurrent weights ``rt`` (as
+    ``recurrent_weights`` cut them, once per direction) and the summed bias (``None`` for GRU,
+    whose biases stay apart)."""
 
     cell: Cell
     step: ClassVar[Callable[..., list[Expr]]]
+
+    @classmethod
+    def recurrent_weights(cls, bb: relax.BlockBuilder, rt: Expr, opt: _Options) -> Any:
+        """What ``step`` gets as ``rt``: the transposed recurrent weights, whole."""
+        return rt
 
     @classmethod
     def _impl_v7(cls, bb: relax.BlockBuilder, inputs: Sequence, attr: dict, params) -> Expr:
@@ -265,7 +271,7 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
         lens: Expr | None, opt: _Options,
     ) -> tuple[list[Expr], list[Expr]]:  # fmt: skip
         """Every step of one direction: its outputs in time order and its last states."""
-        rt = bb.emit(relax.op.permute_dims(d.r))
+        rt = cls.recurrent_weights(bb, bb.emit(relax.op.permute_dims(d.r)), opt)
         bias = None
         if d.wb is not None and cls.cell.op != "GRU":
             bias = bb.emit(relax.op.add(d.wb, d.rb))
@@ -338,6 +344,18 @@ class GRU(_Recurrent):
     cell = CELLS["GRU"]
 
     @classmethod
+    def recurrent_weights(cls, bb: relax.BlockBuilder, rt: Expr, opt: _Options) -> Any:
+        """``rt`` whole with ``linear_before_reset`` (``h`` meets all three gates' weights),
+        else the z and r columns apart from the h columns (``r * h`` meets the latter)."""
+        if opt.linear_before_reset:
+            return rt
+        cut = 2 * opt.hidden
+        return (
+            bb.emit(relax.op.strided_slice(rt, axes=[1], begin=[0], end=[cut])),
+            bb.emit(relax.op.strided_slice(rt, axes=[1], begin=[cut], end=[3 * opt.hidden])),
+        )
+
+    @classmethod
     def step(cls, bb, d, x_t, states, rt, bias, opt):
         (h,) = states
         f_act, g_act = d.acts
@@ -359,10 +377,7 @@ class GRU(_Recurrent):
         if opt.linear_before_reset:
             hz, hr, hh = _rows(bb, bb.emit(relax.op.matmul(h, rt)), 1, 3)
         else:
-            zr_w = relax.op.strided_slice(rt, axes=[1], begin=[0], end=[2 * opt.hidden])
-            rh_w = relax.op.strided_slice(
-                rt, axes=[1], begin=[2 * opt.hidden], end=[3 * opt.hidden]
-            )
+            zr_w, rh_w = rt
             hz, hr = _rows(bb, bb.emit(relax.op.matmul(h, zr_w)), 1, 2)
         z = _gate(bb, f_act, pre(xz, hz, wbz, rbz), opt)
         r = _gate(bb, f_act, pre(xr, hr, wbr, rbr), opt)

@@ -39,9 +39,9 @@ class PadConvolutionWidths:
     and widths of whole vectors (or under 4) are left alone, and so are 1x1 convolutions with
     stride 1 and no padding: the matmul rule takes them as weights x image and pads the columns
     itself (widened, each got a padded copy of its image and a crop pass, and models built on
-    them ran 1.2-1.5x slower). ``FuseOps`` fuses the crop, the
-    bias and the activation into the convolution's kernel, where the rule leaves them a
-    vectorized loop after the tile (a crop cannot be folded into it).
+    them ran 1.2-1.5x slower). ``FuseOps`` fuses the crop, the bias and the activation into the
+    convolution's kernel, where the rule leaves them a vectorized loop after the tile (a crop
+    cannot be folded into it).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
