@@ -22,12 +22,12 @@ class PadConvolutionWidths:
     The CPU convolution rule vectorizes the output width by its largest divisor up to the
     vector lanes: SqueezeNet's 13-wide maps would get 1 lane, 27 and 111 get 3, ResNet's 28,
     14 and 7 get 7, and a vector of fewer lanes costs nearly as much as a whole one (a 3x3
-    convolution at width 13 ran at a fifth of the rate of width 14, one at width 28 took 1.3x
-    the time of one at width 32). The output is computed at whole vectors, strided depthwise
-    and grouped convolutions (read lane by lane) at the fewest vectors per row
+    convolution at width 13 ran at a fifth of the rate of width 14, one at width 28 took
+    1.2-1.3x the time of one at width 32). The output is computed at whole vectors, strided
+    depthwise and grouped convolutions (read lane by lane) at the fewest vectors per row
     (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`: 13 to 16, 28 to 32; lane by lane,
-    13 to 14 and 28 stays): the convolution gets more padding on the right (its stride times the
-    extra columns) and a ``strided_slice`` crops the columns back:
+    13 to 14 and 28 stays): the convolution gets more padding on the right (its stride times
+    the extra columns) and a ``strided_slice`` crops the columns back:
     ``conv2d(x, w, padding=(t, l, b, r))`` becomes
     ``strided_slice(conv2d(x, w, padding=(t, l, b, r + s * (W' - W))), axes=[3], end=[W])``.
     Numbers are unchanged (the extra columns read zero padding and are dropped).

@@ -27,21 +27,22 @@ CHANNELS_PER_TILE = 8
 CHANNELS_PER_WIDE_TILE = 4
 """Output channels of a two-vector tile (two vectors of a row, or one of two rows): 8
 accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-512 channels,
-widths 8-56) 4 x 2 ran 1.1-1.2x faster than 8 x 1; 4 x 3 and 6 x 2 were no better everywhere
-and 8 x 2 or 4 x 4 spill (``benchmarks/cpu_kernels/conv_tiles.py``)."""
+widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
+(``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
 
 
 def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, int]:
     """``(W', v)``: the output width to compute and its vector, the largest divisor of ``W'`` up
     to ``lanes``. From ``MIN_WIDTH`` columns on, ``W'`` is ``width`` rounded up to whole vectors
-    (AVX2: 8 lanes): a 3x3 convolution 28 wide in vectors of 7 took 1.3x the time of one 32
-    wide in vectors of 8 (14 against 16 and 7 against 8: 1.2-1.4x), and 13 columns are two
-    vectors of 8, not 13 of 1. ``gathered``: the input is read lane by lane (a strided
-    depthwise or grouped convolution: the rule de-interleaves only where channels share the
-    input), each lane costs the same wide or not, so ``W'`` is the width up to ``lanes - 1``
-    wider with the fewest vectors per row (the narrowest on a tie: 13 is computed 14 wide in
-    vectors of 7, 28 stays 28). Narrower rows keep their width.
+    (AVX2: 8 lanes): with the same register tile, a 3x3 convolution 28 wide in vectors of 7
+    took 1.18-1.32x the time of one 32 wide in vectors of 8 (14 against 16: 1.14-1.40x; 7
+    against 8: 1.19x), and 13 columns are two vectors of 8, not 13 of 1. ``gathered``: the
+    input is read lane by lane (a strided depthwise or grouped convolution: the rule
+    de-interleaves only where channels share the input), each lane costs the same wide or not,
+    so ``W'`` is the width up to ``lanes - 1`` wider with the fewest vectors per row (the
+    narrowest on a tie: 13 is computed 14 wide in vectors of 7, 28 stays 28). Narrower rows
+    keep their width.
     """
     if width < MIN_WIDTH:
         return width, largest_divisor(width, lanes)
