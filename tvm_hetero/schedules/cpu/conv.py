@@ -8,7 +8,6 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.sym import detect_linear_equation
-from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
@@ -124,7 +123,7 @@ class Conv(CpuRule):
         row = spatial[-2]
         if channel is not None:
             rows = extents[row] if row != channel else 1
-            gathered = not _unit_step(data, w)
+            gathered = _column_step(data, w) != 1
             cw, rw, nv = register_tile(extents[channel], rows, extents[vec] // vw, gathered)
 
         v0, v1, v2 = sch.split(loops[vec], [None, nv, vw])
@@ -165,10 +164,9 @@ def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
     convolutions ran 1.2-1.4x faster, its 7x7 stem 1.8x. Whether it did (not: unit stride,
     or a width the stride does not divide)."""
     read = sch.get(main).reads[index]
-    found = detect_linear_equation(read.region[-1].min, [w])
-    if len(found) != 2 or not isinstance(found[0], tirx.IntImm) or int(found[0]) < 2:
+    stride, width = _column_step(read, w), read.source.shape[-1]
+    if stride is None or stride < 2:
         return False
-    stride, width = int(found[0]), read.source.shape[-1]
     if not isinstance(width, tirx.IntImm) or int(width) % stride:
         return False
     writers = [
@@ -183,11 +181,11 @@ def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
     return True
 
 
-def _unit_step(region, var: tirx.Var) -> bool:
-    """Whether ``region``'s innermost index moves by one with ``var`` (``w + kw``, not
-    ``2 * w + kw``)."""
-    step = Analyzer().simplify(region.region[-1].min - var)
-    return var not in collect_vars_used_in_prim_expr(step)
+def _column_step(region, var: tirx.Var) -> int | None:
+    """How far ``region``'s innermost index moves per step of ``var`` (``w + kw``: 1,
+    ``2 * w + kw``: 2), or ``None`` when it is not a constant multiple."""
+    found = detect_linear_equation(region.region[-1].min, [var])
+    return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
 
 
 def _parallel_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> None:
