@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 import tvm
+from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
+from tvm.script import tirx as T
 
-from tvm_hetero.build.multi_device import build
+from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.passes import OutlineDeviceUnits, OutlineSubgraphUnits
 from tvm_hetero.runtime.vm import make_vm, run
 
@@ -140,3 +142,59 @@ def test_bad_subgraphs_are_refused_with_the_reason():
         OutlineSubgraphUnits([["a", "b"]])(Crossing)
     with pytest.raises(ValueError, match="read each other's results"):
         OutlineSubgraphUnits([["a", "d"], ["b"], ["c"]])(Before)
+
+
+@I.ir_module
+class WithKernels:
+    """Two identical kernels called before legalization (as ONNX's Clip emits ``maximum`` and
+    ``maximum1``), in different subgraphs."""
+
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @T.prim_func(private=True, s_tir=True)
+    def maximum(x: T.Buffer((4, 8), F32), y: T.Buffer((4, 8), F32)):
+        for i, j in T.grid(4, 8):
+            with T.sblock("y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                y[vi, vj] = T.max(x[vi, vj], T.float32(0))
+
+    @T.prim_func(private=True, s_tir=True)
+    def maximum1(x: T.Buffer((4, 8), F32), y: T.Buffer((4, 8), F32)):
+        for i, j in T.grid(4, 8):
+            with T.sblock("y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                y[vi, vj] = T.max(x[vi, vj], T.float32(0))
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        cls = WithKernels
+        with R.dataflow():
+            a = R.call_tir(cls.maximum, (x,), out_ty=R.Tensor((4, 8), F32, "llvm:0"))
+            b = R.exp(a)
+            c = R.call_tir(cls.maximum1, (b,), out_ty=R.Tensor((4, 8), F32, "llvm:0"))
+            R.output(c)
+        return c
+
+
+def test_units_call_kernels_by_the_modules_own_names():
+    after = OutlineSubgraphUnits([["a"], ["b"], ["c"]])(WithKernels)
+    defined = [gv for gv, _ in after.functions_items()]
+    called = []
+    for gv, func in after.functions_items():
+        if "unit" in gv.name_hint:
+            relax.analysis.post_order_visit(
+                func.body,
+                lambda e: (
+                    called.append(e.args[0])
+                    if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.call_tir"
+                    else None
+                ),
+            )
+    assert len(called) == 2 and all(any(g.same_as(d) for d in defined) for g in called)
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(F32)
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    unfused = BuildOptions(fuse=False)  # TVM's FuseTIR refuses these two kernels side by side
+    ref = run(make_vm(build(WithKernels, unfused), devs), [x], devs[0])
+    got = run(make_vm(build(after), devs), [x], devs[0])
+    np.testing.assert_array_equal(ref[0], got[0])
+    np.testing.assert_allclose(got[0], np.exp(np.maximum(x, 0)), rtol=1e-6)

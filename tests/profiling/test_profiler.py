@@ -9,7 +9,13 @@ from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
-from tvm_hetero.runtime.measure import MeasureConfig, choose_number
+from tvm_hetero.runtime.measure import (
+    QUOTA_WINDOW_MS,
+    MeasureConfig,
+    choose_number,
+    for_device,
+    serves,
+)
 from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.zoo import load_zoo_model
 
@@ -36,6 +42,25 @@ def test_identical_workloads_are_measured_once(tmp_path, bert, two_cpus):
     again = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST)
     again.profile_ops(bert.mod, two_cpus[0])
     assert (again.misses, again.hits) == (0, len(graph.nodes))
+
+
+def test_a_stored_timing_serves_requests_no_longer_than_it_was_measured(tmp_path, bert, two_cpus):
+    ask = MeasureConfig(repeat=3, min_repeat_ms=20)
+    assert serves(ask, samples=3, number=10, median_s=1e-4, asked_ms=20)
+    assert not serves(ask, samples=3, number=1000, median_s=1e-4, asked_ms=10)
+    assert not serves(ask, samples=2, number=10, median_s=1e-4, asked_ms=20)
+    assert serves(ask, samples=3, number=ask.max_number, median_s=1e-9, asked_ms=1)
+    # stored before requests were kept: by how long the samples lasted (10 ms, 1 ms)
+    assert serves(ask, samples=3, number=100, median_s=1e-4)
+    assert not serves(ask, samples=3, number=10, median_s=1e-4)
+    quota = for_device(FAST, cpu_quota=0.4)
+    assert quota.min_repeat_ms == QUOTA_WINDOW_MS and quota.repeat == 3
+    assert for_device(FAST, cpu_quota=None) is FAST
+    Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST).profile_ops(bert.mod, two_cpus[0])
+    longer = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=ask)
+    records = longer.profile_ops(bert.mod, two_cpus[0])
+    assert longer.misses > 0  # 1 ms samples do not serve 20 ms ones: measured again
+    assert all(r.extra["sample_ms"] == 20 for r in records.values())
 
 
 def test_adaptive_number():

@@ -87,7 +87,8 @@ def test_offline_build_here_run_with_runtime_only_then_merge(tmp_path, two_cpus)
     assert result.returncode == 0, result.stdout + result.stderr
     db = ProfileDB(tmp_path / "p.jsonl")
     assert merge_results(db, manifest.parent) == 3
-    assert all(r.extra == {"offline": True} and r.median_s > 0 for r in db)
+    assert all(r.extra == {"offline": True, "sample_ms": FAST.min_repeat_ms} for r in db)
+    assert all(r.median_s > 0 for r in db)
     # the merged records serve the local profiler: same workload, target, mode and fingerprint
     profiler = Profiler(db, config=FAST)
     profiler.profile_op(model.mod, "relu", two_cpus[0])

@@ -1,6 +1,7 @@
 """The worker-to-worker data path: arrays by name over TCP, errors named, never hung on."""
 
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
-from tvm_hetero.runtime.tensor_link import LinkError, MissingValue, TensorFetcher, TensorServer
+from tvm_hetero.runtime.tensor_link import (
+    SOCKET_BUFFER_BYTES,
+    LinkError,
+    MissingValue,
+    TensorFetcher,
+    TensorServer,
+)
 
 DTYPES = st.sampled_from(["float32", "float16", "int64", "int32", "int8", "uint8", "bool"])
 
@@ -52,3 +59,14 @@ def test_a_refusing_or_silent_peer_is_an_error_not_a_hang():
         port = silent.getsockname()[1]
         with pytest.raises(LinkError, match="did not answer in time"):
             TensorFetcher(timeout_s=0.5).fetch("127.0.0.1", port, "x")
+
+
+def test_connections_ask_for_buffers_that_hold_an_activation(served):
+    """The kernel carries a whole tensor while its worker is busy (capped by the system)."""
+    values, (host, port), fetcher = served
+    values["x"] = np.zeros(4, np.float32)
+    fetcher.fetch(host, port, "x")
+    conn = fetcher._connection((host, port))
+    for option, cap in ((socket.SO_SNDBUF, "wmem_max"), (socket.SO_RCVBUF, "rmem_max")):
+        system = int(Path(f"/proc/sys/net/core/{cap}").read_text())
+        assert conn.getsockopt(socket.SOL_SOCKET, option) >= min(SOCKET_BUFFER_BYTES, system)

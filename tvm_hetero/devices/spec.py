@@ -71,7 +71,8 @@ class DeviceSpec:
     index : int
         Device index handed to TVM (``tvm.cpu(index)``, ``tvm.cuda(index)``).
     memory_bytes : int or None
-        Memory capacity, for planners with memory limits.
+        Memory the model may take on the device (weights and buffers: what planners with
+        memory limits place), besides what the runtime itself takes.
     threads : int or None
         Worker threads the device uses (CPU); ``None`` leaves TVM's default.
     host : str or None

@@ -25,6 +25,9 @@ from tvm_hetero.emulation.layout import CGROUP_PARENT, WORKER_PORT, Layout, Node
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "memory")
 CFS_PERIOD_US = 100_000
+SESSION_BYTES = 256 * 2**20
+"""Memory a client's session takes in a worker besides the model (the forked session process's
+copied pages, its buffers); measured: see :func:`_hold_memory`."""
 
 
 class EmulationError(RuntimeError):
@@ -128,9 +131,20 @@ def _make_cgroups(node: Node) -> list[Path]:
         quota = max(1000, int(node.cpu_quota * CFS_PERIOD_US))
         (made[0] / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
         (made[0] / "cpu.cfs_quota_us").write_text(str(quota))
-    if node.memory_bytes is not None:
-        (made[1] / "memory.limit_in_bytes").write_text(str(node.memory_bytes))
     return made
+
+
+def _hold_memory(node: Node, memory_group: Path) -> None:
+    """Limit a started worker to its device's ``memory_bytes`` for the model: the cgroup's limit
+    is what the idle worker takes (Python, the TVM runtime: about 0.4 GiB with the full TVM
+    wheel's library mapped), :data:`SESSION_BYTES`, and ``memory_bytes``. A plan that puts more
+    on the device than it declares gets the worker killed by the kernel, as a real device's
+    would be."""
+    if node.memory_bytes is None:
+        return
+    idle = int((memory_group / "memory.usage_in_bytes").read_text())
+    limit = idle + SESSION_BYTES + node.memory_bytes
+    (memory_group / "memory.limit_in_bytes").write_text(str(limit))
 
 
 def _start_worker(node: Node, groups: list[Path], logs: Path) -> subprocess.Popen:
@@ -180,6 +194,9 @@ def up(
 ) -> ClusterSpec:  # fmt: skip
     """Make ``layout`` and start its workers; the cluster with the workers' addresses.
 
+    Each worker has ``timeout_s`` to listen, over its CPU quota for one held to less than a
+    core (it starts at the pace the quota allows).
+
     Whatever an earlier ``up`` of the same tag left is removed first; on any failure everything
     made is removed again before :class:`EmulationError` is raised.
     """
@@ -190,11 +207,14 @@ def up(
         for cmd in up_commands(layout):
             _sh(cmd)
         logs.mkdir(parents=True, exist_ok=True)
-        procs = []
+        procs, groups = [], []
         for node in layout.nodes:
-            procs.append(_start_worker(node, _make_cgroups(node), logs))
-        for node, proc in zip(layout.nodes, procs, strict=True):
-            _wait_listening(node, proc, logs, timeout_s)
+            groups.append(_make_cgroups(node))
+            procs.append(_start_worker(node, groups[-1], logs))
+        for node, proc, made in zip(layout.nodes, procs, groups, strict=True):
+            # a worker held to a tenth of a core takes ten times as long to start
+            _wait_listening(node, proc, logs, timeout_s / min(1.0, node.cpu_quota or 1.0))
+            _hold_memory(node, made[1])
             progress(f"worker {node.device} listening on {node.address} in {node.namespace}")
     except BaseException:
         down(layout.tag)

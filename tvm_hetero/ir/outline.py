@@ -47,19 +47,23 @@ def substitute(
     bb: relax.BlockBuilder,
     mod: tvm.IRModule,
     type_of: Callable[[relax.Type], relax.Type] = plain_type,
+    kernels: relax.BlockBuilder | None = None,
 ) -> relax.Expr:
     """``expr`` with variables replaced by ``remap``, rebuilt so the builder infers its type;
-    kernels it calls (``call_tir``) are added to the builder's module."""
+    kernels it calls (``call_tir``) are added to ``kernels``' module (default ``bb``'s), and the
+    call names them as that module does."""
+    kernels = kernels or bb
     if isinstance(expr, relax.Var | tvm.ir.expr.Constant):
         return remap.get(expr, expr)
     if isinstance(expr, relax.Tuple):
-        return relax.Tuple([substitute(f, remap, bb, mod, type_of) for f in expr.fields])
+        return relax.Tuple([substitute(f, remap, bb, mod, type_of, kernels) for f in expr.fields])
     if isinstance(expr, relax.TupleGetItem):
-        return relax.TupleGetItem(substitute(expr.tuple_value, remap, bb, mod, type_of), expr.index)
+        inner = substitute(expr.tuple_value, remap, bb, mod, type_of, kernels)
+        return relax.TupleGetItem(inner, expr.index)
     if isinstance(expr, relax.Call):
-        args = [substitute(a, remap, bb, mod, type_of) for a in expr.args]
+        args = [substitute(a, remap, bb, mod, type_of, kernels) for a in expr.args]
         if isinstance(expr.op, tvm.ir.Op) and expr.op.name == CALL_TIR_OP:
-            args[0] = bb.add_func(mod[expr.args[0]], expr.args[0].name_hint)
+            args[0] = kernels.add_func(mod[expr.args[0]], expr.args[0].name_hint)
         return relax.Call(expr.op, args, expr.attrs, [type_of(t) for t in expr.ty_args])
     return expr
 
@@ -71,15 +75,16 @@ def emit_group(
     remap: dict,
     mod: tvm.IRModule,
     type_of: Callable[[relax.Type], relax.Type] = plain_type,
+    kernels: relax.BlockBuilder | None = None,
 ) -> relax.Expr:
     """Emit ``bindings`` into the open dataflow block of ``bb``; return the function's result.
 
     ``remap`` maps the group's free inputs to the new function's parameters and is extended with
-    every emitted binding.
+    every emitted binding; the kernels they call go to ``kernels`` (default ``bb``).
     """
     results = []
     for b in bindings:
-        value = substitute(b.value, remap, bb, mod, type_of)
+        value = substitute(b.value, remap, bb, mod, type_of, kernels)
         emit = bb.emit_output if b.var in outputs else bb.emit
         remap[b.var] = emit(value, name_hint=str(b.var.name))
         if b.var in outputs:

@@ -234,13 +234,10 @@ def _add_unit(bb, mod, unit: Unit, name: str, outputs: list, g: BindingGraph, by
     sub = relax.BlockBuilder()
     with sub.function(name, list(params.values())):
         with sub.dataflow():
-            out = emit_group(sub, consts + unit_bindings, outputs, dict(params), mod, _same)
+            # kernels go straight to the module's builder, so the unit calls them by its names
+            out = emit_group(sub, consts + unit_bindings, outputs, dict(params), mod, _same, bb)
         sub.emit_func_output(out)
-    fn = sub.get()[name]
-    for gv, f in sub.get().functions_items():
-        if gv.name_hint != name:
-            bb.add_func(f, gv.name_hint)
-    fn = fn.with_attrs({"global_symbol": name, UNIT_DEVICE_ATTR: unit.device})
+    fn = sub.get()[name].with_attrs({"global_symbol": name, UNIT_DEVICE_ATTR: unit.device})
     return bb.add_func(fn, name), list(params)
 
 

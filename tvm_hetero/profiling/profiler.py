@@ -32,7 +32,7 @@ from tvm_hetero.profiling.workloads import (
     transfer_module,
     workload_key,
 )
-from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args
+from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args, serves
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
 
@@ -115,23 +115,27 @@ class Profiler:
             )
 
         return self._stored_or_measured(
-            kind, key, target, devices[0], workload, config.repeat, measure, extra
+            kind, key, target, devices[0], workload, config, measure, extra
         )
 
     def _stored_or_measured(
         self, kind: RecordKind, key: str, target: str, device: DeviceSpec, workload: dict,
-        repeat: int, measure: Callable[[], Timing], extra: dict | None = None,
+        config: MeasureConfig, measure: Callable[[], Timing], extra: dict | None = None,
     ) -> ProfileRecord:  # fmt: skip
-        """The database's record with at least ``repeat`` samples, else ``measure()`` stored."""
+        """The database's record measured at least as long as ``config`` asks
+        (:func:`~tvm_hetero.runtime.measure.serves`), else ``measure()`` stored."""
         fp = self.runner.fingerprint(device)
         found = self.db.lookup(kind, key, target, self.mode, fp.key)
-        if found is not None and found.repeat >= repeat:
+        if found is not None and serves(
+            config, found.repeat, found.number, found.median_s, found.extra.get("sample_ms")
+        ):
             self.hits += 1
             return found
         timing = measure()
         record = ProfileRecord(
             kind, key, workload, target, self.mode, fp.to_dict(), fp.key, timing.samples_s,
-            timing.number, len(timing.samples_s), extra=dict(extra or {}),
+            timing.number, len(timing.samples_s),
+            extra={**(extra or {}), "sample_ms": config.min_repeat_ms},
         )  # fmt: skip
         self.db.add([record])
         self.misses += 1
@@ -246,8 +250,9 @@ class Profiler:
 
         workload = {"src": a.name, "dst": b.name, "op": "handoff", "hops": hops}
         key, target = f"handoff:{workload_key(mod)}", f"{target_key(a)}<->{target_key(b)}"
+        config = MeasureConfig(repeat=repeat, min_repeat_ms=0)
         return self._stored_or_measured(
-            RecordKind.TRANSFER, key, target, a, workload, repeat, measure
+            RecordKind.TRANSFER, key, target, a, workload, config, measure
         )
 
     def profile_model(

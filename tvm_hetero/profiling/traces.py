@@ -29,11 +29,6 @@ from tvm_hetero.profiling.record import RecordKind
 Progress = Callable[[str, int, int], None]
 SYNC_SIZES = (4096, 32768, 131072, 524288, 2097152, 8388608)
 """Payload bytes of the sync traces (a tile's boundary rows to a whole feature map)."""
-QUOTA_WINDOW_MS = 500
-"""A tile on a device held to a CPU quota is timed over this long (five CFS periods of 100 ms): a
-shorter run fits in one period's burst and runs faster than the device can sustain, and a window
-that ends inside a period gets part of one more burst (at most a fifth here; 2.5 periods made
-the same tile's samples differ by 20 %)."""
 JOIN_SHAPES = (
     (1, 8, 16, 16), (1, 16, 32, 32), (1, 32, 28, 28), (1, 64, 56, 56), (1, 24, 9, 13),
     (1, 3, 224, 224), (1, 32, 112, 112), (1, 96, 56, 56), (1, 128, 28, 28), (1, 256, 14, 14),
@@ -87,7 +82,7 @@ def collect(
     returns how many of each. One device per compute class is timed; ``limit=0`` times the
     transfers only (another cluster of devices already traced)."""
     from tvm_hetero.profiling.workloads import concat_module, tile_op_module
-    from tvm_hetero.runtime.measure import MeasureConfig
+    from tvm_hetero.runtime.measure import MeasureConfig, for_device
     from tvm_hetero.runtime.timer import runners_for
     from tvm_hetero.strategies.edgepipe import compute_class
     from tvm_hetero.strategies.eop import profiler_for
@@ -106,8 +101,7 @@ def collect(
     try:
         for device in classes.values():
             # a device held to a quota is timed over several CFS periods, not inside one burst
-            window = MeasureConfig(repeat=3, min_repeat_ms=QUOTA_WINDOW_MS)
-            config = window if device.cpu_quota else None
+            config = for_device(MeasureConfig(), device.cpu_quota)
             profiler = profiler_for(db, options, runners[device.name], config)
             rows = []
             for call, box, row in workloads:

@@ -8,6 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+QUOTA_WINDOW_MS = 500
+"""On a device held to a CPU quota, each sample runs this long (five CFS periods of 100 ms): a
+shorter run fits in one period's burst and runs faster than the device can sustain (a layer of
+DeiT-Small at 0.4 core: samples of 4.6 ms in a burst, 23-25 ms across a throttled period), and
+a sample that ends inside a period gets part of one more burst (at most a fifth here; 2.5
+periods made the same tile's samples differ by 20 %)."""
+
 
 @dataclass(frozen=True)
 class MeasureConfig:
@@ -35,6 +42,28 @@ class MeasureConfig:
                 f"got repeat={self.repeat}, min_repeat_ms={self.min_repeat_ms}, "
                 f"max_number={self.max_number}"
             )
+
+
+def for_device(config: MeasureConfig, cpu_quota: float | None) -> MeasureConfig:
+    """``config``, with samples of at least :data:`QUOTA_WINDOW_MS` for a device held to a CPU
+    quota (``cpu_quota`` cores), so that what is timed is the rate the quota sustains."""
+    if cpu_quota is None or config.min_repeat_ms >= QUOTA_WINDOW_MS:
+        return config
+    return MeasureConfig(min(config.repeat, 3), QUOTA_WINDOW_MS, config.max_number)
+
+
+def serves(
+    config: MeasureConfig, samples: int, number: int, median_s: float,
+    asked_ms: float | None = None,
+) -> bool:  # fmt: skip
+    """Whether a stored timing (``samples`` samples of ``number`` runs, ``median_s`` per run,
+    measured when ``asked_ms`` was asked of each sample) is what ``config`` asks: as many
+    samples, each asked to last as long (or of ``max_number`` runs). A timing stored without
+    ``asked_ms`` serves when its samples lasted at least half of ``min_repeat_ms``."""
+    if asked_ms is None:
+        asked_ms = number * median_s * 2e3
+    long_enough = number >= config.max_number or asked_ms >= config.min_repeat_ms
+    return samples >= config.repeat and long_enough
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,8 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
             record = ProfileRecord(
                 RecordKind(entry["kind"]), entry["workload_key"], entry["workload"],
                 entry["target"], entry["mode"], fp.to_dict(), fp.key, timing.samples_s,
-                timing.number, len(timing.samples_s), extra={"offline": True},
+                timing.number, len(timing.samples_s),
+                extra={"offline": True, "sample_ms": config.min_repeat_ms},
             )  # fmt: skip
             out.write(record.to_json() + "\n")
             written += 1

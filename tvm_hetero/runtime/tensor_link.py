@@ -25,6 +25,20 @@ from collections.abc import Callable
 import numpy as np
 
 _LEN = struct.Struct("<I")
+SOCKET_BUFFER_BYTES = 4 * 2**20
+"""Kernel buffers asked for each tensor connection (the system caps them at ``net.core.wmem_max``
+and ``rmem_max``): a whole activation fits, so the kernel sends and receives it at the link's
+pace while the workers compute or wait out a CPU quota. With the defaults (16 KiB to send), a
+worker held to a fraction of a core fed its link only while it ran."""
+
+
+def _buffered(sock: socket.socket) -> socket.socket:
+    """``sock`` with :data:`SOCKET_BUFFER_BYTES` buffers and no Nagle delay (receive buffers
+    before ``connect``: the window scale is agreed then)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 class LinkError(ConnectionError):
@@ -113,8 +127,7 @@ class TensorServer:
                 conn, _ = self._sock.accept()
             except OSError:  # closed
                 return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(_buffered(conn),), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
@@ -158,8 +171,14 @@ class TensorFetcher:
     def _connection(self, key: tuple[str, int]) -> socket.socket:
         conn = self._conns.get(key)
         if conn is None:
-            conn = socket.create_connection(key, timeout=self.timeout_s)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            family, kind, proto, _, address = socket.getaddrinfo(*key, type=socket.SOCK_STREAM)[0]
+            conn = _buffered(socket.socket(family, kind, proto))
+            conn.settimeout(self.timeout_s)
+            try:
+                conn.connect(address)
+            except OSError:
+                conn.close()
+                raise
             self._conns[key] = conn
         return conn
 

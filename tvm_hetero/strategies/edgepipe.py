@@ -27,7 +27,7 @@ from tvm_hetero.plan.edgepipe import Partition, PipelineProblem
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.runtime.measure import MeasureConfig, for_device
 from tvm_hetero.runtime.timer import runners_for
 from tvm_hetero.strategies.duet import attach_side_ops
 from tvm_hetero.strategies.eop import DEFAULT_DB
@@ -163,7 +163,8 @@ def layer_seconds(
     total, done = len(classes) * len(layers), 0
     try:
         for key, device in classes.items():
-            profiler = Profiler(database, runners[device.name], config, options or BuildOptions())
+            timing = for_device(config, device.cpu_quota)  # the rate a quota sustains
+            profiler = Profiler(database, runners[device.name], timing, options or BuildOptions())
             row = []
             for ops in layers.ops:
                 row.append(profiler.profile_subgraph(model.mod, ops, device).median_s)

@@ -1,0 +1,180 @@
+"""EdgePipe on models no one here wrote: torchvision, timm and transformers exports, ONNX files.
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python benchmarks/edgepipe/exported.py [--only resnet18 bert ...] [--microbatches 6]
+
+Each model of the corpus (``benchmarks/models/zoo.py``: random weights, no downloads) is
+exported to ONNX at its small size, loaded, cut into layers (``pipeline_layers``: the points
+where a single tensor crosses), planned by EdgePipe on two CPU devices of this process
+(``cpu@0``, ``cpu@1``, one thread each, layer times measured), compiled stage by stage and run
+pipelined; every microbatch's outputs are compared with the single-device build's (relative
+error: the largest difference over the largest output). ``resnet18-symbolic`` is ResNet-18
+exported with a symbolic batch dimension, loaded with ``--shapes``' Python form. Throughput
+is the pipeline's steady rate against one device's; both on this shared 2-core machine.
+Results: ``benchmarks/results/edgepipe_exported.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results"
+MODELS = ("resnet18", "resnet18-symbolic", "mobilenet_v2", "densenet121", "googlenet",
+          "convnext_tiny", "deit_tiny", "vit_b_16", "bert", "gpt2", "t5_encoder",
+          "lstm_classifier")  # fmt: skip
+TOLERANCE = 1e-4
+
+
+def _export_symbolic(path: Path) -> tuple[str, ...]:
+    """ResNet-18 (small) with a symbolic batch dimension (the TorchScript exporter's
+    ``dynamic_axes``)."""
+    import torch
+    from zoo import CORPUS
+
+    torch.manual_seed(0)
+    module, args = CORPUS["resnet18"].build(True)
+    torch.onnx.export(module.eval(), args, str(path), input_names=["in0"], dynamo=False,
+                      dynamic_axes={"in0": {0: "batch"}}, opset_version=17)  # fmt: skip
+    return ("in0",)
+
+
+def _feeds(name: str, model, count: int) -> list[dict[str, np.ndarray]]:
+    """``count`` microbatches: the export's example inputs, float ones redrawn each time."""
+    import torch
+    from zoo import CORPUS
+
+    torch.manual_seed(0)
+    _, args = CORPUS[name.removesuffix("-symbolic")].build(True)
+    example = dict(zip((s.name for s in model.inputs), (a.numpy() for a in args), strict=False))
+    rng = np.random.default_rng(0)
+    return [
+        {k: rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v
+         for k, v in example.items()}
+        for _ in range(count)
+    ]  # fmt: skip
+
+
+def _steady_per_s(deployment, feeds) -> float:
+    from tvm_hetero.runtime.executor import Executor
+    from tvm_hetero.runtime.stats import pipeline_stats
+
+    with Executor(deployment) as ex:
+        batches = [ex.place_inputs(f) for f in feeds]
+        ex.run_many(batches)
+        rates = []
+        for _ in range(3):
+            ex.run_many(batches)
+            rates.append(1 / pipeline_stats(ex.timeline, ex.finished_s).steady_s)
+    return statistics.median(rates)
+
+
+def check(name: str, work: Path, microbatches: int) -> dict:
+    """One model through EdgePipe; the row of the table (``stage`` names the first failure)."""
+    from zoo import CORPUS, export
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.runtime.executor import Executor
+    from tvm_hetero.strategies import edgepipe as strategy
+
+    source = CORPUS[name.removesuffix("-symbolic")].source
+    row: dict = {"model": name, "source": source, "stage": "export"}
+    try:
+        path = work / f"{name}.onnx"
+        if name.endswith("-symbolic"):
+            _export_symbolic(path)
+        else:
+            export(name, path, small=True)
+        row["stage"] = "import"
+        shapes = None
+        if name.endswith("-symbolic"):
+            _, args = CORPUS["resnet18"].build(True)
+            shapes = {"in0": list(args[0].shape)}
+        model = load_model(path, shapes=shapes)
+        graph = OpGraph.from_module(model.mod)
+        row["stage"] = "plan"
+        devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+        start = time.perf_counter()
+        result = strategy.plan_with_measurements(model, devices, db=work / "profiles.jsonl")
+        row.update(operators=len(graph.nodes), layers=len(result.layers),
+                   plan_s=time.perf_counter() - start,
+                   stages=[list(r) for r in result.plan.layers],
+                   predicted_per_s=1 / result.partition.period_s)  # fmt: skip
+        row["stage"] = "compile"
+        compiled = api.compile(model, api.in_plan_order(devices, result.plan), result.plan)
+        single = api.compile(model, devices[:1])
+        row["stage"] = "match"
+        feeds = _feeds(name, model, microbatches)
+        with Executor(single.deployment) as one:
+            want = [one.run(f) for f in feeds]
+        with Executor(compiled.deployment) as ex:
+            got = [ex.outputs_of(r) for r in ex.run_many([ex.place_inputs(f) for f in feeds])]
+        row["rel_err"] = max(
+            api.max_abs_error(g, w) / (max(float(np.abs(x).max()) for x in w) or 1.0)
+            for g, w in zip(got, want, strict=True)
+        )  # fmt: skip
+        if row["rel_err"] > TOLERANCE:
+            return row
+        row["stage"] = "time"
+        row["pipelined_per_s"] = _steady_per_s(compiled.deployment, feeds)
+        row["single_per_s"] = _steady_per_s(single.deployment, feeds)
+        row["stage"] = "ok"
+    except Exception as err:
+        text = str(err).strip().splitlines()
+        row["error"] = f"{type(err).__name__}: {text[0] if text else ''}"[:160]
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    """The Markdown table and its summary line."""
+    lines = ["| model | source | result | ops | layers | stages (layers) | rel. error "
+             "| pipelined /s | one device /s | speed-up |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        result = "ok" if r["stage"] == "ok" else f"fails at {r['stage']}: {r.get('error', '')}"
+        stages = " / ".join(f"{b - a + 1}" for a, b in r.get("stages", []))
+        speed = r["pipelined_per_s"] / r["single_per_s"] if "single_per_s" in r else None
+        cells = [r.get("operators", ""), r.get("layers", ""), stages,
+                 f"{r['rel_err']:.1e}" if "rel_err" in r else "",
+                 f"{r['pipelined_per_s']:.1f}" if "pipelined_per_s" in r else "",
+                 f"{r['single_per_s']:.1f}" if "single_per_s" in r else "",
+                 f"{speed:.2f}x" if speed else ""]  # fmt: skip
+        lines.append(f"| {r['model']} | {r['source']} | {result} | "
+                     + " | ".join(map(str, cells)) + " |")  # fmt: skip
+    ok = sum(r["stage"] == "ok" for r in rows)
+    return "\n".join(lines) + f"\n\n{ok} of {len(rows)} models planned, pipelined and matched.\n"
+
+
+def main() -> None:
+    sys.path.insert(0, str(HERE.parent / "models"))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--microbatches", type=int, default=6)
+    parser.add_argument("--out", default=str(RESULTS / "edgepipe_exported.json"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    rows = {r["model"]: r for r in json.loads(out.read_text())} if out.exists() else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.only:
+            rows[name] = check(name, Path(tmp), args.microbatches)
+            r = rows[name]
+            print(f"{name}: {r['stage']} {r.get('error', '')}"
+                  f"{r.get('stages', '')} {r.get('rel_err', '')}", flush=True)  # fmt: skip
+    ordered = [rows[n] for n in MODELS if n in rows]
+    out.write_text(json.dumps(ordered, indent=1) + "\n")
+    print(table(ordered))
+
+
+if __name__ == "__main__":
+    main()
