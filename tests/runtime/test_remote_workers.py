@@ -15,6 +15,7 @@ from tvm_hetero.cli.main import main
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.errors import RunError
 from tvm_hetero.plan import Placement
+from tvm_hetero.runtime import remote_worker
 from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.remote_worker import RemoteWorker
@@ -56,6 +57,7 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
 
     monkeypatch.setattr(RemoteWorker, "download", download)
     monkeypatch.setattr(RemoteWorker, "move", move)
+    monkeypatch.setattr(remote_worker, "UPLOAD_CHUNK_BYTES", 4096)  # each library in pieces
     other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
     with Executor(deployment) as ex:
         got = ex.run(inputs)

@@ -31,7 +31,11 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("load", "put", "get", "call", "item")
+_FUNCTIONS = ("write", "load", "put", "get", "call", "item")
+UPLOAD_CHUNK_BYTES = 16 * 2**20
+"""A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
+``upload`` holds a whole file in the worker two or three times over while it arrives, which
+killed a worker held to the memory its stage of ViT-Large fitted."""
 
 
 def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tuple[str, int]]:
@@ -123,13 +127,21 @@ class RemoteWorker:
             path = Path(library) if isinstance(library, str | Path) else Path(tmp) / "lib.so"
             if not isinstance(library, str | Path):
                 library.export_library(str(path))
-            self._rpc("upload", lambda: self.session.upload(str(path), "lib.so"))
+            self._rpc("upload", lambda: self._upload(path, "lib.so"))
         self.data_port = self._rpc(
             "load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict()))
         )
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
         self._teller = TensorFetcher()  # pull commands to this worker's data port
         self._tell_lock = threading.Lock()
+
+    def _upload(self, path: Path, name: str) -> None:
+        """``path`` into the worker's file ``name``, :data:`UPLOAD_CHUNK_BYTES` at a time."""
+        with open(path, "rb") as library:
+            offset = 0
+            while chunk := library.read(UPLOAD_CHUNK_BYTES):
+                self._remote["write"](name, offset, bytearray(chunk))
+                offset += len(chunk)
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
         """``fn()`` under the lock; a failure is this worker's, or a peer's when this worker

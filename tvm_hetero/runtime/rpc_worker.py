@@ -10,6 +10,7 @@ VM over the uploaded library, the values it holds by name, and a :class:`TensorS
 other workers pull the values they consume (see :mod:`.tensor_link`).
 
 - ``tvm_hetero.fingerprint(kind, index, threads)``: the device as the profile database keys it.
+- ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
 - ``tvm_hetero.worker.put(name, tensor)`` / ``get(name)``: a value from / to the client.
@@ -64,6 +65,17 @@ class _Session:
         self.gpu = False
         self.server: Any = None
         self.fetcher: Any = None
+
+    def write(self, file_name: str, offset: int, blob: bytearray) -> None:
+        """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
+        upload: TVM RPC's own upload holds the whole file in this process at once, and a
+        stage's library is mostly its weights)."""
+        import tvm
+
+        path = tvm.get_global_func("tvm.rpc.server.workpath")(file_name)
+        with open(path, "r+b" if offset else "wb") as out:
+            out.seek(offset)
+            out.write(blob)
 
     def load(self, file_name: str, spec_json: str) -> int:
         import tvm
@@ -226,6 +238,7 @@ def register() -> None:
 
     session = _Session()
     functions = {
+        "write": session.write,
         "load": session.load,
         "put": session.put,
         "get": session.value,
