@@ -22,6 +22,9 @@ Throughput is the steady rate, once the pipeline is full (microbatches leaving i
 a stream's rate, as the paper measured over long runs); the batch's rate, fill and drain
 included, is kept beside it. The bound is the sum of the measured single-device rates of the
 devices a plan uses.
+``vit-large-capped`` and ``vit-huge-capped``: ViT-Large / ViT-Huge (at 112 pixels) on devices
+whose ``memory_bytes`` no single one meets, enforced by each worker's memory cgroup; a run a
+worker does not survive is kept with its error.
 Results: ``benchmarks/results/edgepipe_throughput.json``.
 """
 
@@ -41,6 +44,7 @@ import numpy as np
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
+from tvm_hetero.errors import RunError
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan import edgepipe
@@ -165,7 +169,12 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                     print(f"  {name:>9}: a stage does not fit its device's memory", flush=True)
                     continue
                 compiled = api.compile(model, api.in_plan_order(devices, plan), plan)
-                rate, whole = throughput(compiled.deployment, feeds, args.repeat)
+                try:
+                    rate, whole = throughput(compiled.deployment, feeds, args.repeat)
+                except RunError as err:  # a worker killed (memory) or lost: kept, not fatal
+                    entries.append({"order": order, "devices": used, "error": str(err)[:200]})
+                    print(f"  {name:>9} on {len(used)} devices: failed: {err}", flush=True)
+                    continue
                 alone_rates = [measured[n] for n in used]
                 bound = sum(alone_rates) if None not in alone_rates else float("nan")
                 entries.append({

@@ -26,8 +26,9 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "memory")
 CFS_PERIOD_US = 100_000
 SESSION_BYTES = 256 * 2**20
-"""Memory a client's session takes in a worker besides the model (the forked session process's
-copied pages, its buffers); measured: see :func:`_hold_memory`."""
+"""Memory a client's session may take in a worker besides the model (the forked session
+process's copied pages, its buffers): link probes' sessions took 30-70 MiB over the idle
+worker's 270-320 MiB (page cache included), so this leaves room for a pipeline's buffers."""
 
 
 class EmulationError(RuntimeError):
@@ -136,8 +137,8 @@ def _make_cgroups(node: Node) -> list[Path]:
 
 def _hold_memory(node: Node, memory_group: Path) -> None:
     """Limit a started worker to its device's ``memory_bytes`` for the model: the cgroup's limit
-    is what the idle worker takes (Python, the TVM runtime: about 0.4 GiB with the full TVM
-    wheel's library mapped), :data:`SESSION_BYTES`, and ``memory_bytes``. A plan that puts more
+    is what the idle worker takes (Python, the TVM runtime and page cache: 270-320 MiB here),
+    :data:`SESSION_BYTES`, and ``memory_bytes``. A plan that puts more
     on the device than it declares gets the worker killed by the kernel, as a real device's
     would be."""
     if node.memory_bytes is None:
