@@ -44,8 +44,8 @@ import numpy as np
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
-from tvm_hetero.errors import RunError
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
+from tvm_hetero.errors import RunError
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan import edgepipe
 from tvm_hetero.profiling.link_probe import measured_cluster, probe_link
