@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -34,26 +33,18 @@ MODELS = ("resnet18", "resnet18-symbolic", "mobilenet_v2", "densenet121", "googl
 TOLERANCE = 1e-4
 
 
-def _export_symbolic(path: Path) -> tuple[str, ...]:
-    """ResNet-18 (small) with a symbolic batch dimension (the TorchScript exporter's
+def _export_symbolic(module, args, path: Path) -> None:
+    """``module`` (ResNet-18) with a symbolic batch dimension (the TorchScript exporter's
     ``dynamic_axes``)."""
     import torch
-    from zoo import CORPUS
 
-    torch.manual_seed(0)
-    module, args = CORPUS["resnet18"].build(True)
     torch.onnx.export(module.eval(), args, str(path), input_names=["in0"], dynamo=False,
                       dynamic_axes={"in0": {0: "batch"}}, opset_version=17)  # fmt: skip
-    return ("in0",)
 
 
-def _feeds(name: str, model, count: int) -> list[dict[str, np.ndarray]]:
-    """``count`` microbatches: the export's example inputs, float ones redrawn each time."""
-    import torch
-    from zoo import CORPUS
-
-    torch.manual_seed(0)
-    _, args = CORPUS[name.removesuffix("-symbolic")].build(True)
+def _feeds(model, args, count: int) -> list[dict[str, np.ndarray]]:
+    """``count`` microbatches: the export's example inputs ``args``, float ones redrawn each
+    time."""
     example = dict(zip((s.name for s in model.inputs), (a.numpy() for a in args), strict=False))
     rng = np.random.default_rng(0)
     return [
@@ -63,22 +54,10 @@ def _feeds(name: str, model, count: int) -> list[dict[str, np.ndarray]]:
     ]  # fmt: skip
 
 
-def _steady_per_s(deployment, feeds) -> float:
-    from tvm_hetero.runtime.executor import Executor
-    from tvm_hetero.runtime.stats import pipeline_stats
-
-    with Executor(deployment) as ex:
-        batches = [ex.place_inputs(f) for f in feeds]
-        ex.run_many(batches)
-        rates = []
-        for _ in range(3):
-            ex.run_many(batches)
-            rates.append(1 / pipeline_stats(ex.timeline, ex.finished_s).steady_s)
-    return statistics.median(rates)
-
-
 def check(name: str, work: Path, microbatches: int) -> dict:
     """One model through EdgePipe; the row of the table (``stage`` names the first failure)."""
+    import torch
+    from throughput import throughput
     from zoo import CORPUS, export
 
     from tvm_hetero import api
@@ -88,20 +67,18 @@ def check(name: str, work: Path, microbatches: int) -> dict:
     from tvm_hetero.runtime.executor import Executor
     from tvm_hetero.strategies import edgepipe as strategy
 
-    source = CORPUS[name.removesuffix("-symbolic")].source
-    row: dict = {"model": name, "source": source, "stage": "export"}
+    base, symbolic = name.removesuffix("-symbolic"), name.endswith("-symbolic")
+    row: dict = {"model": name, "source": CORPUS[base].source, "stage": "export"}
     try:
         path = work / f"{name}.onnx"
-        if name.endswith("-symbolic"):
-            _export_symbolic(path)
+        torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
+        module, args = CORPUS[base].build(True)
+        if symbolic:
+            _export_symbolic(module, args, path)
         else:
             export(name, path, small=True)
         row["stage"] = "import"
-        shapes = None
-        if name.endswith("-symbolic"):
-            _, args = CORPUS["resnet18"].build(True)
-            shapes = {"in0": list(args[0].shape)}
-        model = load_model(path, shapes=shapes)
+        model = load_model(path, shapes={"in0": list(args[0].shape)} if symbolic else None)
         graph = OpGraph.from_module(model.mod)
         row["stage"] = "plan"
         devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
@@ -115,7 +92,7 @@ def check(name: str, work: Path, microbatches: int) -> dict:
         compiled = api.compile(model, api.in_plan_order(devices, result.plan), result.plan)
         single = api.compile(model, devices[:1])
         row["stage"] = "match"
-        feeds = _feeds(name, model, microbatches)
+        feeds = _feeds(model, args, microbatches)
         with Executor(single.deployment) as one:
             want = [one.run(f) for f in feeds]
         with Executor(compiled.deployment) as ex:
@@ -127,8 +104,8 @@ def check(name: str, work: Path, microbatches: int) -> dict:
         if row["rel_err"] > TOLERANCE:
             return row
         row["stage"] = "time"
-        row["pipelined_per_s"] = _steady_per_s(compiled.deployment, feeds)
-        row["single_per_s"] = _steady_per_s(single.deployment, feeds)
+        row["pipelined_per_s"] = throughput(compiled.deployment, feeds, 3)[0]
+        row["single_per_s"] = throughput(single.deployment, feeds, 3)[0]
         row["stage"] = "ok"
     except Exception as err:
         text = str(err).strip().splitlines()
@@ -157,7 +134,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    sys.path.insert(0, str(HERE.parent / "models"))
+    sys.path[:0] = [str(HERE), str(HERE.parent / "models")]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--microbatches", type=int, default=6)

@@ -82,7 +82,7 @@ def collect(
     returns how many of each. One device per compute class is timed; ``limit=0`` times the
     transfers only (another cluster of devices already traced)."""
     from tvm_hetero.profiling.workloads import concat_module, tile_op_module
-    from tvm_hetero.runtime.measure import MeasureConfig, for_device
+    from tvm_hetero.runtime.measure import PROFILE_CONFIG, for_device
     from tvm_hetero.runtime.timer import runners_for
     from tvm_hetero.strategies.edgepipe import compute_class
     from tvm_hetero.strategies.eop import profiler_for
@@ -101,7 +101,7 @@ def collect(
     try:
         for device in classes.values():
             # a device held to a quota is timed over several CFS periods, not inside one burst
-            config = for_device(MeasureConfig(), device.cpu_quota)
+            config = for_device(PROFILE_CONFIG, device.cpu_quota)
             profiler = profiler_for(db, options, runners[device.name], config)
             rows = []
             for call, box, row in workloads:

@@ -44,6 +44,11 @@ class MeasureConfig:
             )
 
 
+PROFILE_CONFIG = MeasureConfig(repeat=5, min_repeat_ms=10)
+"""What the planners' profilers time with unless told otherwise (EOP's, EdgePipe's layers,
+FlexPie's traces)."""
+
+
 def for_device(config: MeasureConfig, cpu_quota: float | None) -> MeasureConfig:
     """``config``, with samples of at least :data:`QUOTA_WINDOW_MS` for a device held to a CPU
     quota (``cpu_quota`` cores), so that what is timed is the rate the quota sustains."""

@@ -27,7 +27,7 @@ from tvm_hetero.plan.edgepipe import Partition, PipelineProblem
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.runtime.measure import MeasureConfig, for_device
+from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, for_device
 from tvm_hetero.runtime.timer import runners_for
 from tvm_hetero.strategies.duet import attach_side_ops
 from tvm_hetero.strategies.eop import DEFAULT_DB
@@ -158,7 +158,7 @@ def layer_seconds(
         classes.setdefault(compute_class(d), d)
     runners = runners_for(list(classes.values()))
     database = ProfileDB(db or DEFAULT_DB)
-    config = config or MeasureConfig(repeat=5, min_repeat_ms=10)
+    config = config or PROFILE_CONFIG
     measured: dict[str, list[float]] = {}
     total, done = len(classes) * len(layers), 0
     try:

@@ -40,7 +40,7 @@ from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import Dim, local_copy_module
-from tvm_hetero.runtime.measure import MeasureConfig, random_args
+from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, random_args
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 
 MIN_EXTENT = 4
@@ -242,10 +242,11 @@ def profiler_for(
     config: MeasureConfig | None = None,
 ) -> Profiler:  # fmt: skip
     """The profiler EOP measures with: records kept in ``db`` (default :data:`DEFAULT_DB`),
-    timed by ``runner`` (default: this process) with ``config`` (default: 5 repeats of 10 ms)."""
+    timed by ``runner`` (default: this process) with ``config`` (default: ``PROFILE_CONFIG``, 5
+    repeats of 10 ms)."""
     return Profiler(
         ProfileDB(db or DEFAULT_DB), runner or LocalRunner(),
-        config or MeasureConfig(repeat=5, min_repeat_ms=10), options or BuildOptions(),
+        config or PROFILE_CONFIG, options or BuildOptions(),
     )  # fmt: skip
 
 
