@@ -23,8 +23,9 @@ a stream's rate, as the paper measured over long runs); the batch's rate, fill a
 included, is kept beside it. The bound is the sum of the measured single-device rates of the
 devices a plan uses.
 ``vit-large-capped`` and ``vit-huge-capped``: ViT-Large / ViT-Huge (at 112 pixels) on devices
-whose ``memory_bytes`` no single one meets, enforced by each worker's memory cgroup; a run a
-worker does not survive is kept with its error.
+whose ``memory_bytes`` no single one meets, enforced by each worker's memory cgroup (a stage
+must fit while its library loads: ``LOAD_COPIES`` times its weights); a run a worker does not
+survive is kept with its error.
 Results: ``benchmarks/results/edgepipe_throughput.json``.
 """
 
@@ -65,12 +66,12 @@ CASES: dict[str, list[tuple[int, float, float]]] = {  # (count, CPU share of an 
     "case4": [(1, 1.0, 30), (1, 1.0, 20), (1, 0.7, 10), (1, 0.7, 5)],
     "case5": [(2, 1.0, 50), (2, 0.1, 20), (1, 0.7, 30)],
     "case6": [(1, 1.0, 100), (1, 0.75, 60), (1, 0.5, 40), (1, 0.25, 20), (1, 0.1, 10)],
-    "vit-large-capped": [(4, 1.0, 1000)],
-    "vit-huge-capped": [(4, 1.0, 1000)],
+    "vit-large-capped": [(6, 0.67, 1000)],  # the homogeneous case's 1.6 cores, in 6
+    "vit-huge-capped": [(6, 0.67, 1000)],
 }
 CAPPED: dict[str, tuple[str, int]] = {  # case -> (zoo model, each device's memory in MiB)
-    "vit-large-capped": ("vit-large", 768),  # 1.13 GiB of weights
-    "vit-huge-capped": ("vit-huge", 1024),  # 2.35 GiB
+    "vit-large-capped": ("vit-large", 768),  # 1.13 GiB of weights, 3.4 GiB while loading
+    "vit-huge-capped": ("vit-huge", 1536),  # 2.35 GiB, 7.1 GiB while loading
 }
 CAPPED_IMAGE = 112
 """The capped cases' image size: the paper models' weights (what the caps are about) at a

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from tvm_hetero.plan.edgepipe import (
+    LOAD_COPIES,
     PipelineProblem,
     brute_force,
     categories,
@@ -82,11 +83,12 @@ def test_categories_group_interchangeable_devices() -> None:
 
 
 def test_model_that_fits_no_single_device_is_split() -> None:
-    """Four layers of 1000 weight bytes; each device holds 2500: no device alone, two can."""
+    """Four layers of 1000 weight bytes; each device holds 6500 (two layers' weights as they
+    load, ``LOAD_COPIES`` times): no device alone, two can."""
     problem = PipelineProblem(
         layer_s=((1.0,) * 4, (1.0,) * 4, (1.0,) * 4),
         out_bytes=(10,) * 4, in_bytes=10, weight_bytes=(1000,) * 4, work_bytes=(10,) * 4,
-        memory=(2500, 2500, 2500),
+        memory=(6500, 6500, 6500),
         bandwidth=tuple(tuple(math.inf if a == b else 1e6 for b in range(3)) for a in range(3)),
     )  # fmt: skip
     for d in range(3):
@@ -94,6 +96,19 @@ def test_model_that_fits_no_single_device_is_split() -> None:
     part = edgepipe(problem)
     assert len(part.stages) >= 2 and part.feasible
     assert part.period_s == brute_force(problem)
+
+
+def test_a_stage_must_fit_while_it_loads() -> None:
+    """1000 weight bytes run in 1040 bytes but load in ``LOAD_COPIES`` x 1000: a 2500-byte
+    device cannot take the layer."""
+    problem = PipelineProblem(
+        layer_s=((1.0,),), out_bytes=(10,), in_bytes=10, weight_bytes=(1000,), work_bytes=(0,),
+        memory=(2500,), bandwidth=((math.inf,),),
+    )  # fmt: skip
+    assert problem.stage_bytes(0, 0) == LOAD_COPIES * 1000 > 2500
+    assert not evaluate(problem, [(0, 0, 0)]).feasible
+    with pytest.raises(ValueError, match="no partition fits"):
+        edgepipe(problem)
 
 
 def test_slow_device_is_left_out() -> None:

@@ -1,6 +1,7 @@
 """The worker-to-worker data path: arrays by name over TCP, errors named, never hung on."""
 
 import socket
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ from tvm_hetero.runtime.tensor_link import (
     MissingValue,
     TensorFetcher,
     TensorServer,
+    _recv_frame,
+    send_array,
 )
 
 DTYPES = st.sampled_from(["float32", "float16", "int64", "int32", "int8", "uint8", "bool"])
@@ -66,7 +69,60 @@ def test_connections_ask_for_buffers_that_hold_an_activation(served):
     values, (host, port), fetcher = served
     values["x"] = np.zeros(4, np.float32)
     fetcher.fetch(host, port, "x")
-    conn = fetcher._connection((host, port))
+    conn = fetcher._pipes[(host, port)].conn
     for option, cap in ((socket.SO_SNDBUF, "wmem_max"), (socket.SO_RCVBUF, "rmem_max")):
         system = int(Path(f"/proc/sys/net/core/{cap}").read_text())
         assert conn.getsockopt(socket.SOL_SOCKET, option) >= min(SOCKET_BUFFER_BYTES, system)
+
+
+def _answer_after_two_requests(listener: socket.socket, arrays: dict) -> None:
+    """A peer that answers nothing until two requests have arrived, then both, in order."""
+    conn, _ = listener.accept()
+    with conn:
+        names = [_recv_frame(conn).decode() for _ in range(2)]
+        for name in names:
+            send_array(conn, arrays[name])
+
+
+def test_requests_are_pipelined_and_answers_kept_in_order():
+    """The second request leaves before the first answer arrives (a slow link is never idle
+    waiting for the next request); each answer reaches its own request."""
+    arrays = {"a": np.arange(5, dtype=np.int32), "b": np.ones((2, 3), np.float32)}
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        host, port = listener.getsockname()[:2]
+        threading.Thread(target=_answer_after_two_requests, args=(listener, arrays)).start()
+        fetcher = TensorFetcher(timeout_s=5)
+        got: dict = {}
+        arrived = threading.Semaphore(0)
+
+        def done(name):
+            return lambda array, err: (got.update({name: (array, err)}), arrived.release())
+
+        for name in ("a", "b"):
+            fetcher.fetch_later(host, port, name, lambda s, d: np.empty(s, d), done(name))
+        assert arrived.acquire(timeout=5) and arrived.acquire(timeout=5)
+        fetcher.close()
+    for name, array in arrays.items():
+        assert got[name][1] is None
+        np.testing.assert_array_equal(got[name][0], array)
+
+
+def test_a_broken_connection_fails_what_was_asked_on_it_and_the_next_reconnects(served):
+    values, (host, port), _ = served
+    values["x"] = np.arange(3, dtype=np.int64)
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, reads, hangs up
+        dead_host, dead_port = listener.getsockname()[:2]
+        fetcher = TensorFetcher(timeout_s=5)
+        errors: list = []
+        arrived = threading.Semaphore(0)
+        for name in ("p", "q"):
+            fetcher.fetch_later(
+                dead_host, dead_port, name, lambda s, d: np.empty(s, d),
+                lambda _, err: (errors.append(err), arrived.release()),
+            )  # fmt: skip
+        listener.accept()[0].close()
+        assert arrived.acquire(timeout=5) and arrived.acquire(timeout=5)
+    assert [type(e) for e in errors] == [LinkError, LinkError]
+    assert "fetching 'p'" in str(errors[0])
+    np.testing.assert_array_equal(fetcher.fetch(host, port, "x"), values["x"])  # another peer
+    fetcher.close()

@@ -207,12 +207,19 @@ def _star_layout(spec: ClusterSpec, tag: str, net: int, nodes: tuple[Node, ...])
     return Layout(tag, net, nodes, (), routes, ports)
 
 
+QUEUE_BYTES = 8 * 2**20
+"""Bytes a shaped link queues before it drops: two tensor connections' whole send buffers
+(``tensor_link.SOCKET_BUFFER_BYTES``). A NIC holds its own host's packets back rather than drop
+them; with a queue of 100 ms of traffic (125 KB at 10 Mbit/s) a 300 KB activation sent at once
+lost packets on every transfer, and a pipelined stage waited out the recovery."""
+
+
 def _tbf(link: Link) -> list[str]:
-    """``tbf`` arguments for the link's rate: a burst of ~4 ms of traffic (at least 16 KiB) and a
-    queue of 100 ms, so TCP sees the rate and not the bucket."""
+    """``tbf`` arguments for the link's rate: a burst of ~4 ms of traffic (at least 16 KiB), so
+    TCP sees the rate and not the bucket, and a queue of :data:`QUEUE_BYTES`."""
     rate_bps = link.bandwidth_mbps * 1e6
     burst = max(16 * 1024, int(rate_bps / 8 * 0.004))
-    return ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
+    return ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "limit", str(QUEUE_BYTES)]
 
 
 def _veth(name: str, peer: str, peer_ns: str, ns: str | None = None) -> list[str]:

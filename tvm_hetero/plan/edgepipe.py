@@ -25,6 +25,11 @@ import numpy as np
 BUFFERS_IN = 2
 BUFFERS_OUT = 2
 """Microbatches a stage holds while it receives and sends (PipeEdge's defaults)."""
+LOAD_COPIES = 3
+"""Copies of a stage's weights its worker holds at once while it loads the stage's library
+(TVM 0.27's loader reads the constants out of the library's bytes; they settle to one copy):
+a stage whose weights fit its device only once loaded would be killed on loading
+(``tests/runtime/test_library_load_memory.py`` measures it)."""
 
 
 @dataclass(frozen=True)
@@ -101,13 +106,16 @@ class PipelineProblem:
         return lat + self.out_bytes[last] / self.bandwidth[a][b]
 
     def stage_bytes(self, first: int, last: int) -> int:
-        """Memory a stage of layers ``first..last`` needs: its weights, ``BUFFERS_IN`` inputs,
-        ``BUFFERS_OUT`` outputs, and the largest working set of its layers."""
+        """Memory a stage of layers ``first..last`` needs: ``LOAD_COPIES`` times its weights
+        while it loads, then its weights, ``BUFFERS_IN`` inputs, ``BUFFERS_OUT`` outputs, and
+        the largest working set of its layers, whichever is more."""
         inp = self.in_bytes if first == 0 else self.out_bytes[first - 1]
-        return (
-            sum(self.weight_bytes[first : last + 1]) + BUFFERS_IN * inp
+        weights = sum(self.weight_bytes[first : last + 1])
+        running = (
+            weights + BUFFERS_IN * inp
             + BUFFERS_OUT * self.out_bytes[last] + max(self.work_bytes[first : last + 1])
         )  # fmt: skip
+        return max(LOAD_COPIES * weights, running)
 
     def fits(self, first: int, last: int, d: int) -> bool:
         """Whether layers ``first..last`` fit device ``d``'s memory."""
@@ -288,11 +296,13 @@ def _stage_row(problem: PipelineProblem, d: int, first: int) -> tuple[np.ndarray
     if cap is None:
         return compute, compute
     inp = problem.in_bytes if first == 0 else problem.out_bytes[first - 1]
-    need = (
-        np.cumsum(np.array(problem.weight_bytes[first:], dtype=np.int64)) + BUFFERS_IN * inp
+    weights = np.cumsum(np.array(problem.weight_bytes[first:], dtype=np.int64))
+    running = (
+        weights + BUFFERS_IN * inp
         + BUFFERS_OUT * np.array(problem.out_bytes[first:], dtype=np.int64)
         + np.maximum.accumulate(np.array(problem.work_bytes[first:], dtype=np.int64))
     )  # fmt: skip
+    need = np.maximum(LOAD_COPIES * weights, running)
     return compute, np.where(need <= cap, compute, np.inf)
 
 

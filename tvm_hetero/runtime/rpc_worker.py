@@ -20,8 +20,9 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
   buffers (received into by name when shape and type match), so nothing piles up.
 - ``tvm_hetero.worker.fetch(host, port, src, out)``: the same pull over RPC, waited for
   (``benchmarks/cluster/shaped_links.py`` times it).
-- a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): pull a
-  value from another worker in the data server's thread; a unit that reads it waits for it.
+- a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): ask another
+  worker for a value at once (requests to one peer are pipelined, see
+  :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
   payload, and pulls of it from another worker timed here (``tvm-hetero cluster probe``).
 """
@@ -190,18 +191,19 @@ class _Session:
 
     def _command(self, message: dict) -> None:
         """A command from the client on the data port: ``{"pull": [host, port, src, out,
-        peer]}`` pulls ``src`` from worker ``peer`` as ``out``, here in the data server's
-        thread; a failure is kept for the unit that reads ``out``."""
+        peer]}`` asks worker ``peer`` for ``src`` at once (the data server's thread goes back to
+        the next command); it arrives as ``out``, or its failure is kept for the unit that
+        reads ``out``."""
         host, port, src, out, peer = message["pull"]
-        try:
-            self.pull(host, int(port), src, out)
-        except Exception as err:  # reported to the reader of ``out``
-            with self.arrived:
-                if self._roll(out):
-                    self.failed[out] = f"LinkError from {peer}: {err}"
-                    self.arrived.notify_all()
+        self._pull(host, int(port), src, out, peer)
 
-    def pull(self, host: str, port: int, src: str, out: str) -> None:
+    def fetch(self, host: str, port: int, src: str, out: str) -> None:
+        """The same pull, waited for (over RPC: a benchmark times it)."""
+        self.data_port()
+        self._pull(host, port, src, out, f"{host}:{port}")
+        self.value(out)
+
+    def _pull(self, host: str, port: int, src: str, out: str, peer: str) -> None:
         """Pull ``src`` from another worker as ``out``. The last run's ``out`` is received into
         when its shape and type match (the names restart every run, and a run's values are
         consumed before the next run starts): fresh memory would cost a page fault per page."""
@@ -222,8 +224,16 @@ class _Session:
             made.append(old if reusable else tvm.runtime.empty(shape, dtype, cpu))
             return np.from_dlpack(made[0])
 
-        self.puller.fetch(host, port, src, allocate)
-        self.hold(out, made[0].copyto(self.device) if self.gpu else made[0])
+        def done(_: Any, err: BaseException | None) -> None:
+            if err is None:
+                self.hold(out, made[0].copyto(self.device) if self.gpu else made[0])
+                return
+            with self.arrived:  # reported to the reader of ``out``
+                if self._roll(out):
+                    self.failed[out] = f"LinkError from {peer}: {err}"
+                    self.arrived.notify_all()
+
+        self.puller.fetch_later(host, port, src, allocate, done)
 
 
 def register() -> None:
@@ -244,7 +254,7 @@ def register() -> None:
         "get": session.value,
         "call": session.call,
         "item": session.item,
-        "fetch": session.pull,
+        "fetch": session.fetch,
         "fill": session.fill,
         "probe": session.probe,
     }

@@ -17,6 +17,7 @@ the client never waits for the transfer, and the worker receives while it comput
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import struct
 import threading
@@ -155,8 +156,52 @@ class TensorServer:
         self._sock.close()
 
 
+Done = Callable[[np.ndarray | None, BaseException | None], None]
+"""Called once per :meth:`TensorFetcher.fetch_later`: the array, or the error (``None`` else)."""
+
+
+class _Pipe:
+    """One kept-open connection to a peer: requests leave as they are asked for, and a thread
+    of its own receives the answers in order (the peer answers one request after another)."""
+
+    def __init__(self, conn: socket.socket, where: str) -> None:
+        self.conn, self.where = conn, where
+        self.pending: queue.SimpleQueue = queue.SimpleQueue()
+        self.broken: LinkError | None = None
+        threading.Thread(target=self._receive, name="tensor-pipe", daemon=True).start()
+
+    def _receive(self) -> None:
+        while (item := self.pending.get()) is not None:
+            name, allocate, done = item
+            if self.broken is not None:
+                done(None, self.broken)
+                continue
+            try:
+                array = recv_array(self.conn, allocate)
+            except MissingValue as err:  # answered: the connection is still in step
+                done(None, err)
+                continue
+            except (OSError, LinkError) as err:
+                self.broken = _link_error(f"fetching {name!r} from {self.where}", err)
+                self.conn.close()
+                done(None, self.broken)
+                continue
+            done(array, None)
+
+
+def _link_error(what: str, err: BaseException) -> LinkError:
+    why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
+    return LinkError(f"{what}: {why}")
+
+
 class TensorFetcher:
     """Pulls values from peers' :class:`TensorServer`, one kept-open connection per peer.
+
+    Requests are pipelined: :meth:`fetch_later` sends its request at once, even while an
+    earlier answer on the connection is still arriving, so the peer starts the next answer as
+    soon as it has sent the last one. (Asking only after each answer had arrived left a slow
+    link idle for a round trip through both workers' CPU quotas per tensor: a pipeline over
+    10 Mbit/s links ran at 55-67 % of its predicted rate.)
 
     Parameters
     ----------
@@ -166,54 +211,78 @@ class TensorFetcher:
 
     def __init__(self, timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
-        self._conns: dict[tuple[str, int], socket.socket] = {}
+        self._pipes: dict[tuple[str, int], _Pipe] = {}
+        self._told: dict[tuple[str, int], socket.socket] = {}
+        self._lock = threading.Lock()
 
-    def _connection(self, key: tuple[str, int]) -> socket.socket:
-        conn = self._conns.get(key)
-        if conn is None:
-            family, kind, proto, _, address = socket.getaddrinfo(*key, type=socket.SOCK_STREAM)[0]
-            conn = _buffered(socket.socket(family, kind, proto))
-            conn.settimeout(self.timeout_s)
-            try:
-                conn.connect(address)
-            except OSError:
-                conn.close()
-                raise
-            self._conns[key] = conn
+    def _connect(self, key: tuple[str, int]) -> socket.socket:
+        family, kind, proto, _, address = socket.getaddrinfo(*key, type=socket.SOCK_STREAM)[0]
+        conn = _buffered(socket.socket(family, kind, proto))
+        conn.settimeout(self.timeout_s)
+        try:
+            conn.connect(address)
+        except OSError:
+            conn.close()
+            raise
         return conn
 
-    def _failed(self, key: tuple[str, int], what: str, err: BaseException) -> LinkError:
-        """Drop the connection (the next use reconnects); the error to raise."""
-        dropped = self._conns.pop(key, None)
-        if dropped is not None:
-            dropped.close()
-        why = "did not answer in time" if isinstance(err, TimeoutError) else str(err)
-        return LinkError(f"{what} {key[0]}:{key[1]}: {why}")
+    def fetch_later(self, host: str, port: int, name: str, allocate: Allocate, done: Done) -> None:
+        """Ask the peer at ``host:port`` for ``name`` now; ``done(array, error)`` is called
+        from the connection's receiver thread once it has arrived in ``allocate``'s array
+        (answers come in the order asked), or with the :class:`LinkError` (or
+        :class:`MissingValue`) instead. A broken connection fails what was asked on it; the
+        next request reconnects."""
+        key = (host, port)
+        with self._lock:
+            pipe = self._pipes.get(key)
+            try:
+                if pipe is None or pipe.broken is not None:
+                    pipe = self._pipes[key] = _Pipe(self._connect(key), f"{host}:{port}")
+                _send_frame(pipe.conn, name.encode())
+            except OSError as err:
+                if pipe is not None:
+                    self._pipes.pop(key, None)
+                    pipe.conn.close()
+                    pipe.pending.put(None)
+                done(None, _link_error(f"fetching {name!r} from {host}:{port}", err))
+                return
+            pipe.pending.put((name, allocate, done))
 
     def fetch(
         self, host: str, port: int, name: str, allocate: Allocate = _numpy_empty
     ) -> np.ndarray:
         """Value ``name`` from the peer at ``host:port``, received into ``allocate``'s array."""
-        key = (host, port)
-        try:
-            conn = self._connection(key)
-            _send_frame(conn, name.encode())
-            return recv_array(conn, allocate)
-        except MissingValue:
-            raise
-        except (OSError, LinkError) as err:
-            raise self._failed(key, f"fetching {name!r} from", err) from None
+        arrived = threading.Event()
+        result: list = []
+        self.fetch_later(
+            host, port, name, allocate, lambda a, e: (result.extend((a, e)), arrived.set())
+        )  # fmt: skip
+        arrived.wait()
+        array, err = result
+        if err is not None:
+            raise err
+        return array
 
     def tell(self, host: str, port: int, message: dict) -> None:
         """Send ``message`` to the owner of the server at ``host:port`` (no answer awaited)."""
         key = (host, port)
-        try:
-            _send_frame(self._connection(key), json.dumps(message).encode())
-        except OSError as err:
-            raise self._failed(key, "telling", err) from None
+        with self._lock:
+            try:
+                conn = self._told.get(key) or self._told.setdefault(key, self._connect(key))
+                _send_frame(conn, json.dumps(message).encode())
+            except OSError as err:
+                dropped = self._told.pop(key, None)
+                if dropped is not None:
+                    dropped.close()
+                raise _link_error(f"telling {host}:{port}", err) from None
 
     def close(self) -> None:
         """Close every connection."""
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        with self._lock:
+            for pipe in self._pipes.values():
+                pipe.conn.close()
+                pipe.pending.put(None)
+            for conn in self._told.values():
+                conn.close()
+            self._pipes.clear()
+            self._told.clear()
