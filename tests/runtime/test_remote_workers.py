@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from tvm_hetero.plan import Placement
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.runtime.remote_worker import RemoteWorker
+from tvm_hetero.runtime.remote_worker import RemoteValue, RemoteWorker
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -64,6 +65,12 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
         timeline = ex.timeline
         first_run = (list(downloads), list(uploads))
         again = ex.run(other)  # pulled values are received into the last run's tensors
+        values = ex.run_tensors(ex.place_inputs(inputs))
+        held = next(v for v in values.values() if isinstance(v, RemoteValue))
+        there = next(w for w in ex.workers.values() if w is not held.worker)
+        with ThreadPoolExecutor(1) as pool, there._lock:  # as while a unit runs there
+            pulled = pool.submit(there.move, held).result(timeout=5)  # commanded, not queued
+        np.testing.assert_array_equal(there.download(pulled), held.worker.download(held))
     downloads, uploads = first_run
     want = _reference(model, inputs)
     for g, w in zip(again, _reference(model, other), strict=True):

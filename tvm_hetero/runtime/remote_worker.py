@@ -116,7 +116,10 @@ class RemoteWorker:
         self.spec, self.name = spec, spec.name
         self.session, self.address = connect_worker(spec, timeout_s)
         self.where = f"{spec.name} ({':'.join(map(str, self.address))})"
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one RPC at a time: held while the worker computes
+        self._names_lock = threading.Lock()  # not that lock: a pull for this worker is named
+        # while it computes (under it, every pull waited for the unit before: on a 10 Mbit/s
+        # link a stage's period was its compute plus its transfer, not the larger of them)
         self._names = 0
         self._run = 0  # names are RUN/NAME: the worker lets the last run's values go
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
@@ -133,7 +136,6 @@ class RemoteWorker:
         )
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
         self._teller = TensorFetcher()  # pull commands to this worker's data port
-        self._tell_lock = threading.Lock()
 
     def _upload(self, path: Path, name: str) -> None:
         """``path`` into the worker's file ``name``, :data:`UPLOAD_CHUNK_BYTES` at a time."""
@@ -155,14 +157,14 @@ class RemoteWorker:
                 raise RunError(f"worker {self.where}: {what} failed: {err}", blame) from None
 
     def _fresh(self, what: str) -> str:
-        with self._lock:
+        with self._names_lock:
             self._names += 1
             return f"{self._run}/{what}{self._names}"
 
     def begin_run(self) -> None:
         """A new run: names restart under a new run number, and the worker lets the last run's
         values go (receiving into their tensors), so nothing piles up; nothing is sent."""
-        with self._lock:
+        with self._names_lock:
             self._run, self._names = self._run + 1, 0
 
     def submit(self, job: Callable[[], None], priority: int = 0) -> None:
@@ -210,13 +212,12 @@ class RemoteWorker:
         unit that reads ``out`` waits for it there."""
         peer = value.worker
         message = {"pull": [peer.address[0], peer.data_port, value.name, out, peer.name]}
-        with self._tell_lock:
-            try:
-                self._teller.tell(self.address[0], self.data_port, message)
-            except OSError as err:
-                raise RunError(
-                    f"worker {self.where}: pull of {value.name} failed: {err}", self.name
-                ) from None
+        try:
+            self._teller.tell(self.address[0], self.data_port, message)
+        except OSError as err:
+            raise RunError(
+                f"worker {self.where}: pull of {value.name} failed: {err}", self.name
+            ) from None
 
     def download(self, value: RemoteValue) -> np.ndarray:
         """A held tensor's bytes, here."""

@@ -199,9 +199,9 @@ class TensorFetcher:
 
     Requests are pipelined: :meth:`fetch_later` sends its request at once, even while an
     earlier answer on the connection is still arriving, so the peer starts the next answer as
-    soon as it has sent the last one. (Asking only after each answer had arrived left a slow
-    link idle for a round trip through both workers' CPU quotas per tensor: a pipeline over
-    10 Mbit/s links ran at 55-67 % of its predicted rate.)
+    soon as it has sent the last one; a request that waited for the last answer to arrive would
+    leave a slow link idle while it crossed and the peer's server thread woke (on a worker held
+    to a CPU quota, up to a quota period later).
 
     Parameters
     ----------
