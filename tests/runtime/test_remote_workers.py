@@ -70,7 +70,9 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
         there = next(w for w in ex.workers.values() if w is not held.worker)
         with ThreadPoolExecutor(1) as pool, there._lock:  # as while a unit runs there
             pulled = pool.submit(there.move, held).result(timeout=5)  # commanded, not queued
+            sent = pool.submit(there.move, np.arange(6.0)).result(timeout=5)  # an input too
         np.testing.assert_array_equal(there.download(pulled), held.worker.download(held))
+        np.testing.assert_array_equal(there.download(sent), np.arange(6.0))
     downloads, uploads = first_run
     want = _reference(model, inputs)
     for g, w in zip(again, _reference(model, other), strict=True):

@@ -31,7 +31,7 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("write", "load", "put", "get", "call", "item")
+_FUNCTIONS = ("write", "load", "get", "call", "item")
 UPLOAD_CHUNK_BYTES = 16 * 2**20
 """A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
 ``upload`` holds a whole file in the worker two or three times over while it arrives, which
@@ -191,33 +191,27 @@ class RemoteWorker:
         return RemoteValue(self, out, int(arity))
 
     def move(self, value: Any) -> RemoteValue:
-        """``value`` held here: pulled from its worker, or uploaded from this process."""
+        """``value`` held here: pulled from its worker, or sent from this process. Either way
+        through the worker's data port, without waiting: it receives while it computes (an
+        input sent over RPC waited for the unit before it, as TVM's server answers one request
+        at a time); a unit that reads the value waits for it there."""
         if isinstance(value, RemoteValue) and value.worker is self:
             return value
         out = self._fresh("m")
         if isinstance(value, RemoteValue):
-            self.pull(value, out)
+            peer = value.worker
+            pull = [peer.address[0], peer.data_port, value.name, out, peer.name]
+            self._tell({"pull": pull}, f"pull of {value.name}")
         else:
             array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
-
-            def put() -> None:
-                self._remote["put"](out, tvm.runtime.tensor(array, self.device))
-
-            self._rpc("upload of an input", put)
+            self._tell({"put": out}, "upload of an input", array)
         return RemoteValue(self, out, -1)
 
-    def pull(self, value: RemoteValue, out: str) -> None:
-        """Have this worker pull ``value`` from its worker as ``out``, without waiting: the
-        command goes to this worker's data port, which receives while the worker computes; a
-        unit that reads ``out`` waits for it there."""
-        peer = value.worker
-        message = {"pull": [peer.address[0], peer.data_port, value.name, out, peer.name]}
+    def _tell(self, message: dict, what: str, array: np.ndarray | None = None) -> None:
         try:
-            self._teller.tell(self.address[0], self.data_port, message)
+            self._teller.tell(self.address[0], self.data_port, message, array)
         except OSError as err:
-            raise RunError(
-                f"worker {self.where}: pull of {value.name} failed: {err}", self.name
-            ) from None
+            raise RunError(f"worker {self.where}: {what} failed: {err}", self.name) from None
 
     def download(self, value: RemoteValue) -> np.ndarray:
         """A held tensor's bytes, here."""

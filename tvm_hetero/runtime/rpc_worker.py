@@ -13,7 +13,7 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.put(name, tensor)`` / ``get(name)``: a value from / to the client.
+- ``tvm_hetero.worker.get(name)``: a value to the client (inputs come on the data port).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result.
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
@@ -22,7 +22,8 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
   (``benchmarks/cluster/shaped_links.py`` times it).
 - a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): ask another
   worker for a value at once (requests to one peer are pipelined, see
-  :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it.
+  :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it. A ``put`` command
+  there brings an input from the client the same way.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
   payload, and pulls of it from another worker timed here (``tvm-hetero cluster probe``).
 """
@@ -35,6 +36,7 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
@@ -177,10 +179,6 @@ class _Session:
         self.hold(out, item)
         return _arity(item)
 
-    def put(self, name: str, tensor: Any) -> None:
-        # an RPC argument is a view of the client's remote buffer, freed with the client's handle
-        self.hold(name, tensor.copyto(self.device))
-
     def _host_view(self, name: str) -> Any:
         """A held tensor as numpy: its own memory on a CPU (no copy), a copy from a GPU."""
         import numpy as np
@@ -189,24 +187,39 @@ class _Session:
             value = self.values[name]  # a peer pulls a value once its unit has finished
         return value.numpy() if self.gpu else np.from_dlpack(value)
 
-    def _command(self, message: dict) -> None:
+    def _command(self, message: dict, conn: socket.socket) -> None:
         """A command from the client on the data port: ``{"pull": [host, port, src, out,
         peer]}`` asks worker ``peer`` for ``src`` at once (the data server's thread goes back to
-        the next command); it arrives as ``out``, or its failure is kept for the unit that
-        reads ``out``."""
+        the next command), and it arrives as ``out``; ``{"put": out}`` is followed by the array
+        itself, an input from the client (not over RPC, whose loop may be computing). A failure
+        is kept for the unit that reads ``out``."""
+        from tvm_hetero.runtime.tensor_link import recv_array
+
+        if "put" in message:
+            allocate, done = self._receiver(message["put"], "the client")
+            try:
+                recv_array(conn, allocate)
+            except Exception as err:
+                done(None, err)
+                raise  # the connection is out of step: the server drops it
+            done(None, None)
+            return
         host, port, src, out, peer = message["pull"]
-        self._pull(host, int(port), src, out, peer)
+        allocate, done = self._receiver(out, peer)
+        self.puller.fetch_later(host, int(port), src, allocate, done)
 
     def fetch(self, host: str, port: int, src: str, out: str) -> None:
         """The same pull, waited for (over RPC: a benchmark times it)."""
         self.data_port()
-        self._pull(host, port, src, out, f"{host}:{port}")
+        allocate, done = self._receiver(out, f"{host}:{port}")
+        self.puller.fetch_later(host, port, src, allocate, done)
         self.value(out)
 
-    def _pull(self, host: str, port: int, src: str, out: str, peer: str) -> None:
-        """Pull ``src`` from another worker as ``out``. The last run's ``out`` is received into
-        when its shape and type match (the names restart every run, and a run's values are
-        consumed before the next run starts): fresh memory would cost a page fault per page."""
+    def _receiver(self, out: str, peer: str) -> tuple[Callable, Callable]:
+        """Where a tensor arriving as ``out`` goes (``allocate``) and what its arrival or
+        failure does (``done``). The last run's ``out`` is received into when its shape and
+        type match (the names restart every run, and a run's values are consumed before the
+        next run starts): fresh memory would cost a page fault per page."""
         import numpy as np
         import tvm
 
@@ -233,7 +246,7 @@ class _Session:
                     self.failed[out] = f"LinkError from {peer}: {err}"
                     self.arrived.notify_all()
 
-        self.puller.fetch_later(host, port, src, allocate, done)
+        return allocate, done
 
 
 def register() -> None:
@@ -250,7 +263,6 @@ def register() -> None:
     functions = {
         "write": session.write,
         "load": session.load,
-        "put": session.put,
         "get": session.value,
         "call": session.call,
         "item": session.item,

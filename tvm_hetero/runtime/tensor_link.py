@@ -109,12 +109,13 @@ class TensorServer:
     host : str
         Address to listen on (the worker's own); port chosen by the system.
     on_command : callable, optional
-        ``on_command(message)`` for a JSON-object frame, run in the connection's thread.
+        ``on_command(message, conn)`` for a JSON-object frame, run in the connection's thread
+        (a command that carries an array, :meth:`TensorFetcher.tell`, reads it from ``conn``).
     """
 
     def __init__(
         self, lookup: Callable[[str], np.ndarray], host: str = "127.0.0.1",
-        on_command: Callable[[dict], None] | None = None,
+        on_command: Callable[[dict, socket.socket], None] | None = None,
     ) -> None:  # fmt: skip
         self._lookup, self._on_command = lookup, on_command
         self._sock = socket.create_server((host, 0))
@@ -138,7 +139,10 @@ class TensorServer:
                 except (LinkError, OSError):
                     return
                 if frame.startswith(b"{") and self._on_command is not None:
-                    self._on_command(json.loads(frame))
+                    try:
+                        self._on_command(json.loads(frame), conn)
+                    except (LinkError, OSError):  # its array broke off: out of step
+                        return
                     continue
                 name = frame.decode()
                 try:
@@ -263,13 +267,17 @@ class TensorFetcher:
             raise err
         return array
 
-    def tell(self, host: str, port: int, message: dict) -> None:
-        """Send ``message`` to the owner of the server at ``host:port`` (no answer awaited)."""
+    def tell(self, host: str, port: int, message: dict, array: np.ndarray | None = None) -> None:
+        """Send ``message`` (and ``array`` after it) to the owner of the server at
+        ``host:port``; no answer awaited (the owner reads the array in the connection's
+        thread)."""
         key = (host, port)
         with self._lock:
             try:
                 conn = self._told.get(key) or self._told.setdefault(key, self._connect(key))
                 _send_frame(conn, json.dumps(message).encode())
+                if array is not None:
+                    send_array(conn, array)
             except OSError as err:
                 dropped = self._told.pop(key, None)
                 if dropped is not None:
