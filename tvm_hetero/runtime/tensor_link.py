@@ -10,8 +10,10 @@ Wire format, per request on a kept-open connection: the consumer sends a 4-byte 
 length and the value's name (UTF-8); the producer answers a 4-byte length and a JSON header
 (``{"shape": [...], "dtype": "float32"}`` or ``{"error": "..."}``) and then the raw bytes.
 A frame that is a JSON object instead of a name is a command for the server's owner (the client
-telling a worker to pull a value from a peer: :meth:`TensorFetcher.tell`); it gets no answer, so
-the client never waits for the transfer, and the worker receives while it computes.
+telling a worker to pull a value from a peer, or sending it an input, the array following the
+frame: :meth:`TensorFetcher.tell`); it gets no answer, so the client never waits for the
+transfer, and the worker receives while it computes. Requests on one connection may be sent
+before the last answer has arrived; answers come in the order asked.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class TensorServer:
                 if frame.startswith(b"{") and self._on_command is not None:
                     try:
                         self._on_command(json.loads(frame), conn)
-                    except (LinkError, OSError):  # its array broke off: out of step
+                    except (LinkError, OSError, ValueError):  # its array broke off
                         return
                     continue
                 name = frame.decode()
@@ -185,7 +187,7 @@ class _Pipe:
             except MissingValue as err:  # answered: the connection is still in step
                 done(None, err)
                 continue
-            except (OSError, LinkError) as err:
+            except Exception as err:  # OSError, LinkError, a header out of step: never die
                 self.broken = _link_error(f"fetching {name!r} from {self.where}", err)
                 self.conn.close()
                 done(None, self.broken)
