@@ -205,15 +205,18 @@ class _Session:
             done(None, None)
             return
         host, port, src, out, peer = message["pull"]
-        allocate, done = self._receiver(out, peer)
-        self.puller.fetch_later(host, int(port), src, allocate, done)
+        self._pull(host, int(port), src, out, peer)
 
     def fetch(self, host: str, port: int, src: str, out: str) -> None:
         """The same pull, waited for (over RPC: a benchmark times it)."""
         self.data_port()
-        allocate, done = self._receiver(out, f"{host}:{port}")
-        self.puller.fetch_later(host, port, src, allocate, done)
+        self._pull(host, port, src, out, f"{host}:{port}")
         self.value(out)
+
+    def _pull(self, host: str, port: int, src: str, out: str, peer: str) -> None:
+        """Ask ``peer`` at ``host:port`` for ``src`` now; it arrives as ``out``."""
+        allocate, done = self._receiver(out, peer)
+        self.puller.fetch_later(host, port, src, allocate, done)
 
     def _receiver(self, out: str, peer: str) -> tuple[Callable, Callable]:
         """Where a tensor arriving as ``out`` goes (``allocate``) and what its arrival or
