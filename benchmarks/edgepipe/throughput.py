@@ -1,7 +1,7 @@
 """EdgePipe's throughput on emulated edge clusters, against GPipe, PipeDream and each device alone.
 
     sudo .venv/bin/python benchmarks/edgepipe/throughput.py [--case homogeneous case2 ...]
-        [--microbatches 8] [--orders 3] [--model-arg hidden=384 ...]
+        [--microbatches 8] [--orders 3] [--edgepipe-runs 1] [--model-arg hidden=384 ...]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: every device a
 runtime-only worker in its own network namespace, held to its ``cpu_quota`` (cgroup CPU quota,
@@ -149,9 +149,11 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                 built[key] = (device.name, api.compile(model, [device], plan).deployment)
             first, deployment = built[key]
             deployment = deployment.with_hosts({first: device.host})
-            measured[device.name] = throughput(deployment, feeds[:4], 1)[0]  # one at a time
+            # one device at a time, the median of --repeat batches of four (one batch of four
+            # read some devices 10-25 % slow, and every bound with them)
+            measured[device.name] = throughput(deployment, feeds[:4], args.repeat)[0]
             print(f"  {device.name} alone: {measured[device.name]:.3f} /s", flush=True)
-        rows = {"edgepipe": [(result.partition, None)]}
+        rows = {"edgepipe": [(result.partition, None)] * args.edgepipe_runs}
         orders = edgepipe.random_orders(len(devices), args.orders, seed=1)
         rows["gpipe"] = [(edgepipe.gpipe(problem, o), o) for o in orders]
         rows["pipedream"] = [(edgepipe.pipedream(problem, o), o) for o in orders]
@@ -160,6 +162,7 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                "links": [{"a": ln.a, "b": ln.b, "declared_mbps": d.bandwidth_mbps,
                           "planned_mbps": ln.bandwidth_mbps, "latency_ms": ln.latency_ms}
                          for ln, d in zip(links.links, cluster.links, strict=True)]}  # fmt: skip
+        compiled = {}
         for name, parts in rows.items():
             entries = []
             for part, order in parts:
@@ -169,9 +172,11 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                     entries.append({"order": order, "devices": used, "fits": False})
                     print(f"  {name:>9}: a stage does not fit its device's memory", flush=True)
                     continue
-                compiled = api.compile(model, api.in_plan_order(devices, plan), plan)
+                key = (tuple(used), tuple(map(tuple, plan.layers)))
+                if key not in compiled:  # a plan met again (EdgePipe's runs) is built once
+                    compiled[key] = api.compile(model, api.in_plan_order(devices, plan), plan)
                 try:
-                    rate, whole = throughput(compiled.deployment, feeds, args.repeat)
+                    rate, whole = throughput(compiled[key].deployment, feeds, args.repeat)
                 except RunError as err:  # a worker killed (memory) or lost: kept, not fatal
                     entries.append({"order": order, "devices": used, "error": str(err)[:200]})
                     print(f"  {name:>9} on {len(used)} devices: failed: {err}", flush=True)
@@ -205,6 +210,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--orders", type=int, default=3)
+    parser.add_argument(
+        "--edgepipe-runs", type=int, default=1,
+        help="deployments of EdgePipe's plan (one plan: a spread to set beside the orders')",
+    )  # fmt: skip
     parser.add_argument("--model-arg", nargs="*", default=["hidden=384", "heads=6", "ffn=1536"])
     parser.add_argument(
         "--declared-links", action="store_true",
@@ -237,7 +246,9 @@ def main() -> None:
             else:
                 model = load_model("vit-base", **settings, batch=batch)
             print(f"{case}, microbatch size {batch}: {CASES[case]}", flush=True)
-            results.append({**run_case(case, model, args, folder), "batch": batch})
+            measured = run_case(case, model, args, folder)
+            results.append({**measured, "batch": batch, "date": time.strftime("%Y-%m-%d %H:%M"),
+                            "repeat": args.repeat, "edgepipe_runs": args.edgepipe_runs})  # fmt: skip
             out.write_text(json.dumps({"model": settings, "microbatches": args.microbatches,
                                        "cases": results}, indent=1) + "\n")  # fmt: skip
     print(f"wrote {out}")

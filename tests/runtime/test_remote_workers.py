@@ -73,6 +73,17 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
             sent = pool.submit(there.move, np.arange(6.0)).result(timeout=5)  # an input too
         np.testing.assert_array_equal(there.download(pulled), held.worker.download(held))
         np.testing.assert_array_equal(there.download(sent), np.arange(6.0))
+        # a unit called before its input arrives waits for it there, and says how long
+        step = next(s for s in deployment.units if ex.workers[s.device] is there)
+        args = [values[v] for v in step.inputs]
+        first = args[0].download() if isinstance(args[0], RemoteValue) else args[0].numpy()
+        late = RemoteValue(there, there._fresh("m"), -1)
+        with ThreadPoolExecutor(1) as pool:
+            called = pool.submit(there.call, step.function, [late, *args[1:]])
+            time.sleep(0.5)
+            there._tell({"put": late.name}, "an input", first)
+            assert called.result(timeout=30).waited_s >= 0.45
+        assert all(e.waited_s < 0.45 for e in timeline.events)
     downloads, uploads = first_run
     want = _reference(model, inputs)
     for g, w in zip(again, _reference(model, other), strict=True):

@@ -152,8 +152,12 @@ def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace
              float(np.median(latency)), float(latency.max())]]  # fmt: skip
     cols = ["microbatches", "batch ms", "per s", "steady ms", "latency p50", "latency max"]
     console().print(table(f"Pipelined run (median of {len(stats)} batches)", cols, rows))
-    rows = [[n, best.busy_s.get(n, 0.0) * 1e3, best.utilisation(n) * 100] for n in names]
-    console().print(table("Stages", ["device", "busy ms", "busy %"], rows))
+    rows = [
+        [n, best.busy_s.get(n, 0.0) * 1e3, best.utilisation(n) * 100,
+         best.waited_s.get(n, 0.0) * 1e3]
+        for n in names
+    ]  # fmt: skip
+    console().print(table("Stages", ["device", "busy ms", "busy %", "input wait ms"], rows))
     if args.outputs:
         arrays = {
             f"mb{k}_output_{i}": o for k, out in enumerate(outputs) for i, o in enumerate(out)

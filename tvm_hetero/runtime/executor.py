@@ -25,9 +25,10 @@ from tvm_hetero.runtime.worker import LocalWorker, Worker
 
 
 class Event(NamedTuple):
-    """One unit or copy of a run: where and when it ran (seconds from the run's start), and for
-    which microbatch of a pipelined run. (A named tuple: made on every step of every run, and a
-    frozen dataclass took 1.5 us to make.)"""
+    """One unit or copy of a run: where and when it ran (seconds from the run's start), for
+    which microbatch of a pipelined run, and how long of it a unit waited on its worker for an
+    input still arriving (a remote worker says; a local unit starts with its inputs there).
+    (A named tuple: made on every step of every run, and a frozen dataclass took 1.5 us.)"""
 
     step: str
     worker: str
@@ -35,6 +36,7 @@ class Event(NamedTuple):
     start_s: float
     end_s: float
     microbatch: int = 0
+    waited_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,8 @@ class Timeline:
     total_s: float
 
     def busy_s(self, worker: str) -> float:
-        """Time ``worker`` spent in units and copies."""
-        return sum(e.end_s - e.start_s for e in self.events if e.worker == worker)
+        """Time ``worker`` spent in units and copies, less what its units waited for inputs."""
+        return sum(e.end_s - e.start_s - e.waited_s for e in self.events if e.worker == worker)
 
     def overlap_s(self, a: str, b: str) -> float:
         """Time during which workers ``a`` and ``b`` both ran something."""
@@ -299,14 +301,15 @@ class Executor:
                 with run.lock:
                     run.running[i] = start
                 if step.kind == "unit":
-                    run.values[step.name] = worker.call(step.function, args)
+                    value = worker.call(step.function, args)
                 else:
-                    run.values[step.name] = worker.move(args[0])
+                    value = worker.move(args[0])
                 end = time.perf_counter()
+                run.values[step.name] = value
                 run.events.append(
                     Event(
                         step.name, worker.name, step.kind, start - run.start, end - run.start,
-                        run.index,
+                        run.index, getattr(value, "waited_s", 0.0),
                     )
                 )  # fmt: skip
         except BaseException as err:

@@ -77,11 +77,14 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
 
 @dataclass(frozen=True)
 class RemoteValue:
-    """A value held by a remote worker: a tensor (``arity`` -1) or a tuple of ``arity``."""
+    """A value held by a remote worker: a tensor (``arity`` -1) or a tuple of ``arity``;
+    ``waited_s``: how long the unit that made it waited on the worker for its inputs to arrive
+    (pulled or sent while the unit was already called)."""
 
     worker: RemoteWorker
     name: str
     arity: int
+    waited_s: float = 0.0
 
     def __getitem__(self, index: int) -> RemoteValue:
         return self.worker.item(self, index)
@@ -181,8 +184,9 @@ class RemoteWorker:
         """Run unit ``function`` on the worker; its result stays there."""
         names = [self._held(a) for a in args]
         out = self._fresh("v")
-        arity = self._rpc(f"unit {function}", lambda: self._remote["call"](function, out, *names))
-        return RemoteValue(self, out, int(arity))
+        said = self._rpc(f"unit {function}", lambda: self._remote["call"](function, out, *names))
+        arity, waited = json.loads(said)
+        return RemoteValue(self, out, int(arity), float(waited))
 
     def item(self, value: RemoteValue, index: int) -> RemoteValue:
         """Element ``index`` of a tuple this worker holds."""

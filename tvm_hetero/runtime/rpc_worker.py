@@ -14,7 +14,9 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
 - ``tvm_hetero.worker.get(name)``: a value to the client (inputs come on the data port).
-- ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result.
+- ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
+  returns ``[arity, waited_s]`` as JSON (``waited_s``: how long the unit waited here for inputs
+  still arriving, which the client's timeline does not count as busy).
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
   buffers (received into by name when shape and type match), so nothing piles up.
@@ -167,12 +169,17 @@ class _Session:
                 self.values[name] = value
                 self.arrived.notify_all()
 
-    def call(self, function: str, out: str, *names: str) -> int:
-        result = self.vm.module[function](*[self.value(n) for n in names])
+    def call(self, function: str, out: str, *names: str) -> str:
+        import time
+
+        start = time.perf_counter()
+        args = [self.value(n) for n in names]
+        waited = time.perf_counter() - start
+        result = self.vm.module[function](*args)
         if self.gpu:  # the timeline waits for the kernels
             self.device.sync()
         self.hold(out, result)
-        return _arity(result)
+        return json.dumps([_arity(result), waited])
 
     def item(self, src: str, index: int, out: str) -> int:
         item = self.value(src)[index]

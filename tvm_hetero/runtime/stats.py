@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,9 +56,12 @@ class PipelineStats:
     latency_s : tuple[float, ...]
         Each microbatch from its first step's start to its end.
     busy_s : dict[str, float]
-        Per worker (stage): time in units and copies.
+        Per worker (stage): time in units and copies, less what its units waited for inputs.
     ends_s : tuple[float, ...]
         When each microbatch ended, from the run's start.
+    waited_s : dict[str, float]
+        Per worker: time its units waited on it for inputs still arriving (a slow link's
+        transfer that the stage's computing did not hide).
     """
 
     microbatches: int
@@ -66,6 +69,7 @@ class PipelineStats:
     latency_s: tuple[float, ...]
     busy_s: dict[str, float]
     ends_s: tuple[float, ...] = ()
+    waited_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -87,7 +91,7 @@ class PipelineStats:
         return (ends[-1] - ends[0]) / (len(ends) - 1)
 
     def utilisation(self, worker: str) -> float:
-        """Share of the run ``worker`` was busy (computing, or a unit waiting for its input)."""
+        """Share of the run ``worker`` was busy (in units and copies, not waiting for inputs)."""
         return self.busy_s.get(worker, 0.0) / self.total_s
 
 
@@ -95,8 +99,10 @@ def pipeline_stats(timeline, finished_s: tuple[float, ...]) -> PipelineStats:
     """Stats of a pipelined run from the executor's timeline and each run's end."""
     first: dict[int, float] = {}
     busy: dict[str, float] = {}
+    waited: dict[str, float] = {}
     for e in timeline.events:
         first[e.microbatch] = min(first.get(e.microbatch, e.start_s), e.start_s)
-        busy[e.worker] = busy.get(e.worker, 0.0) + (e.end_s - e.start_s)
+        busy[e.worker] = busy.get(e.worker, 0.0) + (e.end_s - e.start_s - e.waited_s)
+        waited[e.worker] = waited.get(e.worker, 0.0) + e.waited_s
     latency = tuple(end - first.get(k, 0.0) for k, end in enumerate(finished_s))
-    return PipelineStats(len(finished_s), max(finished_s), latency, busy, tuple(finished_s))
+    return PipelineStats(len(finished_s), max(finished_s), latency, busy, tuple(finished_s), waited)

@@ -9,7 +9,8 @@ from tvm_hetero.viz import save_figure
 
 def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
     """One row per worker; each unit (blue) and copy (orange) a bar from its start to its end;
-    in a pipelined run each microbatch's units have a colour of their own and say ``mbK``.
+    in a pipelined run each microbatch's units have a colour of their own and say ``mbK``; the
+    part of a unit spent waiting on its worker for an input still arriving is hatched white.
 
     Parameters
     ----------
@@ -35,6 +36,9 @@ def plot_run_timeline(timeline, title: str, path: str | Path) -> Path:
         width = (e.end_s - e.start_s) * 1e3
         color = palette(e.microbatch % 20) if pipelined and e.kind == "unit" else colors[e.kind]
         ax.barh(row, width, left=e.start_s * 1e3, color=color, edgecolor="black", lw=0.3)
+        if e.waited_s > 0:
+            ax.barh(row, e.waited_s * 1e3, left=e.start_s * 1e3, color="white", hatch="///",
+                    edgecolor="grey", lw=0.3)  # fmt: skip
         if width > timeline.total_s * 1e3 / 25:
             label = f"mb{e.microbatch}" if pipelined else e.step
             ax.text(e.start_s * 1e3 + width / 2, row, label, ha="center", va="center", fontsize=6)

@@ -1,0 +1,25 @@
+"""Pipeline statistics from a measured timeline: busy time leaves out a unit's wait for inputs."""
+
+import pytest
+
+from tvm_hetero.runtime.executor import Event, Timeline
+from tvm_hetero.runtime.stats import pipeline_stats
+
+
+def test_a_units_wait_for_its_input_is_not_busy_time():
+    events = (
+        Event("u0", "a", "unit", 0.0, 1.0, 0),
+        Event("c0", "b", "copy", 1.0, 1.0, 0),  # commanded: no time of its own
+        Event("u1", "b", "unit", 1.0, 3.0, 0, waited_s=0.5),  # half a second for its input
+        Event("u0", "a", "unit", 1.0, 2.0, 1),
+        Event("u1", "b", "unit", 3.0, 5.0, 1, waited_s=0.25),
+    )
+    timeline = Timeline(events, 5.0)
+    assert timeline.busy_s("a") == pytest.approx(2.0)
+    assert timeline.busy_s("b") == pytest.approx(3.25)
+    stats = pipeline_stats(timeline, (3.0, 5.0))
+    assert stats.busy_s == pytest.approx({"a": 2.0, "b": 3.25})
+    assert stats.waited_s == pytest.approx({"a": 0.0, "b": 0.75})
+    assert stats.utilisation("b") == pytest.approx(0.65)
+    assert stats.latency_s == pytest.approx((3.0, 4.0))
+    assert stats.steady_s == pytest.approx(2.0)
