@@ -38,6 +38,11 @@ class Event(NamedTuple):
     microbatch: int = 0
     waited_s: float = 0.0
 
+    @property
+    def busy_s(self) -> float:
+        """Its time on the worker, less what it waited there for inputs."""
+        return self.end_s - self.start_s - self.waited_s
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -48,7 +53,7 @@ class Timeline:
 
     def busy_s(self, worker: str) -> float:
         """Time ``worker`` spent in units and copies, less what its units waited for inputs."""
-        return sum(e.end_s - e.start_s - e.waited_s for e in self.events if e.worker == worker)
+        return sum(e.busy_s for e in self.events if e.worker == worker)
 
     def overlap_s(self, a: str, b: str) -> float:
         """Time during which workers ``a`` and ``b`` both ran something."""

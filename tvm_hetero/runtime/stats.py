@@ -102,7 +102,7 @@ def pipeline_stats(timeline, finished_s: tuple[float, ...]) -> PipelineStats:
     waited: dict[str, float] = {}
     for e in timeline.events:
         first[e.microbatch] = min(first.get(e.microbatch, e.start_s), e.start_s)
-        busy[e.worker] = busy.get(e.worker, 0.0) + (e.end_s - e.start_s - e.waited_s)
+        busy[e.worker] = busy.get(e.worker, 0.0) + e.busy_s
         waited[e.worker] = waited.get(e.worker, 0.0) + e.waited_s
     latency = tuple(end - first.get(k, 0.0) for k, end in enumerate(finished_s))
     return PipelineStats(len(finished_s), max(finished_s), latency, busy, tuple(finished_s), waited)
