@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from tvm import relax
 
-from tvm_hetero.ir.tiles import even_parts, needs, scheme_cells, window_padding
+from tvm_hetero.ir.tiles import contiguous_runs, even_parts, needs, scheme_cells, window_padding
 
 
 def test_even_parts_and_cells_of_every_scheme():
@@ -87,3 +89,23 @@ def test_depthwise_channels_pooling_and_broadcasting():
     flat = bb.normalize(relax.op.reshape(x, (1, 256)))
     assert needs(flat, ((0, 1), (0, 128))) is None  # no rule: the layer must stay whole
     assert needs(flat, ((0, 1), (0, 256))) == [((0, 1), (0, 4), (0, 8), (0, 8)), None]
+
+
+@pytest.mark.parametrize(
+    ("piece", "runs"),
+    [
+        (((0, 1), (0, 4), (0, 6), (0, 10)), 1),  # the whole tile: one copy
+        (((0, 1), (1, 3), (0, 6), (0, 10)), 1),  # channels: one block
+        (((0, 1), (0, 4), (2, 5), (0, 10)), 4),  # rows: a block per channel
+        (((0, 1), (0, 4), (2, 5), (3, 7)), 12),  # a grid cell: a run per row
+        (((0, 1), (1, 3), (0, 6), (3, 7)), 12),  # columns: a run per row of each channel
+    ],
+)
+def test_contiguous_runs_of_a_piece_in_its_tile(piece, runs):
+    whole = ((0, 1), (0, 4), (0, 6), (0, 10))
+    assert contiguous_runs(piece, whole) == runs
+    flat = [(c, h) for c in range(*piece[1]) for h in range(*piece[2])]  # brute force
+    starts = [c * 60 + h * 10 + piece[3][0] for c, h in flat]
+    width = piece[3][1] - piece[3][0]
+    breaks = sum(1 for a, b in itertools.pairwise(starts) if b != a + width)
+    assert breaks + 1 == runs

@@ -8,13 +8,14 @@ import json
 import numpy as np
 import pytest
 from conftest import remote_cpus
+from tvm import relax
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import Estimator, topology, train
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.ir.tiles import SCHEMES
 from tvm_hetero.plan.flexpie import evaluate
-from tvm_hetero.profiling.traces import JOIN_SHAPES, collect, read_traces
+from tvm_hetero.profiling.traces import JOINS, collect, join_runs, read_traces
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
 
@@ -29,8 +30,11 @@ def trained(devices, tmp_path_factory):
     """Traces of resnet18:tiny's tiles on this machine's two cores, and estimators from them."""
     folder = tmp_path_factory.mktemp("flexpie")
     model = load_zoo_model("resnet18:tiny")
-    counts = collect([model], devices, folder / "t.jsonl", limit=16, db=folder / "db.jsonl")
-    assert counts == {"compute": 16, "rearrange": 3 * len(JOIN_SHAPES), "sync": 12}
+    joins = JOINS[::7]  # every axis and piece count
+    counts = collect(
+        [model], devices, folder / "t.jsonl", limit=16, db=folder / "db.jsonl", joins=joins
+    )
+    assert counts == {"compute": 16, "rearrange": len(joins), "sync": 12}
     found = read_traces(folder / "t.jsonl")
     estimators = {n: train(n, rows, secs, rounds=30) for n, (rows, secs) in found.items()}
     for e in estimators.values():
@@ -76,6 +80,27 @@ def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
     bad.write_text(json.dumps({"estimator": "sync", "seconds": 1.0}) + "\n")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: not a trace"):
         read_traces(bad)
+
+
+def test_compute_rows_tell_operators_of_one_shape_apart():
+    """A ReLU, a bias add and a residual add of one tile are three workloads (one row each
+    when traced), told apart by the tensors they read."""
+    x, y = (relax.Var(n, relax.TensorType((1, 8, 6, 6), "float32")) for n in "xy")
+    bias = relax.Var("b", relax.TensorType((1, 8, 1, 1), "float32"))
+    bb = relax.BlockBuilder()
+    calls = [bb.normalize(c) for c in (relax.op.nn.relu(x), relax.op.add(x, bias),
+                                       relax.op.add(x, y))]  # fmt: skip
+    tile = ((0, 1), (0, 8), (0, 3), (0, 6))
+    rows = [strategy.compute_row(c, tile, {}) for c in calls]
+    assert [(r["operands"], r["elements_read"]) for r in rows] == [(1, 144), (2, 152), (2, 288)]
+    assert len({tuple(r.values()) for r in rows}) == 3
+
+
+def test_joins_traced_count_the_runs_they_copy():
+    assert join_runs((1, 512, 7, 7), 4, 1) == 4  # channels: a block per piece
+    assert join_runs((1, 512, 7, 7), 4, 2) == 4 * 512  # rows: a block per channel and piece
+    assert join_runs((1, 512, 7, 7), 4, 3) == 4 * 512 * 7  # columns: a run per row and piece
+    assert {axis for _, _, axis in JOINS} == {1, 2, 3}
 
 
 def test_topology_of_a_cluster_from_its_links():

@@ -31,13 +31,16 @@ import numpy as np
 FEATURES: dict[str, tuple[str, ...]] = {
     "compute": (
         "kind", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride",
-        "dilation", "groups", "gflops", "inner", "threads", "cpu_quota", "lanes",
+        "dilation", "groups", "gflops", "inner", "operands", "elements_read", "threads",
+        "cpu_quota", "lanes",
     ),
     "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices"),
-    "rearrange": ("bytes", "pieces", "threads", "cpu_quota"),
+    "rearrange": ("bytes", "pieces", "runs", "threads", "cpu_quota"),
 }  # fmt: skip
 """Feature names of each estimator, in column order (``inner``: the tile's innermost output
-extent; ``lanes``: the device's float32 vector lanes)."""
+extent; ``operands`` and ``elements_read``: the tensors the operator reads and their elements in
+the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs``: the
+contiguous runs of memory a join copies, :func:`contiguous_runs`)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "compute": ("out_elements", "in_elements", "vector", "channel_tile"),

@@ -104,6 +104,22 @@ def intersect(a: Box, b: Box) -> Box | None:
     return out if all(lo < hi for lo, hi in out) else None
 
 
+def contiguous_runs(piece: Box, whole: Box) -> int:
+    """The contiguous runs of memory ``piece`` forms in a row-major tensor holding ``whole``:
+    copying it into place takes one copy per run (a join's work beyond its bytes).
+
+    Examples
+    --------
+    >>> contiguous_runs(((0, 1), (0, 8), (0, 3), (0, 5)), ((0, 1), (0, 8), (0, 6), (0, 5)))
+    8
+    """
+    sizes = [hi - lo for lo, hi in piece]
+    axis = len(sizes)
+    while axis > 0 and piece[axis - 1] == whole[axis - 1]:
+        axis -= 1
+    return math.prod(sizes[: max(axis - 1, 0)])
+
+
 def hull(a: Box | None, b: Box) -> Box:
     """The smallest box holding both (``a`` may be ``None``)."""
     if a is None:

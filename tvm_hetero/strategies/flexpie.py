@@ -42,6 +42,7 @@ from tvm_hetero.ir.tiles import (
     SCHEMES,
     TUPLE_OPS,
     Box,
+    contiguous_runs,
     full_box,
     intersect,
     needs,
@@ -188,8 +189,11 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
         rows_in, rows_out = int(np.prod(in_size[1:-1])), int(np.prod(size[1:-1]))
         shape = {"in_c": in_size[-1], "in_h": rows_in, "in_w": in_size[0], "out_c": size[-1],
                  "out_h": rows_out, "out_w": size[0]}  # fmt: skip
+    read = [b for b in boxes if b is not None]
     row = {**shape, "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1, "groups": 1,
-           "inner": size[-1], **device}  # fmt: skip
+           "inner": size[-1], "operands": len(read),
+           "elements_read": sum(int(np.prod([hi - lo for lo, hi in b])) for b in read),
+           **device}  # fmt: skip
     a = call.attrs
     elements = float(np.prod(size)) / 1e9
     if name == "relax.nn.conv2d" and len(size) == 4:
@@ -369,20 +373,22 @@ def _move_terms(
         syncs, joins = [], []
         for var, box in tile.reads.items():
             cells = geometry.held(var, held if var.same_as(entering) else None)
-            pieces, total = 0, 0
+            pieces, total, runs = 0, 0, 0
             for src, have in cells:
                 common = intersect(have, box)
                 if common is None:
                     continue
                 nbytes = int(np.prod([hi - lo for lo, hi in common])) * itemsize(str(var.ty.dtype))
                 pieces, total = pieces + 1, total + nbytes
+                runs += contiguous_runs(common, box)
                 if src != tile.device:
                     row = sync_row(
                         nbytes, devices[src], devices[tile.device], cluster, len(devices)
                     )
                     syncs.append((src, sync.ask(row)))
             if pieces > 1:
-                row = {"bytes": total, "pieces": pieces, **device_features(devices[tile.device])}
+                row = {"bytes": total, "pieces": pieces, "runs": runs,
+                       **device_features(devices[tile.device])}  # fmt: skip
                 joins.append(rearrange.ask(row))
         result.append((syncs, joins))
     return result
