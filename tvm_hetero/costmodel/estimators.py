@@ -40,7 +40,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
 """Feature names of each estimator, in column order (``inner``: the tile's innermost output
 extent; ``operands`` and ``elements_read``: the tensors the operator reads and their elements in
 the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs``: the
-contiguous runs of memory a join copies, :func:`contiguous_runs`)."""
+contiguous runs of memory a join copies, :func:`~tvm_hetero.ir.tiles.contiguous_runs`)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "compute": ("out_elements", "in_elements", "vector", "channel_tile"),
