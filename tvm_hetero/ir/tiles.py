@@ -44,6 +44,11 @@ def full_box(shape: Sequence[int]) -> Box:
     return tuple((0, int(s)) for s in shape)
 
 
+def box_shape(box: Box) -> tuple[int, ...]:
+    """The shape of the tensor a box holds (the inverse of :func:`full_box`)."""
+    return tuple(hi - lo for lo, hi in box)
+
+
 def even_parts(extent: int, parts: int) -> list[tuple[int, int]]:
     """``extent`` units in ``parts`` consecutive ranges as equal as can be (the first ones one
     unit longer); empty ranges are left out when ``parts > extent``."""
@@ -113,7 +118,7 @@ def contiguous_runs(piece: Box, whole: Box) -> int:
     >>> contiguous_runs(((0, 1), (0, 8), (0, 3), (0, 5)), ((0, 1), (0, 8), (0, 6), (0, 5)))
     8
     """
-    sizes = [hi - lo for lo, hi in piece]
+    sizes = box_shape(piece)
     axis = len(sizes)
     while axis > 0 and piece[axis - 1] == whole[axis - 1]:
         axis -= 1
@@ -363,7 +368,7 @@ def tile_call(call: relax.Call, args: list[relax.Expr], out: Box) -> relax.Expr:
     tile needs, a depthwise convolution as many groups as its channels."""
     name = call.op.name
     if name == "relax.reshape":
-        return relax.op.reshape(args[0], [hi - lo for lo, hi in out])
+        return relax.op.reshape(args[0], list(box_shape(out)))
     if name == "relax.nn.conv2d":
         a = call.attrs
         groups = int(a.groups)

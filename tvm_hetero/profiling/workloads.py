@@ -199,7 +199,7 @@ def tile_op_module(call: relax.Call, out: tuple[tuple[int, int], ...]) -> tvm.IR
     """Operator ``call`` computing output box ``out`` of a spatial tile alone: each tensor
     argument a parameter of the part the tile reads (weights too: only shapes are timed), the
     window padded as the tile pads it (FlexPie's compute traces)."""
-    from tvm_hetero.ir.tiles import needs, tile_call
+    from tvm_hetero.ir.tiles import box_shape, needs, tile_call
 
     boxes = needs(call, out)
     if boxes is None:
@@ -209,8 +209,7 @@ def tile_op_module(call: relax.Call, out: tuple[tuple[int, int], ...]) -> tvm.IR
         if box is None:
             args.append(arg)
             continue
-        shape = tuple(hi - lo for lo, hi in box)
-        params.append(relax.Var(f"in{k}", TensorType(shape, str(arg.ty.dtype))))
+        params.append(relax.Var(f"in{k}", TensorType(box_shape(box), str(arg.ty.dtype))))
         args.append(params[-1])
     bb = relax.BlockBuilder()
     with bb.function(ENTRY_FUNC, params):

@@ -38,6 +38,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -120,8 +121,6 @@ class _Session:
     def probe(self, host: str, port: int, src: str, repeat: int) -> str:
         """Pull ``src`` from the worker at ``host:port`` ``repeat`` times after one warm-up;
         the seconds of each pull as JSON (timed here, so the client's link does not count)."""
-        import time
-
         import numpy as np
 
         self.data_port()
@@ -170,8 +169,6 @@ class _Session:
                 self.arrived.notify_all()
 
     def call(self, function: str, out: str, *names: str) -> str:
-        import time
-
         start = time.perf_counter()
         args = [self.value(n) for n in names]
         waited = time.perf_counter() - start

@@ -17,6 +17,7 @@ time.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from tvm_hetero.ir.tiles import (
     SCHEMES,
     TUPLE_OPS,
     Box,
+    box_shape,
     contiguous_runs,
     full_box,
     intersect,
@@ -176,12 +178,12 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
     if not isinstance(call, relax.Call) or not isinstance(call.op, tvm.ir.Op):
         return None
     name = call.op.name
-    size = [hi - lo for lo, hi in out]
+    size = box_shape(out)
     boxes = needs(call, out)
     if boxes is None or not size:
         return None
     first = boxes[0] if boxes[0] else out
-    in_size = [hi - lo for lo, hi in first]
+    in_size = box_shape(first)
     if len(size) == 4:
         shape = {"in_c": in_size[1], "in_h": in_size[2], "in_w": in_size[3], "out_c": size[1],
                  "out_h": size[2], "out_w": size[3]}  # fmt: skip
@@ -192,7 +194,7 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
     read = [b for b in boxes if b is not None]
     row = {**shape, "k_h": 0, "k_w": 0, "stride": 1, "dilation": 1, "groups": 1,
            "inner": size[-1], "operands": len(read),
-           "elements_read": sum(int(np.prod([hi - lo for lo, hi in b])) for b in read),
+           "elements_read": sum(math.prod(box_shape(b)) for b in read),
            **device}  # fmt: skip
     a = call.attrs
     elements = float(np.prod(size)) / 1e9
@@ -378,7 +380,7 @@ def _move_terms(
                 common = intersect(have, box)
                 if common is None:
                     continue
-                nbytes = int(np.prod([hi - lo for lo, hi in common])) * itemsize(str(var.ty.dtype))
+                nbytes = math.prod(box_shape(common)) * itemsize(str(var.ty.dtype))
                 pieces, total = pieces + 1, total + nbytes
                 runs += contiguous_runs(common, box)
                 if src != tile.device:
