@@ -1,7 +1,7 @@
 """FlexPie against its baselines on emulated edge clusters: latency, score and search time.
 
     sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
-        [--model mobilenet resnet18] [--collect] [--estimators DIR] [--repeat 7]
+        [--model mobilenet resnet18] [--collect] [--estimators DIR] [--rounds 3] [--repeat 3]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
 (FlexPie's testbed is homogeneous: four or three TI C6678 boards), each a runtime-only worker in
@@ -13,10 +13,11 @@ that run MobileNet in milliseconds) are scaled to these CPU quotas as 1000, 200 
 
 Per case and model: FlexPie plans with the estimators (``--estimators``, default the shipped
 ones), timed; its plan and every baseline (each fixed scheme, layer-wise, fused per scheme, the
-home device alone) are compiled and run on the cluster, latency the median of ``--repeat`` runs
-after one warm-up; the score of each is the best measured latency over its own (the paper's
-performance score). ``--collect`` first appends this cluster's traces (tiles on one device,
-transfers between every pair, joins) to ``benchmarks/results/flexpie_traces.jsonl``: what the
+home device alone) are compiled and run on the cluster in ``--rounds`` rounds, each loading
+every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed drifts),
+latency the median of each plan's runs; the score of each is the best measured latency over
+its own (the paper's performance score). ``--collect`` first appends this cluster's traces
+(tiles on one device, transfers between every pair, joins) to ``benchmarks/results/flexpie_traces.jsonl``: what the
 shipped estimators were trained on (``tvm-hetero train``); ``--retrain`` then plans with
 estimators fitted on that file, this cluster's traces included (the protocol a user follows:
 ``collect-traces``, ``train``, ``plan``; the sync estimator does not carry to a topology and
@@ -78,17 +79,24 @@ def spec_file(case: str, quota: float, folder: Path) -> Path:
     return path
 
 
-def latency(deployment, inputs, repeat: int) -> float:
-    """Median seconds of one inference (one warm-up run first)."""
-    with Executor(deployment, timeout_s=300) as ex:
-        tensors = ex.place_inputs(inputs)
-        ex.run_tensors(tensors)
-        seconds = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            ex.run_tensors(tensors)
-            seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+def interleaved_latency(deployments: dict, inputs, rounds: int, runs: int) -> dict:
+    """Median seconds of one inference of each deployment, timed in ``rounds`` rounds, each
+    loading every deployment in turn for one warm-up and ``runs`` timed runs: this host's speed
+    moved 1.7x within a quarter of an hour (one device's MobileNet: 112 ms, then 195 ms), so
+    plans timed one after the other were ranked by when they ran as much as by what they are.
+    (Not all loaded at once: a ``tvm-hetero worker``, like TVM's RPC server, serves one session
+    at a time.)"""
+    seconds = {key: [] for key in deployments}
+    for _ in range(rounds):
+        for key, deployment in deployments.items():
+            with Executor(deployment, timeout_s=300) as ex:
+                tensors = ex.place_inputs(inputs)
+                ex.run_tensors(tensors)
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    ex.run_tensors(tensors)
+                    seconds[key].append(time.perf_counter() - start)
+    return {key: statistics.median(t) for key, t in seconds.items()}
 
 
 def _effect(plan) -> tuple:
@@ -130,15 +138,14 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             predicted = {"flexpie": result.partition.predicted_s} | {
                 n: p.predicted_s for n, p in result.baselines.items()
             }
-            measured, built = {}, {}
-            inputs = model.random_inputs()
-            for label, plan in plans.items():
-                key = _effect(plan)
-                if key not in built:
+            built = {}
+            for plan in plans.values():
+                if _effect(plan) not in built:
                     used = api.in_plan_order(devices, plan)
-                    built[key] = latency(api.compile(model, used, plan).deployment, inputs,
-                                         args.repeat)  # fmt: skip
-                measured[label] = built[key]
+                    built[_effect(plan)] = api.compile(model, used, plan).deployment
+            timed = interleaved_latency(built, model.random_inputs(), args.rounds, args.repeat)
+            measured = {label: timed[_effect(plan)] for label, plan in plans.items()}
+            for label in plans:
                 print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
                       f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
             score = scores(measured)
@@ -149,6 +156,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "predicted_s": predicted, "measured_s": measured, "score": score,
                 "estimators": "retrained with this cluster's traces" if args.retrain else
                               args.estimators or "shipped",
+                "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
             })  # fmt: skip
             print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
                   f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
@@ -165,7 +173,8 @@ def main() -> None:
     parser.add_argument("--model", nargs="*", default=["mobilenet", "resnet18"],
                         choices=list(MODELS))  # fmt: skip
     parser.add_argument("--quota", type=float, default=0.45, help="cores per device")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over every plan")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
     parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
     parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")

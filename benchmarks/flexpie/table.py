@@ -33,7 +33,7 @@ def row(run: dict) -> str:
     winner = min(m, key=m.get)
     score = run["score"]["flexpie"]
     mark = "**" if score >= 0.995 else ""
-    older = "" if "estimators" in run else " †"
+    older = " †" if "estimators" not in run else " *" if "cfs_period_ms" not in run else ""
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
@@ -61,6 +61,8 @@ def main() -> None:
             "\n† measured before the element-wise kernel fix and the senders' share of a "
             "boundary's price (commit 4ad19c7)."
         )
+    if any("cfs_period_ms" not in r for r in runs):
+        print("\n* and †: each device's CPU quota in periods of 100 ms (bursts of full speed).")
     print(f"\n{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
           f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one device "
           f"{min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip

@@ -18,6 +18,7 @@ from tvm_hetero.devices.spec import Link
 from tvm_hetero.emulation.control import (
     CGROUP_ROOT,
     SESSION_BYTES,
+    cfs_period_us,
     leftovers,
     missing_privilege,
     up,
@@ -90,7 +91,9 @@ def test_up_makes_namespaces_cgroups_and_runtime_only_workers(ring):
     ]  # fmt: skip
     cpu = CGROUP_ROOT / "cpu" / CGROUP_PARENT / f"{tag}-0"
     memory = CGROUP_ROOT / "memory" / CGROUP_PARENT / f"{tag}-0"
-    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    assert (cpu / "cpu.cfs_period_us").read_text().strip() == "5000"  # half a core, finely cut
+    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "2500"
+    assert [cfs_period_us(q) for q in (0.5, 0.2, 0.1, 0.03)] == [5000, 5000, 10000, 33334]
     # the device's 1 GiB for the model, over what the idle worker and a session take
     over = int((memory / "memory.limit_in_bytes").read_text()) - 2**30 - SESSION_BYTES
     assert 0 < over < 2**30

@@ -15,6 +15,8 @@ from tvm_hetero.costmodel.estimators import Estimator, topology, train
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.ir.tiles import SCHEMES
 from tvm_hetero.plan.flexpie import evaluate
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.traces import JOINS, collect, join_runs, read_traces
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
@@ -64,6 +66,43 @@ def test_plan_builds_runs_and_equals_the_whole_model(devices, trained):
         got = api.run(api.compile(model, devices, p), x)
         np.testing.assert_allclose(got[0], api.reference_outputs(model, x, devices[0])[0],
                                    rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced(devices, trained):
+    """The probe (a conv chain cut in rows, every layer a segment) is run on the workers once
+    and kept; the per-segment term is its measured time less its price, over its segments;
+    it is added to every tiled segment's compute and to no Home segment's."""
+    folder, estimators = trained
+    db = folder / "probe.jsonl"
+    first = strategy.segment_seconds(devices, estimators, None, 1e-5, db)
+    runs = [json.loads(line) for line in db.read_text().splitlines()]
+    assert [r["workload"]["op"] for r in runs] == ["run"] and len(runs[0]["samples_s"]) == 30
+    assert strategy.segment_seconds(devices, estimators, None, 1e-5, db) == first
+    assert db.read_text().count("\n") == 1  # served from the database
+    probe = strategy.load_probe(len(devices))
+    geometry = strategy.TileGeometry(probe, strategy.flexpie_layers(probe), len(devices))
+    problem = strategy.problem_of(geometry, devices, estimators, None, {}, 1, 1e-5)
+    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
+    tiled = [i for i in range(len(geometry)) if np.isfinite(problem.compute_s[i, 0, rows])]
+    cuts = [(i, i + 1, rows if i in tiled else home) for i in range(len(geometry))]
+    partition = evaluate(problem, cuts)
+    want = max(0.0, (float(np.median(runs[0]["samples_s"])) - partition.predicted_s) / len(tiled))
+    assert len(tiled) == strategy.PROBE_LAYERS and first == pytest.approx(want)
+    plan = strategy.to_plan(geometry, devices, partition, "fixed-InH")
+    profiler = Profiler(ProfileDB(db))  # other links: another record
+    profiler.profile_run(probe, devices, plan, "ring of 2 at 50 Mbit/s", repeat=3)
+    assert profiler.misses == 1 and db.read_text().count("\n") == 2
+    assert strategy.segment_seconds(devices[:1], estimators, None, 0.0, db) == 0.0
+    model = load_zoo_model("resnet18:tiny")
+    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    plain, charged = (
+        strategy.problem_of(geometry, devices, estimators, None, {}, segment_s=s).compute_s
+        for s in (0.0, 0.25)
+    )  # fmt: skip
+    finite = np.isfinite(plain)
+    extra = np.where(finite, charged - np.where(finite, plain, 0.0), 0.0)
+    assert np.allclose(extra[..., home], 0.0)
+    assert np.allclose(np.delete(extra, home, axis=2)[np.delete(finite, home, axis=2)], 0.25)
 
 
 def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):

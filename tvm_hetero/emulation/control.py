@@ -7,6 +7,7 @@ by name alone: after a clean ``up``, a failed one, or one that was killed halfwa
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -24,7 +25,14 @@ from tvm_hetero.emulation.layout import CGROUP_PARENT, WORKER_PORT, Layout, Node
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "memory")
-CFS_PERIOD_US = 100_000
+CFS_PERIOD_US = 5_000
+"""The period of a device's CPU quota. A device held to a fraction of a core must be that much
+slower at every time scale a plan sees: under the kernel's default 100 ms a worker held to 0.45
+core ran 45 ms at full speed and then stood still, so one device's MobileNet took 118-135 ms
+or about 197 ms by where its run fell in the period (25 runs: two modes), and a tile of a few
+milliseconds ran at full speed; at 5 ms the same runs took 180-211 ms (median 198)."""
+MIN_QUOTA_US = 1_000
+"""The least quota the kernel takes per period."""
 SESSION_BYTES = 256 * 2**20
 """Memory a client's session may take in a worker besides the model (the forked session
 process's copied pages, its buffers): link probes' sessions took 30-70 MiB over the idle
@@ -122,6 +130,12 @@ def _sh(cmd: list[str]) -> None:
         raise EmulationError(f"`{' '.join(cmd)}` failed: {done.stderr.strip() or done.returncode}")
 
 
+def cfs_period_us(quota: float) -> int:
+    """:data:`CFS_PERIOD_US`, or longer where ``quota`` cores of it would be under the kernel's
+    :data:`MIN_QUOTA_US` (a device of 0.1 core: 10 ms)."""
+    return max(CFS_PERIOD_US, math.ceil(MIN_QUOTA_US / quota))
+
+
 def _make_cgroups(node: Node) -> list[Path]:
     made = []
     for controller in CONTROLLERS:
@@ -129,9 +143,9 @@ def _make_cgroups(node: Node) -> list[Path]:
         path.mkdir(parents=True, exist_ok=True)
         made.append(path)
     if node.cpu_quota is not None:
-        quota = max(1000, int(node.cpu_quota * CFS_PERIOD_US))
-        (made[0] / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
-        (made[0] / "cpu.cfs_quota_us").write_text(str(quota))
+        period = cfs_period_us(node.cpu_quota)
+        (made[0] / "cpu.cfs_period_us").write_text(str(period))
+        (made[0] / "cpu.cfs_quota_us").write_text(str(round(node.cpu_quota * period)))
     return made
 
 

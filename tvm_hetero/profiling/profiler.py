@@ -7,10 +7,12 @@ cost one layer's profiling and a second run costs nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tvm
@@ -35,6 +37,9 @@ from tvm_hetero.profiling.workloads import (
 from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args, serves
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
+
+if TYPE_CHECKING:
+    from tvm_hetero.frontends.model import Model
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -253,6 +258,33 @@ class Profiler:
         config = MeasureConfig(repeat=repeat, min_repeat_ms=0)
         return self._stored_or_measured(
             RecordKind.TRANSFER, key, target, a, workload, config, measure
+        )
+
+    def profile_run(
+        self, model: Model, devices: Sequence[DeviceSpec], plan: Any, setting: str = "",
+        repeat: int = 30,
+    ) -> ProfileRecord:  # fmt: skip
+        """``model`` compiled with ``plan`` on ``devices`` and run end to end by the concurrent
+        runtime on their workers (remote workers over TVM RPC): one sample per run, after five
+        warm-up runs. ``setting`` is what else the time depends on that the devices do not say
+        (an emulated cluster's links, say): it is part of the record's key."""
+        from tvm_hetero import api
+        from tvm_hetero.runtime.executor import Executor
+
+        def measure() -> Timing:
+            compiled = api.compile(model, list(devices), plan, self.options)
+            with Executor(compiled.deployment, timeout_s=120) as ex:
+                samples = ex.time(model.random_inputs(), repeat=repeat, warmup=5).samples_ms
+            return Timing(tuple(t * 1e-3 for t in samples), 1)
+
+        cut = {k: v for k, v in plan.to_dict().items() if k not in ("strategy", "predicted_s")}
+        plan_text = json.dumps(cut, sort_keys=True).encode()
+        key = f"run:{workload_key(model.mod)}:{hashlib.sha1(plan_text).hexdigest()[:16]}"
+        target = "|".join(target_key(d) for d in devices) + (f" @ {setting}" if setting else "")
+        workload = {"op": "run", "model": model.name, "devices": [d.name for d in devices]}
+        config = MeasureConfig(repeat=repeat, min_repeat_ms=0)
+        return self._stored_or_measured(
+            RecordKind.MODEL, key, target, devices[0], workload, config, measure
         )
 
     def profile_model(

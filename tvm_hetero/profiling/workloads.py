@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
@@ -247,6 +248,25 @@ def chain_module(length: int, size: int = 8) -> tvm.IRModule:
             h = x
             for _ in range(length):
                 h = bb.emit(relax.op.add(h, relax.const(1.0, "float32")))
+            out = bb.emit_output(h)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def conv_chain_module(length: int, channels: int = 4, size: int = 16) -> tvm.IRModule:
+    """``main(x)``: ``length`` small 3x3 convolutions, each with its ReLU, one after the other
+    on a ``(1, channels, size, size)`` image (cut into row tiles, every layer a halo exchange
+    between neighbours and a unit per device: what a tiled layer costs the runtime)."""
+    x = relax.Var("x", TensorType((1, channels, size, size), "float32"))
+    rng = np.random.default_rng(0)
+    bb = relax.BlockBuilder()
+    with bb.function(ENTRY_FUNC, [x]):
+        with bb.dataflow():
+            h = x
+            for _ in range(length):
+                w = rng.standard_normal((channels, channels, 3, 3)).astype("float32") / 6
+                h = bb.emit(relax.op.nn.conv2d(h, relax.const(w), padding=1))
+                h = bb.emit(relax.op.nn.relu(h))
             out = bb.emit_output(h)
         bb.emit_func_output(out)
     return bb.get()

@@ -17,6 +17,7 @@ time.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -278,14 +279,16 @@ class _Pricer:
 def problem_of(
     geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
     cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
-    handoff_s: float = 0.0,
+    handoff_s: float = 0.0, segment_s: float = 0.0,
 ) -> SpatialProblem:  # fmt: skip
-    """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles),
-    ``move_s`` per boundary (:func:`boundary_seconds`: the busiest receiver or sender).
-    ``whole_s`` is the measured time of each operator the compute estimator does not know (by
-    its call), on the home device; ``handoff_s`` what the runtime spends on each piece that
-    passes between two devices besides moving its bytes (a copy step and a unit's dispatch:
-    ``Profiler.profile_handoff``)."""
+    """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
+    plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary
+    (:func:`boundary_seconds`: the busiest receiver or sender). ``whole_s`` is the measured time
+    of each operator the compute estimator does not know (by its call), on the home device;
+    ``handoff_s`` what the runtime spends on each piece that passes between two devices besides
+    moving its bytes (a copy step and a unit's dispatch: ``Profiler.profile_handoff``);
+    ``segment_s`` what a segment cut over every device costs the runtime besides its tiles and
+    pieces (:func:`segment_seconds`)."""
     n, k = len(geometry), len(SCHEMES)
     compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
                                                      estimators.rearrange))  # fmt: skip
@@ -339,7 +342,7 @@ def problem_of(
         per_device = np.zeros(len(devices))
         for dev, idx, fixed in terms:
             per_device[dev] += fixed if idx is None else compute_s[idx]
-        compute_arr[a, d - 1, q] = per_device.max()
+        compute_arr[a, d - 1, q] = per_device.max() + (segment_s if SCHEMES[q] != "Home" else 0)
     move_arr = np.full((n + 1, k + 1, k + 1, max_run + 1), np.inf)
     for key, per_receiver in move_terms.items():
         move_arr[key] = boundary_seconds(per_receiver, sync_s, rearrange_s, handoff_s)
@@ -416,7 +419,9 @@ def to_plan(
 
 @dataclass(frozen=True)
 class FlexPieResult:
-    """FlexPie's plan with what it was made from, and the baselines through the same costs."""
+    """FlexPie's plan with what it was made from, and the baselines through the same costs;
+    ``handoff_s`` and ``segment_s`` are the runtime's costs it measured on the devices
+    (:func:`handoff_seconds`, :func:`segment_seconds`)."""
 
     plan: SpatialPlan
     geometry: TileGeometry
@@ -424,6 +429,8 @@ class FlexPieResult:
     partition: SpatialPartition
     baselines: dict[str, SpatialPartition]
     search_s: float
+    handoff_s: float = 0.0
+    segment_s: float = 0.0
 
     def baseline_plans(self, devices: Sequence[DeviceSpec]) -> dict[str, SpatialPlan]:
         """Each baseline as a plan ``api.compile`` builds."""
@@ -470,6 +477,62 @@ def handoff_seconds(
     return profiler_for(db, options).profile_handoff(devices[0], devices[1]).median_s
 
 
+PROBE_LAYERS = 6
+"""Layers of the probe :func:`segment_seconds` runs, each a segment of its own."""
+
+
+def load_probe(devices: int) -> Model:
+    """The model :func:`segment_seconds` runs: :data:`PROBE_LAYERS` 3x3 convolutions of four
+    channels on an image of four rows per device."""
+    from tvm_hetero.frontends.load import load_model
+    from tvm_hetero.profiling.workloads import conv_chain_module
+
+    return load_model(conv_chain_module(PROBE_LAYERS, size=4 * devices), name="segment-probe")
+
+
+def segment_seconds(
+    devices: Sequence[DeviceSpec], estimators: Estimators, cluster: ClusterSpec | None = None,
+    handoff_s: float = 0.0, db: str | Path | None = None, options: BuildOptions | None = None,
+) -> float:  # fmt: skip
+    """What a segment cut over every device costs the runtime besides what the estimators and
+    the handoffs price: the client starts a unit on each device and the next segment's units
+    only once every piece they read exists (each segment ends in a barrier), and every step of
+    that passes through the client. Measured on the devices themselves: a chain of
+    :data:`PROBE_LAYERS` small convolutions cut in rows over all of them, each layer a
+    segment, run end to end (``Profiler.profile_run``, kept in the profile database under the
+    devices and the cluster's links), less its price without this term, per segment; 0 for
+    one device, or when the probe's price is above its measured time."""
+    if len(devices) < 2:
+        return 0.0
+    from tvm_hetero.strategies.eop import profiler_for
+
+    probe = load_probe(len(devices))
+    geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
+    problem = problem_of(geometry, devices, estimators, cluster, {}, 1, handoff_s)
+    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
+    cuts = [  # every layer in rows (the output layer stays home)
+        (i, i + 1, rows if np.isfinite(problem.compute_s[i, 0, rows]) else home)
+        for i in range(len(geometry))
+    ]  # fmt: skip
+    partition = flexpie.evaluate(problem, cuts)
+    plan = to_plan(geometry, devices, partition, "fixed-InH")
+    setting = _setting(devices, cluster)
+    measured = profiler_for(db, options).profile_run(probe, devices, plan, setting).median_s
+    cut = sum(s.scheme != "Home" for s in partition.segments)
+    return max(0.0, (measured - partition.predicted_s) / cut)
+
+
+def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
+    """The devices and links a run's time depends on, without addresses (an emulated cluster
+    brought up again listens elsewhere)."""
+    where = ("host", "key")
+    said = {"devices": [{k: v for k, v in d.to_dict().items() if k not in where} for d in devices]}
+    if cluster is not None:
+        said["links"] = [ln.to_dict() for ln in cluster.links]
+        said["topology"] = cluster.topology.value
+    return json.dumps(said, sort_keys=True)
+
+
 def plan_with_estimators(
     model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None = None,
     estimators: Estimators | None = None, db: str | Path | None = None,
@@ -486,15 +549,19 @@ def plan_with_estimators(
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
     handoff = handoff_seconds(devices, db, options)
     if progress:
-        progress("pricing tiles and exchanges", 1, 2)
-    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run, handoff)
+        progress("timing a tiled segment on the devices", 1, 3)
+    segment = segment_seconds(devices, estimators, cluster, handoff, db, options)
+    if progress:
+        progress("pricing tiles and exchanges", 2, 3)
+    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run, handoff, segment)
     start = time.perf_counter()
     partition = flexpie.flexpie(problem)
     search_s = time.perf_counter() - start
     if progress:
-        progress("planned", 2, 2)
+        progress("planned", 3, 3)
     plan = to_plan(geometry, devices, partition, "flexpie")
-    return FlexPieResult(plan, geometry, problem, partition, flexpie.baselines(problem), search_s)
+    baselines = flexpie.baselines(problem)
+    return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff, segment)
 
 
 def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SpatialPlan:
