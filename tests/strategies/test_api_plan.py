@@ -72,6 +72,8 @@ def test_handoff_between_two_workers_is_measured_once_and_positive(tmp_path, cor
     assert 0 < first.median_s < 1e-2 and profiler.misses == 1
     again = profiler.profile_handoff(*cores, hops=8, repeat=10)
     assert again.median_s == first.median_s and profiler.hits == 1
+    profiler.profile_handoff(*cores, hops=8, repeat=10, setting="a ring at 50 Mbit/s")
+    assert profiler.misses == 2  # another cluster's handoff is measured, not served
     gpu = resolve_device("cuda:0")
     with pytest.raises(ValueError, match="not both CPU workers"):
         profiler.profile_handoff(cores[0], gpu)

@@ -465,16 +465,20 @@ def whole_op_seconds(
 
 
 def handoff_seconds(
-    devices: Sequence[DeviceSpec], db: str | Path | None = None, options: BuildOptions | None = None
-) -> float:
+    devices: Sequence[DeviceSpec], db: str | Path | None = None,
+    options: BuildOptions | None = None, cluster: ClusterSpec | None = None,
+) -> float:  # fmt: skip
     """The runtime's cost of one piece passing between the first two devices (measured, kept in
-    the profile database), or 0 for one device or devices that are not CPU workers."""
+    the profile database under the devices and, on a ``cluster``, its links), or 0 for one
+    device or devices that are not CPU workers."""
     from tvm_hetero.devices.spec import DeviceKind
     from tvm_hetero.strategies.eop import profiler_for
 
     if len(devices) < 2 or not devices[0].kind is devices[1].kind is DeviceKind.CPU:
         return 0.0
-    return profiler_for(db, options).profile_handoff(devices[0], devices[1]).median_s
+    setting = _setting(devices[:2], cluster) if cluster is not None else ""
+    profiler = profiler_for(db, options)
+    return profiler.profile_handoff(devices[0], devices[1], setting=setting).median_s
 
 
 PROBE_LAYERS = 6
@@ -547,7 +551,7 @@ def plan_with_estimators(
     if progress:
         progress("timing the operators no scheme cuts", 0, 1)
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
-    handoff = handoff_seconds(devices, db, options)
+    handoff = handoff_seconds(devices, db, options, cluster)
     if progress:
         progress("timing a tiled segment on the devices", 1, 3)
     segment = segment_seconds(devices, estimators, cluster, handoff, db, options)
