@@ -17,12 +17,13 @@ home device alone) are compiled and run on the cluster in ``--rounds`` rounds, e
 every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed drifts),
 latency the median of each plan's runs; the score of each is the best measured latency over
 its own (the paper's performance score). ``--collect`` first appends this cluster's traces
-(tiles on one device, transfers between every pair, joins) to ``benchmarks/results/flexpie_traces.jsonl``: what the
-shipped estimators were trained on (``tvm-hetero train``); ``--retrain`` then plans with
-estimators fitted on that file, this cluster's traces included (the protocol a user follows:
-``collect-traces``, ``train``, ``plan``; the sync estimator does not carry to a topology and
-bandwidth it never saw: on a ring of four at 50 Mbit/s, traced on other clusters only, it
-priced tiled MobileNet plans 40 % under their measured time).
+(tiles on one device, transfers between every pair, joins) to
+``benchmarks/results/flexpie_traces.jsonl``: what the shipped estimators were trained on
+(``tvm-hetero train``); ``--retrain`` then plans with estimators fitted on that file, this
+cluster's traces included (the protocol a user follows: ``collect-traces``, ``train``,
+``plan``; the sync estimator does not carry to a topology and bandwidth it never saw: on a
+ring of four at 50 Mbit/s, traced on other clusters only, it priced tiled MobileNet plans 40 %
+under their measured time).
 Results: ``benchmarks/results/flexpie_latency.json``.
 """
 
@@ -79,7 +80,7 @@ def spec_file(case: str, quota: float, folder: Path) -> Path:
     return path
 
 
-def interleaved_latency(deployments: dict, inputs, rounds: int, runs: int) -> dict:
+def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict:
     """Median seconds of one inference of each deployment, timed in ``rounds`` rounds, each
     loading every deployment in turn for one warm-up and ``runs`` timed runs: this host's speed
     moved 1.7x within a quarter of an hour (one device's MobileNet: 112 ms, then 195 ms), so
@@ -143,7 +144,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 if _effect(plan) not in built:
                     used = api.in_plan_order(devices, plan)
                     built[_effect(plan)] = api.compile(model, used, plan).deployment
-            timed = interleaved_latency(built, model.random_inputs(), args.rounds, args.repeat)
+            timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
             measured = {label: timed[_effect(plan)] for label, plan in plans.items()}
             for label in plans:
                 print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
