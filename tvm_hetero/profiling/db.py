@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tvm_hetero.profiling.fingerprint import simulated_fingerprint
+from tvm_hetero.profiling.fingerprint import json_key, simulated_fingerprint
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
 
 logger = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ class ProfileDB:
             seconds = float(row["time_s"]) if "time_s" in row else float(row["time_ms"]) / 1e3
             workload = {k: v for k, v in row.items() if k not in ("device", "time_ms", "time_s")}
             fp = simulated_fingerprint(f"{reference}:{row['device']}")
-            key = hashlib.sha1(json.dumps(workload, sort_keys=True).encode()).hexdigest()[:16]
+            key = json_key(workload)
             records.append(
                 ProfileRecord(
                     RecordKind.OP,

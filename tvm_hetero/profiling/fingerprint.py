@@ -13,6 +13,12 @@ import platform
 from dataclasses import asdict, dataclass
 
 
+def json_key(data: object) -> str:
+    """A short stable hash of JSON-friendly ``data`` (16 hex digits of the SHA-1 of its JSON with
+    sorted keys): how fingerprints, imported workloads and plans are named in record keys."""
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """Identity of a measuring device.
@@ -40,8 +46,7 @@ class Fingerprint:
     @property
     def key(self) -> str:
         """A short stable hash of every field."""
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
+        return json_key(asdict(self))
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""

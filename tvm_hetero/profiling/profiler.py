@@ -7,7 +7,6 @@ cost one layer's profiling and a second run costs nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.fingerprint import json_key
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
 from tvm_hetero.profiling.workloads import (
     Dim,
@@ -280,8 +280,7 @@ class Profiler:
             return Timing(tuple(t * 1e-3 for t in samples), 1)
 
         cut = {k: v for k, v in plan.to_dict().items() if k not in ("strategy", "predicted_s")}
-        plan_text = json.dumps(cut, sort_keys=True).encode()
-        key = f"run:{workload_key(model.mod)}:{hashlib.sha1(plan_text).hexdigest()[:16]}"
+        key = f"run:{workload_key(model.mod)}:{json_key(cut)}"
         target = "|".join(target_key(d) for d in devices) + (f" @ {setting}" if setting else "")
         workload = {"op": "run", "model": model.name, "devices": [d.name for d in devices]}
         config = MeasureConfig(repeat=repeat, min_repeat_ms=0)

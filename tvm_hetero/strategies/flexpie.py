@@ -529,8 +529,10 @@ def segment_seconds(
 def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
     """The devices and links a run's time depends on, without addresses (an emulated cluster
     brought up again listens elsewhere)."""
-    where = ("host", "key")
-    said = {"devices": [{k: v for k, v in d.to_dict().items() if k not in where} for d in devices]}
+    addresses = ("host", "key")
+    said = {
+        "devices": [{k: v for k, v in d.to_dict().items() if k not in addresses} for d in devices]
+    }
     if cluster is not None:
         said["links"] = [ln.to_dict() for ln in cluster.links]
         said["topology"] = cluster.topology.value
@@ -549,7 +551,7 @@ def plan_with_estimators(
     layers = flexpie_layers(model)
     geometry = TileGeometry(model, layers, len(devices))
     if progress:
-        progress("timing the operators no scheme cuts", 0, 1)
+        progress("timing the operators no scheme cuts", 0, 3)
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
     handoff = handoff_seconds(devices, db, options, cluster)
     if progress:
