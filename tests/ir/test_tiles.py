@@ -23,8 +23,9 @@ def test_even_parts_and_cells_of_every_scheme():
     assert [b[1] for _, b in scheme_cells("OutC", shape, 3)] == [(0, 3), (3, 6), (6, 8)]
     grid4 = scheme_cells("Grid", shape, 4)
     assert [(d, b[2], b[3]) for d, b in grid4] == [
-        (0, (0, 3), (0, 5)), (1, (3, 6), (0, 5)), (2, (0, 3), (5, 10)), (3, (3, 6), (5, 10))
+        (0, (0, 3), (0, 5)), (1, (3, 6), (0, 5)), (3, (0, 3), (5, 10)), (2, (3, 6), (5, 10))
     ]  # fmt: skip
+    # snake order: ring neighbours 0-1, 1-2, 2-3 and 3-0 share an edge
     grid3 = scheme_cells("Grid", shape, 3)  # the last device takes its whole column
     assert [d for d, _ in grid3] == [0, 1, 2, 2]
     assert scheme_cells("Home", shape, 3) == [(0, ((0, 1), (0, 8), (0, 6), (0, 10)))]

@@ -3,6 +3,7 @@ compiled, run and equal to the whole model; its costs agree with the planner's e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from tvm import relax
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import Estimator, topology, train
 from tvm_hetero.devices import resolve_device
+from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.ir.tiles import SCHEMES
 from tvm_hetero.plan.flexpie import evaluate
 from tvm_hetero.profiling.db import ProfileDB
@@ -135,6 +137,21 @@ def test_compute_rows_tell_operators_of_one_shape_apart():
     assert len({tuple(r.values()) for r in rows}) == 3
 
 
+def test_a_transformer_is_priced_and_planned(devices, trained):
+    """A 4-D output of a 3-D operand (a transformer's heads split from its features) is a
+    row like any other (it raised ``IndexError`` and stopped BERT's plan); bert-small:tiny
+    plans with its token rows cut (``InH``) somewhere."""
+    x = relax.Var("x", relax.TensorType((1, 6, 8), "float32"))
+    heads = relax.BlockBuilder().normalize(relax.op.reshape(x, (1, 6, 2, 4)))
+    row = strategy.compute_row(heads, ((0, 1), (0, 3), (0, 2), (0, 4)), {})
+    assert (row["in_c"], row["in_h"], row["out_c"], row["out_h"]) == (8, 3, 4, 6)
+    estimators = trained[1]
+    model = load_zoo_model("bert-small:tiny")
+    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    problem = strategy.problem_of(geometry, devices, estimators, None, {})
+    assert np.isfinite(problem.compute_s[:, 0, SCHEMES.index("InH")]).any()
+
+
 def test_joins_traced_count_the_runs_they_copy():
     assert join_runs((1, 512, 7, 7), 4, 1) == 4  # channels: a block per piece
     assert join_runs((1, 512, 7, 7), 4, 2) == 4 * 512  # rows: a block per channel and piece
@@ -177,10 +194,25 @@ def test_tiles_run_on_remote_workers_and_exchange_worker_to_worker(start_workers
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
 
 
-def test_a_boundary_costs_its_busiest_receiver_or_sender():
+def test_a_boundary_costs_its_busiest_receiver_sender_or_link():
     sync_s, joins_s = np.array([3.0, 1.0, 2.0]), np.array([0.5])
-    scatter = [([(0, 0)], []), ([(0, 0)], []), ([(0, 2)], [])]  # home serves three pieces
+    piece = strategy.Piece
+    scatter = [([piece(0, 0)], []), ([piece(0, 0)], []), ([piece(0, 2)], [])]  # home serves 3
     assert strategy.boundary_seconds(scatter, sync_s, joins_s, 0.0) == 8.0
-    halo = [([(1, 1), (2, 1)], [0]), ([(0, 1)], []), ([(0, 1)], [])]  # a receiver's pulls, joined
+    halo = [([piece(1, 1), piece(2, 1)], [0]), ([piece(0, 1)], []), ([piece(0, 1)], [])]
     assert strategy.boundary_seconds(halo, sync_s, joins_s, 0.25) == 2.0 + 0.5 + 0.5
     assert strategy.boundary_seconds([([], [])], sync_s, joins_s, 1.0) == 0.0
+    # a ring a-b-c: a -> c passes b, so the link b -> c carries it and b's own piece to c
+    relay = [([piece(0, 0, (("a", "b"), ("b", "c"))), piece(1, 1, (("b", "c"),))], [])]
+    assert strategy.boundary_seconds(relay, sync_s, joins_s, 0.0) == 4.0
+    apart = [([piece(0, 0, (("a", "b"), ("b", "c")))], []), ([piece(1, 2, (("b", "a"),))], [])]
+    assert strategy.boundary_seconds(apart, sync_s, joins_s, 0.0) == 3.0  # links both ways
+
+
+def test_pieces_are_routed_along_the_clusters_links():
+    edges = [dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
+             for k, n in enumerate("abcd")]  # fmt: skip
+    ring = ClusterSpec.uniform(edges, "ring", 100.0)
+    assert strategy._route(edges[0], edges[2], ring) == (("a", "b"), ("b", "c"))
+    assert strategy._route(edges[3], edges[0], ring) == (("d", "a"),)
+    assert strategy._route(edges[0], edges[1], None) == ()

@@ -3,12 +3,15 @@ what part of each input an operator needs for a part of its output (the halo).
 
 A :class:`Box` is a half-open range per axis. :func:`scheme_cells` cuts a layer's NCHW output
 over the devices by a scheme: ``InH`` (rows), ``InW`` (columns), ``OutC`` (output channels),
-``Grid`` (a 2 x ceil(D/2) grid of rows and columns: with an odd device count the last device
-takes both cells of its column, twice the work, as in the paper's 3-node runs) or ``Home`` (the
-whole output on the home device: any layer can take it). :func:`needs` maps an output box back
-to the input boxes through one operator: convolution and pooling windows with their stride,
-dilation and padding, depthwise convolutions' channels, element-wise broadcasting. Read-only
-analysis of static-shaped calls; the rewriting is ``PartitionSpatialTiles``'.
+``Grid`` (a 2 x ceil(D/2) grid of rows and columns, devices in snake order, down the first
+column and up the next, so that devices next in the list, a ring's neighbours, hold cells that
+share an edge: on a ring of four the 2-hop pairs share a corner only; with an odd device
+count the last device takes both cells of its column, twice the work, as in the paper's 3-node
+runs) or ``Home`` (the whole output on the home device: any layer can take it).
+:func:`needs` maps an output box back to the input boxes through one operator: convolution and
+pooling windows with their stride, dilation and padding, depthwise convolutions' channels,
+element-wise broadcasting. Read-only analysis of static-shaped calls; the rewriting is
+``PartitionSpatialTiles``'.
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ def scheme_cells(scheme: str, shape: Sequence[int], devices: int) -> list[tuple[
     cells = []
     for c, cols in enumerate(even_parts(shape[3], columns)):
         for r, rows in enumerate(even_parts(shape[2], 2)):
-            cells.append((min(2 * c + r, devices - 1), _with(_with(full, 2, rows), 3, cols)))
+            snake = 2 * c + (r if c % 2 == 0 else 1 - r)
+            cells.append((min(snake, devices - 1), _with(_with(full, 2, rows), 3, cols)))
     return cells
 
 

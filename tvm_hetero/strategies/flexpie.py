@@ -185,10 +185,11 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
         return None
     first = boxes[0] if boxes[0] else out
     in_size = box_shape(first)
-    if len(size) == 4:
+    if len(size) == len(in_size) == 4:
         shape = {"in_c": in_size[1], "in_h": in_size[2], "in_w": in_size[3], "out_c": size[1],
                  "out_h": size[2], "out_w": size[3]}  # fmt: skip
-    else:  # (batch, ..., features): features as channels, the middle axes as rows
+    else:  # (batch, ..., features): features as channels, the middle axes as rows (also a
+        # 4-D output of a 3-D operand: a transformer's heads split from its features)
         rows_in, rows_out = int(np.prod(in_size[1:-1])), int(np.prod(size[1:-1]))
         shape = {"in_c": in_size[-1], "in_h": rows_in, "in_w": in_size[0], "out_c": size[-1],
                  "out_h": rows_out, "out_w": size[0]}  # fmt: skip
@@ -283,12 +284,12 @@ def problem_of(
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
     plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary
-    (:func:`boundary_seconds`: the busiest receiver or sender). ``whole_s`` is the measured time
-    of each operator the compute estimator does not know (by its call), on the home device;
-    ``handoff_s`` what the runtime spends on each piece that passes between two devices besides
-    moving its bytes (a copy step and a unit's dispatch: ``Profiler.profile_handoff``);
-    ``segment_s`` what a segment cut over every device costs the runtime besides its tiles and
-    pieces (:func:`segment_seconds`)."""
+    (:func:`boundary_seconds`: the busiest receiver, sender or link). ``whole_s`` is the
+    measured time of each operator the compute estimator does not know (by its call), on the
+    home device; ``handoff_s`` what the runtime spends on each piece that passes between two
+    devices besides moving its bytes (a copy step and a unit's dispatch:
+    ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device costs
+    the runtime besides its tiles and pieces (:func:`segment_seconds`)."""
     n, k = len(geometry), len(SCHEMES)
     compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
                                                      estimators.rearrange))  # fmt: skip
@@ -350,28 +351,52 @@ def problem_of(
 
 
 def boundary_seconds(
-    per_receiver: Sequence[tuple[list[tuple[int, int]], list[int]]], sync_s: np.ndarray,
+    per_receiver: Sequence[tuple[list[Piece], list[int]]], sync_s: np.ndarray,
     rearrange_s: np.ndarray, handoff_s: float,
 ) -> float:  # fmt: skip
-    """A boundary's time: its busiest device. A receiver pulls its pieces one after another
-    (each a sync time and a handoff), then joins them; a sender serves its pieces from one
-    CPU and its own links, so they take at least their sum (scattering a layer from home to
+    """A boundary's time: its busiest device or link. A receiver pulls its pieces one after
+    another (each a sync time and a handoff), then joins them; a sender serves its pieces from
+    one CPU and its own links, so they take at least their sum (scattering a layer from home to
     three devices over 50 Mbit/s links took three pieces' time, not one: the receivers-only
-    price was 40 % under the measured latency of such plans)."""
-    worst, sent = 0.0, {}
+    price was 40 % under the measured latency of such plans); a link, in each direction,
+    carries the pieces routed over it one after another, whoever sent them (a piece two hops
+    away shares the link between with that link's own pieces)."""
+    worst, load = 0.0, {}
     for syncs, joins in per_receiver:
-        moved = sum(sync_s[i] for _, i in syncs) + len(syncs) * handoff_s
+        moved = sum(sync_s[p.sync] for p in syncs) + len(syncs) * handoff_s
         worst = max(worst, moved + sum(rearrange_s[i] for i in joins))
-        for src, i in syncs:
-            sent[src] = sent.get(src, 0.0) + sync_s[i]
-    return max(worst, *sent.values()) if sent else worst
+        for p in syncs:
+            for key in (("sender", p.src), *p.route):
+                load[key] = load.get(key, 0.0) + sync_s[p.sync]
+    return max(worst, *load.values()) if load else worst
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece a device receives from another: its sender, its sync estimator row and the
+    directed links it crosses (``(from, to)`` device names; none between colocated devices)."""
+
+    src: int
+    sync: int
+    route: tuple[tuple[str, str], ...] = ()
+
+
+def _route(src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None) -> tuple:
+    if src.colocated(dst) or cluster is None:
+        return ()
+    path, here, hops = cluster.route(src.name, dst.name) or [], src.name, []
+    for link in path:
+        there = link.b if link.a == here else link.a
+        hops.append((here, there))
+        here = there
+    return tuple(hops)
 
 
 def _move_terms(
     geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, sync, rearrange
-) -> list[tuple[list[tuple[int, int]], list[int]]]:
-    """Per receiving tile: ``(sender, sync row)`` of each piece it receives from another device
-    and the rearrange rows of joining them."""
+) -> list[tuple[list[Piece], list[int]]]:
+    """Per receiving tile: each :class:`Piece` it receives from another device and the
+    rearrange rows of joining them."""
     entering = geometry.outputs[a - 1] if a > 0 else None
     result = []
     for tile in tiles:
@@ -387,10 +412,9 @@ def _move_terms(
                 pieces, total = pieces + 1, total + nbytes
                 runs += contiguous_runs(common, box)
                 if src != tile.device:
-                    row = sync_row(
-                        nbytes, devices[src], devices[tile.device], cluster, len(devices)
-                    )
-                    syncs.append((src, sync.ask(row)))
+                    sender, receiver = devices[src], devices[tile.device]
+                    row = sync_row(nbytes, sender, receiver, cluster, len(devices))
+                    syncs.append(Piece(src, sync.ask(row), _route(sender, receiver, cluster)))
             if pieces > 1:
                 row = {"bytes": total, "pieces": pieces, "runs": runs,
                        **device_features(devices[tile.device])}  # fmt: skip
