@@ -1,12 +1,14 @@
 """FlexPie's estimators on held-out traces (goal: MAPE < 15 %), and the shipped estimators.
 
     .venv/bin/python benchmarks/flexpie/estimators.py [--traces benchmarks/results/flexpie_traces.jsonl]
-        [--ship]
+        [--again benchmarks/results/flexpie_traces_cfs5ms.jsonl] [--ship]
 
 Trains the compute, sync and rearrange estimators on the traces ``latency.py --collect``
 measured on the emulated clusters, with 20 % of them held out (``--splits`` random splits:
 mean and spread of the held-out MAPE, and the median error), and the compute estimator's
-held-out error per operator kind. ``--ship``
+held-out error per operator kind; with ``--again`` (the same workloads traced another time),
+how well a label repeats: one measurement's error as the other's prediction, a floor for any
+estimator trained on such labels. ``--ship``
 writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
 default of ``--strategy flexpie``).
 Results: ``benchmarks/results/flexpie_estimators.json``.
@@ -40,14 +42,34 @@ def held_out_errors(name, rows, seconds, splits):
     return errors, per_kind
 
 
+def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
+    """Absolute percentage errors of one measurement of a workload as the prediction of
+    another (both directions, every workload in both trace sets once): how well a label
+    repeats, which bounds how well an estimator trained on such labels can score."""
+
+    def by_row(rows, seconds):
+        out = {}
+        for row, s in zip(rows, seconds, strict=True):
+            out.setdefault(json.dumps(row, sort_keys=True), s)
+        return out
+
+    a, b = by_row(*first), by_row(*again)
+    pairs = np.array([(a[k], b[k]) for k in a.keys() & b.keys()]).reshape(-1, 2)
+    return np.concatenate([np.abs(pairs[:, 0] - pairs[:, 1]) / pairs[:, 1],
+                           np.abs(pairs[:, 1] - pairs[:, 0]) / pairs[:, 0]])  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")
     parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/flexpie_estimators.json")
+    parser.add_argument("--again", default="benchmarks/results/flexpie_traces_cfs5ms.jsonl",
+                        help="the same workloads traced another time: how labels repeat")  # fmt: skip
     args = parser.parse_args()
     found = read_traces(args.traces)
+    again = read_traces(args.again) if Path(args.again).exists() else {}
     results = {}
     kinds = {v: k for k, v in OP_KINDS.items()}
     for name in FEATURES:
@@ -60,6 +82,14 @@ def main() -> None:
         print(f"{name:>9}: {len(seconds)} traces, held-out MAPE {np.mean(mapes):.1%} "
               f"({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
               f"{results[name]['median_ape']:.1%}")  # fmt: skip
+        if name in again:
+            repeat = repeat_errors(found[name], again[name])
+            results[name]["repeat"] = {"workloads": len(repeat) // 2,
+                                       "mape": float(np.mean(repeat)) if len(repeat) else None,
+                                       "again": args.again}  # fmt: skip
+            if len(repeat):
+                print(f"  {name} traced again: {len(repeat) // 2} workloads, one measurement "
+                      f"as the other's prediction: MAPE {np.mean(repeat):.1%}")  # fmt: skip
         if name == "compute":
             results["compute_per_kind"] = {
                 kinds[k]: {"held_out": len(e), "mape": float(np.mean(e))}

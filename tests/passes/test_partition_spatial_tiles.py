@@ -38,7 +38,8 @@ class ConvChain:
 
 def test_a_fused_run_computes_its_halo_and_the_next_segment_exchanges_boundary_rows():
     """Rows in halves: segment (y NT, z T) reads input rows 0-3 / 2-5 and pads only at the
-    image border; o's tiles each take one row of z from the other device, not via home."""
+    image border; o's tiles each take one row of z from the other device, not via home. A
+    boundary's pieces are cut and sent first, then joined, then the tiles computed."""
 
     @I.ir_module
     class Expected:
@@ -51,20 +52,20 @@ def test_a_fused_run_computes_its_halo_and_the_next_segment_exchanges_boundary_r
         ) -> R.Tensor((1, 2, 6, 6), "float32", "llvm:0"):
             with R.dataflow():
                 x0 = R.strided_slice(x, axes=[2], begin=[0], end=[4])
-                y0 = R.nn.conv2d(x0, w, padding=[1, 1, 0, 1])
-                z0 = R.nn.relu(y0)
                 x1 = R.strided_slice(x, axes=[2], begin=[2], end=[6])
                 x1d = R.to_vdevice(x1, "llvm:1")
                 w1 = R.to_vdevice(w, "llvm:1")
+                y0 = R.nn.conv2d(x0, w, padding=[1, 1, 0, 1])
+                z0 = R.nn.relu(y0)
                 y1 = R.nn.conv2d(x1d, w1, padding=[0, 1, 1, 1])
                 z1 = R.nn.relu(y1)
                 z1_top = R.strided_slice(z1, axes=[2], begin=[0], end=[1])
                 z1_top0 = R.to_vdevice(z1_top, "llvm:0")
-                in0 = R.concat((z0, z1_top0), axis=2)
-                o0 = R.nn.conv2d(in0, w, padding=[1, 1, 0, 1])
                 z0_bottom = R.strided_slice(z0, axes=[2], begin=[2], end=[3])
                 z0_bottom1 = R.to_vdevice(z0_bottom, "llvm:1")
+                in0 = R.concat((z0, z1_top0), axis=2)
                 in1 = R.concat((z0_bottom1, z1), axis=2)
+                o0 = R.nn.conv2d(in0, w, padding=[1, 1, 0, 1])
                 o1 = R.nn.conv2d(in1, w1, padding=[0, 1, 1, 1])
                 o1h = R.to_vdevice(o1, "llvm:0")
                 gathered = R.concat((o0, o1h), axis=2)

@@ -42,7 +42,11 @@ class PartitionSpatialTiles:
     clipped windows padded exactly as the whole layer pads them. Between segments (T mode) each
     tile takes from every tile of the previous segment the part it overlaps, on that tile's
     device (``strided_slice``), copied device to device (``to_vdevice``) and joined (``concat``):
-    a boundary exchange between neighbours, not a round trip through home. The model's input is
+    a boundary exchange between neighbours, not a round trip through home. Every piece of a
+    boundary is emitted first, then every join, then the tiles, so that a device cuts and sends
+    what its neighbours need before it computes (emitted tile by tile, home computed its own
+    tile first and, held to its CPU quota, served the others' pieces a quota period or two
+    later). The model's input is
     scattered from home and its outputs gathered home once, at the end (or before a ``Home``
     segment). Weights are sliced where a tile needs part of them (``OutC``) and copied whole
     otherwise; both fold into each device's constants at build time.
@@ -101,6 +105,7 @@ class _Tiler:
         self.bb = relax.BlockBuilder()
         self.held: dict[relax.Var, list[tuple[int, Box, relax.Expr]]] = {}
         self.exchanged: dict[tuple, relax.Expr] = {}
+        self.cut: dict[tuple, list[tuple[Box, relax.Expr]]] = {}
 
     def run(self) -> relax.Function:
         func, bb = self.func, self.bb
@@ -160,11 +165,21 @@ class _Tiler:
         shape = shape_of(out)
         if shape is None:
             raise ValueError(f"{OWNER}: segment {k} ({scheme}) needs a static-shaped result")
-        tiles = []
-        for cell, (device, box) in enumerate(scheme_cells(scheme, shape, len(self.vdevices))):
-            need = self._backward(k, members, out, box, scheme)
-            tiles.append((device, box, self._forward(members, inside, need, device, cell)))
-        self.held[out] = tiles
+        cells = [
+            (device, box, self._backward(k, members, out, box, scheme))
+            for device, box in scheme_cells(scheme, shape, len(self.vdevices))
+        ]  # fmt: skip
+        reads = [(device, self._reads(members, inside, need)) for device, _, need in cells]
+        for device, parts in reads:  # every piece leaves its sender before any tile starts
+            for var, box in parts:
+                self._pieces(var, device, box)
+        for device, parts in reads:  # then each device joins what it received
+            for var, box in parts:
+                self._exchange(var, device, box)
+        self.held[out] = [
+            (device, box, self._forward(members, inside, need, device, cell))
+            for cell, (device, box, need) in enumerate(cells)
+        ]  # fmt: skip
 
     def _backward(self, k, members, out, box, scheme) -> dict[relax.Var, Box]:
         try:
@@ -173,6 +188,28 @@ class _Tiler:
             raise ValueError(
                 f"{OWNER}: segment {k} ({scheme}): {err}; plan its layer Home"
             ) from None
+
+    def _reads(self, members, inside, need) -> list[tuple[relax.Var, Box]]:
+        """The parts of tensors from before the segment that one tile's chain reads (what
+        :meth:`_forward` exchanges), in the order it reads them."""
+        bound, parts = {b.var: b.value for b in members}, []
+        for b in members:
+            if b.var not in need:
+                continue
+            part = split_part(b.value, bound, need[b.var])
+            if part is not None:
+                if part[0] not in inside:
+                    parts.append((part[0], need[part[0]]))
+                continue
+            call = tile_op(b.value, bound)
+            for arg, arg_box in zip(call.args, needs(call, need[b.var]), strict=True):
+                if arg_box is not None and self._outside(arg, inside):
+                    parts.append((arg, arg_box))
+        return parts
+
+    def _outside(self, arg: relax.Expr, inside: set[relax.Var]) -> bool:
+        """Whether ``arg`` is a tensor from before the segment (not a weight)."""
+        return isinstance(arg, relax.Var) and arg not in inside and arg not in self.weights
 
     def _forward(self, members, inside, need, device: int, cell: int) -> relax.Expr:
         """Emit one tile's chain on ``device``; returns the tile of the segment's result."""
@@ -197,7 +234,7 @@ class _Tiler:
                     args.append(arg)
                 elif isinstance(arg, relax.Var) and arg in inside:
                     args.append(self._crop(done[arg], need[arg], arg_box))
-                elif isinstance(arg, relax.Var) and arg not in self.weights:
+                elif self._outside(arg, inside):
                     args.append(self._exchange(arg, device, arg_box))
                 else:
                     args.append(self._weight(arg, arg_box, device))
@@ -229,10 +266,19 @@ class _Tiler:
         return self.exchanged[key]
 
     def _exchange(self, var: relax.Var, device: int, box: Box) -> relax.Expr:
-        """Part ``box`` of ``var`` on ``device``, from the tiles that hold it."""
+        """Part ``box`` of ``var`` on ``device``, from the tiles that hold it: its pieces,
+        joined."""
         key = (var, device, box)
-        if key in self.exchanged:
-            return self.exchanged[key]
+        if key not in self.exchanged:
+            self.exchanged[key] = self._assemble(self._pieces(var, device, box), box)
+        return self.exchanged[key]
+
+    def _pieces(self, var: relax.Var, device: int, box: Box) -> list[tuple[Box, relax.Expr]]:
+        """What of ``box`` each tile of ``var`` holds, cut on its device and copied to
+        ``device``."""
+        key = (var, device, box)
+        if key in self.cut:
+            return self.cut[key]
         pieces = []
         for src, have, expr in self.held[var]:
             common = intersect(have, box)
@@ -244,8 +290,8 @@ class _Tiler:
                     relax.op.to_vdevice(piece, self.vdevices[device]), f"{var.name}_{src}to{device}"
                 )
             pieces.append((common, piece))
-        self.exchanged[key] = self._assemble(pieces, box)
-        return self.exchanged[key]
+        self.cut[key] = pieces
+        return pieces
 
     def _assemble(self, pieces: list[tuple[Box, relax.Expr]], box: Box) -> relax.Expr:
         """Join pieces that tile ``box`` as a product grid (concats along one axis at a time)."""
