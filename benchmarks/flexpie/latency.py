@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -100,6 +101,16 @@ def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict
     return {key: statistics.median(t) for key, t in seconds.items()}
 
 
+def _commit() -> str:
+    """The commit of the code measured (``git describe --always --dirty``), or ``""``."""
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, cwd=Path(__file__).parent, check=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return done.stdout.strip()
+
+
 def _effect(plan) -> tuple:
     """What a plan computes where: segments with runs of Home segments merged (one build and one
     measurement for plans that differ only in how they cut the home device's work)."""
@@ -158,6 +169,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "estimators": "retrained with this cluster's traces" if args.retrain else
                               args.estimators or "shipped",
                 "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
+                "commit": _commit(),
             })  # fmt: skip
             print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
                   f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",

@@ -33,7 +33,8 @@ def row(run: dict) -> str:
     winner = min(m, key=m.get)
     score = run["score"]["flexpie"]
     mark = "**" if score >= 0.995 else ""
-    older = " †" if "estimators" not in run else " *" if "cfs_period_ms" not in run else ""
+    older = (" †" if "estimators" not in run else " *" if "cfs_period_ms" not in run
+             else " ‡" if "commit" not in run else "")  # fmt: skip
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
@@ -63,6 +64,11 @@ def main() -> None:
         )
     if any("cfs_period_ms" not in r for r in runs):
         print("\n* and †: each device's CPU quota in periods of 100 ms (bursts of full speed).")
+    if any("commit" not in r for r in runs):
+        print(
+            "\n‡, * and †: measured before a boundary's pieces were sent ahead of the tiles "
+            "(commit 544dd88): home computed its own tile, then served the others."
+        )
     print(f"\n{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
           f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one device "
           f"{min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip
