@@ -102,9 +102,10 @@ def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict
 
 
 def _commit() -> str:
-    """The commit of the code measured (``git describe --always --dirty``), or ``""``."""
+    """The commit of the code measured (``git describe --always``; not ``--dirty``: this
+    script writes its results into the tree), or ``""``."""
     try:
-        done = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+        done = subprocess.run(["git", "describe", "--always"], capture_output=True,
                               text=True, cwd=Path(__file__).parent, check=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return ""
