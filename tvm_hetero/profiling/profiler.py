@@ -38,6 +38,13 @@ from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args, serve
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
 
+RUN_LAYOUT = 2
+"""The layout of the deployments :meth:`Profiler.profile_run` times, part of a run record's
+key: bumped when a pass changes which steps a plan's deployment runs or in what order, so that
+a run timed before is measured again, not served (2: a spatial boundary's pieces are sent
+before any tile starts; the tiled probe on the emulated ring of four had been timed with home
+computing its own tile first)."""
+
 if TYPE_CHECKING:
     from tvm_hetero.frontends.model import Model
 
@@ -280,7 +287,7 @@ class Profiler:
             return Timing(tuple(t * 1e-3 for t in samples), 1)
 
         cut = {k: v for k, v in plan.to_dict().items() if k not in ("strategy", "predicted_s")}
-        key = f"run:{workload_key(model.mod)}:{json_key(cut)}"
+        key = f"run:v{RUN_LAYOUT}:{workload_key(model.mod)}:{json_key(cut)}"
         target = "|".join(target_key(d) for d in devices) + (f" @ {setting}" if setting else "")
         workload = {"op": "run", "model": model.name, "devices": [d.name for d in devices]}
         config = MeasureConfig(repeat=repeat, min_repeat_ms=0)

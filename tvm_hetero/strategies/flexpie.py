@@ -381,7 +381,10 @@ class Piece:
     route: tuple[tuple[str, str], ...] = ()
 
 
-def _route(src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None) -> tuple:
+def _route(
+    src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None
+) -> tuple[tuple[str, str], ...]:
+    """The directed links a piece from ``src`` to ``dst`` crosses (none within a process)."""
     if src.colocated(dst) or cluster is None:
         return ()
     path, here, hops = cluster.route(src.name, dst.name) or [], src.name, []
