@@ -293,6 +293,7 @@ def problem_of(
     n, k = len(geometry), len(SCHEMES)
     compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
                                                      estimators.rearrange))  # fmt: skip
+    features = [device_features(d) for d in devices]  # a target each: once, not per tile
     segment_terms: dict[tuple[int, int, int], list] = {}
     for a in range(n):
         for d in range(1, min(max_run, n - a) + 1):
@@ -303,7 +304,7 @@ def problem_of(
                 terms = []
                 for t in tiles:
                     for call, box in t.ops:
-                        row = compute_row(call, box, device_features(devices[t.device]))
+                        row = compute_row(call, box, features[t.device])
                         if row is not None:
                             terms.append((t.device, compute.ask(row), 0.0))
                         elif scheme == "Home":  # timed; aliases and tuple items cost nothing
@@ -323,8 +324,8 @@ def problem_of(
                 continue
             try:
                 move_terms[a, p, q, d] = _move_terms(
-                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, cluster, sync,
-                    rearrange,
+                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, features,
+                    cluster, sync, rearrange,
                 )  # fmt: skip
             except ValueError:  # the layer before cannot be held in scheme p
                 continue
@@ -333,7 +334,7 @@ def problem_of(
     for p, held in enumerate(held_schemes):
         try:
             move_terms[n, p, k, 0] = _move_terms(
-                geometry, (final,), n, held, devices, cluster, sync, rearrange
+                geometry, (final,), n, held, devices, features, cluster, sync, rearrange
             )
         except ValueError:
             continue
@@ -396,10 +397,11 @@ def _route(
 
 
 def _move_terms(
-    geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, sync, rearrange
-) -> list[tuple[list[Piece], list[int]]]:
+    geometry: TileGeometry, tiles, a: int, held: str | None, devices, features, cluster, sync,
+    rearrange,
+) -> list[tuple[list[Piece], list[int]]]:  # fmt: skip
     """Per receiving tile: each :class:`Piece` it receives from another device and the
-    rearrange rows of joining them."""
+    rearrange rows of joining them (``features``: :func:`device_features` of each device)."""
     entering = geometry.outputs[a - 1] if a > 0 else None
     result = []
     for tile in tiles:
@@ -420,7 +422,7 @@ def _move_terms(
                     syncs.append(Piece(src, sync.ask(row), _route(sender, receiver, cluster)))
             if pieces > 1:
                 row = {"bytes": total, "pieces": pieces, "runs": runs,
-                       **device_features(devices[tile.device])}  # fmt: skip
+                       **features[tile.device]}  # fmt: skip
                 joins.append(rearrange.ask(row))
         result.append((syncs, joins))
     return result
