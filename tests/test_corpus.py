@@ -15,9 +15,16 @@ import corpus
 
 
 @pytest.mark.parametrize(
-    "name", ["lstm_classifier", "bilstm_classifier", "gru_classifier", "two_tower", "erf_encoder",
-             "squeezenet1_1"],
-)  # fmt: skip
+    "name",
+    [
+        pytest.param("lstm_classifier", marks=pytest.mark.slow),
+        "bilstm_classifier",
+        "gru_classifier",
+        "two_tower",
+        "erf_encoder",
+        "squeezenet1_1",
+    ],
+)  # lstm_classifier (8 s): bilstm_classifier's LSTM one way (make test-slow)
 def test_corpus_model_imports_compiles_and_matches_onnx_runtime(name, tmp_path):
     row = corpus.check(name, tmp_path, rounds=0, small=True)
     assert row["stage"] == "time", row

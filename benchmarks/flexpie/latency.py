@@ -24,12 +24,16 @@ cluster's traces included (the protocol a user follows: ``collect-traces``, ``tr
 ``plan``; the sync estimator does not carry to a topology and bandwidth it never saw: on a
 ring of four at 50 Mbit/s, traced on other clusters only, it priced tiled MobileNet plans 40 %
 under their measured time).
-Results: ``benchmarks/results/flexpie_latency.json``.
+Results: ``benchmarks/results/flexpie_latency.json``. Compiled plans are kept in ``--builds``
+(keyed by the code's git tree, the model, the devices' targets and the plan) and reused by later
+cases: the fixed schemes' plans repeat from cluster to cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import statistics
 import subprocess
@@ -45,6 +49,8 @@ from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.profiling.traces import collect, read_traces
+from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.deployment import load as load_deployment
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
 
@@ -124,6 +130,39 @@ def _effect(plan) -> tuple:
     return tuple((ops, scheme) for ops, scheme in merged)
 
 
+def _code_version() -> str | None:
+    """The git tree of ``tvm_hetero/`` at HEAD, or ``None`` when it has uncommitted changes (or
+    is not in git): what a kept build must have been compiled by."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        changed = subprocess.run(["git", "status", "--porcelain", "tvm_hetero"], cwd=root,
+                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+        tree = subprocess.run(["git", "rev-parse", "HEAD:tvm_hetero"], cwd=root,
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return None if changed.strip() else tree.strip()
+
+
+def built_once(model, name: str, devices: list, plan, folder: str) -> Deployment:
+    """``plan`` compiled for ``devices``, kept in ``folder`` and loaded from there the next time
+    the same model, device targets and plan are asked for by the same code (a fixed scheme's
+    plan is often the same on every cluster of ``N`` devices: compiling ResNet-18's plans was
+    most of a case's time). The kept build runs on this case's workers (its devices replaced)."""
+    version = _code_version()
+    if not folder or version is None:
+        return api.compile(model, devices, plan).deployment
+    what = [version, MODELS[name], [[d.name, d.target] for d in devices], plan.to_dict()]
+    key = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:20]
+    path = Path(folder) / f"{name}-{key}.tar"
+    if not path.exists():
+        api.compile(model, devices, plan).deployment.save(path)
+    libraries = path.with_suffix("")
+    libraries.mkdir(exist_ok=True)
+    deployment = load_deployment(path, libraries)
+    return dataclasses.replace(deployment, devices=tuple(devices))
+
+
 def run_case(case: str, args, folder: Path) -> list[dict]:
     path = spec_file(case, args.quota, folder)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
@@ -155,7 +194,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             for plan in plans.values():
                 if _effect(plan) not in built:
                     used = api.in_plan_order(devices, plan)
-                    built[_effect(plan)] = api.compile(model, used, plan).deployment
+                    built[_effect(plan)] = built_once(model, name, used, plan, args.builds)
             timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
             measured = {label: timed[_effect(plan)] for label, plan in plans.items()}
             for label in plans:
@@ -197,6 +236,8 @@ def main() -> None:
                         help="plan with estimators fitted on --traces (after --collect)")  # fmt: skip
     parser.add_argument("--db", default="benchmarks/results/flexpie_profiles.jsonl")
     parser.add_argument("--out", default="benchmarks/results/flexpie_latency.json")
+    parser.add_argument("--builds", default="build/flexpie-latency",
+                        help="compiled plans kept between cases ('': none kept)")  # fmt: skip
     args = parser.parse_args()
     out = Path(args.out)
     kept = []

@@ -6,7 +6,13 @@ from tvm_hetero import api
 from tvm_hetero.zoo import ZOO, UnknownModelError, build_config, load_zoo_model
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in ("vit-large", "vit-huge") else n
+        for n in sorted(ZOO)
+    ],
+)  # the two larger ViTs: 4 s each, vit-base's blocks (make test-slow)
 def test_tiny_models_run_and_are_deterministic(name, two_cpus):
     a, b = load_zoo_model(f"{name}:tiny"), load_zoo_model(f"{name}:tiny")
     tvm.ir.assert_structural_equal(a.mod, b.mod)  # same weights (constants compare by value)
