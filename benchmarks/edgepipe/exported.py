@@ -33,32 +33,11 @@ MODELS = ("resnet18", "resnet18-symbolic", "mobilenet_v2", "densenet121", "googl
 TOLERANCE = 1e-4
 
 
-def _export_symbolic(module, args, path: Path) -> None:
-    """``module`` (ResNet-18) with a symbolic batch dimension (the TorchScript exporter's
-    ``dynamic_axes``)."""
-    import torch
-
-    torch.onnx.export(module.eval(), args, str(path), input_names=["in0"], dynamo=False,
-                      dynamic_axes={"in0": {0: "batch"}}, opset_version=17)  # fmt: skip
-
-
-def _feeds(model, args, count: int) -> list[dict[str, np.ndarray]]:
-    """``count`` microbatches: the export's example inputs ``args``, float ones redrawn each
-    time."""
-    example = dict(zip((s.name for s in model.inputs), (a.numpy() for a in args), strict=False))
-    rng = np.random.default_rng(0)
-    return [
-        {k: rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v
-         for k, v in example.items()}
-        for _ in range(count)
-    ]  # fmt: skip
-
-
 def check(name: str, work: Path, microbatches: int) -> dict:
     """One model through EdgePipe; the row of the table (``stage`` names the first failure)."""
     import torch
     from throughput import throughput
-    from zoo import CORPUS, export
+    from zoo import CORPUS, export, export_symbolic_batch, random_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
@@ -74,7 +53,7 @@ def check(name: str, work: Path, microbatches: int) -> dict:
         torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
         module, args = CORPUS[base].build(True)
         if symbolic:
-            _export_symbolic(module, args, path)
+            export_symbolic_batch(module, args, path)
         else:
             export(name, path, small=True)
         row["stage"] = "import"
@@ -92,7 +71,7 @@ def check(name: str, work: Path, microbatches: int) -> dict:
         compiled = api.compile(model, api.in_plan_order(devices, result.plan), result.plan)
         single = api.compile(model, devices[:1])
         row["stage"] = "match"
-        feeds = _feeds(model, args, microbatches)
+        feeds = random_feeds(model, args, microbatches)
         with Executor(single.deployment) as one:
             want = [one.run(f) for f in feeds]
         with Executor(compiled.deployment) as ex:

@@ -230,3 +230,24 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
             torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=False,
                               opset_version=17)  # fmt: skip
     return names
+
+
+def export_symbolic_batch(module: nn.Module, args: tuple, path) -> None:
+    """``module`` (one image input) exported with a symbolic batch dimension (the TorchScript
+    exporter's ``dynamic_axes``), its input named ``in0``."""
+    torch.onnx.export(module.eval(), args, str(path), input_names=["in0"], dynamo=False,
+                      dynamic_axes={"in0": {0: "batch"}}, opset_version=17)  # fmt: skip
+
+
+def random_feeds(model, args: tuple, count: int) -> list[dict]:
+    """``count`` inputs for ``model`` (a loaded export): the export's example inputs ``args``,
+    float ones redrawn each time (token ids stay valid)."""
+    import numpy as np
+
+    example = dict(zip((s.name for s in model.inputs), (a.numpy() for a in args), strict=False))
+    rng = np.random.default_rng(0)
+    return [
+        {k: rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v
+         for k, v in example.items()}
+        for _ in range(count)
+    ]  # fmt: skip
