@@ -15,6 +15,7 @@ from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import Estimator, topology, train
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.tiles import SCHEMES
 from tvm_hetero.plan.flexpie import evaluate
 from tvm_hetero.profiling.db import ProfileDB
@@ -150,6 +151,37 @@ def test_a_transformer_is_priced_and_planned(devices, trained):
     geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
     problem = strategy.problem_of(geometry, devices, estimators, None, {})
     assert np.isfinite(problem.compute_s[:, 0, SCHEMES.index("InH")]).any()
+
+
+def _conv_then_its_shape():
+    """Two convolutions, the second plus an element of the first's shape: a layer ends in
+    ``R.shape_of`` and the next reads the shape (ONNX imports of timm's DeiT and torchvision's
+    ConvNeXt)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 8, 8), "float32"))
+    w = relax.const(np.full((4, 4, 3, 3), 1 / 36, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w, padding=1)))
+            size = bb.emit(relax.op.shape_to_tensor(bb.emit(relax.op.shape_of(y))))
+            c = relax.op.astype(relax.op.take(size, relax.const(1, "int64"), axis=0), "float32")
+            out = bb.emit_output(relax.op.nn.conv2d(y, w, padding=1) + c)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_shape_read_across_layers_is_planned_and_equals_the_whole_model(devices, trained):
+    """A shape value read from an earlier layer moves no bytes (pricing it raised
+    ``AttributeError``: a shape has no dtype, and stopped DeiT's and ConvNeXt's plans)."""
+    folder, estimators = trained
+    model = load_model(_conv_then_its_shape())
+    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    reader = geometry.tiles(len(geometry) - 1, 1, "Home")[0]  # the shape's reader, whole
+    assert list(reader.reads) == [geometry.outputs[-2]]  # the convolution before it, no shape
+    plan = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl").plan
+    x = model.random_inputs()
+    np.testing.assert_allclose(api.run(api.compile(model, devices, plan), x)[0],
+                               api.reference_outputs(model, x, devices[0])[0], rtol=1e-6)  # fmt: skip
 
 
 def test_joins_traced_count_the_runs_they_copy():

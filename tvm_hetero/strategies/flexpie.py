@@ -29,7 +29,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from tvm_hetero._compat import make_target
+from tvm_hetero._compat import TensorType, make_target
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.costmodel.estimators import OP_KINDS, TOPOLOGIES, Estimator, conv_gflops, topology
 from tvm_hetero.devices.cluster import ClusterSpec
@@ -157,10 +157,12 @@ class TileGeometry:
 
 
 def _reads_whole(members, inside, weights) -> dict[relax.Var, Box]:
+    """The tensors from before the segment that ``members`` read, whole (a shape value read,
+    ``R.shape_to_tensor`` of an ``R.shape_of`` in ONNX imports, has no data to move)."""
     reads = {}
     for b in members:
         for v in relax.analysis.free_vars(b.value):
-            if v not in inside and v not in weights:
+            if v not in inside and v not in weights and isinstance(v.ty, TensorType):
                 reads[v] = full_box(shape_of(v) or [])
     return reads
 
@@ -471,7 +473,8 @@ def whole_op_seconds(
     options: BuildOptions | None = None,
 ) -> dict[relax.Call, float]:  # fmt: skip
     """Measured seconds (on ``device``) of each operator the compute estimator does not know,
-    by its call."""
+    by its call; one that reads a shape value (``R.shape_to_tensor``: no kernel of its own to
+    time, and no module of it alone is well formed) is left out, priced 0."""
     from tvm_hetero.ir.bindings import op_bindings
     from tvm_hetero.runtime.timer import runners_for
     from tvm_hetero.strategies.eop import profiler_for
@@ -480,6 +483,7 @@ def whole_op_seconds(
     unknown = [
         b for m in geometry.members for b in m
         if b.var in ids and compute_row(b.value, full_box(shape_of(b.var) or []), {}) is None
+        and not any(isinstance(v.ty, relax.ShapeType) for v in relax.analysis.free_vars(b.value))
     ]  # fmt: skip
     if not unknown:
         return {}
