@@ -35,29 +35,19 @@ TOLERANCE = 1e-4
 
 def check(name: str, work: Path, microbatches: int) -> dict:
     """One model through EdgePipe; the row of the table (``stage`` names the first failure)."""
-    import torch
     from throughput import throughput
-    from zoo import CORPUS, export, export_symbolic_batch, random_feeds
+    from zoo import CORPUS, load_exported, random_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
-    from tvm_hetero.frontends import load_model
     from tvm_hetero.ir.opgraph import OpGraph
     from tvm_hetero.runtime.executor import Executor
     from tvm_hetero.strategies import edgepipe as strategy
 
-    base, symbolic = name.removesuffix("-symbolic"), name.endswith("-symbolic")
-    row: dict = {"model": name, "source": CORPUS[base].source, "stage": "export"}
+    source = CORPUS[name.removesuffix("-symbolic")].source
+    row: dict = {"model": name, "source": source, "stage": "export"}
     try:
-        path = work / f"{name}.onnx"
-        torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
-        module, args = CORPUS[base].build(True)
-        if symbolic:
-            export_symbolic_batch(module, args, path)
-        else:
-            export(name, path, small=True)
-        row["stage"] = "import"
-        model = load_model(path, shapes={"in0": list(args[0].shape)} if symbolic else None)
+        model, args = load_exported(name, work, row)
         graph = OpGraph.from_module(model.mod)
         row["stage"] = "plan"
         devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]

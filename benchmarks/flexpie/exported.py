@@ -46,26 +46,16 @@ def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
 
 def check(name: str, work: Path, count: int) -> dict:
     """One model through FlexPie; the row of the table (``stage`` names the first failure)."""
-    import torch
-    from zoo import CORPUS, export, export_symbolic_batch, random_feeds
+    from zoo import CORPUS, load_exported, random_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
-    from tvm_hetero.frontends import load_model
     from tvm_hetero.strategies import flexpie as strategy
 
-    base, symbolic = name.removesuffix("-symbolic"), name.endswith("-symbolic")
-    row: dict = {"model": name, "source": CORPUS[base].source, "stage": "export"}
+    source = CORPUS[name.removesuffix("-symbolic")].source
+    row: dict = {"model": name, "source": source, "stage": "export"}
     try:
-        path = work / f"{name}.onnx"
-        torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
-        module, args = CORPUS[base].build(True)
-        if symbolic:
-            export_symbolic_batch(module, args, path)
-        else:
-            export(name, path, small=True)
-        row["stage"] = "import"
-        model = load_model(path, shapes={"in0": list(args[0].shape)} if symbolic else None)
+        model, args = load_exported(name, work, row)
         row["stage"] = "plan"
         devices = [cpu_device(k) for k in range(count)]
         start = time.perf_counter()

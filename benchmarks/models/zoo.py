@@ -251,3 +251,24 @@ def random_feeds(model, args: tuple, count: int) -> list[dict]:
          for k, v in example.items()}
         for _ in range(count)
     ]  # fmt: skip
+
+
+def load_exported(name: str, work, row: dict):
+    """``name`` of the corpus (``NAME-symbolic``: with a symbolic batch dimension) exported at
+    its small size to ONNX in ``work`` and loaded (the symbolic batch given as 1); returns
+    ``(model, example inputs)``. ``row["stage"]`` is ``"import"`` once the export is written."""
+    from pathlib import Path
+
+    from tvm_hetero.frontends import load_model
+
+    base, symbolic = name.removesuffix("-symbolic"), name.endswith("-symbolic")
+    path = Path(work) / f"{name}.onnx"
+    torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
+    module, args = CORPUS[base].build(True)
+    if symbolic:
+        export_symbolic_batch(module, args, path)
+    else:
+        export(name, path, small=True)
+    row["stage"] = "import"
+    model = load_model(path, shapes={"in0": list(args[0].shape)} if symbolic else None)
+    return model, args

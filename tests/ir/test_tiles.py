@@ -90,6 +90,10 @@ def test_depthwise_channels_pooling_and_broadcasting():
     flat = bb.normalize(relax.op.reshape(x, (1, 256)))
     assert needs(flat, ((0, 1), (0, 128))) is None  # no rule: the layer must stay whole
     assert needs(flat, ((0, 1), (0, 256))) == [((0, 1), (0, 4), (0, 8), (0, 8)), None]
+    c = _var("c", (4,))
+    norm = bb.normalize(relax.op.nn.batch_norm(x, c, c, c, c, axis=1))
+    assert needs(norm, box) == [box, *[((1, 3),)] * 4]  # item 0's box, per channel
+    assert needs(norm, ()) is None  # the (out, mean, var) tuple whole: no box (it divided by 0)
 
 
 @pytest.mark.parametrize(

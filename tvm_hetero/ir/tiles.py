@@ -159,6 +159,8 @@ def needs(call: relax.Call, out: Box) -> list[Box | None] | None:
     if name == "relax.matmul":
         return _matmul_needs(shapes, out)
     if name == "relax.nn.batch_norm":  # item 0 (inference): per channel of ``axis``
+        if len(out) != len(shapes[0] or ()):
+            return None  # a box of the whole (out, mean, var) tuple: no rule
         channel = out[int(call.attrs.axis) % len(out)]
         return [out, *((channel,) for _ in shapes[1:])]
     if name == "relax.permute_dims":
