@@ -18,7 +18,7 @@ import tvm
 from tvm_hetero.build.deploy import build_deployment
 from tvm_hetero.build.multi_device import BuildOptions, lower
 from tvm_hetero.build.vdevices import vdevices_of
-from tvm_hetero.devices.discover import merged_cpu
+from tvm_hetero.devices.discover import device_name, merged_cpu
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import OpGraph
@@ -57,9 +57,9 @@ def placement_from_rules(
     names = [d.name for d in devices]
     index = {}
     for op_type, dev in rules.items():
-        if dev not in names:
+        if device_name(dev) not in names:
             raise SpecError(f"--place {op_type}={dev}: {dev!r} is not one of the devices {names}")
-        index[op_type] = names.index(dev)
+        index[op_type] = names.index(device_name(dev))
     graph = OpGraph.from_module(model.mod)
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -5,7 +7,7 @@ from tvm_hetero import api
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.model_run import per_op_times
+from tvm_hetero.profiling.model_run import _Recorder, per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
@@ -132,3 +134,26 @@ def test_a_cpu_quota_is_part_of_the_fingerprint():
     fifth = LocalRunner().fingerprint(dataclasses.replace(spec, cpu_quota=0.2))
     assert len({plain.key, half.key, fifth.key}) == 3
     assert "(cpu quota" not in plain.name and "0.5 cores" in half.name
+
+
+class _SlowGpu:
+    """An accelerator whose queued work takes 20 ms to finish (what ``sync`` waits for)."""
+
+    def __init__(self) -> None:
+        self.syncs = 0
+
+    def sync(self) -> None:
+        self.syncs += 1
+        time.sleep(0.02)
+
+
+def test_per_operator_timer_waits_for_the_accelerator_around_each_call():
+
+    gpu = _SlowGpu()
+    recorder = _Recorder({"matmul_cuda": ["mm"]}, [gpu])
+    recorder(None, "matmul_cuda", True, None)  # before: finish what was queued, then start
+    recorder(None, "matmul_cuda", False, None)  # after: the kernel's own time includes its wait
+    assert gpu.syncs == 2
+    assert recorder.samples["mm"][0] >= 0.02  # a launch-only timer would read microseconds
+    recorder(None, "other_kernel", True, None)  # kernels of no operator are not timed
+    assert gpu.syncs == 2

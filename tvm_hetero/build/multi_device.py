@@ -56,11 +56,15 @@ class BuildOptions:
     fuse : bool
         Fuse operators within each device; ``False`` keeps one kernel per operator (per-operator
         profiling maps each kernel call back to its operator).
+    cuda_archs : tuple of str
+        GPU architectures (``sm_80``, ``sm_90``) whose device code the library carries (one fat
+        binary); empty: each CUDA device's own ``arch``.
     """
 
     cpu_schedule: CpuSchedule = CpuSchedule.RULES
     ms_database: str | None = None
     fuse: bool = True
+    cuda_archs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
@@ -125,16 +129,35 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
 
 
 def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime.Executable:
-    """Lower and compile a multi-device module; fail loudly if a CUDA vdevice got no CUDA code."""
+    """Lower and compile a multi-device module.
+
+    Fails loudly if a CUDA kernel would run as host code. With CUDA kernels the executable is a
+    :class:`~tvm_hetero.build.cuda_binary.DeviceCodeExecutable`: exported, it carries them as
+    device code for ``options.cuda_archs`` (a module that declares a CUDA vdevice but computes
+    nothing there, such as a copy's workload or a plan that keeps everything home, has none).
+    """
+    options = options or BuildOptions()
     lowered = lower(mod, options)
     multi = len(mod.global_infos["vdevice"]) > 1
     ex = tvm.compile(lowered, relax_pipeline=vm_pipeline(plan_memory=not multi))
-    wants_cuda = any(str(v.target.kind.name) == "cuda" for v in mod.global_infos["vdevice"])
-    if wants_cuda and "cuda" not in module_kinds(ex.mod):
+    cuda_kernels = [
+        gv.name_hint
+        for gv, f in lowered.functions_items()
+        if isinstance(f, PrimFunc) and _kind(f) == "cuda"
+    ]
+    if not cuda_kernels:
+        return ex
+    if "cuda" not in module_kinds(ex.mod):
         raise BuildError(
-            "build: a CUDA vdevice is declared but the executable holds no CUDA module"
+            f"build: CUDA kernels {cuda_kernels[:3]} were compiled as host code (no CUDA module)"
         )
-    return ex
+    from tvm_hetero.build.cuda_binary import DeviceCodeExecutable
+
+    archs = options.cuda_archs or tuple(
+        sorted({str(v.target.attrs["arch"]) for v in mod.global_infos["vdevice"]
+                if str(v.target.kind.name) == "cuda"})
+    )  # fmt: skip
+    return DeviceCodeExecutable(ex.mod, archs)
 
 
 def vm_pipeline(plan_memory: bool = True) -> tvm.transform.Pass:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, table, write_plan
+from tvm_hetero.cli.common import build_options, console, table, write_plan
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.strategies import als
@@ -20,7 +19,7 @@ def make_plan(args: argparse.Namespace, model, devices) -> Placement:
 def _plan(args: argparse.Namespace, model, devices) -> als.AlsResult:
     with console().status("executing the profiling runs"):
         result = als.plan_with_runs(
-            model, devices, BuildOptions(args.cpu_schedule, args.tuning_db), args.pim,
+            model, devices, build_options(args), args.pim,
             args.exact, args.min_gain, args.confirm,
         )  # fmt: skip
     if result.confirm_s:

@@ -8,8 +8,8 @@ import os
 import time
 
 from tvm_hetero import api
-from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.cli.common import (
+    build_options,
     console,
     devices_from_args,
     model_from_args,
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan, api.model_id(model)) if args.plan else None
     default = list(strategy.default_devices) if strategy else ["cpu"]
     devices = devices_from_args(args, list(plan.devices) if plan else default)
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    options = build_options(args)
     if strategy:
         placement = strategy.module().make_plan(args, model, devices)
     elif plan:

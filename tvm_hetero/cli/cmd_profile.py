@@ -6,9 +6,16 @@ import argparse
 from pathlib import Path
 
 from tvm_hetero import api
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, devices_from_args, model_from_args, progress_bar, table
+from tvm_hetero.cli.common import (
+    build_options,
+    console,
+    devices_from_args,
+    model_from_args,
+    progress_bar,
+    table,
+)
 from tvm_hetero.costmodel.transfer import fit_transfer
+from tvm_hetero.devices.discover import device_name
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
@@ -36,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             db,
             runner,
             MeasureConfig(args.repeat, args.min_repeat_ms),
-            BuildOptions(args.cpu_schedule, args.tuning_db),
+            build_options(args),
         )
         for name, runner in runners_for(devices, args.remote).items()
     }
@@ -88,6 +95,7 @@ def _minimal_runs(model, devices, pim: str | None) -> int:
     from tvm_hetero.strategies.als import PIM_OPS, dcg_of
 
     names = [d.name for d in devices]
+    pim = device_name(pim) if pim is not None else None
     if pim is not None and pim not in names[1:]:
         raise ValueError(f"--pim {pim!r}: must be one of the non-home devices {names[1:]}")
     start = time.perf_counter()

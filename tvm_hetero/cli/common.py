@@ -88,18 +88,22 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
     """Resolve ``--device`` (default: every device of ``--cluster``, else ``default``) less
     ``--exclude`` into device specs; names must be distinct and core sets disjoint."""
     from tvm_hetero.devices import ClusterSpec, SpecError, resolve_device
+    from tvm_hetero.devices.discover import device_name
     from tvm_hetero.runtime.device import check_disjoint
 
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     names = args.device or ([d.name for d in cluster.devices] if cluster else default)
-    excluded = getattr(args, "exclude", None) or []
+    names = [device_name(n) for n in names]
+    excluded = [device_name(n) for n in getattr(args, "exclude", None) or []]
     for name in excluded:
         if name not in names:
             raise SpecError(f"--exclude {name!r} is not one of the devices {names}")
     names = [n for n in names if n not in excluded]
     if not names:
         raise SpecError(f"--exclude leaves no device (devices were {excluded})")
-    devices = [resolve_device(n, cluster, args.cuda_arch) for n in names]
+    archs = getattr(args, "cuda_arch", None) or []
+    lowest = min(archs, key=lambda a: int(a[3:].rstrip("a"))) if archs else None
+    devices = [resolve_device(n, cluster, lowest) for n in names]
     seen = [d.name for d in devices]
     dupes = sorted({n for n in seen if seen.count(n) > 1})
     if dupes:
@@ -108,6 +112,15 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
         )
     check_disjoint(devices)
     return devices
+
+
+def build_options(args: argparse.Namespace):
+    """The build options the command line asks for: CPU schedules (``--cpu-schedule``,
+    ``--tuning-db``) and the GPU archs to carry device code for (``--cuda-arch``)."""
+    from tvm_hetero.build.multi_device import BuildOptions
+
+    archs = tuple(getattr(args, "cuda_arch", None) or ())
+    return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs)
 
 
 def progress_bar():

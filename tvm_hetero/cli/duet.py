@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
+from tvm_hetero.cli.common import (
+    build_options,
+    console,
+    progress_bar,
+    progress_of,
+    table,
+    write_plan,
+)
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import duet
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
@@ -18,7 +24,7 @@ def make_plan(args: argparse.Namespace, model, devices) -> SubgraphPlan:
 
 
 def _plan(args: argparse.Namespace, model, devices) -> strategy.DuetResult:
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    options = build_options(args)
     return plan_and_say(model, devices, args.db, options, args.budget)
 
 

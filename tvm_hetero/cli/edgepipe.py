@@ -8,8 +8,14 @@ import math
 
 import numpy as np
 
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
+from tvm_hetero.cli.common import (
+    build_options,
+    console,
+    progress_bar,
+    progress_of,
+    table,
+    write_plan,
+)
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.strategies import edgepipe as strategy
@@ -22,7 +28,7 @@ def make_plan(args: argparse.Namespace, model, devices) -> PipelinePlan:
 
 def _plan(args: argparse.Namespace, model, devices) -> strategy.EdgePipeResult:
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    options = build_options(args)
     with progress_bar() as bar:
         result = strategy.plan_with_measurements(
             model, devices, cluster, args.db, options,

@@ -7,8 +7,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, table, write_plan
+from tvm_hetero.cli.common import build_options, console, progress_bar, table, write_plan
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
@@ -22,7 +21,7 @@ def make_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec])
 
 def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> eop.EopInputs:
     """Profile what EOP needs (records are reused from ``--db``), with a progress bar."""
-    profiler = eop.profiler_for(args.db, BuildOptions(args.cpu_schedule, args.tuning_db))
+    profiler = eop.profiler_for(args.db, build_options(args))
     with progress_bar() as bar:
         task = bar.add_task("sweeping key operators", total=None)
 

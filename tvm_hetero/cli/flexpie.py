@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import argparse
 
-from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.cli.common import console, progress_bar, progress_of, table, write_plan
+from tvm_hetero.cli.common import (
+    build_options,
+    console,
+    progress_bar,
+    progress_of,
+    table,
+    write_plan,
+)
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
@@ -22,7 +28,7 @@ def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
 def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     estimators = strategy.Estimators.load(args.estimators)
-    options = BuildOptions(args.cpu_schedule, args.tuning_db)
+    options = build_options(args)
     with progress_bar() as bar:
         result = strategy.plan_with_estimators(
             model, devices, cluster, estimators, args.db, options, args.max_run,

@@ -133,9 +133,11 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
     p.add_argument("--cluster", metavar="FILE", help="cluster spec (.json or .toml) naming devices")
     p.add_argument(
         "--cuda-arch",
+        action="append",
         metavar="SM",
         type=_cuda_arch,
-        help="CUDA arch when no GPU is here (default sm_90)",
+        help="GPU arch to compile CUDA kernels for (repeatable: one fat binary; default the "
+        "GPU's own, or sm_90 when no GPU is here); kernels are generated for the lowest",
     )
 
 

@@ -73,6 +73,9 @@ def cuda_device(index: int = 0, arch: str | None = None) -> DeviceSpec:
     """CUDA GPU ``index``: arch and memory from the GPU when present, else ``arch`` / sm_90."""
     import tvm
 
+    from tvm_hetero.runtime.cuda import cuda_runtime_error
+
+    cuda_runtime_error()
     dev = tvm.cuda(index)
     memory = None
     if dev.exist:
@@ -86,6 +89,10 @@ def gpu_count() -> int:
     """Number of CUDA GPUs TVM can see."""
     import tvm
 
+    from tvm_hetero.runtime.cuda import cuda_runtime_error
+
+    if cuda_runtime_error() is not None:
+        return 0
     n = 0
     while n < 16 and tvm.cuda(n).exist:
         n += 1
@@ -95,6 +102,19 @@ def gpu_count() -> int:
 def discover() -> list[DeviceSpec]:
     """The devices of this machine: the CPU always, each CUDA GPU when present."""
     return [cpu_device(), *(cuda_device(i) for i in range(gpu_count()))]
+
+
+def device_name(text: str) -> str:
+    """The name a device written as ``text`` has: ``cuda``, ``gpu`` and ``cuda:0`` are all
+    ``cuda:0``; ``llvm`` and ``cpu:0`` are ``cpu``; anything else (``cpu@1``, a cluster's
+    names) is itself."""
+    kind, _, index_text = text.partition(":")
+    if kind not in ("cpu", "llvm", "cuda", "gpu") or not (index_text == "" or index_text.isdigit()):
+        return text
+    index = int(index_text or 0)
+    if kind in ("cuda", "gpu"):
+        return f"cuda:{index}"
+    return "cpu" if index == 0 else f"cpu:{index}"
 
 
 def resolve_device(

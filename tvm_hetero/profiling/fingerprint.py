@@ -73,6 +73,9 @@ def local_fingerprint(
     import tvm
 
     if kind == "cuda":
+        from tvm_hetero.runtime.cuda import cuda_runtime_error
+
+        cuda_runtime_error()  # a runtime-only process loads TVM's CUDA runtime first
         dev = tvm.cuda(index)
         name = str(dev.device_name) if dev.exist else f"cuda:{index} (absent)"
         return Fingerprint("cuda", name, None, tvm.__version__)

@@ -63,7 +63,10 @@ def device_ref(spec: DeviceSpec) -> tuple[str, int]:
 
 
 def place_on(mod: tvm.IRModule, devices: Sequence[DeviceSpec]) -> tvm.IRModule:
-    """Declare ``devices`` and put everything on the first (a standalone workload)."""
+    """Declare ``devices`` and put everything on the first (a standalone workload); a workload
+    that declares its own devices (a copy between two) is placed already."""
+    if list(mod.global_infos.get("vdevice", [])):
+        return mod
     return get_pipeline(
         "manual_placement", vdevices=[to_vdevice(d) for d in devices], assignment={}
     )(mod)

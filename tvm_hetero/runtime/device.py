@@ -7,6 +7,7 @@ import os
 import tvm
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
+from tvm_hetero.runtime.cuda import cuda_device
 
 
 def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
@@ -24,13 +25,10 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
     if spec.kind is DeviceKind.CPU:
         return tvm.cpu(0)
     if spec.kind is DeviceKind.CUDA:
-        dev = tvm.cuda(spec.index)
-        if not dev.exist:
-            raise SpecError(
-                f"{spec.name}: cuda:{spec.index} is not present on this machine (no CUDA GPU "
-                "visible to TVM); compile here and run where the GPU is"
-            )
-        return dev
+        try:
+            return cuda_device(spec.index)
+        except SpecError as err:
+            raise SpecError(f"{spec.name}: {err}") from None
     raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
 
 
@@ -39,13 +37,7 @@ def vdevice_runtime_device(kind: str, index: int) -> tvm.runtime.Device:
     if kind == "llvm":
         return tvm.cpu(index)
     if kind == "cuda":
-        dev = tvm.cuda(index)
-        if not dev.exist:
-            raise SpecError(
-                f"cuda:{index} is not present on this machine (no CUDA GPU visible to TVM); "
-                "compile here and run where the GPU is"
-            )
-        return dev
+        return cuda_device(index)
     raise SpecError(f"no runtime device for target kind {kind!r}")
 
 

@@ -26,6 +26,7 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
 
     from tvm_hetero.profiling.fingerprint import local_fingerprint
     from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+    from tvm_hetero.runtime.cuda import cuda_device
     from tvm_hetero.runtime.measure import MeasureConfig, adaptive, random_args
 
     folder = Path(folder)
@@ -38,9 +39,7 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
             kind, index = dev_info["kind"], dev_info["index"]
             print(f"[{i}/{len(manifest['entries'])}] {entry['lib']}", flush=True)
             try:
-                dev = tvm.cuda(index) if kind == "cuda" else tvm.cpu(index)
-                if not dev.exist:
-                    raise RuntimeError(f"{kind}:{index} is not present on this machine")
+                dev = cuda_device(index) if kind == "cuda" else tvm.cpu(index)
                 vm = VirtualMachine(tvm.runtime.load_module(str(folder / entry["lib"])), [dev])
                 args = [tvm.runtime.tensor(a, dev) for a in random_args(entry["inputs"])]
                 timing = adaptive(

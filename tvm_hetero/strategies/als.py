@@ -11,6 +11,7 @@ import numpy as np
 
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
+from tvm_hetero.devices.discover import device_name
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
@@ -173,6 +174,7 @@ def plan_with_runs(
     """The fewest profiling runs, executed; the optimal assignment, guarded and (``confirm``)
     confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`."""
     names = [d.name for d in devices]
+    pim = device_name(pim) if pim is not None else None
     if pim is not None and pim not in names[1:]:
         raise ValueError(f"--pim {pim!r}: must be one of the non-home devices {names[1:]}")
     dcg = dcg_of(OpGraph.from_module(model.mod), names, {pim: PIM_OPS} if pim else None)
