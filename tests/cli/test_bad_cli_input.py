@@ -73,6 +73,9 @@ PARSE_ERRORS = [
     ("cluster", ["frob", "c.toml"], ["'frob'", "'up'"]),
     ("cluster", ["up", "c.toml", "--timeout", "-1"], ["--timeout", "'-1'"]),
     ("cluster", ["probe", "c.json", "--repeat", "0"], ["--repeat", "'0'"]),
+    ("bundle", ["a.tar", "-o", "b", "--python", "2"], ["--python", "'2'", "3.12"]),
+    ("bundle", ["a.tar"], ["-o/--output", "required"]),
+    ("compile", ["mlp:tiny", "--cuda-arch", "90", "-o", "a.tar"], ["--cuda-arch", "'90'"]),
 ]  # fmt: skip
 
 FILE_ERRORS = [
@@ -97,6 +100,10 @@ FILE_ERRORS = [
     ("cluster", ["up", "missing.toml"], ["'missing.toml'", "does not exist"]),
     ("cluster", ["probe", "folder"], ["'folder'", "is a folder"]),
     ("cluster", ["probe", "g.json", "--output", "folder"], ["--output 'folder'", "is a folder"]),
+    ("bundle", ["g.json", "-o", "folder"], ["-o", "'folder'", "already exists"]),
+    ("bundle", ["missing.tar", "-o", "box"], ["'missing.tar'", "does not exist"]),
+    ("measure", ["folder"], ["'folder'", "manifest.json", "plan --offline"]),
+    ("compile", ["mlp:tiny", "--place", "matmul=cuda:3", "-o", "a.tar"], ["cuda:3", "not one"]),
 ]  # fmt: skip
 """Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""
 

@@ -27,6 +27,9 @@ COMMANDS = {
     "cluster": "emulated edge cluster (up / down SPEC, as root) and link probes (probe FILE)",
     "collect-traces": "time tiles, transfers and joins for FlexPie's estimators (JSON lines)",
     "train": "fit FlexPie's XGBoost estimators on traces; report their held-out error",
+    "bundle": "the folder a GPU or edge box needs: compiled models, the TVM runtime alone, "
+    "tvm-hetero's runtime",
+    "measure": "time a folder of exported workloads (plan --offline) with the runtime alone",
 }
 
 
@@ -96,6 +99,13 @@ def _cuda_arch(text: str) -> str:
     """An argparse type: a CUDA arch such as ``sm_90`` or ``sm_90a``."""
     if not re.fullmatch(r"sm_\d{2,3}a?", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
+    return text
+
+
+def _python_version(text: str) -> str:
+    """An argparse type: a Python version ``3.12``."""
+    if not re.fullmatch(r"3\.\d{1,2}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version; write e.g. 3.12")
     return text
 
 
@@ -291,6 +301,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default="bert-small", help="model to run (default bert-small)"
     )
     cmd["demo"].add_argument("--repeat", type=_number(int, 1), default=5, help="timed runs")
+
+    bundle = cmd["bundle"]
+    bundle.add_argument(
+        "artifacts", nargs="*", metavar="FILE",
+        help="compiled models (.tar) and exported workload folders (plan --offline) to carry",
+    )  # fmt: skip
+    bundle.add_argument(
+        "-o", "--output", dest="bundle_output", required=True, metavar="PATH",
+        help="the bundle: a new folder, or PATH.tar.xz",
+    )  # fmt: skip
+    bundle.add_argument(
+        "--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        type=_python_version, metavar="X.Y",
+        help="the box's Python (its tvm-ffi is fetched from the package index; default this one)",
+    )  # fmt: skip
+    cmd["measure"].add_argument(
+        "folder", help="workloads exported by plan --offline (with their manifest.json)"
+    )
 
     worker = cmd["worker"]
     worker.add_argument(
