@@ -46,20 +46,25 @@ def test_profile_minimal_runs_cli(capsys):
     assert main(["profile", "mlp:tiny", "--minimal-runs", "--pim", "cpu"]) == 2
 
 
-def test_measured_costs_give_a_placement_that_runs(two_cpus):
+def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
     """Real profiling runs on two CPU vdevices -> every node and DA-edge cost -> ALS / MILP plans."""
     import numpy as np
 
     from tvm_hetero import api
     from tvm_hetero.plan.als import check_costs, priority_assignment, total_time
     from tvm_hetero.strategies.als import measure_costs, plan_als
+    from tvm_hetero.strategies.eop import profiler_for
 
     model = load_zoo_model("mlp:tiny")
     graph = OpGraph.from_module(model.mod)
     names = [d.name for d in two_cpus]
     dcg = dcg_of(graph, names, {names[1]: PIM_OPS})
     runs = profiling_runs(dcg)
-    costs = measure_costs(model, two_cpus, dcg, runs, repeats=1)
+    profiler = profiler_for(tmp_path / "p.jsonl")
+    costs = measure_costs(model, two_cpus, dcg, runs, profiler, repeats=1)
+    assert profiler.misses == len(runs)  # one per-operator run each, stored
+    assert measure_costs(model, two_cpus, dcg, runs, profiler, repeats=1) == costs
+    assert profiler.hits == len(runs)  # and served the second time
     check_costs(dcg, costs)  # every capable (op, device) and every DA edge has a measured cost
     assert all(t >= 0 for per in costs.node.values() for t in per.values())
     for exact in (False, True):

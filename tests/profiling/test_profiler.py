@@ -7,10 +7,11 @@ from tvm_hetero import api
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.model_run import _Recorder, per_op_times
+from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
+from tvm_hetero.runtime.instrument import KernelTimer
 from tvm_hetero.runtime.measure import (
     QUOTA_WINDOW_MS,
     MeasureConfig,
@@ -150,7 +151,7 @@ class _SlowGpu:
 def test_per_operator_timer_waits_for_the_accelerator_around_each_call():
 
     gpu = _SlowGpu()
-    recorder = _Recorder({"matmul_cuda": ["mm"]}, [gpu])
+    recorder = KernelTimer({"matmul_cuda": ["mm"]}, [gpu])
     recorder(None, "matmul_cuda", True, None)  # before: finish what was queued, then start
     recorder(None, "matmul_cuda", False, None)  # after: the kernel's own time includes its wait
     assert gpu.syncs == 2

@@ -1,16 +1,11 @@
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from conftest import free_port, start_server
 
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.offline import Candidate, export_candidates, merge_results
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.profiling.workloads import op_module
 from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.runtime.timer import RPCRunner
 from tvm_hetero.zoo import load_zoo_model
@@ -69,27 +64,3 @@ def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server
 def test_unreachable_server_is_reported_not_hung():
     with pytest.raises(ConnectionError, match=r"cannot reach the TVM RPC server at 127\.0\.0\.1:"):
         RPCRunner("127.0.0.1", free_port(), timeout_s=5)
-
-
-def test_offline_build_here_run_with_runtime_only_then_merge(tmp_path, two_cpus):
-    model = load_zoo_model("mlp:tiny")
-    candidates = [
-        Candidate(op_module(model.mod, node), two_cpus[0], RecordKind.OP, {"op": node})
-        for node in ("matmul", "relu", "matmul1", "matmul")
-    ]
-    manifest = export_candidates(candidates, tmp_path / "cands", config=FAST)
-    assert len(list((tmp_path / "cands").glob("*.so"))) == 3  # the duplicate is exported once
-    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # the runner must not need the compiler
-    result = subprocess.run(
-        [sys.executable, "-m", "tvm_hetero.runtime.offline_runner", str(manifest.parent)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    db = ProfileDB(tmp_path / "p.jsonl")
-    assert merge_results(db, manifest.parent) == 3
-    assert all(r.extra == {"offline": True, "sample_ms": FAST.min_repeat_ms} for r in db)
-    assert all(r.median_s > 0 for r in db)
-    # the merged records serve the local profiler: same workload, target, mode and fingerprint
-    profiler = Profiler(db, config=FAST)
-    profiler.profile_op(model.mod, "relu", two_cpus[0])
-    assert (profiler.hits, profiler.misses) == (1, 0)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tvm_hetero.cli.common import build_options, console, table, write_plan
+from tvm_hetero.cli.common import (
+    build_options,
+    console,
+    profiler_from_args,
+    stop_if_exported,
+    table,
+    write_plan,
+)
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.strategies import als
@@ -17,11 +24,16 @@ def make_plan(args: argparse.Namespace, model, devices) -> Placement:
 
 
 def _plan(args: argparse.Namespace, model, devices) -> als.AlsResult:
+    profiler = profiler_from_args(args)
+    offline = getattr(profiler.runner, "offline", False)
+    if offline and args.confirm:
+        console().print("--offline: the plan is not confirmed end to end (nothing runs here)")
     with console().status("executing the profiling runs"):
         result = als.plan_with_runs(
             model, devices, build_options(args), args.pim,
-            args.exact, args.min_gain, args.confirm,
+            args.exact, args.min_gain, args.confirm and not offline, profiler,
         )  # fmt: skip
+    stop_if_exported(args, profiler)
     if result.confirm_s:
         s = result.confirm_s
         console().print(

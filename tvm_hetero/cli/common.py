@@ -20,6 +20,15 @@ USER_ERRORS = (ConnectionError, ValueError, FileNotFoundError, BuildError, RunEr
 this module imports none of them, so ``tvm-hetero run`` needs only the TVM runtime."""
 
 
+class Stop(Exception):
+    """A command that ends early on purpose, with a message and an exit code (an offline plan
+    that exported its workloads instead of planning)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @functools.cache
 def console() -> Console:
     """The shared rich console."""
@@ -121,6 +130,46 @@ def build_options(args: argparse.Namespace):
 
     archs = tuple(getattr(args, "cuda_arch", None) or ())
     return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs)
+
+
+def profiler_from_args(args: argparse.Namespace):
+    """EOP's profiler (``--db``, build options); with ``--offline DIR`` its runner serves the
+    box's results from DIR, merged into ``--db`` first, and exports what they lack."""
+    from tvm_hetero.strategies.eop import profiler_for
+
+    if not getattr(args, "offline", None):
+        return profiler_for(args.db, build_options(args))
+    from tvm_hetero.profiling.offline import OfflineRunner
+    from tvm_hetero.runtime.measure import PROFILE_CONFIG
+
+    runner = OfflineRunner(writable_folder(args.offline, "--offline"), PROFILE_CONFIG)
+    profiler = profiler_for(args.db, build_options(args), runner)
+    if runner.measured:
+        added = runner.merge_into(profiler.db)
+        names = ", ".join(f"{n}: {fp.name}" for n, fp in sorted(runner.fingerprints.items()))
+        console().print(f"merged {added} new record(s) from {args.offline} ({names})")
+    return profiler
+
+
+def stop_if_exported(args: argparse.Namespace, profiler) -> None:
+    """After an offline planner's measuring: if it asked for workloads the box has not timed,
+    write them to ``--offline`` and stop (exit 0 on the first export, 1 when the box's results
+    still lack some)."""
+    runner = profiler.runner
+    if not getattr(runner, "offline", False) or not runner.entries:
+        return
+    path = runner.save()
+    first = not runner.measured
+    console().print(
+        f"{'exported' if first else 'still unmeasured:'} {len(runner.entries)} workload(s) to "
+        f"{path.parent}"
+    )
+    raise Stop(
+        f"next: tvm-hetero bundle {args.offline} -o box.tar.xz; on the box: "
+        f"box/tvm-hetero measure box/artifacts/{path.parent.name}; bring back its "
+        f"results.jsonl into {args.offline} and run this command again",
+        0 if first else 1,
+    )
 
 
 def progress_bar():

@@ -7,7 +7,14 @@ import dataclasses
 import time
 from pathlib import Path
 
-from tvm_hetero.cli.common import build_options, console, progress_bar, table, write_plan
+from tvm_hetero.cli.common import (
+    console,
+    profiler_from_args,
+    progress_bar,
+    stop_if_exported,
+    table,
+    write_plan,
+)
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
@@ -20,17 +27,20 @@ def make_plan(args: argparse.Namespace, model: Model, devices: list[DeviceSpec])
 
 
 def measure(args: argparse.Namespace, model: Model, devices: list[DeviceSpec]) -> eop.EopInputs:
-    """Profile what EOP needs (records are reused from ``--db``), with a progress bar."""
-    profiler = eop.profiler_for(args.db, build_options(args))
+    """Profile what EOP needs (records are reused from ``--db``), with a progress bar. With
+    ``--offline`` and no results yet, every cuttable operator is swept (the key operators are
+    chosen from times the box has not taken) and the workloads exported instead."""
+    profiler = profiler_from_args(args)
+    exporting = getattr(profiler.runner, "offline", False) and not profiler.runner.measured
+    key_share = 1.0 if exporting else args.key_share
     with progress_bar() as bar:
         task = bar.add_task("sweeping key operators", total=None)
 
         def progress(node: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, description=f"sweeping {node}")
 
-        inputs = eop.measure_inputs(
-            model, devices, profiler, args.key_share, args.samples, progress
-        )
+        inputs = eop.measure_inputs(model, devices, profiler, key_share, args.samples, progress)
+    stop_if_exported(args, profiler)
     console().print(
         f"{len(inputs.keys)} key operators; {profiler.misses} workloads measured, "
         f"{profiler.hits} from {profiler.db.path}"

@@ -419,6 +419,13 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
 def _add_eop_args(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("EOP (--strategy eop)")
     group.add_argument(
+        "--offline", metavar="DIR",
+        help="eop / als for devices only reached offline (a GPU box; --cluster describes it): "
+        "export every workload the planner asks for to DIR, to time there (tvm-hetero bundle, "
+        "then tvm-hetero measure); once DIR holds the box's results.jsonl, merge them into "
+        "--db and plan for the box",
+    )  # fmt: skip
+    group.add_argument(
         "--db", metavar="PATH", help="profile database reused across runs, EOP's and DUET's "
         "(default .tvm-hetero/profiles.jsonl; EOP's fitted patterns go next to it)",
     )  # fmt: skip
@@ -448,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 common.writable_path(getattr(args, flag), f"--{flag}")
         module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command.replace('-', '_')}")
         return int(module.run(args) or 0)
+    except common.Stop as stop:
+        common.console().print(str(stop))
+        return stop.code
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from tvm import relax
 
 from tvm_hetero._compat import vdevice_equal
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
@@ -18,11 +16,10 @@ from tvm_hetero.build.vdevices import cpu_threads, runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.ir.types import tensor_infos
+from tvm_hetero.runtime.instrument import op_times
 from tvm_hetero.runtime.worker import use_threads
 
 COPY_SYMBOL = "vm.builtin.to_device"
-CPU_DEVICE = 1
-"""DLPack's ``kDLCPU``: every other device runs its kernels asynchronously to the host."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +55,26 @@ def kernel_sequence(lowered: tvm.IRModule) -> list[tuple[str, str]]:
     return seq
 
 
+@dataclass(frozen=True)
+class OpTimesWorkload:
+    """A placed model built for per-operator timing: without fusion (one kernel per operator),
+    with which operators each kernel symbol's calls are, in order, and its copies."""
+
+    executable: tvm.runtime.Executable
+    by_symbol: dict[str, list[str]]
+    copies: dict[str, tuple[int, int, str, int]]
+
+
+def op_times_workload(placed: tvm.IRModule, options: BuildOptions | None = None) -> OpTimesWorkload:
+    """What :func:`~tvm_hetero.runtime.instrument.op_times` times, here or on another machine."""
+    options = dataclasses.replace(options or BuildOptions(), fuse=False)
+    lowered = lower(placed, options)
+    by_symbol: dict[str, list[str]] = defaultdict(list)
+    for node, symbol in kernel_sequence(lowered):
+        by_symbol[symbol].append(node)
+    return OpTimesWorkload(build(placed, options), dict(by_symbol), copy_attributes(lowered))
+
+
 def per_op_times(
     placed: tvm.IRModule,
     args: Sequence[np.ndarray],
@@ -70,30 +87,12 @@ def per_op_times(
     kernel symbol is matched to the k-th binding that calls it: a single run yields every node cost
     of an assignment (Lee et al.). Copies (``to_vdevice``) are timed too.
     """
-    options = dataclasses.replace(options or BuildOptions(), fuse=False)
-    lowered = lower(placed, options)
-    by_symbol: dict[str, list[str]] = defaultdict(list)
-    for node, symbol in kernel_sequence(lowered):
-        by_symbol[symbol].append(node)
+    work = op_times_workload(placed, options)
     vdevices = list(placed.global_infos["vdevice"])
-    devs = runtime_devices(vdevices)
     use_threads(cpu_threads(vdevices))
-    vm = relax.VirtualMachine(build(placed, options), devs)
-    tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
-    vm[ENTRY_FUNC](*tensors)  # warm-up: first-run allocation is not an operator's cost
-    recorder = _Recorder(by_symbol, [d for d in devs if d.dlpack_device_type() != CPU_DEVICE])
-    vm.set_instrument(recorder)
-    walls = []
-    for _ in range(runs):
-        recorder.seen.clear()
-        start = time.perf_counter()
-        vm[ENTRY_FUNC](*tensors)
-        walls.append(time.perf_counter() - start)
-    samples = recorder.samples
-    node_seconds = {n: float(np.median(s)) for n, s in samples.items()}
-    return OpTimes(
-        node_seconds, sum(node_seconds.values()), float(np.median(walls)), copy_attributes(lowered)
-    )
+    devices = runtime_devices(vdevices)
+    node_seconds, walls = op_times(work.executable, devices, args, work.by_symbol, runs)
+    return OpTimes(node_seconds, sum(node_seconds.values()), float(np.median(walls)), work.copies)
 
 
 def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
@@ -116,38 +115,3 @@ def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
                 info.numel or 0,
             )
     return out
-
-
-class _Recorder:
-    """VM instrument: times each kernel / copy call and files it under its operator.
-
-    A GPU kernel call returns once the kernel is launched: each call is timed between two
-    synchronisations of every accelerator, so the time is the kernel's, not its launch's (lstm's
-    kernels on an H100 summed 190 us unsynchronised against 343 us synchronised, which made the
-    CPU look the faster device).
-    """
-
-    def __init__(self, by_symbol: dict[str, list[str]], accelerators: Sequence = ()) -> None:
-        self.by_symbol = by_symbol
-        self.accelerators = list(accelerators)
-        self.samples: dict[str, list[float]] = defaultdict(list)
-        self.seen: dict[str, int] = defaultdict(int)
-        self.started: dict[str, float] = {}
-
-    def _now(self) -> float:
-        for dev in self.accelerators:
-            dev.sync()
-        return time.perf_counter()
-
-    def __call__(self, func, symbol, before, ret, *args) -> int:
-        if symbol not in self.by_symbol:
-            return 0
-        if before:
-            self.started[symbol] = self._now()
-            return 0
-        elapsed = self._now() - self.started[symbol]
-        nodes = self.by_symbol[symbol]
-        node = nodes[self.seen[symbol] % len(nodes)]
-        self.seen[symbol] += 1
-        self.samples[node].append(elapsed)
-        return 0

@@ -1,80 +1,121 @@
-"""Offline measurement for machines no RPC reaches: build here, time there, merge back.
+"""Measurement on a machine no RPC reaches (the lent GPU box): build here, time there, plan here.
 
-Like TVM's builder / runner split: :func:`export_candidates` compiles every workload into a folder
-of exported libraries with a ``manifest.json``; ``python -m tvm_hetero.runtime.offline_runner
-FOLDER`` times them on the target machine with nothing but the TVM runtime (the bundle of
-``gpu-runtime-bundle.sh``) and writes ``results.jsonl``; :func:`merge_results` adds those records
-to a profile database.
+An :class:`OfflineRunner` stands in for a runner in a :class:`~tvm_hetero.profiling.profiler.
+Profiler`. A workload the database has no record of is not timed: it is compiled for its
+devices and exported into the runner's folder, and the planner gets a placeholder (never
+stored). ``tvm-hetero measure FOLDER`` (:mod:`tvm_hetero.runtime.offline_runner`) times the
+folder there with the TVM runtime alone and writes ``results.jsonl``, each record under the
+fingerprint of the box's device and the name the device has in the plan. Back here, the same
+runner over the same folder merges the results into the database and serves them: it answers
+for each device with the fingerprint the box measured it with, so the records are found.
+
+Like TVM's builder / runner split, but driven by the planner itself: whatever a strategy asks
+the profiler for (operators, sweeps, copies, subgraphs, per-operator runs) is what is exported.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tvm
 
-from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.profiler import device_ref, place_on, target_key
+from tvm_hetero.profiling.fingerprint import Fingerprint
 from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.profiling.workloads import input_infos, workload_key
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.runtime.offline_runner import MANIFEST, RESULTS
+from tvm_hetero.runtime.offline_runner import FORMAT, MANIFEST, RESULTS
+
+PLACEHOLDER_S = 1e-3
+"""What an unmeasured workload reads as while its folder is being exported."""
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One workload to build here and time elsewhere."""
+class OfflineRunner:
+    """Serves records timed on another machine and exports what they lack (see the module).
 
-    mod: tvm.IRModule = field(repr=False)
-    device: DeviceSpec
-    kind: RecordKind
-    workload: dict
-
-
-def export_candidates(
-    candidates: Sequence[Candidate], folder: str | Path, options: BuildOptions | None = None,
-    config: MeasureConfig | None = None,
-) -> Path:  # fmt: skip
-    """Build each candidate into ``folder`` and write the manifest; returns its path.
-
-    Identical workloads (same key, target and device) are exported once.
+    Parameters
+    ----------
+    folder : str or Path
+        The exchange folder: ``manifest.json`` and libraries out, ``results.jsonl`` back.
+    config : MeasureConfig
+        Repeats and sample time the box measures with.
     """
-    options, config = options or BuildOptions(), config or MeasureConfig()
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    entries, seen = [], set()
-    for c in candidates:
-        key, target = workload_key(c.mod), target_key(c.device)
-        if (key, target, c.device.name) in seen:
-            continue
-        seen.add((key, target, c.device.name))
-        lib = f"{len(entries):04d}_{key}.so"
-        build(place_on(c.mod, [c.device]), options).export_library(str(folder / lib))
-        entries.append({
-            "lib": lib, "kind": c.kind.value, "workload_key": key, "workload": c.workload,
-            "target": target, "mode": options.mode_key,
-            "device": {"kind": device_ref(c.device)[0], "index": c.device.index,
-                       "threads": c.device.threads,
-                       "llvm_cpu": c.device.target.get("mcpu", "")},
-            "inputs": [[list(s), d] for s, d in input_infos(c.mod)],
+
+    offline = True
+    where = "offline"
+
+    def __init__(self, folder: str | Path, config: MeasureConfig | None = None) -> None:
+        self.folder, self.config = Path(folder), config or MeasureConfig()
+        self.entries: list[dict[str, Any]] = []
+        self._exported: set[tuple[str, str, tuple[str, ...]]] = set()
+        self.fingerprints: dict[str, Fingerprint] = {}
+        results = self.folder / RESULTS
+        if results.is_file():
+            for record in ProfileDB(results, strict=True):
+                name = record.extra.get("device")
+                if name:
+                    self.fingerprints[name] = Fingerprint(**record.fingerprint)
+
+    @property
+    def measured(self) -> bool:
+        """Whether the box has timed this folder (its results are here)."""
+        return bool(self.fingerprints)
+
+    def merge_into(self, db: ProfileDB) -> int:
+        """Add the box's records to ``db``; how many were new."""
+        results = self.folder / RESULTS
+        return db.merge(ProfileDB(results, strict=True)) if results.is_file() else 0
+
+    def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
+        """The box's fingerprint of ``spec`` (from its results), else a placeholder that no
+        record matches."""
+        found = self.fingerprints.get(spec.name)
+        return found or Fingerprint("offline", f"unmeasured {spec.name}", spec.threads, "")
+
+    def time(self, *_args: Any) -> Any:
+        """Nothing is timed here (the profiler exports instead)."""
+        raise RuntimeError("an offline runner times nothing; export and measure on the box")
+
+    def collect(
+        self, kind: RecordKind, key: str, target: str, mode: str,
+        devices: Sequence[DeviceSpec], workload: dict, executable: Any,
+        inputs: Sequence[tuple[Sequence[int], str]], by_symbol: dict | None = None,
+        extra: dict | None = None,
+    ) -> None:  # fmt: skip
+        """Export one unmeasured workload: its library and its manifest entry (once)."""
+        names = tuple(d.name for d in devices)
+        if (key, target, names) in self._exported:
+            return
+        self._exported.add((key, target, names))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lib = f"{len(self.entries):04d}_{key.replace(':', '_')[:48]}.so"
+        executable.export_library(str(self.folder / lib))
+        self.entries.append({
+            "lib": lib, "kind": kind.value, "workload_key": key, "workload": workload,
+            "target": target, "mode": mode,
+            "devices": [_device_entry(d) for d in devices],
+            "inputs": [[list(s), d] for s, d in inputs],
+            **({"by_symbol": by_symbol} if by_symbol is not None else {}),
+            "extra": extra or {},
         })  # fmt: skip
-    manifest = {
-        "format": 1, "tvm": tvm.__version__, "entries": entries,
-        "config": {"repeat": config.repeat, "min_repeat_ms": config.min_repeat_ms,
-                   "max_number": config.max_number},
-    }  # fmt: skip
-    path = folder / MANIFEST
-    path.write_text(json.dumps(manifest, indent=1))
-    return path
+
+    def save(self) -> Path:
+        """Write the manifest of what was exported (the workloads the box must time)."""
+        manifest = {
+            "format": FORMAT, "tvm": tvm.__version__, "entries": self.entries,
+            "config": {"repeat": self.config.repeat, "min_repeat_ms": self.config.min_repeat_ms,
+                       "max_number": self.config.max_number},
+        }  # fmt: skip
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / MANIFEST
+        path.write_text(json.dumps(manifest, indent=1))
+        return path
 
 
-def merge_results(db: ProfileDB, results: str | Path) -> int:
-    """Add the records an offline run wrote (``results.jsonl`` or its folder) to ``db``."""
-    path = Path(results)
-    path = path / RESULTS if path.is_dir() else path
-    return db.merge(ProfileDB(path, strict=True))
+def _device_entry(spec: DeviceSpec) -> dict[str, Any]:
+    kind = "cuda" if spec.kind.value == "cuda" else "cpu"
+    return {"name": spec.name, "kind": kind, "index": spec.index, "threads": spec.threads,
+            "llvm_cpu": spec.target.get("mcpu", "")}  # fmt: skip

@@ -7,6 +7,7 @@ cost one layer's profiling and a second run costs nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -129,16 +130,29 @@ class Profiler:
                 build(mod, self.options), refs, random_args(input_infos(mod)), config
             )
 
+        def export() -> dict:
+            mod = placed()
+            self.runner.collect(  # type: ignore[attr-defined]
+                kind, key, target, self.mode, devices, workload, build(mod, self.options),
+                input_infos(mod), extra=extra,
+            )  # fmt: skip
+            return {}
+
         return self._stored_or_measured(
-            kind, key, target, devices[0], workload, config, measure, extra
+            kind, key, target, devices[0], workload, config, measure, extra, export
         )
 
     def _stored_or_measured(
         self, kind: RecordKind, key: str, target: str, device: DeviceSpec, workload: dict,
         config: MeasureConfig, measure: Callable[[], Timing], extra: dict | None = None,
+        export: Callable[[], dict] | None = None,
     ) -> ProfileRecord:  # fmt: skip
         """The database's record measured at least as long as ``config`` asks
-        (:func:`~tvm_hetero.runtime.measure.serves`), else ``measure()`` stored."""
+        (:func:`~tvm_hetero.runtime.measure.serves`), else ``measure()`` stored.
+
+        With an offline runner a missing record is ``export()``-ed to be timed elsewhere and a
+        placeholder (with what ``export`` returns in its ``extra``) is returned, not stored.
+        """
         fp = self.runner.fingerprint(device)
         found = self.db.lookup(kind, key, target, self.mode, fp.key)
         if found is not None and serves(
@@ -146,14 +160,26 @@ class Profiler:
         ):
             self.hits += 1
             return found
+        self.misses += 1
+        if getattr(self.runner, "offline", False):
+            if export is None:
+                raise ValueError(
+                    f"{workload.get('op', kind.value)}: runs on the concurrent runtime, which "
+                    "an offline device cannot; plan this where the devices are"
+                )
+            from tvm_hetero.profiling.offline import PLACEHOLDER_S
+
+            return ProfileRecord(
+                kind, key, workload, target, self.mode, fp.to_dict(), fp.key,
+                (PLACEHOLDER_S,) * config.repeat, 1, config.repeat, extra=export(),
+            )  # fmt: skip
         timing = measure()
         record = ProfileRecord(
             kind, key, workload, target, self.mode, fp.to_dict(), fp.key, timing.samples_s,
             timing.number, len(timing.samples_s),
-            extra={**(extra or {}), "sample_ms": config.min_repeat_ms},
+            extra={**(extra or {}), **timing.extra, "sample_ms": config.min_repeat_ms},
         )  # fmt: skip
         self.db.add([record])
-        self.misses += 1
         return record
 
     def profile_op(self, mod: tvm.IRModule, node_id: str, device: DeviceSpec) -> ProfileRecord:
@@ -235,6 +261,54 @@ class Profiler:
                 )
             )
         return records
+
+    def profile_op_times(
+        self, placed: tvm.IRModule, devices: Sequence[DeviceSpec], runs: int = 3
+    ) -> ProfileRecord:
+        """Every operator's time inside whole runs of ``placed`` (placed on ``devices``), built
+        without fusion and timed by a VM instrument that waits for the GPU around each kernel
+        (EOP's per-operator times, Lee et al.'s profiling runs). The record's ``extra`` holds
+        ``node_seconds`` (operator or copy -> median seconds) and ``copies`` (copy -> source,
+        destination, dtype, elements); its samples are the runs' wall times."""
+        from tvm_hetero.profiling.model_run import op_times_workload
+        from tvm_hetero.runtime.instrument import op_times
+
+        key = f"optimes:{workload_key(placed)}"
+        target = "|".join(target_key(d) for d in devices)
+        workload = {"op": "op_times", "devices": [d.name for d in devices]}
+        config = MeasureConfig(repeat=runs, min_repeat_ms=0)
+        args = random_args(input_infos(placed))
+        work = functools.cache(lambda: op_times_workload(placed, self.options))  # on a miss
+
+        def copies() -> dict:
+            return {n: list(c) for n, c in work().copies.items()}
+
+        def measure() -> Timing:
+            if not isinstance(self.runner, LocalRunner):
+                raise ValueError("per-operator runs are timed here or offline, not over RPC")
+            use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
+            refs = [device_ref(d) for d in devices]
+            from tvm_hetero.runtime.device import vdevice_runtime_device
+
+            devs = [vdevice_runtime_device(k, i) for k, i in refs]
+            node_s, walls = op_times(work().executable, devs, args, work().by_symbol, runs)
+            return Timing(tuple(walls), 1, {"node_seconds": node_s, "copies": copies()})
+
+        def export() -> dict:
+            self.runner.collect(  # type: ignore[attr-defined]
+                RecordKind.OP_IN_MODEL, key, target, self.mode, devices, workload,
+                work().executable, input_infos(placed), by_symbol=work().by_symbol,
+                extra={"copies": copies()},
+            )  # fmt: skip
+            nodes = {n for ns in work().by_symbol.values() for n in ns}
+            from tvm_hetero.profiling.offline import PLACEHOLDER_S
+
+            return {"node_seconds": dict.fromkeys(nodes, PLACEHOLDER_S), "copies": copies()}
+
+        return self._stored_or_measured(
+            RecordKind.OP_IN_MODEL, key, target, devices[0], workload, config, measure,
+            export=export,
+        )  # fmt: skip
 
     def profile_handoff(
         self, a: DeviceSpec, b: DeviceSpec, hops: int = 32, repeat: int = 50, setting: str = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +77,8 @@ class Timing:
 
     samples_s: tuple[float, ...]
     number: int
+    extra: dict = field(default_factory=dict)
+    """What the record keeps besides the samples (a per-operator run's operator times)."""
 
 
 def random_args(

@@ -25,8 +25,8 @@ from tvm_hetero.plan.als import (
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
-from tvm_hetero.profiling.model_run import per_op_times
-from tvm_hetero.runtime.measure import MeasureConfig, random_args
+from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.runtime.measure import MeasureConfig
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -61,30 +61,34 @@ def dcg_of(
 
 def measure_costs(
     model: Model, devices: Sequence[DeviceSpec], dcg: DCG, runs: Sequence[ProfilingRun],
-    options: BuildOptions | None = None, repeats: int = 3,
+    profiler: Profiler | None = None, repeats: int = 3,
 ) -> Costs:  # fmt: skip
     """Execute the profiling runs for real and read node and DA-edge costs out of them.
 
     Each run is the model placed by the run's assignment, built without fusion and timed with
-    per-operator instrumentation (median of ``repeats`` runs): operator ``o`` on device ``d`` gets
-    its kernel time, and every copy is filed under its DA key (median over copies sharing it).
-    Operators without a kernel of their own (reshapes the VM does in place) cost 0.
+    per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,
+    so a run is reused from the profile database, or exported when the devices are offline):
+    operator ``o`` on device ``d`` gets its kernel time, and every copy is filed under its DA key
+    (median over copies sharing it). Operators without a kernel of their own (reshapes the VM
+    does in place) cost 0. ``profiler`` defaults to EOP's (this process, its default database).
     """
+    if profiler is None:
+        from tvm_hetero.strategies.eop import profiler_for
+
+        profiler = profiler_for()
     node: dict[str, dict[int, list[float]]] = {o: {} for o in dcg.ops}
     edge: dict[DAKey, list[float]] = {}
-    args = random_args([(i.shape, i.dtype) for i in model.inputs])
     for run in runs:
         assignment = {o: d for o, d in run.assignment.items() if d != 0}
         placed = get_pipeline(
             "manual_placement", vdevices=vdevices_of(devices), assignment=assignment
         )(model.mod)
-        times = per_op_times(placed, args, options, runs=repeats)
+        record = profiler.profile_op_times(placed, devices, runs=repeats)
+        times = record.extra["node_seconds"]
         for o in dcg.ops:
-            node[o].setdefault(run.assignment[o], []).append(times.node_seconds.get(o, 0.0))
-        for copy, (src, dst, dtype, elements) in times.copies.items():
-            edge.setdefault(DAKey(src, dst, dtype, elements), []).append(
-                times.node_seconds.get(copy, 0.0)
-            )
+            node[o].setdefault(run.assignment[o], []).append(times.get(o, 0.0))
+        for copy, (src, dst, dtype, elements) in record.extra["copies"].items():
+            edge.setdefault(DAKey(src, dst, dtype, elements), []).append(times.get(copy, 0.0))
     return Costs(
         {o: {d: float(np.median(v)) for d, v in per.items()} for o, per in node.items()},
         {k: float(np.median(v)) for k, v in edge.items()},
@@ -170,16 +174,22 @@ class AlsResult:
 def plan_with_runs(
     model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None = None,
     pim: str | None = None, exact: bool = False, min_gain: float = 0.0, confirm: bool = False,
+    profiler: Profiler | None = None,
 ) -> AlsResult:  # fmt: skip
     """The fewest profiling runs, executed; the optimal assignment, guarded and (``confirm``)
-    confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`."""
+    confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`.
+    ``profiler`` times the runs (default: this process, records in EOP's default database)."""
     names = [d.name for d in devices]
     pim = device_name(pim) if pim is not None else None
     if pim is not None and pim not in names[1:]:
         raise ValueError(f"--pim {pim!r}: must be one of the non-home devices {names[1:]}")
     dcg = dcg_of(OpGraph.from_module(model.mod), names, {pim: PIM_OPS} if pim else None)
     runs = tuple(profiling_runs(dcg))
-    costs = measure_costs(model, devices, dcg, runs, options)
+    if profiler is None:
+        from tvm_hetero.strategies.eop import profiler_for
+
+        profiler = profiler_for(options=options)
+    costs = measure_costs(model, devices, dcg, runs, profiler)
     start = time.perf_counter()
     plan = plan_als(dcg, costs, exact=exact, min_gain=min_gain)
     plan_s = time.perf_counter() - start

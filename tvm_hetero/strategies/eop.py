@@ -84,13 +84,12 @@ def measure_inputs(
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
         raise ValueError(f"eop: samples must be >= 3 (three patterns to tell apart), got {samples}")
-    args = random_args([(i.shape, i.dtype) for i in model.inputs])
     op_s = []
     for dev in devices:
         placed = get_pipeline("manual_placement", vdevices=vdevices_of([dev]), assignment={})(
             model.mod
         )
-        op_s.append(per_op_times(placed, args, profiler.options).node_seconds)
+        op_s.append(profiler.profile_op_times(placed, [dev]).extra["node_seconds"])
     if sum(op_s[1].values()) < sum(op_s[0].values()):
         devices, op_s = [devices[1], devices[0]], [op_s[1], op_s[0]]
     home, other = devices

@@ -1,0 +1,99 @@
+"""Planning for devices reached only offline: export -> the box times them with the runtime
+alone (a stand-in runner on this CPU) -> merge -> plan, through the command line."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tvm_hetero.build import cuda_binary
+from tvm_hetero.cli.main import main
+from tvm_hetero.devices import ClusterSpec, DeviceSpec, Link, cpu_device, resolve_device
+from tvm_hetero.plan.registry import load_plan
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.offline import OfflineRunner
+from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.strategies import eop
+from tvm_hetero.zoo import load_zoo_model
+
+
+def _measure_on_the_box(folder) -> None:
+    """The box's side: ``tvm-hetero measure`` with the TVM runtime alone."""
+    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+    code = "import sys, tvm_hetero.cli.main as m; sys.exit(m.main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "measure", str(folder)], env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_als_offline_round_trip_plans_from_the_box_records(tmp_path, capsys):
+    folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
+    base = ["plan", "mlp:tiny", "--strategy", "als", "--device", "cpu", "--device", "cpu-serial",
+            "--offline", str(folder), "--db", str(db)]  # fmt: skip
+    assert main(base) == 0  # exported, no plan
+    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    assert entries and {e["kind"] for e in entries} == {"op_in_model"}  # its profiling runs
+    assert all(e["by_symbol"] and (folder / e["lib"]).is_file() for e in entries)
+    assert not ProfileDB(db).query()  # placeholders are never stored
+    _measure_on_the_box(folder)
+    capsys.readouterr()
+    assert main([*base, "-o", str(tmp_path / "plan.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"merged {len(entries)} new record(s)" in out and "wrote" in out
+    assert load_plan(tmp_path / "plan.json").devices == ("cpu", "cpu-serial")
+    records = ProfileDB(db).query(kind=RecordKind.OP_IN_MODEL)
+    assert len(records) == len(entries) and all(r.extra["offline"] for r in records)
+    assert all(r.extra["node_seconds"] and r.median_s > 0 for r in records)
+
+
+def test_eop_offline_round_trip_on_a_stand_in_box_of_two_cpu_workers(tmp_path):
+    # the box: two CPU devices of another machine (a cluster file); its "runtime" is this CPU
+    target = cpu_device().target
+    devices = [DeviceSpec(n, "cpu", target, threads=1, host=f"127.0.0.1:{p}")
+               for n, p in (("box-a", 9001), ("box-b", 9002))]  # fmt: skip
+    spec = tmp_path / "box.json"
+    ClusterSpec(tuple(devices), (Link("box-a", "box-b", 1000.0),)).save(spec)
+    folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
+    base = ["plan", "mlp:tiny", "--strategy", "eop", "--cluster", str(spec), "--samples", "3",
+            "--offline", str(folder), "--db", str(db)]  # fmt: skip
+    assert main(base) == 0
+    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    kinds = {(e["kind"], tuple(d["name"] for d in e["devices"])) for e in entries}
+    assert {("op_in_model", ("box-a",)), ("op_in_model", ("box-b",))} <= kinds
+    assert {("transfer", ("box-a", "box-b")), ("transfer", ("box-b", "box-a"))} <= kinds
+    assert ("op", ("box-b",)) in kinds  # sweeps on both devices
+    _measure_on_the_box(folder)
+    assert main([*base, "-o", str(tmp_path / "plan.json")]) == 0
+    plan = load_plan(tmp_path / "plan.json")
+    assert set(plan.devices) == {"box-a", "box-b"}
+    # every request of the planner was served by the box's records: nothing left to export
+    runner = OfflineRunner(folder)
+    profiler = eop.profiler_for(db, runner=runner)
+    cluster = ClusterSpec.load(spec)
+    pair = [resolve_device(n, cluster) for n in ("box-a", "box-b")]
+    eop.measure_inputs(load_zoo_model("mlp:tiny"), pair, profiler, samples=3)
+    assert profiler.misses == 0 and not runner.entries
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(tmp_path):
+    folder = tmp_path / "offline"
+    assert main(["plan", "mlp:tiny", "--strategy", "eop", "--device", "cpu", "--device", "cuda",
+                 "--offline", str(folder), "--db", str(tmp_path / "db.jsonl"),
+                 "--samples", "3"]) == 0  # fmt: skip
+    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    kinds = {(e["kind"], tuple(d["name"] for d in e["devices"])) for e in entries}
+    assert kinds == {
+        ("op_in_model", ("cpu",)), ("op_in_model", ("cuda:0",)),  # per-operator runs
+        ("op", ("cpu",)), ("op", ("cuda:0",)),  # sweeps, and slicing on home
+        ("transfer", ("cpu", "cuda:0")), ("transfer", ("cuda:0", "cpu")),  # EOP's link
+    }  # fmt: skip
+    for e in entries:
+        code = cuda_binary.device_code(folder / e["lib"])
+        on_gpu = e["devices"][0]["name"] == "cuda:0" and e["kind"] != "transfer"
+        assert code == ([("fatbin", [("sass", 90), ("ptx", 90)])] if on_gpu else []), e["lib"]
