@@ -12,8 +12,12 @@ from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, register_tile
 
-CPU = make_target(cpu_device().target)
-SERIAL = make_target({**cpu_device().target, "num-cores": 1})
+AVX2 = {**cpu_device().target, "mcpu": "znver3"}
+"""The schedules' expected tiles are written for 256-bit vectors (8 float lanes): the target is
+pinned, not the host's (an AVX-512 host has 16 lanes and other tiles); znver3 code runs on any
+later x86 CPU with AVX2."""
+CPU = make_target(AVX2)
+SERIAL = make_target({**AVX2, "num-cores": 1})
 
 
 def _module(params, body, target=CPU):
