@@ -28,6 +28,8 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
         try:
             return cuda_device(spec.index)
         except SpecError as err:
+            if spec.name == f"cuda:{spec.index}":
+                raise
             raise SpecError(f"{spec.name}: {err}") from None
     raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
 

@@ -1,0 +1,61 @@
+"""EOP's table on the GPU box, step 2 of 3: plan from the box's records, compile every plan.
+
+Run here after the box timed EOP's exported workloads (``prepare.sh`` exported them,
+``on_box.sh`` measured them): merges ``results.jsonl`` into the database, makes EOP's plan and
+its baselines (CPU only, GPU only, Equal, Fixed) from the box's records and compiles each for
+the box (``benchmarks/gpu/box.json``) into ``--to`` with its predicted time, for ``on_box.sh``
+to time (step 3: ``eop_table.py`` sets predicted beside measured)::
+
+    .venv/bin/python benchmarks/gpu/eop_plans.py lstm gru bert-small --batch 16 --to .gpu/b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tvm_hetero import api
+from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.profiling.offline import OfflineRunner
+from tvm_hetero.runtime.measure import PROFILE_CONFIG
+from tvm_hetero.strategies import eop
+from tvm_hetero.zoo import load_zoo_model
+
+HERE = Path(__file__).parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--cluster", type=Path, default=HERE / "box.json")
+    parser.add_argument("--work", type=Path, default=Path(".gpu/a"), help="offline folders")
+    parser.add_argument("--db", type=Path, default=Path(".gpu/profiles.jsonl"))
+    parser.add_argument("--to", type=Path, default=Path(".gpu/b"))
+    args = parser.parse_args()
+    cluster = ClusterSpec.load(args.cluster)
+    devices = list(cluster.devices)
+    args.to.mkdir(parents=True, exist_ok=True)
+    predicted = {}
+    for name in args.models:
+        model = load_zoo_model(name, batch=args.batch)
+        runner = OfflineRunner(args.work / f"eop_{name}", PROFILE_CONFIG)
+        profiler = eop.profiler_for(args.db, runner=runner)
+        runner.merge_into(profiler.db)
+        inputs = eop.measure_inputs(model, devices, profiler)
+        if runner.entries:
+            raise SystemExit(f"{name}: {len(runner.entries)} workloads not measured on the box")
+        for strategy in eop.STRATEGIES:
+            plan = eop.plan(inputs, strategy)
+            compiled = api.compile(model, api.in_plan_order(devices, plan), plan)
+            path = compiled.save(args.to / f"{name}.{strategy}.tar")
+            predicted[path.name] = {"model": name, "strategy": strategy,
+                                    "predicted_ms": plan.predicted_s * 1e3,
+                                    "home": plan.devices[0]}  # fmt: skip
+            print(f"{path}: predicted {plan.predicted_s * 1e3:.3f} ms")
+    (args.to / "predicted.json").write_text(json.dumps(predicted, indent=1))
+
+
+if __name__ == "__main__":
+    main()

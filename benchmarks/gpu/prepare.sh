@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Compile here everything the lent GPU box runs (benchmarks/gpu/README.md), into .gpu/ (ignored):
+#   .gpu/a/     single-GPU, CPU-only and CPU+GPU artifacts of the small models, and EOP's
+#               exported workloads (plan --offline) for lstm, gru and bert-small at batch 16
+#   .gpu/box.tar.xz   the bundle: those, the runtime-only TVM for Python 3.12, tvm-hetero
+# Then, with the device tool: carry .gpu/box.tar.xz and run benchmarks/gpu/on_box.sh a.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+th=.venv/bin/tvm-hetero
+box=benchmarks/gpu/box.json
+a=.gpu/a
+mkdir -p "$a"
+for m in lstm gru mlp; do
+  args=("$m" --model-arg batch=16 --cluster "$box")
+  $th compile "${args[@]}" --device cuda:0 -o "$a/$m.gpu.tar"
+  $th compile "${args[@]}" --device cpu -o "$a/$m.cpu.tar"
+  $th compile "${args[@]}" --device cpu --device cuda:0 --place matmul=cuda:0 -o "$a/$m.split.tar"
+done
+$th compile bert-small --cluster "$box" --device cuda:0 -o "$a/bert-small.gpu.tar"
+for m in lstm gru bert-small; do
+  $th plan "$m" --model-arg batch=16 --strategy eop --cluster "$box" --device cpu \
+    --device cuda:0 --offline "$a/eop_$m" --db .gpu/profiles.jsonl
+done
+rm -f .gpu/box.tar.xz
+$th bundle "$a" -o .gpu/box.tar.xz --python 3.12
+cp benchmarks/gpu/latency.py .gpu/
+ls -la .gpu
