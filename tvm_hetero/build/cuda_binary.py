@@ -20,7 +20,6 @@ object file beside the host code; :func:`device_code` reads it back from a ``.so
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -32,21 +31,13 @@ from typing import Any
 
 import tvm
 
+from tvm_hetero.devices.discover import arch_number
 from tvm_hetero.errors import BuildError
 
 LIBRARY_BIN = "__tvm_ffi__library_bin"
 """The symbol holding a library's imported modules (tvm-ffi's ``symbol::tvm_ffi_library_bin``)."""
 
 FATBIN_MAGIC = 0xBA55ED50
-_ARCH = re.compile(r"sm_(\d{2,3})(a?)")
-
-
-def arch_number(arch: str) -> int:
-    """``"sm_90a"`` -> 90."""
-    found = _ARCH.fullmatch(arch)
-    if found is None:
-        raise BuildError(f"build: {arch!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
-    return int(found.group(1))
 
 
 def gencode_flags(archs: Sequence[str]) -> list[str]:

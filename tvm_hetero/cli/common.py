@@ -97,7 +97,7 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
     """Resolve ``--device`` (default: every device of ``--cluster``, else ``default``) less
     ``--exclude`` into device specs; names must be distinct and core sets disjoint."""
     from tvm_hetero.devices import ClusterSpec, SpecError, resolve_device
-    from tvm_hetero.devices.discover import device_name
+    from tvm_hetero.devices.discover import arch_number, device_name
     from tvm_hetero.runtime.device import check_disjoint
 
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
@@ -111,7 +111,7 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
     if not names:
         raise SpecError(f"--exclude leaves no device (devices were {excluded})")
     archs = getattr(args, "cuda_arch", None) or []
-    lowest = min(archs, key=lambda a: int(a[3:].rstrip("a"))) if archs else None
+    lowest = min(archs, key=arch_number) if archs else None
     devices = [resolve_device(n, cluster, lowest) for n in names]
     seen = [d.name for d in devices]
     dupes = sorted({n for n in seen if seen.count(n) > 1})
