@@ -97,3 +97,29 @@ def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_cod
         code = cuda_binary.device_code(folder / e["lib"])
         on_gpu = e["devices"][0]["name"] == "cuda:0" and e["kind"] != "transfer"
         assert code == ([("fatbin", [("sass", 90), ("ptx", 90)])] if on_gpu else []), e["lib"]
+
+
+def test_exported_workloads_carry_zero_weights_under_the_real_workloads_key():
+    from tvm_hetero.profiling.workloads import ZEROED_MIN_ELEMENTS, workload_key, zero_weights
+
+    model = load_zoo_model("mlp", batch=4)
+    zeroed = zero_weights(model.mod)
+    weights = [c.value.numpy() for c in _constants(model.mod)]
+    zeros = [c.value.numpy() for c in _constants(zeroed)]
+    assert [w.shape for w in weights] == [z.shape for z in zeros]
+    for w, z in zip(weights, zeros, strict=True):
+        big = w.size >= ZEROED_MIN_ELEMENTS and w.dtype.kind == "f"
+        assert (not z.any()) if big else (z == w).all()
+    assert any(w.size >= ZEROED_MIN_ELEMENTS and w.any() for w in weights)
+    assert workload_key(zeroed) != workload_key(model.mod)  # so the export keeps the real key
+
+
+def _constants(mod):
+    from tvm import relax
+
+    found = []
+    relax.analysis.post_order_visit(
+        mod["main"],
+        lambda e: found.append(e) if hasattr(e, "value") and hasattr(e.value, "numpy") else None,
+    )
+    return found

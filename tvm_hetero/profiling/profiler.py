@@ -7,7 +7,6 @@ cost one layer's profiling and a second run costs nothing.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -24,6 +23,8 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.fingerprint import json_key
+from tvm_hetero.profiling.model_run import op_times_workload
+from tvm_hetero.profiling.offline import PLACEHOLDER_S
 from tvm_hetero.profiling.record import ProfileRecord, RecordKind
 from tvm_hetero.profiling.workloads import (
     Dim,
@@ -34,7 +35,10 @@ from tvm_hetero.profiling.workloads import (
     subgraph_module,
     transfer_module,
     workload_key,
+    zero_weights,
 )
+from tvm_hetero.runtime.device import vdevice_runtime_device
+from tvm_hetero.runtime.instrument import op_times
 from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args, serves
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
@@ -133,8 +137,8 @@ class Profiler:
         def export() -> dict:
             mod = placed()
             self.runner.collect(  # type: ignore[attr-defined]
-                kind, key, target, self.mode, devices, workload, build(mod, self.options),
-                input_infos(mod), extra=extra,
+                kind, key, target, self.mode, devices, workload,
+                build(zero_weights(mod), self.options), input_infos(mod), extra=extra,
             )  # fmt: skip
             return {}
 
@@ -167,8 +171,6 @@ class Profiler:
                     f"{workload.get('op', kind.value)}: runs on the concurrent runtime, which "
                     "an offline device cannot; plan this where the devices are"
                 )
-            from tvm_hetero.profiling.offline import PLACEHOLDER_S
-
             return ProfileRecord(
                 kind, key, workload, target, self.mode, fp.to_dict(), fp.key,
                 (PLACEHOLDER_S,) * config.repeat, 1, config.repeat, extra=export(),
@@ -270,40 +272,31 @@ class Profiler:
         (EOP's per-operator times, Lee et al.'s profiling runs). The record's ``extra`` holds
         ``node_seconds`` (operator or copy -> median seconds) and ``copies`` (copy -> source,
         destination, dtype, elements); its samples are the runs' wall times."""
-        from tvm_hetero.profiling.model_run import op_times_workload
-        from tvm_hetero.runtime.instrument import op_times
-
         key = f"optimes:{workload_key(placed)}"
         target = "|".join(target_key(d) for d in devices)
         workload = {"op": "op_times", "devices": [d.name for d in devices]}
         config = MeasureConfig(repeat=runs, min_repeat_ms=0)
-        args = random_args(input_infos(placed))
-        work = functools.cache(lambda: op_times_workload(placed, self.options))  # on a miss
-
-        def copies() -> dict:
-            return {n: list(c) for n, c in work().copies.items()}
 
         def measure() -> Timing:
             if not isinstance(self.runner, LocalRunner):
                 raise ValueError("per-operator runs are timed here or offline, not over RPC")
+            work = op_times_workload(placed, self.options)
             use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
-            refs = [device_ref(d) for d in devices]
-            from tvm_hetero.runtime.device import vdevice_runtime_device
-
-            devs = [vdevice_runtime_device(k, i) for k, i in refs]
-            node_s, walls = op_times(work().executable, devs, args, work().by_symbol, runs)
-            return Timing(tuple(walls), 1, {"node_seconds": node_s, "copies": copies()})
+            devs = [vdevice_runtime_device(*device_ref(d)) for d in devices]
+            args = random_args(input_infos(placed))
+            node_s, walls = op_times(work.executable, devs, args, work.by_symbol, runs)
+            return Timing(tuple(walls), 1, {"node_seconds": node_s, "copies": _lists(work.copies)})
 
         def export() -> dict:
+            zeroed = op_times_workload(zero_weights(placed), self.options)
+            copies = _lists(zeroed.copies)
             self.runner.collect(  # type: ignore[attr-defined]
                 RecordKind.OP_IN_MODEL, key, target, self.mode, devices, workload,
-                work().executable, input_infos(placed), by_symbol=work().by_symbol,
-                extra={"copies": copies()},
+                zeroed.executable, input_infos(placed), by_symbol=zeroed.by_symbol,
+                extra={"copies": copies},
             )  # fmt: skip
-            nodes = {n for ns in work().by_symbol.values() for n in ns}
-            from tvm_hetero.profiling.offline import PLACEHOLDER_S
-
-            return {"node_seconds": dict.fromkeys(nodes, PLACEHOLDER_S), "copies": copies()}
+            nodes = {n for ns in zeroed.by_symbol.values() for n in ns}
+            return {"node_seconds": dict.fromkeys(nodes, PLACEHOLDER_S), "copies": copies}
 
         return self._stored_or_measured(
             RecordKind.OP_IN_MODEL, key, target, devices[0], workload, config, measure,
@@ -389,6 +382,11 @@ class Profiler:
             lambda: placed,
             config,
         )
+
+
+def _lists(copies: dict[str, tuple]) -> dict[str, list]:
+    """Copy attributes as JSON keeps them (records are compared after a round trip)."""
+    return {name: list(attrs) for name, attrs in copies.items()}
 
 
 def _describe(node) -> dict:

@@ -275,3 +275,33 @@ def conv_chain_module(length: int, channels: int = 4, size: int = 16) -> tvm.IRM
 def input_infos(mod: tvm.IRModule) -> list[tuple[tuple, str]]:
     """``(shape, dtype)`` of ``main``'s parameters (to make random arguments)."""
     return [(t.shape or (), t.dtype) for p in mod[ENTRY_FUNC].params for t in tensor_infos(p.ty)]
+
+
+ZEROED_MIN_ELEMENTS = 1024
+"""Float constants at least this large are weights; smaller ones (scales, epsilons) are kept."""
+
+
+def zero_weights(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with its float weights zero: what an exported timing workload carries.
+
+    A kernel's time does not depend on its weights' values (dense kernels, no sparsity), and a
+    library of zeros compresses to nothing: EOP's per-operator runs of BERT-small carry the
+    model's 43 MB of weights, twice, which the device tool could not carry to a GPU box. The
+    workload keeps its key (taken from the real module), so the box's record serves it.
+    """
+    from tvm_hetero.ir.mutate import mutate_functions
+
+    return mutate_functions(mod, _ZeroWeights(mod))
+
+
+@relax.expr_functor.mutator
+class _ZeroWeights(relax.PyExprMutator):
+    def visit_generic_const_(self, const):
+        value = const.value
+        if (
+            not isinstance(value, tvm.runtime.Tensor)
+            or not str(value.dtype).startswith(("float", "bfloat"))
+            or int(np.prod(value.shape)) < ZEROED_MIN_ELEMENTS
+        ):
+            return const
+        return relax.const(np.zeros(tuple(value.shape), str(value.dtype)))
