@@ -10,6 +10,7 @@ import time
 from tvm_hetero import api
 from tvm_hetero.cli.common import (
     build_options,
+    check_offline,
     console,
     devices_from_args,
     model_from_args,
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = [flag for flag in ("plan", "place", "strategy") if getattr(args, flag)]
     if len(chosen) > 1:
         raise ValueError(f"compile: give one of --plan, --place, --strategy, not {chosen}")
+    check_offline(args)
     strategy = get_strategy(args.strategy) if args.strategy else None
     model = model_from_args(args)
     plan = load_plan(args.plan, api.model_id(model)) if args.plan else None

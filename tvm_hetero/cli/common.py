@@ -132,6 +132,20 @@ def build_options(args: argparse.Namespace):
     return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs)
 
 
+OFFLINE_STRATEGIES = ("eop", "als")
+"""Strategies whose measurements all go through the profiler, so they can plan offline (DUET,
+EdgePipe and FlexPie time runs on the concurrent runtime too)."""
+
+
+def check_offline(args: argparse.Namespace) -> None:
+    """Refuse ``--offline`` for a strategy that cannot plan offline, before any work."""
+    if getattr(args, "offline", None) and getattr(args, "strategy", None) not in OFFLINE_STRATEGIES:
+        raise ValueError(
+            f"--offline {args.offline!r}: only --strategy {' or '.join(OFFLINE_STRATEGIES)} "
+            f"plan for offline devices, not {args.strategy or 'a --place or --plan compile'}"
+        )
+
+
 def profiler_from_args(args: argparse.Namespace):
     """EOP's profiler (``--db``, build options); with ``--offline DIR`` its runner serves the
     box's results from DIR, merged into ``--db`` first, and exports what they lack."""
