@@ -10,17 +10,17 @@ if [ ! -d "$root/box" ]; then mkdir -p "$root" && tar -xJf .gpu/box.tar.xz -C "$
 box=$root/box
 export PYTHONPATH="$box/site" TVM_USE_RUNTIME_LIB=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
-python3 -c "import tvm, sys; print(tvm.__file__, sys.version)" > "$OUT/python.txt" 2>&1
+"${PYTHON:-python3}" -c "import tvm, sys; print(tvm.__file__, sys.version)" > "$OUT/python.txt" 2>&1
 lscpu > "$OUT/lscpu.txt" 2>&1
 if [ "$step" = a ]; then
-  python3 benchmarks/gpu/latency.py "$box"/artifacts/a/*.tar --out "$OUT/latency_a.jsonl" \
+  "${PYTHON:-python3}" benchmarks/gpu/latency.py "$box"/artifacts/a/*.tar --out "$OUT/latency_a.jsonl" \
     --outputs-dir "$OUT/outputs_a" 2> "$OUT/latency_a.err"
   for d in "$box"/artifacts/a/eop_*; do
     "$box/tvm-hetero" measure "$d" > "$OUT/$(basename "$d").log" 2>&1
     cp "$d/results.jsonl" "$OUT/$(basename "$d").results.jsonl"
   done
 else
-  python3 benchmarks/gpu/latency.py .gpu/b/*.tar --out "$OUT/latency_b.jsonl" \
+  "${PYTHON:-python3}" benchmarks/gpu/latency.py .gpu/b/*.tar --out "$OUT/latency_b.jsonl" \
     --outputs-dir "$OUT/outputs_b" 2> "$OUT/latency_b.err"
 fi
 ls -la "$OUT"
