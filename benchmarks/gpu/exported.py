@@ -24,14 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from zoo import load_exported  # noqa: E402
+from zoo import load_exported
 
-from tvm_hetero import api  # noqa: E402
-from tvm_hetero.build.cuda_binary import device_code  # noqa: E402
-from tvm_hetero.devices import cpu_device, cuda_device  # noqa: E402
-from tvm_hetero.ir.opgraph import OpGraph  # noqa: E402
-from tvm_hetero.profiling.offline import OfflineRunner  # noqa: E402
-from tvm_hetero.strategies import eop  # noqa: E402
+from tvm_hetero import api
+from tvm_hetero.build.cuda_binary import device_code
+from tvm_hetero.devices import cpu_device, cuda_device
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.profiling.offline import OfflineRunner
+from tvm_hetero.strategies import eop
 
 MODELS = ["resnet18", "mobilenet_v3_small", "googlenet", "deit_tiny", "bert", "gpt2",
           "lstm_classifier", "two_tower", "resnet18-symbolic"]  # fmt: skip
@@ -90,8 +90,11 @@ def main() -> None:
             rows.append(row)
             codes = {f"{k}: {v}" for k, v in {**row.get("gpu_code", {}),
                                              **row.get("split_code", {})}.items() if v}  # fmt: skip
-            print(f"{name:20} {row['stage']:14} {row.get('error', '')[:80]} "
-                  f"eop={row.get('eop_workloads', '-')} {sorted(codes)[:1]}", flush=True)
+            print(
+                f"{name:20} {row['stage']:14} {row.get('error', '')[:80]} "
+                f"eop={row.get('eop_workloads', '-')} {sorted(codes)[:1]}",
+                flush=True,
+            )
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 
