@@ -37,7 +37,7 @@ def one_vm_copies(placed) -> tuple[int, int, int]:
     lowered = lower(placed)
     count = weights = nbytes = 0
     for b in op_bindings(lowered[ENTRY_FUNC]):
-        if b.call.op.name == COPY_OP if hasattr(b.call.op, "name") else False:
+        if getattr(b.call.op, "name", None) == COPY_OP:
             count += 1
             weights += not hasattr(b.call.args[0], "name")  # a constant, not a variable
             nbytes += sum(t.nbytes or 0 for t in tensor_infos(b.var.ty))
