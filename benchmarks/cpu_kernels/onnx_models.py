@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 
@@ -104,8 +102,10 @@ def export_model(name: str, out_dir: Path) -> tuple[Path, tuple[int, ...]]:
     return path, shape
 
 
-def matmul_onnx(a_shape, b_shape, weight: bool) -> onnx.ModelProto:
+def matmul_onnx(a_shape, b_shape, weight: bool):  # -> onnx.ModelProto
     """``A @ B``; ``B`` is an initializer (a weight) when ``weight``."""
+    from onnx import TensorProto, helper, numpy_helper  # the modules alone need torch only
+
     a = helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a_shape))
     inputs, inits = [a], []
     if weight:
@@ -120,8 +120,10 @@ def matmul_onnx(a_shape, b_shape, weight: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def conv_onnx(x_shape, w_shape, strides, pads, groups) -> onnx.ModelProto:
+def conv_onnx(x_shape, w_shape, strides, pads, groups):  # -> onnx.ModelProto
     """``Conv(x, W)`` with ``W`` as an initializer."""
+    from onnx import TensorProto, helper, numpy_helper
+
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 
-def time_one(path: Path, repeat: int, warmup: int, outputs_dir: Path | None) -> dict:
+def time_one(
+    path: Path, repeat: int, warmup: int, outputs_dir: Path | None, inputs_dir: Path | None
+) -> dict:
     import tvm
 
     from tvm_hetero.runtime.deployment import load
@@ -32,8 +34,13 @@ def time_one(path: Path, repeat: int, warmup: int, outputs_dir: Path | None) -> 
         start = time.perf_counter()
         deployment = load(path, tmp)
         load_s = time.perf_counter() - start
-        rng = np.random.default_rng(0)
-        inputs = {s.name: s.random(rng) for s in deployment.inputs}
+        given = inputs_dir / f"{path.stem.split('.')[0]}.inputs.npz" if inputs_dir else None
+        if given is not None and given.is_file():  # the inputs torch_ref.py saved
+            with np.load(given) as data:
+                inputs = {k: data[k] for k in data.files}
+        else:
+            rng = np.random.default_rng(0)
+            inputs = {s.name: s.random(rng) for s in deployment.inputs}
         with Executor(deployment) as ex:
             outs = ex.run(inputs)
             stats = ex.time(inputs, repeat=repeat, warmup=warmup)
@@ -54,6 +61,7 @@ def main() -> int:
     parser.add_argument("artifacts", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--outputs-dir", type=Path)
+    parser.add_argument("--inputs-dir", type=Path, help="NAME.inputs.npz per artifact NAME.*.tar")
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
@@ -61,7 +69,7 @@ def main() -> int:
     with open(args.out, "a") as out:
         for path in args.artifacts:
             try:
-                row = time_one(path, args.repeat, args.warmup, args.outputs_dir)
+                row = time_one(path, args.repeat, args.warmup, args.outputs_dir, args.inputs_dir)
             except Exception as err:  # report it and go on with the others
                 failed += 1
                 row = {"artifact": path.name, "error": f"{type(err).__name__}: {err}"}

@@ -3,7 +3,8 @@
 #   .gpu/a/     single-GPU, CPU-only and CPU+GPU artifacts of the small models, and EOP's
 #               exported workloads (plan --offline) for lstm, gru and bert-small at batch 16
 #   .gpu/box.tar.xz   the bundle: those, the runtime-only TVM for Python 3.12, tvm-hetero
-# Then, with the device tool: carry .gpu/box.tar.xz and run benchmarks/gpu/on_box.sh a.
+#   .gpu/t/     the BERT encoder and ResNet-18 for the GPU, beside torch (torch_ref.py)
+# Then, with the device tool: carry .gpu/box.tar.xz and run benchmarks/gpu/on_box.sh a, etc.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 th=.venv/bin/tvm-hetero
@@ -21,6 +22,7 @@ for m in lstm gru bert-small; do
   $th plan "$m" --model-arg batch=16 --strategy eop --cluster "$box" --device cpu \
     --device cuda:0 --offline "$a/eop_$m" --db .gpu/profiles.jsonl
 done
+rm -rf .gpu/t && .venv/bin/python benchmarks/gpu/torch_ref.py --export .gpu/t  # 58 MB: own carry
 rm -f .gpu/box.tar.xz
 $th bundle "$a" -o .gpu/box.tar.xz --python 3.12
 cp benchmarks/gpu/latency.py .gpu/
