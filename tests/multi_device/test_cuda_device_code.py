@@ -113,3 +113,43 @@ def test_cuda_and_cuda0_name_one_device():
     rules = api.placement_from_rules(model, devices, {"matmul": "cuda"})
     same = api.placement_from_rules(model, devices, {"matmul": "gpu:0"})
     assert rules == same and set(rules.assignment.values()) == {1}
+
+
+@pytest.mark.parametrize(
+    ("archs", "gpu", "runs"),
+    [
+        (["sm_80", "sm_90"], "8.0", True),  # SASS sm_80
+        (["sm_80", "sm_90"], "8.6", True),  # SASS sm_80 runs on later minors of 8
+        (["sm_80", "sm_90"], "10.0", True),  # PTX of sm_90, compiled by the driver
+        (["sm_80", "sm_90"], "7.5", False),
+        (["sm_90"], "8.9", False),
+        (["sm_90a"], "9.0", True),
+        (["sm_90a"], "10.0", False),  # arch-specific code and PTX run on 9.0 alone
+    ],
+)
+def test_device_code_runs_where_sass_or_ptx_allows(archs, gpu, runs):
+    from tvm_hetero.runtime.cuda import runs_on
+
+    assert runs_on(archs, gpu) is runs
+
+
+@needs_nvcc
+def test_manifest_records_the_device_code_and_a_gpu_it_cannot_run_is_refused(tmp_path):
+    from tvm_hetero.devices import SpecError
+    from tvm_hetero.runtime.cuda import check_device_code
+    from tvm_hetero.runtime.deployment import read_manifest
+
+    model = load_zoo_model("mlp:tiny")
+    options = BuildOptions(cuda_archs=("sm_80", "sm_90"))
+    devices = [cpu_device(), cuda_device(0, "sm_80")]
+    rules = api.placement_from_rules(model, devices, {"matmul": "cuda:0"})
+    artifact = api.compile(model, devices, rules, options).save(tmp_path / "m.tar")
+    assert read_manifest(artifact)["device_code"] == {"1": ["sm_80", "sm_90"]}
+
+    class Turing:
+        compute_version = "7.5"
+
+    with pytest.raises(
+        SpecError, match=r"compiled for sm_80, sm_90, .* \(sm_75\).*--cuda-arch sm_75"
+    ):
+        check_device_code("cuda:0", Turing(), ["sm_80", "sm_90"])

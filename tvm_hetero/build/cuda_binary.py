@@ -31,7 +31,7 @@ from typing import Any
 
 import tvm
 
-from tvm_hetero.devices.discover import arch_number
+from tvm_hetero.devices.spec import arch_number
 from tvm_hetero.errors import BuildError
 
 LIBRARY_BIN = "__tvm_ffi__library_bin"

@@ -97,7 +97,8 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
     """Resolve ``--device`` (default: every device of ``--cluster``, else ``default``) less
     ``--exclude`` into device specs; names must be distinct and core sets disjoint."""
     from tvm_hetero.devices import ClusterSpec, SpecError, resolve_device
-    from tvm_hetero.devices.discover import arch_number, device_name
+    from tvm_hetero.devices.discover import device_name
+    from tvm_hetero.devices.spec import arch_number
     from tvm_hetero.runtime.device import check_disjoint
 
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None

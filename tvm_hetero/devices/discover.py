@@ -14,14 +14,6 @@ DEFAULT_CUDA_ARCH = "sm_90"
 """Arch used to compile for a GPU that is not on this machine (the lent H100 / H200 machines)."""
 
 
-def arch_number(arch: str) -> int:
-    """``"sm_90a"`` -> 90: a CUDA arch's compute capability, to order archs by."""
-    digits = arch.removeprefix("sm_").rstrip("a")
-    if not arch.startswith("sm_") or not digits.isdigit():
-        raise SpecError(f"{arch!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
-    return int(digits)
-
-
 SERIAL_CPU = "cpu-serial"
 """The CLI name of the single-threaded CPU (Lee et al.'s CPU_S): kernels without parallel loops."""
 SERIAL_INDEX = 1

@@ -51,6 +51,14 @@ def split_address(text: object) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def arch_number(arch: str) -> int:
+    """``"sm_90a"`` -> 90: a CUDA arch's compute capability, to order archs by."""
+    digits = arch.removeprefix("sm_").rstrip("a")
+    if not arch.startswith("sm_") or not digits.isdigit():
+        raise SpecError(f"{arch!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
+    return int(digits)
+
+
 def _check(cond: bool, where: str, message: str) -> None:
     if not cond:
         raise SpecError(f"{where}: {message}")

@@ -11,6 +11,7 @@ once there: the build compiles them to device code (``build/cuda_binary.py``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 
 import tvm_ffi
@@ -62,3 +63,34 @@ def cuda_device(index: int):  # -> tvm.runtime.Device
         f"cuda:{index} is not present on this machine ({reason}); compile here and run where "
         "the GPU is"
     )
+
+
+def runs_on(archs: Sequence[str], compute_version: str) -> bool:
+    """Whether device code built for ``archs`` (SASS for each, PTX of the newest: what the build
+    writes) runs on a GPU of ``compute_version`` (``"9.0"``): SASS runs on its major version at
+    an equal or later minor (``sm_90a`` on 9.0 alone), PTX on its version and every later one."""
+    from tvm_hetero.devices.spec import arch_number
+
+    major, minor = (int(p) for p in compute_version.split(".")[:2])
+    gpu = 10 * major + minor
+    newest = max(archs, key=arch_number)
+    for arch in archs:
+        n = arch_number(arch)
+        specific = arch.endswith("a")
+        if (gpu == n) if specific else (n // 10 == major and n % 10 <= minor):
+            return True
+    return (gpu == arch_number(newest)) if newest.endswith("a") else gpu >= arch_number(newest)
+
+
+def check_device_code(name: str, device, archs: Sequence[str]) -> None:
+    """Refuse, before loading it, device code that cannot run on ``device`` (a GPU); the
+    message names the archs and the ``--cuda-arch`` that would."""
+    from tvm_hetero.devices.spec import SpecError
+
+    version = str(device.compute_version)
+    if archs and not runs_on(archs, version):
+        here = "sm_" + version.replace(".", "")
+        raise SpecError(
+            f"{name}: compiled for {', '.join(archs)}, which this GPU ({here}) cannot run; "
+            f"compile again with --cuda-arch {here}"
+        )

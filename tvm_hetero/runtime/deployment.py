@@ -150,6 +150,11 @@ class Deployment:
             "steps": [s.to_dict() for s in self.steps],
             "plan": self.plan,
             "recipe": self.recipe,
+            "device_code": {
+                str(k): list(lib.archs)
+                for k, lib in self.libraries.items()
+                if hasattr(lib, "archs")
+            },
         }
 
     @classmethod
@@ -226,13 +231,17 @@ def load(path: str | Path, workdir: str | Path) -> Deployment:
     """
     import tvm
 
+    from tvm_hetero.runtime.cuda import check_device_code
     from tvm_hetero.runtime.device import runtime_device
 
     data = read_manifest(path)
     deployment = Deployment.from_manifest(data)
-    for spec in deployment.devices:
+    codes = data.get("device_code", {})
+    for k, spec in enumerate(deployment.devices):
         if spec.host is None:
-            runtime_device(spec)  # a missing GPU fails here, before loading its code
+            device = runtime_device(spec)  # a missing GPU fails here, before loading its code
+            if str(k) in codes:
+                check_device_code(spec.name, device, codes[str(k)])
     libraries: dict[int, Any] = {}
     with tarfile.open(path) as tar:
         for k in sorted({s.device for s in deployment.units}):
