@@ -41,9 +41,9 @@ class WideAndDeep(nn.Module):
 
 
 class Siamese(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, layers: int = 2) -> None:
         super().__init__()
-        self.left, self.right = StackedLSTM(64, 128, 2), StackedLSTM(64, 128, 2)
+        self.left, self.right = StackedLSTM(64, 128, layers), StackedLSTM(64, 128, layers)
 
     def forward(self, a, b):
         return torch.exp(-torch.abs(self.left(a) - self.right(b)).sum(dim=1, keepdim=True))
@@ -66,9 +66,11 @@ class MtDnn(nn.Module):
         )
 
 
-def onnx_twin(name: str, out: Path, seq_len: int | None = None) -> tuple[Path, dict]:
-    """The twin of zoo model ``name`` (paper preset, batch 1; ``seq_len`` as its zoo setting) as
-    ONNX, and example feeds."""
+def onnx_twin(
+    name: str, out: Path, seq_len: int | None = None, num_layers: int = 2, batch: int = 1
+) -> tuple[Path, dict]:
+    """The twin of zoo model ``name`` (paper preset; ``seq_len``, and for the Siamese network
+    ``num_layers`` and ``batch``, as its zoo settings) as ONNX, and example feeds."""
     torch.manual_seed(0)
     if name == "wide-deep":
         net = WideAndDeep()
@@ -77,8 +79,8 @@ def onnx_twin(name: str, out: Path, seq_len: int | None = None) -> tuple[Path, d
         names = ["wide", "dense", "image", "seq"]
     elif name == "siamese-lstm":
         steps = seq_len or 64
-        net, names = Siamese(), ["a", "b"]
-        args = (torch.randn(1, steps, 64), torch.randn(1, steps, 64))
+        net, names = Siamese(num_layers), ["a", "b"]
+        args = (torch.randn(batch, steps, 64), torch.randn(batch, steps, 64))
     elif name == "mt-dnn":
         net, args, names = MtDnn(), (torch.randint(0, 30522, (1, seq_len or 32)),), ["ids"]
     else:
