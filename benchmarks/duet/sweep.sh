@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=benchmarks/results/duet_sweep
 mkdir -p "$out"
-run() {
+run() {  # run NAME SETTING
   .venv/bin/python benchmarks/duet/bench.py --models siamese-lstm --budget 4 --runs 100 \
-    --set siamese-lstm:seq_len=16 "$@" --out "$out/$(echo "$@" | tr -c 'a-z0-9=\n' '_').json"
+    --set siamese-lstm:seq_len=16 --set "siamese-lstm:$2" --out "$out/$1.json"
 }
-for layers in 1 2 4 8; do run --set "siamese-lstm:num_layers=$layers"; done
-for batch in 2 8 32; do run --set "siamese-lstm:batch=$batch"; done
+for layers in 1 2 4 8; do run "siamese_layers$layers" "num_layers=$layers"; done
+for batch in 2 8 32; do run "siamese_batch$batch" "batch=$batch"; done
