@@ -31,6 +31,7 @@ from typing import Any
 
 import tvm
 
+from tvm_hetero.build.multi_device import module_kinds
 from tvm_hetero.devices.spec import arch_number
 from tvm_hetero.errors import BuildError
 
@@ -179,22 +180,11 @@ def with_device_code(blob: bytes, archs: Sequence[str]) -> bytes:
     return library.to_bytes()
 
 
-def has_cuda_source(module: tvm.runtime.Module) -> bool:
-    """Whether the import tree holds a CUDA module (compiled to device code on export)."""
-    stack = [module]
-    while stack:
-        m = stack.pop()
-        if str(m.kind) == "cuda":
-            return True
-        stack.extend(m.imports)
-    return False
-
-
 def export_library(executable: Any, path: str | Path, archs: Sequence[str]) -> None:
     """Export ``executable`` (a ``tvm.runtime.Executable`` or module) to ``path`` with its CUDA
     kernels as device code for ``archs``."""
     module = executable.mod if isinstance(executable, tvm.runtime.Executable) else executable
-    if not has_cuda_source(module):
+    if "cuda" not in module_kinds(module):
         module.export_library(str(path))
         return
     export_with_blob(module, path, with_device_code(library_bin(module), archs))

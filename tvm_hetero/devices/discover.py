@@ -104,15 +104,24 @@ def discover() -> list[DeviceSpec]:
     return [cpu_device(), *(cuda_device(i) for i in range(gpu_count()))]
 
 
+def _kind_index(text: str) -> tuple[str, int] | None:
+    """``("cpu" | "cuda", index)`` of a plain device name (``cpu``, ``llvm:1``, ``cuda``,
+    ``gpu:0``), ``None`` for any other (``cpu@1``, ``cpu-serial``, a cluster's names)."""
+    kind, _, index_text = text.partition(":")
+    if kind not in ("cpu", "llvm", "cuda", "gpu") or not (index_text == "" or index_text.isdigit()):
+        return None
+    return ("cuda" if kind in ("cuda", "gpu") else "cpu"), int(index_text or 0)
+
+
 def device_name(text: str) -> str:
     """The name a device written as ``text`` has: ``cuda``, ``gpu`` and ``cuda:0`` are all
     ``cuda:0``; ``llvm`` and ``cpu:0`` are ``cpu``; anything else (``cpu@1``, a cluster's
     names) is itself."""
-    kind, _, index_text = text.partition(":")
-    if kind not in ("cpu", "llvm", "cuda", "gpu") or not (index_text == "" or index_text.isdigit()):
+    found = _kind_index(text)
+    if found is None:
         return text
-    index = int(index_text or 0)
-    if kind in ("cuda", "gpu"):
+    kind, index = found
+    if kind == "cuda":
         return f"cuda:{index}"
     return "cpu" if index == 0 else f"cpu:{index}"
 
@@ -130,10 +139,11 @@ def resolve_device(
         from tvm_hetero.runtime.device import parse_core_set
 
         return cpu_device(cores=parse_core_set(text[4:], f"device {text!r}"))
+    found = _kind_index(text)
+    if found is not None:
+        kind, index = found
+        return cpu_device(index) if kind == "cpu" else cuda_device(index, cuda_arch)
     kind, _, index_text = text.partition(":")
-    if kind in ("cpu", "llvm", "cuda", "gpu") and (index_text == "" or index_text.isdigit()):
-        index = int(index_text or 0)
-        return cpu_device(index) if kind in ("cpu", "llvm") else cuda_device(index, cuda_arch)
     if kind == SERIAL_CPU and (index_text == "" or index_text.isdigit()):
         return cpu_device(int(index_text or SERIAL_INDEX), threads=1)
     names = f"; cluster devices: {[d.name for d in cluster.devices]}" if cluster else ""

@@ -58,31 +58,28 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
 
 def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
     import tvm
-    from tvm.runtime.vm import VirtualMachine
 
     from tvm_hetero.profiling.fingerprint import local_fingerprint
     from tvm_hetero.profiling.record import ProfileRecord, RecordKind
-    from tvm_hetero.runtime.cuda import cuda_device
+    from tvm_hetero.runtime.device import vdevice_runtime_device
     from tvm_hetero.runtime.instrument import op_times
-    from tvm_hetero.runtime.measure import adaptive, random_args
+    from tvm_hetero.runtime.measure import random_args
+    from tvm_hetero.runtime.timer import LocalRunner
     from tvm_hetero.runtime.worker import use_threads
 
     specs = entry["devices"]
-    devs = [cuda_device(d["index"]) if d["kind"] == "cuda" else tvm.cpu(d["index"]) for d in specs]
+    refs = [("cuda" if d["kind"] == "cuda" else "llvm", d["index"]) for d in specs]
     use_threads(max((d["threads"] or 0 for d in specs if d["kind"] == "cpu"), default=0) or 1)
     library = tvm.runtime.load_module(str(folder / entry["lib"]))
     args = random_args(entry["inputs"])
     extra = {**entry.get("extra", {}), "offline": True, "device": specs[0]["name"]}
     if "by_symbol" in entry:  # a per-operator run
+        devs = [vdevice_runtime_device(*ref) for ref in refs]
         node_seconds, walls = op_times(library, devs, args, entry["by_symbol"], config.repeat)
         samples, number = tuple(walls), 1
         extra |= {"node_seconds": node_seconds, "sample_ms": 0.0}
     else:
-        vm = VirtualMachine(library, devs)
-        tensors = [tvm.runtime.tensor(a, devs[0]) for a in args]
-        timing = adaptive(
-            lambda n, r: vm.time_evaluator("main", devs[0], number=n, repeat=r)(*tensors), config
-        )
+        timing = LocalRunner().time(library, refs, args, config)
         samples, number = timing.samples_s, timing.number
         extra["sample_ms"] = config.min_repeat_ms
     first = specs[0]
