@@ -112,3 +112,19 @@ def test_import_published_profiles(tmp_path):
     (tmp_path / "bad.csv").write_text("device,op\nPIM,MatMul\n")
     with pytest.raises(ProfileDBError, match=r"bad.csv:1: needs device, op and time_ms or time_s"):
         db.import_published(tmp_path / "bad.csv", "x")
+
+
+def test_cpu_model_tells_generations_of_one_marketing_name_apart(tmp_path):
+    from tvm_hetero.profiling.fingerprint import cpu_model
+
+    def info(name: str, family: int, model: int) -> str:
+        path = tmp_path / name
+        path.write_text(f"processor\t: 0\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                        f"model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\n"
+                        f"model name\t: other\n")  # fmt: skip
+        return str(path)
+
+    zen3, zen5 = cpu_model(info("zen3", 25, 1)), cpu_model(info("zen5", 26, 2))
+    assert zen3 == "AMD EPYC (family 25, model 1, stepping 1)"
+    assert zen5 == "AMD EPYC (family 26, model 2, stepping 1)"
+    assert cpu_model(str(tmp_path / "absent")) != ""  # falls back to the platform's name

@@ -19,6 +19,17 @@ def json_key(data: object) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+CPU_IDS = (
+    ("family", "cpu family"),
+    ("model", "model"),
+    ("stepping", "stepping"),
+    ("part", "CPU part"),
+    ("variant", "CPU variant"),
+)
+"""``/proc/cpuinfo`` fields that name a CPU's generation: x86 family, model and stepping, Arm's
+part and variant."""
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """Identity of a measuring device.
@@ -54,16 +65,26 @@ class Fingerprint:
 
 
 @functools.cache
-def cpu_model() -> str:
-    """The CPU's marketing name from ``/proc/cpuinfo`` (or the platform's processor string)."""
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's marketing name from ``cpuinfo`` with its family, model and stepping (or the
+    platform's processor string).
+
+    The marketing name alone does not tell CPUs apart: a cloud host reports ``AMD EPYC`` for
+    Zen 3 and Zen 5 alike, and timings taken on one were served on the other.
+    """
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    ids = [f"{k} {fields[c]}" for k, c in CPU_IDS if fields.get(c)]
+    return f"{name} ({', '.join(ids)})" if ids else name
 
 
 def local_fingerprint(
