@@ -1,10 +1,10 @@
 """FlexPie's estimators on held-out traces (goal: MAPE < 15 %), and the shipped estimators.
 
-    .venv/bin/python benchmarks/flexpie/estimators.py [--traces benchmarks/results/flexpie_traces.jsonl]
-        [--again benchmarks/results/flexpie_traces_cfs5ms.jsonl] [--ship]
+    .venv/bin/python benchmarks/flexpie/estimators.py [--traces FILE ...] [--again FILE] [--ship]
 
 Trains the compute, sync and rearrange estimators on the traces ``latency.py --collect``
-measured on the emulated clusters, with 20 % of them held out (``--splits`` random splits:
+measured on the emulated clusters (a workload traced in several files is one workload with its
+median time, as ``train`` has it), with 20 % of the workloads held out (``--splits`` random splits:
 mean and spread of the held-out MAPE, and the median error), and the compute estimator's
 held-out error per operator kind; with ``--again`` (the same workloads traced another time),
 how well a label repeats: one measurement's error as the other's prediction, a floor for any
@@ -22,24 +22,28 @@ from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, train
+from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, merge_repeats, train
 from tvm_hetero.profiling.traces import read_traces
 from tvm_hetero.strategies.flexpie import DEFAULT_MODELS
 
 
 def held_out_errors(name, rows, seconds, splits):
-    """Absolute percentage errors on the held-out fifth of ``splits`` random splits (each
-    estimator fitted on the rest), and the compute errors by operator kind."""
+    """Absolute percentage errors on the held-out fifth of ``splits`` random splits of the
+    distinct workloads (each estimator fitted on the rest), and the compute errors by operator
+    kind."""
+    x = np.array([[float(r[f]) for f in FEATURES[name]] for r in rows])
+    rows, seconds = merge_repeats(x, np.asarray(seconds, dtype=float))
+    kind = FEATURES[name].index("kind") if "kind" in FEATURES[name] else None
     errors, per_kind = [], {}
     for seed in range(splits):
         order = np.random.default_rng(seed).permutation(len(seconds))
         test, fit = order[: round(len(order) * 0.2)], order[round(len(order) * 0.2) :]
-        est = train(name, [rows[i] for i in fit], seconds[fit], seed=seed)
-        ape = np.abs(est.predict([rows[i] for i in test]) - seconds[test]) / seconds[test]
+        est = train(name, rows[fit], seconds[fit], seed=seed)
+        ape = np.abs(est.predict(rows[test]) - seconds[test]) / seconds[test]
         errors.append(ape)
         for i, e in zip(test, ape, strict=True):
-            per_kind.setdefault(int(rows[i].get("kind", -1)), []).append(e)
-    return errors, per_kind
+            per_kind.setdefault(-1 if kind is None else int(rows[i, kind]), []).append(e)
+    return errors, per_kind, len(seconds)
 
 
 def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
@@ -61,25 +65,30 @@ def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")
+    parser.add_argument("--traces", nargs="+",
+                        default=["benchmarks/results/flexpie_traces_zen5.jsonl"])  # fmt: skip
     parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/flexpie_estimators.json")
     parser.add_argument("--again", default="benchmarks/results/flexpie_traces_cfs5ms.jsonl",
                         help="the same workloads traced another time: how labels repeat")  # fmt: skip
     args = parser.parse_args()
-    found = read_traces(args.traces)
+    found: dict[str, tuple[list, list]] = {}
+    for path in args.traces:
+        for name, (rows, seconds) in read_traces(path).items():
+            found.setdefault(name, ([], []))[0].extend(rows)
+            found[name][1].extend(seconds)
     again = read_traces(args.again) if Path(args.again).exists() else {}
     results = {}
     kinds = {v: k for k, v in OP_KINDS.items()}
     for name in FEATURES:
         rows, seconds = found[name]
-        errors, per_kind = held_out_errors(name, rows, np.asarray(seconds), args.splits)
+        errors, per_kind, workloads = held_out_errors(name, rows, seconds, args.splits)
         mapes = [float(np.mean(e)) for e in errors]
-        results[name] = {"traces": len(seconds), "mape_mean": float(np.mean(mapes)),
+        results[name] = {"traces": len(seconds), "workloads": workloads, "mape_mean": float(np.mean(mapes)),
                          "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes)),
                          "median_ape": float(np.median(np.concatenate(errors)))}  # fmt: skip
-        print(f"{name:>9}: {len(seconds)} traces, held-out MAPE {np.mean(mapes):.1%} "
+        print(f"{name:>9}: {len(seconds)} traces of {workloads} workloads, held-out MAPE {np.mean(mapes):.1%} "
               f"({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
               f"{results[name]['median_ape']:.1%}")  # fmt: skip
         if name in again:

@@ -12,7 +12,7 @@ from conftest import remote_cpus
 from tvm import relax
 
 from tvm_hetero import api
-from tvm_hetero.costmodel.estimators import Estimator, topology, train
+from tvm_hetero.costmodel.estimators import Estimator, merge_repeats, topology, train
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
@@ -113,7 +113,8 @@ def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
     again = Estimator.load(folder / "est", "sync")
     rows = read_traces(folder / "t.jsonl")["sync"][0]
     np.testing.assert_allclose(again.predict(rows), estimators.sync.predict(rows))
-    assert again.held_out_mape >= 0 and again.traces == 12
+    # 12 transfers: 6 sizes each way between the two cores, one workload per size
+    assert again.held_out_mape >= 0 and again.traces == 6
     with pytest.raises(ValueError, match="at least 5 traces"):
         train("sync", rows[:3], [1e-3] * 3)
     with pytest.raises(ValueError, match="unknown estimator 'power'"):
@@ -122,6 +123,20 @@ def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
     bad.write_text(json.dumps({"estimator": "sync", "seconds": 1.0}) + "\n")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: not a trace"):
         read_traces(bad)
+
+
+def test_a_workload_traced_again_is_one_workload_with_its_median_time():
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [1.0, 2.0], [5.0, 6.0]])
+    rows, seconds = merge_repeats(x, np.array([1.0, 7.0, 3.0, 2.0, 9.0]))
+    np.testing.assert_array_equal(rows, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(seconds, [2.0, 7.0, 9.0])
+    # a trace file given twice: the same workloads, not twice as many (none held out of
+    # training while its twin is fitted)
+    sizes = (4096, 32768, 131072, 524288, 2097152)
+    link = {"bandwidth_mbps": 100.0, "latency_ms": 0.0, "hops": 1.0, "topology": 1.0}
+    sync = [{"bytes": b, **link, "devices": 4.0} for b in sizes]
+    times = [b / 12.5e6 + 1e-4 for b in sizes]
+    assert train("sync", sync * 2, times * 2, rounds=5).traces == 5
 
 
 def test_compute_rows_tell_operators_of_one_shape_apart():

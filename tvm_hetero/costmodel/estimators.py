@@ -85,7 +85,7 @@ class Estimator:
     held_out_mape : float
         Mean absolute percentage error on the traces kept out of training.
     traces : int
-        Traces it was trained on.
+        Distinct workloads it was trained on (repeated traces of one workload count once).
     notes : dict
         Where the traces came from.
     """
@@ -204,7 +204,11 @@ def train(
     held_out: float = 0.2, seed: int = 0, rounds: int = ROUNDS, notes: dict | None = None,
 ) -> Estimator:  # fmt: skip
     """Fit estimator ``name`` on traces (feature rows and measured seconds); ``held_out`` of
-    them (at random) are kept out and scored, then the model is refitted on all of them.
+    the workloads (at random) are kept out and scored, then the model is refitted on all.
+
+    A workload traced more than once (equal feature rows: two collections, or one trace file
+    given twice) is one workload labelled with its median time (:func:`merge_repeats`): a
+    label's noise falls, and no workload is both fitted and held out.
 
     Raises
     ------
@@ -220,6 +224,7 @@ def train(
         raise ValueError(f"{name}: need at least 5 traces with a time each, got {len(y)}")
     if (y <= 0).any() or not np.isfinite(y).all():
         raise ValueError(f"{name}: every traced time must be positive and finite")
+    x, y = merge_repeats(x, y)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(y))
     cut = max(1, round(len(y) * held_out))
@@ -237,6 +242,18 @@ def train(
     guess = np.exp(probe.predict(_design(name, x[test]))) * work[test]
     mape = float(np.mean(np.abs(guess - y[test]) / y[test]))
     return Estimator(name, fitted(order), mape, len(y), dict(notes or {}))
+
+
+def merge_repeats(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One row per distinct feature row of ``x``, labelled with the median of its times in
+    ``y`` (rows in order of first appearance)."""
+    times: dict[bytes, list[float]] = {}
+    first: dict[bytes, int] = {}
+    for i, row in enumerate(x):
+        key = row.tobytes()
+        times.setdefault(key, []).append(float(y[i]))
+        first.setdefault(key, i)
+    return x[list(first.values())], np.array([float(np.median(t)) for t in times.values()])
 
 
 def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
