@@ -18,7 +18,9 @@ every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed d
 latency the median of each plan's runs; the score of each is the best measured latency over
 its own (the paper's performance score). ``--collect`` first appends this cluster's traces
 (tiles on one device, transfers between every pair, joins) to
-``benchmarks/results/flexpie_traces.jsonl``: what the shipped estimators were trained on
+``benchmarks/results/flexpie_traces_zen5.jsonl`` (``--limit`` tiles of MobileNet and ResNet-18,
+then every tile of the ``--trace-whole`` models: BERT's matmuls are few among them): what the
+shipped estimators were trained on
 (``tvm-hetero train``); ``--retrain`` then plans with estimators fitted on that file, this
 cluster's traces included (the protocol a user follows: ``collect-traces``, ``train``,
 ``plan``; the sync estimator does not carry to a topology and bandwidth it never saw: on a
@@ -48,6 +50,7 @@ from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan.flexpie import scores
+from tvm_hetero.profiling.fingerprint import cpu_model
 from tvm_hetero.profiling.traces import collect, read_traces
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.deployment import load as load_deployment
@@ -174,6 +177,10 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
             counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
             print(f"  traces: {counts}", flush=True)
+            for name in args.trace_whole if args.limit else ():  # every tile, no joins again
+                whole = [load_model(MODELS[name][0], **MODELS[name][1])]
+                counts = collect(whole, devices, args.traces, cluster, 10**6, args.db, joins=())
+                print(f"  traces of {name}'s tiles: {counts}", flush=True)
         if args.retrain and args.model:  # as a user would: collect on this cluster, then train
             folder = folder / f"estimators-{case}"
             found = read_traces(args.traces)
@@ -209,7 +216,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "estimators": "retrained with this cluster's traces" if args.retrain else
                               args.estimators or "shipped",
                 "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
-                "commit": _commit(),
+                "commit": _commit(), "cpu": cpu_model(),
             })  # fmt: skip
             print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
                   f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
@@ -230,7 +237,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
     parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
-    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces.jsonl")
+    parser.add_argument("--trace-whole", nargs="*", default=["bert"], choices=list(MODELS),
+                        help="models whose every tile --collect traces too (after --limit "
+                        "tiles of MobileNet and ResNet-18)")  # fmt: skip
+    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces_zen5.jsonl")
     parser.add_argument("--estimators", default=None, help="default: the shipped estimators")
     parser.add_argument("--retrain", action="store_true",
                         help="plan with estimators fitted on --traces (after --collect)")  # fmt: skip

@@ -1,6 +1,9 @@
-"""The FlexPie latency table of ``benchmarks/README.md`` from ``flexpie_latency.json``.
+"""The FlexPie latency tables of ``benchmarks/README.md`` from ``flexpie_latency.json``.
 
 .venv/bin/python benchmarks/flexpie/table.py [--results benchmarks/results/flexpie_latency.json]
+
+One table per host CPU the runs were measured on (newest first): the cloud host moved from a
+Zen 3 to a Zen 5 EPYC on 2026-11-25, and latencies of one are no measure of the other.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import re
 import statistics
 from pathlib import Path
 
+EARLIER_CPU = "AMD EPYC (Zen 3, znver3)"
+"""The host CPU of runs that predate the ``cpu`` field (every run before 2026-11-25 evening)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -46,7 +51,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--results", default="benchmarks/results/flexpie_latency.json")
     args = parser.parse_args()
-    runs = json.loads(Path(args.results).read_text())["runs"]
+    by_cpu: dict[str, list[dict]] = {}
+    for run in json.loads(Path(args.results).read_text())["runs"]:
+        by_cpu.setdefault(run.get("cpu", EARLIER_CPU), []).append(run)
+    for cpu in sorted(by_cpu, key=lambda c: c == EARLIER_CPU):
+        print(f"\n**{cpu}**\n")
+        print_table(by_cpu[cpu])
+
+
+def print_table(runs: list[dict]) -> None:
+    """One host's runs: the table, its footnotes and a summary line."""
     runs.sort(key=lambda r: (r["case"][:2], r["case"], r["model"]))
     print(
         "| cluster | model | FlexPie ms (predicted) | one device | best fixed | layer-wise | "
