@@ -7,7 +7,7 @@ measured on the emulated clusters (a workload traced in several files is one wor
 median time, as ``train`` has it), with 20 % of the workloads held out (``--splits`` random splits:
 mean and spread of the held-out MAPE, and the median error), and the compute estimator's
 held-out error per operator kind; with ``--again`` (the same workloads traced another time),
-how well a label repeats: one measurement's error as the other's prediction, a floor for any
+how well a label of the first ``--traces`` file repeats there: one measurement's error as the other's prediction, a floor for any
 estimator trained on such labels. ``--ship``
 writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
 default of ``--strategy flexpie``).
@@ -65,12 +65,14 @@ def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--traces", nargs="+",
-                        default=["benchmarks/results/flexpie_traces_zen5.jsonl"])  # fmt: skip
+    parser.add_argument("--traces", nargs="+", default=[
+        "benchmarks/results/flexpie_traces_zen5.jsonl",
+        "benchmarks/results/flexpie_traces_zen5_again.jsonl",
+    ])  # fmt: skip
     parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/flexpie_estimators.json")
-    parser.add_argument("--again", default="benchmarks/results/flexpie_traces_cfs5ms.jsonl",
+    parser.add_argument("--again", default="benchmarks/results/flexpie_traces_zen5_again.jsonl",
                         help="the same workloads traced another time: how labels repeat")  # fmt: skip
     args = parser.parse_args()
     found: dict[str, tuple[list, list]] = {}
@@ -79,6 +81,7 @@ def main() -> None:
             found.setdefault(name, ([], []))[0].extend(rows)
             found[name][1].extend(seconds)
     again = read_traces(args.again) if Path(args.again).exists() else {}
+    first = read_traces(args.traces[0]) if again else {}
     results = {}
     kinds = {v: k for k, v in OP_KINDS.items()}
     for name in FEATURES:
@@ -91,8 +94,8 @@ def main() -> None:
         print(f"{name:>9}: {len(seconds)} traces of {workloads} workloads, held-out MAPE {np.mean(mapes):.1%} "
               f"({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
               f"{results[name]['median_ape']:.1%}")  # fmt: skip
-        if name in again:
-            repeat = repeat_errors(found[name], again[name])
+        if name in again and name in first:
+            repeat = repeat_errors(first[name], again[name])
             results[name]["repeat"] = {"workloads": len(repeat) // 2,
                                        "mape": float(np.mean(repeat)) if len(repeat) else None,
                                        "again": args.again}  # fmt: skip
