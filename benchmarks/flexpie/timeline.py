@@ -1,0 +1,106 @@
+"""Where a FlexPie plan's time goes on an emulated cluster: each device's busy and waiting time.
+
+    sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
+        [--traces FILE ...] [--db FILE] [--runs 5]
+
+Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
+``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
+or a baseline: ``fixed-InH``, ``fused-Grid``, ``single``...) and runs it ``--runs`` times;
+prints the median latency and, from the executor's timeline of the last run, each device's
+units and copies: their span and how long its units waited there for pieces still arriving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from latency import CASES, MODELS, built_once, spec_file
+
+from tvm_hetero import api
+from tvm_hetero.costmodel.estimators import train
+from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.emulation import control
+from tvm_hetero.emulation.layout import cluster_tag, plan_layout
+from tvm_hetero.frontends import load_model
+from tvm_hetero.profiling.traces import read_traces
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.strategies import flexpie as strategy
+
+
+def fitted(traces: list[str], folder: Path) -> strategy.Estimators:
+    """Estimators fitted on every trace of ``traces``."""
+    found: dict[str, tuple[list, list]] = {}
+    for path in traces:
+        for name, (rows, seconds) in read_traces(path).items():
+            found.setdefault(name, ([], []))[0].extend(rows)
+            found[name][1].extend(seconds)
+    for name, (rows, seconds) in found.items():
+        train(name, rows, seconds).save(folder)
+    return strategy.Estimators.load(folder)
+
+
+def report(label: str, ex: Executor, runs: int, inputs) -> None:
+    """Median latency of ``runs`` runs, then the last run's time per device and kind."""
+    tensors = ex.place_inputs(inputs)
+    ex.run_tensors(tensors)
+    seconds = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        ex.run_tensors(tensors)
+        seconds.append(time.perf_counter() - start)
+    print(f"{label}: median {statistics.median(seconds) * 1e3:.1f} ms")
+    totals: dict[tuple[str, str], list[float]] = {}
+    for e in ex.timeline.events:
+        row = totals.setdefault((e.worker, e.kind), [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += e.end_s - e.start_s
+        row[2] += e.waited_s
+    for (worker, kind), (count, span, waited) in sorted(totals.items()):
+        print(f"  {worker:>4} {kind:>5}: {count:4d} events, {span * 1e3:7.1f} ms, "
+              f"waited for inputs {waited * 1e3:7.1f} ms")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("case", choices=list(CASES))
+    parser.add_argument("model", choices=list(MODELS))
+    parser.add_argument("plans", nargs="+", help="flexpie, or a baseline's name")
+    parser.add_argument("--traces", nargs="+", default=[
+        "benchmarks/results/flexpie_traces_zen5.jsonl",
+        "benchmarks/results/flexpie_traces_zen5_again.jsonl",
+    ])  # fmt: skip
+    parser.add_argument("--db", default="benchmarks/results/flexpie_profiles.jsonl")
+    parser.add_argument("--builds", default="build/flexpie-latency")
+    parser.add_argument("--quota", type=float, default=0.45)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spec_file(args.case, args.quota, Path(tmp))
+        estimators = fitted(args.traces, Path(tmp) / "estimators")
+        spec, tag = ClusterSpec.load(path), cluster_tag(path)
+        cluster = control.up(spec, plan_layout(spec, tag))
+        try:
+            devices = list(cluster.devices)
+            model = load_model(MODELS[args.model][0], **MODELS[args.model][1])
+            result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
+            plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
+            unknown = sorted(set(args.plans) - set(plans))
+            if unknown:
+                parser.error(f"plans {unknown}: not among {sorted(plans)}")
+            for label in args.plans:
+                plan = plans[label]
+                used = api.in_plan_order(devices, plan)
+                built = built_once(model, args.model, used, plan, args.builds)
+                print(f"{label}: schemes {' '.join(plan.schemes)}")
+                with Executor(built, timeout_s=300) as ex:
+                    report(label, ex, args.runs, model.random_inputs())
+        finally:
+            control.down(tag)
+
+
+if __name__ == "__main__":
+    main()
