@@ -75,11 +75,7 @@ def main() -> None:
     parser.add_argument("--again", default="benchmarks/results/flexpie_traces_zen5_again.jsonl",
                         help="the same workloads traced another time: how labels repeat")  # fmt: skip
     args = parser.parse_args()
-    found: dict[str, tuple[list, list]] = {}
-    for path in args.traces:
-        for name, (rows, seconds) in read_traces(path).items():
-            found.setdefault(name, ([], []))[0].extend(rows)
-            found[name][1].extend(seconds)
+    found = read_traces(*args.traces)
     again = read_traces(args.again) if Path(args.again).exists() else {}
     first = read_traces(args.traces[0]) if again else {}
     results = {}

@@ -33,12 +33,7 @@ from tvm_hetero.strategies import flexpie as strategy
 
 def fitted(traces: list[str], folder: Path) -> strategy.Estimators:
     """Estimators fitted on every trace of ``traces``."""
-    found: dict[str, tuple[list, list]] = {}
-    for path in traces:
-        for name, (rows, seconds) in read_traces(path).items():
-            found.setdefault(name, ([], []))[0].extend(rows)
-            found[name][1].extend(seconds)
-    for name, (rows, seconds) in found.items():
+    for name, (rows, seconds) in read_traces(*traces).items():
         train(name, rows, seconds).save(folder)
     return strategy.Estimators.load(folder)
 

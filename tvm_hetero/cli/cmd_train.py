@@ -13,13 +13,10 @@ def run(args: argparse.Namespace) -> int:
     from tvm_hetero.costmodel.estimators import FEATURES, train
     from tvm_hetero.profiling.traces import read_traces
 
-    found: dict[str, tuple[list, list]] = {}
     for path in args.traces:
         if not Path(path).is_file():
             raise FileNotFoundError(f"traces {path!r}: no such file (tvm-hetero collect-traces -o)")
-        for name, (rows, seconds) in read_traces(path).items():
-            found.setdefault(name, ([], []))[0].extend(rows)
-            found[name][1].extend(seconds)
+    found = read_traces(*args.traces)
     missing = sorted(set(FEATURES) - set(found))
     if missing:
         raise ValueError(

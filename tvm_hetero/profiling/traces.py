@@ -203,8 +203,8 @@ def _pulled(
     return timed
 
 
-def read_traces(path: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
-    """Traces of a file by estimator: ``(feature rows, seconds)``.
+def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
+    """Traces of one or more files by estimator: ``(feature rows, seconds)``, in file order.
 
     Raises
     ------
@@ -212,14 +212,15 @@ def read_traces(path: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
         Naming the file and line of a line that is not a trace.
     """
     found: dict[str, tuple[list[dict], list[float]]] = {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            t = json.loads(line)
-            rows, seconds = found.setdefault(str(t["estimator"]), ([], []))
-            rows.append(dict(t["features"]))
-            seconds.append(float(t["seconds"]))
-        except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{path}:{n}: not a trace ({err})") from None
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                t = json.loads(line)
+                rows, seconds = found.setdefault(str(t["estimator"]), ([], []))
+                rows.append(dict(t["features"]))
+                seconds.append(float(t["seconds"]))
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{n}: not a trace ({err})") from None
     return found
