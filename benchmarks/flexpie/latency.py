@@ -252,10 +252,11 @@ def main() -> None:
     out = Path(args.out)
     kept = []
     if out.exists():
-        redone = {(c, m) for c in args.case for m in args.model}
+        redone = {(c, m, cpu_model()) for c in args.case for m in args.model}  # per host CPU
         kept = [
-            r for r in json.loads(out.read_text())["runs"] if (r["case"], r["model"]) not in redone
-        ]
+            r for r in json.loads(out.read_text())["runs"]
+            if (r["case"], r["model"], r.get("cpu")) not in redone
+        ]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.case:
             print(f"{case}: {CASES[case]}", flush=True)
