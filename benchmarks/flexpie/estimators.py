@@ -4,12 +4,12 @@
 
 Trains the compute, sync and rearrange estimators on the traces ``latency.py --collect``
 measured on the emulated clusters (a workload traced in several files is one workload with its
-median time, as ``train`` has it), with 20 % of the workloads held out (``--splits`` random splits:
-mean and spread of the held-out MAPE, and the median error), and the compute estimator's
-held-out error per operator kind; with ``--again`` (the same workloads traced another time),
-how well a label of the first ``--traces`` file repeats there: one measurement's error as the other's prediction, a floor for any
-estimator trained on such labels. ``--ship``
-writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
+median time, as ``train`` has it), with 20 % of the workloads held out (``--splits`` random
+splits: mean and spread of the held-out MAPE, and the median error), and the compute
+estimator's held-out error per operator kind; with ``--again`` (the same workloads traced
+another time), how well a label of the first ``--traces`` file repeats there: one
+measurement's error as the other's prediction, a floor for any estimator trained on such
+labels. ``--ship`` writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
 default of ``--strategy flexpie``).
 Results: ``benchmarks/results/flexpie_estimators.json``.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, merge_repeats, train
+from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, distinct_workloads, train
 from tvm_hetero.profiling.traces import read_traces
 from tvm_hetero.strategies.flexpie import DEFAULT_MODELS
 
@@ -31,8 +31,7 @@ def held_out_errors(name, rows, seconds, splits):
     """Absolute percentage errors on the held-out fifth of ``splits`` random splits of the
     distinct workloads (each estimator fitted on the rest), and the compute errors by operator
     kind."""
-    x = np.array([[float(r[f]) for f in FEATURES[name]] for r in rows])
-    rows, seconds = merge_repeats(x, np.asarray(seconds, dtype=float))
+    rows, seconds = distinct_workloads(name, rows, seconds)
     kind = FEATURES[name].index("kind") if "kind" in FEATURES[name] else None
     errors, per_kind = [], {}
     for seed in range(splits):
@@ -84,11 +83,11 @@ def main() -> None:
         rows, seconds = found[name]
         errors, per_kind, workloads = held_out_errors(name, rows, seconds, args.splits)
         mapes = [float(np.mean(e)) for e in errors]
-        results[name] = {"traces": len(seconds), "workloads": workloads, "mape_mean": float(np.mean(mapes)),
-                         "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes)),
+        results[name] = {"traces": len(seconds), "workloads": workloads,
+                         "mape_mean": float(np.mean(mapes)), "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes)),
                          "median_ape": float(np.median(np.concatenate(errors)))}  # fmt: skip
-        print(f"{name:>9}: {len(seconds)} traces of {workloads} workloads, held-out MAPE {np.mean(mapes):.1%} "
-              f"({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
+        print(f"{name:>9}: {len(seconds)} traces of {workloads} workloads, held-out MAPE "
+              f"{np.mean(mapes):.1%} ({np.min(mapes):.1%}-{np.max(mapes):.1%}), median "
               f"{results[name]['median_ape']:.1%}")  # fmt: skip
         if name in again and name in first:
             repeat = repeat_errors(first[name], again[name])

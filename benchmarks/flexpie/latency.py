@@ -90,6 +90,12 @@ def spec_file(case: str, quota: float, folder: Path) -> Path:
     return path
 
 
+def fit_estimators(traces: list[str], folder: Path) -> None:
+    """Write into ``folder`` the estimators fitted on every trace of ``traces``."""
+    for name, (rows, seconds) in read_traces(*traces).items():
+        train(name, rows, seconds, notes={"traces": traces}).save(folder)
+
+
 def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict:
     """Median seconds of one inference of each deployment, timed in ``rounds`` rounds, each
     loading every deployment in turn for one warm-up and ``runs`` timed runs: this host's speed
@@ -183,9 +189,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 print(f"  traces of {name}'s tiles: {counts}", flush=True)
         if args.retrain and args.model:  # as a user would: collect on this cluster, then train
             folder = folder / f"estimators-{case}"
-            found = read_traces(args.traces)
-            for name, (rows, seconds) in found.items():
-                train(name, rows, seconds, notes={"traces": args.traces}).save(folder)
+            fit_estimators([args.traces], folder)
             args.estimators = str(folder)
         estimators = strategy.Estimators.load(args.estimators) if args.model else None
         for name in args.model:

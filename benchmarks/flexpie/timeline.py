@@ -18,24 +18,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from latency import CASES, MODELS, built_once, spec_file
+from latency import CASES, MODELS, built_once, fit_estimators, spec_file
 
 from tvm_hetero import api
-from tvm_hetero.costmodel.estimators import train
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
-from tvm_hetero.profiling.traces import read_traces
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
-
-
-def fitted(traces: list[str], folder: Path) -> strategy.Estimators:
-    """Estimators fitted on every trace of ``traces``."""
-    for name, (rows, seconds) in read_traces(*traces).items():
-        train(name, rows, seconds).save(folder)
-    return strategy.Estimators.load(folder)
 
 
 def report(label: str, ex: Executor, runs: int, inputs) -> None:
@@ -75,7 +66,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = spec_file(args.case, args.quota, Path(tmp))
-        estimators = fitted(args.traces, Path(tmp) / "estimators")
+        fit_estimators(args.traces, Path(tmp) / "estimators")
+        estimators = strategy.Estimators.load(Path(tmp) / "estimators")
         spec, tag = ClusterSpec.load(path), cluster_tag(path)
         cluster = control.up(spec, plan_layout(spec, tag))
         try:

@@ -12,7 +12,13 @@ from conftest import remote_cpus
 from tvm import relax
 
 from tvm_hetero import api
-from tvm_hetero.costmodel.estimators import Estimator, merge_repeats, topology, train
+from tvm_hetero.costmodel.estimators import (
+    Estimator,
+    distinct_workloads,
+    merge_repeats,
+    topology,
+    train,
+)
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
@@ -137,6 +143,8 @@ def test_a_workload_traced_again_is_one_workload_with_its_median_time():
     sync = [{"bytes": b, **link, "devices": 4.0} for b in sizes]
     times = [b / 12.5e6 + 1e-4 for b in sizes]
     assert train("sync", sync * 2, times * 2, rounds=5).traces == 5
+    rows, seconds = distinct_workloads("sync", sync * 2, times * 2)
+    assert rows.shape == (5, 6) and np.allclose(seconds, times)
 
 
 def test_compute_rows_tell_operators_of_one_shape_apart():

@@ -244,6 +244,14 @@ def train(
     return Estimator(name, fitted(order), mape, len(y), dict(notes or {}))
 
 
+def distinct_workloads(
+    name: str, rows: Sequence[Mapping[str, float]], seconds: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Traces of estimator ``name`` as the matrix of its distinct workloads (:data:`FEATURES`
+    order) and each one's median time: what :func:`train` fits and holds out."""
+    return merge_repeats(_matrix(name, rows), np.asarray(seconds, dtype=float))
+
+
 def merge_repeats(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One row per distinct feature row of ``x``, labelled with the median of its times in
     ``y`` (rows in order of first appearance)."""
