@@ -139,18 +139,33 @@ def _effect(plan) -> tuple:
     return tuple((ops, scheme) for ops, scheme in merged)
 
 
+NOT_COMPILING = ("costmodel/", "profiling/", "cli/", "viz/", "emulation/", "runtime/")
+"""Folders of ``tvm_hetero/`` that no build depends on (estimators, traces, the CLI, plots,
+emulation, running): a change there keeps the kept builds (``runtime/deployment.py``, which
+writes and reads them, excepted)."""
+
+
+def _compiling(path: str) -> bool:
+    inside = path.removeprefix("tvm_hetero/")
+    return inside == "runtime/deployment.py" or not inside.startswith(NOT_COMPILING)
+
+
 def _code_version() -> str | None:
-    """The git tree of ``tvm_hetero/`` at HEAD, or ``None`` when it has uncommitted changes (or
-    is not in git): what a kept build must have been compiled by."""
+    """A hash of the files of ``tvm_hetero/`` that compile a plan, at HEAD, or ``None`` when
+    one of them has uncommitted changes (or there is no git): what a kept build must have been
+    compiled by."""
     root = Path(__file__).resolve().parents[2]
     try:
         changed = subprocess.run(["git", "status", "--porcelain", "tvm_hetero"], cwd=root,
                                  capture_output=True, text=True, check=True).stdout  # fmt: skip
-        tree = subprocess.run(["git", "rev-parse", "HEAD:tvm_hetero"], cwd=root,
+        tree = subprocess.run(["git", "ls-tree", "-r", "HEAD", "tvm_hetero"], cwd=root,
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return None
-    return None if changed.strip() else tree.strip()
+    if any(_compiling(line[3:].split(" -> ")[-1]) for line in changed.splitlines()):
+        return None
+    files = [line for line in tree.splitlines() if _compiling(line.split("\t", 1)[1])]
+    return hashlib.sha256("\n".join(files).encode()).hexdigest()
 
 
 def built_once(model, name: str, devices: list, plan, folder: str) -> Deployment:

@@ -24,9 +24,11 @@ from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.tiles import SCHEMES
 from tvm_hetero.plan.flexpie import evaluate
+from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.traces import JOINS, collect, join_runs, read_traces
+from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, join_runs, read_traces
+from tvm_hetero.runtime import remote_worker
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
 
@@ -45,7 +47,7 @@ def trained(devices, tmp_path_factory):
     counts = collect(
         [model], devices, folder / "t.jsonl", limit=16, db=folder / "db.jsonl", joins=joins
     )
-    assert counts == {"compute": 16, "rearrange": len(joins), "sync": 12}
+    assert counts == {"compute": 16, "rearrange": len(joins), "sync": 2 * len(SYNC_SIZES)}
     found = read_traces(folder / "t.jsonl")
     estimators = {n: train(n, rows, secs, rounds=30) for n, (rows, secs) in found.items()}
     for e in estimators.values():
@@ -212,6 +214,41 @@ def test_joins_traced_count_the_runs_they_copy():
     assert join_runs((1, 512, 7, 7), 4, 2) == 4 * 512  # rows: a block per channel and piece
     assert join_runs((1, 512, 7, 7), 4, 3) == 4 * 512 * 7  # columns: a run per row and piece
     assert {axis for _, _, axis in JOINS} == {1, 2, 3}
+
+
+def test_transfers_are_timed_after_the_links_burst_is_spent(monkeypatch):
+    """A shaped link lets an idle burst through at once: the pulls that spend it are not the
+    trace's time, the ones after are."""
+    asked = []
+
+    class Session:
+        def get_function(self, name):
+            if name.endswith("fill"):
+                return lambda value, nbytes: 7
+            return lambda host, port, src, count: (
+                asked.append(count) or json.dumps([1e-4] * (count - 3) + [4e-3, 5e-3, 6e-3])
+            )
+
+    monkeypatch.setattr(remote_worker, "connect_worker", lambda spec: (Session(), ("h", 1)))
+    a, b = (dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
+            for k, n in enumerate("ab"))  # fmt: skip
+    cluster = ClusterSpec.uniform([a, b], "ring", 50.0)
+    timed = trace_collection._pulled(cluster, a, b, (1024, 2**20, 2**23), repeat=3)
+    assert timed == [(1024, 5e-3), (2**20, 5e-3), (2**23, 5e-3)]
+    assert asked == [trace_collection.MAX_DRAIN_PULLS + 3, 1 + 3, 0 + 3]
+    assert trace_collection.drain_pulls(4096) == trace_collection.DRAIN_BYTES // 4096 - 1
+
+
+def test_transfers_between_remote_workers_are_traced_both_ways(start_workers, monkeypatch):
+    monkeypatch.setattr(trace_collection, "DRAIN_BYTES", 8192)
+    a, b = remote_cpus(start_workers(2))
+    cluster = ClusterSpec.uniform([a, b], "ring", 1000.0)
+    traces = trace_collection.sync_traces([a, b], cluster, sizes=(1024, 65536), repeat=2)
+    assert [(t["source"], t["features"]["bytes"]) for t in traces] == [
+        ("edge-0->edge-1", 1024), ("edge-0->edge-1", 65536),
+        ("edge-1->edge-0", 1024), ("edge-1->edge-0", 65536),
+    ]  # fmt: skip
+    assert all(t["features"]["hops"] == 1 and 0 < t["seconds"] < 1 for t in traces)
 
 
 def test_topology_of_a_cluster_from_its_links():

@@ -29,8 +29,18 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.profiling.record import RecordKind
 
 Progress = Callable[[str, int, int], None]
-SYNC_SIZES = (4096, 32768, 131072, 524288, 2097152, 8388608)
-"""Payload bytes of the sync traces (a tile's boundary rows to a whole feature map)."""
+SYNC_SIZES = (1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 2097152, 8388608)
+"""Payload bytes of the sync traces (a tile's boundary rows to a whole feature map), closest
+where halos are (a row of a 14 x 14 map of 512 channels is 28 KiB): the trees price a payload
+between two traced sizes as one of them (traced at 4 and 32 KiB only, every halo under 32 KiB
+was priced as 4 KiB)."""
+DRAIN_BYTES = 2 * 2**20
+"""Bytes a receiver pulls, in payloads of the size traced, before it times them: a shaped link
+lets a burst through at once when it has been idle (``tbf``: 4 ms of its traffic), which a
+run's train of halo exchanges has spent (a 28 KiB piece pulled alone over 50 Mbit/s took
+0.16 ms, pieces of a run 4.6 ms each). A payload is timed as a busy link carries it."""
+MAX_DRAIN_PULLS = 1024
+"""Pulls before the timed ones at most (the smallest payloads)."""
 JOIN_SHAPES = (
     (1, 8, 16, 16), (1, 16, 32, 32), (1, 32, 28, 28), (1, 64, 56, 56), (1, 24, 9, 13),
     (1, 3, 224, 224), (1, 32, 112, 112), (1, 96, 56, 56), (1, 128, 28, 28), (1, 256, 14, 14),
@@ -186,7 +196,8 @@ def sync_traces(
 def _pulled(
     cluster: ClusterSpec, src: DeviceSpec, dst: DeviceSpec, sizes: Sequence[int], repeat: int
 ) -> list[tuple[int, float]]:
-    """``dst``'s worker pulls payloads of each size from ``src``'s (median of ``repeat``)."""
+    """``dst``'s worker pulls payloads of each size from ``src``'s: the median of ``repeat``
+    pulls after :func:`drain_pulls` untimed ones."""
     import statistics
 
     from tvm_hetero.runtime.remote_worker import connect_worker
@@ -198,9 +209,16 @@ def _pulled(
     timed = []
     for nbytes in sizes:
         port = int(fill(f"trace{nbytes}", int(nbytes)))
-        seconds = json.loads(pull(at_src[0], port, f"trace{nbytes}", repeat))
-        timed.append((int(nbytes), statistics.median(seconds)))
+        drain = drain_pulls(nbytes)
+        seconds = json.loads(pull(at_src[0], port, f"trace{nbytes}", drain + repeat))
+        timed.append((int(nbytes), statistics.median(seconds[drain:])))
     return timed
+
+
+def drain_pulls(nbytes: int) -> int:
+    """Untimed pulls of an ``nbytes`` payload before the timed ones: :data:`DRAIN_BYTES` of
+    them, at most :data:`MAX_DRAIN_PULLS` (the worker's probe pulls once more untimed)."""
+    return min(MAX_DRAIN_PULLS, math.ceil(DRAIN_BYTES / nbytes) - 1)
 
 
 def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
