@@ -13,6 +13,7 @@ from tvm_hetero.plan.flexpie import (
     brute_force,
     evaluate,
     flexpie,
+    only,
     scores,
 )
 
@@ -94,6 +95,35 @@ def test_baselines_are_restrictions_and_never_beat_flexpie() -> None:
             assert {s for s, _ in modes} <= {name.split("-", 1)[1], "Grid"}  # Grid: fallback
     times = {n: p.predicted_s for n, p in found.items()} | {"flexpie": best}
     assert scores(times)["flexpie"] == 1.0 and max(scores(times).values()) == 1.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fixed_and_fused_baselines_cut_every_layer_their_scheme_can(seed: int) -> None:
+    """Even where the fallback is cheaper; each equals exhaustive search over the plans that
+    do (the two schemes alone, the fallback only where the scheme cannot cut)."""
+    rng = np.random.default_rng(seed)
+    problem = _problem(rng, 5, 3, 5)
+    problem.compute_s[:, :, 2] *= 0.01  # the fallback ("OutC") is far cheaper everywhere
+    found = baselines(problem, fallback="OutC")
+    for scheme in ("InH", "InW"):
+        q = problem.schemes.index(scheme)
+        cuttable = np.isfinite(problem.compute_s[:, 0, q])
+        pair = [q, 2]
+        sub = SpatialProblem(
+            (scheme, "OutC"),
+            problem.compute_s[:, :, pair],
+            problem.move_s[:, [*pair, 3]][:, :, [*pair, 3]],
+        )
+        fused = brute_force(only(sub, scheme, "OutC"))
+        if not np.isfinite(fused):
+            assert f"fused-{scheme}" not in found
+            continue
+        plan = found[f"fused-{scheme}"]
+        assert plan.predicted_s == pytest.approx(fused)
+        assert [s == scheme for s, _ in plan.layer_modes()] == list(cuttable)
+        if f"fixed-{scheme}" in found:
+            fixed = found[f"fixed-{scheme}"].layer_modes()
+            assert [s == scheme for s, _ in fixed] == list(cuttable)
 
 
 def test_evaluate_refuses_segments_that_do_not_tile_the_layers() -> None:

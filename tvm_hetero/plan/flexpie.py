@@ -175,25 +175,47 @@ def _scheme_indices(problem: SpatialProblem, schemes: Sequence[str] | None) -> l
 def baselines(
     problem: SpatialProblem, fallback: str | None = "Home"
 ) -> dict[str, SpatialPartition]:
-    """The paper's baselines, each through the same costs: every scheme fixed (all layers T),
-    the layer-wise optimum (a scheme per layer, all T), the fused optimum per scheme (one
-    scheme, NT runs chosen) and, when ``fallback`` is a scheme, the whole model in it alone
-    (``single``). Layers a scheme cannot cut take ``fallback`` (a deployment of that scheme
-    would run them whole); baselines with no finite time are left out."""
+    """The paper's baselines, each through the same costs: every scheme fixed (every layer it
+    can cut cut by it, all T), the layer-wise optimum (a scheme per layer, all T), the fused
+    optimum per scheme (every layer it can cut cut by it, NT runs chosen) and, when
+    ``fallback`` is a scheme, the whole model in it alone (``single``). Only the layers a
+    scheme cannot cut take ``fallback`` in its fixed and fused baselines (a deployment of that
+    scheme would run them whole: :func:`only`); baselines with no finite time are left out."""
     out: dict[str, SpatialPartition] = {}
     spare = [fallback] if fallback in problem.schemes else []
     own = [s for s in problem.schemes if s != fallback]
-    candidates = {f"fixed-{s}": ([s, *spare], 1) for s in own}
+    candidates = {f"fixed-{s}": (s, 1) for s in own}
     candidates["layerwise"] = (None, 1)
-    candidates |= {f"fused-{s}": ([s, *spare], None) for s in own}
+    candidates |= {f"fused-{s}": (s, None) for s in own}
     if spare:
-        candidates["single"] = (spare, None)
-    for name, (schemes, runs) in candidates.items():
+        candidates["single"] = (fallback, None)
+    for name, (scheme, runs) in candidates.items():
+        if scheme is None:
+            restricted, schemes = problem, None
+        elif scheme == fallback:
+            restricted, schemes = problem, spare
+        else:
+            restricted = only(problem, scheme, fallback) if spare else problem
+            schemes = [scheme, *spare]
         try:
-            out[name] = flexpie(problem, schemes, runs)
+            out[name] = flexpie(restricted, schemes, runs)
         except ValueError:
             continue
     return out
+
+
+def only(problem: SpatialProblem, scheme: str, fallback: str) -> SpatialProblem:
+    """``problem`` with ``fallback`` kept off every layer that ``scheme`` can cut (alone): a
+    fixed or fused baseline of ``scheme`` cuts every such layer, whatever it costs (let the DP
+    choose ``fallback`` anywhere, and at 50 Mbit/s every baseline was the home device alone)."""
+    q, f = problem.schemes.index(scheme), problem.schemes.index(fallback)
+    cuttable = np.isfinite(problem.compute_s[:, 0, q])
+    compute = problem.compute_s.copy()
+    for a in range(problem.layers):
+        for d in range(1, problem.max_run + 1):
+            if cuttable[a : a + d].any():
+                compute[a, d - 1, f] = np.inf
+    return SpatialProblem(problem.schemes, compute, problem.move_s)
 
 
 def scores(times: dict[str, float]) -> dict[str, float]:
