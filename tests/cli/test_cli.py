@@ -282,7 +282,8 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     argv = ["collect-traces", "resnet18:tiny", *devices, *db, "-o", str(traces), "--limit", "10"]
     assert main(argv) == 0
     joins = len(trace_collection.JOINS)
-    assert f"appended 10 compute, 12 sync, {joins} rearrange traces" in capsys.readouterr().out
+    sync = 2 * len(trace_collection.SYNC_SIZES)  # each size both ways between the two cores
+    assert f"appended 10 compute, {sync} sync, {joins} rearrange traces" in capsys.readouterr().out
     assert main(["train", str(traces), "-o", str(est), "--rounds", "20"]) == 0
     out = capsys.readouterr().out
     assert "held-out MAPE" in out and (est / "compute.json").exists()
