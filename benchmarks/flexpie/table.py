@@ -12,10 +12,14 @@ import argparse
 import json
 import re
 import statistics
+import subprocess
 from pathlib import Path
 
 EARLIER_CPU = "AMD EPYC (Zen 3, znver3)"
 """The host CPU of runs that predate the ``cpu`` field (every run before 2026-11-25 evening)."""
+BUSY_LINKS = "495c767"
+"""The first commit whose runs were planned with transfers traced on busy links and measured
+against the paper's baselines (a fixed or fused scheme cuts every layer it can)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -39,12 +43,19 @@ def row(run: dict) -> str:
     score = run["score"]["flexpie"]
     mark = "**" if score >= 0.995 else ""
     older = (" †" if "estimators" not in run else " *" if "cfs_period_ms" not in run
-             else " ‡" if "commit" not in run else "")  # fmt: skip
+             else " ‡" if "commit" not in run else "" if busy_links(run) else " §")  # fmt: skip
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
             f"{'FlexPie' if winner == 'flexpie' or score >= 0.995 else winner} | "
             f"{m['single'] / m['flexpie']:.2f}x | {run['search_s'] * 1e3:.1f} |")  # fmt: skip
+
+
+def busy_links(run: dict) -> bool:
+    """Whether ``run`` was measured by :data:`BUSY_LINKS` or a later commit."""
+    commit = run.get("commit", "").split("-")[0]
+    asked = ["git", "merge-base", "--is-ancestor", BUSY_LINKS, commit]
+    return bool(commit) and subprocess.run(asked, capture_output=True).returncode == 0
 
 
 def main() -> None:
@@ -82,6 +93,12 @@ def print_table(runs: list[dict]) -> None:
         print(
             "\n‡, * and †: measured before a boundary's pieces were sent ahead of the tiles "
             "(commit 544dd88): home computed its own tile, then served the others."
+        )
+    if any("commit" in r and not busy_links(r) for r in runs):
+        print(
+            "\n§ planned with transfers traced on idle links (a shaped link lets 4 ms of its "
+            "traffic through at once when idle) against baselines that could leave any layer home "
+            f"(before commit {BUSY_LINKS})."
         )
     print(f"\n{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
           f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one device "
