@@ -80,8 +80,6 @@ def print_table(runs: list[dict]) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         print(row(run))
-    scores = [r["score"]["flexpie"] for r in runs]
-    speedups = [r["measured_s"]["single"] / r["measured_s"]["flexpie"] for r in runs]
     if any("estimators" not in r for r in runs):
         print(
             "\n† measured before the element-wise kernel fix and the senders' share of a "
@@ -100,9 +98,19 @@ def print_table(runs: list[dict]) -> None:
             "traffic through at once when idle) against baselines that could leave any layer home "
             f"(before commit {BUSY_LINKS})."
         )
-    print(f"\n{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
-          f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one device "
-          f"{min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip
+    print(f"\n{summary(runs)}")
+    newest = [r for r in runs if "commit" in r and busy_links(r)]
+    if newest and len(newest) < len(runs):
+        print(f"\nOf them since commit {BUSY_LINKS}: {summary(newest)}")
+
+
+def summary(runs: list[dict]) -> str:
+    """How many runs, FlexPie's scores and its speed against one device."""
+    scores = [r["score"]["flexpie"] for r in runs]
+    speedups = [r["measured_s"]["single"] / r["measured_s"]["flexpie"] for r in runs]
+    return (f"{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}, "
+            f"median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against one "
+            f"device {min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip
 
 
 if __name__ == "__main__":
