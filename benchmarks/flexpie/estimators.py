@@ -9,8 +9,8 @@ splits: mean and spread of the held-out MAPE, and the median error), and the com
 estimator's held-out error per operator kind; with ``--again`` (the same workloads traced
 another time), how well a label of the first ``--traces`` file repeats there: one
 measurement's error as the other's prediction, a floor for any estimator trained on such
-labels. ``--ship`` writes the estimators fitted on all traces to ``tvm_hetero/costmodel/models/flexpie/`` (the
-default of ``--strategy flexpie``).
+labels. ``--ship`` writes the estimators fitted on all traces to
+``tvm_hetero/costmodel/models/flexpie/`` (the default of ``--strategy flexpie``).
 Results: ``benchmarks/results/flexpie_estimators.json``.
 """
 

@@ -9,6 +9,7 @@ Zen 3 to a Zen 5 EPYC on 2026-11-25, and latencies of one are no measure of the 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -53,7 +54,12 @@ def row(run: dict) -> str:
 
 def busy_links(run: dict) -> bool:
     """Whether ``run`` was measured by :data:`BUSY_LINKS` or a later commit."""
-    commit = run.get("commit", "").split("-")[0]
+    return _since_busy_links(run.get("commit", "").split("-")[0])
+
+
+@functools.cache
+def _since_busy_links(commit: str) -> bool:
+    """One ``git merge-base`` per commit (runs share a few commits; the table asks per run)."""
     asked = ["git", "merge-base", "--is-ancestor", BUSY_LINKS, commit]
     return bool(commit) and subprocess.run(asked, capture_output=True).returncode == 0
 

@@ -184,19 +184,13 @@ def baselines(
     out: dict[str, SpatialPartition] = {}
     spare = [fallback] if fallback in problem.schemes else []
     own = [s for s in problem.schemes if s != fallback]
-    candidates = {f"fixed-{s}": (s, 1) for s in own}
-    candidates["layerwise"] = (None, 1)
-    candidates |= {f"fused-{s}": (s, None) for s in own}
+    pure = {s: only(problem, s, fallback) if spare else problem for s in own}
+    candidates = {f"fixed-{s}": (pure[s], [s, *spare], 1) for s in own}
+    candidates["layerwise"] = (problem, None, 1)
+    candidates |= {f"fused-{s}": (pure[s], [s, *spare], None) for s in own}
     if spare:
-        candidates["single"] = (fallback, None)
-    for name, (scheme, runs) in candidates.items():
-        if scheme is None:
-            restricted, schemes = problem, None
-        elif scheme == fallback:
-            restricted, schemes = problem, spare
-        else:
-            restricted = only(problem, scheme, fallback) if spare else problem
-            schemes = [scheme, *spare]
+        candidates["single"] = (problem, spare, None)
+    for name, (restricted, schemes, runs) in candidates.items():
         try:
             out[name] = flexpie(restricted, schemes, runs)
         except ValueError:
