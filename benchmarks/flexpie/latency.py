@@ -1,7 +1,8 @@
 """FlexPie against its baselines on emulated edge clusters: latency, score and search time.
 
     sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
-        [--model mobilenet resnet18] [--collect] [--estimators DIR] [--rounds 3] [--repeat 3]
+        [--model mobilenet resnet18] [--collect] [--collect-idle] [--estimators DIR] [--rounds 3]
+        [--repeat 3]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
 (FlexPie's testbed is homogeneous: four or three TI C6678 boards), each a runtime-only worker in
@@ -51,7 +52,7 @@ from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.profiling.fingerprint import cpu_model
-from tvm_hetero.profiling.traces import collect, read_traces
+from tvm_hetero.profiling.traces import IDLE_MS, collect, read_traces, sync_traces
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.deployment import load as load_deployment
 from tvm_hetero.runtime.executor import Executor
@@ -139,10 +140,12 @@ def _effect(plan) -> tuple:
     return tuple((ops, scheme) for ops, scheme in merged)
 
 
-NOT_COMPILING = ("costmodel/", "profiling/", "cli/", "viz/", "emulation/", "runtime/")
-"""Folders of ``tvm_hetero/`` that no build depends on (estimators, traces, the CLI, plots,
-emulation, running): a change there keeps the kept builds (``runtime/deployment.py``, which
-writes and reads them, excepted)."""
+NOT_COMPILING = ("costmodel/", "profiling/", "cli/", "viz/", "emulation/", "runtime/",
+                 "plan/flexpie.py", "strategies/flexpie.py")  # fmt: skip
+"""Folders and files of ``tvm_hetero/`` that no build depends on (estimators, traces, the CLI,
+plots, emulation, running, FlexPie's planner: the plan itself is in a build's key): a change
+there keeps the kept builds (``runtime/deployment.py``, which writes and reads them,
+excepted)."""
 
 
 def _compiling(path: str) -> bool:
@@ -194,6 +197,11 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
     out = []
     try:
         devices = list(cluster.devices)
+        if args.collect_idle:
+            traces = sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
+            with open(args.traces, "a") as f:
+                f.writelines(json.dumps(t) + "\n" for t in traces)
+            print(f"  transfers after idle gaps: {len(traces)}", flush=True)
         if args.collect:
             zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
             counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
@@ -255,6 +263,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every plan")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
+    parser.add_argument("--collect-idle", action="store_true",
+                        help="append this cluster's transfers after idle gaps only")  # fmt: skip
     parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
     parser.add_argument("--trace-whole", nargs="*", default=["bert"], choices=list(MODELS),
                         help="models whose every tile --collect traces too (after --limit "

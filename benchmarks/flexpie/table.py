@@ -21,6 +21,9 @@ EARLIER_CPU = "AMD EPYC (Zen 3, znver3)"
 BUSY_LINKS = "495c767"
 """The first commit whose runs were planned with transfers traced on busy links and measured
 against the paper's baselines (a fixed or fused scheme cuts every layer it can)."""
+IDLE_LINKS = "IDLE_COMMIT"
+"""The first commit whose runs priced each piece with the links' idle time before it (the
+compute of the segment before: a shaped link's refilled burst)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -44,7 +47,8 @@ def row(run: dict) -> str:
     score = run["score"]["flexpie"]
     mark = "**" if score >= 0.995 else ""
     older = (" †" if "estimators" not in run else " *" if "cfs_period_ms" not in run
-             else " ‡" if "commit" not in run else "" if busy_links(run) else " §")  # fmt: skip
+             else " ‡" if "commit" not in run else " §" if not since(BUSY_LINKS, run)
+             else "" if since(IDLE_LINKS, run) else " ¶")  # fmt: skip
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
@@ -52,15 +56,15 @@ def row(run: dict) -> str:
             f"{m['single'] / m['flexpie']:.2f}x | {run['search_s'] * 1e3:.1f} |")  # fmt: skip
 
 
-def busy_links(run: dict) -> bool:
-    """Whether ``run`` was measured by :data:`BUSY_LINKS` or a later commit."""
-    return _since_busy_links(run.get("commit", "").split("-")[0])
+def since(first: str, run: dict) -> bool:
+    """Whether ``run`` was measured by commit ``first`` or a later one."""
+    return _descends(first, run.get("commit", "").split("-")[0])
 
 
 @functools.cache
-def _since_busy_links(commit: str) -> bool:
+def _descends(first: str, commit: str) -> bool:
     """One ``git merge-base`` per commit (runs share a few commits; the table asks per run)."""
-    asked = ["git", "merge-base", "--is-ancestor", BUSY_LINKS, commit]
+    asked = ["git", "merge-base", "--is-ancestor", first, commit]
     return bool(commit) and subprocess.run(asked, capture_output=True).returncode == 0
 
 
@@ -98,16 +102,22 @@ def print_table(runs: list[dict]) -> None:
             "\n‡, * and †: measured before a boundary's pieces were sent ahead of the tiles "
             "(commit 544dd88): home computed its own tile, then served the others."
         )
-    if any("commit" in r and not busy_links(r) for r in runs):
+    if any("commit" in r and not since(BUSY_LINKS, r) for r in runs):
         print(
             "\n§ planned with transfers traced on idle links (a shaped link lets 4 ms of its "
             "traffic through at once when idle) against baselines that could leave any layer home "
             f"(before commit {BUSY_LINKS})."
         )
+    if any(since(BUSY_LINKS, r) and not since(IDLE_LINKS, r) for r in runs):
+        print(
+            "\n¶ planned with every transfer priced on a busy link, whatever the compute before "
+            f"it (before commit {IDLE_LINKS})."
+        )
     print(f"\n{summary(runs)}")
-    newest = [r for r in runs if "commit" in r and busy_links(r)]
-    if newest and len(newest) < len(runs):
-        print(f"\nOf them since commit {BUSY_LINKS}: {summary(newest)}")
+    for first in (BUSY_LINKS, IDLE_LINKS):
+        newest = [r for r in runs if since(first, r)]
+        if newest and len(newest) < len(runs):
+            print(f"\nOf them since commit {first}: {summary(newest)}")
 
 
 def summary(runs: list[dict]) -> str:

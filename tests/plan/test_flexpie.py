@@ -22,8 +22,9 @@ SCHEMES = ("InH", "InW", "OutC", "Grid")
 
 def _problem(rng: np.random.Generator, n: int, k: int, runs: int) -> SpatialProblem:
     """Random costs with FlexPie's structure: a segment costs its layers' tiles, growing with the
-    halo of the layers after it in the run; a move depends on both schemes and the run's halo;
-    some layers cannot take some schemes, some schemes cannot fuse."""
+    halo of the layers after it in the run; a move depends on both schemes, the run's halo and
+    the length of the segment before (links idle through it move a piece faster); some layers
+    cannot take some schemes, some schemes cannot fuse."""
     layer = rng.uniform(1.0, 5.0, size=(n, k))
     growth = rng.uniform(0.0, 0.6, size=k)
     fusable = rng.random(k) < 0.7
@@ -37,13 +38,15 @@ def _problem(rng: np.random.Generator, n: int, k: int, runs: int) -> SpatialProb
                 compute[a, d - 1, q] = sum(
                     layer[a + j, q] * (1 + growth[q] * (d - 1 - j)) for j in range(d)
                 )
-    move = np.full((n + 1, k + 1, k + 1, runs + 1), np.inf)
+    move = np.full((n + 1, k + 1, runs + 1, k + 1, runs + 1), np.inf)
     base = rng.uniform(0.5, 3.0, size=(n + 1, k + 1, k + 1))
     halo = rng.uniform(0.0, 0.5, size=(n + 1, k + 1))
+    idle = rng.uniform(0.2, 1.0, size=(n + 1, runs + 1))
     for i in range(n + 1):
-        for d in range(1, runs + 1):
-            move[i, :, :k, d] = base[i, :, :k] * (1 + halo[i, :k] * (d - 1))
-        move[i, :, k, 0] = base[i, :, k]
+        for e in range(runs + 1):
+            for d in range(1, runs + 1):
+                move[i, :, e, :k, d] = base[i, :, :k] * (1 + halo[i, :k] * (d - 1)) * idle[i, e]
+            move[i, :, e, k, 0] = base[i, :, k] * idle[i, e]
     return SpatialProblem(SCHEMES[:k], compute, move)
 
 
@@ -70,14 +73,31 @@ def test_dp_equals_exhaustive_search(seed: int) -> None:
 def test_fusing_pays_when_moves_are_dear_and_not_when_cheap() -> None:
     """Two layers, one scheme: fusing adds halo compute and saves one exchange."""
     compute = np.array([[[1.0], [2.5]], [[1.0], [np.inf]]])  # a fused pair costs 2.5, not 2
-    move = np.full((3, 2, 2, 3), np.inf)
-    move[:, :, 0, 1] = move[:, :, 0, 2] = 0.1  # scattering into tiles
-    move[2, :, 1, 0] = 0.1  # the final gather
+    move = np.full((3, 2, 3, 2, 3), np.inf)
+    move[:, :, :, 0, 1] = move[:, :, :, 0, 2] = 0.1  # scattering into tiles
+    move[2, :, :, 1, 0] = 0.1  # the final gather
     for exchange, fused in ((1.0, True), (0.2, False)):
-        move[1, 0, 0, 1] = exchange
+        move[1, 0, 1, 0, 1] = exchange
         plan = flexpie(SpatialProblem(("InH",), compute, move))
         assert [m for _, m in plan.layer_modes()] == (["NT", "T"] if fused else ["T", "T"])
         assert plan.predicted_s == pytest.approx(2.7 if fused else 2.0 + 0.2 + 0.2)
+
+
+def test_a_longer_segment_before_makes_the_next_exchange_cheaper() -> None:
+    """Three layers, one scheme: fusing the first two costs more halo compute than the exchange
+    it saves, unless the links, idle through both layers, then move the next piece faster."""
+    compute = np.array([[[1.0], [3.5], [np.inf]], [[1.0], [np.inf], [np.inf]], [[1.0]] * 3])
+    move = np.full((4, 2, 4, 2, 4), np.inf)
+    move[0, 1, 0, 0, 1:3] = 0.1  # scattering the input
+    move[3, 0, :, 1, 0] = 0.1  # the final gather
+    move[1, 0, 1, 0, 1] = move[2, 0, 1, 0, 1] = 1.0  # after one layer: a busy link
+    for after_two, fused in ((0.1, True), (1.0, False)):
+        move[2, 0, 2, 0, 1] = after_two
+        problem = SpatialProblem(("InH",), compute, move)
+        plan = flexpie(problem)
+        assert [m for _, m in plan.layer_modes()] == (["NT", "T", "T"] if fused else ["T"] * 3)
+        assert plan.predicted_s == pytest.approx(brute_force(problem))
+        assert plan.predicted_s == pytest.approx(0.1 + 3.5 + 0.1 + 1.0 + 0.1 if fused else 5.2)
 
 
 def test_baselines_are_restrictions_and_never_beat_flexpie() -> None:
@@ -112,7 +132,7 @@ def test_fixed_and_fused_baselines_cut_every_layer_their_scheme_can(seed: int) -
         sub = SpatialProblem(
             (scheme, "OutC"),
             problem.compute_s[:, :, pair],
-            problem.move_s[:, [*pair, 3]][:, :, [*pair, 3]],
+            problem.move_s[:, [*pair, 3]][:, :, :, [*pair, 3]],
         )
         fused = brute_force(only(sub, scheme, "OutC"))
         if not np.isfinite(fused):

@@ -142,11 +142,11 @@ def test_a_workload_traced_again_is_one_workload_with_its_median_time():
     # training while its twin is fitted)
     sizes = (4096, 32768, 131072, 524288, 2097152)
     link = {"bandwidth_mbps": 100.0, "latency_ms": 0.0, "hops": 1.0, "topology": 1.0}
-    sync = [{"bytes": b, **link, "devices": 4.0} for b in sizes]
+    sync = [{"bytes": b, **link, "devices": 4.0, "idle_ms": 0.0} for b in sizes]
     times = [b / 12.5e6 + 1e-4 for b in sizes]
     assert train("sync", sync * 2, times * 2, rounds=5).traces == 5
     rows, seconds = distinct_workloads("sync", sync * 2, times * 2)
-    assert rows.shape == (5, 6) and np.allclose(seconds, times)
+    assert rows.shape == (5, 7) and np.allclose(seconds, times)
 
 
 def test_compute_rows_tell_operators_of_one_shape_apart():
@@ -216,26 +216,29 @@ def test_joins_traced_count_the_runs_they_copy():
     assert {axis for _, _, axis in JOINS} == {1, 2, 3}
 
 
-def test_transfers_are_timed_after_the_links_burst_is_spent(monkeypatch):
-    """A shaped link lets an idle burst through at once: the pulls that spend it are not the
-    trace's time, the ones after are."""
+def test_transfers_are_timed_on_a_busy_link_then_after_idle_gaps(monkeypatch):
+    """A shaped link lets an idle burst through at once: the pulls that spend it are untimed
+    (``drain``), then each timed pull waits the idle gap traced (none for payloads too large
+    for a burst to matter)."""
     asked = []
 
     class Session:
         def get_function(self, name):
             if name.endswith("fill"):
                 return lambda value, nbytes: 7
-            return lambda host, port, src, count: (
-                asked.append(count) or json.dumps([1e-4] * (count - 3) + [4e-3, 5e-3, 6e-3])
+            return lambda host, port, src, repeat, drain, idle_s: (
+                asked.append((drain, idle_s)) or json.dumps([4e-3, 5e-3, 6e-3][:repeat])
             )
 
     monkeypatch.setattr(remote_worker, "connect_worker", lambda spec: (Session(), ("h", 1)))
     a, b = (dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
             for k, n in enumerate("ab"))  # fmt: skip
     cluster = ClusterSpec.uniform([a, b], "ring", 50.0)
-    timed = trace_collection._pulled(cluster, a, b, (1024, 2**20, 2**23), repeat=3)
-    assert timed == [(1024, 5e-3), (2**20, 5e-3), (2**23, 5e-3)]
-    assert asked == [trace_collection.MAX_DRAIN_PULLS + 3, 1 + 3, 0 + 3]
+    sizes = (1024, 2**20, 2**23)
+    timed = trace_collection._pulled(cluster, a, b, sizes, repeat=3, idle_ms=(0.0, 2.0))
+    assert timed == [(1024, 0.0, 5e-3), (1024, 2.0, 5e-3), (2**20, 0.0, 5e-3), (2**23, 0.0, 5e-3)]
+    assert asked == [(trace_collection.MAX_DRAIN_PULLS, 0.0), (trace_collection.MAX_DRAIN_PULLS,
+                     2e-3), (1, 0.0), (0, 0.0)]  # fmt: skip
     assert trace_collection.drain_pulls(4096) == trace_collection.DRAIN_BYTES // 4096 - 1
 
 
@@ -243,12 +246,43 @@ def test_transfers_between_remote_workers_are_traced_both_ways(start_workers, mo
     monkeypatch.setattr(trace_collection, "DRAIN_BYTES", 8192)
     a, b = remote_cpus(start_workers(2))
     cluster = ClusterSpec.uniform([a, b], "ring", 1000.0)
-    traces = trace_collection.sync_traces([a, b], cluster, sizes=(1024, 65536), repeat=2)
-    assert [(t["source"], t["features"]["bytes"]) for t in traces] == [
-        ("edge-0->edge-1", 1024), ("edge-0->edge-1", 65536),
-        ("edge-1->edge-0", 1024), ("edge-1->edge-0", 65536),
+    traces = trace_collection.sync_traces(
+        [a, b], cluster, sizes=(1024, 2**20), repeat=2, idle_ms=(0.0, 30.0)
+    )
+    assert [(t["source"], t["features"]["bytes"], t["features"]["idle_ms"]) for t in traces] == [
+        ("edge-0->edge-1", 1024, 0.0), ("edge-0->edge-1", 1024, 16.0),  # the longest priced
+        ("edge-0->edge-1", 2**20, 0.0),
+        ("edge-1->edge-0", 1024, 0.0), ("edge-1->edge-0", 1024, 16.0),
+        ("edge-1->edge-0", 2**20, 0.0),
     ]  # fmt: skip
-    assert all(t["features"]["hops"] == 1 and 0 < t["seconds"] < 1 for t in traces)
+    # the idle gap before a pull is not its time
+    assert all(t["features"]["hops"] == 1 and 0 < t["seconds"] < 0.03 for t in traces)
+
+
+def test_the_first_piece_over_a_link_finds_it_idle_the_next_finds_it_busy():
+    """A boundary's pieces priced after links idle 3 ms: one sync row per piece, with the idle
+    time only for the first piece that crosses each directed link."""
+    a, b, c = (dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
+               for k, n in enumerate("abc"))  # fmt: skip
+    ring = ClusterSpec.uniform([a, b, c], "ring", 50.0)
+
+    rows = []
+
+    class Pricer:
+        def ask(self, row):
+            rows.append(row)
+            return len(rows) - 1
+
+    t = strategy.Transfer
+    boundary = [
+        ([t(1, 0, 100, (("b", "a"),)), t(2, 0, 200, (("c", "a"),))], [5]),
+        ([t(0, 1, 300, (("a", "b"),)), t(2, 1, 400, (("c", "a"), ("a", "b")))], []),
+    ]
+    pieces = strategy.priced(boundary, [a, b, c], ring, Pricer(), 3e-3)
+    assert [[p.sync for p in got] for got, _ in pieces] == [[0, 1], [2, 3]]
+    assert [joins for _, joins in pieces] == [[5], []]
+    assert [r["idle_ms"] for r in rows] == [3.0, 3.0, 3.0, 0.0]  # c->a and a->b in use
+    assert [r["bytes"] for r in rows] == [100, 200, 300, 400]
 
 
 def test_topology_of_a_cluster_from_its_links():

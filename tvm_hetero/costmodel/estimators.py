@@ -6,8 +6,8 @@ Three estimators, as FlexPie's code has them (``xgb_comp``, ``xgb_tran``, ``xgb_
   shape (input and output channels, height, width), the kernel, stride, dilation and groups,
   the operator's kind and the device's threads and CPU quota;
 * **sync** (the s-Estimator): seconds to move a piece of a tensor from one device to another,
-  from its bytes, the route's bandwidth, latency and hops, and the cluster's topology (ring,
-  parameter server, mesh: FlexPie's categorical feature);
+  from its bytes, the route's bandwidth, latency and hops, the cluster's topology (ring,
+  parameter server, mesh: FlexPie's categorical feature) and how long the route sat idle before;
 * **rearrange**: seconds to join the pieces a device received into its tile (``concat``), from
   the bytes and the number of pieces.
 
@@ -34,13 +34,15 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "dilation", "groups", "gflops", "inner", "operands", "elements_read", "threads",
         "cpu_quota", "lanes",
     ),
-    "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices"),
+    "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices", "idle_ms"),
     "rearrange": ("bytes", "pieces", "runs", "threads", "cpu_quota"),
 }  # fmt: skip
 """Feature names of each estimator, in column order (``inner``: the tile's innermost output
 extent; ``operands`` and ``elements_read``: the tensors the operator reads and their elements in
 the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs``: the
-contiguous runs of memory a join copies, :func:`~tvm_hetero.ir.tiles.contiguous_runs`)."""
+contiguous runs of memory a join copies, :func:`~tvm_hetero.ir.tiles.contiguous_runs`;
+``idle_ms``: how long the links sat idle before the piece, whose shapers then let a burst
+through at once)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "compute": ("out_elements", "in_elements", "vector", "channel_tile"),

@@ -11,14 +11,16 @@ sequence of *segments*, runs of layers ``a..b`` in one scheme where ``a..b-1`` a
 is T. Its time is the sum, over segments, of moving the tensor that enters the segment into
 the segment's tiles (the halo of the whole run included) and computing the segment; the model's
 output is gathered on the home device at the end (the paper's last layer "must be transmitted").
+A move's time also depends on the segment before it, whose compute is how long the links sat
+idle (a shaped link lets a burst through after a pause; FlexPie's DSP links have none).
 
-The DP runs backwards (the paper's reverse search): ``best[i][p]`` is the least time from the
-tensor entering layer ``i``, held as scheme ``p`` (or whole at home), to the gathered output.
-Only T layers are states (NT states are skipped: a segment's cost is fixed only once its T end
-is known); each state tries every scheme ``q`` and run length ``d <= max_run`` of the next
-segment (the paper's backtracking depth, 5 NT layers in FlexPie's code), which is exact for
-segment costs of this form: ``O(n k^2 max_run)`` evaluations for ``n`` layers and ``k``
-schemes, against ``k^n 2^(n-1)`` for exhaustive search.
+The DP runs backwards (the paper's reverse search): ``best[i][p][e]`` is the least time from
+the tensor entering layer ``i``, held as scheme ``p`` (or whole at home) by a segment of ``e``
+layers, to the gathered output. Only T layers are states (NT states are skipped: a segment's
+cost is fixed only once its T end is known); each state tries every scheme ``q`` and run length
+``d <= max_run`` of the next segment (the paper's backtracking depth, 5 NT layers in FlexPie's
+code), which is exact for segment costs of this form: ``O(n k^2 max_run^2)`` evaluations for
+``n`` layers and ``k`` schemes, against ``k^n 2^(n-1)`` for exhaustive search.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ class SpatialProblem:
         (past the last layer, a layer the scheme cannot cut, a run the scheme cannot fuse).
         Shape ``(n, max_run, k)``.
     move_s : numpy.ndarray
-        ``move_s[i, p, q, d]``: seconds to bring the tensor entering layer ``i`` (``i = n``: the
-        model's output), held as scheme ``p``, to the tiles a segment of ``d`` layers in scheme
-        ``q`` reads. Index ``k`` is "whole, on the home device": ``p = k`` for the model's input
-        (``i = 0``), ``q = k, d = 0`` for the final gather. Shape ``(n + 1, k + 1, k + 1,
-        max_run + 1)``; unused entries ``inf``.
+        ``move_s[i, p, e, q, d]``: seconds to bring the tensor entering layer ``i`` (``i = n``:
+        the model's output), held as scheme ``p`` by a segment of ``e`` layers (the one before,
+        whose compute the links sat idle through), to the tiles a segment of ``d`` layers in
+        scheme ``q`` reads. Index ``k`` is "whole, on the home device": ``p = k, e = 0`` for the
+        model's input (``i = 0``), ``q = k, d = 0`` for the final gather. Shape ``(n + 1, k + 1,
+        max_run + 1, k + 1, max_run + 1)``; unused entries ``inf``.
     """
 
     schemes: tuple[str, ...]
@@ -62,7 +65,7 @@ class SpatialProblem:
         n, runs, k = self.compute_s.shape
         if k != len(self.schemes) or n == 0:
             raise ValueError(f"SpatialProblem: compute_s is {self.compute_s.shape}, need (n, r, k)")
-        want = (n + 1, k + 1, k + 1, runs + 1)
+        want = (n + 1, k + 1, runs + 1, k + 1, runs + 1)
         if self.move_s.shape != want:
             raise ValueError(f"SpatialProblem: move_s is {self.move_s.shape}, need {want}")
 
@@ -110,18 +113,18 @@ class SpatialPartition:
 
 def evaluate(problem: SpatialProblem, cuts: Sequence[tuple[int, int, int]]) -> SpatialPartition:
     """The partition of segments ``(start, stop, scheme index)``, which must tile the layers."""
-    k, segments, held, at = len(problem.schemes), [], len(problem.schemes), 0
+    k, segments, held, at, e = len(problem.schemes), [], len(problem.schemes), 0, 0
     for start, stop, q in cuts:
         if start != at or not start < stop <= problem.layers:
             raise ValueError(f"evaluate: segments {list(cuts)} do not tile {problem.layers} layers")
         d = stop - start
         compute = float(problem.compute_s[start, d - 1, q]) if d <= problem.max_run else np.inf
-        move = float(problem.move_s[start, held, q, d]) if d <= problem.max_run else np.inf
+        move = float(problem.move_s[start, held, e, q, d]) if d <= problem.max_run else np.inf
         segments.append(Segment(start, stop, problem.schemes[q], compute, move))
-        held, at = q, stop
+        held, at, e = q, stop, d if d <= problem.max_run else 0
     if at != problem.layers:
         raise ValueError(f"evaluate: segments {list(cuts)} do not tile {problem.layers} layers")
-    return SpatialPartition(tuple(segments), float(problem.move_s[problem.layers, held, k, 0]))
+    return SpatialPartition(tuple(segments), float(problem.move_s[problem.layers, held, e, k, 0]))
 
 
 def flexpie(
@@ -137,29 +140,30 @@ def flexpie(
     n, k = problem.layers, len(problem.schemes)
     allowed = _scheme_indices(problem, schemes)
     runs = min(max_run or problem.max_run, problem.max_run)
-    best = np.full((n + 1, k + 1), np.inf)
-    choice = np.zeros((n + 1, k + 1, 2), dtype=int)  # (q, d) of the next segment
-    best[n] = problem.move_s[n, :, k, 0]
+    r = problem.max_run
+    best = np.full((n + 1, k + 1, r + 1), np.inf)  # [i, p, e]
+    choice = np.zeros((n + 1, k + 1, r + 1, 2), dtype=int)  # (q, d) of the next segment
+    best[n] = problem.move_s[n, :, :, k, 0]
     mask = np.full(k, np.inf)
     mask[allowed] = 0.0
     for i in range(n - 1, -1, -1):
         d_max = min(runs, n - i)
-        # total[p, q, d - 1]: move into segment (q, d), compute it, then the best from there
+        # total[p, e, q, d - 1]: move into segment (q, d), compute it, then the best from there
         seg = problem.compute_s[i, :d_max, :].T + mask[:, None]  # (k, d_max)
-        after = best[i + 1 : i + 1 + d_max, :k].T  # (k, d_max): best[i + d][q]
-        total = problem.move_s[i, :, :k, 1 : d_max + 1] + (seg + after)[None]
-        flat = total.reshape(k + 1, -1)
-        pick = np.argmin(flat, axis=1)
-        best[i] = flat[np.arange(k + 1), pick]
-        choice[i, :, 0], choice[i, :, 1] = np.divmod(pick, d_max)
-        choice[i, :, 1] += 1
-    if not np.isfinite(best[0, k]):
+        after = np.stack([best[i + d, :k, d] for d in range(1, d_max + 1)], axis=1)  # (k, d_max)
+        total = problem.move_s[i, :, :, :k, 1 : d_max + 1] + (seg + after)[None, None]
+        flat = total.reshape(k + 1, r + 1, -1)
+        pick = np.argmin(flat, axis=2)
+        best[i] = np.take_along_axis(flat, pick[..., None], axis=2)[..., 0]
+        choice[i, :, :, 0], choice[i, :, :, 1] = np.divmod(pick, d_max)
+        choice[i, :, :, 1] += 1
+    if not np.isfinite(best[0, k, 0]):
         raise ValueError("flexpie: no partition of finite time with these schemes and runs")
-    cuts, i, held = [], 0, k
+    cuts, i, held, e = [], 0, k, 0
     while i < n:
-        q, d = (int(v) for v in choice[i, held])
+        q, d = (int(v) for v in choice[i, held, e])
         cuts.append((i, i + d, q))
-        i, held = i + d, q
+        i, held, e = i + d, q, d
     return evaluate(problem, cuts)
 
 

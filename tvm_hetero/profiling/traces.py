@@ -41,6 +41,18 @@ run's train of halo exchanges has spent (a 28 KiB piece pulled alone over 50 Mbi
 0.16 ms, pieces of a run 4.6 ms each). A payload is timed as a busy link carries it."""
 MAX_DRAIN_PULLS = 1024
 """Pulls before the timed ones at most (the smallest payloads)."""
+IDLE_MS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""Milliseconds a busy link then sits idle before each timed pull, besides none: the other side
+of the shaper. A model that computes between two exchanges finds the bucket refilled by as
+much (over 50 Mbit/s a 14 KiB piece took 2.4 ms on a busy link, 1.3 ms after 1 ms idle and
+0.15 ms after 4 ms), and FlexPie prices each exchange with the compute before it
+(``sync_row(idle_s=...)``). 16 ms refills the 16 KiB bucket of a 10 Mbit/s link."""
+IDLE_MAX_BYTES = 512 * 2**10
+"""Payloads traced after idle gaps at most: a larger one outlasts the 4 ms bucket of a 1 Gbit/s
+link (500 KB), and an idle link saves it under a percent."""
+LATER_FEATURES = {"sync": {"idle_ms": 0.0}}
+"""Features added after traces were taken, with the value they had then: transfers traced
+before ``idle_ms`` were timed on links busy with the same payload."""
 JOIN_SHAPES = (
     (1, 8, 16, 16), (1, 16, 32, 32), (1, 32, 28, 28), (1, 64, 56, 56), (1, 24, 9, 13),
     (1, 3, 224, 224), (1, 32, 112, 112), (1, 96, 56, 56), (1, 128, 28, 28), (1, 256, 14, 14),
@@ -170,9 +182,12 @@ def collect(
 def sync_traces(
     devices: Sequence[DeviceSpec], cluster: ClusterSpec | None, db=None, options=None,
     progress: Progress | None = None, sizes: Sequence[int] = SYNC_SIZES, repeat: int = 5,
+    idle_ms: Sequence[float] = (0.0, *IDLE_MS),
 ) -> list[dict]:  # fmt: skip
     """Timed transfers between every ordered pair of ``devices``: pulled worker to worker over
-    the cluster, or copied with ``to_vdevice`` between devices of one process."""
+    the cluster, each size on a busy link and then after each of ``idle_ms`` (payloads up to
+    :data:`IDLE_MAX_BYTES`; 0: busy), or copied with ``to_vdevice`` between devices of one
+    process (no link to sit idle: busy only, when ``idle_ms`` has 0)."""
     from tvm_hetero.strategies.eop import profiler_for
     from tvm_hetero.strategies.flexpie import sync_row
 
@@ -180,24 +195,28 @@ def sync_traces(
     pairs = [(a, b) for a in devices for b in devices if a.name != b.name]
     for k, (src, dst) in enumerate(pairs):
         if src.colocated(dst) or cluster is None:
-            records = profiler_for(db, options).profile_transfer(src, dst, list(sizes))
-            timed = [(r.workload["bytes"], r.median_s) for r in records]
+            timed = []
+            if 0.0 in idle_ms:
+                records = profiler_for(db, options).profile_transfer(src, dst, list(sizes))
+                timed = [(r.workload["bytes"], 0.0, r.median_s) for r in records]
         else:
-            timed = _pulled(cluster, src, dst, sizes, repeat)
-        for nbytes, seconds in timed:
+            timed = _pulled(cluster, src, dst, sizes, repeat, idle_ms)
+        for nbytes, idle, seconds in timed:
+            row = sync_row(int(nbytes), src, dst, cluster, len(devices), idle / 1e3)
             traces.append({"estimator": "sync", "seconds": seconds, "device": dst.name,
-                           "features": sync_row(int(nbytes), src, dst, cluster, len(devices)),
-                           "source": f"{src.name}->{dst.name}"})  # fmt: skip
+                           "features": row, "source": f"{src.name}->{dst.name}"})  # fmt: skip
         if progress:
             progress("transfers", k + 1, len(pairs))
     return traces
 
 
 def _pulled(
-    cluster: ClusterSpec, src: DeviceSpec, dst: DeviceSpec, sizes: Sequence[int], repeat: int
-) -> list[tuple[int, float]]:
-    """``dst``'s worker pulls payloads of each size from ``src``'s: the median of ``repeat``
-    pulls after :func:`drain_pulls` untimed ones."""
+    cluster: ClusterSpec, src: DeviceSpec, dst: DeviceSpec, sizes: Sequence[int], repeat: int,
+    idle_ms: Sequence[float],
+) -> list[tuple[int, float, float]]:  # fmt: skip
+    """``dst``'s worker pulls payloads of each size from ``src``'s: ``(bytes, idle ms,
+    seconds)``, the median of ``repeat`` pulls after :func:`drain_pulls` untimed ones, each
+    timed pull after the link sat idle that long."""
     import statistics
 
     from tvm_hetero.runtime.remote_worker import connect_worker
@@ -209,9 +228,11 @@ def _pulled(
     timed = []
     for nbytes in sizes:
         port = int(fill(f"trace{nbytes}", int(nbytes)))
-        drain = drain_pulls(nbytes)
-        seconds = json.loads(pull(at_src[0], port, f"trace{nbytes}", drain + repeat))
-        timed.append((int(nbytes), statistics.median(seconds[drain:])))
+        for idle in idle_ms:
+            if idle and nbytes > IDLE_MAX_BYTES:
+                continue
+            found = pull(at_src[0], port, f"trace{nbytes}", repeat, drain_pulls(nbytes), idle / 1e3)
+            timed.append((int(nbytes), float(idle), statistics.median(json.loads(found))))
     return timed
 
 
@@ -222,7 +243,8 @@ def drain_pulls(nbytes: int) -> int:
 
 
 def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
-    """Traces of one or more files by estimator: ``(feature rows, seconds)``, in file order.
+    """Traces of one or more files by estimator: ``(feature rows, seconds)``, in file order
+    (a feature added since a trace was taken: :data:`LATER_FEATURES`).
 
     Raises
     ------
@@ -236,8 +258,9 @@ def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]
                 continue
             try:
                 t = json.loads(line)
-                rows, seconds = found.setdefault(str(t["estimator"]), ([], []))
-                rows.append(dict(t["features"]))
+                name = str(t["estimator"])
+                rows, seconds = found.setdefault(name, ([], []))
+                rows.append({**LATER_FEATURES.get(name, {}), **t["features"]})
                 seconds.append(float(t["seconds"]))
             except (ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}:{n}: not a trace ({err})") from None

@@ -26,8 +26,9 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
   worker for a value at once (requests to one peer are pipelined, see
   :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it. A ``put`` command
   there brings an input from the client the same way.
-- ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat)``: a link probe's
-  payload, and pulls of it from another worker timed here (``tvm-hetero cluster probe``).
+- ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat, drain, idle_s)``:
+  a link probe's payload, and pulls of it from another worker timed here (``tvm-hetero cluster
+  probe``; the sync traces of :mod:`tvm_hetero.profiling.traces`).
 """
 
 from __future__ import annotations
@@ -118,9 +119,13 @@ class _Session:
         self.hold(name, tvm.runtime.tensor(np.ones(nbytes, "uint8")))
         return self.data_port()
 
-    def probe(self, host: str, port: int, src: str, repeat: int) -> str:
-        """Pull ``src`` from the worker at ``host:port`` ``repeat`` times after one warm-up;
-        the seconds of each pull as JSON (timed here, so the client's link does not count)."""
+    def probe(
+        self, host: str, port: int, src: str, repeat: int, drain: int = 0, idle_s: float = 0.0
+    ) -> str:
+        """Pull ``src`` from the worker at ``host:port`` once untimed, ``drain`` more times
+        untimed back to back (a busy link), then ``repeat`` times, each after the link sat idle
+        ``idle_s``; the seconds of each timed pull as JSON (timed here, so the client's link
+        does not count)."""
         import numpy as np
 
         self.data_port()
@@ -133,10 +138,13 @@ class _Session:
             return out
 
         seconds = []
-        for i in range(repeat + 1):
+        for i in range(1 + drain + repeat):
+            timed = i > drain
+            if timed and idle_s > 0:
+                time.sleep(idle_s)
             start = time.perf_counter()
             self.fetcher.fetch(host, port, src, reuse)
-            if i:
+            if timed:
                 seconds.append(time.perf_counter() - start)
         return json.dumps(seconds)
 

@@ -60,6 +60,7 @@ from tvm_hetero.ir.units import main_bindings
 from tvm_hetero.plan import flexpie
 from tvm_hetero.plan.flexpie import MAX_RUN, SpatialPartition, SpatialProblem
 from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.profiling.traces import IDLE_MS
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.strategies.edgepipe import pipeline_layers
 
@@ -231,12 +232,15 @@ def compute_row(call: relax.Call, out: Box, device: dict[str, float]) -> dict[st
 
 
 def sync_row(
-    nbytes: int, src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None, count: int
-) -> dict[str, float]:
-    """The sync estimator's features of moving ``nbytes`` from ``src`` to ``dst``."""
+    nbytes: int, src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None, count: int,
+    idle_s: float = 0.0,
+) -> dict[str, float]:  # fmt: skip
+    """The sync estimator's features of moving ``nbytes`` from ``src`` to ``dst`` over links
+    that sat idle ``idle_s`` before (at most the longest traced, :data:`~tvm_hetero.profiling.
+    traces.IDLE_MS`; 0 within a process, where no link refills)."""
     if src.colocated(dst) or cluster is None:
         return {"bytes": nbytes, "bandwidth_mbps": LOCAL_MBPS, "latency_ms": 0.0, "hops": 0,
-                "topology": TOPOLOGIES["local"], "devices": count}  # fmt: skip
+                "topology": TOPOLOGIES["local"], "devices": count, "idle_ms": 0.0}  # fmt: skip
     path = cluster.route(src.name, dst.name)
     if path is None:
         raise ValueError(f"no link joins {src.name} and {dst.name}; give a cluster that joins them")
@@ -244,7 +248,8 @@ def sync_row(
     shape = topology(names, [(ln.a, ln.b) for ln in cluster.links])
     return {"bytes": nbytes, "bandwidth_mbps": min(ln.bandwidth_mbps for ln in path),
             "latency_ms": sum(ln.latency_ms for ln in path), "hops": len(path),
-            "topology": TOPOLOGIES[shape], "devices": count}  # fmt: skip
+            "topology": TOPOLOGIES[shape], "devices": count,
+            "idle_ms": min(idle_s * 1e3, IDLE_MS[-1])}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -285,17 +290,66 @@ def problem_of(
     handoff_s: float = 0.0, segment_s: float = 0.0,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
-    plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary
-    (:func:`boundary_seconds`: the busiest receiver, sender or link). ``whole_s`` is the
+    plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary and segment
+    before (:func:`boundary_seconds`: the busiest receiver, sender or link, each piece priced
+    with the links idle through the segment before: :func:`priced`; the model's input after
+    links idle as long as traced). ``whole_s`` is the
     measured time of each operator the compute estimator does not know (by its call), on the
     home device; ``handoff_s`` what the runtime spends on each piece that passes between two
     devices besides moving its bytes (a copy step and a unit's dispatch:
     ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device costs
     the runtime besides its tiles and pieces (:func:`segment_seconds`)."""
     n, k = len(geometry), len(SCHEMES)
-    compute, sync, rearrange = (_Pricer(e) for e in (estimators.compute, estimators.sync,
-                                                     estimators.rearrange))  # fmt: skip
+    compute_arr = _compute_seconds(geometry, devices, estimators.compute, whole_s, max_run,
+                                   segment_s)  # fmt: skip
+    sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
     features = [device_features(d) for d in devices]  # a target each: once, not per tile
+    boundaries: dict[tuple[int, int, int, int], list] = {}
+    held_schemes = [*SCHEMES, None]
+    for a, d, q in zip(*np.nonzero(np.isfinite(compute_arr)), strict=True):
+        a, d, q = int(a), int(d) + 1, int(q)
+        for p, held in enumerate(held_schemes):
+            if (a == 0) != (held is None):
+                continue
+            try:
+                boundaries[a, p, q, d] = transfers_into(
+                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, cluster,
+                    features, rearrange,
+                )  # fmt: skip
+            except ValueError:  # the layer before cannot be held in scheme p
+                continue
+    out = geometry.outputs[-1]
+    final = Tile(0, (), {out: full_box(shape_of(out) or [])})
+    for p, held in enumerate(SCHEMES):
+        try:
+            boundaries[n, p, k, 0] = transfers_into(
+                geometry, (final,), n, held, devices, cluster, features, rearrange
+            )
+        except ValueError:
+            continue
+    move_terms = {}
+    for (a, p, q, d), boundary in boundaries.items():
+        if a == 0:
+            move_terms[a, p, 0, q, d] = priced(boundary, devices, cluster, sync, np.inf)
+        for e in range(1, min(max_run, a) + 1):  # the segment before: e layers in scheme p
+            if np.isfinite(idle := compute_arr[a - e, e - 1, p]):
+                move_terms[a, p, e, q, d] = priced(boundary, devices, cluster, sync, idle)
+    sync_s, rearrange_s = sync.answers(), rearrange.answers()
+    move_arr = np.full((n + 1, k + 1, max_run + 1, k + 1, max_run + 1), np.inf)
+    for key, per_receiver in move_terms.items():
+        move_arr[key] = boundary_seconds(per_receiver, sync_s, rearrange_s, handoff_s)
+    return SpatialProblem(SCHEMES, compute_arr, move_arr)
+
+
+def _compute_seconds(
+    geometry: TileGeometry, devices: Sequence[DeviceSpec], estimator: Estimator,
+    whole_s: dict[relax.Call, float], max_run: int, segment_s: float,
+) -> np.ndarray:  # fmt: skip
+    """``compute_s`` of :class:`SpatialProblem`: each segment's slowest device (``inf`` where
+    its scheme cannot cut a layer or the estimator knows an operator of a cut one)."""
+    n, k = len(geometry), len(SCHEMES)
+    compute = _Pricer(estimator)
+    features = [device_features(d) for d in devices]
     segment_terms: dict[tuple[int, int, int], list] = {}
     for a in range(n):
         for d in range(1, min(max_run, n - a) + 1):
@@ -318,39 +372,14 @@ def problem_of(
                     break
                 else:
                     segment_terms[a, d, q] = terms
-    move_terms: dict[tuple[int, int, int, int], list] = {}
-    held_schemes = [*SCHEMES, None]
-    for (a, d, q), _ in segment_terms.items():
-        for p, held in enumerate(held_schemes):
-            if a == 0 and held is not None:
-                continue
-            try:
-                move_terms[a, p, q, d] = _move_terms(
-                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, features,
-                    cluster, sync, rearrange,
-                )  # fmt: skip
-            except ValueError:  # the layer before cannot be held in scheme p
-                continue
-    out = geometry.outputs[-1]
-    final = Tile(0, (), {out: full_box(shape_of(out) or [])})
-    for p, held in enumerate(held_schemes):
-        try:
-            move_terms[n, p, k, 0] = _move_terms(
-                geometry, (final,), n, held, devices, features, cluster, sync, rearrange
-            )
-        except ValueError:
-            continue
-    compute_s, sync_s, rearrange_s = compute.answers(), sync.answers(), rearrange.answers()
+    compute_s = compute.answers()
     compute_arr = np.full((n, max_run, k), np.inf)
     for (a, d, q), terms in segment_terms.items():
         per_device = np.zeros(len(devices))
         for dev, idx, fixed in terms:
             per_device[dev] += fixed if idx is None else compute_s[idx]
         compute_arr[a, d - 1, q] = per_device.max() + (segment_s if SCHEMES[q] != "Home" else 0)
-    move_arr = np.full((n + 1, k + 1, k + 1, max_run + 1), np.inf)
-    for key, per_receiver in move_terms.items():
-        move_arr[key] = boundary_seconds(per_receiver, sync_s, rearrange_s, handoff_s)
-    return SpatialProblem(SCHEMES, compute_arr, move_arr)
+    return compute_arr
 
 
 def boundary_seconds(
@@ -398,16 +427,27 @@ def _route(
     return tuple(hops)
 
 
-def _move_terms(
-    geometry: TileGeometry, tiles, a: int, held: str | None, devices, features, cluster, sync,
+@dataclass(frozen=True)
+class Transfer:
+    """Bytes device ``dst`` receives from device ``src`` at a boundary, and the directed links
+    they cross: a :class:`Piece` before it is priced."""
+
+    src: int
+    dst: int
+    nbytes: int
+    route: tuple[tuple[str, str], ...] = ()
+
+
+def transfers_into(
+    geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, features,
     rearrange,
-) -> list[tuple[list[Piece], list[int]]]:  # fmt: skip
-    """Per receiving tile: each :class:`Piece` it receives from another device and the
+) -> list[tuple[list[Transfer], list[int]]]:  # fmt: skip
+    """Per receiving tile: each :class:`Transfer` it receives from another device and the
     rearrange rows of joining them (``features``: :func:`device_features` of each device)."""
     entering = geometry.outputs[a - 1] if a > 0 else None
     result = []
     for tile in tiles:
-        syncs, joins = [], []
+        moves, joins = [], []
         for var, box in tile.reads.items():
             cells = geometry.held(var, held if var.same_as(entering) else None)
             pieces, total, runs = 0, 0, 0
@@ -419,15 +459,34 @@ def _move_terms(
                 pieces, total = pieces + 1, total + nbytes
                 runs += contiguous_runs(common, box)
                 if src != tile.device:
-                    sender, receiver = devices[src], devices[tile.device]
-                    row = sync_row(nbytes, sender, receiver, cluster, len(devices))
-                    syncs.append(Piece(src, sync.ask(row), _route(sender, receiver, cluster)))
+                    route = _route(devices[src], devices[tile.device], cluster)
+                    moves.append(Transfer(src, tile.device, nbytes, route))
             if pieces > 1:
                 row = {"bytes": total, "pieces": pieces, "runs": runs,
                        **features[tile.device]}  # fmt: skip
                 joins.append(rearrange.ask(row))
-        result.append((syncs, joins))
+        result.append((moves, joins))
     return result
+
+
+def priced(
+    boundary: Sequence[tuple[list[Transfer], list[int]]], devices: Sequence[DeviceSpec],
+    cluster: ClusterSpec | None, sync: _Pricer, idle_s: float,
+) -> list[tuple[list[Piece], list[int]]]:  # fmt: skip
+    """A boundary's transfers as pieces with sync rows: the first piece over each directed link
+    after the links sat idle ``idle_s`` (a shaper's refilled bucket), any later one over a
+    link that piece left busy."""
+    busy: set[tuple[str, str]] = set()
+    out = []
+    for moves, joins in boundary:
+        pieces = []
+        for t in moves:
+            idle = 0.0 if busy.intersection(t.route) else idle_s
+            busy.update(t.route)
+            row = sync_row(t.nbytes, devices[t.src], devices[t.dst], cluster, len(devices), idle)
+            pieces.append(Piece(t.src, sync.ask(row), t.route))
+        out.append((pieces, joins))
+    return out
 
 
 def to_plan(
