@@ -21,7 +21,7 @@ EARLIER_CPU = "AMD EPYC (Zen 3, znver3)"
 BUSY_LINKS = "495c767"
 """The first commit whose runs were planned with transfers traced on busy links and measured
 against the paper's baselines (a fixed or fused scheme cuts every layer it can)."""
-IDLE_LINKS = "IDLE_COMMIT"
+IDLE_LINKS = "52b870f"
 """The first commit whose runs priced each piece with the links' idle time before it (the
 compute of the segment before: a shaped link's refilled burst)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
