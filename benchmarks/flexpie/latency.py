@@ -238,6 +238,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
             out.append({
                 "case": case, "model": name, "layers": len(result.geometry),
                 "search_s": result.search_s, "plan_s": plan_s,
+                "handoff_s": result.handoff_s, "segment_s": result.segment_s,
                 "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
                 "predicted_s": predicted, "measured_s": measured, "score": score,
                 "estimators": "retrained with this cluster's traces" if args.retrain else

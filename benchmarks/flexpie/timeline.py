@@ -6,8 +6,9 @@
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
 or a baseline: ``fixed-InH``, ``fused-Grid``, ``single``...) and runs it ``--runs`` times;
-prints the median latency and, from the executor's timeline of the last run, each device's
-units and copies: their span and how long its units waited there for pieces still arriving.
+prints what the plan was priced (compute, moves and the runtime's measured overheads), its
+median latency and, from the executor's timeline of the last run, each device's units and
+copies: their span and how long its units waited there for pieces still arriving.
 """
 
 from __future__ import annotations
@@ -83,6 +84,12 @@ def main() -> None:
                 used = api.in_plan_order(devices, plan)
                 built = built_once(model, args.model, used, plan, args.builds)
                 print(f"{label}: schemes {' '.join(plan.schemes)}")
+                priced = result.partition if label == "flexpie" else result.baselines[label]
+                compute = sum(s.compute_s for s in priced.segments)
+                print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
+                      f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
+                      f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
+                      f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
                 with Executor(built, timeout_s=300) as ex:
                     report(label, ex, args.runs, model.random_inputs())
         finally:
