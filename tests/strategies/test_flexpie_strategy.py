@@ -259,30 +259,48 @@ def test_transfers_between_remote_workers_are_traced_both_ways(start_workers, mo
     assert all(t["features"]["hops"] == 1 and 0 < t["seconds"] < 0.03 for t in traces)
 
 
-def test_the_first_piece_over_a_link_finds_it_idle_the_next_finds_it_busy():
-    """A boundary's pieces priced after links idle 3 ms: one sync row per piece, with the idle
-    time only for the first piece that crosses each directed link."""
+def test_pieces_over_one_link_share_its_refilled_burst():
+    """A boundary priced after links idle 3 ms: a piece whose links already carried bytes of
+    the boundary costs what it adds to them (with a 250-byte burst, 300 bytes then 400 more
+    over ``a -> b`` cost the time of 700 at once, not 300's and 400's each with the burst)."""
     a, b, c = (dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
                for k, n in enumerate("abc"))  # fmt: skip
     ring = ClusterSpec.uniform([a, b, c], "ring", 50.0)
+    rows: dict = {}
 
-    rows = []
-
-    class Pricer:
+    class Pricer:  # dedups rows as _Pricer does
         def ask(self, row):
-            rows.append(row)
-            return len(rows) - 1
+            return rows.setdefault((row["bytes"], row["idle_ms"]), len(rows))
 
     t = strategy.Transfer
     boundary = [
-        ([t(1, 0, 100, (("b", "a"),)), t(2, 0, 200, (("c", "a"),))], [5]),
+        ([t(1, 0, 100, (("b", "a"),)), t(2, 0, 200, (("c", "a"),))], [0]),
         ([t(0, 1, 300, (("a", "b"),)), t(2, 1, 400, (("c", "a"), ("a", "b")))], []),
     ]
     pieces = strategy.priced(boundary, [a, b, c], ring, Pricer(), 3e-3)
-    assert [[p.sync for p in got] for got, _ in pieces] == [[0, 1], [2, 3]]
-    assert [joins for _, joins in pieces] == [[5], []]
-    assert [r["idle_ms"] for r in rows] == [3.0, 3.0, 3.0, 0.0]  # c->a and a->b in use
-    assert [r["bytes"] for r in rows] == [100, 200, 300, 400]
+    assert list(rows) == [(100, 3.0), (200, 3.0), (300, 3.0), (700, 3.0)]
+    assert [[(p.sync, p.before) for p in got] for got, _ in pieces] == [
+        [(0, -1), (1, -1)], [(2, -1), (3, 2)]  # after a -> b's 300 bytes (c -> a's 200 fewer)
+    ]  # fmt: skip
+    sync_s = np.array([max(0.0, n - 250) / 100 for n, _ in rows])  # a burst of 250 bytes
+    assert [p.seconds(sync_s) for p in pieces[1][0]] == [0.5, 4.0]
+    # the link a -> b carries 700 bytes at once: 4.5, more than any receiver's join
+    assert strategy.boundary_seconds(pieces, sync_s, np.array([1.0]), 0.0) == 4.5
+
+
+def test_links_idle_through_segments_that_moved_nothing():
+    """The idle time before a boundary: the segment before and, back through boundaries that
+    moved nothing (a 1x1 convolution's rows), the layers before it."""
+    inf = np.inf
+    compute = np.array([[[1.0], [3.5]], [[2.0], [inf]], [[4.0], [inf]]])  # (3 layers, 2, 1)
+    quiet, busy = [([], [])], [([strategy.Transfer(1, 0, 8)], [])]
+    boundaries = {(1, 0, 0, 1): quiet, (2, 0, 0, 1): busy, (2, 0, 0, 2): busy}
+    idle = strategy.idle_seconds(compute, boundaries)
+    assert idle[1, 0, 1] == 1.0
+    assert idle[2, 0, 1] == 2.0 + 1.0  # layer 1, entered silently after layer 0
+    assert idle[2, 0, 2] == 3.5  # layers 0-1 fused, entered from the input
+    assert idle[3, 0, 1] == 4.0  # layer 2, entered with bytes
+    assert idle[3, 0, 2] == inf  # layers 1-2 cannot be one segment
 
 
 def test_topology_of_a_cluster_from_its_links():

@@ -292,8 +292,9 @@ def problem_of(
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
     plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary and segment
     before (:func:`boundary_seconds`: the busiest receiver, sender or link, each piece priced
-    with the links idle through the segment before: :func:`priced`; the model's input after
-    links idle as long as traced). ``whole_s`` is the
+    with the links idle since the last boundary that moved bytes, :func:`idle_seconds`, and
+    sharing a link's burst with the boundary's other pieces over it, :func:`priced`; the
+    model's input after links idle as long as traced). ``whole_s`` is the
     measured time of each operator the compute estimator does not know (by its call), on the
     home device; ``handoff_s`` what the runtime spends on each piece that passes between two
     devices besides moving its bytes (a copy step and a unit's dispatch:
@@ -327,18 +328,47 @@ def problem_of(
             )
         except ValueError:
             continue
+    idle = idle_seconds(compute_arr, boundaries)
     move_terms = {}
     for (a, p, q, d), boundary in boundaries.items():
         if a == 0:
             move_terms[a, p, 0, q, d] = priced(boundary, devices, cluster, sync, np.inf)
         for e in range(1, min(max_run, a) + 1):  # the segment before: e layers in scheme p
-            if np.isfinite(idle := compute_arr[a - e, e - 1, p]):
-                move_terms[a, p, e, q, d] = priced(boundary, devices, cluster, sync, idle)
+            if np.isfinite(idle[a, p, e]):
+                move_terms[a, p, e, q, d] = priced(boundary, devices, cluster, sync, idle[a, p, e])
     sync_s, rearrange_s = sync.answers(), rearrange.answers()
     move_arr = np.full((n + 1, k + 1, max_run + 1, k + 1, max_run + 1), np.inf)
     for key, per_receiver in move_terms.items():
         move_arr[key] = boundary_seconds(per_receiver, sync_s, rearrange_s, handoff_s)
     return SpatialProblem(SCHEMES, compute_arr, move_arr)
+
+
+def idle_seconds(compute_s: np.ndarray, boundaries: dict) -> np.ndarray:
+    """``idle[a, p, e]``: how long the links sat idle before the boundary into layer ``a``,
+    after a segment of ``e`` layers in scheme ``p``: that segment's compute and, when the
+    boundary into it moved nothing (a 1x1 convolution's rows need no halo), the compute
+    before that back to the last boundary that moved bytes, the layers there taken as
+    segments of one layer in ``p`` (a lower bound: they may have been fused). ``inf`` where
+    that segment cannot be; ``boundaries[a, p, q, d]``: :func:`transfers_into` of a move."""
+    n, runs, k = compute_s.shape
+
+    def silent(a: int, p: int, d: int) -> bool:
+        found = boundaries.get((a, p, p, d))
+        return a > 0 and found is not None and not any(moves for moves, _ in found)
+
+    quiet = np.zeros((n + 1, k))  # before layer a, the layers before it one-layer segments
+    for a in range(1, n + 1):
+        for p in range(k):
+            if np.isfinite(compute_s[a - 1, 0, p]):
+                quiet[a, p] = compute_s[a - 1, 0, p] + (quiet[a - 1, p] if silent(a - 1, p, 1)
+                                                        else 0.0)  # fmt: skip
+    idle = np.full((n + 1, k, runs + 1), np.inf)
+    for a in range(1, n + 1):
+        for e in range(1, min(runs, a) + 1):
+            for p in range(k):
+                before = quiet[a - e, p] if silent(a - e, p, e) else 0.0
+                idle[a, p, e] = compute_s[a - e, e - 1, p] + before
+    return idle
 
 
 def _compute_seconds(
@@ -395,22 +425,32 @@ def boundary_seconds(
     away shares the link between with that link's own pieces)."""
     worst, load = 0.0, {}
     for syncs, joins in per_receiver:
-        moved = sum(sync_s[p.sync] for p in syncs) + len(syncs) * handoff_s
+        moved = sum(p.seconds(sync_s) for p in syncs) + len(syncs) * handoff_s
         worst = max(worst, moved + sum(rearrange_s[i] for i in joins))
         for p in syncs:
             for key in (("sender", p.src), *p.route):
-                load[key] = load.get(key, 0.0) + sync_s[p.sync]
+                load[key] = load.get(key, 0.0) + p.seconds(sync_s)
     return max(worst, *load.values()) if load else worst
 
 
 @dataclass(frozen=True)
 class Piece:
-    """A piece a device receives from another: its sender, its sync estimator row and the
-    directed links it crosses (``(from, to)`` device names; none between colocated devices)."""
+    """A piece a device receives from another: its sender, its sync estimator row, the
+    directed links it crosses (``(from, to)`` device names; none between colocated devices)
+    and, when its links carried other pieces of the boundary before it, the row of those
+    bytes (``-1``: none): the piece then costs what it adds to theirs (a shaped link's
+    refilled burst is shared by everything it carries)."""
 
     src: int
     sync: int
     route: tuple[tuple[str, str], ...] = ()
+    before: int = -1
+
+    def seconds(self, sync_s: np.ndarray) -> float:
+        """Its time, from the sync estimator's answers."""
+        if self.before < 0:
+            return float(sync_s[self.sync])
+        return max(0.0, float(sync_s[self.sync] - sync_s[self.before]))
 
 
 def _route(
@@ -473,18 +513,22 @@ def priced(
     boundary: Sequence[tuple[list[Transfer], list[int]]], devices: Sequence[DeviceSpec],
     cluster: ClusterSpec | None, sync: _Pricer, idle_s: float,
 ) -> list[tuple[list[Piece], list[int]]]:  # fmt: skip
-    """A boundary's transfers as pieces with sync rows: the first piece over each directed link
-    after the links sat idle ``idle_s`` (a shaper's refilled bucket), any later one over a
-    link that piece left busy."""
-    busy: set[tuple[str, str]] = set()
+    """A boundary's transfers as pieces with sync rows, after the links sat idle ``idle_s``
+    (a shaper's bucket refilled): a piece whose links already carried ``b`` bytes of the
+    boundary costs the time of ``b`` plus its bytes less that of ``b`` (:class:`Piece`), so
+    that the pieces over one link share its burst and together cost their sum moved at once."""
+    carried: dict[tuple[str, str], int] = {}
     out = []
     for moves, joins in boundary:
         pieces = []
         for t in moves:
-            idle = 0.0 if busy.intersection(t.route) else idle_s
-            busy.update(t.route)
-            row = sync_row(t.nbytes, devices[t.src], devices[t.dst], cluster, len(devices), idle)
-            pieces.append(Piece(t.src, sync.ask(row), t.route))
+            before = max((carried.get(link, 0) for link in t.route), default=0)
+            for link in t.route:
+                carried[link] = carried.get(link, 0) + t.nbytes
+            src, dst, count = devices[t.src], devices[t.dst], len(devices)
+            row = sync.ask(sync_row(before + t.nbytes, src, dst, cluster, count, idle_s))
+            first = sync.ask(sync_row(before, src, dst, cluster, count, idle_s)) if before else -1
+            pieces.append(Piece(t.src, row, t.route, first))
         out.append((pieces, joins))
     return out
 
