@@ -18,12 +18,17 @@ from pathlib import Path
 
 EARLIER_CPU = "AMD EPYC (Zen 3, znver3)"
 """The host CPU of runs that predate the ``cpu`` field (every run before 2026-11-25 evening)."""
-BUSY_LINKS = "495c767"
-"""The first commit whose runs were planned with transfers traced on busy links and measured
-against the paper's baselines (a fixed or fused scheme cuts every layer it can)."""
-IDLE_LINKS = "52b870f"
-"""The first commit whose runs priced each piece with the links' idle time before it (the
-compute of the segment before: a shaped link's refilled burst)."""
+ERAS = (
+    ("495c767", "§", "planned with transfers traced on idle links (a shaped link lets 4 ms of its "
+     "traffic through at once when idle) against baselines that could leave any layer home"),
+    ("52b870f", "¶", "planned with every transfer priced on a busy link, whatever the compute "
+     "before it"),
+    ("143346e", "‖", "planned with the links idle through the segment before only, and each "
+     "later piece over a link priced on a busy link"),
+)  # fmt: skip
+"""Commits that changed what FlexPie's plans are priced with, oldest first: its mark for the
+runs measured before it, and what they were planned with (the runs since the last are
+unmarked)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -47,13 +52,17 @@ def row(run: dict) -> str:
     score = run["score"]["flexpie"]
     mark = "**" if score >= 0.995 else ""
     older = (" †" if "estimators" not in run else " *" if "cfs_period_ms" not in run
-             else " ‡" if "commit" not in run else " §" if not since(BUSY_LINKS, run)
-             else "" if since(IDLE_LINKS, run) else " ¶")  # fmt: skip
+             else " ‡" if "commit" not in run else era_mark(run))  # fmt: skip
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark} | "
             f"{'FlexPie' if winner == 'flexpie' or score >= 0.995 else winner} | "
             f"{m['single'] / m['flexpie']:.2f}x | {run['search_s'] * 1e3:.1f} |")  # fmt: skip
+
+
+def era_mark(run: dict) -> str:
+    """The mark of the first of :data:`ERAS` that ``run`` predates (`""`: none)."""
+    return next((f" {mark}" for first, mark, _ in ERAS if not since(first, run)), "")
 
 
 def since(first: str, run: dict) -> bool:
@@ -102,19 +111,11 @@ def print_table(runs: list[dict]) -> None:
             "\n‡, * and †: measured before a boundary's pieces were sent ahead of the tiles "
             "(commit 544dd88): home computed its own tile, then served the others."
         )
-    if any("commit" in r and not since(BUSY_LINKS, r) for r in runs):
-        print(
-            "\n§ planned with transfers traced on idle links (a shaped link lets 4 ms of its "
-            "traffic through at once when idle) against baselines that could leave any layer home "
-            f"(before commit {BUSY_LINKS})."
-        )
-    if any(since(BUSY_LINKS, r) and not since(IDLE_LINKS, r) for r in runs):
-        print(
-            "\n¶ planned with every transfer priced on a busy link, whatever the compute before "
-            f"it (before commit {IDLE_LINKS})."
-        )
+    for first, mark, said in ERAS:
+        if any("commit" in r and era_mark(r) == f" {mark}" for r in runs):
+            print(f"\n{mark} {said} (before commit {first}).")
     print(f"\n{summary(runs)}")
-    for first in (BUSY_LINKS, IDLE_LINKS):
+    for first, _, _ in ERAS:
         newest = [r for r in runs if since(first, r)]
         if newest and len(newest) < len(runs):
             print(f"\nOf them since commit {first}: {summary(newest)}")
