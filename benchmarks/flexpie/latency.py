@@ -52,7 +52,13 @@ from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.profiling.fingerprint import cpu_model
-from tvm_hetero.profiling.traces import IDLE_MS, collect, read_traces, sync_traces
+from tvm_hetero.profiling.traces import (
+    IDLE_MS,
+    append_traces,
+    collect,
+    read_traces,
+    sync_traces,
+)
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.deployment import load as load_deployment
 from tvm_hetero.runtime.executor import Executor
@@ -198,10 +204,10 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
     try:
         devices = list(cluster.devices)
         if args.collect_idle:
-            traces = sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
-            with open(args.traces, "a") as f:
-                f.writelines(json.dumps(t) + "\n" for t in traces)
-            print(f"  transfers after idle gaps: {len(traces)}", flush=True)
+            count = append_traces(
+                args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
+            )
+            print(f"  transfers after idle gaps: {count}", flush=True)
         if args.collect:
             zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
             counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)

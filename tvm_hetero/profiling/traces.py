@@ -105,9 +105,10 @@ def join_runs(shape: Sequence[int], pieces: int, axis: int) -> int:
     )
 
 
-def _write(out: Path, traces: Iterable[dict]) -> int:
+def append_traces(out: str | Path, traces: Iterable[dict]) -> int:
+    """Append ``traces`` to the JSON-lines file ``out``; how many."""
     count = 0
-    with out.open("a") as f:
+    with Path(out).open("a") as f:
         for t in traces:
             f.write(json.dumps(t) + "\n")
             count += 1
@@ -172,10 +173,10 @@ def collect(
                 if progress:
                     progress(f"joins on {device.name}", done, total)
             for kind in counts:
-                counts[kind] += _write(out, (r for r in rows if r["estimator"] == kind))
+                counts[kind] += append_traces(out, (r for r in rows if r["estimator"] == kind))
     finally:
         runners.clear()
-    counts["sync"] += _write(out, sync_traces(devices, cluster, db, options, progress))
+    counts["sync"] += append_traces(out, sync_traces(devices, cluster, db, options, progress))
     return counts
 
 

@@ -301,10 +301,10 @@ def problem_of(
     ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device costs
     the runtime besides its tiles and pieces (:func:`segment_seconds`)."""
     n, k = len(geometry), len(SCHEMES)
-    compute_arr = _compute_seconds(geometry, devices, estimators.compute, whole_s, max_run,
+    features = [device_features(d) for d in devices]  # a target each: once, not per tile
+    compute_arr = _compute_seconds(geometry, features, estimators.compute, whole_s, max_run,
                                    segment_s)  # fmt: skip
     sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
-    features = [device_features(d) for d in devices]  # a target each: once, not per tile
     boundaries: dict[tuple[int, int, int, int], list] = {}
     held_schemes = [*SCHEMES, None]
     for a, d, q in zip(*np.nonzero(np.isfinite(compute_arr)), strict=True):
@@ -372,14 +372,14 @@ def idle_seconds(compute_s: np.ndarray, boundaries: dict) -> np.ndarray:
 
 
 def _compute_seconds(
-    geometry: TileGeometry, devices: Sequence[DeviceSpec], estimator: Estimator,
+    geometry: TileGeometry, features: Sequence[dict[str, float]], estimator: Estimator,
     whole_s: dict[relax.Call, float], max_run: int, segment_s: float,
 ) -> np.ndarray:  # fmt: skip
     """``compute_s`` of :class:`SpatialProblem`: each segment's slowest device (``inf`` where
-    its scheme cannot cut a layer or the estimator knows an operator of a cut one)."""
+    its scheme cannot cut a layer or the estimator knows an operator of a cut one);
+    ``features``: :func:`device_features` of each device."""
     n, k = len(geometry), len(SCHEMES)
     compute = _Pricer(estimator)
-    features = [device_features(d) for d in devices]
     segment_terms: dict[tuple[int, int, int], list] = {}
     for a in range(n):
         for d in range(1, min(max_run, n - a) + 1):
@@ -405,7 +405,7 @@ def _compute_seconds(
     compute_s = compute.answers()
     compute_arr = np.full((n, max_run, k), np.inf)
     for (a, d, q), terms in segment_terms.items():
-        per_device = np.zeros(len(devices))
+        per_device = np.zeros(len(features))
         for dev, idx, fixed in terms:
             per_device[dev] += fixed if idx is None else compute_s[idx]
         compute_arr[a, d - 1, q] = per_device.max() + (segment_s if SCHEMES[q] != "Home" else 0)
