@@ -277,7 +277,7 @@ def test_pieces_over_one_link_share_its_refilled_burst():
         ([t(1, 0, 100, (("b", "a"),)), t(2, 0, 200, (("c", "a"),))], [0]),
         ([t(0, 1, 300, (("a", "b"),)), t(2, 1, 400, (("c", "a"), ("a", "b")))], []),
     ]
-    pieces = strategy.priced(boundary, [a, b, c], ring, Pricer(), 3e-3)
+    pieces = strategy.priced(boundary, strategy.Paths([a, b, c], ring), Pricer(), 3e-3)
     assert list(rows) == [(100, 3.0), (200, 3.0), (300, 3.0), (700, 3.0)]
     assert [[(p.sync, p.before) for p in got] for got, _ in pieces] == [
         [(0, -1), (1, -1)], [(2, -1), (3, 2)]  # after a -> b's 300 bytes (c -> a's 200 fewer)
@@ -357,6 +357,7 @@ def test_pieces_are_routed_along_the_clusters_links():
     edges = [dataclasses.replace(resolve_device("cpu"), name=n, host=f"127.0.0.1:{9000 + k}")
              for k, n in enumerate("abcd")]  # fmt: skip
     ring = ClusterSpec.uniform(edges, "ring", 100.0)
-    assert strategy._route(edges[0], edges[2], ring) == (("a", "b"), ("b", "c"))
-    assert strategy._route(edges[3], edges[0], ring) == (("d", "a"),)
-    assert strategy._route(edges[0], edges[1], None) == ()
+    paths = strategy.Paths(edges, ring)
+    assert paths.route(0, 2) == (("a", "b"), ("b", "c"))
+    assert paths.route(3, 0) == (("d", "a"),)
+    assert strategy.Paths(edges, None).route(0, 1) == ()

@@ -238,18 +238,53 @@ def sync_row(
     """The sync estimator's features of moving ``nbytes`` from ``src`` to ``dst`` over links
     that sat idle ``idle_s`` before (at most the longest traced, :data:`~tvm_hetero.profiling.
     traces.IDLE_MS`; 0 within a process, where no link refills)."""
+    return _with_payload(path_features(src, dst, cluster, count), nbytes, idle_s)
+
+
+def path_features(
+    src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec | None, count: int
+) -> dict[str, float]:
+    """The features of :func:`sync_row` that the path from ``src`` to ``dst`` fixes (all but
+    the bytes and the idle time)."""
     if src.colocated(dst) or cluster is None:
-        return {"bytes": nbytes, "bandwidth_mbps": LOCAL_MBPS, "latency_ms": 0.0, "hops": 0,
-                "topology": TOPOLOGIES["local"], "devices": count, "idle_ms": 0.0}  # fmt: skip
+        return {"bandwidth_mbps": LOCAL_MBPS, "latency_ms": 0.0, "hops": 0,
+                "topology": TOPOLOGIES["local"], "devices": count}  # fmt: skip
     path = cluster.route(src.name, dst.name)
     if path is None:
         raise ValueError(f"no link joins {src.name} and {dst.name}; give a cluster that joins them")
     names = [d.name for d in cluster.devices]
     shape = topology(names, [(ln.a, ln.b) for ln in cluster.links])
-    return {"bytes": nbytes, "bandwidth_mbps": min(ln.bandwidth_mbps for ln in path),
+    return {"bandwidth_mbps": min(ln.bandwidth_mbps for ln in path),
             "latency_ms": sum(ln.latency_ms for ln in path), "hops": len(path),
-            "topology": TOPOLOGIES[shape], "devices": count,
-            "idle_ms": min(idle_s * 1e3, IDLE_MS[-1])}  # fmt: skip
+            "topology": TOPOLOGIES[shape], "devices": count}  # fmt: skip
+
+
+def _with_payload(path: dict[str, float], nbytes: int, idle_s: float) -> dict[str, float]:
+    idle_ms = min(idle_s * 1e3, IDLE_MS[-1]) if path["hops"] else 0.0
+    return {"bytes": nbytes, **path, "idle_ms": idle_ms}
+
+
+class Paths:
+    """The routes and :func:`path_features` between the devices of a cluster, each pair's
+    found once (a boundary is priced once per segment before it: routing each piece again
+    was most of a plan's search)."""
+
+    def __init__(self, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> None:
+        self.devices, self.cluster, self.found, self.routes = devices, cluster, {}, {}
+
+    def route(self, src: int, dst: int) -> tuple[tuple[str, str], ...]:
+        """The directed links from device index ``src`` to ``dst`` (:func:`_route`)."""
+        if (src, dst) not in self.routes:
+            self.routes[src, dst] = _route(self.devices[src], self.devices[dst], self.cluster)
+        return self.routes[src, dst]
+
+    def sync_row(self, nbytes: int, src: int, dst: int, idle_s: float) -> dict[str, float]:
+        """:func:`sync_row` of ``nbytes`` from device index ``src`` to ``dst``."""
+        if (src, dst) not in self.found:
+            self.found[src, dst] = path_features(
+                self.devices[src], self.devices[dst], self.cluster, len(self.devices)
+            )
+        return _with_payload(self.found[src, dst], nbytes, idle_s)
 
 
 @dataclass(frozen=True)
@@ -306,6 +341,7 @@ def problem_of(
                                    segment_s)  # fmt: skip
     sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
     boundaries: dict[tuple[int, int, int, int], list] = {}
+    paths = Paths(devices, cluster)
     held_schemes = [*SCHEMES, None]
     for a, d, q in zip(*np.nonzero(np.isfinite(compute_arr)), strict=True):
         a, d, q = int(a), int(d) + 1, int(q)
@@ -314,8 +350,8 @@ def problem_of(
                 continue
             try:
                 boundaries[a, p, q, d] = transfers_into(
-                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, devices, cluster,
-                    features, rearrange,
+                    geometry, geometry.tiles(a, d, SCHEMES[q]), a, held, paths, features,
+                    rearrange,
                 )  # fmt: skip
             except ValueError:  # the layer before cannot be held in scheme p
                 continue
@@ -324,7 +360,7 @@ def problem_of(
     for p, held in enumerate(SCHEMES):
         try:
             boundaries[n, p, k, 0] = transfers_into(
-                geometry, (final,), n, held, devices, cluster, features, rearrange
+                geometry, (final,), n, held, paths, features, rearrange
             )
         except ValueError:
             continue
@@ -332,10 +368,10 @@ def problem_of(
     move_terms = {}
     for (a, p, q, d), boundary in boundaries.items():
         if a == 0:
-            move_terms[a, p, 0, q, d] = priced(boundary, devices, cluster, sync, np.inf)
+            move_terms[a, p, 0, q, d] = priced(boundary, paths, sync, np.inf)
         for e in range(1, min(max_run, a) + 1):  # the segment before: e layers in scheme p
             if np.isfinite(idle[a, p, e]):
-                move_terms[a, p, e, q, d] = priced(boundary, devices, cluster, sync, idle[a, p, e])
+                move_terms[a, p, e, q, d] = priced(boundary, paths, sync, idle[a, p, e])
     sync_s, rearrange_s = sync.answers(), rearrange.answers()
     move_arr = np.full((n + 1, k + 1, max_run + 1, k + 1, max_run + 1), np.inf)
     for key, per_receiver in move_terms.items():
@@ -479,7 +515,7 @@ class Transfer:
 
 
 def transfers_into(
-    geometry: TileGeometry, tiles, a: int, held: str | None, devices, cluster, features,
+    geometry: TileGeometry, tiles, a: int, held: str | None, paths: Paths, features,
     rearrange,
 ) -> list[tuple[list[Transfer], list[int]]]:  # fmt: skip
     """Per receiving tile: each :class:`Transfer` it receives from another device and the
@@ -499,7 +535,7 @@ def transfers_into(
                 pieces, total = pieces + 1, total + nbytes
                 runs += contiguous_runs(common, box)
                 if src != tile.device:
-                    route = _route(devices[src], devices[tile.device], cluster)
+                    route = paths.route(src, tile.device)
                     moves.append(Transfer(src, tile.device, nbytes, route))
             if pieces > 1:
                 row = {"bytes": total, "pieces": pieces, "runs": runs,
@@ -510,8 +546,8 @@ def transfers_into(
 
 
 def priced(
-    boundary: Sequence[tuple[list[Transfer], list[int]]], devices: Sequence[DeviceSpec],
-    cluster: ClusterSpec | None, sync: _Pricer, idle_s: float,
+    boundary: Sequence[tuple[list[Transfer], list[int]]], paths: Paths, sync: _Pricer,
+    idle_s: float,
 ) -> list[tuple[list[Piece], list[int]]]:  # fmt: skip
     """A boundary's transfers as pieces with sync rows, after the links sat idle ``idle_s``
     (a shaper's bucket refilled): a piece whose links already carried ``b`` bytes of the
@@ -525,9 +561,8 @@ def priced(
             before = max((carried.get(link, 0) for link in t.route), default=0)
             for link in t.route:
                 carried[link] = carried.get(link, 0) + t.nbytes
-            src, dst, count = devices[t.src], devices[t.dst], len(devices)
-            row = sync.ask(sync_row(before + t.nbytes, src, dst, cluster, count, idle_s))
-            first = sync.ask(sync_row(before, src, dst, cluster, count, idle_s)) if before else -1
+            row = sync.ask(paths.sync_row(before + t.nbytes, t.src, t.dst, idle_s))
+            first = sync.ask(paths.sync_row(before, t.src, t.dst, idle_s)) if before else -1
             pieces.append(Piece(t.src, row, t.route, first))
         out.append((pieces, joins))
     return out
