@@ -29,7 +29,8 @@ ring of four at 50 Mbit/s, traced on other clusters only, it priced tiled Mobile
 under their measured time).
 Results: ``benchmarks/results/flexpie_latency.json``. Compiled plans are kept in ``--builds``
 (keyed by the code's git tree, the model, the devices' targets and the plan) and reused by later
-cases: the fixed schemes' plans repeat from cluster to cluster.
+cases: the fixed schemes' plans repeat from cluster to cluster; builds of other code are
+deleted at start.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -187,13 +189,25 @@ def built_once(model, name: str, devices: list, plan, folder: str) -> Deployment
         return api.compile(model, devices, plan).deployment
     what = [version, MODELS[name], [[d.name, d.target] for d in devices], plan.to_dict()]
     key = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:20]
-    path = Path(folder) / f"{name}-{key}.tar"
+    path = Path(folder) / version[:16] / f"{name}-{key}.tar"
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         api.compile(model, devices, plan).deployment.save(path)
     libraries = path.with_suffix("")
     libraries.mkdir(exist_ok=True)
     deployment = load_deployment(path, libraries)
     return dataclasses.replace(deployment, devices=tuple(devices))
+
+
+def prune_builds(folder: str) -> None:
+    """Delete the kept builds of other code versions than this one (no later run can load
+    them: a ResNet-101 plan's build is 0.4 GB)."""
+    version = _code_version()
+    if not folder or version is None or not Path(folder).is_dir():
+        return
+    for old in Path(folder).iterdir():
+        if old.name != version[:16]:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
 def run_case(case: str, args, folder: Path) -> list[dict]:
@@ -285,6 +299,7 @@ def main() -> None:
     parser.add_argument("--builds", default="build/flexpie-latency",
                         help="compiled plans kept between cases ('': none kept)")  # fmt: skip
     args = parser.parse_args()
+    prune_builds(args.builds)
     out = Path(args.out)
     kept = []
     if out.exists():
