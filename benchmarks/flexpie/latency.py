@@ -16,9 +16,9 @@ Per case and model: FlexPie plans with the estimators (``--estimators``, default
 ones), timed; its plan and every baseline (each fixed scheme, layer-wise, fused per scheme, the
 home device alone) are compiled and run on the cluster in ``--rounds`` rounds, each loading
 every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed drifts),
-latency the median of each plan's runs; the score of each is the best measured latency over
-its own (the paper's performance score). ``--collect`` first appends this cluster's traces
-(tiles on one device, transfers between every pair, joins) to
+latency the median of each plan's runs (every run kept, per round: ``runs_s``); the score of
+each is the best measured latency over its own (the paper's performance score). ``--collect``
+first appends this cluster's traces (tiles on one device, transfers between every pair, joins) to
 ``benchmarks/results/flexpie_traces_zen5.jsonl`` (``--limit`` tiles of MobileNet and ResNet-18,
 then every tile of the ``--trace-whole`` models: BERT's matmuls are few among them): what the
 shipped estimators were trained on
@@ -106,14 +106,14 @@ def fit_estimators(traces: list[str], folder: Path) -> None:
 
 
 def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict:
-    """Median seconds of one inference of each deployment, timed in ``rounds`` rounds, each
+    """Seconds of each timed inference of each deployment, per round: ``rounds`` rounds, each
     loading every deployment in turn for one warm-up and ``runs`` timed runs: this host's speed
     moved 1.7x within a quarter of an hour (one device's MobileNet: 112 ms, then 195 ms), so
     plans timed one after the other were ranked by when they ran as much as by what they are.
     (Not all loaded at once: a ``tvm-hetero worker``, like TVM's RPC server, serves one session
     at a time.)"""
-    seconds = {key: [] for key in deployments}
-    for _ in range(rounds):
+    seconds = {key: [[] for _ in range(rounds)] for key in deployments}
+    for r in range(rounds):
         for key, deployment in deployments.items():
             with Executor(deployment, timeout_s=300) as ex:
                 tensors = ex.place_inputs(inputs)
@@ -121,8 +121,13 @@ def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict
                 for _ in range(runs):
                     start = time.perf_counter()
                     ex.run_tensors(tensors)
-                    seconds[key].append(time.perf_counter() - start)
-    return {key: statistics.median(t) for key, t in seconds.items()}
+                    seconds[key][r].append(time.perf_counter() - start)
+    return seconds
+
+
+def median_of(rounds: list[list[float]]) -> float:
+    """The median of every run of every round."""
+    return statistics.median(t for one in rounds for t in one)
 
 
 def _commit() -> str:
@@ -250,7 +255,8 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                     used = api.in_plan_order(devices, plan)
                     built[_effect(plan)] = built_once(model, name, used, plan, args.builds)
             timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
-            measured = {label: timed[_effect(plan)] for label, plan in plans.items()}
+            runs_s = {label: timed[_effect(plan)] for label, plan in plans.items()}
+            measured = {label: median_of(rounds) for label, rounds in runs_s.items()}
             for label in plans:
                 print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
                       f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
@@ -261,6 +267,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "handoff_s": result.handoff_s, "segment_s": result.segment_s,
                 "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
                 "predicted_s": predicted, "measured_s": measured, "score": score,
+                "runs_s": runs_s,
                 "estimators": "retrained with this cluster's traces" if args.retrain else
                               args.estimators or "shipped",
                 "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
