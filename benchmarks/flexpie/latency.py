@@ -30,7 +30,7 @@ under their measured time).
 Results: ``benchmarks/results/flexpie_latency.json``. Compiled plans are kept in ``--builds``
 (keyed by the code's git tree, the model, the devices' targets and the plan) and reused by later
 cases: the fixed schemes' plans repeat from cluster to cluster; builds of other code are
-deleted at start.
+deleted at start, the least recently used beyond ``--builds-gb`` after each case.
 """
 
 from __future__ import annotations
@@ -198,21 +198,34 @@ def built_once(model, name: str, devices: list, plan, folder: str) -> Deployment
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         api.compile(model, devices, plan).deployment.save(path)
+    path.touch()  # used: kept the longest by prune_builds
     libraries = path.with_suffix("")
     libraries.mkdir(exist_ok=True)
     deployment = load_deployment(path, libraries)
     return dataclasses.replace(deployment, devices=tuple(devices))
 
 
-def prune_builds(folder: str) -> None:
+def prune_builds(folder: str, keep_gb: float = 0.0) -> None:
     """Delete the kept builds of other code versions than this one (no later run can load
-    them: a ResNet-101 plan's build is 0.4 GB)."""
+    them), every extracted build (a case loads its builds again from their archives) and, with
+    ``keep_gb``, the least recently used archives beyond that many GB (a ResNet-101 plan's
+    build on 3 devices is 0.65 GB: the weights every tile reads, on every device)."""
     version = _code_version()
     if not folder or version is None or not Path(folder).is_dir():
         return
     for old in Path(folder).iterdir():
         if old.name != version[:16]:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
+    ours = Path(folder) / version[:16]
+    for extracted in (p for p in ours.glob("*") if p.is_dir()):
+        shutil.rmtree(extracted)
+    if keep_gb:
+        used = sorted(ours.glob("*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+        total = 0
+        for archive in used:
+            total += archive.stat().st_size
+            if total > keep_gb * 2**30:
+                archive.unlink()
 
 
 def run_case(case: str, args, folder: Path) -> list[dict]:
@@ -305,8 +318,10 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/flexpie_latency.json")
     parser.add_argument("--builds", default="build/flexpie-latency",
                         help="compiled plans kept between cases ('': none kept)")  # fmt: skip
+    parser.add_argument("--builds-gb", type=float, default=30.0,
+                        help="at most this many GB of kept builds (the least recently used go)")  # fmt: skip
     args = parser.parse_args()
-    prune_builds(args.builds)
+    prune_builds(args.builds, args.builds_gb)
     out = Path(args.out)
     kept = []
     if out.exists():
@@ -320,6 +335,7 @@ def main() -> None:
             print(f"{case}: {CASES[case]}", flush=True)
             kept += run_case(case, args, Path(tmp))
             out.write_text(json.dumps({"quota": args.quota, "runs": kept}, indent=1) + "\n")
+            prune_builds(args.builds, args.builds_gb)
     print(f"wrote {out}")
 
 
