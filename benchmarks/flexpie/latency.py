@@ -19,8 +19,9 @@ every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed d
 latency the median of each plan's runs (every run kept, per round: ``runs_s``); the score of
 each is the best measured latency over its own (the paper's performance score). ``--collect``
 first appends this cluster's traces (tiles on one device, transfers between every pair, joins) to
-``benchmarks/results/flexpie_traces_zen5.jsonl`` (``--limit`` tiles of MobileNet and ResNet-18,
-then every tile of the ``--trace-whole`` models: BERT's matmuls are few among them): what the
+``benchmarks/results/flexpie_traces_zen5.jsonl`` (``--limit`` tiles of the ``--trace-sample``
+models, MobileNet and ResNet-18, then every tile of the ``--trace-whole`` models: BERT's
+matmuls are few among them; ResNet-101's small, wide tiles are beyond the others'): what the
 shipped estimators were trained on
 (``tvm-hetero train``); ``--retrain`` then plans with estimators fitted on that file, this
 cluster's traces included (the protocol a user follows: ``collect-traces``, ``train``,
@@ -240,10 +241,11 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
             )
             print(f"  transfers after idle gaps: {count}", flush=True)
-        if args.collect:
-            zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in ("mobilenet", "resnet18")]
+        if args.collect and args.trace_sample:
+            zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
             counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
             print(f"  traces: {counts}", flush=True)
+        if args.collect:
             for name in args.trace_whole if args.limit else ():  # every tile, no joins again
                 whole = [load_model(MODELS[name][0], **MODELS[name][1])]
                 counts = collect(whole, devices, args.traces, cluster, 10**6, args.db, joins=())
@@ -307,6 +309,8 @@ def main() -> None:
     parser.add_argument("--collect-idle", action="store_true",
                         help="append this cluster's transfers after idle gaps only")  # fmt: skip
     parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
+    parser.add_argument("--trace-sample", nargs="*", default=["mobilenet", "resnet18"],
+                        choices=list(MODELS), help="models --collect traces --limit tiles of")  # fmt: skip
     parser.add_argument("--trace-whole", nargs="*", default=["bert"], choices=list(MODELS),
                         help="models whose every tile --collect traces too (after --limit "
                         "tiles of MobileNet and ResNet-18)")  # fmt: skip
