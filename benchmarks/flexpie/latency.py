@@ -241,11 +241,11 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
             )
             print(f"  transfers after idle gaps: {count}", flush=True)
-        if args.collect and args.trace_sample:
-            zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
-            counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
-            print(f"  traces: {counts}", flush=True)
         if args.collect:
+            if args.trace_sample:
+                zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
+                counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
+                print(f"  traces: {counts}", flush=True)
             for name in args.trace_whole if args.limit else ():  # every tile, no joins again
                 whole = [load_model(MODELS[name][0], **MODELS[name][1])]
                 counts = collect(whole, devices, args.traces, cluster, 10**6, args.db, joins=())
@@ -313,7 +313,7 @@ def main() -> None:
                         choices=list(MODELS), help="models --collect traces --limit tiles of")  # fmt: skip
     parser.add_argument("--trace-whole", nargs="*", default=["bert"], choices=list(MODELS),
                         help="models whose every tile --collect traces too (after --limit "
-                        "tiles of MobileNet and ResNet-18)")  # fmt: skip
+                        "tiles of the --trace-sample models)")  # fmt: skip
     parser.add_argument("--traces", default="benchmarks/results/flexpie_traces_zen5.jsonl")
     parser.add_argument("--estimators", default=None, help="default: the shipped estimators")
     parser.add_argument("--retrain", action="store_true",

@@ -265,26 +265,29 @@ def _with_payload(path: dict[str, float], nbytes: int, idle_s: float) -> dict[st
 
 
 class Paths:
-    """The routes and :func:`path_features` between the devices of a cluster, each pair's
-    found once (a boundary is priced once per segment before it: routing each piece again
-    was most of a plan's search)."""
+    """The route and :func:`path_features` of each pair of a cluster's devices, found once (a
+    boundary is priced once per segment before it: routing each piece again was most of a
+    plan's search)."""
 
     def __init__(self, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> None:
-        self.devices, self.cluster, self.found, self.routes = devices, cluster, {}, {}
+        self.devices, self.cluster, self.found = devices, cluster, {}
+
+    def _pair(self, src: int, dst: int) -> tuple[tuple[tuple[str, str], ...], dict]:
+        if (src, dst) not in self.found:
+            a, b = self.devices[src], self.devices[dst]
+            self.found[src, dst] = (
+                _route(a, b, self.cluster),
+                path_features(a, b, self.cluster, len(self.devices)),
+            )
+        return self.found[src, dst]
 
     def route(self, src: int, dst: int) -> tuple[tuple[str, str], ...]:
         """The directed links from device index ``src`` to ``dst`` (:func:`_route`)."""
-        if (src, dst) not in self.routes:
-            self.routes[src, dst] = _route(self.devices[src], self.devices[dst], self.cluster)
-        return self.routes[src, dst]
+        return self._pair(src, dst)[0]
 
     def sync_row(self, nbytes: int, src: int, dst: int, idle_s: float) -> dict[str, float]:
         """:func:`sync_row` of ``nbytes`` from device index ``src`` to ``dst``."""
-        if (src, dst) not in self.found:
-            self.found[src, dst] = path_features(
-                self.devices[src], self.devices[dst], self.cluster, len(self.devices)
-            )
-        return _with_payload(self.found[src, dst], nbytes, idle_s)
+        return _with_payload(self._pair(src, dst)[1], nbytes, idle_s)
 
 
 @dataclass(frozen=True)
