@@ -5,11 +5,16 @@
 #   bash benchmarks/gpu/on_box.sh t    # .gpu/t from prepare.sh: TVM and torch (eager, CUDA
 #                                      # graph) on the same networks, weights and inputs
 #   bash benchmarks/gpu/on_box.sh b    # .gpu/b from eop_plans.py: EOP and baselines timed
+#   bash benchmarks/gpu/on_box.sh m    # .gpu/m/*: what a second plan --offline round exported
 set -uo pipefail
-step=${1:?a, t or b}
+step=${1:?a, t, b or m}
 root=/tmp/tvm-hetero-box
-if [ ! -d "$root/box" ]; then mkdir -p "$root" && tar -xJf .gpu/box.tar.xz -C "$root"; fi
+# the bundle with .gpu/a's artifacts, or the runtime alone (.gpu/rt, for t and b on a fresh box)
+bundle=.gpu/box.tar.xz; [ -f "$bundle" ] || bundle=.gpu/rt/box.tar.xz
+if [ ! -d "$root/box" ]; then mkdir -p "$root" && tar -xJf "$bundle" -C "$root"; fi
 box=$root/box
+# the device tool brings back at most 8 files from $OUT: everything goes into one archive
+final=$OUT; OUT=$(mktemp -d); trap 'tar -czf "$final/$step.tgz" -C "$OUT" . && ls -la "$OUT"' EXIT
 export PYTHONPATH="$box/site" TVM_USE_RUNTIME_LIB=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 "${PYTHON:-python3}" -c "import tvm, sys; print(tvm.__file__, sys.version)" > "$OUT/python.txt" 2>&1
@@ -17,9 +22,14 @@ lscpu > "$OUT/lscpu.txt" 2>&1
 if [ "$step" = a ]; then
   "${PYTHON:-python3}" benchmarks/gpu/latency.py "$box"/artifacts/a/*.tar --out "$OUT/latency_a.jsonl" \
     --outputs-dir "$OUT/outputs_a" 2> "$OUT/latency_a.err"
-  for d in "$box"/artifacts/a/eop_*; do
-    "$box/tvm-hetero" measure "$d" > "$OUT/$(basename "$d").log" 2>&1
-    cp "$d/results.jsonl" "$OUT/$(basename "$d").results.jsonl"
+  # results are written as they come: a folder cut at the deadline keeps what it measured
+  deadline=$((SECONDS + ${MEASURE_S:-330}))
+  for m in lstm gru bert-small; do
+    d=$box/artifacts/a/eop_$m
+    left=$((deadline - SECONDS)); [ "$left" -gt 1 ] || left=1  # timeout 0 would never stop
+    timeout "$left" "$box/tvm-hetero" measure "$d" > "$OUT/eop_$m.log" 2>&1
+    cp "$d/results.jsonl" "$OUT/eop_$m.results.jsonl"
+    echo "eop_$m: $(wc -l < "$d/results.jsonl") records, $((deadline - SECONDS)) s left"
   done
 elif [ "$step" = t ]; then
   "${PYTHON:-python3}" benchmarks/gpu/latency.py .gpu/t/*.tar --inputs-dir .gpu/t \
@@ -28,8 +38,14 @@ elif [ "$step" = t ]; then
   env -u PYTHONPATH -u TVM_USE_RUNTIME_LIB "${PYTHON:-python3}" benchmarks/gpu/torch_ref.py \
     --time .gpu/t --out "$OUT/torch.jsonl" > "$OUT/torch.log" 2>&1
   cp .gpu/t/*.torch_out.npz "$OUT/" 2>/dev/null
+  cat "$OUT/torch.jsonl"
+elif [ "$step" = m ]; then  # a later round of offline workloads (plan --offline asked for more)
+  for d in .gpu/m/*/; do
+    "$box/tvm-hetero" measure "$d" > "$OUT/$(basename "$d").log" 2>&1
+    cp "$d/results.jsonl" "$OUT/$(basename "$d").results.jsonl"
+    tail -1 "$OUT/$(basename "$d").log"
+  done
 else
-  "${PYTHON:-python3}" benchmarks/gpu/latency.py .gpu/b/*.tar --out "$OUT/latency_b.jsonl" \
+  "${PYTHON:-python3}" benchmarks/gpu/latency.py ${BDIR:-.gpu/b}/*.tar --out "$OUT/latency_b.jsonl" \
     --outputs-dir "$OUT/outputs_b" 2> "$OUT/latency_b.err"
 fi
-ls -la "$OUT"

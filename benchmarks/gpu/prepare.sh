@@ -3,6 +3,7 @@
 #   .gpu/a/     single-GPU, CPU-only and CPU+GPU artifacts of the small models, and EOP's
 #               exported workloads (plan --offline) for lstm, gru and bert-small at batch 16
 #   .gpu/box.tar.xz   the bundle: those, the runtime-only TVM for Python 3.12, tvm-hetero
+#   .gpu/rt/box.tar.xz   the same bundle without artifacts
 #   .gpu/t/     the BERT encoder and ResNet-18 for the GPU, beside torch (torch_ref.py)
 # Then, with the device tool: carry .gpu/box.tar.xz and run benchmarks/gpu/on_box.sh a, etc.
 set -euo pipefail
@@ -25,5 +26,7 @@ done
 rm -rf .gpu/t && .venv/bin/python benchmarks/gpu/torch_ref.py --export .gpu/t  # 58 MB: own carry
 rm -f .gpu/box.tar.xz
 $th bundle "$a" -o .gpu/box.tar.xz --python 3.12
+# the runtime alone (6-8 MB), for calls to a fresh box that carry other artifacts (t, b, m)
+rm -rf .gpu/rt && mkdir -p .gpu/rt && $th bundle -o .gpu/rt/box.tar.xz --python 3.12
 cp benchmarks/gpu/latency.py .gpu/
 ls -la .gpu

@@ -16,6 +16,7 @@ from tvm_hetero.plan.registry import load_plan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.offline import OfflineRunner
 from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.runtime.cuda import cuda_runtime_error
 from tvm_hetero.strategies import eop
 from tvm_hetero.zoo import load_zoo_model
 
@@ -97,6 +98,28 @@ def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_cod
         code = cuda_binary.device_code(folder / e["lib"])
         on_gpu = e["devices"][0]["name"] == "cuda:0" and e["kind"] != "transfer"
         assert code == ([("fatbin", [("sass", 90), ("ptx", 90)])] if on_gpu else []), e["lib"]
+
+
+@pytest.mark.skipif(cuda_runtime_error() is None, reason="a GPU box measures them for real")
+def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(tmp_path):
+    # the GPU's runtime is loaded (or found missing) before a library with its kernels is: on the
+    # box, loading first failed every CUDA library ("a loader of that name is not registered")
+    folder = tmp_path / "offline"
+    assert main(["plan", "mlp:tiny", "--strategy", "eop", "--device", "cpu", "--device", "cuda",
+                 "--offline", str(folder), "--db", str(tmp_path / "db.jsonl"),
+                 "--samples", "3"]) == 0  # fmt: skip
+    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    on_gpu = sum(any(d["name"] == "cuda:0" for d in e["devices"]) for e in entries)
+    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+    code = "import sys, tvm_hetero.cli.main as m; sys.exit(m.main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "measure", str(folder)], env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
+    assert done.returncode == 1 and len(failed) == on_gpu > 0, done.stdout
+    assert done.stdout.count("SpecError: cuda:0 is not present") == on_gpu, done.stdout
+    assert len((folder / "results.jsonl").read_text().splitlines()) == len(entries) - on_gpu
 
 
 def test_exported_workloads_carry_zero_weights_under_the_real_workloads_key():

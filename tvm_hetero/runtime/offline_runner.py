@@ -70,11 +70,12 @@ def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
     specs = entry["devices"]
     refs = [("cuda" if d["kind"] == "cuda" else "llvm", d["index"]) for d in specs]
     use_threads(max((d["threads"] or 0 for d in specs if d["kind"] == "cpu"), default=0) or 1)
+    # the devices first: a GPU's runtime must be loaded before a library with its kernels is
+    devs = [vdevice_runtime_device(*ref) for ref in refs]
     library = tvm.runtime.load_module(str(folder / entry["lib"]))
     args = random_args(entry["inputs"])
     extra = {**entry.get("extra", {}), "offline": True, "device": specs[0]["name"]}
     if "by_symbol" in entry:  # a per-operator run
-        devs = [vdevice_runtime_device(*ref) for ref in refs]
         node_seconds, walls = op_times(library, devs, args, entry["by_symbol"], config.repeat)
         samples, number = tuple(walls), 1
         extra |= {"node_seconds": node_seconds, "sample_ms": 0.0}
