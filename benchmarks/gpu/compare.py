@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
-from latency import time_one
+from latency import load_one
 
 
-def reference_outputs(name: str, folders: list[Path], cache: Path) -> list[np.ndarray] | None:
+def reference_outputs(name: str, folders: list[Path]) -> list[np.ndarray] | None:
     """Outputs of the first ``FOLDER/NAME.cpu.tar`` run here, or ``None`` if there is none."""
     for folder in folders:
         tar = folder / f"{name}.cpu.tar"
         if tar.is_file():
-            time_one(tar, repeat=1, warmup=0, outputs_dir=cache, inputs_dir=None)
-            with np.load(cache / f"{tar.stem}.npz") as data:
-                return [data[k] for k in data.files]
+            with ExitStack() as stack:
+                one = load_one(tar, None, stack)
+                return [np.asarray(o) for o in one.executor.run(one.inputs)]
     return None
 
 
@@ -46,21 +46,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows, references = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for box_file in sorted(args.outputs.glob("*.npz")):
-            name = box_file.name.split(".")[0]
-            if name not in references:
-                references[name] = reference_outputs(name, args.reference, Path(tmp))
-            want = references[name]
-            with np.load(box_file) as data:
-                got = [data[k] for k in data.files]
-            if want is None or len(got) != len(want):
-                error = None
-            else:
-                error = max(relative_error(g, w) for g, w in zip(got, want, strict=True))
-            rows.append({"artifact": box_file.stem, "outputs": len(got), "max_rel_error": error})
-            shown = "no CPU build here" if error is None else f"{error:.2e}"
-            print(f"{box_file.stem:28} {len(got):3} output(s)  max rel error {shown}")
+    for box_file in sorted(args.outputs.glob("*.npz")):
+        name = box_file.name.split(".")[0]
+        if name not in references:
+            references[name] = reference_outputs(name, args.reference)
+        want = references[name]
+        with np.load(box_file) as data:
+            got = [data[k] for k in data.files]
+        if want is None or len(got) != len(want):
+            error = None
+        else:
+            error = max(relative_error(g, w) for g, w in zip(got, want, strict=True))
+        rows.append({"artifact": box_file.stem, "outputs": len(got), "max_rel_error": error})
+        shown = "no CPU build here" if error is None else f"{error:.2e}"
+        print(f"{box_file.stem:28} {len(got):3} output(s)  max rel error {shown}")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 

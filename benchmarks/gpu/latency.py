@@ -1,8 +1,9 @@
 """Time compiled models on this machine with the TVM runtime alone (run on the GPU box).
 
-For each ``.tar``: load it, run it on seeded random inputs (the same as ``tvm-hetero run``'s),
-time ``--repeat`` runs after ``--warmup``, and write one JSON line (p50 / p99 ms, devices, units,
-copies a run moves) to ``--out``; the outputs go to ``--outputs-dir`` as ``NAME.npz`` so they can
+For each ``.tar``: load it, run it on seeded random inputs (the same as ``tvm-hetero run``'s);
+then ``--rounds`` rounds of ``--repeat`` runs of every artifact in turn (a slow spell of the
+box hits them all), and one JSON line each (p50: the median of its rounds' medians, p99 of all
+runs, devices, units, copies a run moves) to ``--out``; the outputs go to ``--outputs-dir`` as ``NAME.npz`` so they can
 be compared with a CPU build where the compiler is. Imports only tvm-hetero's runtime::
 
     PYTHONPATH=box/site TVM_USE_RUNTIME_LIB=1 python3 benchmarks/gpu/latency.py A.tar B.tar \\
@@ -17,42 +18,58 @@ import sys
 import tempfile
 import time
 import traceback
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def time_one(
-    path: Path, repeat: int, warmup: int, outputs_dir: Path | None, inputs_dir: Path | None
-) -> dict:
-    import tvm
+@dataclass
+class Loaded:
+    """One artifact, loaded and running on its executor, with the inputs it is timed on."""
 
+    path: Path
+    deployment: Any
+    executor: Any
+    inputs: dict
+    load_s: float
+    samples_ms: list = field(default_factory=list)
+    round_ms: list = field(default_factory=list)
+
+
+def load_one(path: Path, inputs_dir: Path | None, stack: ExitStack) -> Loaded:
+    """Load ``path`` (libraries unpacked into a folder ``stack`` removes) and start it."""
     from tvm_hetero.runtime.deployment import load
     from tvm_hetero.runtime.executor import Executor
 
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        deployment = load(path, tmp)
-        load_s = time.perf_counter() - start
-        given = inputs_dir / f"{path.stem.split('.')[0]}.inputs.npz" if inputs_dir else None
-        if given is not None and given.is_file():  # the inputs torch_ref.py saved
-            with np.load(given) as data:
-                inputs = {k: data[k] for k in data.files}
-        else:
-            rng = np.random.default_rng(0)
-            inputs = {s.name: s.random(rng) for s in deployment.inputs}
-        with Executor(deployment) as ex:
-            outs = ex.run(inputs)
-            stats = ex.time(inputs, repeat=repeat, warmup=warmup)
-    if outputs_dir is not None:
-        outputs_dir.mkdir(parents=True, exist_ok=True)
-        np.savez(outputs_dir / f"{path.stem}.npz", *outs)
+    tmp = stack.enter_context(tempfile.TemporaryDirectory())
+    start = time.perf_counter()
+    deployment = load(path, tmp)
+    load_s = time.perf_counter() - start
+    given = inputs_dir / f"{path.stem.split('.')[0]}.inputs.npz" if inputs_dir else None
+    if given is not None and given.is_file():  # the inputs torch_ref.py saved
+        with np.load(given) as data:
+            inputs = {k: data[k] for k in data.files}
+    else:
+        rng = np.random.default_rng(0)
+        inputs = {s.name: s.random(rng) for s in deployment.inputs}
+    executor = stack.enter_context(Executor(deployment))
+    return Loaded(path, deployment, executor, inputs, load_s)
+
+
+def row(one: Loaded, repeat: int) -> dict:
+    """The artifact's JSON line: p50 is the median of the rounds' medians."""
+    import tvm
+
+    d = one.deployment
     return {
-        "artifact": path.name, "model": deployment.model, "tvm": tvm.__version__,
-        "devices": [d.name for d in deployment.devices], "units": len(deployment.units),
-        "copies_per_run": len(deployment.copies),
-        "copy_bytes_per_run": sum(s.nbytes for s in deployment.copies),
-        "p50_ms": stats.median_ms, "p99_ms": stats.p99_ms, "runs": repeat, "load_s": load_s,
+        "artifact": one.path.name, "model": d.model, "tvm": tvm.__version__,
+        "devices": [s.name for s in d.devices], "units": len(d.units),
+        "copies_per_run": len(d.copies), "copy_bytes_per_run": sum(s.nbytes for s in d.copies),
+        "p50_ms": float(np.median(one.round_ms)), "p99_ms": float(np.percentile(one.samples_ms, 99)),
+        "round_p50_ms": one.round_ms, "runs": repeat * len(one.round_ms), "load_s": one.load_s,
     }  # fmt: skip
 
 
@@ -62,20 +79,37 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--outputs-dir", type=Path)
     parser.add_argument("--inputs-dir", type=Path, help="NAME.inputs.npz per artifact NAME.*.tar")
-    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=200, help="runs per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds over every artifact")
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
-    failed = 0
-    with open(args.out, "a") as out:
+    failed, loaded = 0, []
+    with ExitStack() as stack, open(args.out, "a") as out:
         for path in args.artifacts:
             try:
-                row = time_one(path, args.repeat, args.warmup, args.outputs_dir, args.inputs_dir)
+                one = load_one(path, args.inputs_dir, stack)
+                outs = one.executor.run(one.inputs)
+                one.executor.time(one.inputs, repeat=1, warmup=args.warmup)
             except Exception as err:  # report it and go on with the others
                 failed += 1
-                row = {"artifact": path.name, "error": f"{type(err).__name__}: {err}"}
+                error = {"artifact": path.name, "error": f"{type(err).__name__}: {err}"}
                 traceback.print_exc()
-            print(json.dumps(row), flush=True)
-            out.write(json.dumps(row) + "\n")
+                print(json.dumps(error), flush=True)
+                out.write(json.dumps(error) + "\n")
+                continue
+            if args.outputs_dir is not None:
+                args.outputs_dir.mkdir(parents=True, exist_ok=True)
+                np.savez(args.outputs_dir / f"{path.stem}.npz", *outs)
+            loaded.append(one)
+        for _ in range(args.rounds):  # interleaved: a slow spell of the box hits every artifact
+            for one in loaded:
+                stats = one.executor.time(one.inputs, repeat=args.repeat, warmup=2)
+                one.samples_ms.extend(stats.samples_ms)
+                one.round_ms.append(stats.median_ms)
+        for one in loaded:
+            line = json.dumps(row(one, args.repeat))
+            print(line, flush=True)
+            out.write(line + "\n")
     return 1 if failed else 0
 
 

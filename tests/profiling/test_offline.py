@@ -15,6 +15,7 @@ from tvm_hetero.devices import ClusterSpec, DeviceSpec, Link, cpu_device, resolv
 from tvm_hetero.plan.registry import load_plan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.offline import OfflineRunner
+from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.runtime.cuda import cuda_runtime_error
 from tvm_hetero.strategies import eop
@@ -53,10 +54,11 @@ def test_als_offline_round_trip_plans_from_the_box_records(tmp_path, capsys):
 
 
 def test_eop_offline_round_trip_on_a_stand_in_box_of_two_cpu_workers(tmp_path):
-    # the box: two CPU devices of another machine (a cluster file); its "runtime" is this CPU
+    # the box: two CPU devices of another machine (a cluster file: a core each, run by the
+    # box's own runtime); its "runtime" is this CPU
     target = cpu_device().target
-    devices = [DeviceSpec(n, "cpu", target, threads=1, host=f"127.0.0.1:{p}")
-               for n, p in (("box-a", 9001), ("box-b", 9002))]  # fmt: skip
+    devices = [DeviceSpec(n, "cpu", target, index=k, threads=1, cores=(k,))
+               for k, n in enumerate(("box-a", "box-b"))]  # fmt: skip
     spec = tmp_path / "box.json"
     ClusterSpec(tuple(devices), (Link("box-a", "box-b", 1000.0),)).save(spec)
     folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
@@ -81,6 +83,23 @@ def test_eop_offline_round_trip_on_a_stand_in_box_of_two_cpu_workers(tmp_path):
     assert profiler.misses == 0 and not runner.entries
 
 
+def test_handoff_offline_round_trip_runs_both_chains_on_the_box_runtime(tmp_path):
+    # the runtime's crossing between two workers of one process: exported as two compiled
+    # chains, run by the box's concurrent runtime, served back as a positive per-hop time
+    pair = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    folder, db = tmp_path / "offline", ProfileDB(tmp_path / "db.jsonl")
+    runner = OfflineRunner(folder)
+    Profiler(db, runner).profile_handoff(*pair, hops=4, repeat=5)
+    assert [sorted(e["deployments"]) for e in runner.entries] == [["one", "two"]]
+    runner.save()
+    _measure_on_the_box(folder)
+    runner = OfflineRunner(folder)
+    assert runner.merge_into(db) == 1
+    profiler = Profiler(db, runner)
+    record = profiler.profile_handoff(*pair, hops=4, repeat=5)
+    assert profiler.misses == 0 and len(record.samples_s) == 5 and 0 < record.median_s < 1e-2
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
 def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(tmp_path):
     folder = tmp_path / "offline"
@@ -93,8 +112,18 @@ def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_cod
         ("op_in_model", ("cpu",)), ("op_in_model", ("cuda:0",)),  # per-operator runs
         ("op", ("cpu",)), ("op", ("cuda:0",)),  # sweeps, and slicing on home
         ("transfer", ("cpu", "cuda:0")), ("transfer", ("cuda:0", "cpu")),  # EOP's link
+        ("model", ("cpu",)), ("model", ("cuda:0",)),  # the level of the per-operator times
     }  # fmt: skip
+    on_runtime = [e for e in entries if "deployments" in e]  # run by the box's runtime
+    assert sorted((e["how"]["measure"], tuple(d["name"] for d in e["devices"]))
+                  for e in on_runtime) == [  # the crossings both ways, each device alone
+        ("handoff", ("cpu", "cuda:0")), ("handoff", ("cuda:0", "cpu")),
+        ("run", ("cpu",)), ("run", ("cuda:0",))]  # fmt: skip
+    for e in on_runtime:
+        assert all((folder / tar).is_file() for tar in e["deployments"].values())
     for e in entries:
+        if "deployments" in e:
+            continue
         code = cuda_binary.device_code(folder / e["lib"])
         on_gpu = e["devices"][0]["name"] == "cuda:0" and e["kind"] != "transfer"
         assert code == ([("fatbin", [("sass", 90), ("ptx", 90)])] if on_gpu else []), e["lib"]
@@ -118,7 +147,8 @@ def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(tmp_p
     )  # fmt: skip
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
     assert done.returncode == 1 and len(failed) == on_gpu > 0, done.stdout
-    assert done.stdout.count("SpecError: cuda:0 is not present") == on_gpu, done.stdout
+    said = " ".join(done.stdout.split())  # the console wraps its lines
+    assert said.count("SpecError: cuda:0 is not present") == on_gpu, done.stdout
     assert len((folder / "results.jsonl").read_text().splitlines()) == len(entries) - on_gpu
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tvm_hetero import api
-from tvm_hetero.devices import resolve_device
+from tvm_hetero.devices import DeviceKind, DeviceSpec, resolve_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
@@ -74,6 +74,6 @@ def test_handoff_between_two_workers_is_measured_once_and_positive(tmp_path, cor
     assert again.median_s == first.median_s and profiler.hits == 1
     profiler.profile_handoff(*cores, hops=8, repeat=10, setting="a ring at 50 Mbit/s")
     assert profiler.misses == 2  # another cluster's handoff is measured, not served
-    gpu = resolve_device("cuda:0")
-    with pytest.raises(ValueError, match="not both CPU workers"):
-        profiler.profile_handoff(cores[0], gpu)
+    pim = DeviceSpec("pim", DeviceKind.SIMULATED, profile="lee2023:pim")
+    with pytest.raises(ValueError, match="simulated"):
+        profiler.profile_handoff(cores[0], pim)

@@ -102,6 +102,29 @@ class OfflineRunner:
             "extra": extra or {},
         })  # fmt: skip
 
+    def collect_deployments(
+        self, kind: RecordKind, key: str, target: str, mode: str,
+        devices: Sequence[DeviceSpec], workload: dict, deployments: dict[str, Any],
+        how: dict[str, Any],
+    ) -> None:  # fmt: skip
+        """Export a workload the box runs on its concurrent runtime: compiled models by role
+        (``run``; or a handoff's chains ``one`` and ``two``) and ``how`` to time them
+        (``{"measure": "run" | "handoff", "repeat": ..., "hops": ...}``)."""
+        names = tuple(d.name for d in devices)
+        if (key, target, names) in self._exported:
+            return
+        self._exported.add((key, target, names))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{len(self.entries):04d}_{key.replace(':', '_')[:40]}"
+        tars = {role: f"{stem}_{role}.tar" for role in deployments}
+        for role, compiled in deployments.items():
+            compiled.save(self.folder / tars[role])
+        self.entries.append({
+            "deployments": tars, "how": how, "kind": kind.value, "workload_key": key,
+            "workload": workload, "target": target, "mode": mode,
+            "devices": [_device_entry(d) for d in devices], "extra": {},
+        })  # fmt: skip
+
     def save(self) -> Path:
         """Write the manifest of what was exported (the workloads the box must time)."""
         manifest = {

@@ -7,13 +7,13 @@ cost one layer's profiling and a second run costs nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import tvm
 
 from tvm_hetero.build.multi_device import BuildOptions, build
@@ -308,35 +308,46 @@ class Profiler:
     ) -> ProfileRecord:
         """What the concurrent runtime spends each time a value passes between a worker on ``a``
         and one on ``b`` (dispatch, wake-up, a unit call; for CPU workers of one process no
-        copy, for two remote workers the pull of a tiny value between them): a chain of
-        ``hops + 1`` tiny units alternating between them, timed end to end against the same
-        chain as one unit on ``a``. One sample per run, per handoff. ``setting``: as
-        :meth:`profile_run` (two emulated clusters' handoffs differ: 0.37 and 0.52 ms)."""
-        if not a.kind is b.kind is DeviceKind.CPU:
-            raise ValueError(f"handoff: {a.name} and {b.name} are not both CPU workers")
+        copy, for a GPU beside the CPU the copy of a tiny value and the wait for the GPU, for
+        two remote workers the pull of a tiny value between them): a chain of ``hops + 1`` tiny
+        units alternating between them, timed end to end against the same chain as one unit on
+        ``a``. One sample per run, per handoff. ``setting``: as :meth:`profile_run` (two
+        emulated clusters' handoffs differ: 0.37 and 0.52 ms). With an offline runner both
+        chains are exported, compiled, for the box to time."""
+        if DeviceKind.SIMULATED in (a.kind, b.kind):
+            raise ValueError(f"handoff: {a.name} or {b.name} is simulated (it runs nothing)")
         from tvm_hetero import api
         from tvm_hetero.frontends.load import load_model
-        from tvm_hetero.runtime.executor import Executor
+        from tvm_hetero.runtime.executor import handoff_seconds
 
         mod = chain_module(hops + 1)
 
-        def measure() -> Timing:
+        def compiled() -> tuple[Any, Any]:
             model = load_model(mod, name="handoff-chain")
             ids = [n.node_id for n in OpGraph.from_module(mod).nodes]
             apart = api.Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
-            inputs = {"x": np.zeros((8,), "float32")}
-            with Executor(api.compile(model, [a]).deployment) as one:
-                base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
-            with Executor(api.compile(model, [a, b], apart).deployment) as two:
-                samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
-            return Timing(tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples), 1)
+            return api.compile(model, [a], options=self.options), api.compile(
+                model, [a, b], apart, self.options
+            )
+
+        def measure() -> Timing:
+            one, two = compiled()
+            return Timing(handoff_seconds(one.deployment, two.deployment, hops, repeat), 1)
+
+        def export() -> dict:
+            one, two = compiled()
+            self.runner.collect_deployments(  # type: ignore[attr-defined]
+                RecordKind.TRANSFER, key, target, self.mode, [a, b], workload,
+                {"one": one, "two": two}, {"measure": "handoff", "hops": hops, "repeat": repeat},
+            )  # fmt: skip
+            return {}
 
         workload = {"src": a.name, "dst": b.name, "op": "handoff", "hops": hops}
         key, target = f"handoff:{workload_key(mod)}", f"{target_key(a)}<->{target_key(b)}"
         target += f" @ {setting}" if setting else ""
         config = MeasureConfig(repeat=repeat, min_repeat_ms=0)
         return self._stored_or_measured(
-            RecordKind.TRANSFER, key, target, a, workload, config, measure
+            RecordKind.TRANSFER, key, target, a, workload, config, measure, export=export
         )
 
     def profile_run(
@@ -346,15 +357,23 @@ class Profiler:
         """``model`` compiled with ``plan`` on ``devices`` and run end to end by the concurrent
         runtime on their workers (remote workers over TVM RPC): one sample per run, after five
         warm-up runs. ``setting`` is what else the time depends on that the devices do not say
-        (an emulated cluster's links, say): it is part of the record's key."""
+        (an emulated cluster's links, say): it is part of the record's key. With an offline
+        runner the compiled model (weights zero) is exported for the box to run."""
         from tvm_hetero import api
-        from tvm_hetero.runtime.executor import Executor
+        from tvm_hetero.runtime.executor import run_seconds
 
         def measure() -> Timing:
             compiled = api.compile(model, list(devices), plan, self.options)
-            with Executor(compiled.deployment, timeout_s=120) as ex:
-                samples = ex.time(model.random_inputs(), repeat=repeat, warmup=5).samples_ms
-            return Timing(tuple(t * 1e-3 for t in samples), 1)
+            return Timing(run_seconds(compiled.deployment, repeat), 1)
+
+        def export() -> dict:
+            zeroed = dataclasses.replace(model, mod=zero_weights(model.mod))
+            self.runner.collect_deployments(  # type: ignore[attr-defined]
+                RecordKind.MODEL, key, target, self.mode, list(devices), workload,
+                {"run": api.compile(zeroed, list(devices), plan, self.options)},
+                {"measure": "run", "repeat": repeat},
+            )  # fmt: skip
+            return {}
 
         cut = {k: v for k, v in plan.to_dict().items() if k not in ("strategy", "predicted_s")}
         key = f"run:v{RUN_LAYOUT}:{workload_key(model.mod)}:{json_key(cut)}"
@@ -362,7 +381,7 @@ class Profiler:
         workload = {"op": "run", "model": model.name, "devices": [d.name for d in devices]}
         config = MeasureConfig(repeat=repeat, min_repeat_ms=0)
         return self._stored_or_measured(
-            RecordKind.MODEL, key, target, devices[0], workload, config, measure
+            RecordKind.MODEL, key, target, devices[0], workload, config, measure, export=export
         )
 
     def profile_model(

@@ -391,6 +391,30 @@ def _topological_order(deps: Sequence[int], succ: Sequence[Sequence[int]]) -> li
     return order
 
 
+def run_seconds(deployment: Deployment, repeat: int, warmup: int = 5) -> tuple[float, ...]:
+    """One sample per run of ``deployment`` end to end on the concurrent runtime, its inputs
+    drawn with seed 0 from its input specs (what ``Model.random_inputs`` draws)."""
+    rng = np.random.default_rng(0)
+    inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
+    with Executor(deployment, timeout_s=120) as executor:
+        samples = executor.time(inputs, repeat=repeat, warmup=warmup).samples_ms
+    return tuple(t * 1e-3 for t in samples)
+
+
+def handoff_seconds(
+    base: Deployment, apart: Deployment, hops: int, repeat: int
+) -> tuple[float, ...]:  # fmt: skip
+    """What each handoff between two workers costs, one sample per run: ``apart`` (a chain of
+    tiny units alternating between them, ``hops`` handoffs) timed end to end against ``base``
+    (the same chain as one unit); both take one input, ``x``."""
+    inputs = {"x": np.zeros(tuple(base.inputs[0].shape), base.inputs[0].dtype)}
+    with Executor(base) as one:
+        base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
+    with Executor(apart) as two:
+        samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
+    return tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples)
+
+
 def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
     spec, library = deployment.devices[k], deployment.libraries[k]
     if spec.host is not None:

@@ -7,9 +7,10 @@ Run on the measuring machine (the GPU box), where the bundle of ``tvm-hetero bun
 Each entry of the manifest (written by :class:`tvm_hetero.profiling.offline.OfflineRunner`) is
 a library compiled for its devices: a workload timed with ``time_evaluator`` (which waits for
 the GPU), or a per-operator run (``by_symbol``) timed by the VM instrument of
-:mod:`.instrument`. Every record carries this machine's fingerprint of the entry's first device
-and the name that device has in the plan. Imports nothing of tvm-hetero beyond its runtime-only
-modules.
+:mod:`.instrument`; or compiled models run on the concurrent runtime (``deployments``: a model
+end to end, or a handoff's two chains; :mod:`.executor`). Every record carries this
+machine's fingerprint of the entry's first device and the name that device has in the plan.
+Imports nothing of tvm-hetero beyond its runtime-only modules.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
-FORMAT = 2
-"""2: an entry names all its devices (a copy has two) and may be a per-operator run."""
+FORMAT = 3
+"""2: an entry names all its devices (a copy has two) and may be a per-operator run; 3: or
+compiled models the runtime runs."""
 
 
 def run_folder(folder: str | Path) -> tuple[int, list[str]]:
@@ -43,11 +45,11 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
     entries = manifest["entries"]
     with open(folder / RESULTS, "a") as out:
         for i, entry in enumerate(entries, 1):
-            print(f"[{i}/{len(entries)}] {entry['lib']}", flush=True)
+            print(f"[{i}/{len(entries)}] {_name(entry)}", flush=True)
             try:
                 record = _measure(folder, entry, config)
             except Exception as err:  # one broken entry must not stop the others
-                errors.append(f"{entry['lib']}: {type(err).__name__}: {err}")
+                errors.append(f"{_name(entry)}: {type(err).__name__}: {err}")
                 traceback.print_exc()
                 continue
             out.write(record.to_json() + "\n")
@@ -59,8 +61,6 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
 def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
     import tvm
 
-    from tvm_hetero.profiling.fingerprint import local_fingerprint
-    from tvm_hetero.profiling.record import ProfileRecord, RecordKind
     from tvm_hetero.runtime.device import vdevice_runtime_device
     from tvm_hetero.runtime.instrument import op_times
     from tvm_hetero.runtime.measure import random_args
@@ -68,27 +68,54 @@ def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
     from tvm_hetero.runtime.worker import use_threads
 
     specs = entry["devices"]
+    if "deployments" in entry:
+        return _record(entry, _on_runtime(folder, entry), 1, {"sample_ms": 0.0})
     refs = [("cuda" if d["kind"] == "cuda" else "llvm", d["index"]) for d in specs]
     use_threads(max((d["threads"] or 0 for d in specs if d["kind"] == "cpu"), default=0) or 1)
     # the devices first: a GPU's runtime must be loaded before a library with its kernels is
     devs = [vdevice_runtime_device(*ref) for ref in refs]
     library = tvm.runtime.load_module(str(folder / entry["lib"]))
     args = random_args(entry["inputs"])
-    extra = {**entry.get("extra", {}), "offline": True, "device": specs[0]["name"]}
     if "by_symbol" in entry:  # a per-operator run
         node_seconds, walls = op_times(library, devs, args, entry["by_symbol"], config.repeat)
-        samples, number = tuple(walls), 1
-        extra |= {"node_seconds": node_seconds, "sample_ms": 0.0}
-    else:
-        timing = LocalRunner().time(library, refs, args, config)
-        samples, number = timing.samples_s, timing.number
-        extra["sample_ms"] = config.min_repeat_ms
-    first = specs[0]
+        return _record(entry, walls, 1, {"node_seconds": node_seconds, "sample_ms": 0.0})
+    timing = LocalRunner().time(library, refs, args, config)
+    return _record(entry, timing.samples_s, timing.number, {"sample_ms": config.min_repeat_ms})
+
+
+def _record(entry: dict[str, Any], samples: Any, number: int, extra: dict[str, Any]) -> Any:
+    """The entry's record, under this machine's fingerprint of its first device."""
+    from tvm_hetero.profiling.fingerprint import local_fingerprint
+    from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+
+    first = entry["devices"][0]
     fp = local_fingerprint(first["kind"], first["index"], first["threads"], first["llvm_cpu"])
+    extra = {**entry.get("extra", {}), **extra, "offline": True, "device": first["name"]}
     return ProfileRecord(
         RecordKind(entry["kind"]), entry["workload_key"], entry["workload"], entry["target"],
-        entry["mode"], fp.to_dict(), fp.key, samples, number, len(samples), extra=extra,
+        entry["mode"], fp.to_dict(), fp.key, tuple(samples), number, len(samples), extra=extra,
     )  # fmt: skip
+
+
+def _on_runtime(folder: Path, entry: dict[str, Any]) -> tuple[float, ...]:
+    """Samples of an entry's compiled models run on the concurrent runtime, as its ``how`` asks."""
+    import tempfile
+
+    from tvm_hetero.runtime.deployment import load
+    from tvm_hetero.runtime.executor import handoff_seconds, run_seconds
+
+    how = entry["how"]
+    with tempfile.TemporaryDirectory() as tmp:
+        loaded = {
+            role: load(folder / tar, f"{tmp}/{role}") for role, tar in entry["deployments"].items()
+        }
+        if how["measure"] == "handoff":
+            return handoff_seconds(loaded["one"], loaded["two"], how["hops"], how["repeat"])
+        return run_seconds(loaded["run"], how["repeat"])
+
+
+def _name(entry: dict[str, Any]) -> str:
+    return entry.get("lib") or next(iter(entry["deployments"].values()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,9 +17,8 @@ from typing import Any
 import networkx as nx
 
 from tvm_hetero.build.multi_device import BuildOptions
-from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.devices.discover import merged_cpu
-from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
 from tvm_hetero.plan import duet
@@ -28,7 +27,7 @@ from tvm_hetero.plan.phases import phases
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.strategies.eop import COPY_SIZES, profiler_for
+from tvm_hetero.strategies.eop import crossing, profiler_for
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -125,17 +124,13 @@ def _edges(graph: OpGraph, where: dict[str, int]) -> tuple[tuple[int, int, int],
 
 
 def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, int], Link]:
-    """The cost of passing a tensor between each ordered pair of devices: for CPU workers of one
-    process the runtime's measured handoff (no copy), otherwise a line fitted to measured copies."""
+    """The cost of passing a tensor between each ordered pair of devices (EOP's
+    :func:`~tvm_hetero.strategies.eop.crossing`: the runtime's handoff between workers of one
+    process, plus the bytes at the fitted copy bandwidth where a copy is made)."""
     out = {}
     for a, b in itertools.permutations(range(len(devices)), 2):
-        src, dst = devices[a], devices[b]
-        if src.kind is dst.kind is DeviceKind.CPU and src.colocated(dst):
-            out[(a, b)] = Link(profiler.profile_handoff(src, dst).median_s)
-        else:
-            times = [r.median_s for r in profiler.profile_transfer(src, dst, COPY_SIZES)]
-            fit = fit_transfer(COPY_SIZES, times)
-            out[(a, b)] = Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
+        fit = crossing(devices[a], devices[b], profiler)
+        out[(a, b)] = Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
     return out
 
 
