@@ -2,6 +2,7 @@
 
 import pytest
 
+from tvm_hetero.plan.placement import Placement
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import MeasureConfig
@@ -21,6 +22,17 @@ def test_measure_plan_every_strategy_and_time_the_key_operators(tmp_path, two_cp
     assert plans["eop"].predicted_s <= min(same_home) + 1e-12
     assert all(s.shares[1] for s in plans["equal"].splits)
     assert plans["other"].devices == inputs.devices[::-1]
+    # every device's operator times add up to the model's run there (the instrumented run's level
+    # is off: a timer per operator)
+    for name, op_s in zip(inputs.devices, inputs.op_s, strict=True):
+        dev = next(d for d in two_cpus if d.name == name)
+        run = profiler.profile_run(model, [dev], Placement((name,))).median_s  # served, not timed
+        assert sum(op_s.values()) == pytest.approx(run)
+    for key in inputs.keys:  # whole, a key operator costs its pattern at the device's level
+        option = key.options[0]
+        for k in (0, 1):
+            assert option.time[k](option.extent) == pytest.approx(inputs.op_s[k][key.node_id])
+    assert plans["home"].predicted_s == pytest.approx(sum(inputs.op_s[0].values()), rel=0.01)
     timed = eop.measured_key_ops(model, two_cpus, plans["equal"])
     assert set(timed) == {k.node_id for k in inputs.keys} and min(timed.values()) > 0
     with pytest.raises(ValueError, match="unknown strategy 'best'"):

@@ -85,71 +85,84 @@ def measure_inputs(
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
         raise ValueError(f"eop: samples must be >= 3 (three patterns to tell apart), got {samples}")
-    op_s = [_in_model_seconds(model, dev, profiler) for dev in devices]
-    if sum(op_s[1].values()) < sum(op_s[0].values()):
-        devices, op_s = [devices[1], devices[0]], [op_s[1], op_s[0]]
+    op_s = [_op_seconds(model, dev, profiler) for dev in devices]
+    runs = [profiler.profile_run(model, [dev], Placement((dev.name,))).median_s for dev in devices]
+    if runs[1] < runs[0]:
+        devices, op_s, runs = [devices[1], devices[0]], [op_s[1], op_s[0]], [runs[1], runs[0]]
     home, other = devices
     bindings = op_bindings(model.mod[ENTRY_FUNC])
     cuttable = {b.node_id for b in bindings if _dims(b.call)}
     key_ids = set(key_operators({n: t for n, t in op_s[0].items() if n in cuttable}, key_share))
     store = PatternStore(Path(profiler.db.path).with_name("patterns.json"))
-    keys, fits, prev = [], [], None
+    swept, fits = [], []
     key_bindings = [b for b in bindings if b.node_id in key_ids]
     for i, b in enumerate(key_bindings):
         if progress:
             progress(b.node_id, i, len(key_bindings))
-        options = []
         for dim in _dims(b.call).values():
             patterns = []
             for dev in (home, other):
                 pattern, fit = _pattern(model, b.node_id, dim, dev, profiler, store, samples)
                 patterns.append(pattern)
                 fits.append(fit)
+            swept.append((b, dim, patterns))
+    if progress:
+        progress("done", len(key_bindings), len(key_bindings))
+    store.save()
+    whole: dict[str, tuple[float, float]] = {}  # each key operator whole (its first dimension)
+    for b, dim, patterns in swept:
+        whole.setdefault(
+            b.node_id, (patterns[0].predict(dim.extent), patterns[1].predict(dim.extent))
+        )
+    levels = [_level(op_s[k], {n: t[k] for n, t in whole.items()}, runs[k]) for k in (0, 1)]
+    keys, prev = [], None
+    for b in key_bindings:
+        options = []
+        for _, dim, patterns in (entry for entry in swept if entry[0] is b):
             t = traffic(b.call, dim)
             chains, chained_bytes = _chain(prev, b, dim)
             times = (
-                _Leveled(patterns[0].predict, op_s[0].get(b.node_id), dim.extent),
-                _Leveled(patterns[1].predict, op_s[1].get(b.node_id), dim.extent),
+                _Leveled(patterns[0].predict, levels[0]),
+                _Leveled(patterns[1].predict, levels[1]),
             )
             sizes = (t.cut_in_bytes, t.whole_in_bytes, t.out_bytes)
             options.append(DimOption(dim.name, dim.extent, times, *sizes, chains, chained_bytes))
         keys.append(KeyOp(b.node_id, str(b.call.op.name), tuple(options)))
         prev = b
-    if progress:
-        progress("done", len(key_bindings), len(key_bindings))
-    store.save()
+    leveled = tuple(
+        {n: levels[k] * (whole[n][k] if n in whole else t) for n, t in op_s[k].items()}
+        for k in (0, 1)
+    )
     link = _link(home, other, profiler)
-    return EopInputs((home.name, other.name), tuple(keys), link, (op_s[0], op_s[1]), tuple(fits))
+    return EopInputs((home.name, other.name), tuple(keys), link, leveled, tuple(fits))
 
 
-def _in_model_seconds(model: Model, dev: DeviceSpec, profiler: Profiler) -> dict[str, float]:
-    """Every operator's time on ``dev`` inside the model: the instrumented run's times, scaled to
-    add up to what the model takes on ``dev`` alone as the runtime runs it (fused, kernels back
-    to back, the worker's dispatch). Instrumenting costs each operator a timer and a wait for
-    the GPU: on the H200 box LSTM's 26 operators added up to 0.34 ms on the GPU and 0.064 on its
-    CPU, and the model ran in 0.028 and 0.023."""
+def _op_seconds(model: Model, dev: DeviceSpec, profiler: Profiler) -> dict[str, float]:
+    """Every operator's time on ``dev`` inside one instrumented run of the model."""
     placed = get_pipeline("manual_placement", vdevices=vdevices_of([dev]), assignment={})(model.mod)
-    times = profiler.profile_op_times(placed, [dev]).extra["node_seconds"]
-    whole = profiler.profile_run(model, [dev], Placement((dev.name,))).median_s
-    total = sum(times.values())
-    return {n: t * whole / total for n, t in times.items()} if total > 0 else times
+    return profiler.profile_op_times(placed, [dev]).extra["node_seconds"]
+
+
+def _level(op_s: dict[str, float], key_s: dict[str, float], run_s: float) -> float:
+    """What brings EOP's model of a device to the model's run there: the instrumented times of
+    the operators that are not key plus the key operators' fitted patterns, whole, scaled to add
+    up to ``run_s``. The instrumented run pays a timer and a wait for the GPU per operator
+    (LSTM's 26 operators summed 0.34 ms on the H200 box's GPU, 0.064 on its CPU; the model ran
+    in 0.028 and 0.023); one factor per device keeps the shares the patterns measured (a key
+    operator's own instrumented time can be misattributed among its layout kernels)."""
+    modelled = sum(t for n, t in op_s.items() if n not in key_s) + sum(key_s.values())
+    return run_s / modelled if modelled > 0 else 1.0
 
 
 @dataclass(frozen=True)
 class _Leveled:
-    """A key operator's fitted pattern at the operator's level in the model: the sweep (the
-    operator compiled alone) gives how its time follows the cut, the in-model time what it costs
-    whole (``predict(extent)`` is ``in_model_s``)."""
+    """A key operator's fitted pattern at its device's level (:func:`_level`)."""
 
     predict: Callable[[float], float]
-    in_model_s: float | None
-    extent: int
+    level: float
 
     def __call__(self, size: float) -> float:
-        alone = self.predict(self.extent)
-        if self.in_model_s is None or alone <= 0:
-            return self.predict(size)
-        return self.predict(size) * self.in_model_s / alone
+        return self.predict(size) * self.level
 
 
 def _dims(call: relax.Call) -> dict[str, SplitDim]:
@@ -213,7 +226,7 @@ def crossing(src: DeviceSpec, dst: DeviceSpec, profiler: Profiler) -> TransferFi
     """What passing a tensor from a worker on ``src`` to one on ``dst`` costs the runtime.
 
     CPU workers of one process share memory: the measured handoff, no copy. A GPU beside the
-    CPU: the handoff (dispatch, the copy of a tiny value, the wait for the GPU: 30-60 us a
+    CPU: the handoff (dispatch, the copy of a tiny value, the wait for the GPU: 47-74 us a
     crossing on the H200 box, where a bare copy takes 10) plus the bytes at the bandwidth fitted
     to measured copies. Between machines: the line fitted to measured copies."""
     if src.kind is dst.kind is DeviceKind.CPU and src.colocated(dst):
