@@ -22,15 +22,16 @@ from tvm_hetero.strategies import eop
 from tvm_hetero.zoo import load_zoo_model
 
 
-def _measure_on_the_box(folder) -> None:
-    """The box's side: ``tvm-hetero measure`` with the TVM runtime alone."""
+def _measure_on_the_box(folder, expect: int = 0) -> str:
+    """The box's side: ``tvm-hetero measure`` with the TVM runtime alone; its output."""
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
     code = "import sys, tvm_hetero.cli.main as m; sys.exit(m.main(sys.argv[1:]))"
     done = subprocess.run(
         [sys.executable, "-c", code, "measure", str(folder)], env=env, capture_output=True,
         text=True, timeout=600,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done.stdout
 
 
 def test_als_offline_round_trip_plans_from_the_box_records(tmp_path, capsys):
@@ -100,13 +101,18 @@ def test_handoff_offline_round_trip_runs_both_chains_on_the_box_runtime(tmp_path
     assert profiler.misses == 0 and len(record.samples_s) == 5 and 0 < record.median_s < 1e-2
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
-def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(tmp_path):
+def _export_for_cpu_and_gpu(tmp_path) -> tuple:
+    """EOP's offline export of ``mlp:tiny`` for this CPU and a GPU: (folder, its entries)."""
     folder = tmp_path / "offline"
     assert main(["plan", "mlp:tiny", "--strategy", "eop", "--device", "cpu", "--device", "cuda",
                  "--offline", str(folder), "--db", str(tmp_path / "db.jsonl"),
                  "--samples", "3"]) == 0  # fmt: skip
-    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    return folder, json.loads((folder / "manifest.json").read_text())["entries"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(tmp_path):
+    folder, entries = _export_for_cpu_and_gpu(tmp_path)
     kinds = {(e["kind"], tuple(d["name"] for d in e["devices"])) for e in entries}
     assert kinds == {
         ("op_in_model", ("cpu",)), ("op_in_model", ("cuda:0",)),  # per-operator runs
@@ -133,22 +139,13 @@ def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_cod
 def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(tmp_path):
     # the GPU's runtime is loaded (or found missing) before a library with its kernels is: on the
     # box, loading first failed every CUDA library ("a loader of that name is not registered")
-    folder = tmp_path / "offline"
-    assert main(["plan", "mlp:tiny", "--strategy", "eop", "--device", "cpu", "--device", "cuda",
-                 "--offline", str(folder), "--db", str(tmp_path / "db.jsonl"),
-                 "--samples", "3"]) == 0  # fmt: skip
-    entries = json.loads((folder / "manifest.json").read_text())["entries"]
+    folder, entries = _export_for_cpu_and_gpu(tmp_path)
     on_gpu = sum(any(d["name"] == "cuda:0" for d in e["devices"]) for e in entries)
-    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
-    code = "import sys, tvm_hetero.cli.main as m; sys.exit(m.main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, "measure", str(folder)], env=env, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
-    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
-    assert done.returncode == 1 and len(failed) == on_gpu > 0, done.stdout
-    said = " ".join(done.stdout.split())  # the console wraps its lines
-    assert said.count("SpecError: cuda:0 is not present") == on_gpu, done.stdout
+    out = _measure_on_the_box(folder, expect=1)
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == on_gpu > 0, out
+    said = " ".join(out.split())  # the console wraps its lines
+    assert said.count("SpecError: cuda:0 is not present") == on_gpu, out
     assert len((folder / "results.jsonl").read_text().splitlines()) == len(entries) - on_gpu
 
 

@@ -86,11 +86,8 @@ class OfflineRunner:
         extra: dict | None = None,
     ) -> None:  # fmt: skip
         """Export one unmeasured workload: its library and its manifest entry (once)."""
-        names = tuple(d.name for d in devices)
-        if (key, target, names) in self._exported:
+        if not self._first(key, target, devices):
             return
-        self._exported.add((key, target, names))
-        self.folder.mkdir(parents=True, exist_ok=True)
         lib = f"{len(self.entries):04d}_{key.replace(':', '_')[:48]}.so"
         executable.export_library(str(self.folder / lib))
         self.entries.append({
@@ -110,11 +107,8 @@ class OfflineRunner:
         """Export a workload the box runs on its concurrent runtime: compiled models by role
         (``run``; or a handoff's chains ``one`` and ``two``) and ``how`` to time them
         (``{"measure": "run" | "handoff", "repeat": ..., "hops": ...}``)."""
-        names = tuple(d.name for d in devices)
-        if (key, target, names) in self._exported:
+        if not self._first(key, target, devices):
             return
-        self._exported.add((key, target, names))
-        self.folder.mkdir(parents=True, exist_ok=True)
         stem = f"{len(self.entries):04d}_{key.replace(':', '_')[:40]}"
         tars = {role: f"{stem}_{role}.tar" for role in deployments}
         for role, compiled in deployments.items():
@@ -124,6 +118,15 @@ class OfflineRunner:
             "workload": workload, "target": target, "mode": mode,
             "devices": [_device_entry(d) for d in devices], "extra": {},
         })  # fmt: skip
+
+    def _first(self, key: str, target: str, devices: Sequence[DeviceSpec]) -> bool:
+        """Whether this workload is new to the folder (which then exists); marks it exported."""
+        seen = (key, target, tuple(d.name for d in devices))
+        if seen in self._exported:
+            return False
+        self._exported.add(seen)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return True
 
     def save(self) -> Path:
         """Write the manifest of what was exported (the workloads the box must time)."""
