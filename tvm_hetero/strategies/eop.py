@@ -94,7 +94,8 @@ def measure_inputs(
     cuttable = {b.node_id for b in bindings if _dims(b.call)}
     key_ids = set(key_operators({n: t for n, t in op_s[0].items() if n in cuttable}, key_share))
     store = PatternStore(Path(profiler.db.path).with_name("patterns.json"))
-    swept, fits = [], []
+    swept: dict[str, list] = {}  # key operator -> (dimension, its patterns home and other)
+    fits = []
     key_bindings = [b for b in bindings if b.node_id in key_ids]
     for i, b in enumerate(key_bindings):
         if progress:
@@ -105,20 +106,19 @@ def measure_inputs(
                 pattern, fit = _pattern(model, b.node_id, dim, dev, profiler, store, samples)
                 patterns.append(pattern)
                 fits.append(fit)
-            swept.append((b, dim, patterns))
+            swept.setdefault(b.node_id, []).append((dim, patterns))
     if progress:
         progress("done", len(key_bindings), len(key_bindings))
     store.save()
-    whole: dict[str, tuple[float, float]] = {}  # each key operator whole (its first dimension)
-    for b, dim, patterns in swept:
-        whole.setdefault(
-            b.node_id, (patterns[0].predict(dim.extent), patterns[1].predict(dim.extent))
-        )
+    whole = {  # each key operator whole, along its first dimension
+        n: (p0.predict(dim.extent), p1.predict(dim.extent))
+        for n, ((dim, (p0, p1)), *_) in swept.items()
+    }
     levels = [_level(op_s[k], {n: t[k] for n, t in whole.items()}, runs[k]) for k in (0, 1)]
     keys, prev = [], None
     for b in key_bindings:
         options = []
-        for _, dim, patterns in (entry for entry in swept if entry[0] is b):
+        for dim, patterns in swept[b.node_id]:
             t = traffic(b.call, dim)
             chains, chained_bytes = _chain(prev, b, dim)
             times = (
