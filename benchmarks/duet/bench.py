@@ -32,7 +32,6 @@ from tvm_hetero import api
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.plan import duet
 from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies import duet as strategy
 from tvm_hetero.zoo import load_zoo_model
 
@@ -72,10 +71,11 @@ def ort_latency(name: str, runs: int, work: Path, settings: dict) -> dict:
     return out
 
 
-def schedulers(model, workers, result, budget: int) -> dict:
-    """Fig. 13: each scheduler's placement measured end to end (same timer as the correction)."""
+def schedulers(model, workers, result, budget: int, db: Path) -> dict:
+    """Fig. 13: each scheduler's placement measured end to end (same timer and records as the
+    correction)."""
     costs, dg = result.costs, result.graph
-    timer = strategy.EndToEnd(model, workers, dg)
+    timer = strategy.EndToEnd(model, workers, dg, strategy.profiler_for(db))
     rnd = duet.random_assignment(costs, seed=0)
     plans = {
         "random": rnd,
@@ -120,8 +120,7 @@ def main() -> None:
             inputs = model.random_inputs()
             start = time.perf_counter()
             result = strategy.plan_with_measurements(
-                model, workers, work / "profiles.jsonl", budget=args.budget,
-                config=MeasureConfig(repeat=7, min_repeat_ms=50),
+                model, workers, work / "profiles.jsonl", budget=args.budget
             )  # fmt: skip
             plan_s = time.perf_counter() - start
             kept = api.compile(model, api.in_plan_order(workers, result.plan), result.plan)
@@ -147,7 +146,9 @@ def main() -> None:
             ref = api.run(api.compile(model, [both]), inputs)
             row["max_error"] = api.max_abs_error(api.run(kept, inputs), ref)
             if args.schedulers:
-                row["schedulers"] = schedulers(model, workers, result, args.budget)
+                row["schedulers"] = schedulers(
+                    model, workers, result, args.budget, work / "profiles.jsonl"
+                )
             rows[name] = row
             console.print(f"{name}: {result.plan.strategy} on {result.plan.devices}, "
                           f"planned in {plan_s:.0f} s")  # fmt: skip

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On the lent GPU box (the device tool's command, in the project root, $OUT set):
 #   bash benchmarks/gpu/on_box.sh a    # .gpu/box.tar.xz from prepare.sh: latency of .gpu/a's
-#                                      # artifacts, then EOP's exported workloads measured
+#                                      # artifacts, then the exported workloads (EOP, DUET)
 #   bash benchmarks/gpu/on_box.sh t    # .gpu/t from prepare.sh: TVM and torch (eager, CUDA
 #                                      # graph) on the same networks, weights and inputs
 #   bash benchmarks/gpu/on_box.sh b    # .gpu/b from eop_plans.py: EOP and baselines timed
-#   bash benchmarks/gpu/on_box.sh m    # .gpu/m/*: what a second plan --offline round exported
+#   bash benchmarks/gpu/on_box.sh m    # .gpu/m/* (folders, or .tar.xz of them): what a later
+#                                      # plan --offline round exported (DUET's correction)
 set -uo pipefail
 step=${1:?a, t, b or m}
 root=/tmp/tvm-hetero-box
@@ -24,12 +25,12 @@ if [ "$step" = a ]; then
     --outputs-dir "$OUT/outputs_a" 2> "$OUT/latency_a.err"
   # results are written as they come: a folder cut at the deadline keeps what it measured
   deadline=$((SECONDS + ${MEASURE_S:-330}))
-  for m in lstm gru bert-small; do
-    d=$box/artifacts/a/eop_$m
+  for d in "$box"/artifacts/a/*/; do  # eop_M, duet_M: folders of exported workloads
+    m=$(basename "$d")
     left=$((deadline - SECONDS)); [ "$left" -gt 1 ] || left=1  # timeout 0 would never stop
-    timeout "$left" "$box/tvm-hetero" measure "$d" > "$OUT/eop_$m.log" 2>&1
-    cp "$d/results.jsonl" "$OUT/eop_$m.results.jsonl"
-    echo "eop_$m: $(wc -l < "$d/results.jsonl") records, $((deadline - SECONDS)) s left"
+    timeout "$left" "$box/tvm-hetero" measure "$d" > "$OUT/$m.log" 2>&1
+    cp "$d/results.jsonl" "$OUT/$m.results.jsonl"
+    echo "$m: $(wc -l < "$d/results.jsonl") records, $((deadline - SECONDS)) s left"
   done
 elif [ "$step" = t ]; then
   "${PYTHON:-python3}" benchmarks/gpu/latency.py .gpu/t/*.tar --inputs-dir .gpu/t \
@@ -40,6 +41,7 @@ elif [ "$step" = t ]; then
   cp .gpu/t/*.torch_out.npz "$OUT/" 2>/dev/null
   cat "$OUT/torch.jsonl"
 elif [ "$step" = m ]; then  # a later round of offline workloads (plan --offline asked for more)
+  for x in .gpu/m/*.tar.xz; do [ -f "$x" ] && tar -xJf "$x" -C .gpu/m; done  # large: packed
   for d in .gpu/m/*/; do
     "$box/tvm-hetero" measure "$d" > "$OUT/$(basename "$d").log" 2>&1
     cp "$d/results.jsonl" "$OUT/$(basename "$d").results.jsonl"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile here everything the lent GPU box runs (benchmarks/gpu/README.md), into .gpu/ (ignored):
-#   .gpu/a/     single-GPU, CPU-only and CPU+GPU artifacts of the small models, and EOP's
-#               exported workloads (plan --offline) for lstm, gru and bert-small at batch 16
+#   .gpu/a/     single-GPU, CPU-only and CPU+GPU artifacts of the small models, EOP's
+#               exported workloads (plan --offline) for lstm, gru and bert-small at batch 16,
+#               and DUET's first round for siamese-lstm and wide-deep (batch 1)
 #   .gpu/box.tar.xz   the bundle: those, the runtime-only TVM for Python 3.12, tvm-hetero
 #   .gpu/rt/box.tar.xz   the same bundle without artifacts
 #   .gpu/t/     the BERT encoder and ResNet-18 for the GPU, beside torch (torch_ref.py)
@@ -22,6 +23,11 @@ $th compile bert-small --cluster "$box" --device cuda:0 -o "$a/bert-small.gpu.ta
 for m in lstm gru bert-small; do
   $th plan "$m" --model-arg batch=16 --strategy eop --cluster "$box" --device cpu \
     --device cuda:0 --offline "$a/eop_$m" --db .gpu/profiles.jsonl
+done
+# DUET (issue 16): its first round, the subgraphs and links (later rounds: README, step 3)
+for m in siamese-lstm wide-deep; do
+  $th plan "$m" --strategy duet --cluster "$box" --device cpu --device cuda:0 --budget 8 \
+    --offline "$a/duet_$m" --db .gpu/profiles.jsonl
 done
 rm -rf .gpu/t && .venv/bin/python benchmarks/gpu/torch_ref.py --export .gpu/t  # 58 MB: own carry
 rm -f .gpu/box.tar.xz

@@ -103,7 +103,8 @@ FILE_ERRORS = [
     ("bundle", ["g.json", "-o", "folder"], ["-o", "'folder'", "already exists"]),
     ("bundle", ["missing.tar", "-o", "box"], ["'missing.tar'", "does not exist"]),
     ("measure", ["folder"], ["'folder'", "manifest.json", "plan --offline"]),
-    ("plan", ["mlp:tiny", "--strategy", "duet", "--offline", "w"], ["--offline 'w'", "eop or als"]),
+    ("plan", ["mlp:tiny", "--strategy", "edgepipe", "--offline", "w"],
+     ["--offline 'w'", "eop, als or duet"]),
     ("compile", ["mlp:tiny", "--place", "matmul=cuda:3", "-o", "a.tar"], ["cuda:3", "not one"]),
 ]  # fmt: skip
 """Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""

@@ -126,3 +126,16 @@ def test_vdevice_and_runtime_mapping():
 def test_missing_gpu_is_a_clear_error():
     with pytest.raises(SpecError, match="cuda:0 is not present on this machine"):
         runtime_device("cuda", 0)
+
+
+def test_merged_cpu_joins_only_this_hosts_contiguous_core_workers():
+    from tvm_hetero.devices.discover import merged_cpu
+
+    pair = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    assert merged_cpu(pair) == cpu_device(cores=(0, 1))
+    assert merged_cpu(pair[:1]) is None
+    assert merged_cpu([resolve_device("cpu@0"), resolve_device("cpu")]) is None
+    # a cluster file's workers with core sets may be another machine's (an offline box)
+    boxed = [DeviceSpec(f"box-{k}", "cpu", d.target, index=k, threads=1, cores=d.cores)
+             for k, d in enumerate(pair)]  # fmt: skip
+    assert merged_cpu(boxed) is None

@@ -57,11 +57,7 @@ def test_als_offline_round_trip_plans_from_the_box_records(tmp_path, capsys):
 def test_eop_offline_round_trip_on_a_stand_in_box_of_two_cpu_workers(tmp_path):
     # the box: two CPU devices of another machine (a cluster file: a core each, run by the
     # box's own runtime); its "runtime" is this CPU
-    target = cpu_device().target
-    devices = [DeviceSpec(n, "cpu", target, index=k, threads=1, cores=(k,))
-               for k, n in enumerate(("box-a", "box-b"))]  # fmt: skip
-    spec = tmp_path / "box.json"
-    ClusterSpec(tuple(devices), (Link("box-a", "box-b", 1000.0),)).save(spec)
+    spec = _box_of_two_cpu_workers(tmp_path)
     folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
     base = ["plan", "mlp:tiny", "--strategy", "eop", "--cluster", str(spec), "--samples", "3",
             "--offline", str(folder), "--db", str(db)]  # fmt: skip
@@ -99,6 +95,55 @@ def test_handoff_offline_round_trip_runs_both_chains_on_the_box_runtime(tmp_path
     profiler = Profiler(db, runner)
     record = profiler.profile_handoff(*pair, hops=4, repeat=5)
     assert profiler.misses == 0 and len(record.samples_s) == 5 and 0 < record.median_s < 1e-2
+
+
+def _box_of_two_cpu_workers(tmp_path):
+    """A cluster file describing a box of two CPU devices, a core each (run here)."""
+    target = cpu_device().target
+    devices = [DeviceSpec(n, "cpu", target, index=k, threads=1, cores=(k,))
+               for k, n in enumerate(("box-a", "box-b"))]  # fmt: skip
+    spec = tmp_path / "box.json"
+    ClusterSpec(tuple(devices), (Link("box-a", "box-b", 1000.0),)).save(spec)
+    return spec
+
+
+def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, capsys):
+    # DUET asks in rounds: its subgraphs and links first, then the correction's end-to-end runs
+    # (each pass starts from the best the box measured) with the single devices
+    spec = _box_of_two_cpu_workers(tmp_path)
+    folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
+    base = ["plan", "siamese-lstm:tiny", "--strategy", "duet", "--cluster", str(spec),
+            "--device", "box-a", "--device", "box-b", "--budget", "3", "--offline", str(folder),
+            "--db", str(db), "-o", str(tmp_path / "plan.json")]  # fmt: skip
+    rounds = []
+    while not (tmp_path / "plan.json").exists():
+        assert len(rounds) < 4, rounds
+        capsys.readouterr()
+        assert main(base) == 0, capsys.readouterr().out
+        if (tmp_path / "plan.json").exists():
+            break
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["round"] == len(rounds) + 1
+        rounds.append(
+            sorted({(e["kind"], e.get("how", {}).get("measure")) for e in manifest["entries"]})
+        )
+        files = {f.name for f in folder.iterdir()} - {"manifest.json", "results.jsonl"}
+        listed = {
+            f
+            for e in manifest["entries"]
+            for f in [e.get("lib"), *e.get("deployments", {}).values()]
+            if f
+        }
+        assert files == listed  # an earlier round's files are gone
+        _measure_on_the_box(folder)
+    assert rounds[0] == [("subgraph", None), ("transfer", "handoff")]  # costs, the link
+    assert all(r == [("model", "run")] for r in rounds[1:]) and len(rounds) >= 2
+    out = " ".join(capsys.readouterr().out.split())
+    plan = load_plan(tmp_path / "plan.json")
+    assert plan.strategy in ("duet", "duet-fallback") and set(plan.devices) <= {"box-a", "box-b"}
+    runs = {r.median_s for r in ProfileDB(db).query(kind=RecordKind.MODEL)}
+    assert plan.measured_s in runs  # the kept time is one the box measured
+    assert "Correction from" in out and "exported" not in out
 
 
 def _export_for_cpu_and_gpu(tmp_path) -> tuple:

@@ -16,7 +16,6 @@ from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import duet
 from tvm_hetero.plan.registry import load_plan, save_plan
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies import duet as strategy
 
 
@@ -128,7 +127,7 @@ def test_a_torch_two_tower_recommender_plans_compiles_and_matches(tmp_path, work
     dg = _matches_single_device(model, workers)
     assert max(dg.phase.count(p) for p in set(dg.phase)) == 2  # the towers
     result = strategy.plan_with_measurements(
-        model, workers, tmp_path / "p.jsonl", budget=3, config=MeasureConfig(3, 5)
+        model, workers, tmp_path / "p.jsonl", budget=3, repeat=5
     )
     _kept_is_measured_best(result)
     compiled = api.compile(model, api.in_plan_order(workers, result.plan), result.plan)
@@ -154,7 +153,7 @@ def _kept_is_measured_best(result):
 def test_plan_with_measurements_corrects_within_budget_and_round_trips(tmp_path, workers):
     model = load_model("siamese-lstm:tiny")
     result = strategy.plan_with_measurements(
-        model, workers, tmp_path / "p.jsonl", budget=2, config=MeasureConfig(3, 5)
+        model, workers, tmp_path / "p.jsonl", budget=2, repeat=5
     )
     assert 1 <= len(result.correction.trials) <= 2
     assert set(result.singles) == {"cpu@0", "cpu@1", "cpu@0-1"}

@@ -108,12 +108,13 @@ instead of the paper's 64, so that planning (a dozen builds) takes about a minut
 def _duet(devices, repeat: int) -> bool:
     """Step 6: DUET on a multi-branch model: planned, built, checked, timed, its run drawn."""
     from tvm_hetero.cli.duet import plan_and_say, report
+    from tvm_hetero.strategies.eop import profiler_for
 
     out = console()
     name, settings = DUET_MODEL
     model = load_model(name, **settings)
     out.rule(f"[bold]6. DUET: the branches of {model.name} on two devices at once")
-    result = plan_and_say(model, devices, OUT_DIR / "profiles.jsonl", None, 4)
+    result = plan_and_say(model, devices, profiler_for(OUT_DIR / "profiles.jsonl"), 4)
     report(result, model, devices, 4)
     plan = result.plan
     inputs = model.random_inputs()

@@ -133,16 +133,17 @@ def build_options(args: argparse.Namespace):
     return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs)
 
 
-OFFLINE_STRATEGIES = ("eop", "als")
-"""Strategies whose measurements all go through the profiler, so they can plan offline (DUET,
-EdgePipe and FlexPie time runs on the concurrent runtime too)."""
+OFFLINE_STRATEGIES = ("eop", "als", "duet")
+"""Strategies whose measurements all go through the profiler, so they can plan offline
+(EdgePipe and FlexPie time their emulated clusters' links and runs themselves)."""
 
 
 def check_offline(args: argparse.Namespace) -> None:
     """Refuse ``--offline`` for a strategy that cannot plan offline, before any work."""
     if getattr(args, "offline", None) and getattr(args, "strategy", None) not in OFFLINE_STRATEGIES:
         raise ValueError(
-            f"--offline {args.offline!r}: only --strategy {' or '.join(OFFLINE_STRATEGIES)} "
+            f"--offline {args.offline!r}: only --strategy {', '.join(OFFLINE_STRATEGIES[:-1])} "
+            f"or {OFFLINE_STRATEGIES[-1]} "
             f"plan for offline devices, not {args.strategy or 'a --place or --plan compile'}"
         )
 
@@ -168,22 +169,23 @@ def profiler_from_args(args: argparse.Namespace):
 
 def stop_if_exported(args: argparse.Namespace, profiler) -> None:
     """After an offline planner's measuring: if it asked for workloads the box has not timed,
-    write them to ``--offline`` and stop (exit 0 on the first export, 1 when the box's results
-    still lack some)."""
+    write them to ``--offline`` and stop: exit 0 when they are all new (a planner like DUET's
+    correction asks in rounds), 1 when an earlier round exported some already (the box's
+    results still lack them)."""
     runner = profiler.runner
     if not getattr(runner, "offline", False) or not runner.entries:
         return
     path = runner.save()
-    first = not runner.measured
+    again = runner.asked_again
     console().print(
-        f"{'exported' if first else 'still unmeasured:'} {len(runner.entries)} workload(s) to "
-        f"{path.parent}"
+        f"exported {len(runner.entries)} workload(s) to {path.parent} (round {runner.round})"
+        + (f"; {again} of them still unmeasured from the round before" if again else "")
     )
     raise Stop(
         f"next: tvm-hetero bundle {args.offline} -o box.tar.xz; on the box: "
         f"box/tvm-hetero measure box/artifacts/{path.parent.name}; bring back its "
         f"results.jsonl into {args.offline} and run this command again",
-        0 if first else 1,
+        1 if again else 0,
     )
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from tvm_hetero.cli.common import (
-    build_options,
     console,
+    profiler_from_args,
     progress_bar,
     progress_of,
+    stop_if_exported,
     table,
     write_plan,
 )
@@ -24,17 +25,25 @@ def make_plan(args: argparse.Namespace, model, devices) -> SubgraphPlan:
 
 
 def _plan(args: argparse.Namespace, model, devices) -> strategy.DuetResult:
-    options = build_options(args)
-    return plan_and_say(model, devices, args.db, options, args.budget)
+    return plan_and_say(model, devices, profiler_from_args(args), args.budget, args)
 
 
-def plan_and_say(model, devices, db, options, budget: int) -> strategy.DuetResult:
-    """DUET's plan with a progress bar, and one line on what was kept and why."""
+def plan_and_say(
+    model, devices, profiler, budget: int, args: argparse.Namespace | None = None
+) -> strategy.DuetResult:  # fmt: skip
+    """DUET's plan with a progress bar, and one line on what was kept and why. With ``args``
+    naming ``--offline``, it stops after each step that exported workloads for the box: the
+    subgraphs and links first, then each pass of the correction with the single devices."""
     with progress_bar() as bar:
-        result = strategy.plan_with_measurements(
-            model, devices, db, options, budget,
-            progress_of(bar, "subgraphs compiled and timed"),
-        )  # fmt: skip
+        progress = progress_of(bar, "subgraphs compiled and timed")
+        dg, costs = strategy.measure_costs(model, devices, profiler, progress)
+    if args is not None:
+        stop_if_exported(args, profiler)
+    with progress_bar() as bar:
+        progress = progress_of(bar, "end-to-end runs")
+        result = strategy.place(model, devices, dg, costs, profiler, budget, progress=progress)
+    if args is not None:
+        stop_if_exported(args, profiler)
     plan, singles = result.plan, result.singles
     best = min(singles, key=singles.__getitem__)
     if plan.strategy == "duet-fallback":

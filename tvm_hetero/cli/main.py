@@ -420,10 +420,11 @@ def _add_eop_args(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("EOP (--strategy eop)")
     group.add_argument(
         "--offline", metavar="DIR",
-        help="eop / als for devices only reached offline (a GPU box; --cluster describes it): "
-        "export every workload the planner asks for to DIR, to time there (tvm-hetero bundle, "
-        "then tvm-hetero measure); once DIR holds the box's results.jsonl, merge them into "
-        "--db and plan for the box",
+        help="eop / als / duet for devices only reached offline (a GPU box; --cluster "
+        "describes it): export every workload the planner asks for to DIR, to time there "
+        "(tvm-hetero bundle, then tvm-hetero measure); once DIR holds the box's results.jsonl, "
+        "merge them into --db and plan for the box (duet asks in rounds: run it again after "
+        "each)",
     )  # fmt: skip
     group.add_argument(
         "--db", metavar="PATH", help="profile database reused across runs, EOP's and DUET's "

@@ -57,11 +57,14 @@ def cpu_device(
 
 def merged_cpu(devices: Sequence[DeviceSpec]) -> DeviceSpec | None:
     """One CPU worker on every core of ``devices`` (``cpu@0`` + ``cpu@1`` -> ``cpu@0-1``), when
-    they are all CPU workers of this host on contiguous core sets; else ``None``. What a plan over
-    CPU workers falls back to when splitting the model does not pay."""
+    they are all this host's own CPU workers (``cpu@...``) on contiguous core sets; else
+    ``None`` (workers a cluster file names may be another machine's). What a plan over CPU
+    workers falls back to when splitting the model does not pay."""
     if len(devices) < 2 or any(
-        d.kind is not DeviceKind.CPU or d.cores is None or d.host is not None for d in devices
-    ):
+        d.kind is not DeviceKind.CPU or d.cores is None or d.host is not None
+        or d.name != cpu_device(cores=d.cores).name
+        for d in devices
+    ):  # fmt: skip
         return None
     cores = sorted(c for d in devices for c in d.cores)  # type: ignore[union-attr]
     if cores != list(range(cores[0], cores[-1] + 1)):

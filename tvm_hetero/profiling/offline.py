@@ -10,7 +10,10 @@ runner over the same folder merges the results into the database and serves them
 for each device with the fingerprint the box measured it with, so the records are found.
 
 Like TVM's builder / runner split, but driven by the planner itself: whatever a strategy asks
-the profiler for (operators, sweeps, copies, subgraphs, per-operator runs) is what is exported.
+the profiler for (operators, sweeps, copies, subgraphs, per-operator runs, end-to-end runs) is
+what is exported. A planner whose next questions depend on the answers (DUET's correction runs
+what its measured best suggests) takes several rounds over the same folder: each round's
+manifest lists only what is new, the box appends to ``results.jsonl``.
 """
 
 from __future__ import annotations
@@ -51,6 +54,14 @@ class OfflineRunner:
         self.folder, self.config = Path(folder), config or MeasureConfig()
         self.entries: list[dict[str, Any]] = []
         self._exported: set[tuple[str, str, tuple[str, ...]]] = set()
+        self.round, self.asked, self._files = 1, set(), set()
+        manifest = self.folder / MANIFEST
+        if manifest.is_file():
+            before = json.loads(manifest.read_text())
+            self.round = int(before.get("round", 1)) + 1
+            for entry in before["entries"]:
+                self.asked.add(_seen(entry["workload_key"], entry["target"], entry["devices"]))
+                self._files |= set(_files(entry))
         self.fingerprints: dict[str, Fingerprint] = {}
         results = self.folder / RESULTS
         if results.is_file():
@@ -121,17 +132,28 @@ class OfflineRunner:
 
     def _first(self, key: str, target: str, devices: Sequence[DeviceSpec]) -> bool:
         """Whether this workload is new to the folder (which then exists); marks it exported."""
-        seen = (key, target, tuple(d.name for d in devices))
+        seen = _seen(key, target, [{"name": d.name} for d in devices])
         if seen in self._exported:
             return False
         self._exported.add(seen)
         self.folder.mkdir(parents=True, exist_ok=True)
         return True
 
+    @property
+    def asked_again(self) -> int:
+        """How many of this round's workloads an earlier round exported already (the box's
+        results lack them: it failed them, or they were not brought back)."""
+        return sum(_seen(e["workload_key"], e["target"], e["devices"]) in self.asked
+                   for e in self.entries)  # fmt: skip
+
     def save(self) -> Path:
-        """Write the manifest of what was exported (the workloads the box must time)."""
+        """Write the manifest of this round's workloads (what the box must time), and remove
+        the files of an earlier round's workloads that this round does not list."""
+        current = {f for e in self.entries for f in _files(e)}
+        for name in self._files - current:
+            (self.folder / name).unlink(missing_ok=True)
         manifest = {
-            "format": FORMAT, "tvm": tvm.__version__, "entries": self.entries,
+            "format": FORMAT, "tvm": tvm.__version__, "round": self.round, "entries": self.entries,
             "config": {"repeat": self.config.repeat, "min_repeat_ms": self.config.min_repeat_ms,
                        "max_number": self.config.max_number},
         }  # fmt: skip
@@ -139,6 +161,16 @@ class OfflineRunner:
         path = self.folder / MANIFEST
         path.write_text(json.dumps(manifest, indent=1))
         return path
+
+
+def _seen(key: str, target: str, devices: Sequence[dict]) -> tuple[str, str, tuple[str, ...]]:
+    """What identifies an exported workload: key, target and device names."""
+    return key, target, tuple(d["name"] for d in devices)
+
+
+def _files(entry: dict[str, Any]) -> list[str]:
+    """The files of one manifest entry: its library, or its compiled models."""
+    return [entry["lib"]] if "lib" in entry else list(entry["deployments"].values())
 
 
 def _device_entry(spec: DeviceSpec) -> dict[str, Any]:

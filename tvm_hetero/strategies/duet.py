@@ -26,7 +26,6 @@ from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Assignment, Link, SubgraphCost
 from tvm_hetero.plan.phases import phases
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.strategies.eop import crossing, profiler_for
 
 Progress = Callable[[str, int, int], None]
@@ -171,13 +170,15 @@ def to_plan(
 
 @dataclass
 class EndToEnd:
-    """Compiles a plan and times it on the concurrent runtime; each assignment once."""
+    """Times an assignment as compiled and run end to end on the concurrent runtime
+    (:meth:`Profiler.profile_run`: kept in the profile database, and with an offline runner
+    exported for the box to run, a placeholder meanwhile); each assignment once."""
 
     model: Model
     devices: Sequence[DeviceSpec]
     graph: DuetGraph
-    options: BuildOptions | None = None
-    config: MeasureConfig = field(default_factory=lambda: MeasureConfig(repeat=7, min_repeat_ms=50))
+    profiler: Profiler
+    repeat: int = 30
     seconds: dict[Assignment, float] = field(default_factory=dict)
     progress: Progress | None = None
     expected_runs: int = 0
@@ -191,17 +192,16 @@ class EndToEnd:
         return self.seconds[assignment]
 
     def time_plan(self, plan: SubgraphPlan, devices: Sequence[DeviceSpec] | None = None) -> float:
-        """Measured seconds of ``plan`` on ``devices`` (default: the plan's own, by name)."""
+        """Median seconds of ``plan``'s runs on ``devices`` (default: the plan's own, by name)."""
         from tvm_hetero import api
 
         devices = devices or api.in_plan_order(self.devices, plan)
-        compiled = api.compile(self.model, devices, plan, self.options)
-        seconds = api.median_seconds(compiled, self.model.random_inputs(), self.config)
+        record = self.profiler.profile_run(self.model, devices, plan, repeat=self.repeat)
         self.runs += 1
         if self.progress:
             total = max(self.expected_runs, self.runs)
             self.progress("end-to-end runs (compile and time)", self.runs, total)
-        return seconds
+        return record.median_s
 
 
 @dataclass(frozen=True)
@@ -232,23 +232,26 @@ class DuetResult:
     singles: dict[str, float]
 
 
-def plan_with_measurements(
-    model: Model, devices: Sequence[DeviceSpec], db: str | Path | None = None,
-    options: BuildOptions | None = None, budget: int = 12, progress: Progress | None = None,
-    config: MeasureConfig | None = None,
+def measure_costs(
+    model: Model, devices: Sequence[DeviceSpec], profiler: Profiler,
+    progress: Progress | None = None,
+) -> tuple[DuetGraph, SubgraphCosts]:  # fmt: skip
+    """DUET's steps before any end-to-end run: the phases' subgraphs and their compiler-aware
+    costs on every device, links included (what an offline box times in its first round)."""
+    dg = duet_graph(OpGraph.from_module(model.mod))
+    return dg, subgraph_costs(model, devices, dg, profiler, progress)
+
+
+def place(
+    model: Model, devices: Sequence[DeviceSpec], dg: DuetGraph, costs: SubgraphCosts,
+    profiler: Profiler, budget: int = 12, repeat: int = 30, progress: Progress | None = None,
 ) -> DuetResult:  # fmt: skip
-    """DUET end to end: phases, compiler-aware costs, greedy (or Ideal where enumeration is cheap)
-    corrected by at most ``budget`` measured runs, then the fallback: every single device (and,
-    for CPU workers, one worker on all their cores) measured, and the fastest kept."""
-    graph = OpGraph.from_module(model.mod)
-    dg = duet_graph(graph)
-    profiler = profiler_for(db, options)
-    costs = subgraph_costs(model, devices, dg, profiler, progress)
+    """Greedy (or Ideal where enumeration is cheap) corrected by at most ``budget`` end-to-end
+    runs, then the fallback: every single device (and, for CPU workers, one worker on all their
+    cores) run, and the fastest kept. Each run is ``repeat`` samples (:class:`EndToEnd`)."""
     label, start = duet.start_point(costs)
-    timer = EndToEnd(model, devices, dg, options, progress=progress)
+    timer = EndToEnd(model, devices, dg, profiler, repeat, progress=progress)
     timer.expected_runs = budget + len(devices) + (merged_cpu(devices) is not None)
-    if config is not None:
-        timer.config = config
     fixed = duet.correct(costs, start, timer, budget)
     singles = _singles(dg, devices, timer)
     best_single = min(singles, key=singles.__getitem__)
@@ -263,6 +266,18 @@ def plan_with_measurements(
             singles[best_single],
         )  # fmt: skip
     return DuetResult(plan, dg, costs, label, fixed, singles)
+
+
+def plan_with_measurements(
+    model: Model, devices: Sequence[DeviceSpec], db: str | Path | None = None,
+    options: BuildOptions | None = None, budget: int = 12, progress: Progress | None = None,
+    repeat: int = 30, profiler: Profiler | None = None,
+) -> DuetResult:  # fmt: skip
+    """DUET end to end (:func:`measure_costs`, then :func:`place`), measured by ``profiler``
+    (default: EOP's, records in ``db``, built with ``options``)."""
+    profiler = profiler or profiler_for(db, options)
+    dg, costs = measure_costs(model, devices, profiler, progress)
+    return place(model, devices, dg, costs, profiler, budget, repeat, progress)
 
 
 def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> dict[str, float]:
@@ -281,5 +296,6 @@ def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> d
 
 def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SubgraphPlan:
     """DUET's plan of ``model`` on ``devices`` (``api.plan(..., "duet")``); settings as
-    :func:`plan_with_measurements` (``db``, ``options``, ``budget``, ``progress``, ``config``)."""
+    :func:`plan_with_measurements` (``db``, ``options``, ``budget``, ``progress``, ``repeat``,
+    ``profiler``)."""
     return plan_with_measurements(model, devices, **settings).plan
