@@ -3,14 +3,16 @@ remote workers, pipelined runs that give the single-device build's numbers for e
 microbatch, memory caps that no single device meets."""
 
 import dataclasses
+from math import inf
 
 import numpy as np
 import pytest
 from conftest import remote_cpus
 
 from tvm_hetero import api
+from tvm_hetero.costmodel.transfer import TransferFit
 from tvm_hetero.devices import ClusterSpec, resolve_device
-from tvm_hetero.devices.spec import Link
+from tvm_hetero.devices.spec import DeviceSpec, Link
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import edgepipe
@@ -95,6 +97,20 @@ def test_links_follow_the_cluster_and_refuse_unjoined_devices():
     assert bw[3][1] == 10e6 / 8 and lat[3][1] == pytest.approx(2e-3)  # d-c-b (c-d listed first)
     with pytest.raises(ValueError, match="no link joins a and b"):
         strategy.link_table(devs[:2], None)
+
+
+def test_local_links_are_the_runtimes_crossings(workers, db):
+    # two workers of one process: free until measured, then the runtime's handoff (no copy);
+    # a GPU beside the CPU: the crossing's fitted line (it is not free: 47-74 us on the box)
+    assert strategy.link_table(workers, None) == ([[inf, inf], [inf, inf]], [[0.0, 0.0]] * 2)
+    local = strategy.local_crossings(workers, strategy.profiler_for(db))
+    assert sorted(local) == [(0, 1), (1, 0)]
+    bw, lat = strategy.link_table(workers, None, local)
+    assert bw[0][1] == bw[1][0] == inf and lat[0][1] == local[(0, 1)].latency_s > 0
+    gpu = DeviceSpec("cuda:0", "cuda", {"kind": "cuda", "arch": "sm_90"}, index=0)
+    fit = TransferFit(60e-6, 20e9, 0.0)
+    bw, lat = strategy.link_table([workers[0], gpu], None, {(0, 1): fit, (1, 0): fit})
+    assert bw[0][1] == 20e9 and lat[1][0] == 60e-6
 
 
 def test_pipelined_run_matches_the_single_device_build_for_every_microbatch(workers, db):

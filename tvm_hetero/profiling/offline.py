@@ -101,14 +101,11 @@ class OfflineRunner:
             return
         lib = f"{len(self.entries):04d}_{key.replace(':', '_')[:48]}.so"
         executable.export_library(str(self.folder / lib))
-        self.entries.append({
-            "lib": lib, "kind": kind.value, "workload_key": key, "workload": workload,
-            "target": target, "mode": mode,
-            "devices": [_device_entry(d) for d in devices],
-            "inputs": [[list(s), d] for s, d in inputs],
+        self._add(
+            kind, key, workload, target, mode, devices, extra, lib=lib,
+            inputs=[[list(s), d] for s, d in inputs],
             **({"by_symbol": by_symbol} if by_symbol is not None else {}),
-            "extra": extra or {},
-        })  # fmt: skip
+        )  # fmt: skip
 
     def collect_deployments(
         self, kind: RecordKind, key: str, target: str, mode: str,
@@ -124,10 +121,17 @@ class OfflineRunner:
         tars = {role: f"{stem}_{role}.tar" for role in deployments}
         for role, compiled in deployments.items():
             compiled.save(self.folder / tars[role])
+        self._add(kind, key, workload, target, mode, devices, None, deployments=tars, how=how)
+
+    def _add(
+        self, kind: RecordKind, key: str, workload: dict, target: str, mode: str,
+        devices: Sequence[DeviceSpec], extra: dict | None, **fields: Any,
+    ) -> None:  # fmt: skip
+        """One manifest entry: what every workload says, and what its kind adds (``fields``)."""
         self.entries.append({
-            "deployments": tars, "how": how, "kind": kind.value, "workload_key": key,
-            "workload": workload, "target": target, "mode": mode,
-            "devices": [_device_entry(d) for d in devices], "extra": {},
+            **fields, "kind": kind.value, "workload_key": key, "workload": workload,
+            "target": target, "mode": mode, "devices": [_device_entry(d) for d in devices],
+            "extra": extra or {},
         })  # fmt: skip
 
     def _first(self, key: str, target: str, devices: Sequence[DeviceSpec]) -> bool:

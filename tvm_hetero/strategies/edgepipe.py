@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.costmodel.transfer import TransferFit
 from tvm_hetero.devices.cluster import ClusterSpec
-from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.markers import is_stage_boundary
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
@@ -30,7 +31,7 @@ from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, for_device
 from tvm_hetero.runtime.timer import runners_for
 from tvm_hetero.strategies.duet import attach_side_ops
-from tvm_hetero.strategies.eop import DEFAULT_DB
+from tvm_hetero.strategies.eop import DEFAULT_DB, crossing, profiler_for
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -178,12 +179,13 @@ def layer_seconds(
 
 
 def link_table(
-    devices: Sequence[DeviceSpec], cluster: ClusterSpec | None, handoff_s: float = 0.0
-) -> tuple[list[list[float]], list[list[float]]]:
+    devices: Sequence[DeviceSpec], cluster: ClusterSpec | None,
+    local: Mapping[tuple[int, int], TransferFit] | None = None,
+) -> tuple[list[list[float]], list[list[float]]]:  # fmt: skip
     """Bandwidth (bytes/s) and latency (s) between every ordered pair of devices: along the
     cluster's links (the route an emulated cluster takes: fewest hops; the slowest link's
-    bandwidth, the latencies summed), or, for
-    CPU workers of one process, no copy and ``handoff_s`` (the runtime's measured handoff).
+    bandwidth, the latencies summed), or, for two workers of one process, the crossing
+    ``local[(a, b)]`` measured there (:func:`local_crossings`; free until it is).
 
     Raises
     ------
@@ -198,7 +200,9 @@ def link_table(
             if a == b:
                 continue
             if src.colocated(dst):
-                latency[a][b] = handoff_s if src.kind is dst.kind is DeviceKind.CPU else 0.0
+                fit = (local or {}).get((a, b))
+                if fit is not None:
+                    bandwidth[a][b], latency[a][b] = fit.bandwidth_bps, fit.latency_s
                 continue
             path = cluster.route(src.name, dst.name) if cluster else None
             if path is None:
@@ -209,6 +213,20 @@ def link_table(
             bandwidth[a][b] = min(ln.bandwidth_mbps for ln in path) * 1e6 / 8
             latency[a][b] = sum(ln.latency_ms for ln in path) / 1e3
     return bandwidth, latency
+
+
+def local_crossings(
+    devices: Sequence[DeviceSpec], profiler: Profiler
+) -> dict[tuple[int, int], TransferFit]:
+    """What passing a tensor between each ordered pair of workers of one process costs the
+    runtime (EOP's :func:`~tvm_hetero.strategies.eop.crossing`: two CPU workers' handoff; a
+    CPU and a GPU worker's handoff plus the bytes at the fitted copy bandwidth)."""
+    return {
+        (a, b): crossing(src, dst, profiler)
+        for a, src in enumerate(devices)
+        for b, dst in enumerate(devices)
+        if a != b and src.colocated(dst)
+    }
 
 
 def problem_of(
@@ -270,12 +288,8 @@ def plan_with_measurements(
     zero = [[0.0] * len(layers) for _ in devices]
     edgepipe.edgepipe(problem_of(layers, zero, devices, bandwidth, latency))
     seconds = layer_seconds(model, layers, devices, db, options, progress, config)
-    local = [d for d in devices if d.host is None and d.kind is DeviceKind.CPU]
-    if len(local) > 1:
-        from tvm_hetero.strategies.eop import profiler_for
-
-        handoff = profiler_for(db, options).profile_handoff(local[0], local[1]).median_s
-        bandwidth, latency = link_table(devices, cluster, handoff)
+    local = local_crossings(devices, profiler_for(db, options))
+    bandwidth, latency = link_table(devices, cluster, local)
     problem = problem_of(layers, seconds, devices, bandwidth, latency)
     start = time.perf_counter()
     partition = edgepipe.edgepipe(problem)
