@@ -80,7 +80,9 @@ CASES = {
 
 
 def spec_file(case: str, quota: float, folder: Path) -> Path:
-    """The cluster spec of a case: devices alternate between the two cores."""
+    """The cluster spec of a case: devices alternate between the two cores. Their target names
+    no CPU (``{"kind": "llvm"}``: LLVM's generic x86-64, 2.8-3.9x slower here than the host's
+    ``mcpu``, ``ort.py``); the shipped estimators were traced on such devices."""
     shape, n, mbps = CASES[case]
     devices = [
         {"name": f"e{k}", "kind": "cpu", "target": {"kind": "llvm"}, "cores": [k % 2],
