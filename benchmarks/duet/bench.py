@@ -35,7 +35,7 @@ from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import duet as strategy
 from tvm_hetero.zoo import load_zoo_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 
 def latency(compiled, inputs, runs: int) -> dict:
@@ -48,25 +48,15 @@ def latency(compiled, inputs, runs: int) -> dict:
 def ort_latency(name: str, runs: int, work: Path, settings: dict) -> dict:
     """ONNX Runtime on the torch twin, 2 threads, sequential and parallel, p50 ms."""
     try:
-        import onnxruntime as ort
+        from ort_timing import cpu_session, run_ms
         from torch_twins import onnx_twin
     except ImportError as err:
         return {"error": str(err)}
     path, feeds = onnx_twin(name, work, **settings)
     out = {}
     for mode, inter, intra in (("sequential", 1, 2), ("parallel", 2, 1)):
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = intra, inter
-        if mode == "parallel":
-            opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        for _ in range(5):
-            sess.run(None, feeds)
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            sess.run(None, feeds)
-            samples.append((time.perf_counter() - start) * 1e3)
+        sess = cpu_session(path, intra, inter, parallel=mode == "parallel")
+        samples = run_ms(sess, feeds, runs, warmup=5)
         out[mode] = float(np.median(samples))
     return out
 

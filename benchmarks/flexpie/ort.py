@@ -23,7 +23,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from tvm_hetero.emulation import control
 
 CGROUP = control.CGROUP_ROOT / "cpu" / "tvm-hetero-ort"
 LATENCY = Path("benchmarks/results/flexpie_latency.json")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 
 def twin(name: str):
@@ -91,24 +90,16 @@ def child(path: str, runs: int) -> None:
         deployment = load(path, tempfile.mkdtemp())
         print(json.dumps([t * 1e3 for t in run_seconds(deployment, runs, warmup=3)]))
         return
-    import onnxruntime as ort
+    from ort_timing import cpu_session, run_ms
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    sess = cpu_session(path, intra=1)
     rng = np.random.default_rng(0)
     feeds = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else 1 for d in i.shape]
         feeds[i.name] = (rng.integers(0, 1000, shape) if "int" in i.type
                          else rng.standard_normal(shape).astype(np.float32))  # fmt: skip
-    for _ in range(3):
-        sess.run(None, feeds)
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        sess.run(None, feeds)
-        samples.append((time.perf_counter() - start) * 1e3)
+    samples = run_ms(sess, feeds, runs)
     print(json.dumps(samples))
 
 
