@@ -103,7 +103,7 @@ def test_local_links_are_the_runtimes_crossings(workers, db):
     # two workers of one process: free until measured, then the runtime's handoff (no copy);
     # a GPU beside the CPU: the crossing's fitted line (it is not free: 47-74 us on the box)
     assert strategy.link_table(workers, None) == ([[inf, inf], [inf, inf]], [[0.0, 0.0]] * 2)
-    local = strategy.local_crossings(workers, strategy.profiler_for(db))
+    local = strategy.crossings(workers, strategy.profiler_for(db), local_only=True)
     assert sorted(local) == [(0, 1), (1, 0)]
     bw, lat = strategy.link_table(workers, None, local)
     assert bw[0][1] == bw[1][0] == inf and lat[0][1] == local[(0, 1)].latency_s > 0

@@ -60,7 +60,7 @@ class OfflineRunner:
             before = json.loads(manifest.read_text())
             self.round = int(before.get("round", 1)) + 1
             for entry in before["entries"]:
-                self.asked.add(_seen(entry["workload_key"], entry["target"], entry["devices"]))
+                self.asked.add(_seen(entry))
                 self._files |= set(_files(entry))
         self.fingerprints: dict[str, Fingerprint] = {}
         results = self.folder / RESULTS
@@ -136,7 +136,7 @@ class OfflineRunner:
 
     def _first(self, key: str, target: str, devices: Sequence[DeviceSpec]) -> bool:
         """Whether this workload is new to the folder (which then exists); marks it exported."""
-        seen = _seen(key, target, [{"name": d.name} for d in devices])
+        seen = (key, target, tuple(d.name for d in devices))
         if seen in self._exported:
             return False
         self._exported.add(seen)
@@ -147,8 +147,7 @@ class OfflineRunner:
     def asked_again(self) -> int:
         """How many of this round's workloads an earlier round exported already (the box's
         results lack them: it failed them, or they were not brought back)."""
-        return sum(_seen(e["workload_key"], e["target"], e["devices"]) in self.asked
-                   for e in self.entries)  # fmt: skip
+        return sum(_seen(e) in self.asked for e in self.entries)
 
     def save(self) -> Path:
         """Write the manifest of this round's workloads (what the box must time), and remove
@@ -167,9 +166,10 @@ class OfflineRunner:
         return path
 
 
-def _seen(key: str, target: str, devices: Sequence[dict]) -> tuple[str, str, tuple[str, ...]]:
-    """What identifies an exported workload: key, target and device names."""
-    return key, target, tuple(d["name"] for d in devices)
+def _seen(entry: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+    """What identifies a manifest entry's workload (as ``_first`` marks it): key, target and
+    device names."""
+    return entry["workload_key"], entry["target"], tuple(d["name"] for d in entry["devices"])
 
 
 def _files(entry: dict[str, Any]) -> list[str]:

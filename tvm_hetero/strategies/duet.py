@@ -8,7 +8,6 @@ placement); this module measures what they consume and turns an assignment into 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Assignment, Link, SubgraphCost
 from tvm_hetero.plan.phases import phases
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.strategies.eop import crossing, profiler_for
+from tvm_hetero.strategies.eop import crossings, profiler_for
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -126,11 +125,10 @@ def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, 
     """The cost of passing a tensor between each ordered pair of devices (EOP's
     :func:`~tvm_hetero.strategies.eop.crossing`: the runtime's handoff between workers of one
     process, plus the bytes at the fitted copy bandwidth where a copy is made)."""
-    out = {}
-    for a, b in itertools.permutations(range(len(devices)), 2):
-        fit = crossing(devices[a], devices[b], profiler)
-        out[(a, b)] = Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
-    return out
+    return {
+        pair: Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
+        for pair, fit in crossings(devices, profiler).items()
+    }
 
 
 def subgraph_costs(

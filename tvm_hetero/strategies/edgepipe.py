@@ -31,7 +31,7 @@ from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, for_device
 from tvm_hetero.runtime.timer import runners_for
 from tvm_hetero.strategies.duet import attach_side_ops
-from tvm_hetero.strategies.eop import DEFAULT_DB, crossing, profiler_for
+from tvm_hetero.strategies.eop import DEFAULT_DB, crossings, profiler_for
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -185,7 +185,8 @@ def link_table(
     """Bandwidth (bytes/s) and latency (s) between every ordered pair of devices: along the
     cluster's links (the route an emulated cluster takes: fewest hops; the slowest link's
     bandwidth, the latencies summed), or, for two workers of one process, the crossing
-    ``local[(a, b)]`` measured there (:func:`local_crossings`; free until it is).
+    ``local[(a, b)]`` measured there (EOP's :func:`~tvm_hetero.strategies.eop.crossings`;
+    free until it is).
 
     Raises
     ------
@@ -213,20 +214,6 @@ def link_table(
             bandwidth[a][b] = min(ln.bandwidth_mbps for ln in path) * 1e6 / 8
             latency[a][b] = sum(ln.latency_ms for ln in path) / 1e3
     return bandwidth, latency
-
-
-def local_crossings(
-    devices: Sequence[DeviceSpec], profiler: Profiler
-) -> dict[tuple[int, int], TransferFit]:
-    """What passing a tensor between each ordered pair of workers of one process costs the
-    runtime (EOP's :func:`~tvm_hetero.strategies.eop.crossing`: two CPU workers' handoff; a
-    CPU and a GPU worker's handoff plus the bytes at the fitted copy bandwidth)."""
-    return {
-        (a, b): crossing(src, dst, profiler)
-        for a, src in enumerate(devices)
-        for b, dst in enumerate(devices)
-        if a != b and src.colocated(dst)
-    }
 
 
 def problem_of(
@@ -288,7 +275,7 @@ def plan_with_measurements(
     zero = [[0.0] * len(layers) for _ in devices]
     edgepipe.edgepipe(problem_of(layers, zero, devices, bandwidth, latency))
     seconds = layer_seconds(model, layers, devices, db, options, progress, config)
-    local = local_crossings(devices, profiler_for(db, options))
+    local = crossings(devices, profiler_for(db, options), local_only=True)
     bandwidth, latency = link_table(devices, cluster, local)
     problem = problem_of(layers, seconds, devices, bandwidth, latency)
     start = time.perf_counter()

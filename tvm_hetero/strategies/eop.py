@@ -240,6 +240,19 @@ def crossing(src: DeviceSpec, dst: DeviceSpec, profiler: Profiler) -> TransferFi
     return fit
 
 
+def crossings(
+    devices: Sequence[DeviceSpec], profiler: Profiler, local_only: bool = False
+) -> dict[tuple[int, int], TransferFit]:
+    """:func:`crossing` for each ordered pair of ``devices`` (by index); with ``local_only``,
+    only the pairs of workers of one process."""
+    return {
+        (a, b): crossing(src, dst, profiler)
+        for a, src in enumerate(devices)
+        for b, dst in enumerate(devices)
+        if a != b and (src.colocated(dst) or not local_only)
+    }
+
+
 STRATEGIES = ("eop", "equal", "fixed", "home", "other")
 """EOP and the paper's baselines: Equal (0.5), Fixed (model speedup), each single device."""
 
