@@ -1,12 +1,13 @@
 """FlexPie against its baselines on emulated edge clusters: latency, score and search time.
 
     sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
-        [--model mobilenet resnet18] [--collect] [--collect-idle] [--estimators DIR] [--rounds 3]
-        [--repeat 3]
+        [--model mobilenet resnet18] [--target generic|host] [--collect] [--collect-idle]
+        [--estimators DIR] [--rounds 3] [--repeat 3]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
 (FlexPie's testbed is homogeneous: four or three TI C6678 boards), each a runtime-only worker in
-its own network namespace held to ``--quota`` cores, joined as a **ring** (each device to its
+its own network namespace held to ``--quota`` cores (its code built for ``--target``:
+generic x86-64, or this host's CPU), joined as a **ring** (each device to its
 two neighbours; traffic to the far side takes two hops), a **ps** star (every device to the
 parameter server, device 0, which is also home) or a **mesh**, every link shaped with ``tbf`` to
 the case's rate. The paper's links (SRIO at 5 Gbit/s, 1 Gbit/s and 500 Mbit/s, between DSPs
@@ -79,13 +80,25 @@ CASES = {
 }  # fmt: skip
 
 
-def spec_file(case: str, quota: float, folder: Path) -> Path:
-    """The cluster spec of a case: devices alternate between the two cores. Their target names
-    no CPU (``{"kind": "llvm"}``: LLVM's generic x86-64, 2.8-3.9x slower here than the host's
-    ``mcpu``, ``ort.py``); the shipped estimators were traced on such devices."""
+def device_target(target: str) -> dict:
+    """The TVM target of every emulated device: ``generic`` names no CPU (``{"kind": "llvm"}``:
+    LLVM's generic x86-64, SSE2 at most, 2.8-3.9x slower here than built for this CPU,
+    ``ort.py``; every run before 2026-11-27 was so); ``host`` names this host's CPU (``mcpu``,
+    the plain Linux triple) and one core (serial kernels: a device is ``--quota`` of one core),
+    what a user builds for a device they know."""
+    if target == "generic":
+        return {"kind": "llvm"}
+    from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
+
+    return {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": 1}
+
+
+def spec_file(case: str, quota: float, folder: Path, target: str = "generic") -> Path:
+    """The cluster spec of a case: devices alternate between the two cores, each built for
+    :func:`device_target` ``target``."""
     shape, n, mbps = CASES[case]
     devices = [
-        {"name": f"e{k}", "kind": "cpu", "target": {"kind": "llvm"}, "cores": [k % 2],
+        {"name": f"e{k}", "kind": "cpu", "target": device_target(target), "cores": [k % 2],
          "cpu_quota": quota}
         for k in range(n)
     ]  # fmt: skip
@@ -232,7 +245,7 @@ def prune_builds(folder: str, keep_gb: float = 0.0) -> None:
 
 
 def run_case(case: str, args, folder: Path) -> list[dict]:
-    path = spec_file(case, args.quota, folder)
+    path = spec_file(case, args.quota, folder, args.target)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
     cluster = control.up(spec, plan_layout(spec, tag))
     out = []
@@ -288,7 +301,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "estimators": "retrained with this cluster's traces" if args.retrain else
                               args.estimators or "shipped",
                 "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
-                "commit": _commit(), "cpu": cpu_model(),
+                "commit": _commit(), "cpu": cpu_model(), "target": args.target,
             })  # fmt: skip
             print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
                   f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
@@ -305,6 +318,8 @@ def main() -> None:
     parser.add_argument("--model", nargs="*", default=["mobilenet", "resnet18"],
                         choices=list(MODELS))  # fmt: skip
     parser.add_argument("--quota", type=float, default=0.45, help="cores per device")
+    parser.add_argument("--target", choices=["generic", "host"], default="generic",
+                        help="what the devices' code is built for (device_target)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every plan")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
@@ -331,11 +346,12 @@ def main() -> None:
     out = Path(args.out)
     kept = []
     if out.exists():
-        redone = {(c, m, cpu_model()) for c in args.case for m in args.model}  # per host CPU
+        redone = {(c, m, cpu_model(), args.target) for c in args.case for m in args.model}
         kept = [
-            r for r in json.loads(out.read_text())["runs"]
-            if (r["case"], r["model"], r.get("cpu")) not in redone
-        ]  # fmt: skip
+            r
+            for r in json.loads(out.read_text())["runs"]
+            if (r["case"], r["model"], r.get("cpu"), r.get("target", "generic")) not in redone
+        ]  # per host CPU and device target
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.case:
             print(f"{case}: {CASES[case]}", flush=True)

@@ -2,8 +2,9 @@
 
 .venv/bin/python benchmarks/flexpie/table.py [--results benchmarks/results/flexpie_latency.json]
 
-One table per host CPU the runs were measured on (newest first): the cloud host moved from a
-Zen 3 to a Zen 5 EPYC on 2026-11-25, and latencies of one are no measure of the other.
+One table per host CPU the runs were measured on and per target the devices' code was built for
+(``latency.py --target``; this host's CPU first): the cloud host moved from a Zen 3 to a Zen 5
+EPYC on 2026-11-25, and latencies of one are no measure of the other.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ ERAS = (
 """Commits that changed what FlexPie's plans are priced with, oldest first: its mark for the
 runs measured before it, and what they were planned with (the runs since the last are
 unmarked)."""
+TARGETS = {"generic": "generic x86-64 (no CPU named)", "host": "this CPU (mcpu)"}
+"""What ``latency.py --target`` built the devices' code for (runs before the field: generic)."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -96,12 +99,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--results", default="benchmarks/results/flexpie_latency.json")
     args = parser.parse_args()
-    by_cpu: dict[str, list[dict]] = {}
+    by_host: dict[tuple[str, str], list[dict]] = {}
     for run in json.loads(Path(args.results).read_text())["runs"]:
-        by_cpu.setdefault(run.get("cpu", EARLIER_CPU), []).append(run)
-    for cpu in sorted(by_cpu, key=lambda c: c == EARLIER_CPU):
-        print(f"\n**{cpu}**\n")
-        print_table(by_cpu[cpu])
+        host = run.get("cpu", EARLIER_CPU), run.get("target", "generic")
+        by_host.setdefault(host, []).append(run)
+    for cpu, target in sorted(by_host, key=lambda h: (h[0] == EARLIER_CPU, h[1] != "host")):
+        print(f"\n**{cpu}, devices built for {TARGETS[target]}**\n")
+        print_table(by_host[cpu, target])
 
 
 def print_table(runs: list[dict]) -> None:
