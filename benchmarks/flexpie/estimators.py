@@ -26,14 +26,18 @@ from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, distinct_workloa
 from tvm_hetero.profiling.traces import read_traces
 from tvm_hetero.strategies.flexpie import DEFAULT_MODELS
 
+GROUPS = ("kind", "lanes")
+"""Features whose values the held-out errors are also reported by."""
+
 
 def held_out_errors(name, rows, seconds, splits):
     """Absolute percentage errors on the held-out fifth of ``splits`` random splits of the
-    distinct workloads (each estimator fitted on the rest), and the compute errors by operator
-    kind."""
+    distinct workloads (each estimator fitted on the rest), and the errors by each value of
+    :data:`GROUPS` (the compute estimator's operator kind; the devices' vector lanes: code
+    built for generic x86-64 has 4, for this host's CPU 16)."""
     rows, seconds = distinct_workloads(name, rows, seconds)
-    kind = FEATURES[name].index("kind") if "kind" in FEATURES[name] else None
-    errors, per_kind = [], {}
+    columns = {g: FEATURES[name].index(g) for g in GROUPS if g in FEATURES[name]}
+    errors, per_group = [], {g: {} for g in columns}
     for seed in range(splits):
         order = np.random.default_rng(seed).permutation(len(seconds))
         test, fit = order[: round(len(order) * 0.2)], order[round(len(order) * 0.2) :]
@@ -41,8 +45,9 @@ def held_out_errors(name, rows, seconds, splits):
         ape = np.abs(est.predict(rows[test]) - seconds[test]) / seconds[test]
         errors.append(ape)
         for i, e in zip(test, ape, strict=True):
-            per_kind.setdefault(-1 if kind is None else int(rows[i, kind]), []).append(e)
-    return errors, per_kind, len(seconds)
+            for group, column in columns.items():
+                per_group[group].setdefault(int(rows[i, column]), []).append(e)
+    return errors, per_group, len(seconds)
 
 
 def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
@@ -81,7 +86,7 @@ def main() -> None:
     kinds = {v: k for k, v in OP_KINDS.items()}
     for name in FEATURES:
         rows, seconds = found[name]
-        errors, per_kind, workloads = held_out_errors(name, rows, seconds, args.splits)
+        errors, per_group, workloads = held_out_errors(name, rows, seconds, args.splits)
         mapes = [float(np.mean(e)) for e in errors]
         results[name] = {"traces": len(seconds), "workloads": workloads,
                          "mape_mean": float(np.mean(mapes)), "mape_min": float(np.min(mapes)), "mape_max": float(np.max(mapes)),
@@ -97,13 +102,16 @@ def main() -> None:
             if len(repeat):
                 print(f"  {name} traced again: {len(repeat) // 2} workloads, one measurement "
                       f"as the other's prediction: MAPE {np.mean(repeat):.1%}")  # fmt: skip
-        if name == "compute":
-            results["compute_per_kind"] = {
-                kinds[k]: {"held_out": len(e), "mape": float(np.mean(e))}
-                for k, e in sorted(per_kind.items())
+        for group, by_value in per_group.items():
+            named = {
+                kinds[v] if group == "kind" else f"{v} lanes": e
+                for v, e in sorted(by_value.items())
             }
-            for kind, r in results["compute_per_kind"].items():
-                print(f"  compute, {kind}: {r['held_out']} held out, MAPE {r['mape']:.1%}")
+            results[f"{name}_per_{group}"] = {
+                label: {"held_out": len(e), "mape": float(np.mean(e))} for label, e in named.items()
+            }
+            for label, r in results[f"{name}_per_{group}"].items():
+                print(f"  {name}, {label}: {r['held_out']} held out, MAPE {r['mape']:.1%}")
     Path(args.out).write_text(json.dumps({"traces": args.traces, **results}, indent=1) + "\n")
     if args.ship:
         for name in FEATURES:

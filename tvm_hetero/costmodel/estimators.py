@@ -35,7 +35,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "cpu_quota", "lanes",
     ),
     "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices", "idle_ms"),
-    "rearrange": ("bytes", "pieces", "runs", "threads", "cpu_quota"),
+    "rearrange": ("bytes", "pieces", "runs", "threads", "cpu_quota", "lanes"),
 }  # fmt: skip
 """Feature names of each estimator, in column order (``inner``: the tile's innermost output
 extent; ``operands`` and ``elements_read``: the tensors the operator reads and their elements in
