@@ -162,6 +162,36 @@ CASES = {
         lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1),
         "conv",
     ),
+    "conv3x3_two_columns": (  # a tile cut by columns: rows of 2 in vectors of 2
+        [(1, 8, 9, 4), (16, 8, 3, 3)],
+        lambda bb, x, w: relax.op.nn.relu(relax.op.nn.conv2d(x, w)),
+        "conv",
+    ),
+    "conv3x3_one_column": (
+        [(1, 8, 9, 3), (16, 8, 3, 3)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w),
+        "conv",
+    ),
+    "conv3x3_map_2x2": (  # ResNet's last stage at 64 pixels
+        [(1, 16, 2, 2), (16, 16, 3, 3), (1, 16, 1, 1)],
+        lambda bb, x, w, b: relax.op.add(relax.op.nn.conv2d(x, w, padding=1), b),
+        "conv",
+    ),
+    "conv_stride2_to_one_column": (
+        [(1, 8, 4, 2), (8, 8, 3, 3)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1),
+        "conv",
+    ),
+    "depthwise_two_columns": (
+        [(1, 8, 6, 4), (8, 1, 3, 3)],
+        lambda bb, x, w: relax.op.nn.conv2d(x, w, groups=8),
+        "conv",
+    ),
+    "global_avg_pool": (  # a row of one column: the reduction rule's
+        [(1, 16, 7, 7)],
+        lambda bb, x: relax.op.nn.avg_pool2d(x, pool_size=7),
+        "reduction",
+    ),
     "depthwise": (
         [(1, 8, 12, 12), (8, 1, 3, 3)],
         lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=8),

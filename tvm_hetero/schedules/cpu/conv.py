@@ -79,11 +79,16 @@ class Conv(CpuRule):
     registers over the reduction axes; the remaining leading spatial axes are the parallel loop.
     Depthwise convolutions have no such channel axis and get a vector-only tile. Padding stays a
     separate parallel pass so the inner loop has no bounds checks; epilogues are folded in.
+    Rows of 1-3 columns (a 2 x 2 map, a tile cut by columns) get the same tile with vectors of
+    their width: left to the reduction rule (accumulating in memory) they ran at 1.8-3.5
+    GFLOP/s, 5-23x slower (``benchmarks/cpu_kernels/narrow_convs.py``).
     """
 
     name = "conv"
     operands = 2
     """Reads of the reduction block: data and weights."""
+    min_width = 1
+    """The narrowest output row the rule tiles."""
 
     def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
@@ -104,7 +109,7 @@ class Conv(CpuRule):
         spatial = [i for i, v in enumerate(stmt.iter_vars) if v.iter_type == tirx.IterVar.DataPar]
         reduce = [i for i, v in enumerate(stmt.iter_vars) if v.iter_type != tirx.IterVar.DataPar]
         vec = spatial[-1]
-        if extents[vec] < MIN_WIDTH or spatial != list(range(len(spatial))):
+        if extents[vec] < self.min_width or spatial != list(range(len(spatial))):
             return None
         data = next((r for r in stmt.reads if _uses(r, stmt.iter_vars[vec].var)), None)
         if data is None:
@@ -203,3 +208,6 @@ class Pool(Conv):
 
     name = "pool"
     operands = 1
+    min_width = MIN_WIDTH
+    """A pool to a row of 1-3 columns (a global pool) is the reduction rule's: no channel tile
+    shares its reads."""
