@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench import ort_seconds  # noqa: E402
+from conv_kernel import conv_relu_func, kernel_us  # noqa: E402
 from onnx_models import conv_onnx  # noqa: E402
 
 CONVS = {  # ResNet-18 at 224x224: (x, w, stride)
@@ -51,32 +52,17 @@ TILES = ((8, 1, 1), (4, 2, 1), (4, 1, 2), (4, 1, 4))
 LANES = 8
 
 
-def kernel_us(
+def forced_us(
     x_shape, w_shape, stride, right_pad, tile, threads, pad=1, deinterleave=True
 ) -> float:
     """Microseconds of the rule's kernel for ``relu(conv2d)`` with ``tile`` forced (``None``:
     the rule's own), the input de-interleaved or not."""
-    import tvm
-    from tvm import relax
-
-    from tvm_hetero._compat import PrimFunc, make_target
+    from tvm_hetero._compat import make_target
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.schedules.cpu import conv
 
     target = make_target(cpu_device(threads=threads).target)
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
-    w = relax.Var("w", relax.TensorType(w_shape, "float32"))
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            y = relax.op.nn.conv2d(x, w, strides=stride, padding=(pad, pad, pad, right_pad))
-            out = bb.emit_output(relax.op.nn.relu(y))
-        bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(
-        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
-    )
-    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    func = conv_relu_func(x_shape, w_shape, stride, (pad, pad, pad, right_pad))
     chosen, phases = conv.register_tile, conv._deinterleave
     if tile is not None:
         conv.register_tile = lambda *_args: tile
@@ -86,14 +72,7 @@ def kernel_us(
         kernel = conv.Conv().schedule(func, target).mod["main"]
     finally:
         conv.register_tile, conv._deinterleave = chosen, phases
-    lib = tvm.compile(tvm.IRModule({"k": kernel.with_attr("global_symbol", "k")}), target)
-    lib = getattr(lib, "mod", lib)
-    rng = np.random.default_rng(0)
-    args = [
-        tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.shape]).astype(p.dtype))
-        for p in kernel.params
-    ]
-    return lib.time_evaluator("k", tvm.cpu(), number=20, repeat=5)(*args).median * 1e6
+    return kernel_us(kernel, target)[0]
 
 
 def main() -> None:
@@ -122,7 +101,7 @@ def main() -> None:
                     c, r, n = tile
                     if w_shape[0] % c or out_h % r or (width // vw) % n:
                         continue
-                    us = kernel_us(x_shape, w_shape, stride, 1 + stride * (width - out_w),
+                    us = forced_us(x_shape, w_shape, stride, 1 + stride * (width - out_w),
                                    tile, args.threads)  # fmt: skip
                     rule = width == picked_w and tile == picked
                     rows.append({"conv": name, "width": width, "tile": list(tile), "us": us,
@@ -134,7 +113,7 @@ def main() -> None:
     for name, (x_shape, w_shape, stride, pad) in STRIDED.items():
         out_w = (x_shape[3] + 2 * pad - w_shape[3]) // stride + 1
         extra = stride * (vector_width(out_w, LANES)[0] - out_w)
-        times = [kernel_us(x_shape, w_shape, stride, pad + extra, None, args.threads, pad, d)
+        times = [forced_us(x_shape, w_shape, stride, pad + extra, None, args.threads, pad, d)
                  for d in (False, True)]  # fmt: skip
         strided.append({"conv": name, "in_place_us": times[0], "phases_us": times[1]})
         print(f"{name:>23} {times[0]:>11.0f} {times[1]:>9.0f} {times[0] / times[1]:>7.2f}x")
