@@ -83,9 +83,9 @@ CASES = {
 def device_target(target: str) -> dict:
     """The TVM target of every emulated device: ``generic`` names no CPU (``{"kind": "llvm"}``:
     LLVM's generic x86-64, SSE2 at most, 2.8-3.9x slower here than built for this CPU,
-    ``ort.py``; every run before this option, 2026-11-26 night, was so); ``host`` names this host's CPU (``mcpu``,
-    the plain Linux triple) and one core (serial kernels: a device is ``--quota`` of one core),
-    what a user builds for a device they know."""
+    ``ort.py``; every run before this option, 2026-11-26 night, was so); ``host`` names this
+    host's CPU (``mcpu``, the plain Linux triple) and one core (serial kernels: a device is
+    ``--quota`` of one core), what a user builds for a device they know."""
     if target == "generic":
         return {"kind": "llvm"}
     from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
