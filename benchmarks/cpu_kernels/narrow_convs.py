@@ -21,6 +21,7 @@ stages are 2 x 2 maps, through ``corpus.check`` (import, compile, match ONNX Run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -50,29 +51,31 @@ CONVS = {  # (x, w, stride, padding)
 TARGETS = ("host", "generic")
 
 
+@contextlib.contextmanager
+def as_before(before: bool = True):
+    """With ``before``, the convolution rule declines rows under 4 columns (as it did), for
+    every rule set made meanwhile (``api.compile``'s too)."""
+    from tvm_hetero.schedules.cpu import conv
+
+    now = conv.Conv.min_width
+    conv.Conv.min_width = conv.MIN_WIDTH if before else now
+    try:
+        yield
+    finally:
+        conv.Conv.min_width = now
+
+
 def scheduled(x_shape, w_shape, stride, pad, target, before: bool):
     """The ``relu(conv2d)`` kernel as the first CPU rule that takes it schedules it, and the
-    rule (``before``: the convolution rule declining rows under 4 columns)."""
+    rule (``before``: :func:`as_before`)."""
     from tvm_hetero.schedules.apply import first_schedule
-    from tvm_hetero.schedules.cpu import conv, cpu_rules
+    from tvm_hetero.schedules.cpu import cpu_rules
 
     groups = x_shape[1] if w_shape[1] == 1 else 1
     func = conv_relu_func(x_shape, w_shape, stride, pad, groups)
-    rules = cpu_rules()
-    if before:
-        for rule in rules:
-            if isinstance(rule, conv.Conv):
-                rule.min_width = conv.MIN_WIDTH
-    sch, rule = first_schedule(func, target, rules)
+    with as_before(before):
+        sch, rule = first_schedule(func, target, cpu_rules())
     return sch.mod["main"], rule
-
-
-def declining_narrow_rows(before: bool) -> None:
-    """Make the convolution rule decline rows under 4 columns (``before``), or not."""
-    from tvm_hetero.schedules.cpu import conv
-
-    conv.Conv.min_width = conv.MIN_WIDTH if before else 1
-    conv.Pool.min_width = conv.MIN_WIDTH
 
 
 def models_before_and_now(names: list[str], work: Path) -> list[dict]:
@@ -89,9 +92,8 @@ def models_before_and_now(names: list[str], work: Path) -> list[dict]:
     for name in names:
         checked = {}
         for label in ("before", "now"):
-            declining_narrow_rows(label == "before")
-            checked[label] = corpus.check(name, work, threads=2, rounds=1, small=True)
-        declining_narrow_rows(False)
+            with as_before(label == "before"):
+                checked[label] = corpus.check(name, work, threads=2, rounds=1, small=True)
         before, now = checked["before"], checked["now"]
         rows.append({"model": name, "before": before, "now": now})
         if now["stage"] != "ok" or before["stage"] != "ok":
@@ -120,13 +122,13 @@ def main() -> None:
         "generic": {"kind": "llvm", "num-cores": args.threads},
     }
     rows = []
-    if not args.skip_kernels:
-        print(f"{'convolution':>28} {'target':>7} {'before us':>9} {'now us':>7} {'x':>5} "
-              f"{'GF/s':>5} {'/ ORT':>5}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         if args.models:
             kept["models"] = models_before_and_now(args.models, Path(tmp))
         use_threads(args.threads)
+        if not args.skip_kernels:
+            print(f"{'convolution':>28} {'target':>7} {'before us':>9} {'now us':>7} {'x':>5} "
+                  f"{'GF/s':>5} {'/ ORT':>5}")  # fmt: skip
         for name, (x_shape, w_shape, stride, pad) in {} if args.skip_kernels else CONVS.items():
             path = Path(tmp) / "conv.onnx"
             groups = x_shape[1] if w_shape[1] == 1 else 1

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import train
-from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.devices import ClusterSpec, cpu_device
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
@@ -83,14 +83,10 @@ CASES = {
 def device_target(target: str) -> dict:
     """The TVM target of every emulated device: ``generic`` names no CPU (``{"kind": "llvm"}``:
     LLVM's generic x86-64, SSE2 at most, 2.8-3.9x slower here than built for this CPU,
-    ``ort.py``; every run before this option, 2026-11-26 night, was so); ``host`` names this
-    host's CPU (``mcpu``, the plain Linux triple) and one core (serial kernels: a device is
-    ``--quota`` of one core), what a user builds for a device they know."""
-    if target == "generic":
-        return {"kind": "llvm"}
-    from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
-
-    return {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": 1}
+    ``ort.py``; every run before this option, 2026-11-26 night, was so); ``host`` is the serial CPU's
+    (``cpu_device(threads=1)``: this host's ``mcpu``, one core, as a device is ``--quota`` of
+    one core), what a user builds for a device they know."""
+    return {"kind": "llvm"} if target == "generic" else cpu_device(threads=1).target
 
 
 def spec_file(case: str, quota: float, folder: Path, target: str = "generic") -> Path:
