@@ -1,7 +1,7 @@
 """Where a FlexPie plan's time goes on an emulated cluster: each device's busy and waiting time.
 
     sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
-        [--traces FILE ...] [--db FILE] [--runs 5]
+        [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host]
 
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
@@ -30,7 +30,7 @@ from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
 
 
-def report(label: str, ex: Executor, runs: int, inputs) -> None:
+def report(label: str, ex: Executor, runs: int, inputs, events: bool = False) -> None:
     """Median latency of ``runs`` runs, then the last run's time per device and kind."""
     tensors = ex.place_inputs(inputs)
     ex.run_tensors(tensors)
@@ -49,6 +49,10 @@ def report(label: str, ex: Executor, runs: int, inputs) -> None:
     for (worker, kind), (count, span, waited) in sorted(totals.items()):
         print(f"  {worker:>4} {kind:>5}: {count:4d} events, {span * 1e3:7.1f} ms, "
               f"waited for inputs {waited * 1e3:7.1f} ms")  # fmt: skip
+    if events:
+        for e in sorted(ex.timeline.events, key=lambda e: e.start_s):
+            print(f"  {e.start_s * 1e3:7.2f} {e.end_s * 1e3:7.2f} {e.worker:>4} {e.kind:>5} "
+                  f"waited {e.waited_s * 1e3:5.2f}  {e.step}")  # fmt: skip
 
 
 def main() -> None:
@@ -64,9 +68,12 @@ def main() -> None:
     parser.add_argument("--builds", default="build/flexpie-latency")
     parser.add_argument("--quota", type=float, default=0.45)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--events", action="store_true", help="print the last run's events")
+    parser.add_argument("--target", choices=["generic", "host"], default="generic",
+                        help="what the devices' code is built for (as latency.py)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = spec_file(args.case, args.quota, Path(tmp))
+        path = spec_file(args.case, args.quota, Path(tmp), args.target)
         fit_estimators(args.traces, Path(tmp) / "estimators")
         estimators = strategy.Estimators.load(Path(tmp) / "estimators")
         spec, tag = ClusterSpec.load(path), cluster_tag(path)
@@ -91,7 +98,7 @@ def main() -> None:
                       f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
                       f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
                 with Executor(built, timeout_s=300) as ex:
-                    report(label, ex, args.runs, model.random_inputs())
+                    report(label, ex, args.runs, model.random_inputs(), args.events)
         finally:
             control.down(tag)
 

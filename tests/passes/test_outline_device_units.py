@@ -94,6 +94,114 @@ def test_units_compute_what_main_computed():
     np.testing.assert_array_equal(ref[0], got[0])
 
 
+VD3 = [I.vdevice("llvm", 0), I.vdevice("llvm", 1), I.vdevice("llvm", 2)]
+F32 = "float32"
+
+
+@I.ir_module
+class Scatter:
+    I.module_global_infos({"vdevice": VD3})
+
+    @R.function
+    def main(x: R.Tensor((6, 8), F32, "llvm:0")) -> R.Tensor((6, 8), F32, "llvm:0"):
+        with R.dataflow():
+            a = R.strided_slice(x, [0], [0], [2])
+            b = R.strided_slice(x, [0], [2], [4])
+            b1 = R.to_vdevice(b, "llvm:1")
+            c = R.strided_slice(x, [0], [4], [6])
+            c2 = R.to_vdevice(c, "llvm:2")
+            ya = R.nn.relu(a)
+            yb = R.nn.relu(b1)
+            yc = R.nn.relu(c2)
+            yb0 = R.to_vdevice(yb, "llvm:0")
+            yc0 = R.to_vdevice(yc, "llvm:0")
+            y = R.concat([ya, yb0, yc0], axis=0)
+            R.output(y)
+        return y
+
+
+T28 = R.Tensor((2, 8), F32, "llvm:0")
+
+
+@I.ir_module
+class ScatterUnits:
+    I.module_global_infos({"vdevice": VD3})
+
+    @R.function
+    def unit0_d0(x: R.Tensor((6, 8), F32, "llvm:0")) -> R.Tuple(T28, T28, T28):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            a = R.strided_slice(x, [0], [0], [2])
+            b = R.strided_slice(x, [0], [2], [4])
+            c = R.strided_slice(x, [0], [4], [6])
+            gv = (a, b, c)
+            R.output(a, b, c, gv)
+        return gv
+
+    @R.function
+    def unit1_d0(a: T28) -> T28:
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            ya = R.nn.relu(a)
+            R.output(ya)
+        return ya
+
+    @R.function
+    def unit2_d1(b1: R.Tensor((2, 8), F32, "llvm:1")) -> R.Tensor((2, 8), F32, "llvm:1"):
+        R.func_attr({"tvm_hetero.unit_device": 1})
+        with R.dataflow():
+            yb = R.nn.relu(b1)
+            R.output(yb)
+        return yb
+
+    @R.function
+    def unit3_d2(c2: R.Tensor((2, 8), F32, "llvm:2")) -> R.Tensor((2, 8), F32, "llvm:2"):
+        R.func_attr({"tvm_hetero.unit_device": 2})
+        with R.dataflow():
+            yc = R.nn.relu(c2)
+            R.output(yc)
+        return yc
+
+    @R.function
+    def unit4_d0(ya: T28, yb0: T28, yc0: T28) -> R.Tensor((6, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            y = R.concat((ya, yb0, yc0), axis=0)
+            R.output(y)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((6, 8), F32, "llvm:0")) -> R.Tensor((6, 8), F32, "llvm:0"):
+        cls = ScatterUnits
+        with R.dataflow():
+            unit0_d0_out = cls.unit0_d0(x)
+            a = unit0_d0_out[0]
+            b = unit0_d0_out[1]
+            c = unit0_d0_out[2]
+            b1 = R.to_vdevice(b, "llvm:1")
+            c2 = R.to_vdevice(c, "llvm:2")
+            ya = cls.unit1_d0(a)
+            yb = cls.unit2_d1(b1)
+            yc = cls.unit3_d2(c2)
+            yb0 = R.to_vdevice(yb, "llvm:0")
+            yc0 = R.to_vdevice(yc, "llvm:0")
+            y = cls.unit4_d0(ya, yb0, yc0)
+            R.output(y)
+        return y
+
+
+def test_slices_sent_one_after_another_leave_one_unit():
+    """The pieces of an input scattered to every device: one unit (one call to the worker),
+    not a unit per piece; the relu after the sends still starts a unit of its own."""
+    after = OutlineDeviceUnits()(Scatter)
+    tvm.ir.assert_structural_equal(after, ScatterUnits)
+    x = np.random.default_rng(1).standard_normal((6, 8)).astype("float32")
+    devs = [tvm.cpu(0), tvm.cpu(1), tvm.cpu(2)]
+    ref = run(make_vm(build(Scatter), devs), [x], devs[0])
+    got = run(make_vm(build(after), devs), [x], devs[0])
+    np.testing.assert_array_equal(ref[0], got[0])
+
+
 def test_weights_stay_inside_the_unit_that_reads_them():
     w = np.ones((8, 8), "float32")
 

@@ -56,8 +56,15 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
             uploads.append(self.name)
         return real_move(self, value)
 
+    calls, real_rpc = [], RemoteWorker._rpc
+
+    def rpc(self, what, fn):
+        calls.append(what)
+        return real_rpc(self, what, fn)
+
     monkeypatch.setattr(RemoteWorker, "download", download)
     monkeypatch.setattr(RemoteWorker, "move", move)
+    monkeypatch.setattr(RemoteWorker, "_rpc", rpc)
     monkeypatch.setattr(remote_worker, "UPLOAD_CHUNK_BYTES", 4096)  # each library in pieces
     other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
     with Executor(deployment) as ex:
@@ -85,6 +92,9 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
             assert called.result(timeout=30).waited_s >= 0.45
         assert all(e.waited_s < 0.45 for e in timeline.events)
     downloads, uploads = first_run
+    # a unit's tuple items are held by name on the worker: no call takes them
+    assert any(s.kind == "item" for s in deployment.steps)
+    assert "unit" in " ".join(calls) and not any(c.startswith("item") for c in calls)
     want = _reference(model, inputs)
     for g, w in zip(again, _reference(model, other), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -21,7 +21,9 @@ class OutlineDeviceUnits:
 
     Where a unit starts and ends: a device's bindings are cut before a binding that reads a
     tensor copied from another device (a receive) and after a binding whose tensor is copied to
-    another device (a send). Every input of a unit therefore exists before it starts, and every
+    another device (a send), unless what follows is a slice sent too: a tile's halos to both of
+    its neighbours, the pieces of an input scattered to every device, leave one unit together.
+    Every input of a unit therefore exists before it starts, and every
     tensor another device waits for leaves at the unit's end. Weight constants, what is computed
     from constants alone (folded transposes) and their ``to_vdevice`` are emitted inside each unit
     that reads them: a weight never travels between units (the deployment build binds it to its
@@ -52,9 +54,11 @@ class OutlineDeviceUnits:
 
 
 def _segment(bindings: list, g: BindingGraph) -> list[Unit]:
-    """Runs of one device's bindings, cut before a receive and after a send."""
+    """Runs of one device's bindings, cut before a receive and after a send; a slice that is
+    sent too stays in the unit of the send before it (see :func:`_sent_slice`)."""
     units: list[Unit] = []
     open_unit: dict[int, Unit] = {}
+    sealed: set[int] = set()  # devices whose open unit ends in a send
     for b in bindings:
         if b.var in g.const or b.var in g.copies:
             continue
@@ -64,10 +68,26 @@ def _segment(bindings: list, g: BindingGraph) -> list[Unit]:
             v in g.copies or (v not in g.const and g.device.get(v, dev) != dev) for v in reads
         )
         unit = open_unit.get(dev)
-        if unit is None or received:
+        if unit is None or received or (dev in sealed and not _sent_slice(b, g)):
             unit = open_unit[dev] = Unit(dev)
             units.append(unit)
+            sealed.discard(dev)
         unit.bindings.append(b)
         if b.var in g.sent:
-            del open_unit[dev]
+            sealed.add(dev)
     return units
+
+
+def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
+    """Whether ``b`` slices a tensor for another device: the halos a tile sends to both of its
+    neighbours, the pieces of an input scattered to every tile. Such a slice joins the unit of
+    the send before it, which it delays by a copy of the piece only; a unit of its own cost a
+    call to the worker and a return (ResNet-style rows over four devices: 0.3-0.8 ms each on
+    the critical path, `benchmarks/README.md`)."""
+    value = b.value
+    return (
+        b.var in g.sent
+        and isinstance(value, relax.Call)
+        and isinstance(value.op, tvm.ir.Op)
+        and value.op.name == "relax.strided_slice"
+    )

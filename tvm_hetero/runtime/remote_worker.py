@@ -79,12 +79,14 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
 class RemoteValue:
     """A value held by a remote worker: a tensor (``arity`` -1) or a tuple of ``arity``;
     ``waited_s``: how long the unit that made it waited on the worker for its inputs to arrive
-    (pulled or sent while the unit was already called)."""
+    (pulled or sent while the unit was already called); ``items``: for a unit's tuple, the
+    arity of each item, which the worker holds by name already."""
 
     worker: RemoteWorker
     name: str
     arity: int
     waited_s: float = 0.0
+    items: tuple[int, ...] = ()  # a unit's tuple: its items' arities, held as ``NAME.I``
 
     def __getitem__(self, index: int) -> RemoteValue:
         return self.worker.item(self, index)
@@ -185,11 +187,15 @@ class RemoteWorker:
         names = [self._held(a) for a in args]
         out = self._fresh("v")
         said = self._rpc(f"unit {function}", lambda: self._remote["call"](function, out, *names))
-        arity, waited = json.loads(said)
-        return RemoteValue(self, out, int(arity), float(waited))
+        arity, waited, items = json.loads(said)
+        return RemoteValue(self, out, int(arity), float(waited), tuple(items))
 
     def item(self, value: RemoteValue, index: int) -> RemoteValue:
-        """Element ``index`` of a tuple this worker holds."""
+        """Element ``index`` of a tuple this worker holds: named without a call for a unit's
+        tuple (a call waited for the unit the worker was running: two or three per tiled
+        segment on the critical path), else taken by a call."""
+        if value.items:
+            return RemoteValue(self, f"{value.name}.{index}", value.items[index])
         out = self._fresh("i")
         arity = self._rpc("item", lambda: self._remote["item"](value.name, index, out))
         return RemoteValue(self, out, int(arity))

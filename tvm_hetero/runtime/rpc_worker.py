@@ -15,8 +15,9 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
   (pinned to its cores, with its threads); returns the data port.
 - ``tvm_hetero.worker.get(name)``: a value to the client (inputs come on the data port).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
-  returns ``[arity, waited_s]`` as JSON (``waited_s``: how long the unit waited here for inputs
-  still arriving, which the client's timeline does not count as busy).
+  returns ``[arity, waited_s, item_arities]`` as JSON (``waited_s``: how long the unit waited
+  here for inputs still arriving, which the client's timeline does not count as busy); a tuple's
+  items are held too, as ``out.I``.
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
   buffers (received into by name when shape and type match), so nothing piles up.
@@ -184,7 +185,10 @@ class _Session:
         if self.gpu:  # the timeline waits for the kernels
             self.device.sync()
         self.hold(out, result)
-        return json.dumps([_arity(result), waited])
+        arity = _arity(result)
+        for i in range(max(arity, 0)):  # the items too: the client names them without a call
+            self.hold(f"{out}.{i}", result[i])
+        return json.dumps([arity, waited, [_arity(result[i]) for i in range(max(arity, 0))]])
 
     def item(self, src: str, index: int, out: str) -> int:
         item = self.value(src)[index]
