@@ -69,8 +69,12 @@ def main() -> None:
     parser.add_argument("--quota", type=float, default=0.45)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", action="store_true", help="print the last run's events")
-    parser.add_argument("--target", choices=["generic", "host"], default="generic",
-                        help="what the devices' code is built for (as latency.py)")
+    parser.add_argument(
+        "--target",
+        choices=["generic", "host"],
+        default="generic",
+        help="what the devices' code is built for (as latency.py)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = spec_file(args.case, args.quota, Path(tmp), args.target)
