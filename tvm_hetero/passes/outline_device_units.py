@@ -82,7 +82,7 @@ def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
     """Whether ``b`` slices a tensor for another device: the halos a tile sends to both of its
     neighbours, the pieces of an input scattered to every tile. Such a slice joins the unit of
     the send before it, which it delays by a copy of the piece only; a unit of its own cost a
-    call to the worker and a return (ResNet-style rows over four devices: 0.3-0.8 ms each on
+    call to the worker and a return (MobileNet in rows over four devices: 0.6-0.8 ms each on
     the critical path, `benchmarks/README.md`)."""
     value = b.value
     return (
