@@ -23,11 +23,11 @@ class OutlineDeviceUnits:
     tensor copied from another device (a receive) and after a binding whose tensor is copied to
     another device (a send), unless what follows is a slice sent too: a tile's halos to both of
     its neighbours, the pieces of an input scattered to every device, leave one unit together.
-    Every input of a unit therefore exists before it starts, and every
-    tensor another device waits for leaves at the unit's end. Weight constants, what is computed
-    from constants alone (folded transposes) and their ``to_vdevice`` are emitted inside each unit
-    that reads them: a weight never travels between units (the deployment build binds it to its
-    device's library).
+    Every input of a unit therefore exists before it starts, and every tensor another device
+    waits for leaves at the unit's end. Weight constants, what is computed from constants alone
+    (folded transposes) and their ``to_vdevice`` are emitted inside each unit that reads them: a
+    weight never travels between units (the deployment build binds it to its device's
+    library).
 
     Notes
     -----
