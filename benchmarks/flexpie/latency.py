@@ -80,6 +80,10 @@ CASES = {
 }  # fmt: skip
 
 
+TARGETS = ("generic", "host")
+"""What ``--target`` builds the devices' code for (:func:`device_target`)."""
+
+
 def device_target(target: str) -> dict:
     """The TVM target of every emulated device: ``generic`` names no CPU (``{"kind": "llvm"}``:
     LLVM's generic x86-64, SSE2 at most, 2.8-3.9x slower here than built for this CPU,
@@ -314,7 +318,7 @@ def main() -> None:
     parser.add_argument("--model", nargs="*", default=["mobilenet", "resnet18"],
                         choices=list(MODELS))  # fmt: skip
     parser.add_argument("--quota", type=float, default=0.45, help="cores per device")
-    parser.add_argument("--target", choices=["generic", "host"], default="generic",
+    parser.add_argument("--target", choices=TARGETS, default="generic",
                         help="what the devices' code is built for (device_target)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every plan")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")

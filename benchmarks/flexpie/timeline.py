@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from latency import CASES, MODELS, built_once, fit_estimators, spec_file
+from latency import CASES, MODELS, TARGETS, built_once, fit_estimators, spec_file
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--events", action="store_true", help="print the last run's events")
     parser.add_argument(
         "--target",
-        choices=["generic", "host"],
+        choices=TARGETS,
         default="generic",
         help="what the devices' code is built for (as latency.py)",
     )

@@ -58,7 +58,6 @@ def _segment(bindings: list, g: BindingGraph) -> list[Unit]:
     sent too stays in the unit of the send before it (see :func:`_sent_slice`)."""
     units: list[Unit] = []
     open_unit: dict[int, Unit] = {}
-    sealed: set[int] = set()  # devices whose open unit ends in a send
     for b in bindings:
         if b.var in g.const or b.var in g.copies:
             continue
@@ -68,13 +67,11 @@ def _segment(bindings: list, g: BindingGraph) -> list[Unit]:
             v in g.copies or (v not in g.const and g.device.get(v, dev) != dev) for v in reads
         )
         unit = open_unit.get(dev)
-        if unit is None or received or (dev in sealed and not _sent_slice(b, g)):
+        sent_last = unit is not None and unit.bindings[-1].var in g.sent
+        if unit is None or received or (sent_last and not _sent_slice(b, g)):
             unit = open_unit[dev] = Unit(dev)
             units.append(unit)
-            sealed.discard(dev)
         unit.bindings.append(b)
-        if b.var in g.sent:
-            sealed.add(dev)
     return units
 
 

@@ -186,9 +186,10 @@ class _Session:
             self.device.sync()
         self.hold(out, result)
         arity = _arity(result)
-        for i in range(max(arity, 0)):  # the items too: the client names them without a call
-            self.hold(f"{out}.{i}", result[i])
-        return json.dumps([arity, waited, [_arity(result[i]) for i in range(max(arity, 0))]])
+        items = [result[i] for i in range(max(arity, 0))]
+        for i, item in enumerate(items):  # the items too: the client names them without a call
+            self.hold(f"{out}.{i}", item)
+        return json.dumps([arity, waited, [_arity(item) for item in items]])
 
     def item(self, src: str, index: int, out: str) -> int:
         item = self.value(src)[index]
