@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu/on_box.sh t    # .gpu/t from prepare.sh: TVM and torch (eager, CUDA
 #                                      # graph) on the same networks, weights and inputs
 #   bash benchmarks/gpu/on_box.sh b    # .gpu/b from eop_plans.py: EOP and baselines timed
+#                                      # (ROUNDS=N interleaved rounds of 200 runs, default 5)
 #   bash benchmarks/gpu/on_box.sh m    # .gpu/m/* (folders, or .tar.xz of them): what a later
 #                                      # plan --offline round exported (DUET's correction)
 set -uo pipefail
@@ -49,5 +50,5 @@ elif [ "$step" = m ]; then  # a later round of offline workloads (plan --offline
   done
 else
   "${PYTHON:-python3}" benchmarks/gpu/latency.py ${BDIR:-.gpu/b}/*.tar --out "$OUT/latency_b.jsonl" \
-    --outputs-dir "$OUT/outputs_b" 2> "$OUT/latency_b.err"
+    --outputs-dir "$OUT/outputs_b" --rounds "${ROUNDS:-5}" 2> "$OUT/latency_b.err"
 fi
