@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import tvm
@@ -68,6 +69,22 @@ def wait_until_started(proc: subprocess.Popen, wait_for: str) -> subprocess.Pope
             pytest.fail(f"server exited: {seen}")
         seen += line
     return proc
+
+
+def wait_accepting(port: int, timeout_s: float = 30) -> None:
+    """Until ``127.0.0.1:port`` accepts connections: TVM's RPC server and tracker print "bind
+    to" before they listen (a client right after it was refused once, on a loaded machine). The
+    probe sends a wrong magic number, which both close without a word."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(b"\0\0\0\0")
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"nothing accepts connections on port {port}")
+            time.sleep(0.05)
 
 
 def _worker_args(port: int) -> list[str]:

@@ -18,6 +18,7 @@ from tvm_hetero.profiling.offline import OfflineRunner
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.record import RecordKind
 from tvm_hetero.runtime.cuda import cuda_runtime_error
+from tvm_hetero.runtime.offline_runner import ROUNDS
 from tvm_hetero.strategies import eop
 from tvm_hetero.zoo import load_zoo_model
 
@@ -139,7 +140,10 @@ def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, caps
             capsys.readouterr()
             assert main(base) == 1 and "still unmeasured" in capsys.readouterr().out
             assert json.loads((folder / "manifest.json").read_text())["round"] == 2
-        _measure_on_the_box(folder)
+        said = _measure_on_the_box(folder)
+        runs = sum(e.get("how", {}).get("measure") == "run" for e in manifest["entries"])
+        # the trials and single devices of a round are timed together, in interleaved rounds
+        assert (f"{runs} end-to-end runs, {ROUNDS} interleaved rounds" in said) == (runs > 1)
     assert rounds[0] == [("subgraph", None), ("transfer", "handoff")]  # costs, the link
     assert all(r == [("model", "run")] for r in rounds[1:]) and len(rounds) >= 2
     out = " ".join(capsys.readouterr().out.split())

@@ -2,7 +2,7 @@ import os
 import signal
 
 import pytest
-from conftest import free_port, start_server
+from conftest import free_port, start_server, wait_accepting
 
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
@@ -34,6 +34,7 @@ def plain_server():
         ],
         "bind to",
     )
+    wait_accepting(port)
     yield port
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -11,7 +11,7 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
-from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.executor import Executor, interleaved_run_seconds, run_seconds
 from tvm_hetero.runtime.vm import make_vm, run
 from tvm_hetero.zoo import ZOO, load_zoo_model
 
@@ -144,6 +144,27 @@ def test_percentiles_of_timed_runs(branches):
         stats = executor.time(inputs, repeat=5, warmup=1)
     assert len(stats.samples_ms) == 5
     assert stats.median_ms <= stats.p99_ms <= stats.p999_ms <= max(stats.samples_ms)
+
+
+def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, monkeypatch):
+    model, _ = branches
+    one = api.compile(model, [resolve_device("cpu")]).deployment
+    two = api.compile(model, [resolve_device("cpu@0"), resolve_device("cpu@1")],
+                      _place_b_branch(model, ("cpu@0", "cpu@1"))).deployment  # fmt: skip
+    calls, timed = [], Executor.time
+
+    def spy(self, inputs, repeat=100, warmup=3):
+        calls.append((len(self.deployment.devices), repeat, warmup))
+        return timed(self, inputs, repeat, warmup)
+
+    monkeypatch.setattr(Executor, "time", spy)
+    samples = interleaved_run_seconds([one, two], [7, 3], rounds=3, warmup=2)
+    assert [len(s) for s in samples] == [7, 3] and min(min(s) for s in samples) > 0
+    # each round runs both in turn (7 runs as 3 + 2 + 2, 3 as 1 + 1 + 1), warmed up once
+    assert calls == [(1, 3, 2), (2, 1, 2), (1, 2, 0), (2, 1, 0), (1, 2, 0), (2, 1, 0)]
+    assert len(run_seconds(one, 4, warmup=0)) == 4
+    with pytest.raises(ValueError, match="one repeat"):
+        interleaved_run_seconds([one], [3, 3])
 
 
 def test_a_pool_first_used_with_one_thread_can_later_use_every_core():

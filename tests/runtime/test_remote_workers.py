@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import free_port, start_server
+from conftest import free_port, start_server, wait_accepting
 
 from tvm_hetero import api
 from tvm_hetero.cli.main import main
@@ -188,6 +188,7 @@ def tracker():
     args = ["-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
             "--port-end", str(port + 1)]  # fmt: skip
     proc = start_server(args, "bind to")
+    wait_accepting(port)
     yield f"127.0.0.1:{port}"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -394,11 +395,34 @@ def _topological_order(deps: Sequence[int], succ: Sequence[Sequence[int]]) -> li
 def run_seconds(deployment: Deployment, repeat: int, warmup: int = 5) -> tuple[float, ...]:
     """One sample per run of ``deployment`` end to end on the concurrent runtime, its inputs
     drawn with seed 0 from its input specs (what ``Model.random_inputs`` draws)."""
-    rng = np.random.default_rng(0)
-    inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
-    with Executor(deployment, timeout_s=120) as executor:
-        samples = executor.time(inputs, repeat=repeat, warmup=warmup).samples_ms
-    return tuple(t * 1e-3 for t in samples)
+    return interleaved_run_seconds([deployment], [repeat], rounds=1, warmup=warmup)[0]
+
+
+def interleaved_run_seconds(
+    deployments: Sequence[Deployment], repeats: Sequence[int], rounds: int = 5, warmup: int = 5
+) -> list[tuple[float, ...]]:  # fmt: skip
+    """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
+    in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
+    of them, not on whichever was being timed (on a GPU box, one trial's 30 runs measured 3.33
+    ms and its mirror image's 2.04)."""
+    if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
+        raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
+                         f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
+    samples: list[list[float]] = [[] for _ in deployments]
+    with ExitStack() as stack:
+        started = []
+        for deployment in deployments:
+            rng = np.random.default_rng(0)
+            inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
+            executor = stack.enter_context(Executor(deployment, timeout_s=120))
+            started.append((executor, executor.place_inputs(inputs)))
+        for r in range(rounds):
+            for k, (executor, tensors) in enumerate(started):
+                runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
+                if runs > 0:
+                    stats = executor.time(tensors, repeat=runs, warmup=warmup if r == 0 else 0)
+                    samples[k] += stats.samples_ms
+    return [tuple(t * 1e-3 for t in ms) for ms in samples]
 
 
 def handoff_seconds(

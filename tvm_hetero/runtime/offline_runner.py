@@ -8,7 +8,8 @@ Each entry of the manifest (written by :class:`tvm_hetero.profiling.offline.Offl
 a library compiled for its devices: a workload timed with ``time_evaluator`` (which waits for
 the GPU), or a per-operator run (``by_symbol``) timed by the VM instrument of
 :mod:`.instrument`; or compiled models run on the concurrent runtime (``deployments``: a model
-end to end, or a handoff's two chains; :mod:`.executor`). Every record carries this
+end to end, or a handoff's two chains; :mod:`.executor`). A folder's end-to-end runs are timed
+together, in interleaved rounds: a planner compares them. Every record carries this
 machine's fingerprint of the entry's first device and the name that device has in the plan.
 Imports nothing of tvm-hetero beyond its runtime-only modules.
 """
@@ -43,11 +44,12 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
     config = MeasureConfig(**manifest["config"])
     written, errors = 0, []
     entries = manifest["entries"]
+    together = _runs_together(folder, entries)
     with open(folder / RESULTS, "a") as out:
         for i, entry in enumerate(entries, 1):
             print(f"[{i}/{len(entries)}] {_name(entry)}", flush=True)
             try:
-                record = _measure(folder, entry, config)
+                record = together.get(i - 1) or _measure(folder, entry, config)
             except Exception as err:  # one broken entry must not stop the others
                 errors.append(f"{_name(entry)}: {type(err).__name__}: {err}")
                 traceback.print_exc()
@@ -56,6 +58,36 @@ def run_folder(folder: str | Path) -> tuple[int, list[str]]:
             out.flush()
             written += 1
     return written, errors
+
+
+ROUNDS = 5
+"""Rounds over a folder's end-to-end runs (:func:`~tvm_hetero.runtime.executor.
+interleaved_run_seconds`): a planner compares them with one another."""
+
+
+def _runs_together(folder: Path, entries: list[dict[str, Any]]) -> dict[int, Any]:
+    """Records of the folder's end-to-end runs (DUET's trials, each device alone), timed
+    together in interleaved rounds, by entry index; empty when there are fewer than two, or
+    when one fails to load or run (then each is timed alone, its error reported)."""
+    import tempfile
+
+    from tvm_hetero.runtime.deployment import load
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+
+    runs = [i for i, e in enumerate(entries) if e.get("how", {}).get("measure") == "run"]
+    if len(runs) < 2:
+        return {}
+    print(f"{len(runs)} end-to-end runs, {ROUNDS} interleaved rounds", flush=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            loaded = [load(folder / entries[i]["deployments"]["run"], f"{tmp}/{i}") for i in runs]
+            repeats = [entries[i]["how"]["repeat"] for i in runs]
+            samples = interleaved_run_seconds(loaded, repeats, ROUNDS)
+    except Exception:  # timed one by one instead, where the broken one says what it is
+        traceback.print_exc()
+        return {}
+    extra = {"sample_ms": 0.0, "rounds": ROUNDS}
+    return {i: _record(entries[i], s, 1, extra) for i, s in zip(runs, samples, strict=True)}
 
 
 def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
