@@ -83,10 +83,12 @@ _SLOW = {
     "resnet50",
     "siamese-lstm",
     "gru",
+    "vit-base",
+    "gpt2",
 }
-"""10-18 s each (make test-slow; they kept make test over 15 minutes): their parts are covered by
-the others here (ViT by vit-base, BERT by bert-small, ResNet by resnet18, LSTM and GRU by lstm) and by
-DUET's builds (siamese-lstm and wide-deep split over two workers)."""
+"""5-18 s each (make test-slow; they kept make test over 15 minutes): their parts are covered by
+the others here (ViT, GPT-2 and BERT by bert-small's encoder blocks, ResNet by resnet18, LSTM and
+GRU by lstm) and by DUET's builds (siamese-lstm and wide-deep split over two workers)."""
 
 
 @pytest.mark.parametrize(

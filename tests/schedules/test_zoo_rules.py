@@ -10,10 +10,13 @@ from tvm_hetero.schedules import kernel_choices
 from tvm_hetero.zoo import load_zoo_model
 from tvm_hetero.zoo.registry import ZOO
 
-_SLOW = {"mt-dnn", "siamese-lstm", "vit-large", "vit-huge", "bert-base", "resnet50"}
-"""6-18 s each (make test-slow; they kept make test over 15 minutes): the same kernels as
-lstm, vit-base, bert-small and resnet18 at other sizes (mt-dnn: a BERT-base-shaped encoder and
-10 LSTM heads)."""
+_SLOW = {
+    "mt-dnn", "siamese-lstm", "vit-large", "vit-huge", "bert-base", "resnet50", "wide-deep", "gru",
+    "gpt2",
+}  # fmt: skip
+"""5-18 s each (make test-slow; they kept make test over 15 minutes): the same kernels as
+lstm, mlp, vit-base, bert-small and resnet18 at other sizes (mt-dnn: a BERT-base-shaped encoder
+and 10 LSTM heads; wide-deep: ResNet-18, an LSTM and dense layers; gru: lstm's kernels)."""
 
 
 @pytest.mark.parametrize(
