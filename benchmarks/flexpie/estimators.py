@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from latency import SHIPPED_TRACES
 
 from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, distinct_workloads, train
 from tvm_hetero.profiling.traces import read_traces
@@ -34,7 +35,7 @@ def held_out_errors(name, rows, seconds, splits):
     """Absolute percentage errors on the held-out fifth of ``splits`` random splits of the
     distinct workloads (each estimator fitted on the rest), and the errors by each value of
     :data:`GROUPS` (the compute estimator's operator kind; the devices' vector lanes: code
-    built for generic x86-64 has 4, for this host's CPU 16)."""
+    built for generic x86-64 has 4, for the Zen 5 host's CPU 16, for the Zen 3 host's 8)."""
     rows, seconds = distinct_workloads(name, rows, seconds)
     columns = {g: FEATURES[name].index(g) for g in GROUPS if g in FEATURES[name]}
     errors, per_group = [], {g: {} for g in columns}
@@ -69,10 +70,7 @@ def repeat_errors(first: tuple, again: tuple) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--traces", nargs="+", default=[
-        "benchmarks/results/flexpie_traces_zen5.jsonl",
-        "benchmarks/results/flexpie_traces_zen5_again.jsonl",
-    ])  # fmt: skip
+    parser.add_argument("--traces", nargs="+", default=SHIPPED_TRACES)
     parser.add_argument("--splits", type=int, default=10)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/flexpie_estimators.json")

@@ -20,7 +20,7 @@ every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed d
 latency the median of each plan's runs (every run kept, per round: ``runs_s``); the score of
 each is the best measured latency over its own (the paper's performance score). ``--collect``
 first appends this cluster's traces (tiles on one device, transfers between every pair, joins) to
-``benchmarks/results/flexpie_traces_zen5.jsonl`` (``--limit`` tiles of the ``--trace-sample``
+``--traces`` (``--limit`` tiles of the ``--trace-sample``
 models, MobileNet and ResNet-18, then every tile of the ``--trace-whole`` models: BERT's
 matmuls are few among them; ResNet-101's small, wide tiles are beyond the others'): what the
 shipped estimators were trained on
@@ -74,6 +74,15 @@ MODELS = {  # sizes these quotas run in tenths of a second
     "resnet101": ("resnet50", {"image": 64, "stages": [3, 4, 23, 3]}),
     "bert": ("bert-small", {}),
 }
+SHIPPED_TRACES = [
+    "benchmarks/results/flexpie_traces_zen5.jsonl",
+    "benchmarks/results/flexpie_traces_zen5_again.jsonl",
+    "benchmarks/results/flexpie_traces_zen3.jsonl",
+    "benchmarks/results/flexpie_traces_zen3_again.jsonl",
+]
+"""The traces the shipped estimators were fitted on (``estimators.py --ship``): two hosts, AMD
+Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
+once more for how a label repeats."""
 CASES = {
     f"{shape}{n}-{mbps}": (shape, n, mbps)
     for shape in ("ring", "ps") for n in (4, 3) for mbps in (1000, 200, 50)
@@ -295,6 +304,7 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
                 "case": case, "model": name, "layers": len(result.geometry),
                 "search_s": result.search_s, "plan_s": plan_s,
                 "handoff_s": result.handoff_s, "segment_s": result.segment_s,
+                "overrun": result.overrun,
                 "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
                 "predicted_s": predicted, "measured_s": measured, "score": score,
                 "runs_s": runs_s,
@@ -331,7 +341,7 @@ def main() -> None:
     parser.add_argument("--trace-whole", nargs="*", default=["bert"], choices=list(MODELS),
                         help="models whose every tile --collect traces too (after --limit "
                         "tiles of the --trace-sample models)")  # fmt: skip
-    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces_zen5.jsonl")
+    parser.add_argument("--traces", default="benchmarks/results/flexpie_traces_zen3.jsonl")
     parser.add_argument("--estimators", default=None, help="default: the shipped estimators")
     parser.add_argument("--retrain", action="store_true",
                         help="plan with estimators fitted on --traces (after --collect)")  # fmt: skip

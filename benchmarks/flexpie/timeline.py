@@ -19,7 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from latency import CASES, MODELS, TARGETS, built_once, fit_estimators, spec_file
+from latency import (
+    CASES,
+    MODELS,
+    SHIPPED_TRACES,
+    TARGETS,
+    built_once,
+    fit_estimators,
+    spec_file,
+)
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
@@ -60,10 +68,7 @@ def main() -> None:
     parser.add_argument("case", choices=list(CASES))
     parser.add_argument("model", choices=list(MODELS))
     parser.add_argument("plans", nargs="+", help="flexpie, or a baseline's name")
-    parser.add_argument("--traces", nargs="+", default=[
-        "benchmarks/results/flexpie_traces_zen5.jsonl",
-        "benchmarks/results/flexpie_traces_zen5_again.jsonl",
-    ])  # fmt: skip
+    parser.add_argument("--traces", nargs="+", default=SHIPPED_TRACES)
     parser.add_argument("--db", default="benchmarks/results/flexpie_profiles.jsonl")
     parser.add_argument("--builds", default="build/flexpie-latency")
     parser.add_argument("--quota", type=float, default=0.45)
@@ -100,7 +105,8 @@ def main() -> None:
                 print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
                       f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
                       f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
-                      f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
+                      f"{result.segment_s * 1e3:.2f} ms a cut segment, its tiles "
+                      f"{result.overrun:.0%} over)")  # fmt: skip
                 with Executor(built, timeout_s=300) as ex:
                     report(label, ex, args.runs, model.random_inputs(), args.events)
         finally:

@@ -7,7 +7,14 @@ import itertools
 import pytest
 from tvm import relax
 
-from tvm_hetero.ir.tiles import contiguous_runs, even_parts, needs, scheme_cells, window_padding
+from tvm_hetero.ir.tiles import (
+    contiguous_runs,
+    even_parts,
+    join_layout,
+    needs,
+    scheme_cells,
+    window_padding,
+)
 
 
 def test_even_parts_and_cells_of_every_scheme():
@@ -114,3 +121,20 @@ def test_contiguous_runs_of_a_piece_in_its_tile(piece, runs):
     width = piece[3][1] - piece[3][0]
     breaks = sum(1 for a, b in itertools.pairwise(starts) if b != a + width)
     assert breaks + 1 == runs
+
+
+@pytest.mark.parametrize(
+    ("scheme", "runs", "axis", "span"),
+    [
+        ("OutC", 3, 2, 60),  # channels: a block per piece, a step is a channel's map
+        ("InH", 3 * 4, 1, 10),  # rows: a block per channel and piece, a step is a row
+        ("InW", 3 * 24, 0, 1),  # columns: a run per row of each channel and piece
+        ("Grid", 4 * 12, 0, 1),  # a grid: its columns are the innermost cut
+    ],
+)
+def test_join_layout_of_each_schemes_pieces(scheme, runs, axis, span):
+    whole = ((0, 1), (0, 4), (0, 6), (0, 10))
+    pieces = [box for _, box in scheme_cells(scheme, (1, 4, 6, 10), 4 if scheme == "Grid" else 3)]
+    got = join_layout(pieces, whole)
+    assert got == {"runs": runs, "inner": 10, "axis": axis, "span": span}
+    assert got["runs"] == sum(contiguous_runs(p, whole) for p in pieces)

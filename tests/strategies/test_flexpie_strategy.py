@@ -27,7 +27,7 @@ from tvm_hetero.plan.flexpie import evaluate
 from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, join_runs, read_traces
+from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, join_layout, read_traces
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
@@ -195,6 +195,46 @@ def _conv_then_its_shape():
     return bb.get()
 
 
+def test_tiles_cut_together_are_priced_by_how_much_their_probe_overran(devices, trained):
+    """The overrun probe (convolutions fused into one segment cut in rows) is run once and
+    kept; the overrun is its measured time less its price, over its slowest tile's price; it
+    scales every cut segment's tiles and no Home segment's."""
+    folder, estimators = trained
+    db = folder / "overrun.jsonl"
+    first = strategy.tile_overrun(devices, estimators, None, 1e-5, 2e-4, db)
+    runs = [json.loads(line) for line in db.read_text().splitlines()]
+    assert [r["workload"]["model"] for r in runs] == ["overrun-probe"]
+    assert strategy.tile_overrun(devices, estimators, None, 1e-5, 2e-4, db) == first
+    assert db.read_text().count("\n") == 1  # served from the database
+    layers, channels, rows = strategy.OVERRUN_PROBE
+    probe = strategy.load_probe(len(devices), layers, channels, rows)
+    geometry = strategy.TileGeometry(probe, strategy.flexpie_layers(probe), len(devices))
+    problem = strategy.problem_of(geometry, devices, estimators, None, {}, layers, 1e-5, 2e-4)
+    rows_q, home = SCHEMES.index("InH"), SCHEMES.index("Home")
+    assert np.isfinite(problem.compute_s[0, layers - 1, rows_q])  # the chain fuses in rows
+    cuts = [(0, layers, rows_q), *((i, i + 1, home) for i in range(layers, len(geometry)))]
+    partition = evaluate(problem, cuts)
+    tile = problem.compute_s[0, layers - 1, rows_q] - 2e-4
+    measured = float(np.median(runs[0]["samples_s"]))
+    assert first == pytest.approx(max(0.0, (measured - partition.predicted_s) / tile))
+    assert strategy.tile_overrun(devices[:1], estimators, None, 0.0, 0.0, db) == 0.0
+    model = load_zoo_model("resnet18:tiny")
+    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    plain, over = (
+        strategy.problem_of(geometry, devices, estimators, None, {}, overrun=o).compute_s
+        for o in (0.0, 0.5)
+    )  # fmt: skip
+    finite = np.isfinite(plain)
+    assert np.array_equal(finite, np.isfinite(over))
+    np.testing.assert_allclose(
+        over[..., home][finite[..., home]], plain[..., home][finite[..., home]]
+    )
+    cut = finite.copy()
+    cut[..., home] = False
+    assert cut.any()
+    np.testing.assert_allclose(over[cut], 1.5 * plain[cut])
+
+
 def test_a_shape_read_across_layers_is_planned_and_equals_the_whole_model(devices, trained):
     """A shape value read from an earlier layer moves no bytes (pricing it raised
     ``AttributeError``: a shape has no dtype, and stopped DeiT's and ConvNeXt's plans)."""
@@ -209,10 +249,12 @@ def test_a_shape_read_across_layers_is_planned_and_equals_the_whole_model(device
                                api.reference_outputs(model, x, devices[0])[0], rtol=1e-6)  # fmt: skip
 
 
-def test_joins_traced_count_the_runs_they_copy():
-    assert join_runs((1, 512, 7, 7), 4, 1) == 4  # channels: a block per piece
-    assert join_runs((1, 512, 7, 7), 4, 2) == 4 * 512  # rows: a block per channel and piece
-    assert join_runs((1, 512, 7, 7), 4, 3) == 4 * 512 * 7  # columns: a run per row and piece
+def test_joins_traced_say_how_they_walk_memory():
+    """Equal bytes join at different speeds by the runs they copy and the axis they cut."""
+    assert join_layout((1, 512, 7, 7), 4, 1) == {"runs": 4, "inner": 7, "axis": 2, "span": 49}
+    assert join_layout((1, 512, 7, 7), 4, 2) == {"runs": 4 * 512, "inner": 7, "axis": 1, "span": 7}
+    assert join_layout((1, 512, 7, 7), 4, 3) == {"runs": 4 * 512 * 7, "inner": 7, "axis": 0,
+                                                 "span": 1}  # fmt: skip
     assert {axis for _, _, axis in JOINS} == {1, 2, 3}
 
 

@@ -35,23 +35,26 @@ FEATURES: dict[str, tuple[str, ...]] = {
         "cpu_quota", "lanes",
     ),
     "sync": ("bytes", "bandwidth_mbps", "latency_ms", "hops", "topology", "devices", "idle_ms"),
-    "rearrange": ("bytes", "pieces", "runs", "threads", "cpu_quota", "lanes"),
+    "rearrange": ("bytes", "pieces", "runs", "inner", "axis", "span", "threads", "cpu_quota",
+                  "lanes"),
 }  # fmt: skip
 """Feature names of each estimator, in column order (``inner``: the tile's innermost output
 extent; ``operands`` and ``elements_read``: the tensors the operator reads and their elements in
-the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs``: the
-contiguous runs of memory a join copies, :func:`~tvm_hetero.ir.tiles.contiguous_runs`;
+the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs``, ``inner``,
+``axis``, ``span``: how a join walks memory, :func:`~tvm_hetero.ir.tiles.join_layout`;
 ``idle_ms``: how long the links sat idle before the piece, whose shapers then let a burst
 through at once)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "compute": ("out_elements", "in_elements", "vector", "channel_tile"),
+    "rearrange": ("run_bytes",),
 }
 """Columns computed from the features before the trees see them: the tile's sizes, and the
 vector width and channel tile the CPU rules give it (:func:`_vectors`; the largest divisor of
 the output channels up to the convolution rule's channel tile). Trees split
 on one column at a time and cannot find a divisor: without these the compute estimator held out
-at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4)."""
+at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4).
+A join's ``run_bytes`` is its bytes over its runs: the length of one copy."""
 
 OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4, "matmul": 5,
             "norm": 6, "layout": 7}  # fmt: skip
@@ -184,6 +187,8 @@ def _design(name: str, matrix: np.ndarray) -> Any:
             _vectors(col["kind"], col["inner"], col["lanes"]),
             _channel_tiles(col["kind"], col["out_c"], col["out_h"], col["inner"], col["lanes"]),
         ]
+    if name == "rearrange":
+        extra = [col["bytes"] / np.maximum(col["runs"], 1)]
     full = np.column_stack([matrix, *extra]) if extra else matrix
     return xgb.DMatrix(full, feature_names=columns(name))
 

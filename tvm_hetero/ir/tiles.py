@@ -129,6 +129,27 @@ def contiguous_runs(piece: Box, whole: Box) -> int:
     return math.prod(sizes[: max(axis - 1, 0)])
 
 
+def join_layout(pieces: Sequence[Box], whole: Box) -> dict[str, int]:
+    """How joining ``pieces`` into ``whole`` walks memory (the rearrange estimator's layout
+    features): ``runs``, the contiguous runs copied (:func:`contiguous_runs` of each piece);
+    ``inner``, the whole's innermost extent (the copy loop's vector); ``axis``, the innermost
+    axis the pieces cut, counted from the last (0: columns of an image); ``span``, the
+    elements of one step along that axis (1 for columns, a row's width for rows).
+
+    Examples
+    --------
+    >>> whole = ((0, 1), (0, 8), (0, 6), (0, 5))
+    >>> join_layout([((0, 1), (0, 8), (0, 3), (0, 5)), ((0, 1), (0, 8), (3, 6), (0, 5))], whole)
+    {'runs': 16, 'inner': 5, 'axis': 1, 'span': 5}
+    """
+    sizes = box_shape(whole)
+    cut = [i for i in range(len(whole)) if any(p[i] != whole[i] for p in pieces)]
+    axis = max(cut, default=0)
+    return {"runs": sum(contiguous_runs(p, whole) for p in pieces),
+            "inner": sizes[-1] if sizes else 1, "axis": len(sizes) - 1 - axis if sizes else 0,
+            "span": math.prod(sizes[axis + 1 :])}  # fmt: skip
+
+
 def hull(a: Box | None, b: Box) -> Box:
     """The smallest box holding both (``a`` may be ``None``)."""
     if a is None:

@@ -94,15 +94,14 @@ def compute_workloads(
     return chosen[:limit]
 
 
-def join_runs(shape: Sequence[int], pieces: int, axis: int) -> int:
-    """The contiguous runs :func:`~tvm_hetero.profiling.workloads.concat_module` copies."""
-    from tvm_hetero.ir.tiles import contiguous_runs, even_parts, full_box
+def join_layout(shape: Sequence[int], pieces: int, axis: int) -> dict[str, int]:
+    """The layout features (:func:`~tvm_hetero.ir.tiles.join_layout`) of what
+    :func:`~tvm_hetero.profiling.workloads.concat_module` joins."""
+    from tvm_hetero.ir import tiles
 
-    whole = full_box(shape)
-    return sum(
-        contiguous_runs((*whole[:axis], part, *whole[axis + 1 :]), whole)
-        for part in even_parts(int(shape[axis]), pieces)
-    )
+    whole = tiles.full_box(shape)
+    parts = tiles.even_parts(int(shape[axis]), pieces)
+    return tiles.join_layout([(*whole[:axis], p, *whole[axis + 1 :]) for p in parts], whole)
 
 
 def append_traces(out: str | Path, traces: Iterable[dict]) -> int:
@@ -164,9 +163,12 @@ def collect(
                 seconds = profiler.measure(
                     mod, device, RecordKind.OP, {"join": pieces, "axis": axis}
                 ).median_s
-                features = {"bytes": 4 * math.prod(shape), "pieces": pieces,
-                            "runs": join_runs(shape, pieces, axis),
-                            **device_features(device)}  # fmt: skip
+                features = {
+                    "bytes": 4 * math.prod(shape),
+                    "pieces": pieces,
+                    **join_layout(shape, pieces, axis),
+                    **device_features(device),
+                }
                 rows.append({"estimator": "rearrange", "seconds": seconds, "features": features,
                              "device": device.name, "source": f"concat axis {axis}"})  # fmt: skip
                 done += 1
