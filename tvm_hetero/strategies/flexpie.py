@@ -661,11 +661,11 @@ def handoff_seconds(
 
 PROBE_LAYERS = 6
 """Layers of the probe :func:`segment_seconds` runs, each a segment of its own."""
-OVERRUN_PROBE = (4, 16, 16)
-"""Layers, channels and rows per device of the probe :func:`tile_overrun` runs as one fused
-segment: about a millisecond of convolution per layer and tile on a device held to half a
-core, as a real model's layers are (the segment probe's four channels are too few to show
-it)."""
+OVERRUN_PROBE = (3, 64, 8)
+"""Layers, channels and rows per device of the shorter probe :func:`tile_overrun` runs as one
+fused segment (the longer has twice the layers): weights and tiles of a real model's middle
+layers, which two devices sharing a core evict from each other's caches (the segment probe's
+four channels fit in any cache)."""
 
 
 def load_probe(
@@ -740,17 +740,24 @@ def tile_overrun(
     its slowest tile's price: its tiles run together, so the segment waits for the slowest of
     them as it ran, not as priced, and devices that share a machine's cores and caches (an
     emulated cluster) slow each other. Measured on the devices: :data:`OVERRUN_PROBE`'s
-    convolutions fused into one segment cut in rows over all of them (no exchange inside it),
-    run end to end, less its price with ``segment_s``, over its slowest tile's price; 0 for
-    one device, or when the probe ran within its price."""
+    convolutions fused into one segment cut in rows over all of them, and twice as many,
+    each run end to end; what the longer took beyond the shorter, less what the estimators
+    price of that, over its slowest tile's price of that (scattering the input and gathering
+    the output are the same in both and drop out); 0 for one device, or when the longer probe
+    ran its extra layers within their price."""
     if len(devices) < 2:
         return 0.0
     layers, channels, rows = OVERRUN_PROBE
-    probe = load_probe(len(devices), layers, channels, rows, "overrun-probe")
-    partition, measured = _probe_in_rows(devices, estimators, cluster, probe, layers, handoff_s,
-                                         segment_s, 0.0, db, options)  # fmt: skip
-    tiles = sum(s.compute_s - segment_s for s in partition.segments if s.scheme != "Home")
-    return max(0.0, (measured - partition.predicted_s) / tiles) if tiles > 0 else 0.0
+    timed = []
+    for length in (layers, 2 * layers):
+        probe = load_probe(len(devices), length, channels, rows, f"overrun-probe-{length}")
+        partition, measured = _probe_in_rows(devices, estimators, cluster, probe, length,
+                                             handoff_s, segment_s, 0.0, db, options)  # fmt: skip
+        tiles = sum(s.compute_s - segment_s for s in partition.segments if s.scheme != "Home")
+        timed.append((measured, partition.predicted_s, tiles))
+    (short, short_price, short_tiles), (long, long_price, long_tiles) = timed
+    extra = (long - short) - (long_price - short_price)
+    return max(0.0, extra / (long_tiles - short_tiles)) if long_tiles > short_tiles else 0.0
 
 
 def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
