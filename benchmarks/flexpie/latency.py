@@ -38,14 +38,17 @@ deleted at start, the least recently used beyond ``--builds-gb`` after each case
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tvm_hetero import api
@@ -128,6 +131,23 @@ def fit_estimators(traces: list[str], folder: Path) -> None:
     """Write into ``folder`` the estimators fitted on every trace of ``traces``."""
     for name, (rows, seconds) in read_traces(*traces).items():
         train(name, rows, seconds, notes={"traces": traces}).save(folder)
+
+
+@contextlib.contextmanager
+def on_home_cores(devices: list) -> Iterator[None]:
+    """This process on the home device's cores while a case runs: it is the client, which
+    dispatches every unit and copy, and a real cluster's client runs on the home board.
+    Unpinned, it took CPU from whichever device shared its core at the moment, and every
+    segment waited for that device (MobileNet fused in rows on the ring of 4: a middle tile's
+    units 37 ms on core 1 against 20 on core 0; pinned to core 0, 19 and 28, and the plan ran
+    51 ms against 60). Its compiles and estimators then have one core."""
+    before = os.sched_getaffinity(0)
+    if devices and devices[0].cores:
+        os.sched_setaffinity(0, set(devices[0].cores))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict:
@@ -260,64 +280,70 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
     out = []
     try:
         devices = list(cluster.devices)
-        if args.collect_idle:
-            count = append_traces(
-                args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS)
-            )
-            print(f"  transfers after idle gaps: {count}", flush=True)
-        if args.collect:
-            if args.trace_sample:
-                zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
-                counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
-                print(f"  traces: {counts}", flush=True)
-            for name in args.trace_whole if args.limit else ():  # every tile, no joins again
-                whole = [load_model(MODELS[name][0], **MODELS[name][1])]
-                counts = collect(whole, devices, args.traces, cluster, 10**6, args.db, joins=())
-                print(f"  traces of {name}'s tiles: {counts}", flush=True)
-        if args.retrain and args.model:  # as a user would: collect on this cluster, then train
-            folder = folder / f"estimators-{case}"
-            fit_estimators([args.traces], folder)
-            args.estimators = str(folder)
-        estimators = strategy.Estimators.load(args.estimators) if args.model else None
-        for name in args.model:
-            model = load_model(MODELS[name][0], **MODELS[name][1])
-            start = time.perf_counter()
-            result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
-            plan_s = time.perf_counter() - start
-            plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
-            predicted = {"flexpie": result.partition.predicted_s} | {
-                n: p.predicted_s for n, p in result.baselines.items()
-            }
-            built = {}
-            for plan in plans.values():
-                if _effect(plan) not in built:
-                    used = api.in_plan_order(devices, plan)
-                    built[_effect(plan)] = built_once(model, name, used, plan, args.builds)
-            timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
-            runs_s = {label: timed[_effect(plan)] for label, plan in plans.items()}
-            measured = {label: median_of(rounds) for label, rounds in runs_s.items()}
-            for label in plans:
-                print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
-                      f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
-            score = scores(measured)
-            out.append({
-                "case": case, "model": name, "layers": len(result.geometry),
-                "search_s": result.search_s, "plan_s": plan_s,
-                "handoff_s": result.handoff_s, "segment_s": result.segment_s,
-                "overrun": result.overrun,
-                "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
-                "predicted_s": predicted, "measured_s": measured, "score": score,
-                "runs_s": runs_s,
-                "estimators": "retrained with this cluster's traces" if args.retrain else
-                              args.estimators or "shipped",
-                "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
-                "commit": _commit(), "cpu": cpu_model(), "target": args.target,
-            })  # fmt: skip
-            print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
-                  f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
-                  flush=True)  # fmt: skip
+        with on_home_cores(devices):
+            out += _timed_case(case, args, folder, cluster, devices)
     finally:
         control.down(tag)
+    return out
+
+
+def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[dict]:
+    """What :func:`run_case` does with the cluster up: collect, plan, build and time."""
+    out = []
+    if args.collect_idle:
+        count = append_traces(args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS))
+        print(f"  transfers after idle gaps: {count}", flush=True)
+    if args.collect:
+        if args.trace_sample:
+            zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
+            counts = collect(zoo, devices, args.traces, cluster, args.limit, args.db)
+            print(f"  traces: {counts}", flush=True)
+        for name in args.trace_whole if args.limit else ():  # every tile, no joins again
+            whole = [load_model(MODELS[name][0], **MODELS[name][1])]
+            counts = collect(whole, devices, args.traces, cluster, 10**6, args.db, joins=())
+            print(f"  traces of {name}'s tiles: {counts}", flush=True)
+    if args.retrain and args.model:  # as a user would: collect on this cluster, then train
+        folder = folder / f"estimators-{case}"
+        fit_estimators([args.traces], folder)
+        args.estimators = str(folder)
+    estimators = strategy.Estimators.load(args.estimators) if args.model else None
+    for name in args.model:
+        model = load_model(MODELS[name][0], **MODELS[name][1])
+        start = time.perf_counter()
+        result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
+        plan_s = time.perf_counter() - start
+        plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
+        predicted = {"flexpie": result.partition.predicted_s} | {
+            n: p.predicted_s for n, p in result.baselines.items()
+        }
+        built = {}
+        for plan in plans.values():
+            if _effect(plan) not in built:
+                used = api.in_plan_order(devices, plan)
+                built[_effect(plan)] = built_once(model, name, used, plan, args.builds)
+        timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
+        runs_s = {label: timed[_effect(plan)] for label, plan in plans.items()}
+        measured = {label: median_of(rounds) for label, rounds in runs_s.items()}
+        for label in plans:
+            print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
+                  f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
+        score = scores(measured)
+        out.append({
+            "case": case, "model": name, "layers": len(result.geometry),
+            "search_s": result.search_s, "plan_s": plan_s,
+            "handoff_s": result.handoff_s, "segment_s": result.segment_s,
+            "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
+            "predicted_s": predicted, "measured_s": measured, "score": score,
+            "runs_s": runs_s,
+            "estimators": "retrained with this cluster's traces" if args.retrain else
+                          args.estimators or "shipped",
+            "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
+            "commit": _commit(), "cpu": cpu_model(), "target": args.target,
+            "client_cores": sorted(os.sched_getaffinity(0)),
+        })  # fmt: skip
+        print(f"  {case} {name}: flexpie score {score['flexpie']:.2f}, best "
+              f"{min(measured, key=measured.get)}, search {result.search_s * 1e3:.1f} ms",
+              flush=True)  # fmt: skip
     return out
 
 

@@ -14,6 +14,7 @@ copies: their span and how long its units waited there for pieces still arriving
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -26,6 +27,7 @@ from latency import (
     TARGETS,
     built_once,
     fit_estimators,
+    on_home_cores,
     spec_file,
 )
 
@@ -80,6 +82,8 @@ def main() -> None:
         default="generic",
         help="what the devices' code is built for (as latency.py)",
     )
+    parser.add_argument("--unpinned", action="store_true",
+                        help="let the client run on any core (latency.py pins it to home's)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = spec_file(args.case, args.quota, Path(tmp), args.target)
@@ -89,28 +93,33 @@ def main() -> None:
         cluster = control.up(spec, plan_layout(spec, tag))
         try:
             devices = list(cluster.devices)
-            model = load_model(MODELS[args.model][0], **MODELS[args.model][1])
-            result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
-            plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
-            unknown = sorted(set(args.plans) - set(plans))
-            if unknown:
-                parser.error(f"plans {unknown}: not among {sorted(plans)}")
-            for label in args.plans:
-                plan = plans[label]
-                used = api.in_plan_order(devices, plan)
-                built = built_once(model, args.model, used, plan, args.builds)
-                print(f"{label}: schemes {' '.join(plan.schemes)}")
-                priced = result.partition if label == "flexpie" else result.baselines[label]
-                compute = sum(s.compute_s for s in priced.segments)
-                print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
-                      f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
-                      f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
-                      f"{result.segment_s * 1e3:.2f} ms a cut segment, its tiles "
-                      f"{result.overrun:.0%} over)")  # fmt: skip
-                with Executor(built, timeout_s=300) as ex:
-                    report(label, ex, args.runs, model.random_inputs(), args.events)
+            with contextlib.nullcontext() if args.unpinned else on_home_cores(devices):
+                _report_plans(args, parser, cluster, devices, estimators)
         finally:
             control.down(tag)
+
+
+def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
+    """Plan the model, then build, run and report each plan asked for."""
+    model = load_model(MODELS[args.model][0], **MODELS[args.model][1])
+    result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
+    plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
+    unknown = sorted(set(args.plans) - set(plans))
+    if unknown:
+        parser.error(f"plans {unknown}: not among {sorted(plans)}")
+    for label in args.plans:
+        plan = plans[label]
+        used = api.in_plan_order(devices, plan)
+        built = built_once(model, args.model, used, plan, args.builds)
+        print(f"{label}: schemes {' '.join(plan.schemes)}")
+        priced = result.partition if label == "flexpie" else result.baselines[label]
+        compute = sum(s.compute_s for s in priced.segments)
+        print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
+              f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
+              f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
+              f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
+        with Executor(built, timeout_s=300) as ex:
+            report(label, ex, args.runs, model.random_inputs(), args.events)
 
 
 if __name__ == "__main__":

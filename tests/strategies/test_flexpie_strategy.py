@@ -195,53 +195,6 @@ def _conv_then_its_shape():
     return bb.get()
 
 
-def test_tiles_cut_together_are_priced_by_how_much_their_probe_overran(devices, trained):
-    """The overrun probes (convolutions fused into one segment cut in rows, and twice as many)
-    are run once and kept; the overrun is what the longer took beyond the shorter less its
-    price of that, over its slowest tile's price of that; it scales every cut segment's
-    tiles and no Home segment's."""
-    folder, estimators = trained
-    db = folder / "overrun.jsonl"
-    first = strategy.tile_overrun(devices, estimators, None, 1e-5, 2e-4, db)
-    runs = [json.loads(line) for line in db.read_text().splitlines()]
-    layers, channels, rows = strategy.OVERRUN_PROBE
-    assert [r["workload"]["model"] for r in runs] == [
-        f"overrun-probe-{layers}", f"overrun-probe-{2 * layers}"
-    ]  # fmt: skip
-    assert strategy.tile_overrun(devices, estimators, None, 1e-5, 2e-4, db) == first
-    assert db.read_text().count("\n") == 2  # served from the database
-    rows_q, home = SCHEMES.index("InH"), SCHEMES.index("Home")
-    priced = []
-    for length, record in zip((layers, 2 * layers), runs, strict=True):
-        probe = strategy.load_probe(len(devices), length, channels, rows)
-        geometry = strategy.TileGeometry(probe, strategy.flexpie_layers(probe), len(devices))
-        problem = strategy.problem_of(geometry, devices, estimators, None, {}, length, 1e-5, 2e-4)
-        assert np.isfinite(problem.compute_s[0, length - 1, rows_q])  # the chain fuses in rows
-        cuts = [(0, length, rows_q), *((i, i + 1, home) for i in range(length, len(geometry)))]
-        tile = problem.compute_s[0, length - 1, rows_q] - 2e-4
-        measured = float(np.median(record["samples_s"]))
-        priced.append((measured, evaluate(problem, cuts).predicted_s, tile))
-    (short, short_price, short_tile), (long, long_price, long_tile) = priced
-    want = ((long - short) - (long_price - short_price)) / (long_tile - short_tile)
-    assert long_tile > short_tile and first == pytest.approx(max(0.0, want))
-    assert strategy.tile_overrun(devices[:1], estimators, None, 0.0, 0.0, db) == 0.0
-    model = load_zoo_model("resnet18:tiny")
-    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
-    plain, over = (
-        strategy.problem_of(geometry, devices, estimators, None, {}, overrun=o).compute_s
-        for o in (0.0, 0.5)
-    )  # fmt: skip
-    finite = np.isfinite(plain)
-    assert np.array_equal(finite, np.isfinite(over))
-    np.testing.assert_allclose(
-        over[..., home][finite[..., home]], plain[..., home][finite[..., home]]
-    )
-    cut = finite.copy()
-    cut[..., home] = False
-    assert cut.any()
-    np.testing.assert_allclose(over[cut], 1.5 * plain[cut])
-
-
 def test_a_shape_read_across_layers_is_planned_and_equals_the_whole_model(devices, trained):
     """A shape value read from an earlier layer moves no bytes (pricing it raised
     ``AttributeError``: a shape has no dtype, and stopped DeiT's and ConvNeXt's plans)."""

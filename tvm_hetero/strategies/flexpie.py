@@ -325,11 +325,10 @@ class _Pricer:
 def problem_of(
     geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
     cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
-    handoff_s: float = 0.0, segment_s: float = 0.0, overrun: float = 0.0,
+    handoff_s: float = 0.0, segment_s: float = 0.0,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
-    for a segment cut over the devices ``1 + overrun`` times that and ``segment_s`` more),
-    ``move_s`` per boundary and segment
+    plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary and segment
     before (:func:`boundary_seconds`: the busiest receiver, sender or link, each piece priced
     with the links idle since the last boundary that moved bytes, :func:`idle_seconds`, and
     sharing a link's burst with the boundary's other pieces over it, :func:`priced`; the
@@ -338,12 +337,11 @@ def problem_of(
     home device; ``handoff_s`` what the runtime spends on each piece that passes between two
     devices besides moving its bytes (a copy step and a unit's dispatch:
     ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device costs
-    the runtime besides its tiles and pieces (:func:`segment_seconds`); ``overrun`` how much
-    longer than priced its tiles run together (:func:`tile_overrun`)."""
+    the runtime besides its tiles and pieces (:func:`segment_seconds`)."""
     n, k = len(geometry), len(SCHEMES)
     features = [device_features(d) for d in devices]  # a target each: once, not per tile
     compute_arr = _compute_seconds(geometry, features, estimators.compute, whole_s, max_run,
-                                   segment_s, overrun)  # fmt: skip
+                                   segment_s)  # fmt: skip
     sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
     boundaries: dict[tuple[int, int, int, int], list] = {}
     paths = Paths(devices, cluster)
@@ -414,12 +412,11 @@ def idle_seconds(compute_s: np.ndarray, boundaries: dict) -> np.ndarray:
 
 def _compute_seconds(
     geometry: TileGeometry, features: Sequence[dict[str, float]], estimator: Estimator,
-    whole_s: dict[relax.Call, float], max_run: int, segment_s: float, overrun: float,
+    whole_s: dict[relax.Call, float], max_run: int, segment_s: float,
 ) -> np.ndarray:  # fmt: skip
     """``compute_s`` of :class:`SpatialProblem`: each segment's slowest device (``inf`` where
-    its scheme cannot cut a layer or the estimator knows an operator of a cut one), a cut
-    one's ``1 + overrun`` times and ``segment_s`` more; ``features``: :func:`device_features`
-    of each device."""
+    its scheme cannot cut a layer or the estimator knows an operator of a cut one);
+    ``features``: :func:`device_features` of each device."""
     n, k = len(geometry), len(SCHEMES)
     compute = _Pricer(estimator)
     segment_terms: dict[tuple[int, int, int], list] = {}
@@ -450,8 +447,7 @@ def _compute_seconds(
         per_device = np.zeros(len(features))
         for dev, idx, fixed in terms:
             per_device[dev] += fixed if idx is None else compute_s[idx]
-        cut = SCHEMES[q] != "Home"
-        compute_arr[a, d - 1, q] = per_device.max() * (1 + overrun * cut) + segment_s * cut
+        compute_arr[a, d - 1, q] = per_device.max() + (segment_s if SCHEMES[q] != "Home" else 0)
     return compute_arr
 
 
@@ -595,8 +591,8 @@ def to_plan(
 @dataclass(frozen=True)
 class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
-    ``handoff_s``, ``segment_s`` and ``overrun`` are the runtime's costs it measured on the
-    devices (:func:`handoff_seconds`, :func:`segment_seconds`, :func:`tile_overrun`)."""
+    ``handoff_s`` and ``segment_s`` are the runtime's costs it measured on the devices
+    (:func:`handoff_seconds`, :func:`segment_seconds`)."""
 
     plan: SpatialPlan
     geometry: TileGeometry
@@ -606,7 +602,6 @@ class FlexPieResult:
     search_s: float
     handoff_s: float = 0.0
     segment_s: float = 0.0
-    overrun: float = 0.0
 
     def baseline_plans(self, devices: Sequence[DeviceSpec]) -> dict[str, SpatialPlan]:
         """Each baseline as a plan ``api.compile`` builds."""
@@ -661,54 +656,15 @@ def handoff_seconds(
 
 PROBE_LAYERS = 6
 """Layers of the probe :func:`segment_seconds` runs, each a segment of its own."""
-OVERRUN_PROBE = (3, 64, 8)
-"""Layers, channels and rows per device of the shorter probe :func:`tile_overrun` runs as one
-fused segment (the longer has twice the layers): weights and tiles of a real model's middle
-layers, which two devices sharing a core evict from each other's caches (the segment probe's
-four channels fit in any cache)."""
 
 
-def load_probe(
-    devices: int, layers: int = PROBE_LAYERS, channels: int = 4, rows: int = 4,
-    name: str = "segment-probe",
-) -> Model:  # fmt: skip
-    """The model :func:`segment_seconds` runs (by default: :data:`PROBE_LAYERS` 3x3
-    convolutions of four channels on an image of four rows per device) or
-    :func:`tile_overrun` runs (:data:`OVERRUN_PROBE`)."""
+def load_probe(devices: int) -> Model:
+    """The model :func:`segment_seconds` runs: :data:`PROBE_LAYERS` 3x3 convolutions of four
+    channels on an image of four rows per device."""
     from tvm_hetero.frontends.load import load_model
     from tvm_hetero.profiling.workloads import conv_chain_module
 
-    return load_model(conv_chain_module(layers, channels, size=rows * devices), name=name)
-
-
-def _probe_in_rows(
-    devices: Sequence[DeviceSpec], estimators: Estimators, cluster: ClusterSpec | None,
-    probe: Model, run: int, handoff_s: float, segment_s: float, overrun: float,
-    db: str | Path | None, options: BuildOptions | None,
-) -> tuple[SpatialPartition, float]:  # fmt: skip
-    """``probe`` cut in rows over every device in segments of ``run`` layers (a layer no row
-    cut reaches stays home), its price with the given runtime terms, and its time measured end
-    to end on the devices (``Profiler.profile_run``, kept in the profile database under the
-    devices and the cluster's links)."""
-    from tvm_hetero.strategies.eop import profiler_for
-
-    geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
-    problem = problem_of(geometry, devices, estimators, cluster, {}, run, handoff_s, segment_s,
-                         overrun)  # fmt: skip
-    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
-    cuts = []
-    for start in range(0, len(geometry), run):
-        stop = min(start + run, len(geometry))
-        cut = np.isfinite(problem.compute_s[start, stop - start - 1, rows])
-        if cut:
-            cuts.append((start, stop, rows))
-        else:
-            cuts += [(i, i + 1, home) for i in range(start, stop)]
-    partition = flexpie.evaluate(problem, cuts)
-    plan = to_plan(geometry, devices, partition, "fixed-InH")
-    setting = _setting(devices, cluster)
-    measured = profiler_for(db, options).profile_run(probe, devices, plan, setting).median_s
-    return partition, measured
+    return load_model(conv_chain_module(PROBE_LAYERS, size=4 * devices), name="segment-probe")
 
 
 def segment_seconds(
@@ -720,44 +676,27 @@ def segment_seconds(
     only once every piece they read exists (each segment ends in a barrier), and every step of
     that passes through the client. Measured on the devices themselves: a chain of
     :data:`PROBE_LAYERS` small convolutions cut in rows over all of them, each layer a
-    segment, run end to end, less its price without this term, per segment; 0 for one
-    device, or when the probe's price is above its measured time."""
+    segment, run end to end (``Profiler.profile_run``, kept in the profile database under the
+    devices and the cluster's links), less its price without this term, per segment; 0 for
+    one device, or when the probe's price is above its measured time."""
     if len(devices) < 2:
         return 0.0
+    from tvm_hetero.strategies.eop import profiler_for
+
     probe = load_probe(len(devices))
-    partition, measured = _probe_in_rows(devices, estimators, cluster, probe, 1, handoff_s, 0.0,
-                                         0.0, db, options)  # fmt: skip
+    geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
+    problem = problem_of(geometry, devices, estimators, cluster, {}, 1, handoff_s)
+    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
+    cuts = [  # every layer in rows (the output layer stays home)
+        (i, i + 1, rows if np.isfinite(problem.compute_s[i, 0, rows]) else home)
+        for i in range(len(geometry))
+    ]  # fmt: skip
+    partition = flexpie.evaluate(problem, cuts)
+    plan = to_plan(geometry, devices, partition, "fixed-InH")
+    setting = _setting(devices, cluster)
+    measured = profiler_for(db, options).profile_run(probe, devices, plan, setting).median_s
     cut = sum(s.scheme != "Home" for s in partition.segments)
     return max(0.0, (measured - partition.predicted_s) / cut)
-
-
-def tile_overrun(
-    devices: Sequence[DeviceSpec], estimators: Estimators, cluster: ClusterSpec | None = None,
-    handoff_s: float = 0.0, segment_s: float = 0.0, db: str | Path | None = None,
-    options: BuildOptions | None = None,
-) -> float:  # fmt: skip
-    """How much longer than its price a segment cut over every device computes, per second of
-    its slowest tile's price: its tiles run together, so the segment waits for the slowest of
-    them as it ran, not as priced, and devices that share a machine's cores and caches (an
-    emulated cluster) slow each other. Measured on the devices: :data:`OVERRUN_PROBE`'s
-    convolutions fused into one segment cut in rows over all of them, and twice as many,
-    each run end to end; what the longer took beyond the shorter, less what the estimators
-    price of that, over its slowest tile's price of that (scattering the input and gathering
-    the output are the same in both and drop out); 0 for one device, or when the longer probe
-    ran its extra layers within their price."""
-    if len(devices) < 2:
-        return 0.0
-    layers, channels, rows = OVERRUN_PROBE
-    timed = []
-    for length in (layers, 2 * layers):
-        probe = load_probe(len(devices), length, channels, rows, f"overrun-probe-{length}")
-        partition, measured = _probe_in_rows(devices, estimators, cluster, probe, length,
-                                             handoff_s, segment_s, 0.0, db, options)  # fmt: skip
-        tiles = sum(s.compute_s - segment_s for s in partition.segments if s.scheme != "Home")
-        timed.append((measured, partition.predicted_s, tiles))
-    (short, short_price, short_tiles), (long, long_price, long_tiles) = timed
-    extra = (long - short) - (long_price - short_price)
-    return max(0.0, extra / (long_tiles - short_tiles)) if long_tiles > short_tiles else 0.0
 
 
 def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
@@ -785,30 +724,23 @@ def plan_with_estimators(
     layers = flexpie_layers(model)
     geometry = TileGeometry(model, layers, len(devices))
     if progress:
-        progress("timing the operators no scheme cuts", 0, 4)
+        progress("timing the operators no scheme cuts", 0, 3)
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
     handoff = handoff_seconds(devices, db, options, cluster)
     if progress:
-        progress("timing tiled segments on the devices", 1, 4)
+        progress("timing a tiled segment on the devices", 1, 3)
     segment = segment_seconds(devices, estimators, cluster, handoff, db, options)
-    overrun = tile_overrun(devices, estimators, cluster, handoff, segment, db, options)
     if progress:
-        progress("pricing tiles and exchanges", 2, 4)
-    problem = problem_of(
-        geometry, devices, estimators, cluster, whole, max_run, handoff, segment, overrun
-    )
-    if progress:
-        progress("searching", 3, 4)
+        progress("pricing tiles and exchanges", 2, 3)
+    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run, handoff, segment)
     start = time.perf_counter()
     partition = flexpie.flexpie(problem)
     search_s = time.perf_counter() - start
     if progress:
-        progress("planned", 4, 4)
+        progress("planned", 3, 3)
     plan = to_plan(geometry, devices, partition, "flexpie")
     baselines = flexpie.baselines(problem)
-    return FlexPieResult(
-        plan, geometry, problem, partition, baselines, search_s, handoff, segment, overrun
-    )
+    return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff, segment)
 
 
 def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SpatialPlan:
