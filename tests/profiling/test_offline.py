@@ -154,6 +154,13 @@ def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, caps
     assert "Correction from" in out and "exported" not in out
 
 
+@pytest.fixture(scope="module")
+def cpu_and_gpu_export(tmp_path_factory) -> tuple:
+    """EOP's offline export of ``mlp:tiny`` for this CPU and a GPU: (folder, its entries); made
+    once for the tests that read it and the one that measures it (35 s each time)."""
+    return _export_for_cpu_and_gpu(tmp_path_factory.mktemp("cpu-and-gpu"))
+
+
 def _export_for_cpu_and_gpu(tmp_path) -> tuple:
     """EOP's offline export of ``mlp:tiny`` for this CPU and a GPU: (folder, its entries)."""
     folder = tmp_path / "offline"
@@ -164,8 +171,10 @@ def _export_for_cpu_and_gpu(tmp_path) -> tuple:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
-def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(tmp_path):
-    folder, entries = _export_for_cpu_and_gpu(tmp_path)
+def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_code(
+    cpu_and_gpu_export,
+):
+    folder, entries = cpu_and_gpu_export
     kinds = {(e["kind"], tuple(d["name"] for d in e["devices"])) for e in entries}
     assert kinds == {
         ("op_in_model", ("cpu",)), ("op_in_model", ("cuda:0",)),  # per-operator runs
@@ -189,10 +198,11 @@ def test_eop_offline_export_for_cpu_and_gpu_holds_every_workload_with_device_cod
 
 
 @pytest.mark.skipif(cuda_runtime_error() is None, reason="a GPU box measures them for real")
-def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(tmp_path):
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(cpu_and_gpu_export):
     # the GPU's runtime is loaded (or found missing) before a library with its kernels is: on the
     # box, loading first failed every CUDA library ("a loader of that name is not registered")
-    folder, entries = _export_for_cpu_and_gpu(tmp_path)
+    folder, entries = cpu_and_gpu_export
     on_gpu = sum(any(d["name"] == "cuda:0" for d in e["devices"]) for e in entries)
     out = _measure_on_the_box(folder, expect=1)
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]
