@@ -277,14 +277,12 @@ def run_case(case: str, args, folder: Path) -> list[dict]:
     path = spec_file(case, args.quota, folder, args.target)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
     cluster = control.up(spec, plan_layout(spec, tag))
-    out = []
     try:
         devices = list(cluster.devices)
         with on_home_cores(devices):
-            out += _timed_case(case, args, folder, cluster, devices)
+            return _timed_case(case, args, folder, cluster, devices)
     finally:
         control.down(tag)
-    return out
 
 
 def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[dict]:

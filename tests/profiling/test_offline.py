@@ -158,11 +158,7 @@ def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, caps
 def cpu_and_gpu_export(tmp_path_factory) -> tuple:
     """EOP's offline export of ``mlp:tiny`` for this CPU and a GPU: (folder, its entries); made
     once for the tests that read it and the one that measures it (35 s each time)."""
-    return _export_for_cpu_and_gpu(tmp_path_factory.mktemp("cpu-and-gpu"))
-
-
-def _export_for_cpu_and_gpu(tmp_path) -> tuple:
-    """EOP's offline export of ``mlp:tiny`` for this CPU and a GPU: (folder, its entries)."""
+    tmp_path = tmp_path_factory.mktemp("cpu-and-gpu")
     folder = tmp_path / "offline"
     assert main(["plan", "mlp:tiny", "--strategy", "eop", "--device", "cpu", "--device", "cuda",
                  "--offline", str(folder), "--db", str(tmp_path / "db.jsonl"),

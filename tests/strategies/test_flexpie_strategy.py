@@ -27,7 +27,7 @@ from tvm_hetero.plan.flexpie import evaluate
 from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, join_layout, read_traces
+from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, concat_layout, read_traces
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
@@ -211,10 +211,10 @@ def test_a_shape_read_across_layers_is_planned_and_equals_the_whole_model(device
 
 def test_joins_traced_say_how_they_walk_memory():
     """Equal bytes join at different speeds by the runs they copy and the axis they cut."""
-    assert join_layout((1, 512, 7, 7), 4, 1) == {"runs": 4, "inner": 7, "axis": 2, "span": 49}
-    assert join_layout((1, 512, 7, 7), 4, 2) == {"runs": 4 * 512, "inner": 7, "axis": 1, "span": 7}
-    assert join_layout((1, 512, 7, 7), 4, 3) == {"runs": 4 * 512 * 7, "inner": 7, "axis": 0,
-                                                 "span": 1}  # fmt: skip
+    layout = {axis: concat_layout((1, 512, 7, 7), 4, axis) for axis in (1, 2, 3)}
+    assert layout[1] == {"runs": 4, "inner": 7, "axis": 2, "span": 49}  # a block per piece
+    assert layout[2] == {"runs": 4 * 512, "inner": 7, "axis": 1, "span": 7}  # per channel
+    assert layout[3] == {"runs": 4 * 512 * 7, "inner": 7, "axis": 0, "span": 1}  # per row
     assert {axis for _, _, axis in JOINS} == {1, 2, 3}
 
 

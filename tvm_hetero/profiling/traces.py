@@ -94,7 +94,7 @@ def compute_workloads(
     return chosen[:limit]
 
 
-def join_layout(shape: Sequence[int], pieces: int, axis: int) -> dict[str, int]:
+def concat_layout(shape: Sequence[int], pieces: int, axis: int) -> dict[str, int]:
     """The layout features (:func:`~tvm_hetero.ir.tiles.join_layout`) of what
     :func:`~tvm_hetero.profiling.workloads.concat_module` joins."""
     from tvm_hetero.ir import tiles
@@ -166,7 +166,7 @@ def collect(
                 features = {
                     "bytes": 4 * math.prod(shape),
                     "pieces": pieces,
-                    **join_layout(shape, pieces, axis),
+                    **concat_layout(shape, pieces, axis),
                     **device_features(device),
                 }
                 rows.append({"estimator": "rearrange", "seconds": seconds, "features": features,

@@ -535,7 +535,8 @@ def transfers_into(
                 if common is None:
                     continue
                 nbytes = math.prod(box_shape(common)) * itemsize(str(var.ty.dtype))
-                parts, total = [*parts, common], total + nbytes
+                parts.append(common)
+                total += nbytes
                 if src != tile.device:
                     route = paths.route(src, tile.device)
                     moves.append(Transfer(src, tile.device, nbytes, route))
