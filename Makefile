@@ -22,8 +22,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python ci/gen_catalog.py --check
 
+# two pytest workers (the suite compiles on one core each), then alone what needs both cores
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not whole_machine"
+	$(BIN)/python -m pytest -m "whole_machine and not slow"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow tests

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,7 +207,12 @@ def load(path: str | Path) -> Deployment:
     """A saved compiled model, its libraries loaded (fails clearly where a device is missing)."""
     from tvm_hetero.runtime.deployment import load as load_deployment
 
-    return load_deployment(path, tempfile.mkdtemp(prefix="tvm_hetero_"))
+    workdir = tempfile.mkdtemp(prefix="tvm_hetero_")  # its libraries: kept while it runs
+    try:
+        return load_deployment(path, workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
 
 
 def reference_outputs(

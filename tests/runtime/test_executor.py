@@ -1,3 +1,5 @@
+import tempfile
+
 import numpy as np
 import pytest
 import tvm
@@ -11,6 +13,7 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
+from tvm_hetero.runtime.deployment import ArtifactError
 from tvm_hetero.runtime.executor import Executor, interleaved_run_seconds, run_seconds
 from tvm_hetero.runtime.vm import make_vm, run
 from tvm_hetero.zoo import ZOO, load_zoo_model
@@ -49,6 +52,7 @@ def _place_b_branch(model, names):
     return Placement(names, {i: 1 for i in ids if i.startswith("b")})
 
 
+@pytest.mark.whole_machine  # overlap needs both cores free of other tests
 def test_two_branches_on_two_core_sets_run_at_the_same_time(branches):
     model, inputs = branches
     devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
@@ -118,7 +122,7 @@ def test_every_zoo_model_one_unit_bit_for_bit_and_split_over_two_core_sets(name)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-def test_saved_deployment_runs_the_same(tmp_path, branches):
+def test_saved_deployment_runs_the_same(tmp_path, branches, monkeypatch):
     model, inputs = branches
     devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
     compiled = api.compile(model, devices, _place_b_branch(model, ("cpu@0", "cpu@1")))
@@ -127,6 +131,13 @@ def test_saved_deployment_runs_the_same(tmp_path, branches):
     assert [d.to_dict() for d in loaded.devices] == [d.to_dict() for d in devices]
     assert loaded.steps == compiled.deployment.steps
     np.testing.assert_array_equal(api.run(loaded, inputs)[0], api.run(compiled, inputs)[0])
+    scratch = tmp_path / "scratch"  # a file that is no model: an error, no directory left
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    (tmp_path / "junk.tar").write_bytes(b"not a tar")
+    with pytest.raises(ArtifactError):
+        api.load(tmp_path / "junk.tar")
+    assert not any(scratch.iterdir())
 
 
 def test_a_failing_unit_is_reported_not_hung_on(branches):

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import signal
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -143,9 +144,12 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
 
 
 def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
-    start_workers, tmp_path, capsys
+    start_workers, tmp_path, capsys, monkeypatch
 ):
     (pa, _), (pb, worker_b) = start_workers(2)
+    scratch = tmp_path / "scratch"  # where run extracts its libraries: emptied after each run
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     target = cpu_device(0).target
 
     def cluster(path, a, b):
@@ -175,6 +179,7 @@ def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(
     assert "re-planning without edge-b:" in printed and "--exclude edge-b" in printed
     assert "ran mlp:tiny on edge-a (" in printed
     np.testing.assert_allclose(np.load(out)["output_0"], first, rtol=1e-5, atol=1e-6)
+    assert not any(scratch.iterdir())  # the failed run's and the re-planned run's included
     # compile --exclude: the same by hand, every other device of the cluster file kept
     assert main(["compile", "mlp:tiny", "--cluster", here, "--exclude", "edge-b", "-o", art]) == 0
     manifest = read_manifest(art)

@@ -62,11 +62,13 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str)
     args.argv = [*deployment.recipe["argv"], "--exclude", failed]
     args.exclude = [*args.exclude, failed]
     args.place = [rule for rule in args.place if rule.partition("=")[2] != failed]
-    args.output, args.check, args.explain = str(Path(workdir) / "replanned.tar"), False, False
+    replanned = Path(workdir) / "replanned"  # not over the first libraries: they stay mapped
+    replanned.mkdir()
+    args.output, args.check, args.explain = str(replanned / "model.tar"), False, False
     console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(args.argv)}")
     with contextlib.chdir(deployment.recipe["cwd"]):
         cmd_compile.run(args)
-    return _at_hosts(load(args.output, workdir), hosts)
+    return _at_hosts(load(args.output, replanned), hosts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,17 +77,17 @@ def run(args: argparse.Namespace) -> int:
     from tvm_hetero.runtime.deployment import load
 
     hosts = _cluster_hosts(args.cluster) if args.cluster else None
-    workdir = tempfile.mkdtemp(prefix="tvm_hetero_")
-    deployment = _at_hosts(load(args.file, workdir), hosts)
-    feed = _inputs(deployment.inputs, args.inputs)
-    try:
-        return _run(deployment, feed, args)
-    except RunError as err:
-        if not args.replan or err.device is None:
-            raise
-        console().print(f"[bold red]worker failed:[/] {err}")
-        deployment = _replan(deployment, err.device, hosts, workdir)
-        return _run(deployment, feed, args)
+    with tempfile.TemporaryDirectory(prefix="tvm_hetero_") as workdir:
+        deployment = _at_hosts(load(args.file, workdir), hosts)
+        feed = _inputs(deployment.inputs, args.inputs)
+        try:
+            return _run(deployment, feed, args)
+        except RunError as err:
+            if not args.replan or err.device is None:
+                raise
+            console().print(f"[bold red]worker failed:[/] {err}")
+            deployment = _replan(deployment, err.device, hosts, workdir)
+            return _run(deployment, feed, args)
 
 
 def _run(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace) -> int:
