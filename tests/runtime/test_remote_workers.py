@@ -52,10 +52,15 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
         downloads.append(value.name)
         return real_download(self, value)
 
+    pulls, pushes, real_call = [], [], RemoteWorker.call
+
     def move(self, value):
-        if not hasattr(value, "worker"):
-            uploads.append(self.name)
+        (pulls if hasattr(value, "worker") else uploads).append(self.name)
         return real_move(self, value)
+
+    def call(self, function, args, pushed=()):
+        pushes.extend(v.worker.name for _, v in pushed)
+        return real_call(self, function, args, pushed)
 
     calls, real_rpc = [], RemoteWorker._rpc
 
@@ -65,6 +70,7 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
 
     monkeypatch.setattr(RemoteWorker, "download", download)
     monkeypatch.setattr(RemoteWorker, "move", move)
+    monkeypatch.setattr(RemoteWorker, "call", call)
     monkeypatch.setattr(RemoteWorker, "_rpc", rpc)
     monkeypatch.setattr(remote_worker, "UPLOAD_CHUNK_BYTES", 4096)  # each library in pieces
     other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
@@ -72,6 +78,7 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
         got = ex.run(inputs)
         timeline = ex.timeline
         first_run = (list(downloads), list(uploads))
+        how = (len(pulls), len(pushes), sum(ex._pull))  # the first run's; copies between workers
         again = ex.run(other)  # pulled values are received into the last run's tensors
         values = ex.run_tensors(ex.place_inputs(inputs))
         held = next(v for v in values.values() if isinstance(v, RemoteValue))
@@ -107,6 +114,13 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
     assert len(uploads) <= len(deployment.inputs) * len(edges)
     moved = [e for e in timeline.events if e.kind == "copy"]
     assert len(moved) == len(deployment.copies) > len(uploads)
+    # a unit's worker pushes what other workers read of its result as the unit ends; nothing
+    # that a unit made is pulled (a pull waited for the client to hear that the unit ended)
+    # (two items read across workers by a unit, with no copy step, are still pulled)
+    kind = {s.name: s.kind for s in deployment.steps}
+    of_units = [c for c in deployment.copies if kind.get(c.inputs[0]) in ("unit", "item")]
+    assert any(kind[c.inputs[0]] == "item" for c in of_units)  # a tuple's item, pushed too
+    assert how[1] == how[2] == len(of_units) > how[0]
     assert {e.worker for e in timeline.events} == {e.name for e in edges}
 
 

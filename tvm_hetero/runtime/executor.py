@@ -89,6 +89,7 @@ class _Run:
         self.error: BaseException | None = None
         self.events: list[Event] = []
         self.running: dict[int, float] = {}  # step -> when it started on its worker
+        self.pushed: dict[int, Any] = {}  # copy step -> the value its producer pushes
         self.start = start or time.perf_counter()
         self.end = 0.0
 
@@ -148,6 +149,7 @@ class Executor:
             for s in deployment.steps
         ]
         self._pull = [self._pulled(s) for s in deployment.steps]
+        self._pushes = self._pushed_copies()
         self._passed = [
             s.kind == "copy" and s.name in deployment.outputs and not self._succ[i]
             and self._remote(s.inputs[0])
@@ -157,8 +159,12 @@ class Executor:
         self.finished_s: tuple[float, ...] = ()
 
     def _remote(self, value: str) -> bool:
-        """Whether ``value`` is made on a remote worker (a deployment input is not)."""
+        """Whether ``value`` is made on a remote worker (a deployment input is not; a tuple's
+        item is where its tuple is: taken for an input's, a copy of a remote unit's item waited
+        on the receiver's client thread behind the unit running there before it was pulled)."""
         i = self._index.get(value)
+        while i is not None and self.deployment.steps[i].kind == "item":
+            i = self._index.get(self.deployment.steps[i].inputs[0])
         device = None if i is None else self.deployment.steps[i].device
         return device is not None and self.deployment.devices[device].host is not None
 
@@ -169,6 +175,23 @@ class Executor:
             step.kind == "copy" and dep.devices[step.device].host is not None
             and self._remote(step.inputs[0]) and dep.moves(step)
         )  # fmt: skip
+
+    def _pushed_copies(self) -> dict[int, list[tuple[int, int]]]:
+        """Per unit, the copies between remote workers of its result or of its tuple's items,
+        as (copy step, item index or ``-1``): its worker pushes them when the unit ends
+        (:meth:`RemoteWorker.call`) instead of each consumer pulling once the client has
+        heard that it ended."""
+        steps, pushes = self.deployment.steps, {}
+        for j, step in enumerate(steps):
+            if not self._pull[j]:
+                continue
+            p = self._index[step.inputs[0]]
+            index = -1
+            if steps[p].kind == "item" and steps[p].inputs[0] in self._index:
+                p, index = self._index[steps[p].inputs[0]], steps[p].index
+            if steps[p].kind == "unit":
+                pushes.setdefault(p, []).append((j, index))
+        return pushes
 
     # -- running ---------------------------------------------------------------------------
 
@@ -299,14 +322,22 @@ class Executor:
             elif self._pull[i]:
                 worker = self.workers[step.device]
                 issued = time.perf_counter() - run.start
-                run.values[step.name] = worker.move(args[0])
+                pushed = run.pushed.pop(i, None)
+                run.values[step.name] = pushed if pushed is not None else worker.move(args[0])
                 run.events.append(Event(step.name, worker.name, "copy", issued, issued, run.index))
             else:
                 worker = self.workers[step.device]
                 start = time.perf_counter()
                 with run.lock:
                     run.running[i] = start
-                if step.kind == "unit":
+                if step.kind == "unit" and i in self._pushes:
+                    pushed = {j: self.workers[self.deployment.steps[j].device].expect()
+                              for j, _ in self._pushes[i]}  # fmt: skip
+                    value = worker.call(
+                        step.function, args, [(x, pushed[j]) for j, x in self._pushes[i]]
+                    )
+                    run.pushed.update(pushed)
+                elif step.kind == "unit":
                     value = worker.call(step.function, args)
                 else:
                     value = worker.move(args[0])

@@ -31,7 +31,7 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("write", "load", "get", "call", "item")
+_FUNCTIONS = ("write", "load", "get", "call", "call_push", "item")
 UPLOAD_CHUNK_BYTES = 16 * 2**20
 """A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
 ``upload`` holds a whole file in the worker two or three times over while it arrives, which
@@ -182,13 +182,28 @@ class RemoteWorker:
             return value.name
         return self.move(value).name
 
-    def call(self, function: str, args: Sequence[Any]) -> RemoteValue:
-        """Run unit ``function`` on the worker; its result stays there."""
+    def call(
+        self, function: str, args: Sequence[Any], pushes: Sequence[tuple[int, RemoteValue]] = ()
+    ) -> RemoteValue:
+        """Run unit ``function`` on the worker; its result stays there, and each of ``pushes``
+        (an item's index, ``-1`` for the whole result, and the :meth:`expect`-ed value of
+        another worker) is sent on to that worker as soon as the unit ends."""
         names = [self._held(a) for a in args]
         out = self._fresh("v")
-        said = self._rpc(f"unit {function}", lambda: self._remote["call"](function, out, *names))
-        arity, waited, items = json.loads(said)
+        to = json.dumps([[i, v.worker.address[0], v.worker.data_port, v.name] for i, v in pushes])
+
+        def call() -> str:
+            if pushes:
+                return self._remote["call_push"](function, out, to, *names)
+            return self._remote["call"](function, out, *names)
+
+        arity, waited, items = json.loads(self._rpc(f"unit {function}", call))
         return RemoteValue(self, out, int(arity), float(waited), tuple(items))
+
+    def expect(self) -> RemoteValue:
+        """A value another worker will push here (see :meth:`call`); a unit that reads it waits
+        for it on the worker."""
+        return RemoteValue(self, self._fresh("m"), -1)
 
     def item(self, value: RemoteValue, index: int) -> RemoteValue:
         """Element ``index`` of a tuple this worker holds: named without a call for a unit's

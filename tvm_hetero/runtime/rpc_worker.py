@@ -18,6 +18,10 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
   returns ``[arity, waited_s, item_arities]`` as JSON (``waited_s``: how long the unit waited
   here for inputs still arriving, which the client's timeline does not count as busy); a tuple's
   items are held too, as ``out.I``.
+- ``tvm_hetero.worker.call_push(function, out, pushes, *names)``: ``call``, then each of
+  ``pushes`` (JSON ``[[index, host, port, name], ...]``: item ``index`` of the result, ``-1`` for
+  all of it) sent, from a thread of the session, to the worker whose data port is ``host:port``,
+  which holds it as ``name``: a consumer of the unit's result gets it as soon as the unit ends.
 - ``tvm_hetero.worker.item(src, index, out)``: hold element ``index`` of a held tuple.
 - Names are ``RUN/NAME``: the first name of a newer run makes the values held so far spare
   buffers (received into by name when shape and type match), so nothing piles up.
@@ -26,7 +30,7 @@ other workers pull the values they consume (see :mod:`.tensor_link`).
 - a ``pull`` command on the data port (not RPC: the RPC loop may be busy computing): ask another
   worker for a value at once (requests to one peer are pipelined, see
   :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it. A ``put`` command
-  there brings an input from the client the same way.
+  there brings an input from the client, or a value another worker pushes, the same way.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat, drain, idle_s)``:
   a link probe's payload, and pulls of it from another worker timed here (``tvm-hetero cluster
   probe``; the sync traces of :mod:`tvm_hetero.profiling.traces`).
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import queue
 import socket
 import sys
 import threading
@@ -73,6 +78,8 @@ class _Session:
         self.gpu = False
         self.server: Any = None
         self.fetcher: Any = None
+        self.name = "a worker"
+        self.pushes: queue.SimpleQueue | None = None  # (host, port, name, array), sent in order
 
     def write(self, file_name: str, offset: int, blob: bytearray) -> None:
         """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
@@ -94,6 +101,7 @@ class _Session:
         from tvm_hetero.runtime.worker import configure_threads
 
         spec = DeviceSpec.from_dict(json.loads(spec_json))
+        self.name = spec.name
         path = tvm.get_global_func("tvm.rpc.server.workpath")(file_name)
         self.device = runtime_device(spec)
         self.gpu = spec.kind is DeviceKind.CUDA
@@ -191,6 +199,32 @@ class _Session:
             self.hold(f"{out}.{i}", item)
         return json.dumps([arity, waited, [_arity(item) for item in items]])
 
+    def call_push(self, function: str, out: str, pushes: str, *names: str) -> str:
+        """:meth:`call`, then the result (or its items) sent on to the workers that consume it,
+        from the session's push thread: pulled instead, a piece reached its consumer 6.6 ms
+        (median) after its unit ended, 3.4 of them before the client's pull command arrived
+        and 0.8 more before the request reached this worker (MobileNet in rows on an emulated
+        ring of 4)."""
+        said = self.call(function, out, *names)
+        if self.pushes is None:
+            self.data_port()
+            self.pushes = queue.SimpleQueue()
+            threading.Thread(target=self._push_loop, name="tensor-push", daemon=True).start()
+        for index, host, port, name in json.loads(pushes):
+            value = self._host_view(out if index < 0 else f"{out}.{index}")
+            self.pushes.put((host, int(port), name, value))
+        return said
+
+    def _push_loop(self) -> None:
+        """Send what :meth:`call_push` queued; a consumer that cannot be reached fails its own
+        call (its worker is gone) or, where the link alone broke, waits out its arrival timeout."""
+        while True:
+            host, port, name, array = self.pushes.get()
+            try:
+                self.fetcher.tell(host, port, {"put": name, "from": self.name}, array)
+            except OSError:
+                continue
+
     def item(self, src: str, index: int, out: str) -> int:
         item = self.value(src)[index]
         self.hold(out, item)
@@ -208,12 +242,13 @@ class _Session:
         """A command from the client on the data port: ``{"pull": [host, port, src, out,
         peer]}`` asks worker ``peer`` for ``src`` at once (the data server's thread goes back to
         the next command), and it arrives as ``out``; ``{"put": out}`` is followed by the array
-        itself, an input from the client (not over RPC, whose loop may be computing). A failure
-        is kept for the unit that reads ``out``."""
+        itself, an input from the client (not over RPC, whose loop may be computing) or, with
+        ``"from"``, a value that worker pushes. A failure is kept for the unit that reads
+        ``out``."""
         from tvm_hetero.runtime.tensor_link import recv_array
 
         if "put" in message:
-            allocate, done = self._receiver(message["put"], "the client")
+            allocate, done = self._receiver(message["put"], message.get("from", "the client"))
             try:
                 recv_array(conn, allocate)
             except Exception as err:
@@ -285,6 +320,7 @@ def register() -> None:
         "load": session.load,
         "get": session.value,
         "call": session.call,
+        "call_push": session.call_push,
         "item": session.item,
         "fetch": session.fetch,
         "fill": session.fill,
