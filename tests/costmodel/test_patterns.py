@@ -72,6 +72,7 @@ def test_fits_never_have_a_negative_intercept():
     assert 2 * pattern.predict(8) >= pattern.predict(16) * 0.999
 
 
+@pytest.mark.whole_machine  # a sweep timed beside another test worker held out at 14x
 def test_patterns_fit_this_cpus_measured_sweep_and_predict_held_out_sizes(tmp_path):
     """A matmul swept along its rows on this CPU: fitted on every other size, the pattern
     predicts the sizes it never saw (the figure the EOP benchmark reports per model)."""
