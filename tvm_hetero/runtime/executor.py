@@ -142,7 +142,7 @@ class Executor:
         self._serial = inline and workers is None
         self._order = _topological_order(self._deps, self._succ)
         # tuple items and copies between CPU workers (shared memory) run on the spot; so do a
-        # copy between two remote workers (a pull the receiver does while it computes) and a
+        # copy between two remote workers (pushed by the producer or pulled by the consumer) and a
         # remote result's copy that only the outputs read (the client downloads it from there)
         self._here = [
             s.kind == "item" or (s.kind == "copy" and not deployment.moves(s))
@@ -160,8 +160,8 @@ class Executor:
 
     def _remote(self, value: str) -> bool:
         """Whether ``value`` is made on a remote worker (a deployment input is not; a tuple's
-        item is where its tuple is: taken for an input's, a copy of a remote unit's item waited
-        on the receiver's client thread behind the unit running there before it was pulled)."""
+        item is made where its tuple is: taken for a local value, a copy of a remote unit's
+        item was queued on the consumer's client thread, behind the unit running there)."""
         i = self._index.get(value)
         while i is not None and self.deployment.steps[i].kind == "item":
             i = self._index.get(self.deployment.steps[i].inputs[0])

@@ -7,7 +7,8 @@ It speaks the plain ``tvm.rpc`` protocol (any ``tvm.rpc.connect`` client works; 
 authentication: listen on loopback or a private network only). TVM's server forks one process
 per client session; in that process the functions below keep the session's state: the device's
 VM over the uploaded library, the values it holds by name, and a :class:`TensorServer` from which
-other workers pull the values they consume (see :mod:`.tensor_link`).
+other workers pull the values they consume and into which they push what their units made for
+it (see :mod:`.tensor_link`).
 
 - ``tvm_hetero.fingerprint(kind, index, threads)``: the device as the profile database keys it.
 - ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
