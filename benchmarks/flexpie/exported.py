@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python benchmarks/flexpie/exported.py [--only resnet18 bert ...] [--devices 3]
+        [--workers]
 
 Each model of the corpus (``benchmarks/models/zoo.py``: random weights, no downloads) is
 exported to ONNX at its small size (64 x 64 images; ViT, DeiT and MobileViT at their own),
@@ -14,13 +15,20 @@ output). Operators no scheme cuts (attention's softmax, a pooled head...) run wh
 device. ``resnet18-symbolic`` is ResNet-18 exported with a symbolic batch dimension, loaded with
 ``--shapes``' Python form. A check of the pass and the planner on what users bring, not of speed
 (these devices share this machine's two cores: ``latency.py`` times FlexPie on emulated
-clusters). Results: ``benchmarks/results/flexpie_exported.json``.
+clusters). With ``--workers`` each plan runs once more on as many ``tvm-hetero worker``
+processes of this machine (runtime only, one thread each), its tiles' pieces pushed worker to
+worker, and is compared again (``remote_err``). Results:
+``benchmarks/results/flexpie_exported.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,12 +52,38 @@ def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return api.max_abs_error(got, want) / (max(float(np.abs(w).max()) for w in want) or 1.0)
 
 
-def check(name: str, work: Path, count: int) -> dict:
-    """One model through FlexPie; the row of the table (``stage`` names the first failure)."""
+@contextlib.contextmanager
+def workers(count: int):
+    """``count`` ``tvm-hetero worker`` processes here (the TVM runtime only), as one-thread CPU
+    devices ``edge-K``; killed at the end."""
+    from tvm_hetero.devices import resolve_device
+
+    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+    procs = []
+    try:
+        for k in range(count):
+            first = 9600 + 20 * k  # a free port of [first, first + 20)
+            ports = ["--port", str(first), "--port-end", str(first + 20)]
+            argv = ["-m", "tvm_hetero.cli.main", "worker", *ports]
+            procs.append(subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True, env=env))  # fmt: skip
+        hosts = [p.stdout.readline().split()[-1] for p in procs]  # "... listening on HOST:PORT"
+        yield [dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=h, threads=1)
+               for k, h in enumerate(hosts)]  # fmt: skip
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def check(name: str, work: Path, count: int, remote: list | None = None) -> dict:
+    """One model through FlexPie; the row of the table (``stage`` names the first failure);
+    with ``remote`` devices, each plan is run on them too."""
     from zoo import CORPUS, load_exported, random_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
+    from tvm_hetero.runtime.executor import Executor
     from tvm_hetero.strategies import flexpie as strategy
 
     source = CORPUS[name.removesuffix("-symbolic")].source
@@ -78,6 +112,16 @@ def check(name: str, work: Path, count: int) -> dict:
             row["rel_err"][label] = _relative_error(api.run(compiled, feeds), want)
             if row["rel_err"][label] > TOLERANCE:
                 return row
+            if remote:
+                row["stage"] = f"run {label} on workers"
+                named = dict(zip((d.name for d in devices), (e.name for e in remote), strict=True))
+                moved = dataclasses.replace(plan, devices=tuple(named[n] for n in plan.devices))
+                deployed = api.compile(model, api.in_plan_order(remote, moved), moved)
+                with Executor(deployed.deployment, timeout_s=120) as ex:
+                    got = ex.run(feeds)
+                row.setdefault("remote_err", {})[label] = _relative_error(got, want)
+                if row["remote_err"][label] > TOLERANCE:
+                    return row
         row["stage"] = "ok"
     except Exception as err:
         text = str(err).strip().splitlines()
@@ -106,15 +150,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--devices", type=int, default=3, help="CPU vdevices to tile over")
+    parser.add_argument("--workers", action="store_true",
+                        help="run each plan on worker processes too (pieces pushed)")  # fmt: skip
     parser.add_argument("--out", default=str(RESULTS / "flexpie_exported.json"))
     args = parser.parse_args()
     out = Path(args.out)
     rows = {r["model"]: r for r in json.loads(out.read_text())} if out.exists() else {}
-    with tempfile.TemporaryDirectory() as tmp:
+    on = workers(args.devices) if args.workers else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory() as tmp, on as remote:
         for name in args.only:
-            rows[name] = r = check(name, Path(tmp), args.devices)
+            rows[name] = r = check(name, Path(tmp), args.devices, remote)
             print(f"{name}: {r['stage']} {r.get('error', '')} {r.get('schemes', '')} "
-                  f"{r.get('rel_err', '')}", flush=True)  # fmt: skip
+                  f"{r.get('rel_err', '')} {r.get('remote_err', '')}", flush=True)  # fmt: skip
             ordered = [rows[n] for n in MODELS if n in rows]
             out.write_text(json.dumps(ordered, indent=1) + "\n")  # each model as it ends
     print(table(ordered))

@@ -315,7 +315,7 @@ def test_topology_of_a_cluster_from_its_links():
 
 
 def test_tiles_run_on_remote_workers_and_exchange_worker_to_worker(start_workers):
-    """Three workers over TVM RPC: every segment's tiles on all three, boundary parts pulled
+    """Three workers over TVM RPC: every segment's tiles on all three, boundary parts pushed
     worker to worker, the result gathered once; the same numbers as one device."""
     from tvm_hetero.plan.spatial_plan import SpatialPlan
     from tvm_hetero.runtime.executor import Executor
