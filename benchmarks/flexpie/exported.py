@@ -27,8 +27,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,20 +54,17 @@ def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
 def workers(count: int):
     """``count`` ``tvm-hetero worker`` processes here (the TVM runtime only), as one-thread CPU
     devices ``edge-K``; killed at the end."""
+    from bench import start_worker  # benchmarks/cluster
+
     from tvm_hetero.devices import resolve_device
 
-    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+    ports = [9600 + k for k in range(count)]
     procs = []
     try:
-        for k in range(count):
-            first = 9600 + 20 * k  # a free port of [first, first + 20)
-            ports = ["--port", str(first), "--port-end", str(first + 20)]
-            argv = ["-m", "tvm_hetero.cli.main", "worker", *ports]
-            procs.append(subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True, env=env))  # fmt: skip
-        hosts = [p.stdout.readline().split()[-1] for p in procs]  # "... listening on HOST:PORT"
-        yield [dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}", host=h, threads=1)
-               for k, h in enumerate(hosts)]  # fmt: skip
+        procs.extend(start_worker(port) for port in ports)
+        yield [dataclasses.replace(resolve_device("cpu"), name=f"edge-{k}",
+                                   host=f"127.0.0.1:{port}", threads=1)
+               for k, port in enumerate(ports)]  # fmt: skip
     finally:
         for p in procs:
             p.kill()
@@ -146,7 +141,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    sys.path[:0] = [str(HERE.parent / "models")]
+    sys.path[:0] = [str(HERE.parent / "models"), str(HERE.parent / "cluster")]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--devices", type=int, default=3, help="CPU vdevices to tile over")
