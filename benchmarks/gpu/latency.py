@@ -3,8 +3,12 @@
 For each ``.tar``: load it, run it on seeded random inputs (the same as ``tvm-hetero run``'s);
 then ``--rounds`` rounds of ``--repeat`` runs of every artifact in turn (a slow spell of the
 box hits them all), and one JSON line each (p50: the median of its rounds' medians, p99 of all
-runs, devices, units, copies a run moves) to ``--out``; the outputs go to ``--outputs-dir`` as ``NAME.npz`` so they can
-be compared with a CPU build where the compiler is. Imports only tvm-hetero's runtime::
+runs, devices, units, copies a run moves, whether a run after the timing still gives the first
+run's outputs, and that run's timeline in microseconds) to ``--out``; the outputs go to ``--outputs-dir`` as ``NAME.npz`` so they can
+be compared with a CPU build where the compiler is. ``--hand-over-too``: each artifact that spans
+several devices is timed a second time, in the same rounds, with every unit handed to its
+worker's thread (``Executor(on_spot=False)``, the runtime before 2026-11-27). Imports only
+tvm-hetero's runtime::
 
     PYTHONPATH=box/site TVM_USE_RUNTIME_LIB=1 python3 benchmarks/gpu/latency.py A.tar B.tar \\
         --out $OUT/latency.jsonl --outputs-dir $OUT/outputs
@@ -35,11 +39,15 @@ class Loaded:
     executor: Any
     inputs: dict
     load_s: float
+    on_spot: bool = True
+    first: list = field(default_factory=list)  # the outputs of its first run
     samples_ms: list = field(default_factory=list)
     round_ms: list = field(default_factory=list)
 
 
-def load_one(path: Path, inputs_dir: Path | None, stack: ExitStack) -> Loaded:
+def load_one(
+    path: Path, inputs_dir: Path | None, stack: ExitStack, on_spot: bool = True
+) -> Loaded:  # fmt: skip
     """Load ``path`` (libraries unpacked into a folder ``stack`` removes) and start it."""
     from tvm_hetero.runtime.deployment import load
     from tvm_hetero.runtime.executor import Executor
@@ -55,8 +63,8 @@ def load_one(path: Path, inputs_dir: Path | None, stack: ExitStack) -> Loaded:
     else:
         rng = np.random.default_rng(0)
         inputs = {s.name: s.random(rng) for s in deployment.inputs}
-    executor = stack.enter_context(Executor(deployment))
-    return Loaded(path, deployment, executor, inputs, load_s)
+    executor = stack.enter_context(Executor(deployment, on_spot=on_spot))
+    return Loaded(path, deployment, executor, inputs, load_s, on_spot)
 
 
 def row(one: Loaded, repeat: int) -> dict:
@@ -66,8 +74,15 @@ def row(one: Loaded, repeat: int) -> dict:
     d = one.deployment
     return {
         "artifact": one.path.name, "model": d.model, "tvm": tvm.__version__,
+        "on_spot": one.on_spot,
         "devices": [s.name for s in d.devices], "units": len(d.units),
         "copies_per_run": len(d.copies), "copy_bytes_per_run": sum(s.nbytes for s in d.copies),
+        "same_outputs_after_timing": all(
+            np.array_equal(a, b)
+            for a, b in zip(one.first, one.executor.run(one.inputs), strict=True)
+        ),
+        "last_run_us": [(e.step, e.worker, e.kind, round(e.start_s * 1e6, 1),
+                         round(e.end_s * 1e6, 1)) for e in one.executor.timeline.events],
         "p50_ms": float(np.median(one.round_ms)), "p99_ms": float(np.percentile(one.samples_ms, 99)),
         "round_p50_ms": one.round_ms, "runs": repeat * len(one.round_ms), "load_s": one.load_s,
     }  # fmt: skip
@@ -82,13 +97,18 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=200, help="runs per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds over every artifact")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--hand-over-too",
+        action="store_true",
+        help="multi-device artifacts also timed with every unit handed over",
+    )
     args = parser.parse_args()
     failed, loaded = 0, []
     with ExitStack() as stack, open(args.out, "a") as out:
         for path in args.artifacts:
             try:
                 one = load_one(path, args.inputs_dir, stack)
-                outs = one.executor.run(one.inputs)
+                outs = one.first = one.executor.run(one.inputs)
                 one.executor.time(one.inputs, repeat=1, warmup=args.warmup)
             except Exception as err:  # report it and go on with the others
                 failed += 1
@@ -101,6 +121,9 @@ def main() -> int:
                 args.outputs_dir.mkdir(parents=True, exist_ok=True)
                 np.savez(args.outputs_dir / f"{path.stem}.npz", *outs)
             loaded.append(one)
+            if args.hand_over_too and len({s.device for s in one.deployment.units}) > 1:
+                loaded.append(load_one(path, args.inputs_dir, stack, on_spot=False))
+                loaded[-1].first = loaded[-1].executor.run(loaded[-1].inputs)
         for _ in range(args.rounds):  # interleaved: a slow spell of the box hits every artifact
             for one in loaded:
                 stats = one.executor.time(one.inputs, repeat=args.repeat, warmup=2)

@@ -22,11 +22,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu
 "${PYTHON:-python3}" -c "import tvm, sys; print(tvm.__file__, sys.version)" > "$OUT/python.txt" 2>&1
 lscpu > "$OUT/lscpu.txt" 2>&1
 if [ "$step" = a ]; then
-  "${PYTHON:-python3}" benchmarks/gpu/latency.py "$box"/artifacts/a/*.tar --out "$OUT/latency_a.jsonl" \
-    --outputs-dir "$OUT/outputs_a" 2> "$OUT/latency_a.err"
+  art=$box/artifacts/${ART:-a}  # the folder prepare.sh bundled (ART: another's name)
+  "${PYTHON:-python3}" benchmarks/gpu/crossing_parts.py --out "$OUT/crossing_parts.json" \
+    2> "$OUT/crossing_parts.err"
+  "${PYTHON:-python3}" benchmarks/gpu/latency.py "$art"/*.tar --out "$OUT/latency_a.jsonl" \
+    --outputs-dir "$OUT/outputs_a" --hand-over-too 2> "$OUT/latency_a.err"
   # results are written as they come: a folder cut at the deadline keeps what it measured
   deadline=$((SECONDS + ${MEASURE_S:-330}))
-  for d in "$box"/artifacts/a/*/; do  # eop_M, duet_M: folders of exported workloads
+  for d in "$art"/*/; do  # eop_M, duet_M: folders of exported workloads
     m=$(basename "$d")
     left=$((deadline - SECONDS)); [ "$left" -gt 1 ] || left=1  # timeout 0 would never stop
     timeout "$left" "$box/tvm-hetero" measure "$d" > "$OUT/$m.log" 2>&1
@@ -50,5 +53,5 @@ elif [ "$step" = m ]; then  # a later round of offline workloads (plan --offline
   done
 else
   "${PYTHON:-python3}" benchmarks/gpu/latency.py ${BDIR:-.gpu/b}/*.tar --out "$OUT/latency_b.jsonl" \
-    --outputs-dir "$OUT/outputs_b" --rounds "${ROUNDS:-5}" 2> "$OUT/latency_b.err"
+    --outputs-dir "$OUT/outputs_b" --rounds "${ROUNDS:-5}" --hand-over-too 2> "$OUT/latency_b.err"
 fi

@@ -16,6 +16,7 @@ from tvm_hetero.devices import cpu_device, cuda_device, resolve_device
 from tvm_hetero.plan import Placement
 from tvm_hetero.profiling.profiler import place_on
 from tvm_hetero.profiling.workloads import transfer_module
+from tvm_hetero.runtime.executor import refilled_copies
 from tvm_hetero.zoo import load_zoo_model
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
@@ -153,3 +154,24 @@ def test_manifest_records_the_device_code_and_a_gpu_it_cannot_run_is_refused(tmp
         SpecError, match=r"compiled for sm_80, sm_90, .* \(sm_75\).*--cuda-arch sm_75"
     ):
         check_device_code("cuda:0", Turing(), ["sm_80", "sm_90"])
+
+
+@needs_nvcc
+def test_copies_onto_a_gpu_that_makes_no_output_are_refilled_each_run():
+    """The executor fills one tensor per copy onto the GPU every run (a new one costs cudaMalloc
+    and cudaFree); never a copy onto the home device, where the outputs are."""
+    model = load_zoo_model("lstm:tiny")
+    devices = [cpu_device(), cuda_device(0)]
+    rules = api.placement_from_rules(model, devices, {"matmul": "cuda:0"})
+    deployment = api.compile(model, devices, rules).deployment
+    refilled = refilled_copies(deployment)
+    copies = [(s.device, k) for s, k in zip(deployment.steps, refilled, strict=True)
+              if s.kind == "copy"]  # fmt: skip
+    assert {d for d, _ in copies} == {0, 1}
+    assert all(k == (d == 1) for d, k in copies)
+    assert not any(k for s, k in zip(deployment.steps, refilled, strict=True) if s.kind != "copy")
+    gpu_home = devices[::-1]
+    rules = api.placement_from_rules(model, gpu_home, {"matmul": "cpu"})
+    deployment = api.compile(model, gpu_home, rules).deployment  # the copies go to the CPU
+    assert {s.device for s in deployment.copies} == {0, 1}
+    assert not any(refilled_copies(deployment))

@@ -212,3 +212,53 @@ def test_a_one_device_run_is_timed_step_by_step_in_the_calling_thread(branches):
     assert (event.step, event.kind, event.worker) == ("main", "unit", "cpu")
     assert 0 <= event.start_s < event.end_s <= timeline.total_s
     np.testing.assert_array_equal(out[0], threaded[0]["main"].numpy())
+
+
+@I.ir_module
+class ThreeMatmuls:
+    """A chain of three matmuls: placed 0, 1, 0, every unit waits on the one before."""
+
+    @R.function
+    def main(x: R.Tensor((N, N), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, x)
+            b = R.matmul(a, x)
+            c = R.matmul(b, x)
+            R.output(c)
+        return c
+
+
+@pytest.mark.parametrize("anywhere", [False, True])
+def test_a_chain_over_two_workers_is_handed_over_only_where_it_must_be(anywhere):
+    """Units placed cpu@0, cpu@1, cpu@0. Handed over (``on_spot=False``): each unit is queued on
+    its worker, 3 hand-overs. On the spot, CPU workers still cannot run each other's units
+    (each has its own cores and thread pool): 3 again. A worker whose units run from any thread
+    (a GPU's, stood in for by worker 1) is run by the thread that made its unit ready, which
+    then goes on with its own worker's next unit: 1 (the first). Outputs equal."""
+    model = load_model(ThreeMatmuls, name="three-matmuls")
+    x = (np.random.default_rng(0).standard_normal((N, N)) / N).astype("float32")
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    assert len(ids) == 3
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    compiled = api.compile(model, devices, Placement(("cpu@0", "cpu@1"), {ids[1]: 1}))
+    assert [u.device for u in compiled.deployment.units] == [0, 1, 0]
+    outputs, queued = [], []
+    for on_spot in (False, True):
+        with Executor(compiled.deployment, on_spot=on_spot) as executor:
+            counts = {0: 0, 1: 0}
+            for k, worker in executor.workers.items():
+                submit = worker.submit
+
+                def counted(job, priority=0, k=k, submit=submit, counts=counts):
+                    counts[k] += 1
+                    submit(job, priority)
+
+                worker.submit = counted
+            executor.workers[1].anywhere = anywhere
+            outputs.append(executor.run({"x": x})[0])
+            queued.append(counts)
+            units = [e.worker for e in executor.timeline.events if e.kind == "unit"]
+            assert units == ["cpu@0", "cpu@1", "cpu@0"]
+    assert queued[0] == {0: 2, 1: 1}
+    assert queued[1] == ({0: 1, 1: 0} if anywhere else {0: 2, 1: 1})
+    np.testing.assert_array_equal(outputs[0], outputs[1])

@@ -3,8 +3,12 @@
 No thread ever waits for work by spinning: a worker blocks on its queue, the caller on an event.
 When a step ends, the thread that ran it counts down its successors and hands each ready one to
 its worker (a unit, a copy that moves bytes) or does it on the spot (a tuple item, a copy between
-CPU workers, which share memory). Every unit and copy is timed; :attr:`Executor.timeline` is the
-measured timeline of the last run.
+CPU workers, which share memory). One ready step it may also go on with itself instead of handing
+it over (``on_spot``): a unit of its own worker whose queue is empty, a local copy, or a unit of
+an idle GPU (a GPU unit launches kernels from any thread). A chain CPU -> GPU -> CPU then runs on
+the CPU worker's thread with no hand-over: each cost a thread's wake-up, 47-131 us a crossing
+on the GPU boxes. Every unit and copy is timed; :attr:`Executor.timeline` is the measured
+timeline of the last run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import tvm
+import tvm_ffi
 
+from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.stats import LatencyStats
@@ -108,6 +114,10 @@ class Executor:
         A unit or copy that has not finished after this long (a worker that died or stopped
         answering) fails the run with a :class:`RunError` naming the worker and the step,
         instead of hanging.
+    on_spot : bool
+        Let the thread that ends a step go on with one ready successor itself where no other
+        thread is needed (module docstring); ``False``: every unit and moving copy is handed to
+        its worker's thread (to measure what the hand-over costs).
     """
 
     def __init__(
@@ -115,8 +125,9 @@ class Executor:
         deployment: Deployment,
         workers: Mapping[int, Worker] | None = None,
         timeout_s: float = 600.0,
+        on_spot: bool = True,
     ) -> None:
-        self.deployment, self.timeout_s = deployment, timeout_s
+        self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
         used = sorted({s.device for s in deployment.units})
         alone = deployment.devices[used[0]] if len(used) == 1 else None
         inline = alone is not None and alone.cores is None and alone.host is None
@@ -155,6 +166,9 @@ class Executor:
             and self._remote(s.inputs[0])
             for i, s in enumerate(deployment.steps)
         ]  # fmt: skip
+        self._layouts: dict[int, tuple] = {}  # copy step -> its shape, as FFI objects too
+        self._kept = refilled_copies(deployment)
+        self._buffers: dict[tuple[int, int], tvm.runtime.Tensor] = {}
         self.timeline: Timeline | None = None
         self.finished_s: tuple[float, ...] = ()
 
@@ -239,7 +253,9 @@ class Executor:
         pipelined run when the units form stages (each worker takes the oldest microbatch it
         has input for, so stage ``k`` works on microbatch ``i`` while stage ``k + 1`` works on
         ``i - 1``). Returns every value of each run by name; :attr:`timeline` holds every
-        event (with its microbatch) and :attr:`finished_s` when each run ended."""
+        event (with its microbatch) and :attr:`finished_s` when each run ended. A copy onto
+        a GPU that makes no output fills the same tensor every run (:func:`refilled_copies`):
+        such an intermediate value is overwritten by the next run."""
         if self._serial and len(batches) == 1:
             return [self._run_serial(batches[0])]
         for worker in self.workers.values():
@@ -252,9 +268,8 @@ class Executor:
                 run.values[info.name] = tensor
             if not self.deployment.steps:
                 run.done.set()
-        for run in runs:
-            for i in self._roots:
-                self._dispatch(run, i)
+        for run in runs:  # the caller goes on with a step itself only in a run of one input
+            self._execute(run, self._start(run, self._roots, None, len(runs) == 1), None)
         for run in runs:
             self._wait(run)
             if run.error is not None:
@@ -296,19 +311,52 @@ class Executor:
                     worker.name,
                 )
 
-    def _dispatch(self, run: _Run, i: int) -> None:
-        if self._here[i] or self._pull[i] or self._passed[i]:
-            self._execute(run, i)
-        else:
-            step = self.deployment.steps[i]
-            self.workers[step.device].submit(lambda: self._execute(run, i), run.index)
+    def _start(self, run: _Run, ready: list[int], on: int | None, spot: bool) -> list[int]:
+        """Queue each ``ready`` step on its worker but those this thread runs itself, which it
+        returns: a tuple item, a copy that moves nothing, a pull, and the step it may go on
+        with (:meth:`_spot`, first: run last). ``on``: the device whose worker's thread this
+        is (None: the caller's)."""
+        mine = self._spot(ready, on) if spot and self.on_spot else None
+        local = [] if mine is None else [mine]
+        for j in ready:
+            if self._here[j] or self._pull[j] or self._passed[j]:
+                local.append(j)
+            elif j != mine:
+                device = self.deployment.steps[j].device
+                self.workers[device].submit(
+                    lambda j=j, device=device: self._execute(run, [j], device), run.index
+                )
+        return local
 
-    def _execute(self, run: _Run, i: int) -> None:
-        if run.error is not None:
-            return
-        self._perform(run, i)
-        if run.error is None:
-            self._complete(run, i)
+    def _spot(self, ready: list[int], on: int | None) -> int | None:
+        """Which of ``ready`` this thread (the worker of device ``on``, or the caller's: None)
+        runs next itself: a local unit of its own worker with nothing queued there, or, while
+        it has nothing queued, a copy that moves bytes onto a local device (a call that needs
+        no thread pool) or a unit of an idle GPU (:attr:`LocalWorker.anywhere`)."""
+        mine = self.workers.get(on) if on is not None else None
+        if mine is not None and getattr(mine, "pending", lambda: 1)() > 0:
+            return None
+        for j in ready:
+            if self._here[j] or self._pull[j] or self._passed[j]:
+                continue
+            step = self.deployment.steps[j]
+            worker = self.workers[step.device]
+            if not hasattr(worker, "idle"):  # a remote worker: its own client thread
+                continue
+            if step.device == on or step.kind == "copy":
+                return j
+            if getattr(worker, "anywhere", False) and worker.idle():
+                return j
+        return None
+
+    def _execute(self, run: _Run, todo: list[int], on: int | None) -> None:
+        """Run the steps ``todo`` and those they leave to this thread (a loop, not recursion:
+        a chain of units on one worker is as long as the model)."""
+        while todo and run.error is None:
+            i = todo.pop()
+            self._perform(run, i)
+            if run.error is None:
+                todo.extend(self._complete(run, i, on))
 
     def _perform(self, run: _Run, i: int) -> None:
         """Step ``i`` of ``run``: its value and event, or ``run.error`` (and ``run.done``)."""
@@ -339,6 +387,8 @@ class Executor:
                     run.pushed.update(pushed)
                 elif step.kind == "unit":
                     value = worker.call(step.function, args)
+                elif isinstance(args[0], tvm.runtime.Tensor) and hasattr(worker, "idle"):
+                    value = self._copy(run, i, args[0], worker.device)
                 else:
                     value = worker.move(args[0])
                 end = time.perf_counter()
@@ -358,7 +408,27 @@ class Executor:
             run.error = RunError(f"run: {where} failed: {err}", device)
             run.done.set()
 
-    def _complete(self, run: _Run, i: int) -> None:
+    def _copy(
+        self, run: _Run, i: int, value: tvm.runtime.Tensor, device: tvm.runtime.Device
+    ) -> tvm.runtime.Tensor:  # fmt: skip
+        """``value`` copied onto ``device`` by copy step ``i``. Onto a GPU that makes no output
+        (:attr:`_kept`), into the tensor the step filled in the last run of this microbatch:
+        a new one costs ``cudaMalloc`` and ``cudaFree``, 26 us of a 4 KiB copy's 31 on the
+        H200 box (``benchmarks/gpu/crossing_parts.py``). Else into a new tensor made from the
+        step's shape and dtype as FFI objects, kept from its last run (``Tensor.copyto(device)``
+        converts both every call: 14 us of a 4 KiB copy's 16 on this host, 5.5 this way)."""
+        shape = value.shape
+        if self._kept[i]:
+            kept = self._buffers.get((i, run.index))
+            if kept is None or kept.shape != shape:
+                kept = self._buffers[(i, run.index)] = tvm.runtime.empty(shape, value.dtype, device)
+            return value.copyto(kept)
+        known = self._layouts.get(i)
+        if known is None or known[0] != shape:  # the first run, or a symbolic shape changed
+            known = self._layouts[i] = (shape, tvm_ffi.Shape(shape), tvm_ffi.dtype(value.dtype))
+        return value.copyto(tvm.runtime.empty(known[1], known[2], device))
+
+    def _complete(self, run: _Run, i: int, on: int | None) -> list[int]:
         ready = []
         with run.lock:
             run.running.pop(i, None)
@@ -372,8 +442,7 @@ class Executor:
         if finished:
             run.end = time.perf_counter()
             run.done.set()
-        for j in ready:
-            self._dispatch(run, j)
+        return self._start(run, ready, on, spot=True)
 
     # -- timing ----------------------------------------------------------------------------
 
@@ -410,6 +479,20 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def refilled_copies(deployment: Deployment) -> list[bool]:
+    """Per step, whether it is a copy whose tensor each run fills again (per microbatch): a copy
+    onto a GPU, not the home device, that makes none of the outputs. A value the run returns,
+    or a view of one, is then never such a tensor; an intermediate value that
+    :meth:`Executor.run_many` returns may be refilled by the next run."""
+    made_outputs = [deployment.producer(v) for v in deployment.outputs]
+    return [
+        s.kind == "copy" and s.device != 0 and deployment.moves(s)
+        and deployment.devices[s.device].kind is DeviceKind.CUDA
+        and deployment.devices[s.device] not in made_outputs
+        for s in deployment.steps
+    ]  # fmt: skip
 
 
 def _topological_order(deps: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:

@@ -121,6 +121,10 @@ class JobThread:
         """Queue ``job``."""
         self._jobs.put((priority, next(self._order), job))
 
+    def pending(self) -> int:
+        """Jobs queued and not yet started."""
+        return self._jobs.qsize()
+
     def close(self, timeout_s: float = 10.0) -> bool:
         """Stop after the jobs already queued; False when a job is still stuck after
         ``timeout_s`` (on a dead peer: it is left to the daemon thread)."""
@@ -150,6 +154,10 @@ class LocalWorker:
         self._library = library
         self._functions: dict[str, Any] = {}
         self._gpu = spec.kind is DeviceKind.CUDA
+        # a GPU's unit launches kernels from whichever thread calls it (no thread pool of its
+        # own; cuda:0 is the device a thread starts with): one thread at a time, by this lock
+        self.anywhere = self._gpu and spec.index == 0
+        self._lock = threading.Lock()
         self._thread: JobThread | None = None
         if inline:
             self._setup()
@@ -168,14 +176,25 @@ class LocalWorker:
         else:
             self._thread.submit(job, priority)
 
+    def idle(self) -> bool:
+        """Nothing queued and no unit running (what the executor asks before it runs a unit of
+        an :attr:`anywhere` worker on the thread that made it ready)."""
+        return self.pending() == 0 and not self._lock.locked()
+
+    def pending(self) -> int:
+        """Jobs queued on the worker's thread and not yet started."""
+        return 0 if self._thread is None else self._thread.pending()
+
     def call(self, function: str, args: Sequence[Any]) -> Any:
         """Call unit ``function``; a GPU worker waits for its kernels so the timeline is true."""
         fn = self._functions.get(function)
         if fn is None:
             fn = self._functions[function] = self.vm.module[function]
-        out = fn(*[self.move(a) if hasattr(a, "download") else a for a in args])
-        if self._gpu:
-            self.device.sync()
+        args = [self.move(a) if hasattr(a, "download") else a for a in args]
+        with self._lock:
+            out = fn(*args)
+            if self._gpu:
+                self.device.sync()
         return out
 
     def move(self, value: Any) -> Any:
