@@ -7,17 +7,22 @@ the box (``benchmarks/gpu/box.json``) into ``--to`` with its predicted time, for
 to time (step 3: ``eop_table.py`` sets predicted beside measured)::
 
     .venv/bin/python benchmarks/gpu/eop_plans.py lstm gru bert-small --batch 16 --to .gpu/b
+
+``--zero-weights`` compiles the plans with zero weights (their outputs are then not checked):
+BERT-small's 44-58 MB a plan pack into a few MB, so several travel in one call.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.profiling.offline import OfflineRunner
+from tvm_hetero.profiling.workloads import zero_weights
 from tvm_hetero.runtime.measure import PROFILE_CONFIG
 from tvm_hetero.strategies import eop
 from tvm_hetero.zoo import load_zoo_model
@@ -33,6 +38,12 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(".gpu/a"), help="offline folders")
     parser.add_argument("--db", type=Path, default=Path(".gpu/profiles.jsonl"))
     parser.add_argument("--to", type=Path, default=Path(".gpu/b"))
+    parser.add_argument(
+        "--zero-weights",
+        action="store_true",
+        help="compile with the weights zero (timing only: a tar.xz of a few MB)",
+    )
+    parser.add_argument("--only", nargs="+", choices=eop.STRATEGIES, default=eop.STRATEGIES)
     args = parser.parse_args()
     cluster = ClusterSpec.load(args.cluster)
     devices = list(cluster.devices)
@@ -46,9 +57,12 @@ def main() -> None:
         inputs = eop.measure_inputs(model, devices, profiler)
         if runner.entries:
             raise SystemExit(f"{name}: {len(runner.entries)} workloads not measured on the box")
-        for strategy in eop.STRATEGIES:
+        built = (
+            dataclasses.replace(model, mod=zero_weights(model.mod)) if args.zero_weights else model
+        )
+        for strategy in args.only:
             plan = eop.plan(inputs, strategy)
-            compiled = api.compile(model, api.in_plan_order(devices, plan), plan)
+            compiled = api.compile(built, api.in_plan_order(devices, plan), plan)
             path = compiled.save(args.to / f"{name}.{strategy}.tar")
             predicted[path.name] = {"model": name, "strategy": strategy,
                                     "predicted_ms": plan.predicted_s * 1e3,

@@ -6,8 +6,8 @@ its worker (a unit, a copy that moves bytes) or does it on the spot (a tuple ite
 CPU workers, which share memory). One ready step it may also go on with itself instead of handing
 it over (``on_spot``): a unit of its own worker whose queue is empty, a local copy, or a unit of
 an idle GPU (a GPU unit launches kernels from any thread). A chain CPU -> GPU -> CPU then runs on
-the CPU worker's thread with no hand-over: each cost a thread's wake-up, 47-131 us a crossing
-on the GPU boxes. Every unit and copy is timed; :attr:`Executor.timeline` is the measured
+the CPU worker's thread with no hand-over (a wake-up there and back is 31 us on the H200 box; a
+crossing measured 47-73 us with them, 39-41 without, `benchmarks/gpu/README.md`). Every unit and copy is timed; :attr:`Executor.timeline` is the measured
 timeline of the last run.
 """
 
