@@ -7,8 +7,8 @@ CPU workers, which share memory). One ready step it may also go on with itself i
 it over (``on_spot``): a unit of its own worker whose queue is empty, a local copy, or a unit of
 an idle GPU (a GPU unit launches kernels from any thread). A chain CPU -> GPU -> CPU then runs on
 the CPU worker's thread with no hand-over (a wake-up there and back is 31 us on the H200 box; a
-crossing measured 47-73 us with them, 39-41 without, `benchmarks/gpu/README.md`). Every unit and copy is timed; :attr:`Executor.timeline` is the measured
-timeline of the last run.
+crossing measured 47-73 us with them, 39-41 without, `benchmarks/gpu/README.md`). Every unit
+and copy is timed; :attr:`Executor.timeline` is the measured timeline of the last run.
 """
 
 from __future__ import annotations

@@ -235,8 +235,8 @@ def crossing(src: DeviceSpec, dst: DeviceSpec, profiler: Profiler) -> TransferFi
 
     CPU workers of one process share memory: the measured handoff, no copy. A GPU beside the
     CPU: the handoff (the executor's steps, the copy of a tiny value, the wait for the GPU:
-    39-41 us a crossing on the H200 box, where a bare copy takes 4-10) plus the bytes at the bandwidth fitted
-    to measured copies. Between machines: the line fitted to measured copies."""
+    39-41 us a crossing on the H200 box, where a bare copy takes 4-10) plus the bytes at the
+    bandwidth fitted to measured copies. Between machines: the line fitted to measured copies."""
     if src.kind is dst.kind is DeviceKind.CPU and src.colocated(dst):
         return TransferFit(profiler.profile_handoff(src, dst).median_s, float("inf"), 0.0)
     fit = fit_transfer(
