@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -209,10 +210,14 @@ def load(path: str | Path) -> Deployment:
 
     workdir = tempfile.mkdtemp(prefix="tvm_hetero_")  # its libraries: kept while it runs
     try:
-        return load_deployment(path, workdir)
+        deployment = load_deployment(path, workdir)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    # a remote device's library is uploaded from its file when an executor starts, so the
+    # folder lives as long as the process (a test suite's run left one per load)
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    return deployment
 
 
 def reference_outputs(

@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -137,6 +140,12 @@ def test_saved_deployment_runs_the_same(tmp_path, branches, monkeypatch):
     (tmp_path / "junk.tar").write_bytes(b"not a tar")
     with pytest.raises(ArtifactError):
         api.load(tmp_path / "junk.tar")
+    assert not any(scratch.iterdir())
+    # a process that loaded a model leaves its libraries' folder behind it no more
+    code = f"from tvm_hetero import api; api.load({str(path)!r})"
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
     assert not any(scratch.iterdir())
 
 
