@@ -4,8 +4,9 @@ For each ``.tar``: load it, run it on seeded random inputs (the same as ``tvm-he
 then ``--rounds`` rounds of ``--repeat`` runs of every artifact in turn (a slow spell of the
 box hits them all), and one JSON line each (p50: the median of its rounds' medians, p99 of all
 runs, devices, units, copies a run moves, whether a run after the timing still gives the first
-run's outputs, and that run's timeline in microseconds) to ``--out``; the outputs go to ``--outputs-dir`` as ``NAME.npz`` so they can
-be compared with a CPU build where the compiler is. ``--hand-over-too``: each artifact that spans
+run's outputs, and that run's timeline in microseconds) to ``--out``; the outputs go to
+``--outputs-dir`` as ``NAME.npz`` so they can be compared with a CPU build where the compiler
+is. ``--hand-over-too``: each artifact that spans
 several devices is timed a second time, in the same rounds, with every unit handed to its
 worker's thread (``Executor(on_spot=False)``, the runtime before 2026-11-27). Imports only
 tvm-hetero's runtime::
@@ -67,19 +68,31 @@ def load_one(
     return Loaded(path, deployment, executor, inputs, load_s, on_spot)
 
 
+def started(
+    path: Path, inputs_dir: Path | None, stack: ExitStack, warmup: int, on_spot: bool = True
+) -> Loaded:  # fmt: skip
+    """:func:`load_one`, run once (its outputs kept: a run after the timing must give them
+    again) and warmed up."""
+    one = load_one(path, inputs_dir, stack, on_spot)
+    one.first = one.executor.run(one.inputs)
+    one.executor.time(one.inputs, repeat=1, warmup=warmup)
+    return one
+
+
 def row(one: Loaded, repeat: int) -> dict:
-    """The artifact's JSON line: p50 is the median of the rounds' medians."""
+    """The artifact's JSON line: p50 is the median of the rounds' medians; it runs the
+    artifact once more, for its outputs and its timeline."""
     import tvm
 
     d = one.deployment
+    after = one.executor.run(one.inputs)
     return {
         "artifact": one.path.name, "model": d.model, "tvm": tvm.__version__,
         "on_spot": one.on_spot,
         "devices": [s.name for s in d.devices], "units": len(d.units),
         "copies_per_run": len(d.copies), "copy_bytes_per_run": sum(s.nbytes for s in d.copies),
         "same_outputs_after_timing": all(
-            np.array_equal(a, b)
-            for a, b in zip(one.first, one.executor.run(one.inputs), strict=True)
+            np.array_equal(a, b) for a, b in zip(one.first, after, strict=True)
         ),
         "last_run_us": [(e.step, e.worker, e.kind, round(e.start_s * 1e6, 1),
                          round(e.end_s * 1e6, 1)) for e in one.executor.timeline.events],
@@ -107,9 +120,11 @@ def main() -> int:
     with ExitStack() as stack, open(args.out, "a") as out:
         for path in args.artifacts:
             try:
-                one = load_one(path, args.inputs_dir, stack)
-                outs = one.first = one.executor.run(one.inputs)
-                one.executor.time(one.inputs, repeat=1, warmup=args.warmup)
+                one = started(path, args.inputs_dir, stack, args.warmup)
+                spans = len({s.device for s in one.deployment.units}) > 1
+                handed = []
+                if args.hand_over_too and spans:
+                    handed.append(started(path, args.inputs_dir, stack, args.warmup, False))
             except Exception as err:  # report it and go on with the others
                 failed += 1
                 error = {"artifact": path.name, "error": f"{type(err).__name__}: {err}"}
@@ -119,11 +134,8 @@ def main() -> int:
                 continue
             if args.outputs_dir is not None:
                 args.outputs_dir.mkdir(parents=True, exist_ok=True)
-                np.savez(args.outputs_dir / f"{path.stem}.npz", *outs)
-            loaded.append(one)
-            if args.hand_over_too and len({s.device for s in one.deployment.units}) > 1:
-                loaded.append(load_one(path, args.inputs_dir, stack, on_spot=False))
-                loaded[-1].first = loaded[-1].executor.run(loaded[-1].inputs)
+                np.savez(args.outputs_dir / f"{path.stem}.npz", *one.first)
+            loaded += [one, *handed]
         for _ in range(args.rounds):  # interleaved: a slow spell of the box hits every artifact
             for one in loaded:
                 stats = one.executor.time(one.inputs, repeat=args.repeat, warmup=2)
