@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from latency import SHIPPED_TRACES
+from latency import SHIPPED_TRACES, fitting_traces
 
 from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, distinct_workloads, train
 from tvm_hetero.profiling.traces import read_traces
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--again", default="benchmarks/results/flexpie_traces_zen5_again.jsonl",
                         help="the same workloads traced another time: how labels repeat")  # fmt: skip
     args = parser.parse_args()
-    found = read_traces(*args.traces)
+    found = fitting_traces(args.traces)
     again = read_traces(args.again) if Path(args.again).exists() else {}
     first = read_traces(args.traces[0]) if again else {}
     results = {}

@@ -51,8 +51,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from tvm_hetero import api
-from tvm_hetero.costmodel.estimators import train
+from tvm_hetero.costmodel.estimators import OP_KINDS, channel_vectorized, train
 from tvm_hetero.devices import ClusterSpec, cpu_device
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
@@ -82,10 +84,34 @@ SHIPPED_TRACES = [
     "benchmarks/results/flexpie_traces_zen5_again.jsonl",
     "benchmarks/results/flexpie_traces_zen3.jsonl",
     "benchmarks/results/flexpie_traces_zen3_again.jsonl",
+    "benchmarks/results/flexpie_traces_zen3_channels.jsonl",
 ]
 """The traces the shipped estimators were fitted on (``estimators.py --ship``): two hosts, AMD
 Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
-once more for how a label repeats."""
+once more for how a label repeats; Zen 3 once more with tiles' weights kept constant."""
+BEFORE_CONSTANT_WEIGHTS = set(SHIPPED_TRACES[:-1])
+"""Trace files measured before tiles kept their weights constant (2026-11-27: before, a tile's
+weights were its module's parameters, so the build did not lay them out as it does a
+deployment's): their compute rows of matmuls (constant weights are padded and packed in
+panels) and of convolutions the rule now vectorizes by channel (rows of 1-5 columns) timed
+other kernels and are left out of every fit (:func:`fitting_traces`)."""
+
+
+def fitting_traces(traces: list[str]) -> dict[str, tuple[list[dict], list[float]]]:
+    """``read_traces`` of ``traces``, less the stale rows of :data:`BEFORE_CONSTANT_WEIGHTS`."""
+    found = {}
+    for path in traces:
+        for name, (rows, seconds) in read_traces(path).items():
+            keep = [True] * len(rows)
+            if name == "compute" and path in BEFORE_CONSTANT_WEIGHTS and rows:
+                matmuls = np.array([r["kind"] == OP_KINDS["matmul"] for r in rows])
+                keep = ~(channel_vectorized(rows) | matmuls)
+            into = found.setdefault(name, ([], []))
+            into[0].extend(r for r, k in zip(rows, keep, strict=True) if k)
+            into[1].extend(t for t, k in zip(seconds, keep, strict=True) if k)
+    return found
+
+
 CASES = {
     f"{shape}{n}-{mbps}": (shape, n, mbps)
     for shape in ("ring", "ps") for n in (4, 3) for mbps in (1000, 200, 50)
@@ -129,7 +155,7 @@ def spec_file(case: str, quota: float, folder: Path, target: str = "generic") ->
 
 def fit_estimators(traces: list[str], folder: Path) -> None:
     """Write into ``folder`` the estimators fitted on every trace of ``traces``."""
-    for name, (rows, seconds) in read_traces(*traces).items():
+    for name, (rows, seconds) in fitting_traces(traces).items():
         train(name, rows, seconds, notes={"traces": traces}).save(folder)
 
 

@@ -93,3 +93,60 @@ def test_kernels_called_by_units_are_packed_too():
         after[unit_gv.name_hint].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
     )
     assert packed.shape[1] == 16 and packed.ndim == 3
+
+
+def _conv_module(width: int, channels: int = 32):
+    """``relu(conv2d(x, V))`` 3x3 on a 5-row map ``width`` columns wide, legalized and fused,
+    its kernel tagged for this CPU (``V`` constant)."""
+    x = relax.Var("x", relax.TensorType((1, 16, 5, width), "float32"))
+    weights = np.random.default_rng(2).standard_normal((channels, 16, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, relax.const(weights), padding=1))
+            out = bb.emit_output(relax.op.nn.relu(conv))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    return tvm.IRModule(
+        {
+            gv: f.with_attr("target", CPU) if isinstance(f, PrimFunc) else f
+            for gv, f in mod.functions_items()
+        }
+    ), weights
+
+
+def _run(mod, x):
+    exe = tvm.compile(schedule_kernels(mod, "rules"), CPU)
+    return relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+@pytest.mark.parametrize("width", [1, 3, 5])
+def test_narrow_convolution_weights_are_packed_by_channel_and_numbers_stay(width):
+    """Rows of 1-5 columns (a FlexPie column tile): the weights become ``[O / L, I, 3, 3, L]``
+    and the convolution rule's channel-vectorized tile reads them; outputs equal the unpacked
+    build's."""
+    lanes = vector_lanes(CPU, 32)
+    before, weights = _conv_module(width)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    ((name, kernel),) = _kernels(after).items()
+    assert name.endswith("_channels")
+    shape = f"(T.int64({32 // lanes}), T.int64(16), T.int64(3), T.int64(3), T.int64({lanes}))"
+    assert shape in kernel.script()
+    call = after["main"].body.blocks[0].bindings[0].value
+    packed = call.args[1].fields[1].value.numpy()
+    expected = weights.reshape(32 // lanes, lanes, 16, 3, 3).transpose(0, 2, 3, 4, 1)
+    np.testing.assert_array_equal(packed, expected)
+    scheduled = schedule_kernels(after, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (tiled,) = _kernels(scheduled).values()
+    assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()  # a vector of channels
+    x = np.random.default_rng(3).standard_normal((1, 16, 5, width)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+def test_wide_convolutions_and_channels_the_vector_does_not_divide_stay():
+    for mod, _ in (_conv_module(16), _conv_module(3, channels=12)):
+        tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)

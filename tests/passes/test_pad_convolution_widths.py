@@ -129,3 +129,22 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
     plain = bb.get()
     plain.update_global_info("vdevice", list(mod.global_infos["vdevice"]))
     assert "strided_slice" in PadConvolutionWidths()(plain).script()
+
+
+def test_narrow_convolutions_with_constant_weights_keep_their_width():
+    """A 4-wide convolution whose weights are constants gets the channel-vectorized tile
+    (weights packed by ``PackConstantWeights``): it is not widened; with weights given at run
+    time it is, to 8."""
+    vdev = VDevice(make_target(HASWELL), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 4, 4, 4), "float32", vdev))
+    weights = np.ones((8, 4, 3, 3), "float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weights), padding=1))
+        bb.emit_func_output(y)
+    constant = bb.get()
+    constant.update_global_info("vdevice", [vdev])
+    tvm.ir.assert_structural_equal(PadConvolutionWidths()(constant), constant)
+    (wide, _) = PadConvolutionWidths()(_conv_module(4, 1))["main"].body.blocks[0].bindings
+    assert int(wide.var.ty.shape.values[3]) == 8

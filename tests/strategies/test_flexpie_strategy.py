@@ -14,6 +14,7 @@ from tvm import relax
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import (
     Estimator,
+    channel_vectorized,
     distinct_workloads,
     merge_repeats,
     topology,
@@ -161,6 +162,21 @@ def test_compute_rows_tell_operators_of_one_shape_apart():
     rows = [strategy.compute_row(c, tile, {}) for c in calls]
     assert [(r["operands"], r["elements_read"]) for r in rows] == [(1, 144), (2, 152), (2, 288)]
     assert len({tuple(r.values()) for r in rows}) == 3
+
+
+def test_a_sample_of_tiles_keeps_a_share_for_narrow_convolutions():
+    """Convolutions with rows of 1-5 columns (the rule vectorizes them by channel) are a few
+    percent of all tiles: a sample keeps a quarter of its places for them, and the estimator
+    is told which rows they are."""
+    model = load_zoo_model("resnet18:tiny")
+    every = trace_collection.compute_workloads([model], 4, 10**6)
+    narrow = [r for _, _, r in every if trace_collection.is_narrow_conv(r)]
+    sample = trace_collection.compute_workloads([model], 4, 40)
+    kept = [r for _, _, r in sample if trace_collection.is_narrow_conv(r)]
+    assert len(narrow) < len(every) / 4  # rare: a uniform draw of 40 would expect under 10
+    assert len(sample) == 40 and len(kept) >= 10
+    rows = [{**r, "threads": 1, "cpu_quota": 1.0, "lanes": 8} for r in narrow + kept]
+    assert channel_vectorized(rows).any()
 
 
 def test_a_transformer_is_priced_and_planned(devices, trained):

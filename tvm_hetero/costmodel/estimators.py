@@ -46,12 +46,13 @@ the tile, weights included; ``lanes``: the device's float32 vector lanes; ``runs
 through at once)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
-    "compute": ("out_elements", "in_elements", "vector", "channel_tile"),
+    "compute": ("out_elements", "in_elements", "vector", "channel_tile", "channel_vector"),
     "rearrange": ("run_bytes",),
 }
 """Columns computed from the features before the trees see them: the tile's sizes, and the
 vector width and channel tile the CPU rules give it (:func:`_vectors`; the largest divisor of
-the output channels up to the convolution rule's channel tile). Trees split
+the output channels up to the convolution rule's channel tile), and whether the convolution
+rule vectorizes it by output channel (:func:`_channel_vectorized`: rows of 1-5 columns). Trees split
 on one column at a time and cannot find a divisor: without these the compute estimator held out
 at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 runs in 4).
 A join's ``run_bytes`` is its bytes over its runs: the length of one copy."""
@@ -147,14 +148,45 @@ def _largest_divisors(values: np.ndarray, limits: np.ndarray | int) -> np.ndarra
     return np.array([largest_divisor(int(n), int(cap)) for n, cap in pairs], dtype=float)
 
 
-def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+def _channel_vectorized(col: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Which tiles (columns of :data:`FEATURES` ``compute``) the convolution rule vectorizes by
+    output channel (:func:`~tvm_hetero.schedules.cpu.conv.channel_tiled`: convolutions with
+    rows of 1-5 columns, not 1x1 ones of stride 1 (the matmul rule's); FlexPie's tiles have
+    constant weights)."""
+    from tvm_hetero.schedules.cpu.conv import channel_tiled
+
+    tiled = [
+        channel_tiled(int(w), int(c), int(cap))
+        for c, w, cap in zip(col["out_c"], col["inner"], col["lanes"], strict=True)
+    ]
+    return narrow_convs(col) & np.array(tiled, dtype=bool)
+
+
+def narrow_convs(col: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Which tiles are convolutions (not 1x1 ones of stride 1) with rows of 1-5 columns."""
+    from tvm_hetero.schedules.cpu.conv import CHANNEL_VECTOR_MAX_WIDTH
+
+    pointwise = (col["k_h"] == 1) & (col["k_w"] == 1) & (col["stride"] == 1)
+    narrow = col["inner"] <= CHANNEL_VECTOR_MAX_WIDTH
+    return (col["kind"] == OP_KINDS["conv2d"]) & ~pointwise & narrow
+
+
+def channel_vectorized(rows: Sequence[Mapping[str, float]]) -> np.ndarray:
+    """Which compute ``rows`` the convolution rule vectorizes by output channel (a mask): what
+    traces measured before that tile (2026-11-27) timed with the width as the vector."""
+    col = dict(zip(FEATURES["compute"], _matrix("compute", rows).T, strict=True))
+    return _channel_vectorized(col)
+
+
+def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray, by_channel) -> np.ndarray:
     """The vector the CPU rules give each tile's rows: a convolution's is that of the width
-    ``PadConvolutionWidths`` widens it to, the others' the largest divisor of the width."""
+    ``PadConvolutionWidths`` widens it to (every lane where it is vectorized by channel), the
+    others' the largest divisor of the width."""
     from tvm_hetero.schedules.cpu.conv import vector_width
 
     widened = [vector_width(int(n), int(cap))[1] for n, cap in zip(inner, lanes, strict=True)]
     convs = np.isin(kind, [OP_KINDS["depthwise"], OP_KINDS["grouped"], OP_KINDS["conv2d"]])
-    return np.where(convs, widened, _largest_divisors(inner, lanes))
+    return np.where(by_channel, lanes, np.where(convs, widened, _largest_divisors(inner, lanes)))
 
 
 def _channel_tiles(
@@ -181,11 +213,13 @@ def _design(name: str, matrix: np.ndarray) -> Any:
     col = dict(zip(FEATURES[name], matrix.T, strict=True))
     extra = []
     if name == "compute":
+        by_channel = _channel_vectorized(col)
         extra = [
             col["out_c"] * col["out_h"] * col["out_w"],
             col["in_c"] * col["in_h"] * col["in_w"],
-            _vectors(col["kind"], col["inner"], col["lanes"]),
+            _vectors(col["kind"], col["inner"], col["lanes"], by_channel),
             _channel_tiles(col["kind"], col["out_c"], col["out_h"], col["inner"], col["lanes"]),
+            by_channel.astype(float),
         ]
     if name == "rearrange":
         extra = [col["bytes"] / np.maximum(col["runs"], 1)]

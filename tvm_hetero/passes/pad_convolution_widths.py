@@ -5,12 +5,13 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.ir import IRModule
+from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.mutate import mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.schedules.cpu.conv import vector_width
+from tvm_hetero.schedules.cpu.conv import channel_tiled, vector_width
 
 CONV2D_OP = "relax.nn.conv2d"
 
@@ -36,12 +37,14 @@ class PadConvolutionWidths:
     -----
     Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
     vdevice's) and before ``LegalizeOps``. Static shapes only; other layouts, GPU convolutions
-    and widths of whole vectors (or under 4) are left alone, and so are 1x1 convolutions with
-    stride 1 and no padding: the matmul rule takes them as weights x image and pads the columns
-    itself (widened, each got a padded copy of its image and a crop pass, and models built on
-    them ran 1.2-1.5x slower). ``FuseOps`` fuses the crop, the bias and the activation into the
-    convolution's kernel, where the rule leaves them a vectorized loop after the tile (a crop
-    cannot be folded into it).
+    and widths of whole vectors (or under 4) are left alone; so are convolutions with constant
+    weights that the convolution rule vectorizes by output channel instead
+    (:func:`~tvm_hetero.schedules.cpu.conv.channel_tiled`: rows of 4-5 columns too), and 1x1
+    convolutions with stride 1 and no padding: the matmul rule takes them as weights x image
+    and pads the columns itself (widened, each got a padded copy of its image and a crop pass,
+    and models built on them ran 1.2-1.5x slower). ``FuseOps`` fuses the crop, the bias and the
+    activation into the convolution's kernel, where the rule leaves them a vectorized loop
+    after the tile (a crop cannot be folded into it).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -64,6 +67,10 @@ def widened(call: relax.Call, mod: IRModule) -> int | None:
         return None  # a matmul: the matmul rule pads its columns itself
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
+    channels = int(ty.shape.values[1])
+    constant = isinstance(call.args[1], Constant)
+    if int(attrs.groups) == 1 and constant and channel_tiled(width, channels, lanes):
+        return None  # its weights are packed by channel: the rule's vector is channels
     gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
     wide = vector_width(width, lanes, gathered)[0]
     return wide if wide != width else None

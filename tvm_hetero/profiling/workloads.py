@@ -1,6 +1,7 @@
 """Standalone modules to measure: one operator, an operator resized along a dimension, an outlined
-subgraph, and a device-to-device copy. Weights become parameters, so identical operators (BERT's
-twelve layers) have identical modules and one workload key.
+subgraph, a spatial tile of one operator, and a device-to-device copy. Weights become
+parameters, so identical operators (BERT's twelve layers) have identical modules and one
+workload key; a tile's weights become zeros of their shape instead (:func:`tile_op_module`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
+from tvm.ir.expr import Constant
 
 from tvm_hetero._compat import TensorType, VDevice
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
@@ -198,8 +200,12 @@ def local_copy_module(nbytes: int, dtype: str = "float32") -> tvm.IRModule:
 
 def tile_op_module(call: relax.Call, out: tuple[tuple[int, int], ...]) -> tvm.IRModule:
     """Operator ``call`` computing output box ``out`` of a spatial tile alone: each tensor
-    argument a parameter of the part the tile reads (weights too: only shapes are timed), the
-    window padded as the tile pads it (FlexPie's compute traces)."""
+    argument a parameter of the part the tile reads, weights (constants of ``call``) a constant
+    of zeros of that part, the window padded as the tile pads it (FlexPie's compute traces).
+    Weights stay constants because a build lays constant weights out for its kernels
+    (``PackConstantWeights``, ``PadMatmulColumns``; a column tile's convolution is vectorized by
+    channel only so): given at run time they timed another kernel. Zeros: only shapes are
+    timed, and one shape is one workload key."""
     from tvm_hetero.ir.tiles import box_shape, needs, tile_call
 
     boxes = needs(call, out)
@@ -209,6 +215,9 @@ def tile_op_module(call: relax.Call, out: tuple[tuple[int, int], ...]) -> tvm.IR
     for k, (arg, box) in enumerate(zip(call.args, boxes, strict=True)):
         if box is None:
             args.append(arg)
+            continue
+        if isinstance(arg, Constant):
+            args.append(relax.const(np.zeros(box_shape(box), str(arg.ty.dtype))))
             continue
         params.append(relax.Var(f"in{k}", TensorType(box_shape(box), str(arg.ty.dtype))))
         args.append(params[-1])

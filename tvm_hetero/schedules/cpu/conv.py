@@ -29,6 +29,16 @@ accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-51
 widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
 (``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
+CHANNEL_VECTOR_MAX_WIDTH = 5
+"""Output rows up to this many columns get the channel-vectorized tile (:func:`channel_tiled`):
+its vector is a run of output channels, so a row of 1-5 columns fills every lane. Against the
+width-vectorized tile at the width ``PadConvolutionWidths`` gives them, on Zen 3 (8 lanes, one
+thread): 3x3 512 channels, 7 rows x 1 column 3.1 -> 0.9 ms, 7 x 2 4.0 -> 1.5 ms, 3x3 256 at
+14 x 3 1.8 -> 0.8 ms, 64 channels 56 x 3 0.39 -> 0.19 ms; at 6-7 columns the two are even
+(``benchmarks/cpu_kernels/narrow_convs.py``)."""
+CHANNEL_VECTOR_ACCUMULATORS = 14
+"""Vectors of output channels a channel-vectorized tile accumulates: with one weight vector and
+one broadcast input that is AVX2's 16 registers."""
 
 
 def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, int]:
@@ -71,6 +81,41 @@ def register_tile(
     return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
 
 
+def channel_tiled(width: int, channels: int, lanes: int) -> bool:
+    """Whether a convolution (not depthwise or grouped) with rows of ``width`` output columns
+    and ``channels`` output channels gets the channel-vectorized tile: weights packed at build
+    time as ``[O / lanes, I, KH, KW, lanes]`` (``PackConstantWeights``), a vector of ``lanes``
+    output channels per input element broadcast. Narrow rows only: a FlexPie tile cut by
+    columns, a small map's last stages."""
+    return width <= CHANNEL_VECTOR_MAX_WIDTH and channels % lanes == 0
+
+
+def channel_vector_tile(rows: int, width: int) -> tuple[int, int]:
+    """``(r, w)``: the rows and columns of a channel-vectorized register tile, each position one
+    vector of output channels: the most positions up to :data:`CHANNEL_VECTOR_ACCUMULATORS`
+    that divide ``rows`` and ``width``, taller on a tie (7 x 1 -> (7, 1), 7 x 2 -> (7, 2), 14 x 3
+    -> (14, 1), 28 x 2 -> (14, 1))."""
+    tiles = [
+        (r, w)
+        for r in range(1, rows + 1)
+        for w in range(1, width + 1)
+        if rows % r == 0 and width % w == 0 and r * w <= CHANNEL_VECTOR_ACCUMULATORS
+    ]
+    return max(tiles, key=lambda t: (t[0] * t[1], t[0]))
+
+
+def channel_packed_weights(weights, channel: tirx.Var) -> int | None:
+    """The lanes of ``weights``' channel packing when the block reads them as
+    ``w[c // L, ..., c % L]`` (``PackConstantWeights``' layout for :func:`channel_tiled`
+    convolutions), else ``None``."""
+    first, last = weights.region[0].min, weights.region[-1].min
+    if not (isinstance(last, tirx.FloorMod) and isinstance(first, tirx.FloorDiv)):
+        return None
+    if not (last.a.same_as(channel) and isinstance(last.b, tirx.IntImm)):
+        return None
+    return int(last.b)
+
+
 class Conv(CpuRule):
     """A reduction over two inputs (data, weight) whose output's last axis is contiguous.
 
@@ -81,7 +126,9 @@ class Conv(CpuRule):
     separate parallel pass so the inner loop has no bounds checks; epilogues are folded in.
     Rows of 1-3 columns (a 2 x 2 map, a tile cut by columns) get the same tile with vectors of
     their width: left to the reduction rule (accumulating in memory) they ran at 1.8-3.5
-    GFLOP/s, 5-23x slower (``benchmarks/cpu_kernels/narrow_convs.py``).
+    GFLOP/s, 5-23x slower (``benchmarks/cpu_kernels/narrow_convs.py``). Where the weights are
+    packed by output channel (constant weights of :func:`channel_tiled` convolutions, rows of
+    1-5 columns), the vector is a run of output channels instead (:meth:`_channel_vectors`).
     """
 
     name = "conv"
@@ -111,17 +158,27 @@ class Conv(CpuRule):
         vec = spatial[-1]
         if extents[vec] < self.min_width or spatial != list(range(len(spatial))):
             return None
-        data = next((r for r in stmt.reads if _uses(r, stmt.iter_vars[vec].var)), None)
+        data = next((r for r in stmt.reads if region_uses(r, stmt.iter_vars[vec].var)), None)
         if data is None:
             return None
         channel = next(
-            (i for i in spatial[:-1] if extents[i] > 1 and not _uses(data, stmt.iter_vars[i].var)),
+            (
+                i
+                for i in spatial[:-1]
+                if extents[i] > 1 and not region_uses(data, stmt.iter_vars[i].var)
+            ),
             None,
         )
         w = stmt.iter_vars[vec].var
+        if channel is not None:
+            weights = next(r for r in stmt.reads if not r.same_as(data))
+            lanes = channel_packed_weights(weights, stmt.iter_vars[channel].var)
+            if lanes is not None and extents[channel] % lanes == 0:
+                tile = (spatial, reduce, channel, lanes)
+                return self._channel_vectors(sch, main, loops, extents, tile, target)
         if channel is not None and _deinterleave(sch, main, stmt.reads.index(data), w):
             stmt = sch.get(main)
-            data = next(r for r in stmt.reads if _uses(r, w))
+            data = next(r for r in stmt.reads if region_uses(r, w))
         producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
         vw = largest_divisor(extents[vec], vector_lanes(target, output_bits(sch, main)))
         cw, rw, nv = 1, 1, 1
@@ -155,8 +212,41 @@ class Conv(CpuRule):
             _parallel_spatial(sch, sch.get_sblock(name))
         return sch
 
+    @staticmethod
+    def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
+        """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
+        (:func:`channel_vector_tile`), each a vector of ``lanes`` output channels accumulated in
+        registers; per reduction step one weight vector (contiguous in the packed layout) and
+        one broadcast input element per position. No de-interleaving: inputs are read one
+        element at a time whatever the stride."""
+        spatial, reduce, channel, lanes = tile
+        vec, row = spatial[-1], spatial[-2]
+        rows = extents[row] if row != channel else 1
+        rt, wt = channel_vector_tile(rows, extents[vec])
+        producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
+        outer = [loops[i] for i in spatial[:-1]]
+        c0, c1 = sch.split(loops[channel], [None, lanes])
+        outer[spatial.index(channel)] = c0
+        inner = []
+        if row != channel:
+            r0, r1 = sch.split(loops[row], [None, rt])
+            outer[spatial.index(row)] = r0
+            inner.append(r1)
+        w0, w1 = sch.split(loops[vec], [None, wt])
+        sch.reorder(*outer, w0, *[loops[i] for i in reduce], *inner, w1, c1)
+        if math.prod(extents) >= PARALLEL_MIN_FLOPS:
+            sch.parallel(sch.fuse(*outer))
+        for loop in (*inner, w1):
+            sch.unroll(loop)
+        sch.vectorize(c1)
+        accumulate_in_registers(sch, main, w0, loops[reduce[0]], target)
+        for name in producers:
+            _parallel_spatial(sch, sch.get_sblock(name))
+        return sch
 
-def _uses(region, var: tirx.Var) -> bool:
+
+def region_uses(region, var: tirx.Var) -> bool:
+    """Whether any index of the buffer ``region`` involves ``var``."""
     return any(var in collect_vars_used_in_prim_expr(r.min) for r in region.region)
 
 
