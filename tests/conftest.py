@@ -35,6 +35,25 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpu)
 
 
+def fused_kernels(mod: tvm.IRModule, target) -> tvm.IRModule:
+    """``mod`` legalized and fused, each kernel tagged with ``target`` (as a build's kernels
+    reach the schedule rules)."""
+    from tvm import relax
+
+    from tvm_hetero._compat import PrimFunc
+
+    mod = relax.transform.LegalizeOps()(mod)
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    return tvm.IRModule(
+        {
+            gv: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
+            for gv, f in mod.functions_items()
+        }
+    )
+
+
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
     with socket.socket() as s:

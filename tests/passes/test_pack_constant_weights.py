@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tvm
+from conftest import fused_kernels
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -106,16 +107,7 @@ def _conv_module(width: int, channels: int = 32):
             conv = bb.emit(relax.op.nn.conv2d(x, relax.const(weights), padding=1))
             out = bb.emit_output(relax.op.nn.relu(conv))
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(
-        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
-    )
-    return tvm.IRModule(
-        {
-            gv: f.with_attr("target", CPU) if isinstance(f, PrimFunc) else f
-            for gv, f in mod.functions_items()
-        }
-    ), weights
+    return fused_kernels(bb.get(), CPU), weights
 
 
 def _run(mod, x):

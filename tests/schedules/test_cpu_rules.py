@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tvm
+from conftest import fused_kernels
 from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -28,16 +29,7 @@ def _module(params, body, target=CPU):
         with bb.dataflow():
             out = bb.emit_output(body(bb, *args))
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(
-        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
-    )
-    return tvm.IRModule(
-        {
-            gv: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
-            for gv, f in mod.functions_items()
-        }
-    )
+    return fused_kernels(bb.get(), target)
 
 
 def _crop(x, width):

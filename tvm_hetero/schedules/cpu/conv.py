@@ -179,7 +179,6 @@ class Conv(CpuRule):
         if channel is not None and _deinterleave(sch, main, stmt.reads.index(data), w):
             stmt = sch.get(main)
             data = next(r for r in stmt.reads if region_uses(r, w))
-        producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
         vw = largest_divisor(extents[vec], vector_lanes(target, output_bits(sch, main)))
         cw, rw, nv = 1, 1, 1
         row = spatial[-2]
@@ -199,18 +198,11 @@ class Conv(CpuRule):
             r0, r1 = sch.split(loops[row], [None, rw])
             outer[spatial.index(row)] = r0
             tile.append(r1)
-        sch.reorder(*outer, v0, *[loops[i] for i in reduce], *tile, v1, v2)
+        tasks = []
         if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
             tasks = outer if channel is not None or len(outer) < 2 else outer[:-1]  # a task
-            sch.parallel(sch.fuse(*tasks))
-        for loop in (*tile, v1):
-            sch.unroll(loop)
-        sch.vectorize(v2)
-
-        accumulate_in_registers(sch, main, v0, loops[reduce[0]], target)
-        for name in producers:
-            _parallel_spatial(sch, sch.get_sblock(name))
-        return sch
+        reduction = [loops[i] for i in reduce]
+        return _in_registers(sch, main, (outer, v0, reduction, [*tile, v1], v2), tasks, target)
 
     @staticmethod
     def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
@@ -223,7 +215,6 @@ class Conv(CpuRule):
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
         rt, wt = channel_vector_tile(rows, extents[vec])
-        producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
         outer = [loops[i] for i in spatial[:-1]]
         c0, c1 = sch.split(loops[channel], [None, lanes])
         outer[spatial.index(channel)] = c0
@@ -233,16 +224,27 @@ class Conv(CpuRule):
             outer[spatial.index(row)] = r0
             inner.append(r1)
         w0, w1 = sch.split(loops[vec], [None, wt])
-        sch.reorder(*outer, w0, *[loops[i] for i in reduce], *inner, w1, c1)
-        if math.prod(extents) >= PARALLEL_MIN_FLOPS:
-            sch.parallel(sch.fuse(*outer))
-        for loop in (*inner, w1):
-            sch.unroll(loop)
-        sch.vectorize(c1)
-        accumulate_in_registers(sch, main, w0, loops[reduce[0]], target)
-        for name in producers:
-            _parallel_spatial(sch, sch.get_sblock(name))
-        return sch
+        tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
+        reduction = [loops[i] for i in reduce]
+        return _in_registers(sch, main, (outer, w0, reduction, [*inner, w1], c1), tasks, target)
+
+
+def _in_registers(sch: s_tir.Schedule, main, nest: tuple, tasks: list, target) -> s_tir.Schedule:
+    """Finish a register tile: ``nest`` is ``(outer loops, tile loop, reduction loops, unrolled
+    loops, vector loop)`` in that order; ``tasks`` (fused) run in parallel; the tile is
+    accumulated in registers under the tile loop and the producers (padding) run in parallel."""
+    outer, tile, reduction, unrolled, vector = nest
+    producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
+    sch.reorder(*outer, tile, *reduction, *unrolled, vector)
+    if tasks:
+        sch.parallel(sch.fuse(*tasks))
+    for loop in unrolled:
+        sch.unroll(loop)
+    sch.vectorize(vector)
+    accumulate_in_registers(sch, main, tile, reduction[0], target)
+    for name in producers:
+        _parallel_spatial(sch, sch.get_sblock(name))
+    return sch
 
 
 def region_uses(region, var: tirx.Var) -> bool:
