@@ -17,7 +17,7 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits, vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled, region_uses
+from tvm_hetero.schedules.cpu.conv import channel_tiled, conv_form, region_uses
 from tvm_hetero.schedules.cpu.gemm_form import gemm_form
 from tvm_hetero.schedules.cpu.matmul import panel_width
 
@@ -136,28 +136,23 @@ def _panel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing 
 def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing | None:
     """A narrow convolution's ``[O, I, K...]`` weights as ``[O / L, I, K..., L]``."""
     block = sch.get(main)
-    if len(block.reads) != 2 or len(block.writes[0].region) < 3:
+    form = conv_form(block)
+    if form is None or form.channel is None:
         return None
     iters = block.iter_vars
-    spatial = [v for v in iters if v.iter_type == tirx.IterVar.DataPar]
     if any(not isinstance(v.dom.extent, tirx.IntImm) for v in iters):
         return None
-    if list(iters[: len(spatial)]) != spatial:
-        return None
-    width = spatial[-1].var
-    data = [r for r in block.reads if region_uses(r, width)]
-    if len(data) != 1:
-        return None
-    weights = next(r for r in block.reads if not r.same_as(data[0]))
-    channel = weights.region[0].min
-    if not any(channel.same_as(v.var) for v in spatial[:-1]) or region_uses(data[0], channel):
-        return None
+    weights = form.weights
+    if region_uses(weights, iters[form.spatial[-1]].var):
+        return None  # both reads run along the width: not data and weights
+    if not weights.region[0].min.same_as(iters[form.channel].var):
+        return None  # the weights are not indexed by the output channel first
     params = [str(p.name) for p in func.params]
     if str(weights.source.name) not in params or len(weights.source.shape) < 3:
         return None
     lanes = vector_lanes(target, output_bits(sch, main))
     channels = int(weights.source.shape[0])
-    if not channel_tiled(int(spatial[-1].dom.extent), channels, lanes):
+    if not channel_tiled(int(iters[form.spatial[-1]].dom.extent), channels, lanes):
         return None
     ndim = len(weights.source.shape)
     sch.transform_layout(

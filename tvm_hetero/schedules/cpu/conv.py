@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
@@ -35,7 +37,7 @@ its vector is a run of output channels, so a row of 1-5 columns fills every lane
 width-vectorized tile at the width ``PadConvolutionWidths`` gives them, on Zen 3 (8 lanes, one
 thread): 3x3 512 channels, 7 rows x 1 column 3.1 -> 0.9 ms, 7 x 2 4.0 -> 1.5 ms, 3x3 256 at
 14 x 3 1.8 -> 0.8 ms, 64 channels 56 x 3 0.39 -> 0.19 ms; at 6-7 columns the two are even
-(``benchmarks/cpu_kernels/narrow_convs.py``)."""
+(``benchmarks/cpu_kernels/channel_vectors.py``)."""
 CHANNEL_VECTOR_ACCUMULATORS = 14
 """Vectors of output channels a channel-vectorized tile accumulates: with one weight vector and
 one broadcast input that is AVX2's 16 registers."""
@@ -116,6 +118,45 @@ def channel_packed_weights(weights, channel: tirx.Var) -> int | None:
     return int(last.b)
 
 
+@dataclass(frozen=True)
+class ConvForm:
+    """A reduction block read as a convolution: iterator indices of its spatial axes (leading,
+    the last the output width) and of its reduction axes, the data read (along the width), the
+    weights read (``None`` with one operand) and the output channel axis (a spatial axis of
+    extent over 1 the data does not use; ``None``: depthwise, pooling)."""
+
+    spatial: list[int]
+    reduce: list[int]
+    data: Any
+    weights: Any
+    channel: int | None
+
+
+def conv_form(stmt: s_tir.stmt.SBlock, operands: int = 2) -> ConvForm | None:
+    """``stmt`` as a convolution with ``operands`` reads (what the convolution rule tiles and
+    ``PackConstantWeights`` packs), or ``None``."""
+    if len(stmt.reads) != operands or len(stmt.writes[0].region) < 3:
+        return None
+    iters = stmt.iter_vars
+    spatial = [i for i, v in enumerate(iters) if v.iter_type == tirx.IterVar.DataPar]
+    reduce = [i for i, v in enumerate(iters) if v.iter_type != tirx.IterVar.DataPar]
+    if not spatial or spatial != list(range(len(spatial))):
+        return None
+    data = next((r for r in stmt.reads if region_uses(r, iters[spatial[-1]].var)), None)
+    if data is None:
+        return None
+
+    def wide(i: int) -> bool:
+        extent = iters[i].dom.extent
+        return not isinstance(extent, tirx.IntImm) or int(extent) > 1
+
+    channel = next(
+        (i for i in spatial[:-1] if wide(i) and not region_uses(data, iters[i].var)), None
+    )
+    weights = next((r for r in stmt.reads if not r.same_as(data)), None)
+    return ConvForm(spatial, reduce, data, weights, channel)
+
+
 class Conv(CpuRule):
     """A reduction over two inputs (data, weight) whose output's last axis is contiguous.
 
@@ -145,34 +186,20 @@ class Conv(CpuRule):
             return None
         main = reductions[0]
         stmt = sch.get(main)
-        if len(stmt.reads) != self.operands or len(stmt.writes[0].region) < 3:
-            return None
         loops = sch.get_loops(main)
         if len(loops) != len(stmt.iter_vars):
             return None
         extents = const_extents(sch, loops)
-        if extents is None:
+        form = conv_form(stmt, self.operands)
+        if extents is None or form is None:
             return None
-        spatial = [i for i, v in enumerate(stmt.iter_vars) if v.iter_type == tirx.IterVar.DataPar]
-        reduce = [i for i, v in enumerate(stmt.iter_vars) if v.iter_type != tirx.IterVar.DataPar]
+        spatial, reduce, data, channel = form.spatial, form.reduce, form.data, form.channel
         vec = spatial[-1]
-        if extents[vec] < self.min_width or spatial != list(range(len(spatial))):
+        if extents[vec] < self.min_width:
             return None
-        data = next((r for r in stmt.reads if region_uses(r, stmt.iter_vars[vec].var)), None)
-        if data is None:
-            return None
-        channel = next(
-            (
-                i
-                for i in spatial[:-1]
-                if extents[i] > 1 and not region_uses(data, stmt.iter_vars[i].var)
-            ),
-            None,
-        )
         w = stmt.iter_vars[vec].var
         if channel is not None:
-            weights = next(r for r in stmt.reads if not r.same_as(data))
-            lanes = channel_packed_weights(weights, stmt.iter_vars[channel].var)
+            lanes = channel_packed_weights(form.weights, stmt.iter_vars[channel].var)
             if lanes is not None and extents[channel] % lanes == 0:
                 tile = (spatial, reduce, channel, lanes)
                 return self._channel_vectors(sch, main, loops, extents, tile, target)
