@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
 
 from bench import ort_seconds  # noqa: E402
-from conv_kernel import conv_relu_func  # noqa: E402
+from conv_kernel import conv_relu_func, kernel_us  # noqa: E402
 from onnx_models import conv_onnx  # noqa: E402
 
 CONVS = {  # (x, w): 3x3, stride 1, no padding (a tile with its halo)
@@ -69,20 +69,6 @@ def channel_kernel(x_shape, w_shape, target):
     return sch.mod["main"], packing.pack
 
 
-def timed(kernel, target, inputs) -> tuple[float, np.ndarray]:
-    """Microseconds of one call of ``kernel`` on ``inputs`` and its output."""
-    import tvm
-
-    lib = tvm.compile(tvm.IRModule({"k": kernel.with_attr("global_symbol", "k")}), target)
-    lib = getattr(lib, "mod", lib)
-    out_shape = [int(d) for d in kernel.params[-1].shape]
-    args = [tvm.runtime.tensor(a) for a in inputs] + [
-        tvm.runtime.tensor(np.zeros(out_shape, "float32"))
-    ]
-    us = lib.time_evaluator("k", tvm.cpu(), number=10, repeat=5)(*args).median * 1e6
-    return us, args[-1].numpy()
-
-
 def main() -> None:
     from tvm_hetero._compat import make_target
     from tvm_hetero.devices import cpu_device
@@ -108,9 +94,9 @@ def main() -> None:
             wide, x_wide = width_kernel(x_shape, w_shape, target)
             x_padded = np.zeros(x_wide, "float32")
             x_padded[..., : x_shape[3]] = x
-            width_us, y_wide = timed(wide, target, [x_padded, w])
+            width_us, y_wide = kernel_us(wide, target, 10, inputs=[x_padded, w])
             kernel, pack = channel_kernel(x_shape, w_shape, target)
-            us, y = timed(kernel, target, [x, np.ascontiguousarray(pack(w))])
+            us, y = kernel_us(kernel, target, 10, inputs=[x, np.ascontiguousarray(pack(w))])
             diff = float(np.abs(y - y_wide[..., : y.shape[3]]).max() / np.abs(y).max())
             gflop = 2 * y.size * np.prod(w_shape[1:]) / 1e9
             rows.append({"conv": name, "output": list(y.shape), "width_us": width_us,

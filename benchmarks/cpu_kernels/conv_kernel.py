@@ -28,9 +28,12 @@ def conv_relu_func(x_shape, w_shape, stride, padding, groups: int = 1):  # -> ti
     return func
 
 
-def kernel_us(kernel, target, number: int = 20, repeat: int = 5) -> tuple[float, np.ndarray]:
+def kernel_us(
+    kernel, target, number: int = 20, repeat: int = 5, inputs: list | None = None
+) -> tuple[float, np.ndarray]:
     """Microseconds of one call of the scheduled ``kernel`` built for ``target`` (the median of
-    ``repeat`` x ``number``) on random inputs, and its output."""
+    ``repeat`` x ``number``) on ``inputs`` (every argument but the output; random where not
+    given), and its output."""
     import tvm
 
     lib = tvm.compile(tvm.IRModule({"k": kernel.with_attr("global_symbol", "k")}), target)
@@ -40,5 +43,7 @@ def kernel_us(kernel, target, number: int = 20, repeat: int = 5) -> tuple[float,
         tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.shape]).astype(p.dtype))
         for p in kernel.params
     ]
+    for k, value in enumerate(inputs or []):
+        args[k] = tvm.runtime.tensor(value)
     us = lib.time_evaluator("k", tvm.cpu(), number=number, repeat=repeat)(*args).median * 1e6
     return us, args[-1].numpy()
