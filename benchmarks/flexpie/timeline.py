@@ -118,6 +118,12 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
               f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
               f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
               f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
+        if args.events:
+            for s in priced.segments:
+                print(
+                    f"  layers {s.start:3d}-{s.stop - 1:3d} {s.scheme:>5}: compute "
+                    f"{s.compute_s * 1e3:6.2f} ms, move in {s.move_in_s * 1e3:5.2f} ms"
+                )
         with Executor(built, timeout_s=300) as ex:
             report(label, ex, args.runs, model.random_inputs(), args.events)
 

@@ -148,3 +148,59 @@ def test_narrow_convolutions_with_constant_weights_keep_their_width():
     tvm.ir.assert_structural_equal(PadConvolutionWidths()(constant), constant)
     (wide, _) = PadConvolutionWidths()(_conv_module(4, 1))["main"].body.blocks[0].bindings
     assert int(wide.var.ty.shape.values[3]) == 8
+
+
+def test_weights_bound_to_a_variable_first_count_as_constants():
+    """A unit's weights off the home device reach the pass bound to a variable (the copy that
+    ``device_module`` dropped left ``w = const``): a 4-wide convolution on them keeps its width,
+    as one reading the constant itself."""
+    vdev = VDevice(make_target(HASWELL), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 4, 4, 4), "float32", vdev))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = bb.emit(relax.const(np.ones((8, 4, 3, 3), "float32")), "w")
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, padding=1))
+        bb.emit_func_output(y)
+    bound = bb.get()
+    bound.update_global_info("vdevice", [vdev])
+    tvm.ir.assert_structural_equal(PadConvolutionWidths()(bound), bound)
+
+
+def test_column_tiles_off_home_get_packed_weights_in_a_deployment():
+    """Each device's library of a column-tiled convolution (4 columns a tile) vectorizes it by
+    channel, the home device's and the other's alike (before, the other device's weights came
+    bound to a variable, so its tile was widened to whole vectors and not packed: 2x the
+    work), and the deployment's numbers equal the whole model's."""
+    from tvm_hetero import api
+    from tvm_hetero.build.deploy import device_module
+    from tvm_hetero.build.multi_device import lower
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.frontends.model import InputSpec, Model
+    from tvm_hetero.pipelines import get_pipeline
+    from tvm_hetero.plan.spatial_plan import SpatialPlan
+
+    rng = np.random.default_rng(0)
+    x = relax.Var("x", relax.TensorType((1, 16, 6, 8), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            weights = relax.const(rng.standard_normal((32, 16, 3, 3)).astype("float32"))
+            y = bb.emit_output(relax.op.nn.conv2d(x, weights, padding=1), "y")
+        bb.emit_func_output(y)
+    model = Model("columns", bb.get(), (InputSpec("x", (1, 16, 6, 8), "float32"),), "test")
+    devices = [cpu_device(0, threads=1), cpu_device(1, threads=1)]
+    plan = SpatialPlan(tuple(d.name for d in devices), (("y",),), ("InW",))
+    outlined = get_pipeline("device_units")(api.place(model, devices, plan))
+    vdevices = list(outlined.global_infos["vdevice"])
+    for k in (0, 1):
+        names = [
+            gv.name_hint
+            for gv, _ in lower(device_module(outlined, k, vdevices[k])).functions_items()
+        ]
+        convs = [n for n in names if "conv2d" in n]
+        assert convs and all(n.endswith("_channels") for n in convs), (k, names)
+    inputs = model.random_inputs()
+    got = api.run(api.compile(model, devices, plan), inputs)
+    np.testing.assert_allclose(got[0], api.reference_outputs(model, inputs, devices[0])[0],
+                               rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -38,7 +38,8 @@ class PadConvolutionWidths:
     Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
     vdevice's) and before ``LegalizeOps``. Static shapes only; other layouts, GPU convolutions
     and widths of whole vectors (or under 4) are left alone; so are convolutions with constant
-    weights that the convolution rule vectorizes by output channel instead
+    weights (a constant, or a variable bound to one: a unit's weights on a device other than
+    home) that the convolution rule vectorizes by output channel instead
     (:func:`~tvm_hetero.schedules.cpu.conv.channel_tiled`: rows of 4-5 columns too), and 1x1
     convolutions with stride 1 and no padding: the matmul rule takes them as weights x image
     and pads the columns itself (widened, each got a padded copy of its image and a crop pass,
@@ -52,8 +53,13 @@ class PadConvolutionWidths:
         return mutate_functions(mod, _Widen(mod))
 
 
-def widened(call: relax.Call, mod: IRModule) -> int | None:
-    """The output width ``call`` should be computed at, or ``None`` to leave it alone."""
+def widened(call: relax.Call, mod: IRModule, bindings: dict | None = None) -> int | None:
+    """The output width ``call`` should be computed at, or ``None`` to leave it alone.
+
+    ``bindings``: the value each variable of the function is bound to, so that weights bound
+    to a variable first (a unit's weights on a device other than home, once
+    ``build.deploy.device_module`` dropped their copy) count as the constants
+    ``FoldConstant`` makes them, as ``PackConstantWeights`` will see them."""
     if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
         return None
     attrs = call.attrs
@@ -68,7 +74,7 @@ def widened(call: relax.Call, mod: IRModule) -> int | None:
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     channels = int(ty.shape.values[1])
-    constant = isinstance(call.args[1], Constant)
+    constant = isinstance((bindings or {}).get(call.args[1], call.args[1]), Constant)
     if int(attrs.groups) == 1 and constant and channel_tiled(width, channels, lanes):
         return None  # its weights are packed by channel: the rule's vector is channels
     gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
@@ -93,10 +99,15 @@ class _Widen(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
         self.mod_ = mod
+        self.values: dict = {}
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        self.values[binding.var] = binding.value
+        super().visit_var_binding_(binding)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        wide = widened(call, self.mod_)
+        wide = widened(call, self.mod_, self.values)
         if wide is None:
             return call
         a = call.attrs
