@@ -237,3 +237,117 @@ def test_a_module_without_vdevices_is_refused():
 
     with pytest.raises(ValueError, match="OutlineDeviceUnits: the module declares no vdevices"):
         OutlineDeviceUnits()(Plain)
+
+
+@I.ir_module
+class GridJoin:
+    """Device 1 sends a halo, keeps a crop of its tile, then joins pieces from device 0 in
+    two steps (a piece read between them), and computes on the join."""
+
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        with R.dataflow():
+            x1 = R.to_vdevice(x, "llvm:1")
+            t = R.nn.relu(x1)
+            h = R.strided_slice(t, axes=[0], begin=[0], end=[1])
+            h0 = R.to_vdevice(h, "llvm:0")
+            u = R.add(x, h0)
+            a = R.strided_slice(u, axes=[0], begin=[0], end=[2])
+            a1 = R.to_vdevice(a, "llvm:1")
+            b = R.strided_slice(u, axes=[0], begin=[2], end=[4])
+            b1 = R.to_vdevice(b, "llvm:1")
+            own = R.strided_slice(t, axes=[1], begin=[0], end=[4])
+            ja = R.concat((a1, b1), axis=0)
+            c = R.strided_slice(u, axes=[1], begin=[4], end=[8])
+            c1 = R.to_vdevice(c, "llvm:1")
+            jb = R.concat((ja, c1), axis=1)
+            j = R.concat((jb, own), axis=1)
+            y = R.exp(j)
+            y0 = R.to_vdevice(y, "llvm:0")
+            R.output(y0)
+        return y0
+
+
+@I.ir_module
+class GridJoinUnits:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def unit0_d1(x1: R.Tensor((4, 8), F32, "llvm:1")) -> R.Tuple(
+        R.Tensor((4, 8), F32, "llvm:1"), R.Tensor((1, 8), F32, "llvm:1")
+    ):
+        R.func_attr({"tvm_hetero.unit_device": 1})
+        with R.dataflow():
+            t = R.nn.relu(x1)
+            h = R.strided_slice(t, axes=[0], begin=[0], end=[1])
+            gv = (t, h)
+            R.output(t, h, gv)
+        return gv
+
+    @R.function
+    def unit1_d0(
+        x: R.Tensor((4, 8), F32, "llvm:0"), h0: R.Tensor((1, 8), F32, "llvm:0")
+    ) -> R.Tuple(
+        R.Tensor((2, 8), F32, "llvm:0"), R.Tensor((2, 8), F32, "llvm:0"),
+        R.Tensor((4, 4), F32, "llvm:0"),
+    ):  # fmt: skip
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            u = R.add(x, h0)
+            a = R.strided_slice(u, axes=[0], begin=[0], end=[2])
+            b = R.strided_slice(u, axes=[0], begin=[2], end=[4])
+            c = R.strided_slice(u, axes=[1], begin=[4], end=[8])
+            gv = (a, b, c)
+            R.output(a, b, c, gv)
+        return gv
+
+    @R.function
+    def unit2_d1(
+        t: R.Tensor((4, 8), F32, "llvm:1"), a1: R.Tensor((2, 8), F32, "llvm:1"),
+        b1: R.Tensor((2, 8), F32, "llvm:1"), c1: R.Tensor((4, 4), F32, "llvm:1"),
+    ) -> R.Tensor((4, 16), F32, "llvm:1"):  # fmt: skip
+        R.func_attr({"tvm_hetero.unit_device": 1})
+        with R.dataflow():
+            own = R.strided_slice(t, axes=[1], begin=[0], end=[4])
+            ja = R.concat((a1, b1), axis=0)
+            jb = R.concat((ja, c1), axis=1)
+            j = R.concat((jb, own), axis=1)
+            y = R.exp(j)
+            R.output(y)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 16), F32, "llvm:0"):
+        cls = GridJoinUnits
+        with R.dataflow():
+            x1 = R.to_vdevice(x, "llvm:1")
+            unit0_d1_out = cls.unit0_d1(x1)
+            t = unit0_d1_out[0]
+            h = unit0_d1_out[1]
+            h0 = R.to_vdevice(h, "llvm:0")
+            unit1_d0_out = cls.unit1_d0(x, h0)
+            a = unit1_d0_out[0]
+            b = unit1_d0_out[1]
+            c = unit1_d0_out[2]
+            a1 = R.to_vdevice(a, "llvm:1")
+            b1 = R.to_vdevice(b, "llvm:1")
+            c1 = R.to_vdevice(c, "llvm:1")
+            y = cls.unit2_d1(t, a1, b1, c1)
+            y0 = R.to_vdevice(y, "llvm:0")
+            R.output(y0)
+        return y0
+
+
+def test_a_boundarys_joins_wait_for_all_their_pieces_in_one_unit():
+    """The crop of its own tile, the joins and the compute after them are one unit on device 1
+    (were three: the crop after the send, the first join, then a unit from the piece read
+    between the joins); a receive after compute still cuts (device 0's ``u`` after ``x``)."""
+    after = OutlineDeviceUnits()(GridJoin)
+    x = np.random.default_rng(2).standard_normal((4, 8)).astype("float32")
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    ref = run(make_vm(build(GridJoin), devs), [x], devs[0])
+    got = run(make_vm(build(after), devs), [x], devs[0])
+    np.testing.assert_array_equal(ref[0], got[0])
+    tvm.ir.assert_structural_equal(after, GridJoinUnits)
