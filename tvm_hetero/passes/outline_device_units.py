@@ -78,8 +78,17 @@ def _segment(bindings: list, g: BindingGraph) -> list[Unit]:
     return units
 
 
-MOVES = ("relax.strided_slice", "relax.concat")
+SLICE_OP = "relax.strided_slice"
+MOVES = (SLICE_OP, "relax.concat")
 """Operators that only move data: a boundary's slices and joins."""
+
+
+def _calls(b: relax.VarBinding, ops: tuple[str, ...]) -> bool:
+    """Whether ``b`` binds a call of one of the operators ``ops``."""
+    value = b.value
+    return (
+        isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in ops
+    )
 
 
 def _joins_only(unit: Unit, g: BindingGraph) -> bool:
@@ -90,13 +99,7 @@ def _joins_only(unit: Unit, g: BindingGraph) -> bool:
     joins its pieces in steps (the top strip, the bottom strip, then the two) with pieces read
     in between: three units a boundary, each a call to the worker (0.4-1.9 ms each on ResNet-18
     over four devices), where one does."""
-    return all(
-        b.var not in g.sent
-        and isinstance(b.value, relax.Call)
-        and isinstance(b.value.op, tvm.ir.Op)
-        and b.value.op.name in MOVES
-        for b in unit.bindings
-    )
+    return all(b.var not in g.sent and _calls(b, MOVES) for b in unit.bindings)
 
 
 def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
@@ -105,10 +108,4 @@ def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
     the send before it, which it delays by a copy of the piece only; a unit of its own cost a
     call to the worker and a return (MobileNet in rows over four devices: 0.6-0.8 ms each on
     the critical path, `benchmarks/README.md`)."""
-    value = b.value
-    return (
-        b.var in g.sent
-        and isinstance(value, relax.Call)
-        and isinstance(value.op, tvm.ir.Op)
-        and value.op.name == "relax.strided_slice"
-    )
+    return b.var in g.sent and _calls(b, (SLICE_OP,))

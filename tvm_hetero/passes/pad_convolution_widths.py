@@ -8,7 +8,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.mutate import bound_value, mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import channel_tiled, vector_width
@@ -53,13 +53,14 @@ class PadConvolutionWidths:
         return mutate_functions(mod, _Widen(mod))
 
 
-def widened(call: relax.Call, mod: IRModule, bindings: dict | None = None) -> int | None:
+def widened(call: relax.Call, mod: IRModule, rewriter: PyExprMutator) -> int | None:
     """The output width ``call`` should be computed at, or ``None`` to leave it alone.
 
-    ``bindings``: the value each variable of the function is bound to, so that weights bound
-    to a variable first (a unit's weights on a device other than home, once
-    ``build.deploy.device_module`` dropped their copy) count as the constants
-    ``FoldConstant`` makes them, as ``PackConstantWeights`` will see them."""
+    The weights are read through their binding in the function ``rewriter`` is rewriting
+    (:func:`~tvm_hetero.ir.mutate.bound_value`), so that weights bound to a variable first (a
+    unit's weights on a device other than home, once ``build.deploy.device_module`` dropped
+    their copy) count as the constants ``FoldConstant`` makes them, as ``PackConstantWeights``
+    will see them."""
     if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
         return None
     attrs = call.attrs
@@ -74,7 +75,7 @@ def widened(call: relax.Call, mod: IRModule, bindings: dict | None = None) -> in
     width = int(ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     channels = int(ty.shape.values[1])
-    constant = isinstance((bindings or {}).get(call.args[1], call.args[1]), Constant)
+    constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
     if int(attrs.groups) == 1 and constant and channel_tiled(width, channels, lanes):
         return None  # its weights are packed by channel: the rule's vector is channels
     gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
@@ -99,15 +100,10 @@ class _Widen(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
         self.mod_ = mod
-        self.values: dict = {}
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        self.values[binding.var] = binding.value
-        super().visit_var_binding_(binding)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        wide = widened(call, self.mod_, self.values)
+        wide = widened(call, self.mod_, self)
         if wide is None:
             return call
         a = call.attrs

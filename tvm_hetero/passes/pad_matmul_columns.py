@@ -9,7 +9,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.mutate import bound_value, mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.matmul import padded_columns
 
@@ -41,14 +41,15 @@ class PadMatmulColumns:
         return mutate_functions(mod, _Pad(mod))
 
 
-def constant_weight(expr: relax.Expr, bindings: dict) -> np.ndarray | None:
-    """The value of a 2-D constant weight, through one ``permute_dims`` (a transposed weight)."""
-    expr = bindings.get(expr, expr)
+def constant_weight(expr: relax.Expr, rewriter: PyExprMutator) -> np.ndarray | None:
+    """The value of a 2-D constant weight, through one ``permute_dims`` (a transposed weight),
+    each through its binding in the function ``rewriter`` is rewriting."""
+    expr = bound_value(rewriter, expr)
     if isinstance(expr, Constant):
         value = expr.value.numpy()
         return value if value.ndim == 2 else None
     if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-        inner = bindings.get(expr.args[0], expr.args[0])
+        inner = bound_value(rewriter, expr.args[0])
         if expr.op.name != PERMUTE_OP or not isinstance(inner, Constant):
             return None
         axes = expr.attrs.axes
@@ -63,11 +64,6 @@ class _Pad(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
         self.mod_ = mod
-        self.values: dict = {}
-
-    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
-        self.values[binding.var] = binding.value
-        super().visit_var_binding_(binding)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
@@ -77,7 +73,7 @@ class _Pad(PyExprMutator):
         target = cpu_tensor_target(ty, self.mod_)
         if target is None:
             return call
-        weight = constant_weight(call.args[1], self.values)
+        weight = constant_weight(call.args[1], self)
         if weight is None:
             return call
         cols = weight.shape[1]
