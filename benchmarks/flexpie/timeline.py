@@ -32,6 +32,7 @@ from latency import (
 )
 
 from tvm_hetero import api
+from tvm_hetero.cli.flexpie import segment_costs
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
@@ -116,8 +117,8 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
         compute = sum(s.compute_s for s in priced.segments)
         print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
               f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
-              f"{result.handoff_s * 1e3:.2f} ms a piece, segment "
-              f"{result.segment_s * 1e3:.2f} ms a cut segment)")  # fmt: skip
+              f"{result.handoff_s * 1e3:.2f} ms a piece, a cut segment "
+              f"{segment_costs(result.segment_s)})")  # fmt: skip
         if args.events:
             for s in priced.segments:
                 print(

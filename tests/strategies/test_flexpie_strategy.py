@@ -80,41 +80,51 @@ def test_plan_builds_runs_and_equals_the_whole_model(devices, trained):
                                    rtol=1e-5, atol=1e-6)  # fmt: skip
 
 
-def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced(devices, trained):
-    """The probe (a conv chain cut in rows, every layer a segment) is run on the workers once
-    and kept; the per-segment term is its measured time less its price, over its segments;
-    it is added to every tiled segment's compute and to no Home segment's."""
+def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):
+    """The probe (a conv chain, every layer a segment) is cut in each scheme, run on the
+    workers once and kept; a scheme's per-segment term is its measured time less its price,
+    over its segments; it is added to every segment tiled in that scheme and to no other."""
     folder, estimators = trained
     db = folder / "probe.jsonl"
     first = strategy.segment_seconds(devices, estimators, None, 1e-5, db)
     runs = [json.loads(line) for line in db.read_text().splitlines()]
-    assert [r["workload"]["op"] for r in runs] == ["run"] and len(runs[0]["samples_s"]) == 30
+    cutting = [s for s in SCHEMES if s != "Home"]
+    assert sorted(first) == sorted(cutting) and len(runs) == len(cutting)
+    assert all(r["workload"]["op"] == "run" and len(r["samples_s"]) == 30 for r in runs)
     assert strategy.segment_seconds(devices, estimators, None, 1e-5, db) == first
-    assert db.read_text().count("\n") == 1  # served from the database
+    assert db.read_text().count("\n") == len(cutting)  # served from the database
     probe = strategy.load_probe(len(devices))
     geometry = strategy.TileGeometry(probe, strategy.flexpie_layers(probe), len(devices))
     problem = strategy.problem_of(geometry, devices, estimators, None, {}, 1, 1e-5)
-    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
-    tiled = [i for i in range(len(geometry)) if np.isfinite(problem.compute_s[i, 0, rows])]
-    cuts = [(i, i + 1, rows if i in tiled else home) for i in range(len(geometry))]
-    partition = evaluate(problem, cuts)
-    want = max(0.0, (float(np.median(runs[0]["samples_s"])) - partition.predicted_s) / len(tiled))
-    assert len(tiled) == strategy.PROBE_LAYERS and first == pytest.approx(want)
-    plan = strategy.to_plan(geometry, devices, partition, "fixed-InH")
+    home = SCHEMES.index("Home")
+    for run, scheme in zip(runs, cutting, strict=True):  # measured in SCHEMES' order
+        q = SCHEMES.index(scheme)
+        tiled = [i for i in range(len(geometry)) if np.isfinite(problem.compute_s[i, 0, q])]
+        cuts = [(i, i + 1, q if i in tiled else home) for i in range(len(geometry))]
+        partition = evaluate(problem, cuts)
+        median = float(np.median(run["samples_s"]))
+        want = max(0.0, (median - partition.predicted_s) / len(tiled))
+        assert len(tiled) == strategy.PROBE_LAYERS and first[scheme] == pytest.approx(want)
+    rows = strategy.to_plan(geometry, devices, evaluate(problem, [
+        (i, i + 1, SCHEMES.index("InH") if i < strategy.PROBE_LAYERS else home)
+        for i in range(len(geometry))
+    ]), "fixed-InH")  # fmt: skip
     profiler = Profiler(ProfileDB(db))  # other links: another record
-    profiler.profile_run(probe, devices, plan, "ring of 2 at 50 Mbit/s", repeat=3)
-    assert profiler.misses == 1 and db.read_text().count("\n") == 2
-    assert strategy.segment_seconds(devices[:1], estimators, None, 0.0, db) == 0.0
+    profiler.profile_run(probe, devices, rows, "ring of 2 at 50 Mbit/s", repeat=3)
+    assert profiler.misses == 1 and db.read_text().count("\n") == len(cutting) + 1
+    assert strategy.segment_seconds(devices[:1], estimators, None, 0.0, db) == {}
     model = load_zoo_model("resnet18:tiny")
     geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    charges = {"InH": 0.25, "Grid": 0.5}
     plain, charged = (
         strategy.problem_of(geometry, devices, estimators, None, {}, segment_s=s).compute_s
-        for s in (0.0, 0.25)
+        for s in ({}, charges)
     )  # fmt: skip
     finite = np.isfinite(plain)
     extra = np.where(finite, charged - np.where(finite, plain, 0.0), 0.0)
-    assert np.allclose(extra[..., home], 0.0)
-    assert np.allclose(np.delete(extra, home, axis=2)[np.delete(finite, home, axis=2)], 0.25)
+    for q, scheme in enumerate(SCHEMES):
+        assert np.allclose(extra[..., q][finite[..., q]], charges.get(scheme, 0.0)), scheme
+        assert finite[..., q].any()
 
 
 def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):

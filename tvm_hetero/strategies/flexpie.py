@@ -20,8 +20,8 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -325,23 +325,24 @@ class _Pricer:
 def problem_of(
     geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
     cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
-    handoff_s: float = 0.0, segment_s: float = 0.0,
+    handoff_s: float = 0.0, segment_s: Mapping[str, float] | None = None,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
-    plus ``segment_s`` for a segment cut over the devices), ``move_s`` per boundary and segment
-    before (:func:`boundary_seconds`: the busiest receiver, sender or link, each piece priced
-    with the links idle since the last boundary that moved bytes, :func:`idle_seconds`, and
-    sharing a link's burst with the boundary's other pieces over it, :func:`priced`; the
-    model's input after links idle as long as traced). ``whole_s`` is the
-    measured time of each operator the compute estimator does not know (by its call), on the
+    plus ``segment_s[scheme]`` for a segment cut over the devices), ``move_s`` per boundary
+    and segment before (:func:`boundary_seconds`: the busiest receiver, sender or link, each
+    piece priced with the links idle since the last boundary that moved bytes,
+    :func:`idle_seconds`, and sharing a link's burst with the boundary's other pieces over
+    it, :func:`priced`; the model's input after links idle as long as traced). ``whole_s`` is
+    the measured time of each operator the compute estimator does not know (by its call), on the
     home device; ``handoff_s`` what the runtime spends on each piece that passes between two
     devices besides moving its bytes (a copy step and a unit's dispatch:
-    ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device costs
-    the runtime besides its tiles and pieces (:func:`segment_seconds`)."""
+    ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device in each
+    scheme costs the runtime besides its tiles and pieces (:func:`segment_seconds`; a scheme
+    it does not name, nothing)."""
     n, k = len(geometry), len(SCHEMES)
     features = [device_features(d) for d in devices]  # a target each: once, not per tile
     compute_arr = _compute_seconds(geometry, features, estimators.compute, whole_s, max_run,
-                                   segment_s)  # fmt: skip
+                                   segment_s or {})  # fmt: skip
     sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
     boundaries: dict[tuple[int, int, int, int], list] = {}
     paths = Paths(devices, cluster)
@@ -412,7 +413,7 @@ def idle_seconds(compute_s: np.ndarray, boundaries: dict) -> np.ndarray:
 
 def _compute_seconds(
     geometry: TileGeometry, features: Sequence[dict[str, float]], estimator: Estimator,
-    whole_s: dict[relax.Call, float], max_run: int, segment_s: float,
+    whole_s: dict[relax.Call, float], max_run: int, segment_s: Mapping[str, float],
 ) -> np.ndarray:  # fmt: skip
     """``compute_s`` of :class:`SpatialProblem`: each segment's slowest device (``inf`` where
     its scheme cannot cut a layer or the estimator knows an operator of a cut one);
@@ -447,7 +448,7 @@ def _compute_seconds(
         per_device = np.zeros(len(features))
         for dev, idx, fixed in terms:
             per_device[dev] += fixed if idx is None else compute_s[idx]
-        compute_arr[a, d - 1, q] = per_device.max() + (segment_s if SCHEMES[q] != "Home" else 0)
+        compute_arr[a, d - 1, q] = per_device.max() + segment_s.get(SCHEMES[q], 0.0)
     return compute_arr
 
 
@@ -592,8 +593,8 @@ def to_plan(
 @dataclass(frozen=True)
 class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
-    ``handoff_s`` and ``segment_s`` are the runtime's costs it measured on the devices
-    (:func:`handoff_seconds`, :func:`segment_seconds`)."""
+    ``handoff_s`` and ``segment_s`` (per scheme) are the runtime's costs it measured on the
+    devices (:func:`handoff_seconds`, :func:`segment_seconds`)."""
 
     plan: SpatialPlan
     geometry: TileGeometry
@@ -602,7 +603,7 @@ class FlexPieResult:
     baselines: dict[str, SpatialPartition]
     search_s: float
     handoff_s: float = 0.0
-    segment_s: float = 0.0
+    segment_s: Mapping[str, float] = field(default_factory=dict)
 
     def baseline_plans(self, devices: Sequence[DeviceSpec]) -> dict[str, SpatialPlan]:
         """Each baseline as a plan ``api.compile`` builds."""
@@ -671,33 +672,45 @@ def load_probe(devices: int) -> Model:
 def segment_seconds(
     devices: Sequence[DeviceSpec], estimators: Estimators, cluster: ClusterSpec | None = None,
     handoff_s: float = 0.0, db: str | Path | None = None, options: BuildOptions | None = None,
-) -> float:  # fmt: skip
+) -> dict[str, float]:  # fmt: skip
     """What a segment cut over every device costs the runtime besides what the estimators and
-    the handoffs price: the client starts a unit on each device and the next segment's units
-    only once every piece they read exists (each segment ends in a barrier), and every step of
-    that passes through the client. Measured on the devices themselves: a chain of
-    :data:`PROBE_LAYERS` small convolutions cut in rows over all of them, each layer a
-    segment, run end to end (``Profiler.profile_run``, kept in the profile database under the
-    devices and the cluster's links), less its price without this term, per segment; 0 for
-    one device, or when the probe's price is above its measured time."""
+    the handoffs price, per scheme: the client starts a unit on each device and the next
+    segment's units only once every piece they read exists (each segment ends in a barrier),
+    every step of that passes through the client, and how many pieces a tile waits for, from
+    how many devices over how many hops, is the scheme's (a 2 x 2 grid tile waits for three,
+    one of them two hops away on a ring; a row for at most two neighbours). Measured on the
+    devices themselves: a chain of :data:`PROBE_LAYERS` small convolutions cut in the scheme
+    over all of them, each layer a segment, run end to end (``Profiler.profile_run``, kept in
+    the profile database under the devices and the cluster's links), less its price without
+    this term, per segment. On the emulated ring of four at 1 Gbit/s it left 1.5 ms a segment
+    in rows, columns and channels, 2.7 in a grid (the PS of four at 200 Mbit/s: 1.4, 1.6, 0.9
+    and 2.3); one term for all, from rows, had priced ResNet-18's grid plan 5 % ahead of its
+    rows, which ran 8-12 % ahead of it. Empty for one device; a scheme that cannot cut the
+    probe, or whose probe ran under its price, costs nothing."""
     if len(devices) < 2:
-        return 0.0
+        return {}
     from tvm_hetero.strategies.eop import profiler_for
 
     probe = load_probe(len(devices))
     geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
     problem = problem_of(geometry, devices, estimators, cluster, {}, 1, handoff_s)
-    rows, home = SCHEMES.index("InH"), SCHEMES.index("Home")
-    cuts = [  # every layer in rows (the output layer stays home)
-        (i, i + 1, rows if np.isfinite(problem.compute_s[i, 0, rows]) else home)
-        for i in range(len(geometry))
-    ]  # fmt: skip
-    partition = flexpie.evaluate(problem, cuts)
-    plan = to_plan(geometry, devices, partition, "fixed-InH")
     setting = _setting(devices, cluster)
-    measured = profiler_for(db, options).profile_run(probe, devices, plan, setting).median_s
-    cut = sum(s.scheme != "Home" for s in partition.segments)
-    return max(0.0, (measured - partition.predicted_s) / cut)
+    profiler = profiler_for(db, options)
+    home = SCHEMES.index("Home")
+    out = {}
+    for q, scheme in enumerate(SCHEMES):
+        cuts = [  # every layer it can cut in the scheme (the output layer stays home)
+            (i, i + 1, q if np.isfinite(problem.compute_s[i, 0, q]) else home)
+            for i in range(len(geometry))
+        ]  # fmt: skip
+        cut = sum(c[2] != home for c in cuts)
+        if q == home or not cut:
+            continue
+        partition = flexpie.evaluate(problem, cuts)
+        plan = to_plan(geometry, devices, partition, f"fixed-{scheme}")
+        measured = profiler.profile_run(probe, devices, plan, setting).median_s
+        out[scheme] = max(0.0, (measured - partition.predicted_s) / cut)
+    return out
 
 
 def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
