@@ -696,18 +696,13 @@ def segment_seconds(
     problem = problem_of(geometry, devices, estimators, cluster, {}, 1, handoff_s)
     setting = _setting(devices, cluster)
     profiler = profiler_for(db, options)
-    home = SCHEMES.index("Home")
     out = {}
-    for q, scheme in enumerate(SCHEMES):
-        cuts = [  # every layer it can cut in the scheme (the output layer stays home)
-            (i, i + 1, q if np.isfinite(problem.compute_s[i, 0, q]) else home)
-            for i in range(len(geometry))
-        ]  # fmt: skip
-        cut = sum(c[2] != home for c in cuts)
-        if q == home or not cut:
+    for name, partition in flexpie.baselines(problem).items():
+        scheme = name.removeprefix("fixed-")  # every layer it can cut, a segment each
+        cut = sum(s.scheme != "Home" for s in partition.segments)
+        if scheme == name or not cut:
             continue
-        partition = flexpie.evaluate(problem, cuts)
-        plan = to_plan(geometry, devices, partition, f"fixed-{scheme}")
+        plan = to_plan(geometry, devices, partition, name)
         measured = profiler.profile_run(probe, devices, plan, setting).median_s
         out[scheme] = max(0.0, (measured - partition.predicted_s) / cut)
     return out
