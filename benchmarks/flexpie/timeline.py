@@ -1,14 +1,17 @@
 """Where a FlexPie plan's time goes on an emulated cluster: each device's busy and waiting time.
 
     sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
-        [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host]
+        [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host] [--events] [--alone]
 
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
 or a baseline: ``fixed-InH``, ``fused-Grid``, ``single``...) and runs it ``--runs`` times;
 prints what the plan was priced (compute, moves and the runtime's measured overheads), its
 median latency and, from the executor's timeline of the last run, each device's units and
-copies: their span and how long its units waited there for pieces still arriving.
+copies: their span and how long its units waited there for pieces still arriving. With
+``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
+on its device is printed beside its time in the runs together: what the estimators price (a
+tile alone) against what the plan's concurrency adds.
 """
 
 from __future__ import annotations
@@ -41,15 +44,25 @@ from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
 
 
-def report(label: str, ex: Executor, runs: int, inputs, events: bool = False) -> None:
-    """Median latency of ``runs`` runs, then the last run's time per device and kind."""
-    tensors = ex.place_inputs(inputs)
+def unit_times(ex: Executor, tensors, runs: int) -> tuple[list[float], dict]:
+    """Seconds of each of ``runs`` runs, and each unit's time on its worker less what it
+    waited there for inputs, per run, by ``(worker, step)``."""
     ex.run_tensors(tensors)
-    seconds = []
+    seconds, units = [], {}
     for _ in range(runs):
         start = time.perf_counter()
         ex.run_tensors(tensors)
         seconds.append(time.perf_counter() - start)
+        for e in ex.timeline.events:
+            if e.kind == "unit":
+                units.setdefault((e.worker, e.step), []).append(e.end_s - e.start_s - e.waited_s)
+    return seconds, units
+
+
+def report(label: str, ex: Executor, runs: int, tensors, events: bool = False) -> dict:
+    """Median latency of ``runs`` runs, then the last run's time per device and kind; returns
+    :func:`unit_times`' units."""
+    seconds, units = unit_times(ex, tensors, runs)
     print(f"{label}: median {statistics.median(seconds) * 1e3:.1f} ms")
     totals: dict[tuple[str, str], list[float]] = {}
     for e in ex.timeline.events:
@@ -64,6 +77,19 @@ def report(label: str, ex: Executor, runs: int, inputs, events: bool = False) ->
         for e in sorted(ex.timeline.events, key=lambda e: e.start_s):
             print(f"  {e.start_s * 1e3:7.2f} {e.end_s * 1e3:7.2f} {e.worker:>4} {e.kind:>5} "
                   f"waited {e.waited_s * 1e3:5.2f}  {e.step}")  # fmt: skip
+    return units
+
+
+def report_alone(label: str, ex: Executor, runs: int, tensors, together: dict) -> None:
+    """Each unit's median time run alone (``Executor(alone=True)``) beside its median in the
+    runs together, in the order of the deployment's steps."""
+    seconds, alone = unit_times(ex, tensors, runs)
+    print(f"{label}, one step at a time: median {statistics.median(seconds) * 1e3:.1f} ms")
+    print(f"  {'unit':>16} {'device':>6} {'together ms':>11} {'alone ms':>8} {'ratio':>5}")
+    for worker, step in alone:
+        a = statistics.median(alone[worker, step]) * 1e3
+        t = statistics.median(together.get((worker, step), [float("nan")])) * 1e3
+        print(f"  {step:>16} {worker:>6} {t:>11.2f} {a:>8.2f} {t / a:>5.2f}")
 
 
 def main() -> None:
@@ -77,6 +103,9 @@ def main() -> None:
     parser.add_argument("--quota", type=float, default=0.45)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", action="store_true", help="print the last run's events")
+    parser.add_argument("--alone", action="store_true",
+                        help="also run each step alone (Executor(alone=True)): every unit's "
+                             "time alone on its device beside its time together")  # fmt: skip
     parser.add_argument(
         "--target",
         choices=TARGETS,
@@ -126,7 +155,12 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
                     f"{s.compute_s * 1e3:6.2f} ms, move in {s.move_in_s * 1e3:5.2f} ms"
                 )
         with Executor(built, timeout_s=300) as ex:
-            report(label, ex, args.runs, model.random_inputs(), args.events)
+            tensors = ex.place_inputs(model.random_inputs())
+            together = report(label, ex, args.runs, tensors, args.events)
+        if args.alone:
+            with Executor(built, timeout_s=300, alone=True) as ex:
+                tensors = ex.place_inputs(model.random_inputs())
+                report_alone(label, ex, args.runs, tensors, together)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,24 @@ def test_the_same_branches_on_one_worker_do_not_overlap(branches):
             assert min(x.end_s, y.end_s) <= max(x.start_s, y.start_s)
 
 
+def test_steps_alone_never_overlap_and_compute_what_a_run_together_does(branches):
+    """``alone``: the two branches, placed on two workers, run one step at a time (no two
+    units overlap, each on its own worker) and give the concurrent run's result."""
+    model, inputs = branches
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    compiled = api.compile(model, devices, _place_b_branch(model, ("cpu@0", "cpu@1")))
+    with Executor(compiled.deployment) as executor:
+        together = executor.run(inputs)
+    with Executor(compiled.deployment, alone=True) as executor:
+        out = executor.run(inputs)
+        events = [e for e in executor.timeline.events if e.kind == "unit"]
+    assert {e.worker for e in events} == {"cpu@0", "cpu@1"}
+    for i, x in enumerate(events):
+        for y in events[i + 1 :]:
+            assert min(x.end_s, y.end_s) <= max(x.start_s, y.start_s)
+    np.testing.assert_array_equal(out[0], together[0])
+
+
 _SLOW = {
     "mt-dnn",
     "wide-deep",

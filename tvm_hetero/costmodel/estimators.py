@@ -71,7 +71,8 @@ WORK: dict[str, tuple[str, float]] = {
 }
 """Each estimator learns seconds per unit of work, ``seconds / (feature + floor)``: a rate
 that trees can carry past the largest traced tile (trees cannot extrapolate a time), which is
-what a 224-pixel layer asks of traces taken at 112."""
+what a 224-pixel layer asks of traces taken at 112. A convolution's work is the columns it
+computes (:func:`_widened`), not those it keeps."""
 
 PARAMS = {"objective": "reg:squarederror", "eta": 0.05, "max_depth": 8, "subsample": 0.9,
           "min_child_weight": 3}  # fmt: skip
@@ -116,8 +117,9 @@ class Estimator:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(str(folder / f"{self.name}.json"))
-        meta = {"features": columns(self.name), "held_out_mape": self.held_out_mape,
-                "traces": self.traces, "notes": self.notes}  # fmt: skip
+        meta = {"features": columns(self.name), "work": work_of(self.name),
+                "held_out_mape": self.held_out_mape, "traces": self.traces,
+                "notes": self.notes}  # fmt: skip
         (folder / f"{self.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         return folder / f"{self.name}.json"
 
@@ -130,6 +132,11 @@ class Estimator:
         meta = json.loads((folder / f"{name}.meta.json").read_text())
         if meta["features"] != columns(name):
             raise ValueError(f"{folder / name}: trained on features {meta['features']}, not ours")
+        if meta.get("work", WORK[name][0]) != work_of(name):
+            raise ValueError(
+                f"{folder / name}: learned seconds per {meta.get('work', WORK[name][0])!r}, "
+                f"not per {work_of(name)!r}: train it again (tvm-hetero train)"
+            )
         booster = xgb.Booster()
         booster.load_model(str(folder / f"{name}.json"))
         return cls(name, booster, float(meta["held_out_mape"]), int(meta["traces"]), meta["notes"])
@@ -227,9 +234,40 @@ def _design(name: str, matrix: np.ndarray) -> Any:
     return xgb.DMatrix(full, feature_names=columns(name))
 
 
+def work_of(name: str) -> str:
+    """What estimator ``name`` learns seconds per (kept with a saved estimator, which is
+    refused where it differs)."""
+    feature = WORK[name][0]
+    return f"{feature} x widened columns" if name == "compute" else feature
+
+
 def _work(name: str, matrix: np.ndarray) -> np.ndarray:
     feature, floor = WORK[name]
-    return matrix[:, FEATURES[name].index(feature)] + floor
+    work = matrix[:, FEATURES[name].index(feature)] + floor
+    return work * _widened(matrix) if name == "compute" else work
+
+
+def _widened(matrix: np.ndarray) -> np.ndarray:
+    """Per compute row: the columns the convolution rule computes over those the tile keeps
+    (``PadConvolutionWidths`` widens a row of 4 or more columns to whole vectors,
+    :func:`~tvm_hetero.schedules.cpu.conv.vector_width`, as that pass does); 1 for a row
+    vectorized by channel, a 1x1 convolution of stride 1 (the matmul rule's) and every other
+    operator. A grid tile of ResNet-18 17 columns wide is computed 24 wide:
+    on this host it ran 1.5-2.1x the 16-wide tile beside it, where the trees, which had seen
+    no 17-wide convolution, priced it 1.05-1.3x; trained on this work instead they price it
+    1.2-1.7x (2026-11-27, ``benchmarks/README.md``)."""
+    from tvm_hetero.schedules.cpu.conv import vector_width
+
+    col = dict(zip(FEATURES["compute"], matrix.T, strict=True))
+    convs = np.isin(col["kind"], [OP_KINDS["depthwise"], OP_KINDS["grouped"], OP_KINDS["conv2d"]])
+    pointwise = (col["k_h"] == 1) & (col["k_w"] == 1) & (col["stride"] == 1)
+    gathered = (col["stride"] > 1) & (col["groups"] > 1)
+    wide = [
+        vector_width(int(n), int(cap), bool(g))[0]
+        for n, cap, g in zip(col["inner"], col["lanes"], gathered, strict=True)
+    ]
+    ratio = np.asarray(wide, dtype=float) / np.maximum(col["inner"], 1.0)
+    return np.where(convs & ~pointwise & ~_channel_vectorized(col), ratio, 1.0)
 
 
 def _matrix(name: str, rows: Sequence[Mapping[str, float]] | np.ndarray) -> np.ndarray:

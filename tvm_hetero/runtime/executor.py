@@ -118,6 +118,11 @@ class Executor:
         Let the thread that ends a step go on with one ready successor itself where no other
         thread is needed (module docstring); ``False``: every unit and moving copy is handed to
         its worker's thread (to measure what the hand-over costs).
+    alone : bool
+        Run every step by itself, in dependency order, each on its worker's thread with no
+        other step running anywhere: each unit's time alone on its device, what an estimator
+        of one tile prices, to set beside the same units run together (a diagnosis: no
+        overlap, so the run takes the sum of its steps).
     """
 
     def __init__(
@@ -126,8 +131,10 @@ class Executor:
         workers: Mapping[int, Worker] | None = None,
         timeout_s: float = 600.0,
         on_spot: bool = True,
+        alone: bool = False,
     ) -> None:
         self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
+        self.alone = alone
         used = sorted({s.device for s in deployment.units})
         alone = deployment.devices[used[0]] if len(used) == 1 else None
         inline = alone is not None and alone.cores is None and alone.host is None
@@ -258,6 +265,8 @@ class Executor:
         such an intermediate value is overwritten by the next run."""
         if self._serial and len(batches) == 1:
             return [self._run_serial(batches[0])]
+        if self.alone:
+            return [self._run_alone(tensors) for tensors in batches]
         for worker in self.workers.values():
             if hasattr(worker, "begin_run"):
                 worker.begin_run()
@@ -288,6 +297,35 @@ class Executor:
         run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
         for i in self._order:
             self._perform(run, i)
+            if run.error is not None:
+                raise run.error
+        run.end = time.perf_counter()
+        self.timeline = Timeline(tuple(run.events), run.end - run.start)
+        self.finished_s = (run.end - run.start,)
+        return run.values
+
+    def _run_alone(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
+        """One run, its steps one at a time in dependency order (:attr:`alone`): a worker's
+        step on that worker's thread, waited for (within the timeout) before the next starts."""
+        run = _Run(len(self.deployment.steps), self._deps)
+        run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
+        for i in self._order:
+            step = self.deployment.steps[i]
+            if self._here[i] or self._pull[i] or self._passed[i]:
+                self._perform(run, i)
+            else:
+                finished = threading.Event()
+                self.workers[step.device].submit(
+                    lambda i=i, f=finished: (self._perform(run, i), f.set()), run.index
+                )
+                if not finished.wait(self.timeout_s):
+                    worker = self.workers[step.device]
+                    raise RunError(
+                        f"run: worker {getattr(worker, 'where', worker.name)} did not finish "
+                        f"{step.kind} {step.name!r} within {self.timeout_s:g} s (dead or not "
+                        "answering; a longer wait: --timeout)",
+                        worker.name,
+                    )
             if run.error is not None:
                 raise run.error
         run.end = time.perf_counter()
