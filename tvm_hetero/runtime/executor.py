@@ -26,7 +26,7 @@ import tvm_ffi
 
 from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
-from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.deployment import Deployment, Step
 from tvm_hetero.runtime.stats import LatencyStats
 from tvm_hetero.runtime.worker import LocalWorker, Worker
 
@@ -293,10 +293,19 @@ class Executor:
         """One run with every step in the calling thread, in dependency order (what the
         countdowns would do, without their bookkeeping: with events as named tuples, what the
         executor adds to a one-unit run went from 22 to 10 us, `benchmarks/runtime/bench.py`)."""
-        run = _Run(0, self._deps, concurrent=False)
+        return self._in_order(_Run(0, self._deps, concurrent=False), tensors, self._perform)
+
+    def _run_alone(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
+        """One run, its steps one at a time in dependency order (:attr:`alone`)."""
+        run = _Run(len(self.deployment.steps), self._deps)
+        return self._in_order(run, tensors, self._perform_alone)
+
+    def _in_order(self, run: _Run, tensors, perform) -> dict[str, Any]:
+        """``run`` on ``tensors``, its steps one after another in dependency order, each by
+        ``perform(run, i)``; every value by name."""
         run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
         for i in self._order:
-            self._perform(run, i)
+            perform(run, i)
             if run.error is not None:
                 raise run.error
         run.end = time.perf_counter()
@@ -304,34 +313,19 @@ class Executor:
         self.finished_s = (run.end - run.start,)
         return run.values
 
-    def _run_alone(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
-        """One run, its steps one at a time in dependency order (:attr:`alone`): a worker's
-        step on that worker's thread, waited for (within the timeout) before the next starts."""
-        run = _Run(len(self.deployment.steps), self._deps)
-        run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
-        for i in self._order:
-            step = self.deployment.steps[i]
-            if self._here[i] or self._pull[i] or self._passed[i]:
-                self._perform(run, i)
-            else:
-                finished = threading.Event()
-                self.workers[step.device].submit(
-                    lambda i=i, f=finished: (self._perform(run, i), f.set()), run.index
-                )
-                if not finished.wait(self.timeout_s):
-                    worker = self.workers[step.device]
-                    raise RunError(
-                        f"run: worker {getattr(worker, 'where', worker.name)} did not finish "
-                        f"{step.kind} {step.name!r} within {self.timeout_s:g} s (dead or not "
-                        "answering; a longer wait: --timeout)",
-                        worker.name,
-                    )
-            if run.error is not None:
-                raise run.error
-        run.end = time.perf_counter()
-        self.timeline = Timeline(tuple(run.events), run.end - run.start)
-        self.finished_s = (run.end - run.start,)
-        return run.values
+    def _perform_alone(self, run: _Run, i: int) -> None:
+        """:meth:`_perform` step ``i``, a worker's step on that worker's thread, waited for
+        (within the timeout) before the caller goes on."""
+        step = self.deployment.steps[i]
+        if self._here[i] or self._pull[i] or self._passed[i]:
+            self._perform(run, i)
+            return
+        finished = threading.Event()
+        self.workers[step.device].submit(
+            lambda: (self._perform(run, i), finished.set()), run.index
+        )  # fmt: skip
+        if not finished.wait(self.timeout_s):
+            raise self._overdue(step)
 
     def _wait(self, run: _Run) -> None:
         """Until the run ends, or a step has been running for longer than the timeout."""
@@ -340,14 +334,17 @@ class Executor:
             with run.lock:
                 stuck = [(i, t) for i, t in run.running.items() if now - t > self.timeout_s]
             if stuck:
-                step = self.deployment.steps[stuck[0][0]]
-                worker = self.workers[step.device]
-                where = getattr(worker, "where", worker.name)
-                raise RunError(
-                    f"run: worker {where} did not finish {step.kind} {step.name!r} within "
-                    f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)",
-                    worker.name,
-                )
+                raise self._overdue(self.deployment.steps[stuck[0][0]])
+
+    def _overdue(self, step: Step) -> RunError:
+        """The error of ``step`` still running on its worker after the timeout."""
+        worker = self.workers[step.device]
+        where = getattr(worker, "where", worker.name)
+        return RunError(
+            f"run: worker {where} did not finish {step.kind} {step.name!r} within "
+            f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)",
+            worker.name,
+        )
 
     def _start(self, run: _Run, ready: list[int], on: int | None, spot: bool) -> list[int]:
         """Queue each ``ready`` step on its worker but those this thread runs itself, which it
