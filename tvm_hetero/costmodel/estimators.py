@@ -255,7 +255,7 @@ def _widened(matrix: np.ndarray) -> np.ndarray:
     operator. A grid tile of ResNet-18 17 columns wide is computed 24 wide:
     on this host it ran 1.5-2.1x the 16-wide tile beside it, where the trees, which had seen
     no 17-wide convolution, priced it 1.05-1.3x; trained on this work instead they price it
-    1.2-1.7x (2026-11-27, ``benchmarks/README.md``)."""
+    1.4-1.7x (2026-11-27, ``benchmarks/README.md``)."""
     from tvm_hetero.schedules.cpu.conv import vector_width
 
     col = dict(zip(FEATURES["compute"], matrix.T, strict=True))
