@@ -82,7 +82,7 @@ def report(label: str, ex: Executor, runs: int, tensors, events: bool = False) -
 
 def report_alone(label: str, ex: Executor, runs: int, tensors, together: dict) -> None:
     """Each unit's median time run alone (``Executor(alone=True)``) beside its median in the
-    runs together, in the order of the deployment's steps."""
+    runs together, in the order the units ran alone (dependency order)."""
     seconds, alone = unit_times(ex, tensors, runs)
     print(f"{label}, one step at a time: median {statistics.median(seconds) * 1e3:.1f} ms")
     print(f"  {'unit':>16} {'device':>6} {'together ms':>11} {'alone ms':>8} {'ratio':>5}")
@@ -154,13 +154,12 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
                     f"  layers {s.start:3d}-{s.stop - 1:3d} {s.scheme:>5}: compute "
                     f"{s.compute_s * 1e3:6.2f} ms, move in {s.move_in_s * 1e3:5.2f} ms"
                 )
+        inputs = model.random_inputs()
         with Executor(built, timeout_s=300) as ex:
-            tensors = ex.place_inputs(model.random_inputs())
-            together = report(label, ex, args.runs, tensors, args.events)
+            together = report(label, ex, args.runs, ex.place_inputs(inputs), args.events)
         if args.alone:
             with Executor(built, timeout_s=300, alone=True) as ex:
-                tensors = ex.place_inputs(model.random_inputs())
-                report_alone(label, ex, args.runs, tensors, together)
+                report_alone(label, ex, args.runs, ex.place_inputs(inputs), together)
 
 
 if __name__ == "__main__":

@@ -132,10 +132,11 @@ class Estimator:
         meta = json.loads((folder / f"{name}.meta.json").read_text())
         if meta["features"] != columns(name):
             raise ValueError(f"{folder / name}: trained on features {meta['features']}, not ours")
-        if meta.get("work", WORK[name][0]) != work_of(name):
+        learned = meta.get("work", WORK[name][0])  # saved before work was kept: the feature
+        if learned != work_of(name):
             raise ValueError(
-                f"{folder / name}: learned seconds per {meta.get('work', WORK[name][0])!r}, "
-                f"not per {work_of(name)!r}: train it again (tvm-hetero train)"
+                f"{folder / name}: learned seconds per {learned!r}, not per {work_of(name)!r}: "
+                "train it again (tvm-hetero train)"
             )
         booster = xgb.Booster()
         booster.load_model(str(folder / f"{name}.json"))

@@ -136,8 +136,8 @@ class Executor:
         self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
         self.alone = alone
         used = sorted({s.device for s in deployment.units})
-        alone = deployment.devices[used[0]] if len(used) == 1 else None
-        inline = alone is not None and alone.cores is None and alone.host is None
+        sole = deployment.devices[used[0]] if len(used) == 1 else None
+        inline = sole is not None and sole.cores is None and sole.host is None
         self.workers: dict[int, Worker] = dict(workers or {})
         try:
             for k in used:
