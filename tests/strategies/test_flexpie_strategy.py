@@ -10,11 +10,15 @@ import numpy as np
 import pytest
 from conftest import remote_cpus
 from tvm import relax
+from tvm.target import Target
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import (
+    FEATURES,
     OP_KINDS,
     Estimator,
+    _join_vectors,
+    _matrix,
     channel_vectorized,
     conv_gflops,
     distinct_workloads,
@@ -25,13 +29,16 @@ from tvm_hetero.costmodel.estimators import (
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
-from tvm_hetero.ir.tiles import SCHEMES
+from tvm_hetero.ir.tiles import SCHEMES, even_parts
 from tvm_hetero.plan.flexpie import evaluate
 from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, concat_layout, read_traces
+from tvm_hetero.profiling.workloads import concat_module
 from tvm_hetero.runtime import remote_worker
+from tvm_hetero.schedules.cpu.common import vector_lanes
+from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.zoo import load_zoo_model
 
@@ -178,6 +185,34 @@ def test_a_convolution_costs_the_columns_the_rule_computes(tmp_path):
     meta.write_text(meta.read_text().replace('"gflops x widened columns"', '"gflops"'))
     with pytest.raises(ValueError, match=r"learned seconds per 'gflops'.*train it again"):
         Estimator.load(tmp_path, "compute")
+
+
+@pytest.mark.parametrize("mcpu", ["x86-64", "znver3", "znver5"])
+def test_a_join_is_priced_by_the_copy_loop_the_injective_rule_builds(mcpu):
+    """The rearrange estimator's vector and steps are those of the kernel the injective rule
+    schedules for the join (a row of 28 on 8 lanes: vectors of 7), on 4, 8 and 16 lanes; a
+    run of whole vectors is told from one whose vectors straddle two pieces."""
+    target = Target({"kind": "llvm", "mcpu": mcpu})
+    lanes = vector_lanes(target, 32)
+    for shape, pieces, axis in JOINS[::5]:
+        mod = relax.transform.LegalizeOps()(concat_module(shape, pieces, axis))
+        (func,) = (f for gv, f in mod.functions.items() if gv.name_hint != "main")
+        sch = Injective().schedule(func, target)
+        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+        loops = [sch.get(loop) for loop in sch.get_loops(block)]
+        row = {"bytes": 4 * int(np.prod(shape)), "pieces": pieces,
+               **concat_layout(shape, pieces, axis), "threads": 1, "cpu_quota": 1.0,
+               "lanes": lanes}  # fmt: skip
+        col = dict(zip(FEATURES["rearrange"], _matrix("rearrange", [row]).T, strict=True))
+        vector, steps, whole = (float(c[0]) for c in _join_vectors(col))
+        vectorized = [int(x.extent) for x in loops if int(x.kind) == 2] or [1]  # ForKind
+        assert vector == vectorized[0], (shape, pieces, axis, mcpu)
+        assert steps == np.prod([int(x.extent) for x in loops]) / vector
+        widths = {hi - lo for lo, hi in even_parts(shape[axis], pieces)}
+        if axis < 3:  # rows or channels cut: a run is whole rows
+            assert whole == 1.0
+        else:  # columns cut: a run is one piece's row, of whole vectors or not
+            assert whole == float(all(w % vector == 0 for w in widths)), (shape, pieces, mcpu)
 
 
 def test_a_workload_traced_again_is_one_workload_with_its_median_time():
