@@ -86,11 +86,13 @@ SHIPPED_TRACES = [
     "benchmarks/results/flexpie_traces_zen3_again.jsonl",
     "benchmarks/results/flexpie_traces_zen3_channels.jsonl",
     "benchmarks/results/flexpie_traces_zen5_joins.jsonl",
+    "benchmarks/results/flexpie_traces_zen5_channels.jsonl",
 ]
 """The traces the shipped estimators were fitted on (``estimators.py --ship``): two hosts, AMD
 Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
 once more for how a label repeats; Zen 3 once more with tiles' weights kept constant; Zen 5's
-joins once more (2026-11-27, code for that CPU: its 16-lane joins had been traced once)."""
+joins twice more (2026-11-27, code for that CPU: its 16-lane joins had been traced once), and
+then its tiles with their weights constant, its joins and the PS of 4's transfers."""
 BEFORE_CONSTANT_WEIGHTS = set(SHIPPED_TRACES[:4])
 """Trace files measured before tiles kept their weights constant (2026-11-27: before, a tile's
 weights were its module's parameters, so the build did not lay them out as it does a

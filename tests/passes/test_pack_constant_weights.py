@@ -1,5 +1,7 @@
 """PackConstantWeights: constant matmul weights of CPU kernels stored as register-tile panels."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -96,7 +98,7 @@ def test_kernels_called_by_units_are_packed_too():
     assert packed.shape[1] == 16 and packed.ndim == 3
 
 
-def _conv_module(width: int, channels: int = 32):
+def _conv_module(width: int, channels: int = 32, target=CPU):
     """``relu(conv2d(x, V))`` 3x3 on a 5-row map ``width`` columns wide, legalized and fused,
     its kernel tagged for this CPU (``V`` constant)."""
     x = relax.Var("x", relax.TensorType((1, 16, 5, width), "float32"))
@@ -107,7 +109,7 @@ def _conv_module(width: int, channels: int = 32):
             conv = bb.emit(relax.op.nn.conv2d(x, relax.const(weights), padding=1))
             out = bb.emit_output(relax.op.nn.relu(conv))
         bb.emit_func_output(out)
-    return fused_kernels(bb.get(), CPU), weights
+    return fused_kernels(bb.get(), target), weights
 
 
 def _run(mod, x):
@@ -137,6 +139,21 @@ def test_narrow_convolution_weights_are_packed_by_channel_and_numbers_stay(width
     assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()  # a vector of channels
     x = np.random.default_rng(3).standard_normal((1, 16, 5, width)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("mcpu", "tile"), [("znver3", ["5", "2"]), ("znver5", ["5", "1"])])
+def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
+    """A 5 x 4 row tile of 32 channels: 10 positions of 8 lanes on AVX2 (5 x 2), but 5 of 16
+    on AVX-512 (5 x 1), where tiles of 8 or more vectors ran 14-20x slower (built only: the
+    host may lack AVX-512)."""
+    target = make_target({**cpu_device().target, "mcpu": mcpu})
+    mod, _ = _conv_module(4, target=target)
+    packed = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    (tiled,) = _kernels(schedule_kernels(packed, "rules")).values()
+    lanes = vector_lanes(target, 32)
+    assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()
+    unrolled = re.findall(r"in T.unroll\(T.int64\((\d+)\)\)", tiled.script())
+    assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
 def test_wide_convolutions_and_channels_the_vector_does_not_divide_stay():

@@ -11,7 +11,7 @@ from tvm_hetero.devices import cpu_device
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
-from tvm_hetero.schedules.cpu.conv import Conv, register_tile
+from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3"}
 """The schedules' expected tiles are written for 256-bit vectors (8 float lanes): the target is
@@ -247,6 +247,15 @@ def test_register_tile_takes_two_vectors_where_the_input_is_contiguous(
     channels, rows, vectors, gathered, tile
 ):
     assert register_tile(channels, rows, vectors, gathered) == tile
+
+
+@pytest.mark.parametrize(
+    ("rows", "width", "lanes", "tile"),
+    [(7, 2, 8, (7, 2)), (14, 3, 8, (14, 1)), (28, 2, 4, (14, 1)), (7, 2, 16, (7, 1)),
+     (3, 4, 16, (3, 2)), (14, 3, 16, (7, 1))],
+)  # fmt: skip
+def test_a_channel_vector_tile_has_at_most_7_positions_of_16_lanes(rows, width, lanes, tile):
+    assert channel_vector_tile(rows, width, lanes) == tile
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,18 @@ thread): 3x3 512 channels, 7 rows x 1 column 3.1 -> 0.9 ms, 7 x 2 4.0 -> 1.5 ms,
 CHANNEL_VECTOR_ACCUMULATORS = 14
 """Vectors of output channels a channel-vectorized tile accumulates: with one weight vector and
 one broadcast input that is AVX2's 16 registers."""
+CHANNEL_VECTOR_FLOATS = 112
+"""Floats a channel-vectorized tile accumulates at most (14 vectors of 8). Code for AVX-512 (16
+lanes) fell off a cliff above 7 vectors: on Zen 5, one thread, 3x3 convolutions of 512 channels
+at 3 x 4 and 7 x 2 and of 256 at 14 x 3 ran at 10 GFLOP/s in tiles of 12-14 positions (8
+positions, 4 x 2: 13) and at 180-207 in tiles of 6-7, while the same tiles built for AVX2 ran at
+69-120; the width-vectorized tile's 8 vectors of 16 are not affected (180-220 GFLOP/s)."""
+
+
+def channel_accumulators(lanes: int) -> int:
+    """Positions of a channel-vectorized tile on a CPU of ``lanes`` float32 lanes: 14 up to 8
+    lanes, 7 on 16 (:data:`CHANNEL_VECTOR_FLOATS`)."""
+    return max(1, min(CHANNEL_VECTOR_ACCUMULATORS, CHANNEL_VECTOR_FLOATS // lanes))
 
 
 def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, int]:
@@ -92,16 +104,17 @@ def channel_tiled(width: int, channels: int, lanes: int) -> bool:
     return width <= CHANNEL_VECTOR_MAX_WIDTH and channels % lanes == 0
 
 
-def channel_vector_tile(rows: int, width: int) -> tuple[int, int]:
+def channel_vector_tile(rows: int, width: int, lanes: int = 8) -> tuple[int, int]:
     """``(r, w)``: the rows and columns of a channel-vectorized register tile, each position one
-    vector of output channels: the most positions up to :data:`CHANNEL_VECTOR_ACCUMULATORS`
-    that divide ``rows`` and ``width``, taller on a tie (7 x 1 -> (7, 1), 7 x 2 -> (7, 2), 14 x 3
-    -> (14, 1), 28 x 2 -> (14, 1))."""
+    vector of ``lanes`` output channels: the most positions up to :func:`channel_accumulators`
+    that divide ``rows`` and ``width``, taller on a tie (8 lanes: 7 x 1 -> (7, 1), 7 x 2 ->
+    (7, 2), 14 x 3 -> (14, 1), 28 x 2 -> (14, 1); 16 lanes: 7 x 2 -> (7, 1), 3 x 4 -> (3, 2))."""
+    most = channel_accumulators(lanes)
     tiles = [
         (r, w)
         for r in range(1, rows + 1)
         for w in range(1, width + 1)
-        if rows % r == 0 and width % w == 0 and r * w <= CHANNEL_VECTOR_ACCUMULATORS
+        if rows % r == 0 and width % w == 0 and r * w <= most
     ]
     return max(tiles, key=lambda t: (t[0] * t[1], t[0]))
 
@@ -241,7 +254,7 @@ class Conv(CpuRule):
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
-        rt, wt = channel_vector_tile(rows, extents[vec])
+        rt, wt = channel_vector_tile(rows, extents[vec], lanes)
         outer = [loops[i] for i in spatial[:-1]]
         c0, c1 = sch.split(loops[channel], [None, lanes])
         outer[spatial.index(channel)] = c0
