@@ -2,6 +2,7 @@
 
     sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
         [--model mobilenet resnet18] [--target generic|host] [--collect] [--collect-idle]
+        [--collect-joins]
         [--estimators DIR] [--rounds 3] [--repeat 3]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
@@ -321,6 +322,9 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
     if args.collect_idle:
         count = append_traces(args.traces, sync_traces(devices, cluster, args.db, idle_ms=IDLE_MS))
         print(f"  transfers after idle gaps: {count}", flush=True)
+    if args.collect_joins:  # one device: no pair, so no transfers
+        counts = collect([], devices[:1], args.traces, cluster, 1, args.db)
+        print(f"  joins: {counts['rearrange']}", flush=True)
     if args.collect:
         if args.trace_sample:
             zoo = [load_model(MODELS[m][0], **MODELS[m][1]) for m in args.trace_sample]
@@ -389,6 +393,9 @@ def main() -> None:
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
     parser.add_argument("--collect-idle", action="store_true",
                         help="append this cluster's transfers after idle gaps only")  # fmt: skip
+    parser.add_argument("--collect-joins", action="store_true",
+                        help="append the joins only, timed on the home device (with a fresh "
+                        "--db: each a label of its own, for how labels repeat)")  # fmt: skip
     parser.add_argument("--limit", type=int, default=300, help="tiles timed when collecting")
     parser.add_argument("--trace-sample", nargs="*", default=["mobilenet", "resnet18"],
                         choices=list(MODELS), help="models --collect traces --limit tiles of")  # fmt: skip
