@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from conftest import remote_cpus
-from tvm import relax
+from tvm import relax, tirx
 from tvm.target import Target
 
 from tvm_hetero import api
@@ -205,7 +205,7 @@ def test_a_join_is_priced_by_the_copy_loop_the_injective_rule_builds(mcpu):
                "lanes": lanes}  # fmt: skip
         col = dict(zip(FEATURES["rearrange"], _matrix("rearrange", [row]).T, strict=True))
         vector, steps, whole = (float(c[0]) for c in _join_vectors(col))
-        vectorized = [int(x.extent) for x in loops if int(x.kind) == 2] or [1]  # ForKind
+        vectorized = [int(x.extent) for x in loops if x.kind == tirx.ForKind.VECTORIZED] or [1]
         assert vector == vectorized[0], (shape, pieces, axis, mcpu)
         assert steps == np.prod([int(x.extent) for x in loops]) / vector
         widths = {hi - lo for lo, hi in even_parts(shape[axis], pieces)}
