@@ -113,7 +113,9 @@ def test_whole_model_percentiles(tmp_path, bert, two_cpus):
 def test_per_operator_times_of_one_run(bert, two_cpus):
     placement = api.placement_from_rules(bert, two_cpus, {"matmul": "cpu:1"})
     placed = api.place(bert, two_cpus, placement)
-    times = per_op_times(placed, api.ordered_args(bert.inputs, bert.random_inputs()))
+    # one run: its operators lie within its wall time (medians over several runs need not:
+    # the operators' medians summed past the median wall, 22.8 ms against 20.0, on a busy host)
+    times = per_op_times(placed, api.ordered_args(bert.inputs, bert.random_inputs()), runs=1)
     ops = {n.node_id for n in OpGraph.from_module(bert.mod).nodes}
     kernels = {n for n in ops if OpGraph.from_module(bert.mod).node(n).op not in ("relax.reshape",)}
     # reshapes run in place; transposes of weights are folded at compile time

@@ -24,7 +24,7 @@ COPY_SYMBOL = "vm.builtin.to_device"
 
 @dataclass(frozen=True)
 class OpTimes:
-    """Per-operator times of one instrumented run.
+    """Per-operator times of instrumented runs (each operator's median over the runs).
 
     Attributes
     ----------
@@ -33,7 +33,8 @@ class OpTimes:
     total_s : float
         Sum of ``node_seconds``.
     wall_s : float
-        Wall time of the same (instrumented) run.
+        Median wall time of the same (instrumented) runs. Of one run, at least ``total_s``;
+        over several the operators' medians may sum past it.
     """
 
     node_seconds: dict[str, float]
