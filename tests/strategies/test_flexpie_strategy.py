@@ -17,7 +17,7 @@ from tvm_hetero.costmodel.estimators import (
     FEATURES,
     OP_KINDS,
     Estimator,
-    _join_vectors,
+    _join_columns,
     _matrix,
     channel_vectorized,
     conv_gflops,
@@ -204,7 +204,7 @@ def test_a_join_is_priced_by_the_copy_loop_the_injective_rule_builds(mcpu):
                **concat_layout(shape, pieces, axis), "threads": 1, "cpu_quota": 1.0,
                "lanes": lanes}  # fmt: skip
         col = dict(zip(FEATURES["rearrange"], _matrix("rearrange", [row]).T, strict=True))
-        vector, steps, whole = (float(c[0]) for c in _join_vectors(col))
+        _, vector, steps, whole = (float(c[0]) for c in _join_columns(col))
         vectorized = [int(x.extent) for x in loops if x.kind == tirx.ForKind.VECTORIZED] or [1]
         assert vector == vectorized[0], (shape, pieces, axis, mcpu)
         assert steps == np.prod([int(x.extent) for x in loops]) / vector

@@ -10,7 +10,7 @@ Three estimators, as FlexPie's code has them (``xgb_comp``, ``xgb_tran``, ``xgb_
   parameter server, mesh: FlexPie's categorical feature) and how long the route sat idle before;
 * **rearrange**: seconds to join the pieces a device received into its tile (``concat``), from
   the bytes, the number of pieces, how the copy walks memory and the copy loop the injective
-  rule builds for it (:func:`_join_vectors`).
+  rule builds for it (:func:`_join_columns`).
 
 Each is fitted on the log of seconds per unit of work (:data:`WORK`; relative error is what
 matters across microseconds and seconds) from traces this package measured (``tvm-hetero
@@ -59,7 +59,7 @@ at 19 % MAPE, with them 11 % (a row of 22 runs in vectors of 2 where one of 20 r
 A join's ``run_bytes`` is its bytes over its runs (the length of one copy); its ``vector`` the
 injective rule's (the largest divisor of the innermost extent up to the lanes: 7 for a row of
 28 on 8 lanes), ``vectors`` the copy loop's steps, and ``whole_vectors`` whether a run is a
-whole number of vectors (else vectors straddle two pieces): :func:`_join_vectors`. Without
+whole number of vectors (else vectors straddle two pieces): :func:`_join_columns`. Without
 them the rearrange estimator held out at 19.7 %, with them 15.2 % (2026-11-27)."""
 
 OP_KINDS = {"conv2d": 0, "depthwise": 1, "grouped": 2, "pool": 3, "elementwise": 4, "matmul": 5,
@@ -218,18 +218,18 @@ def _channel_tiles(
     return np.array(out, dtype=float)
 
 
-def _join_vectors(col: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """A join's copy loop as the injective rule cuts it
+def _join_columns(col: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """A join's derived columns (:data:`DERIVED`): the bytes of one contiguous run, and its copy
+    loop as the injective rule cuts it
     (:func:`~tvm_hetero.schedules.cpu.common.vectorize_parallel`): its vector (the largest
     divisor of the innermost extent up to the lanes), its steps (float32 elements over the
     vector) and whether every vector lies in one piece (1) or some straddle two, selecting
     lane by lane (0): only where the pieces cut the innermost axis (``axis`` 0) into runs
     that are not whole vectors (pieces of uneven width, one column apart, never all are)."""
+    run_bytes = col["bytes"] / np.maximum(col["runs"], 1)
     vector = _largest_divisors(col["inner"], col["lanes"])
-    elements = col["bytes"] / 4
-    run = elements / np.maximum(col["runs"], 1)
-    whole = (col["axis"] > 0) | (vector == 1) | (np.mod(run, vector) == 0)
-    return [vector, elements / vector, whole.astype(float)]
+    whole = (col["axis"] > 0) | (vector == 1) | (np.mod(run_bytes / 4, vector) == 0)
+    return [run_bytes, vector, col["bytes"] / 4 / vector, whole.astype(float)]
 
 
 def _design(name: str, matrix: np.ndarray) -> Any:
@@ -249,7 +249,7 @@ def _design(name: str, matrix: np.ndarray) -> Any:
             by_channel.astype(float),
         ]
     if name == "rearrange":
-        extra = [col["bytes"] / np.maximum(col["runs"], 1), *_join_vectors(col)]
+        extra = _join_columns(col)
     full = np.column_stack([matrix, *extra]) if extra else matrix
     return xgb.DMatrix(full, feature_names=columns(name))
 

@@ -173,6 +173,10 @@ class Executor:
             and self._remote(s.inputs[0])
             for i, s in enumerate(deployment.steps)
         ]  # fmt: skip
+        # what the calling thread performs itself, never a worker's thread
+        self._threadless = [
+            a or b or c for a, b, c in zip(self._here, self._pull, self._passed, strict=True)
+        ]
         self._layouts: dict[int, tuple] = {}  # copy step -> its shape, as FFI objects too
         self._kept = refilled_copies(deployment)
         self._buffers: dict[tuple[int, int], tvm.runtime.Tensor] = {}
@@ -317,7 +321,7 @@ class Executor:
         """:meth:`_perform` step ``i``, a worker's step on that worker's thread, waited for
         (within the timeout) before the caller goes on."""
         step = self.deployment.steps[i]
-        if self._here[i] or self._pull[i] or self._passed[i]:
+        if self._threadless[i]:
             self._perform(run, i)
             return
         finished = threading.Event()
@@ -354,7 +358,7 @@ class Executor:
         mine = self._spot(ready, on) if spot and self.on_spot else None
         local = [] if mine is None else [mine]
         for j in ready:
-            if self._here[j] or self._pull[j] or self._passed[j]:
+            if self._threadless[j]:
                 local.append(j)
             elif j != mine:
                 device = self.deployment.steps[j].device
@@ -372,7 +376,7 @@ class Executor:
         if mine is not None and getattr(mine, "pending", lambda: 1)() > 0:
             return None
         for j in ready:
-            if self._here[j] or self._pull[j] or self._passed[j]:
+            if self._threadless[j]:
                 continue
             step = self.deployment.steps[j]
             worker = self.workers[step.device]

@@ -104,7 +104,7 @@ def channel_tiled(width: int, channels: int, lanes: int) -> bool:
     return width <= CHANNEL_VECTOR_MAX_WIDTH and channels % lanes == 0
 
 
-def channel_vector_tile(rows: int, width: int, lanes: int = 8) -> tuple[int, int]:
+def channel_vector_tile(rows: int, width: int, lanes: int) -> tuple[int, int]:
     """``(r, w)``: the rows and columns of a channel-vectorized register tile, each position one
     vector of ``lanes`` output channels: the most positions up to :func:`channel_accumulators`
     that divide ``rows`` and ``width``, taller on a tie (8 lanes: 7 x 1 -> (7, 1), 7 x 2 ->
