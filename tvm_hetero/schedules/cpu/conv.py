@@ -46,7 +46,8 @@ CHANNEL_VECTOR_FLOATS = 112
 lanes) fell off a cliff above 7 vectors: on Zen 5, one thread, 3x3 convolutions of 512 channels
 at 3 x 4 and 7 x 2 and of 256 at 14 x 3 ran at 10 GFLOP/s in tiles of 12-14 positions (8
 positions, 4 x 2: 13) and at 180-207 in tiles of 6-7, while the same tiles built for AVX2 ran at
-69-120; the width-vectorized tile's 8 vectors of 16 are not affected (180-220 GFLOP/s)."""
+69-120; the width-vectorized tile's 8 vectors of 16 are not affected (180-220 GFLOP/s). An Intel
+Xeon (family 6, model 207) ran the same tiles 32-40x slower at 14 positions than at 7."""
 
 
 def channel_accumulators(lanes: int) -> int:
