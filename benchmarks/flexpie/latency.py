@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.deployment import load as load_deployment
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies import flexpie as strategy
+from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 
 MODELS = {  # sizes these quotas run in tenths of a second
     "mobilenet": ("mobilenet", {"image": 224, "width": 1.0}),
@@ -260,6 +262,11 @@ def _code_version() -> str | None:
     return hashlib.sha256("\n".join(files).encode()).hexdigest()
 
 
+def _kept_build(model, name: str, devices: list, folder: str, plan) -> Deployment:
+    """:func:`built_once` for the devices in ``plan``'s order."""
+    return built_once(model, name, api.in_plan_order(devices, plan), plan, folder)
+
+
 def built_once(model, name: str, devices: list, plan, folder: str) -> Deployment:
     """``plan`` compiled for ``devices``, kept in ``folder`` and loaded from there the next time
     the same model, device targets and plan are asked for by the same code (a fixed scheme's
@@ -348,6 +355,16 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
         predicted = {"flexpie": result.partition.predicted_s} | {
             n: p.predicted_s for n, p in result.baselines.items()
         }
+        confirmed, confirm_s = result, 0.0
+        if args.confirm:  # timed apart from the rounds below, which time what it kept
+            start = time.perf_counter()
+            confirmed = confirm_by_measurement(
+                result, model, devices, args.confirm,
+                build=functools.partial(_kept_build, model, name, devices, args.builds),
+            )  # fmt: skip
+            confirm_s = time.perf_counter() - start
+            plans["flexpie-confirmed"] = confirmed.plan
+            predicted["flexpie-confirmed"] = confirmed.partition.predicted_s
         built = {}
         for plan in plans.values():
             if _effect(plan) not in built:
@@ -367,6 +384,8 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
             "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
             "predicted_s": predicted, "measured_s": measured, "score": score,
             "runs_s": runs_s,
+            "confirmed_s": dict(confirmed.confirmed_s), "confirm_kept": confirmed.kept,
+            "confirm_s": confirm_s,
             "estimators": "retrained with this cluster's traces" if args.retrain else
                           args.estimators or "shipped",
             "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
@@ -390,6 +409,9 @@ def main() -> None:
                         help="what the devices' code is built for (device_target)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every plan")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per plan and round")
+    parser.add_argument("--confirm", type=int, default=0, metavar="N",
+                        help="also FlexPie confirmed end to end (plan --confirm-plans N): "
+                        "timed as 'flexpie-confirmed' (default 0: not)")  # fmt: skip
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
     parser.add_argument("--collect-idle", action="store_true",
                         help="append this cluster's transfers after idle gaps only")  # fmt: skip

@@ -289,10 +289,11 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     assert "held-out MAPE" in out and (est / "compute.json").exists()
     png = tmp_path / "schemes.png"
     argv = ["plan", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
-            str(est), "-o", str(plan), "--plot", str(png)]  # fmt: skip
+            str(est), "-o", str(plan), "--plot", str(png), "--confirm-plans", "2"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "FlexPie:" in out and "fixed-OutC" in out and "score" in out
+    assert "Confirmed end to end" in out and "(kept)" in out and "layerwise" in out
     assert json.loads(plan.read_text())["kind"] == "spatial"
     assert png.read_bytes()[:4] == b"\x89PNG"
     art = tmp_path / "m.tar"

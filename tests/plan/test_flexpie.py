@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from tvm_hetero.plan.flexpie import (
+    Segment,
+    SpatialPartition,
     SpatialProblem,
     baselines,
     brute_force,
+    confirm_candidates,
     evaluate,
     flexpie,
     only,
@@ -152,3 +155,27 @@ def test_evaluate_refuses_segments_that_do_not_tile_the_layers() -> None:
         evaluate(problem, [(0, 1, 0), (2, 3, 0)])
     with pytest.raises(ValueError, match="unknown schemes"):
         flexpie(problem, ["Diagonal"])
+
+
+def _partition(*cuts: tuple[int, int, str], seconds: float) -> SpatialPartition:
+    """Segments ``(start, stop, scheme)``, priced ``seconds`` in all (on the gather)."""
+    return SpatialPartition(tuple(Segment(a, b, q, 0.0, 0.0) for a, b, q in cuts), seconds)
+
+
+def test_confirm_candidates_are_flexpie_then_the_cheapest_distinct_and_the_home_device() -> None:
+    rows = _partition((0, 2, "InH"), (2, 3, "Home"), seconds=5.0)
+    found = {
+        "fused-InW": _partition((0, 2, "InW"), (2, 3, "Home"), seconds=4.0),
+        "fused-InH": rows,  # FlexPie's own segments: the same plan
+        "flexpie": rows,
+        "layerwise": _partition((0, 1, "InH"), (1, 2, "Grid"), (2, 3, "Home"), seconds=6.0),
+        "fixed-Grid": _partition((0, 1, "Grid"), (1, 2, "Grid"), (2, 3, "Home"), seconds=7.0),
+        "single": _partition((0, 3, "Home"), seconds=9.0),
+    }
+    assert confirm_candidates(found, 3) == ["flexpie", "fused-InW", "layerwise", "single"]
+    assert confirm_candidates(found, 1) == ["flexpie", "single"]
+    assert confirm_candidates(found, 9) == ["flexpie", "fused-InW", "layerwise", "fixed-Grid",
+                                            "single"]  # fmt: skip
+    assert confirm_candidates(found, 0) == []
+    alone = {"flexpie": found["single"], "single": found["single"]}
+    assert confirm_candidates(alone, 3) == ["flexpie"]  # nothing else to time

@@ -30,7 +30,7 @@ from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.tiles import SCHEMES, even_parts
-from tvm_hetero.plan.flexpie import evaluate
+from tvm_hetero.plan.flexpie import confirm_candidates, evaluate
 from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
@@ -40,6 +40,7 @@ from tvm_hetero.runtime import remote_worker
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.strategies import flexpie as strategy
+from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -87,6 +88,24 @@ def test_plan_builds_runs_and_equals_the_whole_model(devices, trained):
         got = api.run(api.compile(model, devices, p), x)
         np.testing.assert_allclose(got[0], api.reference_outputs(model, x, devices[0])[0],
                                    rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_confirmation_keeps_the_plan_that_ran_fastest_end_to_end(devices, trained):
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    kept = confirm_by_measurement(result, model, devices, plans=2, repeat=5)
+    timed = confirm_candidates(result.partitions(), 2)
+    assert list(kept.confirmed_s) == timed and len(timed) >= 2
+    cuts = {n: [(s.start, s.stop, s.scheme) for s in p.segments]
+            for n, p in result.partitions().items()}  # fmt: skip
+    assert cuts["single"] in [cuts[n] for n in timed]  # the home device alone is always timed
+    assert kept.kept == min(timed, key=kept.confirmed_s.__getitem__)
+    assert kept.partition == result.partitions()[kept.kept]
+    want = "flexpie" if kept.kept == "flexpie" else f"flexpie-{kept.kept}"
+    assert kept.plan.strategy == want
+    assert kept.plan.schemes == tuple(s.scheme for s in kept.partition.segments)
+    assert confirm_by_measurement(result, model, devices, plans=0) is result
 
 
 def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):

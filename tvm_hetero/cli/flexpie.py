@@ -19,6 +19,7 @@ from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.strategies import flexpie as strategy
+from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 
 
 def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
@@ -43,7 +44,29 @@ def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
         f"{segment_costs(result.segment_s)} a tiled segment, {result.handoff_s * 1e3:.3f} ms "
         "a piece"
     )
+    if args.confirm:
+        with progress_bar() as bar:
+            result = confirm_by_measurement(
+                result, model, devices, args.confirm_plans, options,
+                progress=progress_of(bar, "confirming"),
+            )  # fmt: skip
+        if result.confirmed_s:
+            console().print(confirmed_table(result))
+        else:
+            console().print("confirmed: no other plan to time (FlexPie's is the only one)")
     return result
+
+
+def confirmed_table(result: strategy.FlexPieResult):
+    """Rich table: each plan timed end to end, its price and its measured median."""
+    partitions = result.partitions()
+    rows = [
+        [name + (" (kept)" if name == result.kept else ""), partitions[name].predicted_s * 1e3,
+         seconds * 1e3]
+        for name, seconds in result.confirmed_s.items()
+    ]  # fmt: skip
+    cols = ["plan", "predicted ms", "measured ms"]
+    return table("Confirmed end to end on the devices", cols, rows)
 
 
 def segment_costs(segment_s: Mapping[str, float]) -> str:

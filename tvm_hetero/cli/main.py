@@ -396,7 +396,8 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--confirm", action=argparse.BooleanOptionalAction, default=True,
-        help="time the plan and the best baseline end to end and keep the faster",
+        help="time the plan and the best baseline end to end and keep the faster (als; "
+        "flexpie: --confirm-plans of them and the home device alone)",
     )  # fmt: skip
     group.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
     group = p.add_argument_group("DUET (--strategy duet)")
@@ -412,6 +413,11 @@ def _add_strategy_args(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-run", type=_number(int, 1), default=6,
         help="layers one segment may fuse (NT then T; default 6, as FlexPie's code)",
+    )  # fmt: skip
+    group.add_argument(
+        "--confirm-plans", type=_number(int, 1), default=3, metavar="N",
+        help="with --confirm: FlexPie's plan and the cheapest others timed end to end, N in "
+        "all, besides the home device alone (default 3)",
     )  # fmt: skip
     _add_eop_args(p)
 

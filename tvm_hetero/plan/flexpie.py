@@ -26,7 +26,7 @@ code), which is exact for segment costs of this form: ``O(n k^2 max_run^2)`` eva
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,6 +220,25 @@ def scores(times: dict[str, float]) -> dict[str, float]:
     """The paper's performance score of each strategy: the best time over its time."""
     fastest = min(times.values())
     return {name: fastest / t for name, t in times.items()}
+
+
+def confirm_candidates(
+    partitions: Mapping[str, SpatialPartition], count: int, always: str = "single"
+) -> list[str]:
+    """The plans to time end to end before one is kept: ``flexpie`` (which must be among
+    ``partitions``), then the others by predicted time, ``count`` distinct partitions in all
+    (a baseline with the segments of one already chosen is the same plan), and ``always`` (the
+    home device alone) if it is a partition and not chosen yet. ``count`` of 1 keeps FlexPie's
+    plan and ``always``; 0 times nothing."""
+    if count <= 0:
+        return []
+    chosen: dict[tuple, str] = {}
+    ranked = sorted(partitions, key=lambda n: (n != "flexpie", partitions[n].predicted_s))
+    for name in ranked:
+        cuts = tuple((s.start, s.stop, s.scheme) for s in partitions[name].segments)
+        if cuts not in chosen and (len(chosen) < count or name == always):
+            chosen[cuts] = name
+    return list(chosen.values())
 
 
 def brute_force(problem: SpatialProblem) -> float:

@@ -594,7 +594,10 @@ def to_plan(
 class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
     ``handoff_s`` and ``segment_s`` (per scheme) are the runtime's costs it measured on the
-    devices (:func:`handoff_seconds`, :func:`segment_seconds`)."""
+    devices (:func:`handoff_seconds`, :func:`segment_seconds`). Once confirmed end to end
+    (:func:`~tvm_hetero.strategies.flexpie_confirm.confirm_by_measurement`), ``confirmed_s``
+    holds the measured seconds of each plan timed, by name (``flexpie`` or a baseline's), and
+    ``kept`` names the one ``plan`` is (empty and ``flexpie`` before)."""
 
     plan: SpatialPlan
     geometry: TileGeometry
@@ -604,6 +607,12 @@ class FlexPieResult:
     search_s: float
     handoff_s: float = 0.0
     segment_s: Mapping[str, float] = field(default_factory=dict)
+    confirmed_s: Mapping[str, float] = field(default_factory=dict)
+    kept: str = "flexpie"
+
+    def partitions(self) -> dict[str, SpatialPartition]:
+        """FlexPie's partition and every baseline's, by name."""
+        return {"flexpie": self.partition, **self.baselines}
 
     def baseline_plans(self, devices: Sequence[DeviceSpec]) -> dict[str, SpatialPlan]:
         """Each baseline as a plan ``api.compile`` builds."""
@@ -752,7 +761,20 @@ def plan_with_estimators(
     return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff, segment)
 
 
-def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SpatialPlan:
+def make_plan(
+    model: Model, devices: Sequence[DeviceSpec], confirm: int = 0, **settings: Any
+) -> SpatialPlan:
     """FlexPie's plan of ``model`` on ``devices`` (``api.plan(..., "flexpie")``); settings as
-    :func:`plan_with_estimators` (``cluster``, ``estimators``, ``db``, ``options``...)."""
-    return plan_with_estimators(model, devices, **settings).plan
+    :func:`plan_with_estimators` (``cluster``, ``estimators``, ``db``, ``options``...).
+    ``confirm``: time that many plans end to end, FlexPie's and the cheapest others, and the
+    home device alone, and keep the fastest
+    (:func:`~tvm_hetero.strategies.flexpie_confirm.confirm_by_measurement`; 0: none)."""
+    result = plan_with_estimators(model, devices, **settings)
+    if confirm:
+        from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
+
+        result = confirm_by_measurement(
+            result, model, devices, confirm, settings.get("options"),
+            progress=settings.get("progress"),
+        )  # fmt: skip
+    return result.plan

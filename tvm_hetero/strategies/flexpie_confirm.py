@@ -1,0 +1,78 @@
+"""FlexPie's plan confirmed end to end: it and the next-cheapest plans timed on the devices, the
+fastest kept.
+
+The estimators price each tile alone and the runtime's overheads per piece and per segment from
+probes; tiles of a segment running at the same time on devices that share a machine, a link or
+a client can undo a predicted gain. On the emulated ring of four at 1 Gbit/s (Zen 5, MobileNet)
+FlexPie's plan was priced 14.4 ms and ran 22.1 while the home device alone ran 19.6 and fused
+rows 18.9. Timing a few candidates the way the plan will run catches that, as ``--confirm``
+does for Lee et al.'s plan (and DUET falls back to the best single device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
+
+from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.plan.flexpie import confirm_candidates
+from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.strategies.flexpie import FlexPieResult, Progress, to_plan
+
+CONFIRM_PLANS = 3
+"""Plans timed by default: FlexPie's and the two cheapest other ones (the home device alone is
+timed besides)."""
+
+
+def confirm_by_measurement(
+    result: FlexPieResult, model: Model, devices: Sequence[DeviceSpec],
+    plans: int = CONFIRM_PLANS, options: BuildOptions | None = None, repeat: int = 15,
+    progress: Progress | None = None, build: Callable[[SpatialPlan], Deployment] | None = None,
+) -> FlexPieResult:  # fmt: skip
+    """Compile FlexPie's plan, the ``plans - 1`` cheapest other ones by price (distinct) and the
+    home device alone (:func:`~tvm_hetero.plan.flexpie.confirm_candidates`), run them on the
+    devices in interleaved rounds (``repeat`` runs each, after a warm-up; a slow spell of the
+    machine falls on all) and keep the fastest by median. ``build`` compiles a plan (default
+    ``api.compile`` for the devices in the plan's order; a benchmark passes its kept builds).
+
+    Returns
+    -------
+    FlexPieResult
+        ``result`` with ``plan`` and ``partition`` the kept plan's (its strategy ``flexpie``,
+        or ``flexpie-NAME`` when the baseline ``NAME`` ran faster), ``confirmed_s`` each timed
+        plan's median seconds and ``kept`` its name; ``result`` itself when one plan or none
+        is a candidate.
+    """
+    from tvm_hetero import api
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+
+    partitions = result.partitions()
+    names = confirm_candidates(partitions, plans)
+    if len(names) < 2:
+        return result
+    deployments = []
+    for k, name in enumerate(names):
+        if progress:
+            progress(f"compiling {name} to time it", k, len(names) + 1)
+        plan = to_plan(result.geometry, devices, partitions[name], name)
+        if build is not None:
+            deployments.append(build(plan))
+        else:
+            used = api.in_plan_order(devices, plan)
+            deployments.append(api.compile(model, used, plan, options).deployment)
+    if progress:
+        progress(f"timing {len(names)} plans end to end", len(names), len(names) + 1)
+    samples = interleaved_run_seconds(deployments, [repeat] * len(names), rounds=3)
+    seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True)}
+    kept = min(names, key=seconds.__getitem__)
+    if progress:
+        progress("confirmed", len(names) + 1, len(names) + 1)
+    strategy = "flexpie" if kept == "flexpie" else f"flexpie-{kept}"
+    plan = to_plan(result.geometry, devices, partitions[kept], strategy)
+    return dataclasses.replace(
+        result, plan=plan, partition=partitions[kept], confirmed_s=seconds, kept=kept
+    )
