@@ -135,8 +135,10 @@ def plan(
     :mod:`tvm_hetero.strategies.registry`); ``settings`` go to that strategy's ``make_plan``
     (EOP: ``db``, ``options``, ``key_share``, ``samples``, ``span``, ``progress``; ALS:
     ``options``, ``pim``, ``exact``, ``min_gain``, ``confirm``; DUET: ``db``, ``options``,
-    ``budget``; EdgePipe: ``cluster``, ``db``, ``options``, ``orders``). Compile the result with
-    :func:`compile` (``in_plan_order(devices, plan)`` gives the devices in the plan's order)."""
+    ``budget``; EdgePipe: ``cluster``, ``db``, ``options``, ``orders``; FlexPie: ``cluster``,
+    ``estimators``, ``db``, ``options``, ``confirm``: plans timed end to end, 0 for none).
+    Compile the result with :func:`compile` (``in_plan_order(devices, plan)`` gives the devices
+    in the plan's order)."""
     if not devices:
         raise SpecError("plan: give at least one device")
     require_static_inputs(model)

@@ -19,7 +19,7 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.runtime.deployment import read_manifest
-from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.executor import Executor, interleaved_run_seconds
 from tvm_hetero.runtime.remote_worker import RemoteValue, RemoteWorker
 from tvm_hetero.zoo import load_zoo_model
 
@@ -155,6 +155,30 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
         with pytest.raises(RunError, match=r"edge-c \(127\.0\.0\.1:\d+\)"):
             ex.run(in_c)
         assert time.perf_counter() - start < 5
+
+
+def test_a_worker_serving_another_session_is_named_within_the_timeout(start_workers):
+    """A worker, like TVM's RPC server, serves one session at a time: a second one waits."""
+    ((port, _),) = start_workers(1)
+    edge = _edge("edge-a", port)
+    session, _ = remote_worker.connect_worker(edge)
+    start = time.perf_counter()
+    with pytest.raises(RunError, match=r"no free worker for edge-a \(127\.0\.0\.1:\d+\) "
+                       r"within 1 s \(a worker serves one session at a time"):  # fmt: skip
+        remote_worker.connect_worker(edge, timeout_s=1.0)
+    assert time.perf_counter() - start < 4
+    del session  # closed: the worker serves the next session
+    again, _ = remote_worker.connect_worker(edge, timeout_s=10.0)
+    assert again.cpu(0).exist
+
+
+def test_deployments_on_one_worker_are_timed_in_interleaved_rounds(start_workers):
+    ((port, _),) = start_workers(1)
+    model = load_zoo_model("mlp:tiny")
+    edge = _edge("edge-a", port)
+    one, two = (api.compile(model, [edge]).deployment for _ in range(2))
+    found = interleaved_run_seconds([one, two], [3, 2], rounds=2, warmup=1)
+    assert [len(s) for s in found] == [3, 2] and all(t > 0 for s in found for t in s)
 
 
 def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(

@@ -557,23 +557,32 @@ def interleaved_run_seconds(
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
     of them, not on whichever was being timed (on a GPU box, one trial's 30 runs measured 3.33
-    ms and its mirror image's 2.04)."""
+    ms and its mirror image's 2.04). Deployments on remote workers, each of which serves one
+    session at a time, are loaded one at a time, again each round, with ``warmup`` runs each
+    time; local ones are loaded once."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
     samples: list[list[float]] = [[] for _ in deployments]
+    remote = any(d.host is not None for dep in deployments for d in dep.devices)
     with ExitStack() as stack:
-        started = []
-        for deployment in deployments:
-            rng = np.random.default_rng(0)
-            inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
-            executor = stack.enter_context(Executor(deployment, timeout_s=120))
-            started.append((executor, executor.place_inputs(inputs)))
+        opened: dict[int, tuple[Executor, list]] = {}
         for r in range(rounds):
-            for k, (executor, tensors) in enumerate(started):
+            for k, deployment in enumerate(deployments):
                 runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
-                if runs > 0:
-                    stats = executor.time(tensors, repeat=runs, warmup=warmup if r == 0 else 0)
+                if runs <= 0:
+                    continue
+                with ExitStack() as this_round:
+                    # a remote worker serves one session at a time: opened anew each round
+                    into = this_round if remote else stack
+                    fresh = k not in opened
+                    if fresh:
+                        rng = np.random.default_rng(0)
+                        inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
+                        executor = into.enter_context(Executor(deployment, timeout_s=120))
+                        opened[k] = (executor, executor.place_inputs(inputs))
+                    executor, tensors = opened.pop(k) if remote else opened[k]
+                    stats = executor.time(tensors, repeat=runs, warmup=warmup if fresh else 0)
                     samples[k] += stats.samples_ms
     return [tuple(t * 1e-3 for t in ms) for ms in samples]
 

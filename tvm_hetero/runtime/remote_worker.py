@@ -38,12 +38,36 @@ UPLOAD_CHUNK_BYTES = 16 * 2**20
 killed a worker held to the memory its stage of ViT-Large fitted."""
 
 
+def _connect_within(timeout_s: float, where: str, *address: Any) -> Any:
+    """``tvm.rpc.connect(*address)``, or ``TimeoutError`` when the worker has not answered
+    within ``timeout_s`` (TVM's handshake waits on the socket with no limit; the thread left
+    waiting ends with the session it would have had, dropped)."""
+    done: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            done["session"] = tvm.rpc.connect(*address, session_timeout=0)
+        except BaseException as err:  # handed to the caller's thread
+            done["error"] = err
+
+    thread = threading.Thread(target=connect, name=f"connect {where}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(where)
+    if "error" in done:
+        raise done["error"]
+    return done["session"]
+
+
 def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tuple[str, int]]:
     """A TVM RPC session with the device's worker, and the worker's ``(host, port)``.
 
     A device with a ``key`` is requested from the TVM RPC tracker at ``spec.host``: the tracker
     names a free worker of that key and the match key it accepts (what ``tracker.request`` does,
-    keeping the address, which the tensor link needs). Waits ``timeout_s`` for a free worker.
+    keeping the address, which the tensor link needs). Waits ``timeout_s`` for a free worker,
+    and as long for the worker's answer: a worker, like TVM's RPC server, serves one session at
+    a time, and a second one waits, without a word, until the first ends.
 
     Raises
     ------
@@ -55,7 +79,7 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
     where = f"{spec.name} ({spec.host}{f', key {spec.key}' if spec.key else ''})"
     try:
         if spec.key is None:
-            return tvm.rpc.connect(*spec.address, session_timeout=0), spec.address
+            return _connect_within(timeout_s, where, *spec.address), spec.address
         with socket.create_connection(spec.address, timeout=timeout_s) as tracker:
             tracker.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # 2 writes a message
             tracker.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
@@ -66,9 +90,12 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
         if reply[0] != base.TrackerCode.SUCCESS:
             raise RunError(f"the tracker refused: {reply}")
         host, port, matchkey = reply[1]
-        return tvm.rpc.connect(host, port, matchkey, session_timeout=0), (host, int(port))
+        return _connect_within(timeout_s, where, host, port, matchkey), (host, int(port))
     except TimeoutError:
-        raise RunError(f"no free worker for {where} within {timeout_s:g} s", spec.name) from None
+        raise RunError(
+            f"no free worker for {where} within {timeout_s:g} s (a worker serves one session "
+            "at a time: is another client using it?)", spec.name,
+        ) from None  # fmt: skip
     except (RuntimeError, OSError) as err:
         if isinstance(err, RunError):
             raise RunError(f"cannot reach worker {where}: {err}", spec.name) from None
