@@ -106,6 +106,9 @@ def test_confirmation_keeps_the_plan_that_ran_fastest_end_to_end(devices, traine
     assert kept.plan.strategy == want
     assert kept.plan.schemes == tuple(s.scheme for s in kept.partition.segments)
     assert confirm_by_measurement(result, model, devices, plans=0) is result
+    plan = api.plan(model, devices, "flexpie", estimators=estimators, db=folder / "db.jsonl",
+                    confirm=1)  # fmt: skip
+    assert plan.strategy in ("flexpie", "flexpie-single")  # FlexPie's or the home device's
 
 
 def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):
