@@ -574,14 +574,14 @@ def interleaved_run_seconds(
                     continue
                 with ExitStack() as this_round:
                     # a remote worker serves one session at a time: opened anew each round
-                    into = this_round if remote else stack
-                    fresh = k not in opened
+                    fresh = remote or k not in opened
                     if fresh:
                         rng = np.random.default_rng(0)
                         inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
+                        into = this_round if remote else stack
                         executor = into.enter_context(Executor(deployment, timeout_s=120))
                         opened[k] = (executor, executor.place_inputs(inputs))
-                    executor, tensors = opened.pop(k) if remote else opened[k]
+                    executor, tensors = opened[k]
                     stats = executor.time(tensors, repeat=runs, warmup=warmup if fresh else 0)
                     samples[k] += stats.samples_ms
     return [tuple(t * 1e-3 for t in ms) for ms in samples]

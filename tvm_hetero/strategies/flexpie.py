@@ -597,7 +597,7 @@ class FlexPieResult:
     devices (:func:`handoff_seconds`, :func:`segment_seconds`). Once confirmed end to end
     (:func:`~tvm_hetero.strategies.flexpie_confirm.confirm_by_measurement`), ``confirmed_s``
     holds the measured seconds of each plan timed, by name (``flexpie`` or a baseline's), and
-    ``kept`` names the one ``plan`` is (empty and ``flexpie`` before)."""
+    ``plan`` is the fastest of them, :attr:`kept` (empty and ``flexpie`` before)."""
 
     plan: SpatialPlan
     geometry: TileGeometry
@@ -608,7 +608,12 @@ class FlexPieResult:
     handoff_s: float = 0.0
     segment_s: Mapping[str, float] = field(default_factory=dict)
     confirmed_s: Mapping[str, float] = field(default_factory=dict)
-    kept: str = "flexpie"
+
+    @property
+    def kept(self) -> str:
+        """The name of the plan ``plan`` is: the fastest timed, or ``flexpie`` when none was."""
+        found = self.confirmed_s
+        return min(found, key=found.__getitem__) if found else "flexpie"
 
     def partitions(self) -> dict[str, SpatialPartition]:
         """FlexPie's partition and every baseline's, by name."""

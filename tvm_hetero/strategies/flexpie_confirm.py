@@ -43,8 +43,8 @@ def confirm_by_measurement(
     -------
     FlexPieResult
         ``result`` with ``plan`` and ``partition`` the kept plan's (its strategy ``flexpie``,
-        or ``flexpie-NAME`` when the baseline ``NAME`` ran faster), ``confirmed_s`` each timed
-        plan's median seconds and ``kept`` its name; ``result`` itself when one plan or none
+        or ``flexpie-NAME`` when the baseline ``NAME`` ran faster; ``kept`` names it) and
+        ``confirmed_s`` each timed plan's median seconds; ``result`` itself when one plan or none
         is a candidate.
     """
     from tvm_hetero import api
@@ -68,11 +68,10 @@ def confirm_by_measurement(
         progress(f"timing {len(names)} plans end to end", len(names), len(names) + 1)
     samples = interleaved_run_seconds(deployments, [repeat] * len(names), rounds=3)
     seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True)}
-    kept = min(names, key=seconds.__getitem__)
+    timed = dataclasses.replace(result, confirmed_s=seconds)
+    kept = timed.kept  # the fastest
     if progress:
         progress("confirmed", len(names) + 1, len(names) + 1)
     strategy = "flexpie" if kept == "flexpie" else f"flexpie-{kept}"
     plan = to_plan(result.geometry, devices, partitions[kept], strategy)
-    return dataclasses.replace(
-        result, plan=plan, partition=partitions[kept], confirmed_s=seconds, kept=kept
-    )
+    return dataclasses.replace(timed, plan=plan, partition=partitions[kept])
