@@ -10,8 +10,10 @@ prints what the plan was priced (compute, moves and the runtime's measured overh
 median latency and, from the executor's timeline of the last run, each device's units and
 copies: their span and how long its units waited there for pieces still arriving. With
 ``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
-on its device is printed beside its time in the runs together: what the estimators price (a
-tile alone) against what the plan's concurrency adds.
+on its device is printed beside its time in the runs together. A unit shorter than its
+device's quota per CFS period (0.45 core: 2.25 ms of 5) runs alone as a burst at a full core,
+so the ratio shows the core's share among the devices pinned to it. The estimators price
+neither: they time tiles over 500 ms, at the quota's rate.
 """
 
 from __future__ import annotations
