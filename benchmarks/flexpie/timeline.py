@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -117,6 +119,8 @@ def main() -> None:
     parser.add_argument("--unpinned", action="store_true",
                         help="let the client run on any core (latency.py pins it to home's)")  # fmt: skip
     args = parser.parse_args()
+    # killed (SIGTERM), still bring the cluster down: its tag comes from a temporary path
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as tmp:
         path = spec_file(args.case, args.quota, Path(tmp), args.target)
         fit_estimators(args.traces, Path(tmp) / "estimators")
