@@ -46,8 +46,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -435,6 +437,8 @@ def main() -> None:
     parser.add_argument("--builds-gb", type=float, default=30.0,
                         help="at most this many GB of kept builds (the least recently used go)")  # fmt: skip
     args = parser.parse_args()
+    # killed (SIGTERM), still bring the cluster down: its tag comes from a temporary path
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     prune_builds(args.builds, args.builds_gb)
     out = Path(args.out)
     kept = []

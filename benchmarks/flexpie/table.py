@@ -34,6 +34,8 @@ runs measured before it, and what they were planned with (the runs since the las
 unmarked)."""
 TARGETS = {"generic": "generic x86-64 (no CPU named)", "host": "this CPU (mcpu)"}
 """What ``latency.py --target`` built the devices' code for (runs before the field: generic)."""
+CONFIRMED = "flexpie-confirmed"
+"""The label ``latency.py --confirm`` times FlexPie's confirmed plan under."""
 SHAPES = {"ring": "ring", "ps": "PS"}
 NAMES = {"resnet18": "ResNet-18", "mobilenet": "MobileNet", "resnet101": "ResNet-101",
          "bert": "BERT"}  # fmt: skip
@@ -63,8 +65,20 @@ def row(run: dict) -> str:
     return (f"| {cluster_name(run['case'])}{older} | {NAMES.get(run['model'], run['model'])} | "
             f"{mark}{m['flexpie']:.0f}{mark} ({p:.0f}) | {m['single']:.0f} | {best('fixed-'):.0f} | "
             f"{m['layerwise']:.0f} | {best('fused-'):.0f} | {mark}{score:.2f}{mark}{rounds} | "
+            f"{confirmed(run)} | "
             f"{'FlexPie' if winner == 'flexpie' or score >= 0.995 else winner} | "
             f"{m['single'] / m['flexpie']:.2f}x | {run['search_s'] * 1e3:.1f} |")  # fmt: skip
+
+
+def confirmed(run: dict) -> str:
+    """The score of FlexPie confirmed end to end (``latency.py --confirm``) and what it kept,
+    or ``-`` for a run without."""
+    score = run["score"].get(CONFIRMED)
+    if score is None:
+        return "-"
+    mark = "**" if score >= 0.995 else ""
+    kept = run.get("confirm_kept", "flexpie")
+    return f"{mark}{score:.2f}{mark}" + ("" if kept == "flexpie" else f" ({kept})")
 
 
 def rounds_ahead(run: dict) -> tuple[int, int] | None:
@@ -113,9 +127,9 @@ def print_table(runs: list[dict]) -> None:
     runs.sort(key=lambda r: (r["case"][:2], r["case"], r["model"]))
     print(
         "| cluster | model | FlexPie ms (predicted) | one device | best fixed | layer-wise | "
-        "best fused | FlexPie score | best | vs one device | search ms |"
+        "best fused | FlexPie score | confirmed | best | vs one device | search ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         print(row(run))
     if any("estimators" not in r for r in runs):
@@ -153,9 +167,15 @@ def summary(runs: list[dict]) -> str:
     speedups = [r["measured_s"]["single"] / r["measured_s"]["flexpie"] for r in runs]
     level = sum(r["score"]["flexpie"] < 0.995 and (rounds_ahead(r) or (0,))[0] > 0 for r in runs)
     tied = f" (and ahead of the best in a round in {level} more)" if level else ""
-    return (f"{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}"
+    said = (f"{len(runs)} runs: FlexPie's score 1.00 in {sum(s >= 0.995 for s in scores)}"
             f"{tied}, median {statistics.median(scores):.2f}, lowest {min(scores):.2f}; against "
             f"one device {min(speedups):.2f}-{max(speedups):.2f}x.")  # fmt: skip
+    kept = [r["score"][CONFIRMED] for r in runs if CONFIRMED in r["score"]]
+    if kept:
+        said += (f" Confirmed end to end ({len(kept)} runs): 1.00 in "
+                 f"{sum(s >= 0.995 for s in kept)}, mean {statistics.mean(kept):.2f}, lowest "
+                 f"{min(kept):.2f}.")  # fmt: skip
+    return said
 
 
 if __name__ == "__main__":

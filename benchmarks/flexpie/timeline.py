@@ -10,15 +10,19 @@ prints what the plan was priced (compute, moves and the runtime's measured overh
 median latency and, from the executor's timeline of the last run, each device's units and
 copies: their span and how long its units waited there for pieces still arriving. With
 ``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
-on its device is printed beside its time in the runs together: what the estimators price (a
-tile alone) against what the plan's concurrency adds.
+on its device is printed beside its time in the runs together. A unit shorter than its
+device's quota per CFS period (0.45 core: 2.25 ms of 5) runs alone as a burst at a full core,
+so the ratio shows the core's share among the devices pinned to it. The estimators price
+neither: they time tiles over 500 ms, at the quota's rate.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -115,6 +119,8 @@ def main() -> None:
     parser.add_argument("--unpinned", action="store_true",
                         help="let the client run on any core (latency.py pins it to home's)")  # fmt: skip
     args = parser.parse_args()
+    # killed (SIGTERM), still bring the cluster down: its tag comes from a temporary path
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as tmp:
         path = spec_file(args.case, args.quota, Path(tmp), args.target)
         fit_estimators(args.traces, Path(tmp) / "estimators")

@@ -8,6 +8,7 @@ import pytest
 
 from tvm_hetero.cli.main import main
 from tvm_hetero.profiling import traces as trace_collection
+from tvm_hetero.runtime.deployment import read_manifest
 
 
 def test_help_does_not_import_tvm():
@@ -299,5 +300,13 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     art = tmp_path / "m.tar"
     assert main(["compile", "resnet18:tiny", "--plan", str(plan), "-o", str(art), "--check"]) == 0
     capsys.readouterr()
+    argv = ["compile", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
+            str(est), "--confirm-plans", "2", "-o", str(art), "--check"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    kept = re.search(r"(\S+) \(kept\)", out).group(1)
+    assert "compiled while confirming" in out and "matches" in out
+    written = read_manifest(art)["plan"]["strategy"]
+    assert written == ("flexpie" if kept == "flexpie" else f"flexpie-{kept}")
     assert main(["train", str(tmp_path / "none.jsonl"), "-o", str(est)]) == 2
     assert "no such file" in " ".join(capsys.readouterr().out.split())

@@ -62,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     default = list(strategy.default_devices) if strategy else ["cpu"]
     devices = devices_from_args(args, list(plan.devices) if plan else default)
     options = build_options(args)
-    if strategy:
+    compiled = None  # a strategy that compiled its plan while planning hands it over
+    if strategy and hasattr(strategy.module(), "plan_and_build"):
+        placement, compiled = strategy.module().plan_and_build(args, model, devices)
+    elif strategy:
         placement = strategy.module().make_plan(args, model, devices)
     elif plan:
         placement = plan
@@ -84,11 +87,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(placement_table(model, placement))
     start = time.perf_counter()
-    with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
-        compiled = api.compile(model, devices, placement, options)
+    if compiled is None:
+        with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):
+            compiled = api.compile(model, devices, placement, options)
+        how = f"compiled in {time.perf_counter() - start:.1f} s"
+    else:
+        how = "compiled while confirming"
     deployment = compiled.deployment
     console().print(
-        f"compiled in {time.perf_counter() - start:.1f} s ({len(deployment.units)} units, "
+        f"{how} ({len(deployment.units)} units, "
         f"{len(deployment.copies)} copies between devices per run)"
     )
     if args.explain:

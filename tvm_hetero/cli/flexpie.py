@@ -5,7 +5,10 @@ estimators, default the shipped ones)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from collections.abc import Mapping
+from typing import Any
 
 from tvm_hetero.cli.common import (
     build_options,
@@ -18,6 +21,7 @@ from tvm_hetero.cli.common import (
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 
@@ -27,7 +31,48 @@ def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
     return _plan(args, model, devices).plan
 
 
-def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
+def plan_and_build(args: argparse.Namespace, model, devices) -> tuple[SpatialPlan, Any]:
+    """``compile --strategy flexpie``: the plan, and its ``CompiledModel`` when the
+    confirmation compiled it (else ``None``): ResNet-18's took up to a minute to compile again."""
+    builds = ConfirmBuilds(model, devices, build_options(args))
+    plan = _plan(args, model, devices, builds).plan
+    return plan, builds.take(plan)
+
+
+class ConfirmBuilds:
+    """Compiles the plans the confirmation times (its ``build``) and keeps them by partition, so
+    the kept one is written as it was timed."""
+
+    def __init__(self, model, devices, options) -> None:
+        self.model, self.devices, self.options = model, devices, options
+        self.compiled: dict[str, Any] = {}
+
+    def __call__(self, plan: SpatialPlan) -> Deployment:
+        from tvm_hetero import api
+
+        used = api.in_plan_order(self.devices, plan)
+        compiled = api.compile(self.model, used, plan, self.options)
+        self.compiled[_partition_key(plan)] = compiled
+        return compiled.deployment
+
+    def take(self, plan: SpatialPlan) -> Any:
+        """The ``CompiledModel`` of ``plan``'s partition, named as ``plan`` (the confirmation
+        compiled a baseline under its own name), or ``None``; the others are dropped."""
+        found, self.compiled = self.compiled.get(_partition_key(plan)), {}
+        if found is None:
+            return None
+        deployment = dataclasses.replace(found.deployment, plan=plan.to_dict())
+        return dataclasses.replace(found, deployment=deployment, placement=plan)
+
+
+def _partition_key(plan: SpatialPlan) -> str:
+    """What makes two plans the same build: everything but their strategy's name."""
+    return json.dumps({k: v for k, v in plan.to_dict().items() if k != "strategy"})
+
+
+def _plan(
+    args: argparse.Namespace, model, devices, build: ConfirmBuilds | None = None
+) -> strategy.FlexPieResult:
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     estimators = strategy.Estimators.load(args.estimators)
     options = build_options(args)
@@ -48,7 +93,7 @@ def _plan(args: argparse.Namespace, model, devices) -> strategy.FlexPieResult:
         with progress_bar() as bar:
             result = confirm_by_measurement(
                 result, model, devices, args.confirm_plans, options,
-                progress=progress_of(bar, "confirming"),
+                progress=progress_of(bar, "confirming"), build=build,
             )  # fmt: skip
         if result.confirmed_s:
             console().print(confirmed_table(result))
