@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tvm_hetero.cli.common import (
     build_options,
@@ -25,13 +25,18 @@ from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.strategies import flexpie as strategy
 from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 
+if TYPE_CHECKING:
+    from tvm_hetero.api import CompiledModel
+
 
 def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
     """Layers, their tiles under every scheme, the estimators' costs, the reverse DP."""
     return _plan(args, model, devices).plan
 
 
-def plan_and_build(args: argparse.Namespace, model, devices) -> tuple[SpatialPlan, Any]:
+def plan_and_build(
+    args: argparse.Namespace, model, devices
+) -> tuple[SpatialPlan, CompiledModel | None]:
     """``compile --strategy flexpie``: the plan, and its ``CompiledModel`` when the
     confirmation compiled it (else ``None``): ResNet-18's took up to a minute to compile again."""
     builds = ConfirmBuilds(model, devices, build_options(args))
@@ -45,7 +50,7 @@ class ConfirmBuilds:
 
     def __init__(self, model, devices, options) -> None:
         self.model, self.devices, self.options = model, devices, options
-        self.compiled: dict[str, Any] = {}
+        self.compiled: dict[str, CompiledModel] = {}
 
     def __call__(self, plan: SpatialPlan) -> Deployment:
         from tvm_hetero import api
@@ -55,7 +60,7 @@ class ConfirmBuilds:
         self.compiled[_partition_key(plan)] = compiled
         return compiled.deployment
 
-    def take(self, plan: SpatialPlan) -> Any:
+    def take(self, plan: SpatialPlan) -> CompiledModel | None:
         """The ``CompiledModel`` of ``plan``'s partition, named as ``plan`` (the confirmation
         compiled a baseline under its own name), or ``None``; the others are dropped."""
         found, self.compiled = self.compiled.get(_partition_key(plan)), {}
