@@ -5,8 +5,6 @@ estimators, default the shipped ones)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -21,9 +19,8 @@ from tvm_hetero.cli.common import (
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
-from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.strategies import flexpie as strategy
-from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
+from tvm_hetero.strategies.flexpie_confirm import ConfirmBuilds, confirm_by_measurement
 
 if TYPE_CHECKING:
     from tvm_hetero.api import CompiledModel
@@ -42,37 +39,6 @@ def plan_and_build(
     builds = ConfirmBuilds(model, devices, build_options(args))
     plan = _plan(args, model, devices, builds).plan
     return plan, builds.take(plan)
-
-
-class ConfirmBuilds:
-    """Compiles the plans the confirmation times (its ``build``) and keeps them by partition, so
-    the kept one is written as it was timed."""
-
-    def __init__(self, model, devices, options) -> None:
-        self.model, self.devices, self.options = model, devices, options
-        self.compiled: dict[str, CompiledModel] = {}
-
-    def __call__(self, plan: SpatialPlan) -> Deployment:
-        from tvm_hetero import api
-
-        used = api.in_plan_order(self.devices, plan)
-        compiled = api.compile(self.model, used, plan, self.options)
-        self.compiled[_partition_key(plan)] = compiled
-        return compiled.deployment
-
-    def take(self, plan: SpatialPlan) -> CompiledModel | None:
-        """The ``CompiledModel`` of ``plan``'s partition, named as ``plan`` (the confirmation
-        compiled a baseline under its own name), or ``None``; the others are dropped."""
-        found, self.compiled = self.compiled.get(_partition_key(plan)), {}
-        if found is None:
-            return None
-        deployment = dataclasses.replace(found.deployment, plan=plan.to_dict())
-        return dataclasses.replace(found, deployment=deployment, placement=plan)
-
-
-def _partition_key(plan: SpatialPlan) -> str:
-    """What makes two plans the same build: everything but their strategy's name."""
-    return json.dumps({k: v for k, v in plan.to_dict().items() if k != "strategy"})
 
 
 def _plan(

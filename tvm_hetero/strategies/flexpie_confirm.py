@@ -12,8 +12,10 @@ does for Lee et al.'s plan (and DUET falls back to the best single device).
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.devices.spec import DeviceSpec
@@ -22,6 +24,9 @@ from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.strategies.flexpie import FlexPieResult, Progress, to_plan
+
+if TYPE_CHECKING:
+    from tvm_hetero.api import CompiledModel
 
 CONFIRM_PLANS = 3
 """Plans timed by default: FlexPie's and the two cheapest other ones (the home device alone is
@@ -37,7 +42,8 @@ def confirm_by_measurement(
     home device alone (:func:`~tvm_hetero.plan.flexpie.confirm_candidates`), run them on the
     devices in interleaved rounds (``repeat`` runs each, after a warm-up; a slow spell of the
     machine falls on all) and keep the fastest by median. ``build`` compiles a plan (default
-    ``api.compile`` for the devices in the plan's order; a benchmark passes its kept builds).
+    :class:`ConfirmBuilds`: ``api.compile`` for the devices in the plan's order; a benchmark
+    passes its kept builds).
 
     Returns
     -------
@@ -47,9 +53,9 @@ def confirm_by_measurement(
         ``confirmed_s`` each timed plan's median seconds; ``result`` itself when one plan or none
         is a candidate.
     """
-    from tvm_hetero import api
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
+    build = build or ConfirmBuilds(model, devices, options)
     partitions = result.partitions()
     names = confirm_candidates(partitions, plans)
     if len(names) < 2:
@@ -58,12 +64,7 @@ def confirm_by_measurement(
     for k, name in enumerate(names):
         if progress:
             progress(f"compiling {name} to time it", k, len(names) + 1)
-        plan = to_plan(result.geometry, devices, partitions[name], name)
-        if build is not None:
-            deployments.append(build(plan))
-        else:
-            used = api.in_plan_order(devices, plan)
-            deployments.append(api.compile(model, used, plan, options).deployment)
+        deployments.append(build(to_plan(result.geometry, devices, partitions[name], name)))
     if progress:
         progress(f"timing {len(names)} plans end to end", len(names), len(names) + 1)
     samples = interleaved_run_seconds(deployments, [repeat] * len(names), rounds=3)
@@ -75,3 +76,37 @@ def confirm_by_measurement(
     strategy = "flexpie" if kept == "flexpie" else f"flexpie-{kept}"
     plan = to_plan(result.geometry, devices, partitions[kept], strategy)
     return dataclasses.replace(timed, plan=plan, partition=partitions[kept])
+
+
+class ConfirmBuilds:
+    """The confirmation's default ``build``: compiles each plan it times for the devices in the
+    plan's order and keeps it by partition, so that ``compile --strategy flexpie`` writes the
+    kept one as it was timed (:meth:`take`) instead of compiling it again."""
+
+    def __init__(
+        self, model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None
+    ) -> None:
+        self.model, self.devices, self.options = model, devices, options
+        self.compiled: dict[str, CompiledModel] = {}
+
+    def __call__(self, plan: SpatialPlan) -> Deployment:
+        from tvm_hetero import api
+
+        used = api.in_plan_order(self.devices, plan)
+        compiled = api.compile(self.model, used, plan, self.options)
+        self.compiled[_partition_key(plan)] = compiled
+        return compiled.deployment
+
+    def take(self, plan: SpatialPlan) -> CompiledModel | None:
+        """The ``CompiledModel`` of ``plan``'s partition, named as ``plan`` (the confirmation
+        compiled a baseline under its own name), or ``None``; the others are dropped."""
+        found, self.compiled = self.compiled.get(_partition_key(plan)), {}
+        if found is None:
+            return None
+        deployment = dataclasses.replace(found.deployment, plan=plan.to_dict())
+        return dataclasses.replace(found, deployment=deployment, placement=plan)
+
+
+def _partition_key(plan: SpatialPlan) -> str:
+    """What makes two plans the same build: everything but their strategy's name."""
+    return json.dumps({k: v for k, v in plan.to_dict().items() if k != "strategy"})
