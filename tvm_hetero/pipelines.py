@@ -59,6 +59,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "FuseTIR": relax.transform.FuseTIR,
     "DeadCodeElimination": relax.transform.DeadCodeElimination,
     "FoldConstant": relax.transform.FoldConstant,
+    "CanonicalizeBindings": relax.transform.CanonicalizeBindings,
 }
 OWN_PASSES = (
     "DeclareVDevices",
@@ -210,7 +211,8 @@ PIPELINES: dict[str, Pipeline] = {
             "convolutions and constant matmul weights to widths the vector divides, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
-            "fold kernels of constants (weight transposes) at compile time, fuse within one "
+            "fold kernels of constants (weight transposes) at compile time, take items of "
+            "literal tuples (TVM's FuseOps drops the binding of an (x,)[0]), fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",
             (),
@@ -222,6 +224,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
+                Step("CanonicalizeBindings"),
                 Step("AnnotateTIROpPattern"),
                 Step("FuseOps"),
                 Step("FuseTIR"),

@@ -7,6 +7,7 @@ pipelines would do, per device.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -15,9 +16,12 @@ import tvm
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc
+from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.schedules import schedule_kernels
+
+log = logging.getLogger(__name__)
 
 
 class CpuSchedule(StrEnum):
@@ -59,12 +63,18 @@ class BuildOptions:
     cuda_archs : tuple of str
         GPU architectures (``sm_80``, ``sm_90``) whose device code the library carries (one fat
         binary); empty: each CUDA device's own ``arch``.
+    cuda_graph : bool
+        A library of one CUDA device captures its runs of kernels over planned memory as CUDA
+        graphs on the first call and replays them after (``RewriteCUDAGraph``); ``False``
+        launches every kernel each run. Libraries of CPU devices, and modules of several
+        devices, never capture (TVM's rewrite does not tell a CPU kernel from a GPU one).
     """
 
     cpu_schedule: CpuSchedule = CpuSchedule.RULES
     ms_database: str | None = None
     fuse: bool = True
     cuda_archs: tuple[str, ...] = ()
+    cuda_graph: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
@@ -138,8 +148,7 @@ def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime
     """
     options = options or BuildOptions()
     lowered = lower(mod, options)
-    multi = len(mod.global_infos["vdevice"]) > 1
-    ex = tvm.compile(lowered, relax_pipeline=vm_pipeline(plan_memory=not multi))
+    ex = _compile(lowered, options.cuda_graph and captures(mod))
     cuda_kernels = [
         gv.name_hint
         for gv, f in lowered.functions_items()
@@ -160,19 +169,56 @@ def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime
     return DeviceCodeExecutable(ex.mod, archs)
 
 
-def vm_pipeline(plan_memory: bool = True) -> tvm.transform.Pass:
-    """TVM's default Relax-to-VM pipeline, optionally without static memory planning.
+def captures(mod: tvm.IRModule) -> bool:
+    """Whether a build of ``mod`` may capture CUDA graphs: it declares one vdevice, a CUDA one.
+
+    ``RewriteCUDAGraph`` lifts every kernel over planned memory, whatever its target, and merges
+    the lifted storage assuming virtual device 0: in a module of several devices it would
+    capture CPU kernels into the graph (replayed, they never run). A deployment builds each
+    device's units into a library of that device alone, so its GPU units capture.
+    """
+    vdevices = list(mod.global_infos.get("vdevice", []))
+    return len(vdevices) == 1 and str(vdevices[0].target.kind.name) == "cuda"
+
+
+def _compile(lowered: tvm.IRModule, cuda_graph: bool) -> tvm.runtime.Executable:
+    """Relax to VM code; with ``cuda_graph``, capturing where TVM's rewrite can, else (its
+    rewrite fails on some modules: a lifted region's value left undefined) launching."""
+    if cuda_graph:
+        try:
+            with _cuda_graph_context(True):
+                return tvm.compile(lowered, relax_pipeline=vm_pipeline())
+        except RuntimeError as err:  # tvm.error.InternalError
+            first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            log.warning("build: CUDA graphs left off for this library (TVM: %s)", first)
+    with _cuda_graph_context(False):
+        return tvm.compile(lowered, relax_pipeline=vm_pipeline())
+
+
+def _cuda_graph_context(enabled: bool) -> tvm.transform.PassContext:
+    """The caller's pass context (its instruments, its config) with CUDA graphs on or off."""
+    current = tvm.transform.PassContext.current()
+    config = {str(k): v for k, v in current.config.items()}
+    config["relax.backend.use_cuda_graph"] = enabled
+    return tvm.transform.PassContext(
+        opt_level=current.opt_level, config=config, instruments=list(current.instruments)
+    )
+
+
+def vm_pipeline() -> tvm.transform.Pass:
+    """TVM's default Relax-to-VM pipeline, with memory planned per device.
 
     ``StaticPlanBlockMemory`` in 0.27 pools storage by (scope, dtype) only, so a buffer freed on
-    one vdevice is reused for a tensor on another and kernels fail their device check (seen with
-    llvm:0 / llvm:1). Multi-device builds skip it; the VM's pooled allocator still reuses memory
-    per device at run time.
+    one vdevice was reused for a tensor on another and kernels failed their device check (seen
+    with llvm:0 / llvm:1): :mod:`~tvm_hetero.build.storage_per_device` keeps each device's
+    storage to itself while the planner runs. ``RewriteCUDAGraph`` acts only under the pass
+    config ``relax.backend.use_cuda_graph`` (:func:`build` sets it for a CUDA device alone).
     """
     t, b = relax.transform, relax.backend
     steps = [
         b.DispatchSampling(), b.DispatchSortScan(), t.LegalizeOps(), t.RewriteDataflowReshape(),
         t.ToNonDataflow(), t.RemovePurityChecking(), t.CallTIRRewrite(),
-        *([t.StaticPlanBlockMemory()] if plan_memory else []),
+        TagStorageByDevice(), t.StaticPlanBlockMemory(), UntagStorage(),
         t.RewriteCUDAGraph(), t.LowerAllocTensor(), t.KillAfterLastUse(), t.LowerRuntimeBuiltin(),
         t.ComputePrimValue(), t.VMShapeLower(), t.AttachGlobalSymbol(),
     ]  # fmt: skip

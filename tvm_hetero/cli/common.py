@@ -126,11 +126,13 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
 
 def build_options(args: argparse.Namespace):
     """The build options the command line asks for: CPU schedules (``--cpu-schedule``,
-    ``--tuning-db``) and the GPU archs to carry device code for (``--cuda-arch``)."""
+    ``--tuning-db``), the GPU archs to carry device code for (``--cuda-arch``) and whether GPU
+    units capture CUDA graphs (``--cuda-graph``)."""
     from tvm_hetero.build.multi_device import BuildOptions
 
     archs = tuple(getattr(args, "cuda_arch", None) or ())
-    return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs)
+    graph = getattr(args, "cuda_graph", True)
+    return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs, cuda_graph=graph)
 
 
 OFFLINE_STRATEGIES = ("eop", "als", "duet")

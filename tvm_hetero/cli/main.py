@@ -149,6 +149,11 @@ def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = Non
         help="GPU arch to compile CUDA kernels for (repeatable: one fat binary; default the "
         "GPU's own, or sm_90 when no GPU is here); kernels are generated for the lowest",
     )
+    p.add_argument(
+        "--cuda-graph", action=argparse.BooleanOptionalAction, default=True,
+        help="a GPU's units capture their kernels as CUDA graphs on the first run and replay "
+        "them after (default on; --no-cuda-graph launches every kernel each run)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
