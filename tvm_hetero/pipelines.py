@@ -32,6 +32,7 @@ from tvm_hetero.passes import (
     RealizeOperatorSplits,
     RestoreKernelTargets,
     StripStageBoundaries,
+    WrapTakeIndices,
 )
 
 PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
@@ -50,6 +51,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
     "StripStageBoundaries": StripStageBoundaries,
+    "WrapTakeIndices": WrapTakeIndices,
     "PartitionSpatialTiles": PartitionSpatialTiles,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
@@ -77,6 +79,7 @@ OWN_PASSES = (
     "CarvePipelineStages",
     "StripStageBoundaries",
     "PartitionSpatialTiles",
+    "WrapTakeIndices",
 )
 
 
@@ -207,7 +210,8 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "multi_device_lower",
-            "Lower a module whose bindings carry vdevices: drop stage-boundary marks, widen CPU "
+            "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
+            "take wrap its ids (none reads outside its table), widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
@@ -218,6 +222,7 @@ PIPELINES: dict[str, Pipeline] = {
             (),
             (
                 Step("StripStageBoundaries"),
+                Step("WrapTakeIndices"),
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),
@@ -242,6 +247,7 @@ PIPELINES: dict[str, Pipeline] = {
             (),
             (
                 Step("StripStageBoundaries"),
+                Step("WrapTakeIndices"),
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),

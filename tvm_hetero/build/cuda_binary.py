@@ -55,7 +55,9 @@ def gencode_flags(archs: Sequence[str]) -> list[str]:
 def compile_fatbin(source: str, archs: Sequence[str]) -> bytes:
     """Compile CUDA C source into a fat binary for ``archs`` with ``nvcc``.
 
-    The flags are TVM's own for its kernels (``tvm.support.nvcc``: ``-O3 --use_fast_math``).
+    ``-O3``, without the ``--use_fast_math`` of TVM's own flags (``tvm.support.nvcc``): with
+    it a transformers GPT-2 gave NaN in every output on an H200, without it it matches torch to
+    1.5e-6 (``benchmarks/gpu/nan_probe.py``, 2026-11-28).
 
     Raises
     ------
@@ -71,7 +73,7 @@ def compile_fatbin(source: str, archs: Sequence[str]) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.fatbin"
         src.write_text(source)
-        cmd = [nvcc, "--fatbin", "-O3", "--use_fast_math", *gencode_flags(archs)]
+        cmd = [nvcc, "--fatbin", "-O3", *gencode_flags(archs)]
         cmd += ["--expt-relaxed-constexpr", "-o", str(out), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax, tirx
 
+from tvm_hetero.ir.mutate import mutate_functions
+
 TAG = "@vdevice:"
 """Joins a storage scope to its device index while the planner runs."""
 
@@ -60,11 +62,7 @@ class _Retag(relax.PyExprMutator):
 
 
 def _retag(mod: tvm.IRModule, tag: bool) -> tvm.IRModule:
-    mutator = _Retag(mod, tag)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
+    return mutate_functions(mod, _Retag(mod, tag))
 
 
 @tvm.transform.module_pass(opt_level=0, name="TagStorageByDevice")

@@ -13,6 +13,7 @@ from typing import Any
 import tvm
 
 from tvm_hetero.frontends.model import InputSpec, Model
+from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.ir.types import tensor_infos
 
@@ -97,12 +98,15 @@ def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
     func = mod[ENTRY_FUNC]
     n = func.attrs.get("num_input") if func.attrs else None
     params = list(func.params)[: len(func.params) if n is None else int(n)]
+    rows = index_bounds(func)  # ids into a table: checked before each run, negatives allowed
     inputs = []
     for p in params:
         infos = tensor_infos(p.ty)
         if len(infos) != 1 or infos[0].shape is None:
             raise ModelLoadError(f"{source}: input {p.name!r} is not a tensor of known rank")
-        inputs.append(InputSpec(str(p.name), infos[0].shape, infos[0].dtype))
+        n_rows = rows.get(str(p.name))
+        low = None if n_rows is None else -n_rows
+        inputs.append(InputSpec(str(p.name), infos[0].shape, infos[0].dtype, n_rows, low))
     return Model(name=name, mod=mod.clone(), inputs=tuple(inputs), source=source)
 
 

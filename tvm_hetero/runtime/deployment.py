@@ -143,7 +143,13 @@ class Deployment:
             "tvm": tvm.__version__,
             "devices": [d.to_dict() for d in self.devices],
             "inputs": [
-                {"name": i.name, "shape": list(i.shape), "dtype": i.dtype, "high": i.high}
+                {
+                    "name": i.name,
+                    "shape": list(i.shape),
+                    "dtype": i.dtype,
+                    "high": i.high,
+                    "low": i.low,
+                }
                 for i in self.inputs
             ],
             "outputs": list(self.outputs),
@@ -164,7 +170,7 @@ class Deployment:
             DeviceSpec.from_dict(d, f"manifest.devices[{i}]") for i, d in enumerate(data["devices"])
         )
         inputs = tuple(
-            InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high"))
+            InputSpec(i["name"], tuple(i["shape"]), i["dtype"], i.get("high"), i.get("low"))
             for i in data["inputs"]
         )
         steps = tuple(Step.from_dict(s) for s in data["steps"])

@@ -21,12 +21,16 @@ class InputSpec:
         Element type.
     high : int or None
         For integer inputs (token ids), the exclusive upper bound of valid values.
+    low : int or None
+        With ``high``, the least valid value: ``-high`` where a negative id counts from the
+        table's end (ONNX ``Gather``); ``None`` means 0.
     """
 
     name: str
     shape: tuple[int | str, ...]
     dtype: str
     high: int | None = None
+    low: int | None = None
 
     def random(self, rng: np.random.Generator) -> np.ndarray:
         """A random array that is a valid value for this input."""
@@ -41,8 +45,8 @@ class InputSpec:
     def check(self, value: object) -> np.ndarray:
         """``value`` as an array this input accepts, or a ``ValueError`` naming the input, what it
         got and what is allowed: the shape (a symbolic dimension takes any size), the dtype, and
-        for an index input (token ids) every value in ``[0, high)``: an id out of range would
-        read outside its table."""
+        for an index input (token ids) every value in ``[low, high)``: an id out of range names
+        no row of its table."""
         array = np.asarray(value)
         if array.dtype != np.dtype(self.dtype):
             raise ValueError(
@@ -57,10 +61,12 @@ class InputSpec:
                 f"{tuple(self.shape)}"
             )
         if self.high is not None and array.size:
+            least = 0 if self.low is None else self.low
             low, high = int(array.min()), int(array.max())
-            if low < 0 or high >= self.high:
+            if low < least or high >= self.high:
+                bad = low if low < least else high
                 raise ValueError(
-                    f"input {self.name!r}: values must be in [0, {self.high}) (indices into a "
-                    f"table of {self.high}); got {low} .. {high}"
+                    f"input {self.name!r}: id {bad} is outside its table of {self.high} rows "
+                    f"(allowed {least} .. {self.high - 1}); got {low} .. {high}"
                 )
         return array

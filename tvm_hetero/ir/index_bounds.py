@@ -1,0 +1,81 @@
+"""Which data inputs index a table, and how large the table is: checked before a run.
+
+A ``take`` reads row ``i`` of its table for every id ``i``; an id past the table read other
+memory (TVM's default ``fast`` mode has no check). Every take is compiled to wrap ids
+(``WrapTakeIndices``), so nothing reads outside a table; this analysis finds the inputs whose
+ids reach a take unchanged but for ONNX's normalisation of negative ids (``where(ids < 0,
+ids + n, ids)``) and casts or reshapes, so the runtime refuses an id outside ``[-n, n)`` with an
+error naming the input, the value and the range, as ONNX Runtime does.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from tvm_hetero.ir.bindings import iter_bindings
+
+PASSING = frozenset(
+    {
+        "relax.astype", "relax.reshape", "relax.squeeze", "relax.expand_dims",
+        "relax.permute_dims", "relax.flatten", "relax.broadcast_to", "relax.add",
+        "relax.where",
+    }
+)  # fmt: skip
+"""Operators through which ids keep their values (``add``: ONNX's ``ids + n`` for a negative
+id; ``where``: its choice between that and the id)."""
+
+
+def index_bounds(func: relax.Function) -> dict[str, int]:
+    """``{input name: rows}`` for each parameter of ``func`` whose values index a table of that
+    many rows (the smallest such table when it indexes several)."""
+    params = {p: str(p.name) for p in func.params}
+    values: dict[relax.Var, relax.Expr] = {b.var: b.value for _, _, b in iter_bindings(func)}
+    bounds: dict[str, int] = {}
+    for value in values.values():
+        if not _is_op(value, "relax.take"):
+            continue
+        rows = _rows(value)
+        if rows is None:
+            continue
+        for name in _sources(value.args[1], params, values):
+            bounds[name] = min(rows, bounds.get(name, rows))
+    return bounds
+
+
+def _is_op(expr: relax.Expr, name: str) -> bool:
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == name
+
+
+def _rows(take: relax.Call) -> int | None:
+    shape = getattr(take.args[0].ty, "shape", None)
+    axis = take.attrs.axis
+    if shape is None or axis is None or not hasattr(shape, "values"):
+        return None
+    dims = list(shape.values)
+    extent = dims[int(axis)]
+    return int(extent) if isinstance(extent, tvm.tirx.IntImm) else None
+
+
+def _sources(
+    expr: relax.Expr, params: dict[relax.Var, str], values: dict[relax.Var, relax.Expr]
+) -> set[str]:
+    """The parameters whose values reach ``expr`` through :data:`PASSING` operators."""
+    found: set[str] = set()
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, relax.Var) or e in seen:
+            continue
+        seen.add(e)
+        if e in params:
+            found.add(params[e])
+            continue
+        value = values.get(e)
+        if isinstance(value, relax.Var):
+            stack.append(value)
+        elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+            if value.op.name in PASSING:
+                args = value.args[1:] if value.op.name == "relax.where" else value.args
+                stack.extend(args)
+    return found
