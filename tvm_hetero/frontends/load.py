@@ -13,8 +13,8 @@ from typing import Any
 import tvm
 
 from tvm_hetero.frontends.model import InputSpec, Model
-from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.types import tensor_infos
 
 SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}

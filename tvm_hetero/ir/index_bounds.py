@@ -33,7 +33,7 @@ def index_bounds(func: relax.Function) -> dict[str, int]:
     values: dict[relax.Var, relax.Expr] = {b.var: b.value for _, _, b in iter_bindings(func)}
     bounds: dict[str, int] = {}
     for value in values.values():
-        if not _is_op(value, "relax.take"):
+        if _op_name(value) != "relax.take":
             continue
         rows = _rows(value)
         if rows is None:
@@ -43,8 +43,11 @@ def index_bounds(func: relax.Function) -> dict[str, int]:
     return bounds
 
 
-def _is_op(expr: relax.Expr, name: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == name
+def _op_name(expr: relax.Expr | None) -> str | None:
+    """The operator a call binds (``relax.take``), or ``None`` for anything else."""
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        return str(expr.op.name)
+    return None
 
 
 def _rows(take: relax.Call) -> int | None:
@@ -74,8 +77,6 @@ def _sources(
         value = values.get(e)
         if isinstance(value, relax.Var):
             stack.append(value)
-        elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-            if value.op.name in PASSING:
-                args = value.args[1:] if value.op.name == "relax.where" else value.args
-                stack.extend(args)
+        elif _op_name(value) in PASSING:
+            stack.extend(value.args[1:] if _op_name(value) == "relax.where" else value.args)
     return found
