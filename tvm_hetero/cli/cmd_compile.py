@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import time
+from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.cli.common import (
@@ -48,6 +49,18 @@ def schedule_table(choices) -> object:
     summary = ", ".join(f"{n} {label}" for label, n in sorted(counts.items()))
     rows = [[c.kernel, c.target, c.label] for c in choices]
     return table(f"Kernel schedules ({summary})", ["kernel", "target", "schedule"], rows)
+
+
+def relative_argv(argv: list[str], folder: Path) -> list[str]:
+    """``argv`` with every item that names an existing file or folder, or is absolute, made
+    relative to ``folder`` (the ``.tar``'s): a ``.tar`` carries no absolute path, and
+    ``run --replan`` compiles again from that folder."""
+    out = []
+    for item in argv:
+        path = Path(item)
+        named = path.exists() or path.is_absolute()
+        out.append(os.path.relpath(path.resolve(), folder) if named else item)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check and not _matches(args, model, compiled, devices[0]) and not kept:
         console().print(f"[bold red]not written:[/] {args.output} (--keep-on-mismatch keeps it)")
         return 1
-    recipe = {"argv": list(args.argv), "cwd": os.getcwd()}
+    recipe = {"argv": relative_argv(args.argv, Path(args.output).resolve().parent)}
     console().print(f"wrote {dataclasses.replace(deployment, recipe=recipe).save(args.output)}")
     return 0
 

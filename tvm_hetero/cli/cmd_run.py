@@ -43,9 +43,11 @@ def _at_hosts(deployment, hosts: dict[str, str] | None):
     return deployment.with_hosts({n: h for n, h in (hosts or {}).items() if n in remote})
 
 
-def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str):
+def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str, args):
     """``deployment`` compiled again, as it was, without device ``failed``: its ``--place``
-    rules fall to the home device, strategies plan on the devices left."""
+    rules fall to the home device, strategies plan on the devices left. The recipe runs in
+    the ``.tar``'s folder; a model file outside it (a ``.py`` or ``.pt2`` runs code) only with
+    ``--trust-recipe``."""
     if not deployment.recipe:
         raise RunError(
             f"--replan: {deployment.model} was not made by tvm-hetero compile; plan without "
@@ -58,15 +60,30 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str)
         raise RunError(f"--replan needs the compiler on this machine: {err}") from None
     from tvm_hetero.runtime.deployment import load
 
-    args = build_parser().parse_args(deployment.recipe["argv"])
-    args.argv = [*deployment.recipe["argv"], "--exclude", failed]
+    folder = Path(args.file).resolve().parent
+    recipe = deployment.recipe
+    if "cwd" in recipe and not args.trust_recipe:  # made before .tars held relative paths
+        raise RunError(
+            f"--replan: {args.file} names its own folder to compile in ({recipe['cwd']!r}); "
+            "add --trust-recipe if you made it, or compile again"
+        )
+    model = build_parser().parse_args(recipe["argv"]).model
+    inside = (folder / model).resolve().is_relative_to(folder)
+    if (folder / model).exists() and not inside and not args.trust_recipe:
+        raise RunError(
+            f"--replan: the recipe of {args.file} compiles {model!r}, outside the .tar's folder "
+            f"{str(folder)!r}; add --trust-recipe to run it (only for a .tar you made)"
+        )
+    workdir_of_recipe = recipe.get("cwd", str(folder)) if args.trust_recipe else str(folder)
+    args = build_parser().parse_args(recipe["argv"])
+    args.argv = [*recipe["argv"], "--exclude", failed]
     args.exclude = [*args.exclude, failed]
     args.place = [rule for rule in args.place if rule.partition("=")[2] != failed]
     replanned = Path(workdir) / "replanned"  # not over the first libraries: they stay mapped
     replanned.mkdir()
     args.output, args.check, args.explain = str(replanned / "model.tar"), False, False
     console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(args.argv)}")
-    with contextlib.chdir(deployment.recipe["cwd"]):
+    with contextlib.chdir(workdir_of_recipe):
         cmd_compile.run(args)
     return _at_hosts(load(args.output, replanned), hosts)
 
@@ -86,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.replan or err.device is None:
                 raise
             console().print(f"[bold red]worker failed:[/] {err}")
-            deployment = _replan(deployment, err.device, hosts, workdir)
+            deployment = _replan(deployment, err.device, hosts, workdir, args)
             return _run(deployment, feed, args)
 
 

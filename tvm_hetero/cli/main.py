@@ -238,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="if a worker fails, compile again without its device (as compile --exclude) and "
         "run on the others (reported; needs the compiler here)",
     )  # fmt: skip
+    run.add_argument(
+        "--trust-recipe", action="store_true",
+        help="let --replan compile a model file outside the .tar's folder (a .py or .pt2 model "
+        "runs code: only for a .tar you made)",
+    )  # fmt: skip
 
     prof = cmd["profile"]
     _add_model_args(prof)

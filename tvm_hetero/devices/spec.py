@@ -6,6 +6,7 @@ names the bad field (``devices[1].kind``) and what is allowed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
@@ -57,6 +58,11 @@ def arch_number(arch: str) -> int:
     if not arch.startswith("sm_") or not digits.isdigit():
         raise SpecError(f"{arch!r} is not a CUDA arch; write sm_NN, e.g. sm_90")
     return int(digits)
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9_@:][A-Za-z0-9_.@:-]{0,63}")
+"""What a device name may be: it names log files, folders and cgroups, so no ``/``, no
+whitespace, no shell characters, and no leading ``.`` (``..``) or ``-`` (an option)."""
 
 
 def _check(cond: bool, where: str, message: str) -> None:
@@ -114,9 +120,10 @@ class DeviceSpec:
     def __post_init__(self) -> None:
         where = f"device {self.name!r}"
         _check(
-            isinstance(self.name, str) and self.name != "",
+            isinstance(self.name, str) and SAFE_NAME.fullmatch(self.name) is not None,
             "device.name",
-            "must be a non-empty string",
+            f"{self.name!r} is not a device name: use 1-64 letters, digits and - _ . @ : "
+            "(not starting with '.' or '-'; a name becomes part of file names)",
         )
         object.__setattr__(self, "kind", _enum(DeviceKind, self.kind, f"{where}.kind"))
         _check(

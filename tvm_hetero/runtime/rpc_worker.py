@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
@@ -86,9 +87,8 @@ class _Session:
         """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
         upload: TVM RPC's own upload holds the whole file in this process at once, and a
         stage's library is mostly its weights)."""
-        import tvm
 
-        path = tvm.get_global_func("tvm.rpc.server.workpath")(file_name)
+        path = _work_file(file_name)
         with open(path, "r+b" if offset else "wb") as out:
             out.seek(offset)
             out.write(blob)
@@ -103,7 +103,7 @@ class _Session:
 
         spec = DeviceSpec.from_dict(json.loads(spec_json))
         self.name = spec.name
-        path = tvm.get_global_func("tvm.rpc.server.workpath")(file_name)
+        path = _work_file(file_name)
         self.device = runtime_device(spec)
         self.gpu = spec.kind is DeviceKind.CUDA
         if spec.kind is DeviceKind.CPU:
@@ -370,3 +370,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _work_file(file_name: str) -> str:
+    """The path of ``file_name`` in the session's work folder; a name that is not a plain file
+    name (``../x``, ``/etc/x``, ``..``) is refused, so no client writes outside the folder."""
+    import tvm
+
+    plain = isinstance(file_name, str) and file_name not in ("", ".", "..")
+    if not plain or Path(file_name).name != file_name or "\\" in file_name:
+        raise ValueError(f"worker: {file_name!r} is not a plain file name in the work folder")
+    folder = Path(tvm.get_global_func("tvm.rpc.server.workpath")("")).resolve()
+    path = (folder / file_name).resolve()
+    if path.parent != folder:
+        raise ValueError(f"worker: {file_name!r} resolves outside the work folder")
+    return str(path)
