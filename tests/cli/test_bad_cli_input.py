@@ -180,7 +180,10 @@ def test_symbolic_dimensions_ask_for_a_shape_and_unknown_inputs_are_named(cli, t
 def test_run_checks_inputs_against_the_model(cli, tmp_path):
     assert cli(["compile", "bert-small:tiny", "-o", "bert.tar"]).returncode == 0
     cases = {
-        "big": ({"ids": np.full((1, 8), 1_000_000, "int32")}, "is outside its table of 64 rows (allowed 0 .. 63)"),
+        "big": (
+            {"ids": np.full((1, 8), 1_000_000, "int32")},
+            "is outside its table of 64 rows (allowed 0 .. 63)",
+        ),
         "negative": ({"ids": np.full((1, 8), -5, "int32")}, "got -5 .. -5"),
         "dtype": ({"ids": np.zeros((1, 8))}, "dtype float64 given, the model takes int32"),
         "shape": ({"ids": np.zeros((2, 8), "int32")}, "shape (2, 8) given"),
@@ -273,3 +276,75 @@ def test_cluster_up_without_root_says_so_and_makes_nothing(cli, tmp_path, monkey
     for action in ("up", "down"):
         _one_line_error(cli(["cluster", action, "c.json"]), "cluster", "needs root")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
+
+
+@pytest.fixture
+def read_only(tmp_path, monkeypatch):
+    """A folder no file can be made in (as root, where permissions do not stop writes, the
+    probe's file creation is refused the way the kernel refuses it)."""
+    import os
+    import tempfile
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        real = tempfile.NamedTemporaryFile
+
+        def refuse(*args, dir=None, **kwargs):
+            if dir is not None and os.path.realpath(dir).startswith(str(folder.resolve())):
+                raise PermissionError(13, "Permission denied")
+            return real(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
+    yield folder
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "flag"),
+    [
+        ("compile", ["mlp:tiny", "-o", "ro/m.tar"], "--output"),
+        ("profile", ["mlp:tiny", "--db", "ro/p.jsonl"], "--db"),
+        ("inspect", ["mlp:tiny", "--plot", "ro/census.png"], "--plot"),
+        ("run", ["m.tar", "--outputs", "ro/o.npz"], "--outputs"),
+        ("plan", ["mlp:tiny", "--strategy", "eop", "--offline", "ro/off"], "--offline"),
+    ],
+)
+def test_unwritable_outputs_are_refused_before_any_work(cli, read_only, command, args, flag):
+    result = cli([command, *args])
+    _one_line_error(result, command, flag, "cannot write in")
+    assert [p for p in read_only.rglob("*") if p.is_file()] == []  # nothing written
+
+
+def test_db_that_is_not_a_profile_database_is_refused_and_left_whole(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"kind": "placement", "devices": ["cpu"]}, indent=2))
+    before = plan.read_bytes()
+    _one_line_error(cli(["profile", "mlp:tiny", "--db", "plan.json"]), "profile",
+                    "is not a profile database")  # fmt: skip
+    assert plan.read_bytes() == before
+
+
+def test_a_damaged_byte_costs_one_line_of_a_profile_database(tmp_path):
+    from tvm_hetero.profiling.db import ProfileDB
+
+    good = tmp_path / "good.jsonl"
+    assert main(["profile", "mlp:tiny", "--device", "cpu", "--db", str(good)]) == 0
+    lines = good.read_bytes().splitlines()
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"\n".join([lines[0][:10] + b"\xff\xfe" + lines[0][12:], *lines[1:]]))
+    db = ProfileDB(damaged)
+    assert len(db) == len(lines) - 1
+    assert db.problems == [f"{damaged}:1: not UTF-8 text"]
+
+
+def test_an_internal_error_says_it_is_a_bug_with_exit_1(cli, monkeypatch):
+    from tvm_hetero.cli import cmd_models
+
+    monkeypatch.setattr(cmd_models, "run", lambda args: 1 / 0)
+    result = cli(["models"])
+    text = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 1
+    assert "Traceback" not in text
+    assert "internal error (this is a bug): ZeroDivisionError" in text

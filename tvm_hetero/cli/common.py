@@ -225,7 +225,8 @@ def fmt(value: Any) -> str:
 
 
 def writable_folder(path: str, flag: str) -> str:
-    """Check before any long work that ``path`` is a folder, or can be made one (it is made)."""
+    """Check before any long work that ``path`` is a folder, or can be made one (it is made),
+    and that a file can be written in it."""
     import os
 
     if os.path.exists(path) and not os.path.isdir(path):
@@ -234,12 +235,14 @@ def writable_folder(path: str, flag: str) -> str:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
         raise ValueError(f"{flag} {path!r}: cannot create it ({err.strerror})") from None
+    _probe(path, flag, path)
     return path
 
 
 def writable_path(path: str, flag: str) -> str:
     """Check before any long work that ``path`` can be written: not a folder, its folder exists
-    or can be created."""
+    or can be created, a file can be made there (a probe, made and removed), and the file
+    itself, if it exists, may be written."""
     import os
 
     if os.path.isdir(path):
@@ -249,7 +252,21 @@ def writable_path(path: str, flag: str) -> str:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:
         raise ValueError(f"{flag} {path!r}: cannot create its folder ({err.strerror})") from None
+    _probe(folder, flag, path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"{flag} {path!r}: the file is read-only")
     return path
+
+
+def _probe(folder: str, flag: str, path: str) -> None:
+    """Make and remove a file in ``folder``: the write a command ends with, tried first."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tvm-hetero-probe-"):
+            pass
+    except OSError as err:
+        raise ValueError(f"{flag} {path!r}: cannot write in {folder!r} ({err.strerror})") from None
 
 
 def write_plan(args: argparse.Namespace, plan, model, then: str = "") -> None:

@@ -470,6 +470,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for flag in OUTPUT_FLAGS:  # before any work: nothing is measured and then lost
             if getattr(args, flag, None):
                 common.writable_path(getattr(args, flag), f"--{flag}")
+        if getattr(args, "db", None):  # an existing file must be a profile database
+            from tvm_hetero.profiling.db import ProfileDB
+
+            ProfileDB(args.db)
         module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command.replace('-', '_')}")
         return int(module.run(args) or 0)
     except common.Stop as stop:
@@ -478,6 +482,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2
+    except KeyboardInterrupt:
+        common.console().print(f"tvm-hetero {args.command}: interrupted")
+        return 130
+    except Exception as err:  # not the user's mistake: ours
+        if args.verbose:
+            common.console().print_exception()
+        common.console().print(
+            f"[bold red]tvm-hetero {args.command}: internal error (this is a bug):[/] "
+            f"{type(err).__name__}: {err}. Please report it with the command line and the "
+            "output of -v (which shows where it failed)."
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -55,21 +55,30 @@ class ProfileDB:
     def _load(self) -> None:
         if not self.path.exists():
             return
-        with open(self.path) as f:
+        if self.path.is_dir():
+            raise ProfileDBError(f"{self.path} is a folder, not a profile database (.jsonl)")
+        with open(self.path, "rb") as f:
             fcntl.flock(f, fcntl.LOCK_SH)
             lines = f.readlines()
             fcntl.flock(f, fcntl.LOCK_UN)
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
+        for lineno, raw in enumerate(lines, 1):
+            if not raw.strip():
                 continue
-            try:
-                self._index(ProfileRecord.from_json(line))
-            except ValueError as err:
-                problem = f"{self.path}:{lineno}: {err}"
+            try:  # a damaged byte costs its line, not the file
+                self._index(ProfileRecord.from_json(raw.decode("utf-8")))
+            except ValueError as err:  # UnicodeDecodeError is one
+                reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err)
+                problem = f"{self.path}:{lineno}: {reason}"
                 if self.strict:
                     raise ProfileDBError(problem) from None
                 self.problems.append(problem)
                 logger.warning("skipping damaged profile record %s", problem)
+        first = next((raw.strip() for raw in lines if raw.strip()), b"")
+        if not self._records and first and not first.startswith(b'{"'):  # a plan, a model
+            raise ProfileDBError(
+                f"{self.path} is not a profile database: none of its lines is a profile record "
+                f"({self.problems[0]}); give a .jsonl of records or a new file"
+            )
 
     def _index(self, record: ProfileRecord) -> bool:
         rid = record.record_id
