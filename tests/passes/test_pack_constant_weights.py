@@ -159,3 +159,42 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
 def test_wide_convolutions_and_channels_the_vector_does_not_divide_stay():
     for mod, _ in (_conv_module(16), _conv_module(3, channels=12)):
         tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
+
+
+def test_symbolic_rows_still_get_panels_and_a_symbolic_width_none():
+    """A batch given at run time (``n`` rows) was an ``int()`` of a shape variable (a symbolic
+    batch transformers export failed to compile); the panels need whole columns only."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from tvm_hetero.passes.pack_constant_weights import packed_kernel
+
+    @I.ir_module
+    class Rows:
+        @R.function
+        def main(x: R.Tensor(("n", 64), "float32"), w: R.Tensor((64, 64), "float32")):
+            with R.dataflow():
+                y = R.matmul(x, w)
+                R.output(y)
+            return y
+
+    @I.ir_module
+    class Width:
+        @R.function
+        def main(x: R.Tensor((4, 64), "float32"), w: R.Tensor((64, "m"), "float32")):
+            with R.dataflow():
+                y = R.matmul(x, w)
+                R.output(y)
+            return y
+
+    target = tvm.target.Target("llvm")
+
+    def kernel(mod):
+        (func,) = [
+            f for _, f in fused_kernels(mod, target).functions_items() if isinstance(f, PrimFunc)
+        ]
+        return func
+
+    packing = packed_kernel(kernel(Rows))
+    assert packing is not None and packing.suffix == "panels"
+    assert packed_kernel(kernel(Width)) is None

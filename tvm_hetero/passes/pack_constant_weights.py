@@ -105,9 +105,12 @@ def _panel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing 
     """A matmul's ``[K, N]`` weights as ``[N / NR, K, NR]`` panels."""
     block = sch.get(main)
     reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
-    out_shape = [int(s) for s in block.writes[0].source.shape]
+    columns = block.writes[0].source.shape[-1]
+    if not isinstance(columns, tirx.IntImm):
+        return None  # a symbolic width: the panels need a whole number of columns
+    columns = int(columns)  # rows may be symbolic (a batch given at run time)
     bits = output_bits(sch, main)
-    nr = panel_width(target, bits, out_shape[-1])
+    nr = panel_width(target, bits, columns)
     if nr is None:
         return None  # not a kernel the matmul rule tiles
     params = [str(p.name) for p in func.params]
@@ -120,7 +123,7 @@ def _panel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing 
             continue
         if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
             continue
-        if int(buf.shape[1]) != out_shape[-1]:
+        if not isinstance(buf.shape[1], tirx.IntImm) or int(buf.shape[1]) != columns:
             return None
         sch.transform_layout(main, ("read", i), lambda k, j: (j // nr, k, j % nr))
 
