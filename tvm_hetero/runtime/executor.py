@@ -142,7 +142,7 @@ class Executor:
         try:
             for k in used:
                 if k not in self.workers:
-                    self.workers[k] = _start_worker(deployment, k, inline)
+                    self.workers[k] = _start_worker(deployment, k, inline, timeout_s)
         except BaseException:
             self.close()
             raise
@@ -601,12 +601,12 @@ def handoff_seconds(
     return tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples)
 
 
-def _start_worker(deployment: Deployment, k: int, inline: bool) -> Worker:
+def _start_worker(deployment: Deployment, k: int, inline: bool, timeout_s: float) -> Worker:
     spec, library = deployment.devices[k], deployment.libraries[k]
-    if spec.host is not None:
+    if spec.host is not None:  # connecting waits as long as a step may (run --timeout)
         from tvm_hetero.runtime.remote_worker import RemoteWorker
 
-        return RemoteWorker(spec, library)
+        return RemoteWorker(spec, library, timeout_s=timeout_s)
     return LocalWorker(spec, library, inline=inline)
 
 

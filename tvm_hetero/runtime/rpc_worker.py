@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import queue
 import socket
 import sys
@@ -336,10 +337,15 @@ def serve(
 ) -> None:
     """Bind the first free port in ``[port, port_end)`` and serve forever (one fork per session);
     with ``tracker``, report to TVM's RPC tracker under ``key``."""
-    from tvm.rpc.server import _listen_loop  # the loop tvm.rpc.Server runs, but in this process
+    from tvm.rpc import server as rpc_server
 
     _BIND["host"] = host
     register()
+    # TVM's loop forks a process per session and raises, ending the worker, when one dies
+    # abnormally; a killed worker left its session serving. The pinned wheel's two functions
+    # are wrapped so a session's death ends that session only, and the worker's ends all.
+    rpc_server._serving = _surviving(rpc_server._serving)
+    rpc_server._serve_loop = _dying_with(os.getpid(), rpc_server._serve_loop)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     for candidate in range(port, port_end):
@@ -353,7 +359,42 @@ def serve(
         raise ConnectionError(f"no free port in [{port}, {port_end}) on {host}")
     sock.listen(1)
     print(f"tvm-hetero worker listening on {host}:{candidate}", flush=True)
-    _listen_loop(sock, candidate, key, tracker, None, None)
+    rpc_server._listen_loop(sock, candidate, key, tracker, None, None)
+
+
+def _surviving(serving: Callable) -> Callable:
+    """TVM's ``_serving`` (serve one client in a forked process, wait for it), reporting a
+    session that died (killed, crashed in a kernel) and listening on, instead of raising. The
+    client's connection is closed at once: it learns of the death, not by its timeout."""
+
+    def serve_one(sock: socket.socket, addr: Any, opts: dict, load_library: Any) -> None:
+        cwd = os.getcwd()
+        try:
+            serving(sock, addr, opts, load_library)
+        except RuntimeError as err:  # "Child process N exited unsuccessfully ..."
+            os.chdir(cwd)
+            sock.close()
+            print(f"tvm-hetero worker: the session of {addr[0]} ended: {err}", flush=True)
+
+    return serve_one
+
+
+def _dying_with(worker_pid: int, serve_loop: Callable) -> Callable:
+    """TVM's ``_serve_loop`` (a session's process), killed with its worker: a killed worker
+    served on through a session no one could stop (654 s of a run, re-parented to init)."""
+
+    def session(*args: Any) -> None:
+        if sys.platform.startswith("linux"):
+            import ctypes
+            import signal
+
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+            if os.getppid() != worker_pid:  # the worker died before the line above
+                os._exit(1)
+        serve_loop(*args)
+
+    return session
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,82 @@
+"""A worker survives its clients' sessions dying, and takes its sessions with it when it dies."""
+
+import dataclasses
+import signal
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from tvm_hetero import api
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.errors import RunError
+from tvm_hetero.runtime import remote_worker
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.zoo import load_zoo_model
+
+SIGNALS = [
+    signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
+    signal.SIGFPE, signal.SIGILL, signal.SIGQUIT, signal.SIGUSR1,
+]  # fmt: skip
+"""Nine ways a session's process ends abnormally (a crash in a kernel is a SIGSEGV)."""
+
+
+def _edge(port: int):
+    return dataclasses.replace(cpu_device(0), name="edge-a", host=f"127.0.0.1:{port}", threads=1)
+
+
+def _fingerprint(session) -> str:
+    return session.get_function("tvm_hetero.fingerprint")("cpu", 0, 1)
+
+
+def _session_pid(worker: psutil.Process, timeout_s: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        children = worker.children()
+        if children:
+            return children[0].pid
+        time.sleep(0.05)
+    pytest.fail("the worker forked no session")
+
+
+def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
+    ((port, proc),) = start_workers(1)
+    worker = psutil.Process(proc.pid)
+    model = load_zoo_model("mlp:tiny")
+    deployment = api.compile(model, [_edge(port)]).deployment
+    inputs = model.random_inputs()
+    for sig in SIGNALS:
+        session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+        psutil.Process(_session_pid(worker)).send_signal(sig)
+        start = time.perf_counter()
+        with pytest.raises(Exception):  # noqa: B017, PT011 - TVM's RPC error, whatever its words
+            _fingerprint(session)
+        assert time.perf_counter() - start < 10, sig
+        assert proc.poll() is None, f"the worker died with its session ({sig!r})"
+        del session
+    with Executor(deployment, timeout_s=30) as executor:
+        (got,) = executor.run(inputs)
+    (want,) = api.run(api.compile(model, [cpu_device(0)]), inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_killed_worker_takes_its_session_with_it(start_workers):
+    ((port, proc),) = start_workers(1)
+    worker = psutil.Process(proc.pid)
+    session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+    child = psutil.Process(_session_pid(worker))
+    worker.kill()
+    child.wait(timeout=10)  # raises psutil.TimeoutExpired if the session lives on
+    del session
+
+
+def test_connecting_to_a_busy_worker_honours_the_run_timeout(start_workers):
+    ((port, _),) = start_workers(1)
+    busy, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+    deployment = api.compile(load_zoo_model("mlp:tiny"), [_edge(port)]).deployment
+    start = time.perf_counter()
+    with pytest.raises(RunError, match="no free worker for edge-a"):
+        Executor(deployment, timeout_s=1.5)
+    assert time.perf_counter() - start < 5
+    del busy
