@@ -348,3 +348,29 @@ def test_an_internal_error_says_it_is_a_bug_with_exit_1(cli, monkeypatch):
     assert result.returncode == 1
     assert "Traceback" not in text
     assert "internal error (this is a bug): ZeroDivisionError" in text
+
+
+def test_crafted_files_and_huge_requests_get_one_line(cli, tmp_path):
+    import tarfile
+
+    assert cli(["compile", "mlp:tiny", "--device", "cpu", "-o", "m.tar"]).returncode == 0
+    np.save(tmp_path / "x.npy", np.zeros(3, "float32"))
+    _one_line_error(cli(["run", "m.tar", "--inputs", "x.npy"]), "run", "one unnamed array", ".npz")
+    _one_line_error(cli(["compile", "mlp:tiny", "--plan", "nope.json", "-o", "a.tar"]), "compile",
+                    "--plan 'nope.json': cannot read it")  # fmt: skip
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with tarfile.open(tmp_path / "list.tar", "w") as tar:
+        tar.add(tmp_path / "manifest.json", "manifest.json")
+    _one_line_error(cli(["run", "list.tar"]), "run", "its manifest is a list")
+    _one_line_error(cli(["run", "m.tar", "--microbatches", "100000000"]), "run",
+                    "--microbatches 100000000", "GiB free")  # fmt: skip
+    _one_line_error(cli(["compile", "mlp:tiny", "--model-arg", "batch=99999999999", "-o", "b.tar"]),
+                    "compile", "input 'x'", "GiB free")  # fmt: skip
+    assert not (tmp_path / "b.tar").exists()
+
+
+def test_outputs_go_to_the_name_given(cli, tmp_path):
+    assert cli(["compile", "mlp:tiny", "--device", "cpu", "-o", "m.tar"]).returncode == 0
+    assert cli(["run", "m.tar", "--outputs", "out"]).returncode == 0
+    assert (tmp_path / "out").is_file() and not (tmp_path / "out.npz").exists()
+    assert list(np.load(tmp_path / "out", allow_pickle=False).files) == ["output_0"]

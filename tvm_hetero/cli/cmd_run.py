@@ -13,21 +13,42 @@ from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero.cli.common import console, table
+from tvm_hetero.cli.common import check_memory, console, input_bytes, table
 from tvm_hetero.errors import RunError
 
 
 def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
     if path is None:
+        check_memory("the model's inputs", sum(input_bytes(s) for s in specs))
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ValueError(f"--inputs {path!r}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, AttributeError) as err:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # an .npy: one array, no name
+        raise ValueError(
+            f"--inputs {path!r}: one unnamed array; give an .npz of inputs by name "
+            "(numpy.savez('in.npz', NAME=array, ...))"
+        )
+    try:
+        with data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
+
+
+def save_outputs(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` itself (numpy would add ``.npz`` to another name), whole
+    or not at all (a ``.partial`` file renamed)."""
+    import os
+
+    partial = f"{path}.partial"
+    with open(partial, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(partial, path)
 
 
 def _cluster_hosts(path: str) -> dict[str, str]:
@@ -121,7 +142,7 @@ def _run(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace) -> i
             f"{len(deployment.copies)} copies): outputs {[list(o.shape) for o in outputs]}"
         )
         if args.outputs:
-            np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+            save_outputs(args.outputs, {f"output_{i}": o for i, o in enumerate(outputs)})
             console().print(f"wrote {args.outputs}")
         if args.print_time:
             with console().status(f"timing {args.repeat} runs"):
@@ -146,6 +167,8 @@ def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace
     from tvm_hetero.runtime.stats import pipeline_stats
 
     count = args.microbatches
+    per_batch = sum(int(np.asarray(v).nbytes) for v in feed.values())
+    check_memory(f"--microbatches {count} (inputs of {per_batch:,} bytes each)", count * per_batch)
     rng = np.random.default_rng(1)
     feeds = [feed] + [
         feed if args.inputs else {s.name: s.random(rng) for s in deployment.inputs}
@@ -181,7 +204,7 @@ def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace
         arrays = {
             f"mb{k}_output_{i}": o for k, out in enumerate(outputs) for i, o in enumerate(out)
         }
-        np.savez(args.outputs, **arrays)
+        save_outputs(args.outputs, arrays)
         console().print(f"wrote {args.outputs} (mbK_output_I: output I of microbatch K)")
     if args.plot:
         from tvm_hetero.viz.run_timeline import plot_run_timeline

@@ -86,6 +86,9 @@ def model_from_args(args: argparse.Namespace, static: bool = True):
     }
     with console().status(f"loading {args.model}"):
         model = load_model(args.model, shapes=shapes or None, **overrides)
+    for spec in model.inputs:  # a shape no run could hold is refused before the compile
+        flag = "--input-shape" if spec.name in shapes else "--model-arg"
+        check_memory(f"{flag}: input {spec.name!r} {tuple(spec.shape)}", input_bytes(spec))
     if static:
         from tvm_hetero.api import require_static_inputs
 
@@ -222,6 +225,28 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return "-" if value is None else str(value)
+
+
+def check_memory(what: str, nbytes: int) -> None:
+    """Refuse work that would hold more than this machine has free, naming ``what``."""
+    import psutil
+
+    free = psutil.virtual_memory().available
+    if nbytes > free:
+        raise ValueError(
+            f"{what} would hold {nbytes / 2**30:,.1f} GiB; this machine has "
+            f"{free / 2**30:,.1f} GiB free"
+        )
+
+
+def input_bytes(spec) -> int:
+    """Bytes of one input of ``spec`` (an ``InputSpec``; a symbolic dimension counts 1)."""
+    import math
+
+    import numpy as np
+
+    dims = [d if isinstance(d, int) else 1 for d in spec.shape]
+    return math.prod(dims) * np.dtype(spec.dtype).itemsize
 
 
 def writable_folder(path: str, flag: str) -> str:

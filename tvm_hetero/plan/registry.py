@@ -72,6 +72,10 @@ def load_plan(path: str | Path, model_id: str | None = None) -> Plan:
         data = json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PlanError(f"--plan {str(path)!r}: not JSON ({err})") from None
+    except OSError as err:  # missing, a folder, unreadable
+        raise PlanError(f"--plan {str(path)!r}: cannot read it ({err.strerror})") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"--plan {str(path)!r}: not a plan (a JSON {type(data).__name__})")
     plan = plan_from_dict(data, f"--plan {str(path)!r}")
     made_for = data.get("model")
     if model_id and made_for and made_for != model_id:

@@ -217,6 +217,11 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             f"{str(path)!r} is not a tvm-hetero compiled model "
             f"(a .tar from `tvm-hetero compile`): {why}"
         ) from None
+    if not isinstance(data, dict):
+        raise ArtifactError(
+            f"{str(path)!r} is not a tvm-hetero compiled model: its manifest is a "
+            f"{type(data).__name__}, not an object"
+        )
     if data.get("format") != FORMAT or data.get("version") != VERSION:
         raise ArtifactError(
             f"{str(path)!r} is a compiled model of another format "
