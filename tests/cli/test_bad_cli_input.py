@@ -106,6 +106,8 @@ FILE_ERRORS = [
     ("plan", ["mlp:tiny", "--strategy", "edgepipe", "--offline", "w"],
      ["--offline 'w'", "eop, als or duet"]),
     ("compile", ["mlp:tiny", "--place", "matmul=cuda:3", "-o", "a.tar"], ["cuda:3", "not one"]),
+    ("compile", ["mlp:tiny", "--device", "cpu", "--device", "cpu@0", "-o", "a.tar"],
+     ["'cpu' (every core)", "'cpu@0'", "overlap"]),
 ]  # fmt: skip
 """Bad files, names and devices, per command: refused before any work (``g.json`` is garbage)."""
 
@@ -374,3 +376,14 @@ def test_outputs_go_to_the_name_given(cli, tmp_path):
     assert cli(["run", "m.tar", "--outputs", "out"]).returncode == 0
     assert (tmp_path / "out").is_file() and not (tmp_path / "out.npz").exists()
     assert list(np.load(tmp_path / "out", allow_pickle=False).files) == ["output_0"]
+
+
+@pytest.mark.parametrize("name", ["../../x/escaped", "a b", "$(x)", "..", "-rf", "a;b", "x/y"])
+def test_device_names_that_could_name_files_elsewhere_are_refused(tmp_path, name):
+    from tvm_hetero.devices import ClusterSpec
+    from tvm_hetero.devices.spec import SpecError
+
+    spec = tmp_path / "c.json"
+    spec.write_text(json.dumps({"devices": [{"name": name, "kind": "cpu"}], "topology": "mesh"}))
+    with pytest.raises(SpecError, match="is not a device name"):
+        ClusterSpec.load(spec)

@@ -3,6 +3,7 @@
 import dataclasses
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -80,3 +81,16 @@ def test_connecting_to_a_busy_worker_honours_the_run_timeout(start_workers):
         Executor(deployment, timeout_s=1.5)
     assert time.perf_counter() - start < 5
     del busy
+
+
+@pytest.mark.parametrize("name", ["../escaped.so", "/tmp/escaped.so", "..", "a/b.so"])
+def test_a_client_cannot_write_outside_the_session_folder(start_workers, tmp_path, name):
+    ((port, proc),) = start_workers(1)
+    session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+    write = session.get_function("tvm_hetero.worker.write")
+    with pytest.raises(Exception, match="not a plain file name"):  # raised over RPC
+        write(name, 0, bytearray(b"x"))
+    assert not (tmp_path / "escaped.so").exists()
+    assert not Path("/tmp/escaped.so").exists()
+    assert _fingerprint(session)  # the session goes on
+    assert proc.poll() is None

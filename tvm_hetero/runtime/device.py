@@ -77,3 +77,11 @@ def check_disjoint(specs: list[DeviceSpec]) -> None:
                     f"{core}; give each worker its own cores (cpu@0, cpu@1, cpu@2-5)"
                 )
             owner[spec.worker_id, core] = spec.name
+    pinned = [s for s in specs if s.kind is DeviceKind.CPU and s.cores and s.host is None]
+    unpinned = [s for s in specs if s.kind is DeviceKind.CPU and not s.cores and s.host is None]
+    if pinned and unpinned:  # a worker on every core beside one on some of them
+        raise SpecError(
+            f"devices {unpinned[0].name!r} (every core) and {pinned[0].name!r} (cores "
+            f"{','.join(map(str, pinned[0].cores))}) overlap; give each CPU worker its own "
+            "cores (cpu@0, cpu@1, cpu@2-5)"
+        )
