@@ -102,6 +102,7 @@ FILE_ERRORS = [
     ("cluster", ["probe", "g.json", "--output", "folder"], ["--output 'folder'", "is a folder"]),
     ("bundle", ["g.json", "-o", "folder"], ["-o", "'folder'", "already exists"]),
     ("bundle", ["missing.tar", "-o", "box"], ["'missing.tar'", "does not exist"]),
+    ("bundle", ["g.json", "-o", "box"], ["'g.json'", "not a tvm-hetero compiled model"]),
     ("measure", ["folder"], ["'folder'", "manifest.json", "plan --offline"]),
     ("plan", ["mlp:tiny", "--strategy", "edgepipe", "--offline", "w"],
      ["--offline 'w'", "eop, als or duet"]),

@@ -91,3 +91,13 @@ def test_run_refuses_with_exit_2_and_one_line(tmp_path):
     text = (done.stdout + done.stderr).strip()
     assert "Traceback" not in text
     assert "id 1000000000000 is outside its table of 10 rows" in " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("shape", "words"), [([3, 1], "2 dimensions given, the input has 1"), ([4], "fixed at 3")]
+)
+def test_input_shape_names_symbolic_dimensions_only(tmp_path, shape, words):
+    from tvm_hetero.frontends import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match=words):
+        load_model(_gather(tmp_path / "g.onnx"), shapes={"ids": shape})

@@ -17,9 +17,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-o {str(output)!r}: already exists; give a new name")
     if not output.parent.is_dir():
         raise ValueError(f"-o {str(output)!r}: its folder does not exist")
+    from tvm_hetero.runtime.deployment import read_manifest
+
     for artifact in args.artifacts:
         if not Path(artifact).exists():
             raise ValueError(f"{artifact!r} does not exist (a compiled model or a folder)")
+        if Path(artifact).is_file():
+            read_manifest(artifact)  # a compiled model, or one line saying what it is not
     with console().status("bundling") as status:
         make_bundle(args.artifacts, output, args.python, lambda what: status.update(what))
     size = sum(f.stat().st_size for f in output.rglob("*") if f.is_file()) if output.is_dir() else 0

@@ -148,12 +148,34 @@ def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
         raise ModelLoadError(
             f"{path}: shapes given for {unknown}, which are not its inputs {names}"
         )
+    _check_given_shapes(path, proto, shapes or {})
     try:  # the frontend prints the node of a failed conversion before raising: kept quiet
         with onnx_rnn.registered(), contextlib.redirect_stdout(io.StringIO()):
             mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as err:
         raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None
     return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+def _check_given_shapes(path: Path, proto: Any, shapes: Mapping) -> None:
+    """A shape given for an ONNX input keeps its rank and its fixed dimensions: it names the
+    symbolic ones only (a changed fixed dimension compiled a model of other weights' shapes)."""
+    for value in proto.graph.input:
+        if value.name not in shapes:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        given = list(shapes[value.name])
+        if len(given) != len(dims):
+            raise ModelLoadError(
+                f"--input-shape {value.name}: {len(given)} dimensions given, the input has "
+                f"{len(dims)}"
+            )
+        for i, (dim, size) in enumerate(zip(dims, given, strict=True)):
+            if dim.HasField("dim_value") and dim.dim_value != size:
+                raise ModelLoadError(
+                    f"--input-shape {value.name}: dimension {i} is fixed at {dim.dim_value} in "
+                    f"the model, {size} given; only symbolic dimensions take a size"
+                )
 
 
 def _from_pt2(path: Path, _shapes: Mapping | None) -> Model:

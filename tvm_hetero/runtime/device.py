@@ -23,6 +23,12 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
         For a simulated device, or a CUDA device this machine does not have.
     """
     if spec.kind is DeviceKind.CPU:
+        missing = sorted(set(spec.cores or ()) - _usable_cores())
+        if missing:
+            raise SpecError(
+                f"{spec.name}: core {missing[0]} does not exist here (or is not this process's "
+                f"to use); this machine has cores {sorted(_usable_cores())}"
+            )
         return tvm.cpu(0)
     if spec.kind is DeviceKind.CUDA:
         try:
@@ -32,6 +38,13 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
                 raise
             raise SpecError(f"{spec.name}: {err}") from None
     raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
+
+
+def _usable_cores() -> set[int]:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
 
 
 def vdevice_runtime_device(kind: str, index: int) -> tvm.runtime.Device:
