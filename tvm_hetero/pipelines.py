@@ -32,7 +32,7 @@ from tvm_hetero.passes import (
     RealizeOperatorSplits,
     RestoreKernelTargets,
     StripStageBoundaries,
-    WrapTakeIndices,
+    WrapIndices,
 )
 
 PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
@@ -51,7 +51,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
     "StripStageBoundaries": StripStageBoundaries,
-    "WrapTakeIndices": WrapTakeIndices,
+    "WrapIndices": WrapIndices,
     "PartitionSpatialTiles": PartitionSpatialTiles,
     # TVM passes the pipelines use
     "RealizeVDevice": relax.transform.RealizeVDevice,
@@ -79,7 +79,7 @@ OWN_PASSES = (
     "CarvePipelineStages",
     "StripStageBoundaries",
     "PartitionSpatialTiles",
-    "WrapTakeIndices",
+    "WrapIndices",
 )
 
 
@@ -211,7 +211,7 @@ PIPELINES: dict[str, Pipeline] = {
         Pipeline(
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
-            "take wrap its ids (none reads outside its table), widen CPU "
+            "indexing op wrap its ids (none reads outside its table), widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
@@ -222,7 +222,7 @@ PIPELINES: dict[str, Pipeline] = {
             (),
             (
                 Step("StripStageBoundaries"),
-                Step("WrapTakeIndices"),
+                Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),
@@ -247,7 +247,7 @@ PIPELINES: dict[str, Pipeline] = {
             (),
             (
                 Step("StripStageBoundaries"),
-                Step("WrapTakeIndices"),
+                Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
                 Step("PadMatmulColumns"),

@@ -2,7 +2,7 @@
 
 A ``take`` reads row ``i`` of its table for every id ``i``; an id past the table read other
 memory (TVM's default ``fast`` mode has no check). Every take is compiled to wrap ids
-(``WrapTakeIndices``), so nothing reads outside a table; this analysis finds the inputs whose
+(``WrapIndices``), so nothing reads outside a table; this analysis finds the inputs whose
 ids reach a take unchanged but for ONNX's normalisation of negative ids (``where(ids < 0,
 ids + n, ids)``) and casts or reshapes, so the runtime refuses an id outside ``[-n, n)`` with an
 error naming the input, the value and the range, as ONNX Runtime does.

@@ -15,7 +15,7 @@ from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
-from tvm_hetero.passes.wrap_take_indices import WrapTakeIndices
+from tvm_hetero.passes.wrap_indices import WrapIndices
 
 __all__ = [
     "AnnotateOperatorSplits",
@@ -33,5 +33,5 @@ __all__ = [
     "RealizeOperatorSplits",
     "RestoreKernelTargets",
     "StripStageBoundaries",
-    "WrapTakeIndices",
+    "WrapIndices",
 ]
