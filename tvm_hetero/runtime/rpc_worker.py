@@ -397,6 +397,21 @@ def _dying_with(worker_pid: int, serve_loop: Callable) -> Callable:
     return session
 
 
+def _work_file(file_name: str) -> str:
+    """The path of ``file_name`` in the session's work folder; a name that is not a plain file
+    name (``../x``, ``/etc/x``, ``..``) is refused, so no client writes outside the folder."""
+    import tvm
+
+    plain = isinstance(file_name, str) and file_name not in ("", ".", "..")
+    if not plain or Path(file_name).name != file_name or "\\" in file_name:
+        raise ValueError(f"worker: {file_name!r} is not a plain file name in the work folder")
+    folder = Path(tvm.get_global_func("tvm.rpc.server.workpath")("")).resolve()
+    path = (folder / file_name).resolve()
+    if path.parent != folder:
+        raise ValueError(f"worker: {file_name!r} resolves outside the work folder")
+    return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``tvm-hetero worker`` is the same)."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -411,18 +426,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _work_file(file_name: str) -> str:
-    """The path of ``file_name`` in the session's work folder; a name that is not a plain file
-    name (``../x``, ``/etc/x``, ``..``) is refused, so no client writes outside the folder."""
-    import tvm
-
-    plain = isinstance(file_name, str) and file_name not in ("", ".", "..")
-    if not plain or Path(file_name).name != file_name or "\\" in file_name:
-        raise ValueError(f"worker: {file_name!r} is not a plain file name in the work folder")
-    folder = Path(tvm.get_global_func("tvm.rpc.server.workpath")("")).resolve()
-    path = (folder / file_name).resolve()
-    if path.parent != folder:
-        raise ValueError(f"worker: {file_name!r} resolves outside the work folder")
-    return str(path)
