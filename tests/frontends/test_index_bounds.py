@@ -70,7 +70,7 @@ def test_computed_id_past_the_table_wraps_instead_of_reading_other_memory(tmp_pa
     compiled = api.compile(load_model(_gather(tmp_path / "g.onnx", scale=10**11)), [cpu_device()])
     ids = np.array([1, 2, -3], dtype=np.int64)
     (got,) = api.run(compiled, {"ids": ids})
-    np.testing.assert_array_equal(got, np.take(TABLE, ids * 10**11, axis=0, mode="wrap"))
+    np.testing.assert_array_equal(got, TABLE[(ids * 10**11) % len(TABLE)])  # np.take wraps slowly
 
 
 def test_run_refuses_with_exit_2_and_one_line(tmp_path):
