@@ -41,6 +41,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
 
 def _one_line_error(result: subprocess.CompletedProcess, command: str, *words: str) -> None:
+    """One line naming the command and ``words``, exit 2 (a user's mistake)."""
     text = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, text
     assert "Traceback" not in text, text

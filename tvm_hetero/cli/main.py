@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from tvm_hetero.devices.spec import split_address
+from tvm_hetero.errors import RunError
 from tvm_hetero.strategies.registry import STRATEGIES
 
 COMMANDS = {
@@ -90,6 +91,10 @@ def _pair(flag: str, sep: str = "=") -> Callable[[str], str]:
 
     return _checked(parse, flag)
 
+
+DEVICE_FAILED = 3
+"""The exit code of a run that a device or its worker failed (dead, not answering, its session
+crashed): not the user's mistake (2) and not a bug of ours (1)."""
 
 OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db")
 """Flags naming a file a command writes: checked (not a folder, its folder made) before it runs."""
@@ -479,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except common.Stop as stop:
         common.console().print(str(stop))
         return stop.code
+    except RunError as err:
+        common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
+        return 2 if err.device is None else DEVICE_FAILED
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2
