@@ -13,30 +13,33 @@ from pathlib import Path
 
 import numpy as np
 
-from tvm_hetero.cli.common import check_memory, console, input_bytes, table
+from tvm_hetero.cli.common import check_memory, console, table
 from tvm_hetero.errors import RunError
+
+_NOT_NPZ = (OSError, ValueError, zipfile.BadZipFile, EOFError)
+"""What numpy raises for a file that is no readable ``.npz``."""
 
 
 def _inputs(specs, path: str | None) -> dict[str, np.ndarray]:
     if path is None:
-        check_memory("the model's inputs", sum(input_bytes(s) for s in specs))
+        check_memory("the model's inputs", sum(s.nbytes for s in specs))
         rng = np.random.default_rng(0)
         return {s.name: s.random(rng) for s in specs}
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ValueError(f"--inputs {path!r}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+    except _NOT_NPZ as err:
         raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
     if not isinstance(data, np.lib.npyio.NpzFile):  # an .npy: one array, no name
         raise ValueError(
             f"--inputs {path!r}: one unnamed array; give an .npz of inputs by name "
             "(numpy.savez('in.npz', NAME=array, ...))"
         )
-    try:
+    try:  # members are read, and may be found damaged, only now
         with data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+    except _NOT_NPZ as err:
         raise ValueError(f"--inputs {path!r}: not an .npz of arrays by name ({err})") from None
 
 
@@ -88,25 +91,24 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str,
             f"--replan: {args.file} names its own folder to compile in ({recipe['cwd']!r}); "
             "add --trust-recipe if you made it, or compile again"
         )
-    model = build_parser().parse_args(recipe["argv"]).model
-    inside = (folder / model).resolve().is_relative_to(folder)
-    if (folder / model).exists() and not inside and not args.trust_recipe:
+    again = build_parser().parse_args(recipe["argv"])  # the compile, as the .tar was made
+    model = folder / again.model
+    if model.exists() and not model.resolve().is_relative_to(folder) and not args.trust_recipe:
         raise RunError(
-            f"--replan: the recipe of {args.file} compiles {model!r}, outside the .tar's folder "
-            f"{str(folder)!r}; add --trust-recipe to run it (only for a .tar you made)"
+            f"--replan: the recipe of {args.file} compiles {again.model!r}, outside the .tar's "
+            f"folder {str(folder)!r}; add --trust-recipe to run it (only for a .tar you made)"
         )
-    workdir_of_recipe = recipe.get("cwd", str(folder)) if args.trust_recipe else str(folder)
-    args = build_parser().parse_args(recipe["argv"])
-    args.argv = [*recipe["argv"], "--exclude", failed]
-    args.exclude = [*args.exclude, failed]
-    args.place = [rule for rule in args.place if rule.partition("=")[2] != failed]
+    where = recipe.get("cwd", str(folder)) if args.trust_recipe else str(folder)
+    again.argv = [*recipe["argv"], "--exclude", failed]
+    again.exclude = [*again.exclude, failed]
+    again.place = [rule for rule in again.place if rule.partition("=")[2] != failed]
     replanned = Path(workdir) / "replanned"  # not over the first libraries: they stay mapped
     replanned.mkdir()
-    args.output, args.check, args.explain = str(replanned / "model.tar"), False, False
-    console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(args.argv)}")
-    with contextlib.chdir(workdir_of_recipe):
-        cmd_compile.run(args)
-    return _at_hosts(load(args.output, replanned), hosts)
+    again.output, again.check, again.explain = str(replanned / "model.tar"), False, False
+    console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(again.argv)}")
+    with contextlib.chdir(where):
+        cmd_compile.run(again)
+    return _at_hosts(load(again.output, replanned), hosts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +169,7 @@ def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace
     from tvm_hetero.runtime.stats import pipeline_stats
 
     count = args.microbatches
-    per_batch = sum(int(np.asarray(v).nbytes) for v in feed.values())
+    per_batch = sum(s.nbytes for s in deployment.inputs)
     check_memory(f"--microbatches {count} (inputs of {per_batch:,} bytes each)", count * per_batch)
     rng = np.random.default_rng(1)
     feeds = [feed] + [

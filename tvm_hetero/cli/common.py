@@ -88,7 +88,7 @@ def model_from_args(args: argparse.Namespace, static: bool = True):
         model = load_model(args.model, shapes=shapes or None, **overrides)
     for spec in model.inputs:  # a shape no run could hold is refused before the compile
         flag = "--input-shape" if spec.name in shapes else "--model-arg"
-        check_memory(f"{flag}: input {spec.name!r} {tuple(spec.shape)}", input_bytes(spec))
+        check_memory(f"{flag}: input {spec.name!r} {tuple(spec.shape)}", spec.nbytes)
     if static:
         from tvm_hetero.api import require_static_inputs
 
@@ -237,16 +237,6 @@ def check_memory(what: str, nbytes: int) -> None:
             f"{what} would hold {nbytes / 2**30:,.1f} GiB; this machine has "
             f"{free / 2**30:,.1f} GiB free"
         )
-
-
-def input_bytes(spec) -> int:
-    """Bytes of one input of ``spec`` (an ``InputSpec``; a symbolic dimension counts 1)."""
-    import math
-
-    import numpy as np
-
-    dims = [d if isinstance(d, int) else 1 for d in spec.shape]
-    return math.prod(dims) * np.dtype(spec.dtype).itemsize
 
 
 def writable_folder(path: str, flag: str) -> str:

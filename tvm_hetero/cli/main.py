@@ -476,9 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, flag, None):
                 common.writable_path(getattr(args, flag), f"--{flag}")
         if getattr(args, "db", None):  # an existing file must be a profile database
-            from tvm_hetero.profiling.db import ProfileDB
+            from tvm_hetero.profiling.db import check_profile_db
 
-            ProfileDB(args.db)
+            check_profile_db(args.db)
         module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command.replace('-', '_')}")
         return int(module.run(args) or 0)
     except common.Stop as stop:

@@ -14,6 +14,7 @@ import tvm
 from tvm import relax
 
 from tvm_hetero.ir.bindings import iter_bindings
+from tvm_hetero.ir.types import tensor_infos
 
 PASSING = frozenset(
     {
@@ -51,13 +52,12 @@ def _op_name(expr: relax.Expr | None) -> str | None:
 
 
 def _rows(take: relax.Call) -> int | None:
-    shape = getattr(take.args[0].ty, "shape", None)
+    infos = tensor_infos(take.args[0].ty)
     axis = take.attrs.axis
-    if shape is None or axis is None or not hasattr(shape, "values"):
+    if axis is None or len(infos) != 1 or infos[0].shape is None:
         return None
-    dims = list(shape.values)
-    extent = dims[int(axis)]
-    return int(extent) if isinstance(extent, tvm.tirx.IntImm) else None
+    extent = infos[0].shape[int(axis)]
+    return extent if isinstance(extent, int) else None
 
 
 def _sources(

@@ -8,6 +8,7 @@ from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.types import tensor_infos
 
 TAKE = "relax.take"
 ALONG_AXIS = ("relax.gather_elements", "relax.scatter_elements")
@@ -46,10 +47,11 @@ class WrapIndices:
 
 
 def _dims(expr: relax.Expr) -> list[int | None] | None:
-    shape = getattr(expr.ty, "shape", None)
-    if shape is None or not hasattr(shape, "values"):
+    """``expr``'s dimensions, ``None`` for a symbolic one; ``None`` for an unknown shape."""
+    infos = tensor_infos(expr.ty)
+    if len(infos) != 1 or infos[0].shape is None:
         return None
-    return [int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in shape.values]
+    return [d if isinstance(d, int) else None for d in infos[0].shape]
 
 
 def _wrapped(ids: relax.Expr, sizes: list[int | None]) -> relax.Expr | None:

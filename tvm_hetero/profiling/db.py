@@ -28,6 +28,22 @@ class ProfileDBError(ValueError):
     """A profile database file with a damaged record (the message names file and line)."""
 
 
+def check_profile_db(path: str | Path) -> None:
+    """Refuse, as opening it would, an existing file that is not a profile database (a plan
+    given as ``--db``), before any work. A file whose first line starts a JSON object is left to
+    the command's own :class:`ProfileDB` (its damaged lines are skipped there): only another
+    file is read here, so a good database is not parsed twice."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        with open(path, "rb") as f:
+            first = next((line.strip() for line in f if line.strip()), b"")
+        if not first or first.startswith(b'{"'):
+            return
+    ProfileDB(path)
+
+
 class ProfileDB:
     """Profile records on disk, indexed by what they measured.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,12 @@ class InputSpec:
     dtype: str
     high: int | None = None
     low: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one value of this input (a symbolic dimension counted as 1: the least)."""
+        dims = [d if isinstance(d, int) else 1 for d in self.shape]
+        return math.prod(dims) * np.dtype(self.dtype).itemsize
 
     def random(self, rng: np.random.Generator) -> np.ndarray:
         """A random array that is a valid value for this input."""
