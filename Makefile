@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python ci/gen_catalog.py --check
+	$(BIN)/python ci/check_layers.py
 
 # two pytest workers (the suite compiles on one core each), then alone what needs both cores
 test: lint

@@ -24,9 +24,9 @@ from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.tuning import tune
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.ir.workloads import input_infos, op_module, workload_key
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler, place_on
-from tvm_hetero.profiling.workloads import input_infos, op_module, workload_key
 from tvm_hetero.runtime.measure import MeasureConfig, random_args
 from tvm_hetero.zoo import load_zoo_model
 
@@ -96,7 +96,7 @@ def main() -> None:
 
 
 def _op(node):
-    from tvm_hetero.profiling.record import RecordKind
+    from tvm_hetero.records import RecordKind
 
     return RecordKind.OP, {"op": node.op, "inputs": [list(t.shape) for t in node.inputs]}
 

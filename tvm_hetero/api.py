@@ -10,46 +10,33 @@ import atexit
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tvm
 
-from tvm_hetero.build.deploy import build_deployment
+from tvm_hetero.build.compiled import CompiledModel as CompiledModel
+from tvm_hetero.build.compiled import compile_model, require_static_inputs
+from tvm_hetero.build.compiled import in_plan_order as in_plan_order
+from tvm_hetero.build.compiled import place as place
 from tvm_hetero.build.multi_device import BuildOptions, lower
-from tvm_hetero.build.vdevices import vdevices_of
-from tvm_hetero.devices.discover import device_name, merged_cpu
+from tvm_hetero.devices.discover import device_name
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import OpGraph
-from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.optimize.search import OptimizeResult
 from tvm_hetero.plan.placement import Placement, place_by_op_type
 from tvm_hetero.plan.registry import Plan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.record import ProfileRecord
+from tvm_hetero.records import ProfileRecord
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.measure import MeasureConfig, choose_number
 from tvm_hetero.schedules import KernelChoice, kernel_choices
+from tvm_hetero.strategies.base import PlanResult, ProgressLike, as_progress
+from tvm_hetero.strategies.base import placement_summary as placement_summary
 from tvm_hetero.strategies.registry import get_strategy
-
-
-@dataclass(frozen=True)
-class CompiledModel:
-    """A model compiled for a list of devices, ready to run or save."""
-
-    deployment: Deployment = field(repr=False)
-    placed: tvm.IRModule = field(repr=False)
-    devices: tuple[DeviceSpec, ...]
-    placement: Plan
-    model: Model = field(repr=False)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the compiled model to a ``.tar`` that ``tvm-hetero run`` reads."""
-        return self.deployment.save(path)
 
 
 def placement_from_rules(
@@ -66,50 +53,6 @@ def placement_from_rules(
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 
 
-def in_plan_order(devices: Sequence[DeviceSpec], plan: Plan) -> list[DeviceSpec]:
-    """``devices`` reordered as ``plan`` lists them (its home device first)."""
-    by_name = {d.name: d for d in devices}
-    merged = merged_cpu(devices)  # a fallback to one worker on all the given cores
-    if merged is not None:
-        by_name.setdefault(merged.name, merged)
-    missing = [n for n in plan.devices if n not in by_name]
-    if missing:
-        raise SpecError(
-            f"the plan uses devices {missing}; give them ({[d.name for d in devices]} given)"
-        )
-    return [by_name[n] for n in plan.devices]
-
-
-def place(model: Model, devices: Sequence[DeviceSpec], placement: Plan) -> tvm.IRModule:
-    """Declare ``devices`` as vdevices and realize the plan: operators placed on devices
-    (:class:`Placement`) or key operators cut between two devices (:class:`SplitPlan`)."""
-    require_static_inputs(model)
-    if [d.name for d in devices] != list(placement.devices):
-        raise SpecError(
-            f"plan is for devices {list(placement.devices)}, not {[d.name for d in devices]}"
-        )
-    name, arguments = placement.realisation()
-    seq = get_pipeline(name, vdevices=vdevices_of(devices), **arguments)
-    return seq(model.mod)
-
-
-def require_static_inputs(model: Model) -> None:
-    """Refuse a model with symbolic input dimensions before any work, naming the inputs and how
-    to give their shapes (kernels are compiled for one shape)."""
-    symbolic = [i for i in model.inputs if any(not isinstance(d, int) for d in i.shape)]
-    if symbolic:
-        example = " ".join(
-            f"--input-shape {i.name}:"
-            + "x".join(str(d if isinstance(d, int) else 1) for d in i.shape)
-            for i in symbolic
-        )
-        shapes = ", ".join(f"{i.name} {tuple(i.shape)}" for i in symbolic)
-        raise SpecError(
-            f"{model.name}: input(s) with symbolic dimensions: {shapes}; give their shapes "
-            f"({example}, or load_model(..., shapes=...))"
-        )
-
-
 def compile(
     model: Model,
     devices: Sequence[DeviceSpec],
@@ -118,31 +61,60 @@ def compile(
 ) -> CompiledModel:
     """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default):
     one unit per run of operators on one device, one library per device."""
-    if not devices:
-        raise SpecError("compile: give at least one device")
-    placement = placement or Placement(tuple(d.name for d in devices))
-    placed = place(model, devices, placement)
-    deployment = build_deployment(
-        model, devices, placed, options, placement.to_dict(), placement.units()
-    )
-    return CompiledModel(deployment, placed, tuple(devices), placement, model)
+    return compile_model(model, devices, placement, options)
 
 
 def plan(
-    model: Model, devices: Sequence[DeviceSpec], strategy: str = "eop", **settings: Any
-) -> Plan:
-    """Measure ``model`` on ``devices`` and plan it with ``strategy`` (``"eop"``, ``"als"``: see
-    :mod:`tvm_hetero.strategies.registry`); ``settings`` go to that strategy's ``make_plan``
-    (EOP: ``db``, ``options``, ``key_share``, ``samples``, ``span``, ``progress``; ALS:
-    ``options``, ``pim``, ``exact``, ``min_gain``, ``confirm``; DUET: ``db``, ``options``,
-    ``budget``; EdgePipe: ``cluster``, ``db``, ``options``, ``orders``; FlexPie: ``cluster``,
-    ``estimators``, ``db``, ``options``, ``confirm``: plans timed end to end, 0 for none).
-    Compile the result with :func:`compile` (``in_plan_order(devices, plan)`` gives the devices
-    in the plan's order)."""
+    model: Model, devices: Sequence[DeviceSpec], strategy: str = "eop",
+    progress: ProgressLike = None, **settings: Any,
+) -> Plan:  # fmt: skip
+    """Measure ``model`` on ``devices`` and plan it with ``strategy`` (``"eop"``, ``"als"``,
+    ``"duet"``, ``"edgepipe"``, ``"flexpie"``: :mod:`tvm_hetero.strategies.registry`).
+    ``settings`` are the strategy's flags by their Python names, defaulting as on the command
+    line (``db``, ``confirm``, ``cluster``: a ``ClusterSpec``, ``options``: ``BuildOptions``;
+    EOP: ``key_share``, ``samples``, ``span``; ALS: ``exact``, ``min_gain``, ``pim``; DUET:
+    ``correction_runs``; FlexPie: ``estimators``, ``max_run``, ``confirm_plans``); a name the
+    strategy does not take is refused. Compile the result with :func:`compile`
+    (``in_plan_order(devices, plan)`` gives the devices in the plan's order)."""
+    return plan_result(model, devices, strategy, progress, **settings).plan
+
+
+def plan_result(
+    model: Model, devices: Sequence[DeviceSpec], strategy: str = "eop",
+    progress: ProgressLike = None, **settings: Any,
+) -> PlanResult:  # fmt: skip
+    """As :func:`plan`, with what the strategy weighed and measured, for its report
+    (``get_strategy(strategy).report(result, model, devices)``) and chart."""
     if not devices:
         raise SpecError("plan: give at least one device")
     require_static_inputs(model)
-    return get_strategy(strategy).planner_module().make_plan(model, list(devices), **settings)
+    chosen = get_strategy(strategy)
+    return chosen.plan(model, list(devices), chosen.settings(**settings), as_progress(progress))
+
+
+def optimize(
+    model: Model, devices: Sequence[DeviceSpec], objective: str = "latency",
+    budget_s: float = 600.0, progress: ProgressLike = None,
+    onnx: str | Path | None = None, top: int = 3, runs: int = 50, **settings: Any,
+) -> OptimizeResult:  # fmt: skip
+    """The fastest way to run ``model`` on ``devices``: every strategy that applies plans
+    (measurements shared through ``db``), each device alone is a candidate too, the ``top``
+    plans by predicted time and every single device are compiled and timed end to end in
+    interleaved rounds (``runs`` runs each), and the fastest measured is kept
+    (:func:`tvm_hetero.optimize.search.optimize`). ``onnx``: the model's ONNX file, for ONNX
+    Runtime on each CPU alone timed in the same rounds. ``settings``: any strategy's, as for
+    :func:`plan`. ``result.compiled.save(path)`` writes the kept build."""
+    from tvm_hetero.optimize.search import optimize as search
+    from tvm_hetero.optimize.search import settings_names
+
+    require_static_inputs(model)
+    unknown = sorted(set(settings) - settings_names())
+    if unknown:
+        raise ValueError(f"optimize: no strategy takes {', '.join(unknown)}")
+    return search(
+        model, list(devices), objective, budget_s, settings, as_progress(progress),
+        None if onnx is None else str(onnx), top, runs,
+    )  # fmt: skip
 
 
 def profile(
@@ -253,16 +225,6 @@ def model_id(model: Model) -> str:
 
     ops = ";".join(f"{n.node_id}:{n.op}" for n in OpGraph.from_module(model.mod).nodes)
     return f"{model.name}#{hashlib.sha1(ops.encode()).hexdigest()[:10]}"
-
-
-def placement_summary(model: Model, placement: Plan) -> list[dict[str, Any]]:
-    """Per device: operators, FLOPs share and bytes copied in, for a placement of ``model``."""
-    from tvm_hetero.plan.placement import summarize
-
-    graph = OpGraph.from_module(model.mod)
-    ops = [(n.node_id, n.flops) for n in graph.nodes]
-    edges = [(u, v, d["bytes"]) for u, v, d in graph.graph.edges(data=True)]
-    return summarize(ops, edges, placement)
 
 
 def max_abs_error(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:

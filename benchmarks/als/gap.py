@@ -20,7 +20,7 @@ from tvm_hetero.devices.discover import resolve_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.als import als_assignment, exact_assignment
 from tvm_hetero.plan.profiling_paths import profiling_runs
-from tvm_hetero.strategies.als import dcg_of, measure_costs
+from tvm_hetero.strategies.als.planner import dcg_of, measure_costs
 from tvm_hetero.zoo import ZOO, load_zoo_model
 
 

@@ -35,7 +35,7 @@ from tvm_hetero.plan.als import exact_assignment, priority_assignment, total_tim
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import node_runs, profiling_runs
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.strategies.als import (
+from tvm_hetero.strategies.als.planner import (
     PIM_OPS,
     confirm_by_measurement,
     dcg_of,

@@ -33,7 +33,7 @@ from tvm_hetero.plan.profiling_paths import profiling_runs
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.strategies.als import dcg_of
+from tvm_hetero.strategies.als.planner import dcg_of
 from tvm_hetero.zoo import load_zoo_model
 
 LATENCY_S = 2e-4

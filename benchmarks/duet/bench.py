@@ -32,7 +32,7 @@ from tvm_hetero import api
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.plan import duet
 from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.strategies import duet as strategy
+from tvm_hetero.strategies.duet import planner as strategy
 from tvm_hetero.zoo import load_zoo_model
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]

@@ -42,7 +42,7 @@ def check(name: str, work: Path, microbatches: int) -> dict:
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.ir.opgraph import OpGraph
     from tvm_hetero.runtime.executor import Executor
-    from tvm_hetero.strategies import edgepipe as strategy
+    from tvm_hetero.strategies.edgepipe import planner as strategy
 
     source = CORPUS[name.removesuffix("-symbolic")].source
     row: dict = {"model": name, "source": source, "stage": "export"}

@@ -17,7 +17,7 @@ import time
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.edgepipe import PipelineProblem, categories, edgepipe
-from tvm_hetero.strategies.edgepipe import pipeline_layers
+from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
 
 GFLOPS = {"rcc-100": 8.0, "rcc-75": 6.0, "rcc-25": 2.0, "minnow": 5.0}  # per device kind
 MEMORY = {"rcc-100": 8 * 2**30, "rcc-75": 4 * 2**30, "rcc-25": 4 * 2**30, "minnow": 2 * 2**30}

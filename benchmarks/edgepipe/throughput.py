@@ -52,7 +52,7 @@ from tvm_hetero.plan import edgepipe
 from tvm_hetero.profiling.link_probe import measured_cluster, probe_link
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.stats import pipeline_stats
-from tvm_hetero.strategies import edgepipe as strategy
+from tvm_hetero.strategies.edgepipe import planner as strategy
 
 RCC = 0.4  # cores of a full RCC-VE board, scaled to this machine (4 of them leave 0.4 core
 # for the client, the pulls and the network: at 0.5 the workers' quotas took every cycle, and

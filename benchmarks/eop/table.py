@@ -28,7 +28,7 @@ from tvm_hetero.devices.discover import resolve_device
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime.measure import MeasureConfig
-from tvm_hetero.strategies import eop
+from tvm_hetero.strategies.eop import planner as eop
 from tvm_hetero.viz.splits import plot_split_plan
 from tvm_hetero.zoo import load_zoo_model
 

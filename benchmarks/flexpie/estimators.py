@@ -24,8 +24,8 @@ import numpy as np
 from latency import SHIPPED_TRACES, fitting_traces
 
 from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, distinct_workloads, train
-from tvm_hetero.profiling.traces import read_traces
-from tvm_hetero.strategies.flexpie import DEFAULT_MODELS
+from tvm_hetero.strategies.flexpie.planner import DEFAULT_MODELS
+from tvm_hetero.strategies.flexpie.traces import read_traces
 
 GROUPS = ("kind", "lanes")
 """Features whose values the held-out errors are also reported by."""

@@ -79,7 +79,7 @@ def check(name: str, work: Path, count: int, remote: list | None = None) -> dict
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.runtime.executor import Executor
-    from tvm_hetero.strategies import flexpie as strategy
+    from tvm_hetero.strategies.flexpie import planner as strategy
 
     source = CORPUS[name.removesuffix("-symbolic")].source
     row: dict = {"model": name, "source": source, "stage": "export"}

@@ -64,19 +64,19 @@ from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.plan.flexpie import scores
-from tvm_hetero.profiling.fingerprint import cpu_model
-from tvm_hetero.profiling.traces import (
+from tvm_hetero.records import cpu_model
+from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.deployment import load as load_deployment
+from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.strategies.flexpie import planner as strategy
+from tvm_hetero.strategies.flexpie.confirm import confirm_by_measurement
+from tvm_hetero.strategies.flexpie.traces import (
     IDLE_MS,
     append_traces,
     collect,
     read_traces,
     sync_traces,
 )
-from tvm_hetero.runtime.deployment import Deployment
-from tvm_hetero.runtime.deployment import load as load_deployment
-from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.strategies import flexpie as strategy
-from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
 
 MODELS = {  # sizes these quotas run in tenths of a second
     "mobilenet": ("mobilenet", {"image": 224, "width": 1.0}),

@@ -141,7 +141,7 @@ def held_run(path: Path, quota: float, runs: int) -> list[float]:
 
 def cluster_figures(model: str) -> dict[str, float]:
     """Medians over this host's cases of ``flexpie_latency.json`` that ran ``model`` (ms)."""
-    from tvm_hetero.profiling.fingerprint import cpu_model
+    from tvm_hetero.records import cpu_model
 
     cpu = cpu_model()
     runs = [r for r in json.loads(LATENCY.read_text())["runs"]

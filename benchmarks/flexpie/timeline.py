@@ -39,13 +39,13 @@ from latency import (
 )
 
 from tvm_hetero import api
-from tvm_hetero.cli.flexpie import segment_costs
 from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.runtime.executor import Executor
-from tvm_hetero.strategies import flexpie as strategy
+from tvm_hetero.strategies.flexpie import planner as strategy
+from tvm_hetero.strategies.flexpie.report import segment_costs
 
 
 def unit_times(ex: Executor, tensors, runs: int) -> tuple[list[float], dict]:

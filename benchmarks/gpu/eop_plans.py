@@ -21,10 +21,11 @@ from pathlib import Path
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
+from tvm_hetero.ir.workloads import zero_weights
 from tvm_hetero.profiling.offline import OfflineRunner
-from tvm_hetero.profiling.workloads import zero_weights
+from tvm_hetero.profiling.profiler import profiler_for
 from tvm_hetero.runtime.measure import PROFILE_CONFIG
-from tvm_hetero.strategies import eop
+from tvm_hetero.strategies.eop import planner as eop
 from tvm_hetero.zoo import load_zoo_model
 
 HERE = Path(__file__).parent
@@ -52,7 +53,7 @@ def main() -> None:
     for name in args.models:
         model = load_zoo_model(name, batch=args.batch)
         runner = OfflineRunner(args.work / f"eop_{name}", PROFILE_CONFIG)
-        profiler = eop.profiler_for(args.db, runner=runner)
+        profiler = profiler_for(args.db, runner=runner)
         runner.merge_into(profiler.db)
         inputs = eop.measure_inputs(model, devices, profiler)
         if runner.entries:

@@ -31,7 +31,8 @@ from tvm_hetero.build.cuda_binary import device_code
 from tvm_hetero.devices import cpu_device, cuda_device
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.profiling.offline import OfflineRunner
-from tvm_hetero.strategies import eop
+from tvm_hetero.profiling.profiler import profiler_for
+from tvm_hetero.strategies.eop import planner as eop
 
 MODELS = ["resnet18", "mobilenet_v3_small", "googlenet", "deit_tiny", "bert", "gpt2",
           "lstm_classifier", "two_tower", "resnet18-symbolic"]  # fmt: skip
@@ -63,7 +64,7 @@ def one(name: str, work: Path, eop_export: bool) -> dict:
         if eop_export:
             row["stage"] = "eop --offline"
             runner = OfflineRunner(work / f"eop_{name}")
-            profiler = eop.profiler_for(work / "db.jsonl", runner=runner)
+            profiler = profiler_for(work / "db.jsonl", runner=runner)
             start = time.perf_counter()
             eop.measure_inputs(model, [cpu, gpu], profiler, key_share=1.0, samples=3)
             runner.save()

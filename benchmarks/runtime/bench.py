@@ -20,8 +20,8 @@ from tvm_hetero.build.multi_device import build
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.ir.workloads import chain_module
 from tvm_hetero.plan import Placement
-from tvm_hetero.profiling.workloads import chain_module
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.vm import make_vm
 from tvm_hetero.runtime.worker import configure_threads

@@ -106,7 +106,7 @@ FILE_ERRORS = [
     ("bundle", ["g.json", "-o", "box"], ["'g.json'", "not a tvm-hetero compiled model"]),
     ("measure", ["folder"], ["'folder'", "manifest.json", "plan --offline"]),
     ("plan", ["mlp:tiny", "--strategy", "edgepipe", "--offline", "w"],
-     ["--offline 'w'", "eop, als or duet"]),
+     ["--offline 'w'", "als, duet or eop"]),
     ("compile", ["mlp:tiny", "--place", "matmul=cuda:3", "-o", "a.tar"], ["cuda:3", "not one"]),
     ("compile", ["mlp:tiny", "--device", "cpu", "--device", "cpu@0", "-o", "a.tar"],
      ["'cpu' (every core)", "'cpu@0'", "overlap"]),

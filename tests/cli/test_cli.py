@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tvm_hetero.cli.main import main
-from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.runtime.deployment import read_manifest
+from tvm_hetero.strategies.flexpie import traces as trace_collection
 
 
 def test_help_does_not_import_tvm():

@@ -77,9 +77,9 @@ def test_patterns_fit_this_cpus_measured_sweep_and_predict_held_out_sizes(tmp_pa
     """A matmul swept along its rows on this CPU: fitted on every other size, the pattern
     predicts the sizes it never saw (the figure the EOP benchmark reports per model)."""
     from tvm_hetero.devices import cpu_device
+    from tvm_hetero.ir.workloads import Dim
     from tvm_hetero.profiling.db import ProfileDB
     from tvm_hetero.profiling.profiler import Profiler
-    from tvm_hetero.profiling.workloads import Dim
     from tvm_hetero.runtime.measure import MeasureConfig
     from tvm_hetero.zoo import load_zoo_model
 

@@ -13,9 +13,9 @@ from tvm_hetero.build import cuda_binary
 from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.build.vdevices import to_vdevice
 from tvm_hetero.devices import cpu_device, cuda_device, resolve_device
+from tvm_hetero.ir.workloads import transfer_module
 from tvm_hetero.plan import Placement
 from tvm_hetero.profiling.profiler import place_on
-from tvm_hetero.profiling.workloads import transfer_module
 from tvm_hetero.runtime.executor import refilled_copies
 from tvm_hetero.zoo import load_zoo_model
 

@@ -18,7 +18,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.passes import PlaceOperators
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.plan.spatial_plan import SpatialPlan
-from tvm_hetero.strategies.edgepipe import pipeline_layers
+from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -193,7 +193,7 @@ def test_zoo_cnns_in_mixed_fused_schemes_equal_the_whole_model(name, three_cpus)
 def _runs_of(model: Model, scheme: str, run: int, devices: int):
     """Segments of up to ``run`` layers in ``scheme``, shorter where a longer run has no tile
     rule, ``Home`` where not even one layer has."""
-    from tvm_hetero.strategies.flexpie import TileGeometry, flexpie_layers
+    from tvm_hetero.strategies.flexpie.planner import TileGeometry, flexpie_layers
 
     layers = flexpie_layers(model)
     geometry = TileGeometry(model, layers, devices)

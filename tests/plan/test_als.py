@@ -120,7 +120,7 @@ def test_priority_baseline_and_missing_costs():
 
 def test_guard_keeps_the_best_baseline_when_the_gain_is_small():
     from tvm_hetero.plan.als import best_priority_assignment
-    from tvm_hetero.strategies.als import plan_als
+    from tvm_hetero.strategies.als.planner import plan_als
 
     for seed in range(20):
         dcg, costs = _graph(6, seed, chain=True, n_devices=2, restrict=False)

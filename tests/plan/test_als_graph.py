@@ -1,7 +1,7 @@
 from tvm_hetero.cli.main import main
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.profiling_paths import profiling_runs
-from tvm_hetero.strategies.als import PIM_OPS, dcg_of
+from tvm_hetero.strategies.als.planner import PIM_OPS, dcg_of
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -52,8 +52,8 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
 
     from tvm_hetero import api
     from tvm_hetero.plan.als import check_costs, priority_assignment, total_time
-    from tvm_hetero.strategies.als import measure_costs, plan_als
-    from tvm_hetero.strategies.eop import profiler_for
+    from tvm_hetero.profiling.profiler import profiler_for
+    from tvm_hetero.strategies.als.planner import measure_costs, plan_als
 
     model = load_zoo_model("mlp:tiny")
     graph = OpGraph.from_module(model.mod)
@@ -82,7 +82,7 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
         )
     # confirmed by measurement: the kept plan is the one measured faster end to end
     from tvm_hetero.plan.placement import Placement
-    from tvm_hetero.strategies.als import confirm_by_measurement
+    from tvm_hetero.strategies.als.planner import confirm_by_measurement
 
     first = next(o for o in dcg.ops if 1 in dcg.capable[o])  # neither baseline moves just one
     moved = Placement(plan.devices, {first: 1}, "als", 1.0)

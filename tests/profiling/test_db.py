@@ -6,8 +6,7 @@ import textwrap
 import pytest
 
 from tvm_hetero.profiling.db import ProfileDB, ProfileDBError
-from tvm_hetero.profiling.fingerprint import Fingerprint
-from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.records import Fingerprint, ProfileRecord, RecordKind
 
 FP = Fingerprint("cpu", "Test CPU [znver3]", 2, "0.27.0.post1")
 OTHER = Fingerprint("cpu", "Other CPU", 2, "0.27.0.post1")
@@ -79,8 +78,8 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from tvm_hetero.profiling.db import ProfileDB
-        from tvm_hetero.profiling.fingerprint import Fingerprint
-        from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+        from tvm_hetero.records import Fingerprint
+        from tvm_hetero.records import ProfileRecord, RecordKind
         fp = Fingerprint("cpu", "x", 1, "t")
         db = ProfileDB({str(path)!r})
         tag = sys.argv[1]
@@ -115,7 +114,7 @@ def test_import_published_profiles(tmp_path):
 
 
 def test_cpu_model_tells_generations_of_one_marketing_name_apart(tmp_path):
-    from tvm_hetero.profiling.fingerprint import cpu_model
+    from tvm_hetero.records import cpu_model
 
     def info(name: str, family: int, model: int) -> str:
         path = tmp_path / name

@@ -15,11 +15,11 @@ from tvm_hetero.devices import ClusterSpec, DeviceSpec, Link, cpu_device, resolv
 from tvm_hetero.plan.registry import load_plan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.offline import OfflineRunner
-from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.profiling.profiler import Profiler, profiler_for
+from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.cuda import cuda_runtime_error
 from tvm_hetero.runtime.offline_runner import ROUNDS
-from tvm_hetero.strategies import eop
+from tvm_hetero.strategies.eop import planner as eop
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -74,7 +74,7 @@ def test_eop_offline_round_trip_on_a_stand_in_box_of_two_cpu_workers(tmp_path):
     assert set(plan.devices) == {"box-a", "box-b"}
     # every request of the planner was served by the box's records: nothing left to export
     runner = OfflineRunner(folder)
-    profiler = eop.profiler_for(db, runner=runner)
+    profiler = profiler_for(db, runner=runner)
     cluster = ClusterSpec.load(spec)
     pair = [resolve_device(n, cluster) for n in ("box-a", "box-b")]
     eop.measure_inputs(load_zoo_model("mlp:tiny"), pair, profiler, samples=3)
@@ -114,7 +114,7 @@ def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, caps
     spec = _box_of_two_cpu_workers(tmp_path)
     folder, db = tmp_path / "offline", tmp_path / "db.jsonl"
     base = ["plan", "siamese-lstm:tiny", "--strategy", "duet", "--cluster", str(spec),
-            "--device", "box-a", "--device", "box-b", "--budget", "3", "--offline", str(folder),
+            "--device", "box-a", "--device", "box-b", "--correction-runs", "3", "--offline", str(folder),
             "--db", str(db), "-o", str(tmp_path / "plan.json")]  # fmt: skip
     rounds = []
     while not (tmp_path / "plan.json").exists():
@@ -209,7 +209,7 @@ def test_measure_without_the_gpu_fails_each_gpu_workload_naming_the_device(cpu_a
 
 
 def test_exported_workloads_carry_zero_weights_under_the_real_workloads_key():
-    from tvm_hetero.profiling.workloads import ZEROED_MIN_ELEMENTS, workload_key, zero_weights
+    from tvm_hetero.ir.workloads import ZEROED_MIN_ELEMENTS, workload_key, zero_weights
 
     model = load_zoo_model("mlp", batch=4)
     zeroed = zero_weights(model.mod)

@@ -6,11 +6,11 @@ import pytest
 from tvm_hetero import api
 from tvm_hetero.costmodel.transfer import fit_transfer
 from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.ir.workloads import op_module, partition_dims, workload_key
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.profiling.workloads import op_module, partition_dims, workload_key
+from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.instrument import KernelTimer
 from tvm_hetero.runtime.measure import (
     QUOTA_WINDOW_MS,

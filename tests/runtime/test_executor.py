@@ -193,9 +193,9 @@ def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, 
                       _place_b_branch(model, ("cpu@0", "cpu@1"))).deployment  # fmt: skip
     calls, timed = [], Executor.time
 
-    def spy(self, inputs, repeat=100, warmup=3):
+    def spy(self, inputs, repeat=100, warmup=3, microbatches=1):
         calls.append((len(self.deployment.devices), repeat, warmup))
-        return timed(self, inputs, repeat, warmup)
+        return timed(self, inputs, repeat, warmup, microbatches)
 
     monkeypatch.setattr(Executor, "time", spy)
     samples = interleaved_run_seconds([one, two], [7, 3], rounds=3, warmup=2)

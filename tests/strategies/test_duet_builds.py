@@ -16,7 +16,7 @@ from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import duet
 from tvm_hetero.plan.registry import load_plan, save_plan
-from tvm_hetero.strategies import duet as strategy
+from tvm_hetero.strategies.duet import planner as strategy
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import edgepipe
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.stats import pipeline_stats
-from tvm_hetero.strategies import edgepipe as strategy
+from tvm_hetero.strategies.edgepipe import planner as strategy
 
 
 @pytest.fixture(scope="module")

@@ -30,17 +30,23 @@ from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.tiles import SCHEMES, even_parts
+from tvm_hetero.ir.workloads import concat_module
 from tvm_hetero.plan.flexpie import confirm_candidates, evaluate
-from tvm_hetero.profiling import traces as trace_collection
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.profiling.traces import JOINS, SYNC_SIZES, collect, concat_layout, read_traces
-from tvm_hetero.profiling.workloads import concat_module
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.injective import Injective
-from tvm_hetero.strategies import flexpie as strategy
-from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
+from tvm_hetero.strategies.flexpie import planner as strategy
+from tvm_hetero.strategies.flexpie import traces as trace_collection
+from tvm_hetero.strategies.flexpie.confirm import confirm_by_measurement
+from tvm_hetero.strategies.flexpie.traces import (
+    JOINS,
+    SYNC_SIZES,
+    collect,
+    concat_layout,
+    read_traces,
+)
 from tvm_hetero.zoo import load_zoo_model
 
 

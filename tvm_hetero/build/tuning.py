@@ -17,7 +17,7 @@ import tvm
 
 from tvm_hetero._compat import PrimFunc, normalize_kernel
 from tvm_hetero.build.multi_device import BuildOptions, lower
-from tvm_hetero.profiling.workloads import workload_key
+from tvm_hetero.ir.workloads import workload_key
 
 RECORDS = "database_tuning_record.json"
 

@@ -11,7 +11,7 @@ def run(args: argparse.Namespace) -> int:
     """Time tiles, transfers and joins on the devices (workers of ``--cluster``, or here)."""
     from tvm_hetero.devices.cluster import ClusterSpec
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.profiling.traces import collect
+    from tvm_hetero.strategies.flexpie.traces import collect
 
     cluster = ClusterSpec.load(args.cluster) if args.cluster else None
     devices = devices_from_args(args, ["cpu@0", "cpu@1"])

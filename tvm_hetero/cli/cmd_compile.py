@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tvm_hetero import api
+from tvm_hetero.cli.cmd_plan import planned
 from tvm_hetero.cli.common import (
     build_options,
     check_offline,
@@ -18,27 +19,18 @@ from tvm_hetero.cli.common import (
     parse_pairs,
     table,
 )
-from tvm_hetero.plan.eop import SplitPlan
 from tvm_hetero.plan.registry import load_plan
-from tvm_hetero.plan.spatial_plan import SpatialPlan
-from tvm_hetero.plan.subgraph_plan import SubgraphPlan
-from tvm_hetero.strategies.registry import get_strategy
+from tvm_hetero.strategies.base import placement_table
+from tvm_hetero.strategies.registry import get_strategy, strategies
 
 
-def placement_table(model, placement):
-    """Rich table of a placement: ops, FLOPs share and copies per device."""
-    rows = [
-        [
-            r["device"],
-            r["ops"],
-            r["flops"] / 1e9,
-            100 * r["flops_share"],
-            r["copies_in"],
-            r["bytes_in"] / 2**20,
-        ]
-        for r in api.placement_summary(model, placement)
-    ]
-    return table("Placement", ["device", "ops", "GFLOPs", "FLOPs %", "copies in", "MiB in"], rows)
+def describe(plan, model) -> object:
+    """A table of ``plan``: as the strategy that makes plans of its kind shows one, else each
+    device's operators (a placement by rules, or a plan kind no strategy claims)."""
+    for strategy in strategies().values():
+        if strategy.plan_kind == plan.to_dict()["kind"]:
+            return strategy.describe(plan, model)
+    return placement_table(model, plan)
 
 
 def schedule_table(choices) -> object:
@@ -76,29 +68,18 @@ def run(args: argparse.Namespace) -> int:
     devices = devices_from_args(args, list(plan.devices) if plan else default)
     options = build_options(args)
     compiled = None  # a strategy that compiled its plan while planning hands it over
-    if strategy and hasattr(strategy.module(), "plan_and_build"):
-        placement, compiled = strategy.module().plan_and_build(args, model, devices)
-    elif strategy:
-        placement = strategy.module().make_plan(args, model, devices)
-    elif plan:
-        placement = plan
+    if strategy:  # what the strategy weighed, as plan --strategy shows it
+        result = planned(args, strategy, model, devices)
+        placement, compiled = result.plan, result.compiled
+        shown = strategy.report(result, model, devices)
     else:
-        placement = api.placement_from_rules(model, devices, parse_pairs(args.place, "--place"))
+        placement = plan or api.placement_from_rules(
+            model, devices, parse_pairs(args.place, "--place")
+        )
+        shown = [describe(placement, model)]
+    for renderable in shown:
+        console().print(renderable)
     devices = api.in_plan_order(devices, placement)
-    if isinstance(placement, SplitPlan):
-        from tvm_hetero.cli.eop import split_table
-
-        console().print(split_table(placement))
-    elif isinstance(placement, SpatialPlan):
-        from tvm_hetero.cli.flexpie import plan_table
-
-        console().print(plan_table(placement))
-    elif isinstance(placement, SubgraphPlan):
-        from tvm_hetero.cli.duet import subgraph_table
-
-        console().print(subgraph_table(model, placement))
-    else:
-        console().print(placement_table(model, placement))
     start = time.perf_counter()
     if compiled is None:
         with console().status(f"compiling {model.name} for {', '.join(d.name for d in devices)}"):

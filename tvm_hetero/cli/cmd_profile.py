@@ -92,7 +92,7 @@ def _minimal_runs(model, devices, pim: str | None) -> int:
     import time
 
     from tvm_hetero.plan.profiling_paths import profiling_runs
-    from tvm_hetero.strategies.als import PIM_OPS, dcg_of
+    from tvm_hetero.strategies.als.planner import PIM_OPS, dcg_of
 
     names = [d.name for d in devices]
     pim = device_name(pim) if pim is not None else None

@@ -74,11 +74,11 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str,
     ``--trust-recipe``."""
     if not deployment.recipe:
         raise RunError(
-            f"--replan: {deployment.model} was not made by tvm-hetero compile; plan without "
-            f"{failed} by hand: tvm-hetero plan ... --exclude {failed}"
+            f"--replan: {deployment.model} was not made by tvm-hetero compile or optimize; "
+            f"plan without {failed} by hand: tvm-hetero plan ... --exclude {failed}"
         )
     try:
-        from tvm_hetero.cli import cmd_compile
+        from tvm_hetero.cli import cmd_compile, cmd_optimize
         from tvm_hetero.cli.main import build_parser
     except ImportError as err:  # an edge box: the TVM runtime only
         raise RunError(f"--replan needs the compiler on this machine: {err}") from None
@@ -101,13 +101,17 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str,
     where = recipe.get("cwd", str(folder)) if args.trust_recipe else str(folder)
     again.argv = [*recipe["argv"], "--exclude", failed]
     again.exclude = [*again.exclude, failed]
-    again.place = [rule for rule in again.place if rule.partition("=")[2] != failed]
     replanned = Path(workdir) / "replanned"  # not over the first libraries: they stay mapped
     replanned.mkdir()
-    again.output, again.check, again.explain = str(replanned / "model.tar"), False, False
+    again.output = str(replanned / "model.tar")
+    if again.command == "compile":
+        again.place = [rule for rule in again.place if rule.partition("=")[2] != failed]
+        again.check, again.explain = False, False
+    else:  # optimize: search again on the devices left, writing nothing else
+        again.report = again.plot = None
     console().print(f"[yellow]re-planning without {failed}:[/] tvm-hetero {' '.join(again.argv)}")
     with contextlib.chdir(where):
-        cmd_compile.run(again)
+        (cmd_compile if again.command == "compile" else cmd_optimize).run(again)
     return _at_hosts(load(again.output, replanned), hosts)
 
 

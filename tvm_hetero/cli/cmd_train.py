@@ -11,7 +11,7 @@ from tvm_hetero.cli.common import console, table
 def run(args: argparse.Namespace) -> int:
     """Fit the compute, sync and rearrange estimators; print their held-out error."""
     from tvm_hetero.costmodel.estimators import FEATURES, train
-    from tvm_hetero.profiling.traces import read_traces
+    from tvm_hetero.strategies.flexpie.traces import read_traces
 
     for path in args.traces:
         if not Path(path).is_file():

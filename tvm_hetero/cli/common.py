@@ -10,23 +10,16 @@ from typing import Any
 
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.table import Table
 
 from tvm_hetero.errors import BuildError, RunError
+from tvm_hetero.strategies.base import Progress
+from tvm_hetero.viz.tables import fmt as fmt
+from tvm_hetero.viz.tables import table as table
 
 USER_ERRORS = (ConnectionError, ValueError, FileNotFoundError, BuildError, RunError)
 """Reported as one line naming the command. Every tvm-hetero input error (``SpecError``,
 ``PlanError``, ``ModelLoadError``, ``ArtifactError``, ``ProfileDBError``...) is a ``ValueError``;
 this module imports none of them, so ``tvm-hetero run`` needs only the TVM runtime."""
-
-
-class Stop(Exception):
-    """A command that ends early on purpose, with a message and an exit code (an offline plan
-    that exported its workloads instead of planning)."""
-
-    def __init__(self, message: str, code: int = 0) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @functools.cache
@@ -138,60 +131,49 @@ def build_options(args: argparse.Namespace):
     return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs, cuda_graph=graph)
 
 
-OFFLINE_STRATEGIES = ("eop", "als", "duet")
-"""Strategies whose measurements all go through the profiler, so they can plan offline
-(EdgePipe and FlexPie time their emulated clusters' links and runs themselves)."""
-
-
 def check_offline(args: argparse.Namespace) -> None:
     """Refuse ``--offline`` for a strategy that cannot plan offline, before any work."""
-    if getattr(args, "offline", None) and getattr(args, "strategy", None) not in OFFLINE_STRATEGIES:
+    if not getattr(args, "offline", None):
+        return
+    from tvm_hetero.strategies.registry import strategies
+
+    able = [name for name, s in strategies().items() if s.offline]
+    if getattr(args, "strategy", None) not in able:
         raise ValueError(
-            f"--offline {args.offline!r}: only --strategy {', '.join(OFFLINE_STRATEGIES[:-1])} "
-            f"or {OFFLINE_STRATEGIES[-1]} "
+            f"--offline {args.offline!r}: only --strategy {', '.join(able[:-1])} or {able[-1]} "
             f"plan for offline devices, not {args.strategy or 'a --place or --plan compile'}"
         )
 
 
-def profiler_from_args(args: argparse.Namespace):
-    """EOP's profiler (``--db``, build options); with ``--offline DIR`` its runner serves the
-    box's results from DIR, merged into ``--db`` first, and exports what they lack."""
-    from tvm_hetero.strategies.eop import profiler_for
+def settings_from_args(args: argparse.Namespace, strategy: Any = None) -> dict[str, Any]:
+    """What ``strategy``'s ``plan`` reads (every strategy's, when None), from the command's
+    flags: the settings by name, with the build options and the cluster (``--cluster``) read
+    and ``--offline``'s folder checked writable."""
+    from tvm_hetero.devices.cluster import ClusterSpec
+    from tvm_hetero.optimize.search import settings_names
 
-    if not getattr(args, "offline", None):
-        return profiler_for(args.db, build_options(args))
-    from tvm_hetero.profiling.offline import OfflineRunner
-    from tvm_hetero.runtime.measure import PROFILE_CONFIG
-
-    runner = OfflineRunner(writable_folder(args.offline, "--offline"), PROFILE_CONFIG)
-    profiler = profiler_for(args.db, build_options(args), runner)
-    if runner.measured:
-        added = runner.merge_into(profiler.db)
-        names = ", ".join(f"{n}: {fp.name}" for n, fp in sorted(runner.fingerprints.items()))
-        console().print(f"merged {added} new record(s) from {args.offline} ({names})")
-    return profiler
+    names = settings_names() if strategy is None else set(vars(strategy.settings()))
+    given = {k: v for k, v in vars(args).items() if k in names}
+    given["options"] = build_options(args)
+    cluster = getattr(args, "cluster", None)
+    given["cluster"] = ClusterSpec.load(cluster) if cluster else None
+    if getattr(args, "offline", None):
+        given["offline"] = writable_folder(args.offline, "--offline")
+    return given
 
 
-def stop_if_exported(args: argparse.Namespace, profiler) -> None:
-    """After an offline planner's measuring: if it asked for workloads the box has not timed,
-    write them to ``--offline`` and stop: exit 0 when they are all new (a planner like DUET's
-    correction asks in rounds), 1 when an earlier round exported some already (the box's
-    results still lack them)."""
-    runner = profiler.runner
-    if not getattr(runner, "offline", False) or not runner.entries:
-        return
-    path = runner.save()
-    again = runner.asked_again
-    console().print(
-        f"exported {len(runner.entries)} workload(s) to {path.parent} (round {runner.round})"
-        + (f"; {again} of them still unmeasured from the round before" if again else "")
-    )
-    raise Stop(
-        f"next: tvm-hetero bundle {args.offline} -o box.tar.xz; on the box: "
-        f"box/tvm-hetero measure box/artifacts/{path.parent.name}; bring back its "
-        f"results.jsonl into {args.offline} and run this command again",
-        1 if again else 0,
-    )
+class BarProgress(Progress):
+    """A strategy's :class:`~tvm_hetero.strategies.base.Progress` on the console: one bar
+    whose description follows the work, and lines printed above it."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar, self.task = bar, bar.add_task("starting", total=None)
+
+    def step(self, what: str, done: int, total: int | None) -> None:
+        self.bar.update(self.task, description=what, completed=done, total=total)
+
+    def say(self, text: str) -> None:
+        self.bar.console.print(text)
 
 
 def progress_bar():
@@ -205,26 +187,6 @@ def progress_bar():
         TimeElapsedColumn(),
     ]
     return Progress(*columns, console=console())
-
-
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    """A rich table with right-aligned numeric columns."""
-    t = Table(title=title, title_justify="left")
-    for i, col in enumerate(columns):
-        numeric = rows and all(isinstance(r[i], int | float) or r[i] in ("", "-") for r in rows)
-        t.add_column(col, justify="right" if numeric else "left")
-    for r in rows:
-        t.add_row(*[fmt(v) for v in r])
-    return t
-
-
-def fmt(value: Any) -> str:
-    """Numbers with sensible precision; everything else as text."""
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return "-" if value is None else str(value)
 
 
 def check_memory(what: str, nbytes: int) -> None:

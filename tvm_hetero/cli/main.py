@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from tvm_hetero.devices.spec import split_address
 from tvm_hetero.errors import RunError
-from tvm_hetero.strategies.registry import STRATEGIES
+from tvm_hetero.strategies.base import WorkloadsExported
+from tvm_hetero.strategies.flags import number as _number
+from tvm_hetero.strategies.registry import PACKAGES
 
 COMMANDS = {
     "devices": "list this machine's devices, or check a cluster file",
@@ -20,10 +22,13 @@ COMMANDS = {
     "inspect": "operator census of a model (per op type: count, FLOPs, bytes, share)",
     "compile": "place a model on devices and compile it to a .tar",
     "run": "run a compiled model on inputs from an .npz",
+    "optimize": "find the fastest way to run a model on the devices here: every strategy and "
+    "each device alone, the promising ones timed, the fastest written",
     "plan": "measure costs and plan where each operator runs (--strategy als, duet, eop, ...)",
     "profile": "time every operator on each device (and transfers); records go to a database",
     "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
-    "demo": "the main job on the default model: census, two-device build, run, check",
+    "demo": "the main job on this machine: optimize two default models (as ONNX files) and "
+    "check the kept builds",
     "worker": "serve this machine's device to a client over TVM RPC (no authentication)",
     "cluster": "emulated edge cluster (up / down SPEC, as root) and link probes (probe FILE)",
     "collect-traces": "time tiles, transfers and joins for FlexPie's estimators (JSON lines)",
@@ -39,33 +44,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _number(
-    kind: type, low: float, high: float | None = None, high_open: bool = False,
-    low_open: bool = False,
-):  # fmt: skip
-    """An argparse type: a finite ``kind`` from ``low`` to ``high`` (ends open when asked)."""
-    allowed = f"{'>' if low_open else '>='} {low}"
-    if high is not None:
-        allowed = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {kind.__name__}") from None
-        below = value <= low if low_open else value < low
-        above = high is not None and (value >= high if high_open else value > high)
-        if not math.isfinite(value) or below or above:
-            raise argparse.ArgumentTypeError(f"{text!r} must be {allowed}")
-        return value
-
-    return parse
-
-
-_fraction = _number(float, 0, 1, low_open=True)
-"""An argparse type: a float in (0, 1]."""
 
 
 def _checked(parse: Callable[[list[str], str], object], flag: str) -> Callable[[str], str]:
@@ -96,7 +74,7 @@ DEVICE_FAILED = 3
 """The exit code of a run that a device or its worker failed (dead, not answering, its session
 crashed): not the user's mistake (2) and not a bug of ours (1)."""
 
-OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db")
+OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db", "report")
 """Flags naming a file a command writes: checked (not a folder, its folder made) before it runs."""
 
 
@@ -293,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(plan)
     _add_device_args(plan)
     plan.add_argument(
-        "--strategy", default="als", choices=list(STRATEGIES), metavar="S",
-        help="; ".join(f"{s.name}: {s.help}" for s in STRATEGIES.values()) + " (default als)",
+        "--strategy", default="als", choices=list(PACKAGES), metavar="S",
+        help=f"{', '.join(PACKAGES)} (default als; each has its group of flags below)",
     )  # fmt: skip
     _add_strategy_args(plan)
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
@@ -306,16 +284,54 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd["compile"].add_argument("--plan", metavar="JSON", help="plan from tvm-hetero plan")
     cmd["compile"].add_argument(
-        "--strategy", choices=list(STRATEGIES), metavar="S",
-        help=f"measure and plan first, as plan --strategy does ({', '.join(STRATEGIES)})",
+        "--strategy", choices=list(PACKAGES), metavar="S",
+        help=f"measure and plan first, as plan --strategy does ({', '.join(PACKAGES)})",
     )  # fmt: skip
     _add_strategy_args(cmd["compile"])
 
+    opt = cmd["optimize"]
+    _add_model_args(opt)
+    _add_device_args(opt)
+    opt.add_argument(
+        "--objective", choices=["latency", "throughput"], default="latency",
+        help="latency: one request at a time (default); throughput: a stream, 8 requests in "
+        "flight (EdgePipe plans for it)",
+    )  # fmt: skip
+    opt.add_argument(
+        "--budget", type=_number(float, 0.0, low_open=True), default=10.0, metavar="MINUTES",
+        help="minutes the search may take (default 10): strategies not started by then are "
+        "skipped, plans not compiled by then are not timed; each device alone always is",
+    )  # fmt: skip
+    opt.add_argument("--output", "-o", required=True, metavar="FILE", help="the fastest, a .tar")
+    opt.add_argument("--report", metavar="MD", help="write the candidates and verdict (Markdown)")
+    opt.add_argument("--plot", metavar="PNG", help="chart of the candidates' measured times")
+    opt.add_argument(
+        "--top", type=_number(int, 1), default=3,
+        help="plans timed end to end, by lowest predicted time (default 3; each device alone "
+        "is timed besides)",
+    )  # fmt: skip
+    opt.add_argument(
+        "--runs", type=_number(int, 1), default=50, help="timed runs per candidate (default 50)"
+    )
+    opt.add_argument(
+        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
+    )
+    opt.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    _add_strategy_args(opt)
+
     _add_device_args(cmd["demo"])
     cmd["demo"].add_argument(
-        "--model", default="bert-small", help="model to run (default bert-small)"
+        "--model", action="append", metavar="NAME",
+        help="model to optimize (repeatable; default siamese-lstm and bert-small, written as "
+        "ONNX files so ONNX Runtime runs beside)",
+    )  # fmt: skip
+    cmd["demo"].add_argument(
+        "--budget", type=_number(float, 0.0, low_open=True), default=5.0, metavar="MINUTES",
+        help="minutes each model's search may take (default 5)",
+    )  # fmt: skip
+    cmd["demo"].add_argument(
+        "--runs", type=_number(int, 1), default=50, help="timed runs per candidate (default 50)"
     )
-    cmd["demo"].add_argument("--repeat", type=_number(int, 1), default=5, help="timed runs")
 
     bundle = cmd["bundle"]
     bundle.add_argument(
@@ -401,64 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_strategy_args(p: argparse.ArgumentParser) -> None:
-    """The flags of every strategy (plan and compile --strategy take the same)."""
-    group = p.add_argument_group("Lee et al. (--strategy als)")
-    group.add_argument("--exact", action="store_true", help="exact MILP instead of the ALS DP")
-    group.add_argument(
-        "--min-gain", type=_number(float, 0.0, 1.0, high_open=True), default=0.05,
-        help="keep the best priority baseline unless the optimum is predicted this much "
-        "faster (default 0.05; 0 disables the guard)",
-    )  # fmt: skip
-    group.add_argument(
-        "--confirm", action=argparse.BooleanOptionalAction, default=True,
-        help="time the plan and the best baseline end to end and keep the faster (als; "
-        "flexpie: --confirm-plans of them and the home device alone)",
-    )  # fmt: skip
-    group.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
-    group = p.add_argument_group("DUET (--strategy duet)")
-    group.add_argument(
-        "--budget", type=_number(int, 1), default=12,
-        help="end-to-end runs the correction may measure (default 12)",
-    )  # fmt: skip
-    group = p.add_argument_group("FlexPie (--strategy flexpie)")
-    group.add_argument(
-        "--estimators", metavar="DIR", help="trained estimators (tvm-hetero train -o DIR); "
-        "default: the ones shipped, trained on the emulated cluster",
-    )  # fmt: skip
-    group.add_argument(
-        "--max-run", type=_number(int, 1), default=6,
-        help="layers one segment may fuse (NT then T; default 6, as FlexPie's code)",
-    )  # fmt: skip
-    group.add_argument(
-        "--confirm-plans", type=_number(int, 1), default=3, metavar="N",
-        help="with --confirm: FlexPie's plan and the cheapest others timed end to end, N in "
-        "all, besides the home device alone (default 3)",
-    )  # fmt: skip
-    _add_eop_args(p)
+    """The shared planning flags and every registered strategy's own, a group each (plan,
+    compile --strategy and optimize take the same)."""
+    from tvm_hetero.strategies.base import add_shared_arguments
+    from tvm_hetero.strategies.registry import strategies
 
-
-def _add_eop_args(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("EOP (--strategy eop)")
-    group.add_argument(
-        "--offline", metavar="DIR",
-        help="eop / als / duet for devices only reached offline (a GPU box; --cluster "
-        "describes it): export every workload the planner asks for to DIR, to time there "
-        "(tvm-hetero bundle, then tvm-hetero measure); once DIR holds the box's results.jsonl, "
-        "merge them into --db and plan for the box (duet asks in rounds: run it again after "
-        "each)",
-    )  # fmt: skip
-    group.add_argument(
-        "--db", metavar="PATH", help="profile database reused across runs, EOP's and DUET's "
-        "(default .tvm-hetero/profiles.jsonl; EOP's fitted patterns go next to it)",
-    )  # fmt: skip
-    group.add_argument(
-        "--key-share", type=_fraction, default=0.95,
-        help="key operators: the fewest that take this share of the time (default 0.95)",
-    )  # fmt: skip
-    group.add_argument(
-        "--samples", type=_number(int, 3), default=6, help="sizes swept per dimension (>= 3)"
-    )
-    group.add_argument("--span", type=_fraction, default=0.01, help="ratio step of the search")
+    add_shared_arguments(p.add_argument_group("planning (every strategy)"))
+    for strategy in strategies().values():
+        strategy.add_arguments(p.add_argument_group(f"--strategy {strategy.name}"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -481,9 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_profile_db(args.db)
         module = importlib.import_module(f"tvm_hetero.cli.cmd_{args.command.replace('-', '_')}")
         return int(module.run(args) or 0)
-    except common.Stop as stop:
-        common.console().print(str(stop))
-        return stop.code
+    except WorkloadsExported as done:
+        common.console().print(
+            f"{done}\nnext: tvm-hetero bundle {done.folder} -o box.tar.xz; on the box: "
+            f"box/tvm-hetero measure box/artifacts/{Path(done.folder).name}; bring back its "
+            f"results.jsonl into {done.folder} and run this command again"
+        )
+        return done.code
     except RunError as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2 if err.device is None else DEVICE_FAILED

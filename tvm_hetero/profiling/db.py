@@ -18,8 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tvm_hetero.profiling.fingerprint import json_key, simulated_fingerprint
-from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.records import ProfileRecord, RecordKind, json_key, simulated_fingerprint
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from tvm_hetero.costmodel.transfer import TransferFit
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.spec import DeviceSpec, Link
 from tvm_hetero.errors import RunError
-from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+from tvm_hetero.records import ProfileRecord, RecordKind
 from tvm_hetero.runtime.remote_worker import connect_worker
 from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.timer import remote_fingerprint

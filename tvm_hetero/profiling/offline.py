@@ -27,8 +27,7 @@ import tvm
 
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.fingerprint import Fingerprint
-from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.records import Fingerprint, RecordKind
 from tvm_hetero.runtime.measure import MeasureConfig
 from tvm_hetero.runtime.offline_runner import FORMAT, MANIFEST, RESULTS
 

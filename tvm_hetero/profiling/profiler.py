@@ -12,6 +12,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tvm
@@ -20,13 +21,7 @@ from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.build.vdevices import to_vdevice
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.ir.opgraph import OpGraph
-from tvm_hetero.pipelines import get_pipeline
-from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.fingerprint import json_key
-from tvm_hetero.profiling.model_run import op_times_workload
-from tvm_hetero.profiling.offline import PLACEHOLDER_S
-from tvm_hetero.profiling.record import ProfileRecord, RecordKind
-from tvm_hetero.profiling.workloads import (
+from tvm_hetero.ir.workloads import (
     Dim,
     chain_module,
     input_infos,
@@ -37,11 +32,19 @@ from tvm_hetero.profiling.workloads import (
     workload_key,
     zero_weights,
 )
+from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.profiling.db import ProfileDB
+from tvm_hetero.profiling.model_run import op_times_workload
+from tvm_hetero.profiling.offline import PLACEHOLDER_S
+from tvm_hetero.records import ProfileRecord, RecordKind, json_key
 from tvm_hetero.runtime.device import vdevice_runtime_device
 from tvm_hetero.runtime.instrument import op_times
-from tvm_hetero.runtime.measure import MeasureConfig, Timing, random_args, serves
+from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, Timing, random_args, serves
 from tvm_hetero.runtime.timer import LocalRunner, Runner
 from tvm_hetero.runtime.worker import use_threads
+
+DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
+"""Where measurements are kept when no database is named."""
 
 RUN_LAYOUT = 3
 """The layout of the deployments and the runtime :meth:`Profiler.profile_run` and
@@ -319,8 +322,9 @@ class Profiler:
         chains are exported, compiled, for the box to time."""
         if DeviceKind.SIMULATED in (a.kind, b.kind):
             raise ValueError(f"handoff: {a.name} or {b.name} is simulated (it runs nothing)")
-        from tvm_hetero import api
+        from tvm_hetero.build.compiled import compile_model
         from tvm_hetero.frontends.load import load_model
+        from tvm_hetero.plan.placement import Placement
         from tvm_hetero.runtime.executor import handoff_seconds
 
         mod = chain_module(hops + 1)
@@ -328,8 +332,8 @@ class Profiler:
         def compiled() -> tuple[Any, Any]:
             model = load_model(mod, name="handoff-chain")
             ids = [n.node_id for n in OpGraph.from_module(mod).nodes]
-            apart = api.Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
-            return api.compile(model, [a], options=self.options), api.compile(
+            apart = Placement((a.name, b.name), {n: 1 for n in ids[1::2]})
+            return compile_model(model, [a], options=self.options), compile_model(
                 model, [a, b], apart, self.options
             )
 
@@ -363,18 +367,18 @@ class Profiler:
         warm-up runs. ``setting`` is what else the time depends on that the devices do not say
         (an emulated cluster's links, say): it is part of the record's key. With an offline
         runner the compiled model (weights zero) is exported for the box to run."""
-        from tvm_hetero import api
+        from tvm_hetero.build.compiled import compile_model
         from tvm_hetero.runtime.executor import run_seconds
 
         def measure() -> Timing:
-            compiled = api.compile(model, list(devices), plan, self.options)
+            compiled = compile_model(model, list(devices), plan, self.options)
             return Timing(run_seconds(compiled.deployment, repeat), 1)
 
         def export() -> dict:
             zeroed = dataclasses.replace(model, mod=zero_weights(model.mod))
             self.runner.collect_deployments(  # type: ignore[attr-defined]
                 RecordKind.MODEL, key, target, self.mode, list(devices), workload,
-                {"run": api.compile(zeroed, list(devices), plan, self.options)},
+                {"run": compile_model(zeroed, list(devices), plan, self.options)},
                 {"measure": "run", "repeat": repeat},
             )  # fmt: skip
             return {}
@@ -420,3 +424,16 @@ def _describe(node) -> dict:
         "attrs": {k: v for k, v in node.attrs.items() if isinstance(v, int | float | str | list)},
         "flops": node.flops,
     }
+
+
+def profiler_for(
+    db: str | Path | None = None, options: BuildOptions | None = None, runner: Runner | None = None,
+    config: MeasureConfig | None = None,
+) -> Profiler:  # fmt: skip
+    """The profiler the strategies measure with: records kept in ``db`` (default
+    :data:`DEFAULT_DB`), timed by ``runner`` (default: this process) with ``config`` (default:
+    ``PROFILE_CONFIG``, 5 repeats of 10 ms)."""
+    return Profiler(
+        ProfileDB(db or DEFAULT_DB), runner or LocalRunner(),
+        config or PROFILE_CONFIG, options or BuildOptions(),
+    )  # fmt: skip

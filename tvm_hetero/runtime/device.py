@@ -7,6 +7,7 @@ import os
 import tvm
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec, SpecError
+from tvm_hetero.records import Fingerprint, cpu_model
 from tvm_hetero.runtime.cuda import cuda_device
 
 
@@ -23,11 +24,11 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
         For a simulated device, or a CUDA device this machine does not have.
     """
     if spec.kind is DeviceKind.CPU:
-        missing = sorted(set(spec.cores or ()) - _usable_cores())
+        missing = sorted(set(spec.cores or ()) - usable_cores())
         if missing:
             raise SpecError(
                 f"{spec.name}: core {missing[0]} does not exist here (or is not this process's "
-                f"to use); this machine has cores {sorted(_usable_cores())}"
+                f"to use); this machine has cores {sorted(usable_cores())}"
             )
         return tvm.cpu(0)
     if spec.kind is DeviceKind.CUDA:
@@ -40,7 +41,7 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
     raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
 
 
-def _usable_cores() -> set[int]:
+def usable_cores() -> set[int]:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return set(os.sched_getaffinity(0))
@@ -98,3 +99,19 @@ def check_disjoint(specs: list[DeviceSpec]) -> None:
             f"{','.join(map(str, pinned[0].cores))}) overlap; give each CPU worker its own "
             "cores (cpu@0, cpu@1, cpu@2-5)"
         )
+
+
+def local_fingerprint(
+    kind: str, index: int = 0, threads: int | None = None, llvm_cpu: str = ""
+) -> Fingerprint:
+    """Fingerprint of a device of this process (``kind`` ``cpu`` or ``cuda``)."""
+    if kind == "cuda":
+        from tvm_hetero.runtime.cuda import cuda_runtime_error
+
+        cuda_runtime_error()  # a runtime-only process loads TVM's CUDA runtime first
+        dev = tvm.cuda(index)
+        name = str(dev.device_name) if dev.exist else f"cuda:{index} (absent)"
+        return Fingerprint("cuda", name, None, tvm.__version__)
+    threads = threads or int(os.environ.get("TVM_NUM_THREADS", 0)) or os.cpu_count()
+    name = f"{cpu_model()} [{llvm_cpu}]" if llvm_cpu else cpu_model()
+    return Fingerprint("cpu", name, threads, tvm.__version__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -490,22 +490,27 @@ class Executor:
         inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
         repeat: int = 100,
         warmup: int = 3,
+        microbatches: int = 1,
     ) -> LatencyStats:
         """Wall-clock latency of ``repeat`` runs after ``warmup`` (inputs placed once, or given
-        as tensors on the home device)."""
-        if repeat < 1 or warmup < 0:
-            raise ValueError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
+        as tensors on the home device). With ``microbatches`` above 1 each sample is one
+        pipelined run of that many inputs in flight (:meth:`run_many`) divided by their count:
+        the time per request of a stream."""
+        if repeat < 1 or warmup < 0 or microbatches < 1:
+            raise ValueError(f"repeat and microbatches must be >= 1 and warmup >= 0, got "
+                             f"{repeat}, {microbatches}, {warmup}")  # fmt: skip
         placed = isinstance(inputs, Sequence) and all(
             isinstance(a, tvm.runtime.Tensor) for a in inputs
         )
         tensors = list(inputs) if placed else self.place_inputs(inputs)
+        batches = [tensors] * microbatches
         for _ in range(warmup):
-            self.run_tensors(tensors)
+            self.run_many(batches)
         samples = []
         for _ in range(repeat):
             start = time.perf_counter()
-            self.run_tensors(tensors)
-            samples.append((time.perf_counter() - start) * 1e3)
+            self.run_many(batches)
+            samples.append((time.perf_counter() - start) * 1e3 / microbatches)
         return LatencyStats(tuple(samples))
 
     def close(self) -> None:
@@ -552,17 +557,23 @@ def run_seconds(deployment: Deployment, repeat: int, warmup: int = 5) -> tuple[f
 
 
 def interleaved_run_seconds(
-    deployments: Sequence[Deployment], repeats: Sequence[int], rounds: int = 5, warmup: int = 5
+    deployments: Sequence[Deployment], repeats: Sequence[int], rounds: int = 5, warmup: int = 5,
+    microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
     of them, not on whichever was being timed (on a GPU box, one trial's 30 runs measured 3.33
     ms and its mirror image's 2.04). Deployments on remote workers, each of which serves one
     session at a time, are loaded one at a time, again each round, with ``warmup`` runs each
-    time; local ones are loaded once."""
+    time; local ones are loaded once. ``microbatches``: each sample is the time per request
+    of that many in flight (:meth:`Executor.time`). ``peers`` are other runtimes timed in the
+    same rounds (``peer(runs, warmup)`` returns each run's seconds: ONNX Runtime's session),
+    ``max(repeats)`` runs each; their samples follow the deployments'."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
+    peer_repeat = max(repeats, default=1)
+    peer_s: list[list[float]] = [[] for _ in peers]
     samples: list[list[float]] = [[] for _ in deployments]
     remote = any(d.host is not None for dep in deployments for d in dep.devices)
     with ExitStack() as stack:
@@ -582,9 +593,15 @@ def interleaved_run_seconds(
                         executor = into.enter_context(Executor(deployment, timeout_s=120))
                         opened[k] = (executor, executor.place_inputs(inputs))
                     executor, tensors = opened[k]
-                    stats = executor.time(tensors, repeat=runs, warmup=warmup if fresh else 0)
+                    stats = executor.time(
+                        tensors, runs, warmup if fresh else 0, microbatches=microbatches
+                    )
                     samples[k] += stats.samples_ms
-    return [tuple(t * 1e-3 for t in ms) for ms in samples]
+            for k, peer in enumerate(peers):
+                runs = -(-peer_repeat * (r + 1) // rounds) - len(peer_s[k])
+                if runs > 0:
+                    peer_s[k] += [t * 1e3 for t in peer(runs, warmup if r == 0 else 0)]
+    return [tuple(t * 1e-3 for t in ms) for ms in samples + peer_s]
 
 
 def handoff_seconds(

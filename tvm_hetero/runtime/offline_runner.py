@@ -117,8 +117,8 @@ def _measure(folder: Path, entry: dict[str, Any], config: Any) -> Any:
 
 def _record(entry: dict[str, Any], samples: Any, number: int, extra: dict[str, Any]) -> Any:
     """The entry's record, under this machine's fingerprint of its first device."""
-    from tvm_hetero.profiling.fingerprint import local_fingerprint
-    from tvm_hetero.profiling.record import ProfileRecord, RecordKind
+    from tvm_hetero.records import ProfileRecord, RecordKind
+    from tvm_hetero.runtime.device import local_fingerprint
 
     first = entry["devices"][0]
     fp = local_fingerprint(first["kind"], first["index"], first["threads"], first["llvm_cpu"])

@@ -34,7 +34,7 @@ it (see :mod:`.tensor_link`).
   there brings an input from the client, or a value another worker pushes, the same way.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat, drain, idle_s)``:
   a link probe's payload, and pulls of it from another worker timed here (``tvm-hetero cluster
-  probe``; the sync traces of :mod:`tvm_hetero.profiling.traces`).
+  probe``; the sync traces of :mod:`tvm_hetero.strategies.flexpie.traces`).
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def register() -> None:
     """Register tvm-hetero's remote functions in this process (the forks inherit them)."""
     import tvm
 
-    from tvm_hetero.profiling.fingerprint import local_fingerprint
+    from tvm_hetero.runtime.device import local_fingerprint
 
     @tvm.register_global_func(FINGERPRINT_FUNC, override=True)
     def _fingerprint(kind: str, index: int, threads: int) -> str:

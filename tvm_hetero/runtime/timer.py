@@ -16,7 +16,8 @@ from tvm.runtime.vm import VirtualMachine
 
 from tvm_hetero.devices.spec import DeviceSpec, split_address
 from tvm_hetero.ir.attrs import ENTRY_FUNC
-from tvm_hetero.profiling.fingerprint import Fingerprint, local_fingerprint
+from tvm_hetero.records import Fingerprint
+from tvm_hetero.runtime.device import local_fingerprint
 from tvm_hetero.runtime.measure import MeasureConfig, Timing, adaptive
 
 DeviceRef = tuple[str, int]

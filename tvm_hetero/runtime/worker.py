@@ -209,7 +209,7 @@ class LocalWorker:
 
     def fingerprint(self) -> dict[str, Any]:
         """CPU / GPU name, threads and TVM version of this worker's device."""
-        from tvm_hetero.profiling.fingerprint import local_fingerprint
+        from tvm_hetero.runtime.device import local_fingerprint
 
         kind = "cuda" if self._gpu else "cpu"
         fp = local_fingerprint(kind, self.spec.index, self.spec.threads, "")

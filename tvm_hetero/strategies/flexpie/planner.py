@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tvm
@@ -60,9 +59,9 @@ from tvm_hetero.ir.units import main_bindings
 from tvm_hetero.plan import flexpie
 from tvm_hetero.plan.flexpie import MAX_RUN, SpatialPartition, SpatialProblem
 from tvm_hetero.plan.spatial_plan import SpatialPlan
-from tvm_hetero.profiling.traces import IDLE_MS
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.strategies.edgepipe import pipeline_layers
+from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
+from tvm_hetero.strategies.flexpie.traces import IDLE_MS
 
 Progress = Callable[[str, int, int], None]
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "costmodel" / "models" / "flexpie"
@@ -595,7 +594,7 @@ class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
     ``handoff_s`` and ``segment_s`` (per scheme) are the runtime's costs it measured on the
     devices (:func:`handoff_seconds`, :func:`segment_seconds`). Once confirmed end to end
-    (:func:`~tvm_hetero.strategies.flexpie_confirm.confirm_by_measurement`), ``confirmed_s``
+    (:func:`~tvm_hetero.strategies.flexpie.confirm.confirm_by_measurement`), ``confirmed_s``
     holds the measured seconds of each plan timed, by name (``flexpie`` or a baseline's), and
     ``plan`` is the fastest of them, :attr:`kept` (empty and ``flexpie`` before)."""
 
@@ -632,8 +631,8 @@ def whole_op_seconds(
     by its call; one that reads a shape value (``R.shape_to_tensor``: no kernel of its own to
     time, and no module of it alone is well formed) is left out, priced 0."""
     from tvm_hetero.ir.bindings import op_bindings
+    from tvm_hetero.profiling.profiler import profiler_for
     from tvm_hetero.runtime.timer import runners_for
-    from tvm_hetero.strategies.eop import profiler_for
 
     ids = {b.var: b.node_id for b in op_bindings(model.mod["main"])}
     unknown = [
@@ -661,7 +660,7 @@ def handoff_seconds(
     the profile database under the devices and, on a ``cluster``, its links), or 0 for one
     device or devices that are not CPU workers."""
     from tvm_hetero.devices.spec import DeviceKind
-    from tvm_hetero.strategies.eop import profiler_for
+    from tvm_hetero.profiling.profiler import profiler_for
 
     if len(devices) < 2 or not devices[0].kind is devices[1].kind is DeviceKind.CPU:
         return 0.0
@@ -678,7 +677,7 @@ def load_probe(devices: int) -> Model:
     """The model :func:`segment_seconds` runs: :data:`PROBE_LAYERS` 3x3 convolutions of four
     channels on an image of four rows per device."""
     from tvm_hetero.frontends.load import load_model
-    from tvm_hetero.profiling.workloads import conv_chain_module
+    from tvm_hetero.ir.workloads import conv_chain_module
 
     return load_model(conv_chain_module(PROBE_LAYERS, size=4 * devices), name="segment-probe")
 
@@ -703,7 +702,7 @@ def segment_seconds(
     probe, or whose probe ran under its price, costs nothing."""
     if len(devices) < 2:
         return {}
-    from tvm_hetero.strategies.eop import profiler_for
+    from tvm_hetero.profiling.profiler import profiler_for
 
     probe = load_probe(len(devices))
     geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
@@ -764,22 +763,3 @@ def plan_with_estimators(
     plan = to_plan(geometry, devices, partition, "flexpie")
     baselines = flexpie.baselines(problem)
     return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff, segment)
-
-
-def make_plan(
-    model: Model, devices: Sequence[DeviceSpec], confirm: int = 0, **settings: Any
-) -> SpatialPlan:
-    """FlexPie's plan of ``model`` on ``devices`` (``api.plan(..., "flexpie")``); settings as
-    :func:`plan_with_estimators` (``cluster``, ``estimators``, ``db``, ``options``...).
-    ``confirm``: time that many plans end to end, FlexPie's and the cheapest others, and the
-    home device alone, and keep the fastest
-    (:func:`~tvm_hetero.strategies.flexpie_confirm.confirm_by_measurement`; 0: none)."""
-    result = plan_with_estimators(model, devices, **settings)
-    if confirm:
-        from tvm_hetero.strategies.flexpie_confirm import confirm_by_measurement
-
-        result = confirm_by_measurement(
-            result, model, devices, confirm, settings.get("options"),
-            progress=settings.get("progress"),
-        )  # fmt: skip
-    return result.plan

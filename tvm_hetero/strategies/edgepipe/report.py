@@ -1,46 +1,41 @@
-"""EdgePipe from the command line: ``plan --strategy edgepipe`` and ``compile --strategy
-edgepipe`` (``--cluster FILE`` gives the devices, their memories and the links)."""
+"""EdgePipe planned and tabled: what ``plan --strategy edgepipe`` and ``optimize`` show."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
-from tvm_hetero.cli.common import (
-    build_options,
-    console,
-    progress_bar,
-    progress_of,
-    table,
-    write_plan,
-)
-from tvm_hetero.devices.cluster import ClusterSpec
-from tvm_hetero.plan.pipeline_plan import PipelinePlan
-from tvm_hetero.strategies import edgepipe as strategy
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.strategies.base import Candidate, PlanResult, Progress
+from tvm_hetero.strategies.edgepipe import planner as strategy
+from tvm_hetero.viz.tables import table
 
 
-def make_plan(args: argparse.Namespace, model, devices) -> PipelinePlan:
+def plan_result(
+    model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace, progress: Progress
+) -> PlanResult:  # fmt: skip
     """Layers, their measured costs per kind of device, the cluster's links, the DP."""
-    return _plan(args, model, devices).plan
-
-
-def _plan(args: argparse.Namespace, model, devices) -> strategy.EdgePipeResult:
-    cluster = ClusterSpec.load(args.cluster) if args.cluster else None
-    options = build_options(args)
-    with progress_bar() as bar:
-        result = strategy.plan_with_measurements(
-            model, devices, cluster, args.db, options,
-            progress_of(bar, "layers compiled and timed"),
-        )  # fmt: skip
+    progress.step("layers compiled and timed", 0, None)
+    result = strategy.plan_with_measurements(
+        model, devices, settings.cluster, settings.db, settings.options, progress
+    )
     plan = result.plan
-    console().print(
+    progress.say(
         f"EdgePipe: {len(plan.stages)} stage(s) on {', '.join(plan.devices)} of "
         f"{len(devices)} device(s); predicted period {_ms(plan.period_s)} ms "
         f"({len(result.layers)} layers, searched in {result.search_s * 1e3:.1f} ms)"
     )
-    return result
+    candidates = []
+    for name, parts in result.baselines.items():
+        periods = [p.period_s for p in parts if math.isfinite(p.period_s)]
+        best = min(periods, default=None)
+        candidates.append(Candidate(f"{name} (best of {len(parts)} orders)", best))
+    candidates.append(Candidate("edgepipe", plan.period_s))
+    return PlanResult(plan, plan.period_s, tuple(candidates), {}, result)
 
 
 def _ms(seconds: float | None) -> str:
@@ -88,18 +83,3 @@ def baseline_table(result: strategy.EdgePipeResult):
         ])  # fmt: skip
     cols = ["partition", "period ms", "min", "max", "stages", "OOM", "x edgepipe"]
     return table("Predicted periods (mean over device orders)", cols, rows)
-
-
-def run_plan(args: argparse.Namespace, model, devices) -> int:
-    """``tvm-hetero plan MODEL --strategy edgepipe``: plan, compare, write, draw."""
-    result = _plan(args, model, devices)
-    console().print(stage_table(result))
-    console().print(baseline_table(result))
-    write_plan(args, result.plan, model, "; run it with tvm-hetero run FILE --microbatches 8")
-    if args.plot:
-        from tvm_hetero.viz.pipeline_stages import plot_pipeline_stages
-
-        title = f"{model.name}: EdgePipe on {len(devices)} devices"
-        path = plot_pipeline_stages(result.plan, result.layers.labels, title, args.plot)
-        console().print(f"wrote {path}")
-    return 0

@@ -28,7 +28,7 @@ from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
-from tvm_hetero.profiling.record import RecordKind
+from tvm_hetero.records import RecordKind
 
 Progress = Callable[[str, int, int], None]
 SYNC_SIZES = (1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 2097152, 8388608)
@@ -76,7 +76,7 @@ def compute_workloads(
     ``limit``, drawn at random, a quarter of them convolutions with rows of 1-5 columns where
     there are so many (:data:`NARROW_SHARE`)."""
     from tvm_hetero.ir.tiles import SCHEMES
-    from tvm_hetero.strategies.flexpie import TileGeometry, compute_row, flexpie_layers
+    from tvm_hetero.strategies.flexpie.planner import TileGeometry, compute_row, flexpie_layers
 
     found: dict[tuple, tuple] = {}
     for model in models:
@@ -114,7 +114,7 @@ def is_narrow_conv(row: dict[str, float]) -> bool:
 
 def concat_layout(shape: Sequence[int], pieces: int, axis: int) -> dict[str, int]:
     """The layout features (:func:`~tvm_hetero.ir.tiles.join_layout`) of what
-    :func:`~tvm_hetero.profiling.workloads.concat_module` joins."""
+    :func:`~tvm_hetero.ir.workloads.concat_module` joins."""
     from tvm_hetero.ir import tiles
 
     whole = tiles.full_box(shape)
@@ -142,12 +142,12 @@ def collect(
     returns how many of each. One device per compute class is timed; ``limit=0`` times the
     transfers only (another cluster of devices already traced); ``joins``: the joins timed
     (:data:`JOINS`)."""
-    from tvm_hetero.profiling.workloads import concat_module, tile_op_module
+    from tvm_hetero.ir.workloads import concat_module, tile_op_module
+    from tvm_hetero.profiling.profiler import profiler_for
     from tvm_hetero.runtime.measure import PROFILE_CONFIG, for_device
     from tvm_hetero.runtime.timer import runners_for
-    from tvm_hetero.strategies.edgepipe import compute_class
-    from tvm_hetero.strategies.eop import profiler_for
-    from tvm_hetero.strategies.flexpie import device_features
+    from tvm_hetero.strategies.edgepipe.planner import compute_class
+    from tvm_hetero.strategies.flexpie.planner import device_features
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -209,8 +209,8 @@ def sync_traces(
     the cluster, each size on a busy link and then after each of ``idle_ms`` (payloads up to
     :data:`IDLE_MAX_BYTES`; 0: busy), or copied with ``to_vdevice`` between devices of one
     process (no link to sit idle: busy only, when ``idle_ms`` has 0)."""
-    from tvm_hetero.strategies.eop import profiler_for
-    from tvm_hetero.strategies.flexpie import sync_row
+    from tvm_hetero.profiling.profiler import profiler_for
+    from tvm_hetero.strategies.flexpie.planner import sync_row
 
     traces = []
     pairs = [(a, b) for a in devices for b in devices if a.name != b.name]

@@ -24,6 +24,7 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.ir.split_dims import SplitDim, split_dims, traffic
+from tvm_hetero.ir.workloads import Dim, local_copy_module
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.plan.eop import (
     DEFAULT_KEY_SHARE,
@@ -36,21 +37,16 @@ from tvm_hetero.plan.eop import (
     plan_fixed_ratio,
 )
 from tvm_hetero.plan.placement import Placement
-from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
-from tvm_hetero.profiling.record import RecordKind
-from tvm_hetero.profiling.workloads import Dim, local_copy_module
-from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, random_args
-from tvm_hetero.runtime.timer import LocalRunner, Runner
+from tvm_hetero.records import RecordKind
+from tvm_hetero.runtime.measure import random_args
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
 COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 """Bytes at which copies and slices are measured for the link fits."""
 
-DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
-"""Where measurements are kept when no database is named."""
 
 Progress = Callable[[str, int, int], None]
 
@@ -292,7 +288,7 @@ def measured_key_ops(
 ) -> dict[str, float]:
     """Each key operator's measured time inside the planned model (unfused, instrumented run):
     its shards, the slices and copies ``RealizeOperatorSplits`` emitted for it, and its concat."""
-    from tvm_hetero.api import in_plan_order, place
+    from tvm_hetero.build.compiled import in_plan_order, place
 
     args = random_args([(i.shape, i.dtype) for i in model.inputs])
     placed = place(model, in_plan_order(devices, plan_), plan_)
@@ -304,27 +300,3 @@ def measured_key_ops(
         parts = {name} | {f"{name}_{i}" for i in shards} | {f"{name}_{i}_home" for i in shards}
         out[name] = sum(t for n, t in times.items() if n in parts or n.startswith(f"{name}_in"))
     return out
-
-
-def profiler_for(
-    db: str | Path | None = None, options: BuildOptions | None = None, runner: Runner | None = None,
-    config: MeasureConfig | None = None,
-) -> Profiler:  # fmt: skip
-    """The profiler EOP measures with: records kept in ``db`` (default :data:`DEFAULT_DB`),
-    timed by ``runner`` (default: this process) with ``config`` (default: ``PROFILE_CONFIG``, 5
-    repeats of 10 ms)."""
-    return Profiler(
-        ProfileDB(db or DEFAULT_DB), runner or LocalRunner(),
-        config or PROFILE_CONFIG, options or BuildOptions(),
-    )  # fmt: skip
-
-
-def make_plan(
-    model: Model, devices: Sequence[DeviceSpec], db: str | Path | None = None,
-    options: BuildOptions | None = None, key_share: float = DEFAULT_KEY_SHARE, samples: int = 6,
-    span: float = 0.01, progress: Progress | None = None,
-) -> SplitPlan:  # fmt: skip
-    """EOP's plan of ``model`` on two ``devices`` (``api.plan(..., "eop")``): measure (records
-    reused from ``db``), fit, plan."""
-    inputs = measure_inputs(model, devices, profiler_for(db, options), key_share, samples, progress)
-    return plan(inputs, "eop", span)

@@ -1,76 +1,68 @@
-"""FlexPie from the command line: ``plan --strategy flexpie`` and ``compile --strategy
-flexpie`` (``--cluster FILE`` gives the devices and the links; ``--estimators DIR`` the trained
-estimators, default the shipped ones)."""
+"""FlexPie planned, confirmed and tabled: what ``plan --strategy flexpie`` and ``optimize``
+show."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
-from tvm_hetero.cli.common import (
-    build_options,
-    console,
-    progress_bar,
-    progress_of,
-    table,
-    write_plan,
-)
-from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.spec import DeviceSpec
+from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
-from tvm_hetero.strategies import flexpie as strategy
-from tvm_hetero.strategies.flexpie_confirm import ConfirmBuilds, confirm_by_measurement
-
-if TYPE_CHECKING:
-    from tvm_hetero.api import CompiledModel
-
-
-def make_plan(args: argparse.Namespace, model, devices) -> SpatialPlan:
-    """Layers, their tiles under every scheme, the estimators' costs, the reverse DP."""
-    return _plan(args, model, devices).plan
+from tvm_hetero.strategies.base import Candidate, PlanResult, Progress
+from tvm_hetero.strategies.flexpie import planner as strategy
+from tvm_hetero.strategies.flexpie.confirm import ConfirmBuilds, confirm_by_measurement
+from tvm_hetero.viz.tables import table
 
 
-def plan_and_build(
-    args: argparse.Namespace, model, devices
-) -> tuple[SpatialPlan, CompiledModel | None]:
-    """``compile --strategy flexpie``: the plan, and its ``CompiledModel`` when the
-    confirmation compiled it (else ``None``): ResNet-18's took up to a minute to compile again."""
-    builds = ConfirmBuilds(model, devices, build_options(args))
-    plan = _plan(args, model, devices, builds).plan
-    return plan, builds.take(plan)
-
-
-def _plan(
-    args: argparse.Namespace, model, devices, build: ConfirmBuilds | None = None
-) -> strategy.FlexPieResult:
-    cluster = ClusterSpec.load(args.cluster) if args.cluster else None
-    estimators = strategy.Estimators.load(args.estimators)
-    options = build_options(args)
-    with progress_bar() as bar:
-        result = strategy.plan_with_estimators(
-            model, devices, cluster, estimators, args.db, options, args.max_run,
-            progress_of(bar, "planning"),
-        )  # fmt: skip
+def plan_result(
+    model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace, progress: Progress
+) -> PlanResult:  # fmt: skip
+    """Layers, their tiles under every scheme, the estimators' costs, the reverse DP; with
+    ``settings.confirm`` the cheapest plans timed end to end, the fastest kept (and its build
+    handed over: ResNet-18's took up to a minute to compile again)."""
+    estimators = settings.estimators
+    if not isinstance(estimators, strategy.Estimators):
+        estimators = strategy.Estimators.load(estimators)
+    progress.step("planning", 0, None)
+    result = strategy.plan_with_estimators(
+        model, devices, settings.cluster, estimators, settings.db, settings.options,
+        settings.max_run, progress,
+    )  # fmt: skip
     plan = result.plan
-    console().print(
+    progress.say(
         f"FlexPie: {len(plan.segments)} segment(s) over {len(result.geometry)} layers on "
         f"{len(devices)} device(s); predicted {plan.predicted_s * 1e3:.3f} ms "
         f"(searched in {result.search_s * 1e3:.1f} ms); measured runtime costs: "
         f"{segment_costs(result.segment_s)} a tiled segment, {result.handoff_s * 1e3:.3f} ms "
         "a piece"
     )
-    if args.confirm:
-        with progress_bar() as bar:
-            result = confirm_by_measurement(
-                result, model, devices, args.confirm_plans, options,
-                progress=progress_of(bar, "confirming"), build=build,
-            )  # fmt: skip
-        if result.confirmed_s:
-            console().print(confirmed_table(result))
-        else:
-            console().print("confirmed: no other plan to time (FlexPie's is the only one)")
-    return result
+    compiled = None
+    if settings.confirm:
+        builds = ConfirmBuilds(model, devices, settings.options)
+        progress.step("confirming", 0, None)
+        result = confirm_by_measurement(
+            result, model, devices, settings.confirm_plans, settings.options,
+            progress=progress, build=builds,
+        )  # fmt: skip
+        compiled = builds.take(result.plan)
+        if not result.confirmed_s:
+            progress.say("confirmed: no other plan to time (FlexPie's is the only one)")
+    found = times(result)
+    candidates = tuple(
+        Candidate(name, seconds, result.confirmed_s.get(name)) for name, seconds in found.items()
+    )
+    return PlanResult(result.plan, result.partition.predicted_s, candidates, {}, result, compiled)
+
+
+def tables(found: PlanResult) -> list:
+    """The segments, every strategy's predicted time and score, and what was confirmed."""
+    result = found.detail
+    out = [segment_table(result), baseline_table(result)]
+    if result.confirmed_s:
+        out.append(confirmed_table(result))
+    return out
 
 
 def confirmed_table(result: strategy.FlexPieResult):
@@ -138,19 +130,3 @@ def baseline_table(result: strategy.FlexPieResult):
     ]
     cols = ["strategy", "predicted ms", "segments", "score"]
     return table("Predicted latency and score (best / each)", cols, rows)
-
-
-def run_plan(args: argparse.Namespace, model, devices) -> int:
-    """``tvm-hetero plan MODEL --strategy flexpie``: plan, compare, write, draw."""
-    result = _plan(args, model, devices)
-    console().print(segment_table(result))
-    console().print(baseline_table(result))
-    write_plan(args, result.plan, model)
-    if args.plot:
-        from tvm_hetero.viz.spatial_schemes import plot_spatial_schemes
-
-        title = f"{model.name}: FlexPie on {len(devices)} devices"
-        path = plot_spatial_schemes(result.plan, len(result.geometry), title, args.plot,
-                                    times(result))  # fmt: skip
-        console().print(f"wrote {path}")
-    return 0

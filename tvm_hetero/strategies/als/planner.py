@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -26,7 +25,6 @@ from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.runtime.measure import MeasureConfig
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -73,7 +71,7 @@ def measure_costs(
     does in place) cost 0. ``profiler`` defaults to EOP's (this process, its default database).
     """
     if profiler is None:
-        from tvm_hetero.strategies.eop import profiler_for
+        from tvm_hetero.profiling.profiler import profiler_for
 
         profiler = profiler_for()
     node: dict[str, dict[int, list[float]]] = {o: {} for o in dcg.ops}
@@ -116,27 +114,27 @@ def plan_als(dcg: DCG, costs: Costs, exact: bool = False, min_gain: float = 0.0)
 
 def confirm_by_measurement(
     model: Model, devices: Sequence[DeviceSpec], plan: Placement, dcg: DCG, costs: Costs,
-    options: BuildOptions | None = None, config: MeasureConfig | None = None,
+    options: BuildOptions | None = None, repeat: int = 15,
 ) -> tuple[Placement, dict[str, float]]:  # fmt: skip
-    """Time ``plan`` and the best priority baseline end to end (fused builds, as deployed) and
-    keep the faster: the cost model sums operators measured unfused, so a predicted gain can
-    vanish once the kernels are fused (DUET's fallback to the best single device, for ALS).
+    """Time ``plan`` and the best priority baseline end to end (fused builds, as deployed, in
+    three interleaved rounds, ``repeat`` runs each in all) and keep the faster: the cost model
+    sums operators measured unfused, so a predicted gain can vanish once the kernels are fused
+    (DUET's fallback to the best single device, for ALS).
 
     Returns the kept placement (strategy ``...-fallback`` when the baseline won) and the measured
     seconds of both, keyed ``plan`` and ``baseline``.
     """
-    from tvm_hetero import api
+    from tvm_hetero.build.compiled import compile_model
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     assignment, base_s = best_priority_assignment(dcg, costs)
     baseline = Placement.of(dcg.devices, assignment, "priority", base_s)
     if dict(baseline.assignment) == dict(plan.assignment):
         return plan, {}
-    config = config or MeasureConfig(repeat=7, min_repeat_ms=50)
-    inputs = model.random_inputs()
-    seconds = {
-        label: api.median_seconds(api.compile(model, devices, p, options), inputs, config)
-        for label, p in (("plan", plan), ("baseline", baseline))
-    }
+    pair = {"plan": plan, "baseline": baseline}
+    built = [compile_model(model, devices, p, options).deployment for p in pair.values()]
+    samples = interleaved_run_seconds(built, [repeat] * 2, rounds=3)
+    seconds = {label: float(np.median(s)) for label, s in zip(pair, samples, strict=True)}
     if seconds["baseline"] < seconds["plan"]:
         kept = Placement(dcg.devices, baseline.assignment, f"{plan.strategy}-fallback", base_s)
         return kept, seconds
@@ -186,7 +184,7 @@ def plan_with_runs(
     dcg = dcg_of(OpGraph.from_module(model.mod), names, {pim: PIM_OPS} if pim else None)
     runs = tuple(profiling_runs(dcg))
     if profiler is None:
-        from tvm_hetero.strategies.eop import profiler_for
+        from tvm_hetero.profiling.profiler import profiler_for
 
         profiler = profiler_for(options=options)
     costs = measure_costs(model, devices, dcg, runs, profiler)
@@ -197,9 +195,3 @@ def plan_with_runs(
     if confirm:
         plan, seconds = confirm_by_measurement(model, devices, plan, dcg, costs, options)
     return AlsResult(plan, dcg, costs, runs, plan_s, seconds)
-
-
-def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> Placement:
-    """Lee et al.'s placement of ``model`` on ``devices`` (``api.plan(..., "als")``); settings as
-    :func:`plan_with_runs`."""
-    return plan_with_runs(model, devices, **settings).plan

@@ -23,10 +23,10 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
-from tvm_hetero.strategies.flexpie import FlexPieResult, Progress, to_plan
+from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
 if TYPE_CHECKING:
-    from tvm_hetero.api import CompiledModel
+    from tvm_hetero.build.compiled import CompiledModel
 
 CONFIRM_PLANS = 3
 """Plans timed by default: FlexPie's and the two cheapest other ones (the home device alone is
@@ -90,10 +90,10 @@ class ConfirmBuilds:
         self.compiled: dict[str, CompiledModel] = {}
 
     def __call__(self, plan: SpatialPlan) -> Deployment:
-        from tvm_hetero import api
+        from tvm_hetero.build.compiled import compile_model, in_plan_order
 
-        used = api.in_plan_order(self.devices, plan)
-        compiled = api.compile(self.model, used, plan, self.options)
+        used = in_plan_order(self.devices, plan)
+        compiled = compile_model(self.model, used, plan, self.options)
         self.compiled[_partition_key(plan)] = compiled
         return compiled.deployment
 

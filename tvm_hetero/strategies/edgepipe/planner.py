@@ -27,11 +27,11 @@ from tvm_hetero.plan import edgepipe
 from tvm_hetero.plan.edgepipe import Partition, PipelineProblem
 from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.profiling.db import ProfileDB
-from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.profiling.profiler import DEFAULT_DB, Profiler, profiler_for
 from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, for_device
 from tvm_hetero.runtime.timer import runners_for
-from tvm_hetero.strategies.duet import attach_side_ops
-from tvm_hetero.strategies.eop import DEFAULT_DB, crossings, profiler_for
+from tvm_hetero.strategies.duet.planner import attach_side_ops
+from tvm_hetero.strategies.eop.planner import crossings
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -185,7 +185,7 @@ def link_table(
     """Bandwidth (bytes/s) and latency (s) between every ordered pair of devices: along the
     cluster's links (the route an emulated cluster takes: fewest hops; the slowest link's
     bandwidth, the latencies summed), or, for two workers of one process, the crossing
-    ``local[(a, b)]`` measured there (EOP's :func:`~tvm_hetero.strategies.eop.crossings`;
+    ``local[(a, b)]`` measured there (EOP's :func:`~tvm_hetero.strategies.eop.planner.crossings`;
     free until it is).
 
     Raises
@@ -290,9 +290,3 @@ def plan_with_measurements(
         baselines["pipedream"].append(edgepipe.pipedream(problem, order))
     plan = to_plan(layers, problem, partition, "edgepipe")
     return EdgePipeResult(plan, layers, problem, partition, baselines, search_s)
-
-
-def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> PipelinePlan:
-    """EdgePipe's plan of ``model`` on ``devices`` (``api.plan(..., "edgepipe")``); settings as
-    :func:`plan_with_measurements` (``cluster``, ``db``, ``options``, ``progress``)."""
-    return plan_with_measurements(model, devices, **settings).plan

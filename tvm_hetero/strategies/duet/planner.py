@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import networkx as nx
 
@@ -24,8 +23,8 @@ from tvm_hetero.plan import duet
 from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Assignment, Link, SubgraphCosts
 from tvm_hetero.plan.phases import phases
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
-from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.strategies.eop import crossings, profiler_for
+from tvm_hetero.profiling.profiler import Profiler, profiler_for
+from tvm_hetero.strategies.eop.planner import crossings
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -123,8 +122,8 @@ def _edges(graph: OpGraph, where: dict[str, int]) -> tuple[tuple[int, int, int],
 
 def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, int], Link]:
     """The cost of passing a tensor between each ordered pair of devices (EOP's
-    :func:`~tvm_hetero.strategies.eop.crossing`: the runtime's handoff between workers of one
-    process, plus the bytes at the fitted copy bandwidth where a copy is made)."""
+    :func:`~tvm_hetero.strategies.eop.planner.crossing`: the runtime's handoff between workers
+    of one process, plus the bytes at the fitted copy bandwidth where a copy is made)."""
     return {
         pair: Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
         for pair, fit in crossings(devices, profiler).items()
@@ -191,9 +190,9 @@ class EndToEnd:
 
     def time_plan(self, plan: SubgraphPlan, devices: Sequence[DeviceSpec] | None = None) -> float:
         """Median seconds of ``plan``'s runs on ``devices`` (default: the plan's own, by name)."""
-        from tvm_hetero import api
+        from tvm_hetero.build.compiled import in_plan_order
 
-        devices = devices or api.in_plan_order(self.devices, plan)
+        devices = devices or in_plan_order(self.devices, plan)
         record = self.profiler.profile_run(self.model, devices, plan, repeat=self.repeat)
         self.runs += 1
         if self.progress:
@@ -290,10 +289,3 @@ def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> d
         )
         out[merged.name] = timer.time_plan(plan, [merged])
     return out
-
-
-def make_plan(model: Model, devices: Sequence[DeviceSpec], **settings: Any) -> SubgraphPlan:
-    """DUET's plan of ``model`` on ``devices`` (``api.plan(..., "duet")``); settings as
-    :func:`plan_with_measurements` (``db``, ``options``, ``budget``, ``progress``, ``repeat``,
-    ``profiler``)."""
-    return plan_with_measurements(model, devices, **settings).plan

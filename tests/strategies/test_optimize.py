@@ -1,0 +1,111 @@
+"""``optimize``: every strategy asked, the fastest measured kept, never slower than one device
+alone, its build equal to the single-device build; a plug-in strategy from the test tree
+offered by ``plan``, ``compile --strategy`` and ``optimize``."""
+
+import numpy as np
+import pytest
+
+from tvm_hetero import api
+from tvm_hetero.cli.main import main
+from tvm_hetero.devices import resolve_device
+from tvm_hetero.frontends import load_model
+from tvm_hetero.optimize.search import optimize
+from tvm_hetero.runtime.deployment import read_manifest
+from tvm_hetero.strategies import registry
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy strategy of ``toy_strategy`` registered for one test."""
+    monkeypatch.setitem(registry.PACKAGES, "toy", "toy_strategy")
+    return registry.get_strategy("toy")
+
+
+@pytest.fixture(scope="module")
+def cores():
+    return [resolve_device("cpu@0"), resolve_device("cpu@1")]
+
+
+def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores):
+    model = load_model("mlp:tiny")
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=10)
+    timed = [e for e in found.entries if e.samples_s]
+    assert found.kept.status == "kept"
+    assert found.kept.p50_s == min(e.p50_s for e in timed if e.kind != "peer")
+    assert found.kept.p50_s <= found.best("single").p50_s
+    names = {e.name: e for e in found.entries}
+    assert {"cpu@0 alone", "cpu@1 alone", "cpu@0-1 alone"} <= set(names)
+    assert names["edgepipe"].status == "not applicable: plans for throughput, not latency"
+    assert names["flexpie"].status.startswith("not applicable: no spatial layers")
+    assert names["duet"].status.startswith("not applicable: no branches")
+    assert names["eop"].samples_s and names["als"].predicted_s is not None
+    inputs = model.random_inputs()
+    reference = api.reference_outputs(model, inputs, cores[0])
+    got = api.run(found.compiled, inputs)
+    np.testing.assert_allclose(got[0], reference[0], rtol=1e-5, atol=1e-5)
+
+
+def test_throughput_objective_plans_edgepipe_and_times_a_stream(tmp_path, cores):
+    model = load_model("mlp:tiny")
+    found = optimize(model, cores, "throughput", settings={"db": str(tmp_path / "db.jsonl")},
+                     runs=5, microbatches=4)  # fmt: skip
+    names = {e.name: e for e in found.entries}
+    assert names["eop"].status == "not applicable: plans for latency, not throughput"
+    assert names["edgepipe"].plan is not None  # planned (one stage on one core is a single)
+    assert found.kept.samples_s
+
+
+def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
+    tmp_path, cores, toy, monkeypatch
+):  # fmt: skip
+    def broken(*args, **kwargs):
+        raise ValueError("cannot handle this kernel")
+
+    monkeypatch.setattr(type(toy), "plan", broken)
+    model = load_model("mlp:tiny")
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=5)
+    assert {e.name: e for e in found.entries}["toy"].status == "failed: cannot handle this kernel"
+    late = optimize(model, cores, budget_s=0.0, settings={"db": str(tmp_path / "db.jsonl")},
+                    runs=5)  # fmt: skip
+    planned = [e for e in late.entries if e.kind == "strategy" and e.plan is not None]
+    assert not planned
+    assert late.kept.kind == "single"
+
+
+def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores):
+    import torch
+
+    path = tmp_path / "mlp.onnx"
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
+                      dynamo=False)  # fmt: skip
+    model = load_model(str(path))
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=10,
+                     onnx=str(path))  # fmt: skip
+    peers = [e for e in found.entries if e.kind == "peer"]
+    assert {e.name for e in peers} == {
+        "onnxruntime on cpu@0", "onnxruntime on cpu@1", "onnxruntime on cpu@0-1"
+    }  # fmt: skip
+    assert all(len(e.samples_s) == 10 for e in peers)
+
+
+def test_plug_in_offered_by_plan_compile_and_optimize(tmp_path, capsys, toy):
+    db = str(tmp_path / "db.jsonl")
+    plan = tmp_path / "toy.json"
+    assert main(["plan", "mlp:tiny", "--strategy", "toy", "--toy-predicted-ms", "0.5",
+                 "-o", str(plan), "--db", db]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "toy: every operator on cpu@1" in out and plan.exists()
+    tar = tmp_path / "toy.tar"
+    assert main(["compile", "mlp:tiny", "--strategy", "toy", "-o", str(tar), "--check",
+                 "--db", db]) == 0  # fmt: skip
+    assert read_manifest(tar)["plan"]["strategy"] == "toy"
+    best, report = tmp_path / "best.tar", tmp_path / "report.md"
+    assert main(["optimize", "mlp:tiny", "--device", "cpu@0", "--device", "cpu@1",
+                 "--runs", "5", "-o", str(best), "--report", str(report), "--db", db,
+                 "--plot", str(tmp_path / "c.png")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "│ toy " in out and "kept" in out
+    assert best.exists() and "| toy |" in report.read_text()
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "Warning" not in out

@@ -1,0 +1,321 @@
+"""The fastest way to run a model on the devices at hand: every strategy that applies plans
+(measurements shared through one profile database), each device alone is a candidate too, and
+the most promising are compiled and timed end to end in interleaved rounds; the fastest
+measured is kept. ONNX Runtime on each CPU alone is timed in the same rounds when it can run
+the model."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tvm_hetero.build.compiled import CompiledModel, compile_model, in_plan_order
+from tvm_hetero.devices.discover import merged_cpu
+from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.errors import BuildError, RunError
+from tvm_hetero.frontends.model import Model
+from tvm_hetero.plan.placement import Placement
+from tvm_hetero.plan.registry import Plan
+from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
+from tvm_hetero.strategies.registry import strategies as registered
+
+FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
+"""What a strategy that cannot handle a model raises: it drops out, the search goes on."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One way to run the model, as ``optimize`` weighed it.
+
+    Attributes
+    ----------
+    name : str
+        ``duet``, ``cpu@0 alone``, ``onnxruntime on cpu@0``.
+    kind : str
+        ``strategy``, ``single`` (one device, every operator) or ``peer`` (ONNX Runtime).
+    devices : tuple[str, ...]
+        The devices it runs on.
+    predicted_s : float | None
+        The strategy's predicted seconds (a period for a stream); None where unpriced.
+    samples_s : tuple[float, ...]
+        Seconds of each timed run (per request with requests in flight), empty if not timed.
+    status : str
+        ``kept``, ``timed``, or why it was not timed (not applicable, failed, over budget...).
+    plan : Plan | None
+        Its plan (None for ONNX Runtime).
+    """
+
+    name: str
+    kind: str
+    devices: tuple[str, ...]
+    predicted_s: float | None = None
+    samples_s: tuple[float, ...] = ()
+    status: str = ""
+    plan: Plan | None = field(default=None, repr=False)
+
+    @property
+    def p50_s(self) -> float | None:
+        """Median seconds of the timed runs."""
+        return statistics.median(self.samples_s) if self.samples_s else None
+
+    @property
+    def p99_s(self) -> float | None:
+        """99th percentile of the timed runs."""
+        return float(np.percentile(self.samples_s, 99)) if self.samples_s else None
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What ``optimize`` found.
+
+    Attributes
+    ----------
+    model : str
+        The model's name.
+    objective : str
+        ``latency`` (one request) or ``throughput`` (a stream).
+    entries : tuple[Entry, ...]
+        Every candidate, timed or not, strategies first.
+    kept : Entry
+        The fastest measured (a strategy's plan or one device alone).
+    compiled : CompiledModel
+        Its build, ready to save.
+    plans : dict[str, PlanResult]
+        Each strategy's own result, for its report and chart.
+    seconds : float
+        How long the search took.
+    """
+
+    model: str
+    objective: str
+    entries: tuple[Entry, ...]
+    kept: Entry
+    compiled: CompiledModel = field(repr=False)
+    plans: dict[str, PlanResult] = field(default_factory=dict, repr=False)
+    seconds: float = 0.0
+
+    def best(self, kind: str) -> Entry | None:
+        """The fastest measured entry of ``kind``."""
+        timed = [e for e in self.entries if e.kind == kind and e.samples_s]
+        return min(timed, key=lambda e: e.p50_s, default=None)
+
+
+@dataclass
+class _Search:
+    """The state of one search: the clock, the candidates and their builds."""
+
+    model: Model
+    devices: list[DeviceSpec]
+    objective: str
+    settings: Mapping[str, Any]
+    progress: Progress
+    deadline: float
+    entries: list[Entry] = field(default_factory=list)
+    plans: dict[str, PlanResult] = field(default_factory=dict)
+    builds: dict[str, CompiledModel] = field(default_factory=dict)
+
+    def over(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def plan_all(self) -> None:
+        """Every registered strategy asked whether it applies, and planned when it does."""
+        exported = []
+        offline = self.settings.get("offline")
+        cluster = self.settings.get("cluster")
+        found = registered()
+        for k, (name, strategy) in enumerate(found.items()):
+            why = None
+            if strategy.objective != self.objective:
+                why = f"plans for {strategy.objective}, not {self.objective}"
+            elif offline and not strategy.offline:
+                why = "cannot plan for devices reached only offline"
+            why = why or strategy.applicable(self.model, self.devices, cluster)
+            if why is not None:
+                self.entries.append(Entry(name, "strategy", (), status=f"not applicable: {why}"))
+                continue
+            if self.over():
+                self.entries.append(Entry(name, "strategy", (), status="not planned: over budget"))
+                continue
+            self.progress.step(f"planning with {name}", k, len(found))
+            try:
+                known = vars(strategy.settings())
+                given = {key: v for key, v in self.settings.items() if key in known}
+                result = strategy.plan(
+                    self.model, self.devices, strategy.settings(**given), self.progress
+                )
+            except WorkloadsExported as done:
+                exported.append(f"{name}: {done}")
+                continue
+            except FAILURES as err:
+                self.entries.append(Entry(name, "strategy", (), status=f"failed: {err}"))
+                continue
+            self.plans[name] = result
+            plan = result.plan
+            if result.compiled is not None:
+                self.builds[name] = result.compiled
+            self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
+                                      plan=plan))  # fmt: skip
+        if exported:
+            raise WorkloadsExported("; ".join(exported), offline, 0)
+
+    def singles(self) -> None:
+        """Each device alone (and one worker on every given CPU core set, when there are
+        several): always timed, so the kept one is never slower than one device."""
+        alone = [d for d in self.devices if d.kind is not DeviceKind.SIMULATED]
+        merged = merged_cpu(self.devices)
+        if merged is not None and merged.name not in {d.name for d in alone}:
+            alone.append(merged)
+        for device in alone:
+            plan = Placement((device.name,), {}, "single")
+            self.entries.append(Entry(f"{device.name} alone", "single", (device.name,), plan=plan))
+
+    def pool(self) -> list[DeviceSpec]:
+        """The devices any candidate may run on (the merged CPU included)."""
+        merged = merged_cpu(self.devices)
+        return self.devices + ([merged] if merged is not None else [])
+
+    def same_as_single(self) -> None:
+        """A strategy whose plan runs everything on one device is that device alone."""
+        for k, entry in enumerate(self.entries):
+            if entry.kind == "strategy" and len(entry.devices) == 1:
+                self.entries[k] = replace(entry, status=f"same as {entry.devices[0]} alone")
+
+    def to_time(self, top: int) -> list[int]:
+        """Indices of the entries to time: every single device, and the ``top`` strategies
+        with the lowest predicted time (unpriced ones last)."""
+        ranked = sorted(
+            (k for k, e in enumerate(self.entries) if e.kind == "strategy" and e.plan is not None
+             and not e.status),
+            key=lambda k: (self.entries[k].predicted_s is None, self.entries[k].predicted_s or 0),
+        )  # fmt: skip
+        for k in ranked[top:]:
+            self.entries[k] = replace(self.entries[k], status=f"not timed: not in the top {top}")
+        singles = [k for k, e in enumerate(self.entries) if e.kind == "single"]
+        return singles + ranked[:top]
+
+    def build(self, picked: list[int]) -> list[int]:
+        """Compile each picked entry (a strategy's own build reused); those that fail to build
+        or come past the budget drop out with the reason. Returns those built."""
+        built = []
+        for n, k in enumerate(picked):
+            entry = self.entries[k]
+            if entry.kind == "strategy" and self.over():
+                self.entries[k] = replace(entry, status="not timed: over budget")
+                continue
+            self.progress.step(f"compiling {entry.name}", n, len(picked))
+            try:
+                if entry.name not in self.builds:
+                    devices = in_plan_order(self.pool(), entry.plan)
+                    self.builds[entry.name] = compile_model(
+                        self.model, devices, entry.plan, self.settings.get("options")
+                    )  # fmt: skip
+            except FAILURES as err:
+                self.entries[k] = replace(entry, status=f"failed to build: {err}")
+                continue
+            built.append(k)
+        return built
+
+
+def optimize(
+    model: Model, devices: Sequence[DeviceSpec], objective: str = "latency",
+    budget_s: float = 600.0, settings: Mapping[str, Any] | None = None,
+    progress: Progress | None = None, onnx: str | None = None, top: int = 3, runs: int = 50,
+    rounds: int = 5, microbatches: int = 8,
+) -> OptimizeResult:  # fmt: skip
+    """Find the fastest way to run ``model`` on ``devices``.
+
+    Parameters
+    ----------
+    model, devices
+        The model (static input shapes) and the devices at hand (home first).
+    objective
+        ``latency``: one request at a time; ``throughput``: a stream, ``microbatches`` requests
+        in flight (EdgePipe plans for it; the others run with requests in flight too).
+    budget_s
+        Seconds the search may take; a strategy not started by then is skipped, a candidate not
+        compiled by then is not timed (each device alone always is).
+    settings
+        Every strategy's settings by name (``db``, ``options``, ``cluster``, ``offline``, and
+        each one's flags); each strategy reads the ones it takes.
+    progress
+        Where the search reports (a bar on the command line).
+    onnx
+        The model's ONNX file: ONNX Runtime on each CPU alone is timed beside the candidates.
+    top
+        Strategies' plans timed end to end, those with the lowest predicted time.
+    runs, rounds
+        Timed runs per candidate, spread over that many interleaved rounds.
+
+    Returns
+    -------
+    OptimizeResult
+        Every candidate with its predicted and measured times, the fastest kept and its build.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"--objective {objective!r}: choose from {', '.join(OBJECTIVES)}")
+    if not devices:
+        raise ValueError("optimize: give at least one device")
+    start = time.monotonic()
+    progress = progress or Progress()
+    search = _Search(model, list(devices), objective, dict(settings or {}), progress,
+                     start + budget_s)  # fmt: skip
+    search.plan_all()
+    search.singles()
+    search.same_as_single()
+    built = search.build(search.to_time(top))
+    peers = _peers(onnx, search, model)
+    timed = [search.entries[k] for k in built]
+    progress.step(f"timing {len(timed) + len(peers)} candidates in {rounds} rounds", 0, None)
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+
+    stream = microbatches if objective == "throughput" else 1
+    try:
+        samples = interleaved_run_seconds(
+            [search.builds[e.name].deployment for e in timed], [runs] * len(timed), rounds,
+            microbatches=stream, peers=[p for _, p in peers],
+        )  # fmt: skip
+    finally:
+        for _, peer in peers:
+            peer.close()
+    for k, got in zip(built, samples, strict=False):
+        search.entries[k] = replace(search.entries[k], samples_s=got, status="timed")
+    for (device, _), got in zip(peers, samples[len(built) :], strict=True):
+        name = f"onnxruntime on {device.name}"
+        search.entries.append(Entry(name, "peer", (device.name,), samples_s=got, status="timed"))
+    ours = [k for k in built if search.entries[k].samples_s]
+    best = min(ours, key=lambda k: search.entries[k].p50_s)
+    search.entries[best] = replace(search.entries[best], status="kept")
+    kept = search.entries[best]
+    return OptimizeResult(
+        model.name, objective, tuple(search.entries), kept, search.builds[kept.name],
+        search.plans, time.monotonic() - start,
+    )  # fmt: skip
+
+
+def _peers(onnx: str | None, search: _Search, model: Model) -> list[tuple[DeviceSpec, Any]]:
+    """ONNX Runtime on each CPU that runs the model alone, when it can run the model here."""
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, onnxruntime_missing
+
+    if onnx is None or onnxruntime_missing(onnx) or search.settings.get("offline"):
+        return []
+    inputs = list(model.random_inputs().values())
+    by_name = {d.name: d for d in search.pool()}
+    cpus = [
+        by_name[e.devices[0]] for e in search.entries
+        if e.kind == "single" and by_name[e.devices[0]].kind is DeviceKind.CPU
+        and by_name[e.devices[0]].host is None
+    ]  # fmt: skip
+    return [(d, OnnxRuntimePeer(onnx, d, inputs)) for d in cpus]
+
+
+def settings_names() -> set[str]:
+    """Every setting some strategy takes."""
+    names: set[str] = set()
+    for strategy in registered().values():
+        names |= set(vars(strategy.settings()))
+    return names

@@ -1,0 +1,298 @@
+"""What every strategy offers: the :class:`Strategy` a package exposes and the
+:class:`PlanResult` its ``plan`` returns.
+
+A strategy is one package, ``tvm_hetero/strategies/<name>/``, whose ``__init__`` defines one
+:class:`Strategy` object, ``STRATEGY``, and imports no TVM (``tvm-hetero --help`` builds every
+strategy's flags); its planner, report and chart load when they are used. ``plan``, ``compile
+--strategy`` and ``optimize`` see a strategy only through this class, so a new one is a package
+and a line in :mod:`tvm_hetero.strategies.registry`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tvm_hetero.devices.cluster import ClusterSpec
+    from tvm_hetero.devices.spec import DeviceSpec
+    from tvm_hetero.frontends.model import Model
+    from tvm_hetero.plan.registry import Plan
+    from tvm_hetero.profiling.profiler import Profiler
+
+OBJECTIVES = ("latency", "throughput")
+"""What a plan minimises: one request's time, or the time between requests of a stream."""
+
+
+class Progress:
+    """Where a strategy reports while it works: ``step`` as work advances, ``say`` for a line
+    the user should read (what was merged, kept or fell back). This one says nothing; the
+    command line's draws a bar and prints."""
+
+    def step(self, what: str, done: int, total: int | None) -> None:
+        """``done`` of ``total`` pieces of work finished, now doing ``what``."""
+
+    def say(self, text: str) -> None:
+        """One line for the user."""
+
+    def __call__(self, what: str, done: int, total: int | None) -> None:
+        """Planners take a plain ``progress(what, done, total)``: this object is one."""
+        self.step(what, done, total)
+
+
+class _Callback(Progress):
+    """A plain ``progress(what, done, total)`` function as a :class:`Progress`."""
+
+    def __init__(self, call: Callable[[str, int, int | None], None]) -> None:
+        self.call = call
+
+    def step(self, what: str, done: int, total: int | None) -> None:
+        self.call(what, done, total)
+
+
+ProgressLike = Progress | Callable[[str, int, int | None], None] | None
+"""What the Python interface takes as ``progress``: a :class:`Progress`, a plain function of
+``(what, done, total)``, or None for silence."""
+
+
+def as_progress(given: ProgressLike) -> Progress:
+    """``given`` as a :class:`Progress`: itself, a function's wrapper, or a silent one."""
+    if isinstance(given, Progress):
+        return given
+    return Progress() if given is None else _Callback(given)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the model that a strategy weighed (or ``optimize`` timed).
+
+    Attributes
+    ----------
+    name : str
+        What it is: ``duet``, ``priority (cpu@0, cpu@1)``, ``cpu@0 alone``.
+    predicted_s : float | None
+        The planner's predicted seconds (a period for a throughput plan); None when unpriced.
+    measured_s : float | None
+        Median seconds measured end to end, when it was timed.
+    note : str
+        Why it was dropped or kept, when there is something to say.
+    """
+
+    name: str
+    predicted_s: float | None = None
+    measured_s: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What a strategy's ``plan`` returns.
+
+    Attributes
+    ----------
+    plan : Plan
+        The plan (:mod:`tvm_hetero.plan.registry`), saved with ``-o`` and compiled by ``api``.
+    predicted_s : float | None
+        The kept plan's predicted seconds (a period for a throughput plan).
+    candidates : tuple[Candidate, ...]
+        What the strategy weighed: its baselines and alternatives, with their predicted (and, when
+        it confirmed them, measured) times.
+    measured : dict[str, int]
+        What it measured: ``{"workloads timed": n, "records reused": m, ...}``.
+    detail : Any
+        The strategy's own result, for its report and chart.
+    compiled : Any
+        The kept plan's ``CompiledModel`` when confirming built it (else None).
+    """
+
+    plan: Plan
+    predicted_s: float | None
+    candidates: tuple[Candidate, ...] = ()
+    measured: dict[str, int] = field(default_factory=dict)
+    detail: Any = field(default=None, repr=False)
+    compiled: Any = field(default=None, repr=False)
+
+
+class Strategy:
+    """One planner as ``plan``, ``compile --strategy`` and ``optimize`` offer it.
+
+    Attributes
+    ----------
+    name : str
+        The ``--strategy`` value and the registry's key.
+    help : str
+        One line for ``--help``.
+    plan_kind : str
+        The ``kind`` of its plans (:data:`tvm_hetero.plan.registry.PLAN_KINDS`).
+    objective : str
+        What its plans minimise (:data:`OBJECTIVES`).
+    offline : bool
+        Whether it can plan for devices reached only offline (``--offline``: every measurement
+        goes through the profiler).
+    default_devices : tuple[str, ...]
+        Devices when none are given.
+    """
+
+    name: str = ""
+    help: str = ""
+    plan_kind: str = ""
+    objective: str = "latency"
+    offline: bool = False
+    default_devices: tuple[str, ...] = ("cpu@0", "cpu@1")
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        """Add this strategy's own flags to ``group`` (the shared ones, ``--db``,
+        ``--offline``, ``--confirm``, ``--cluster``, are the command's)."""
+
+    def applicable(
+        self, model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None
+    ) -> str | None:  # fmt: skip
+        """None when this strategy can plan ``model`` on ``devices``; else why not, in words."""
+        if len(devices) < 2:
+            return "one device: nothing to spread"
+        return None
+
+    def plan(
+        self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
+        progress: Progress,
+    ) -> PlanResult:  # fmt: skip
+        """Measure what the planner needs (records shared through ``settings.db``) and plan."""
+        raise NotImplementedError(f"strategy {self.name!r} has no plan")
+
+    def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
+        """Tables (rich renderables) that show the plan and what it was weighed against."""
+        return []
+
+    def plot(
+        self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
+    ) -> Path | None:  # fmt: skip
+        """Draw the plan to ``path``; None when this strategy has no chart."""
+        return None
+
+    def describe(self, plan: Plan, model: Model) -> Any:
+        """A table of ``plan`` alone (a saved one, as ``compile --plan`` shows it): by default
+        each device's operators, FLOPs and copies in."""
+        return placement_table(model, plan)
+
+    def settings(self, **given: Any) -> argparse.Namespace:
+        """Settings for :meth:`plan`: every flag's default (this strategy's and the shared
+        ones), then ``given``; a name no flag has is refused with the names allowed."""
+        parser = argparse.ArgumentParser(add_help=False)
+        add_shared_arguments(parser)
+        self.add_arguments(parser.add_argument_group(self.name))
+        defaults = parser.parse_args([])
+        defaults.options, defaults.cluster = None, None
+        unknown = sorted(set(given) - set(vars(defaults)))
+        if unknown:
+            raise ValueError(
+                f"strategy {self.name!r}: no setting {', '.join(unknown)}; it takes "
+                f"{', '.join(sorted(vars(defaults)))}"
+            )
+        return argparse.Namespace(**{**vars(defaults), **given})
+
+
+def placement_summary(model: Model, plan: Plan) -> list[dict[str, Any]]:
+    """Per device: operators, FLOPs share and bytes copied in, for a placement of ``model``."""
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.plan.placement import summarize
+
+    graph = OpGraph.from_module(model.mod)
+    ops = [(n.node_id, n.flops) for n in graph.nodes]
+    edges = [(u, v, d["bytes"]) for u, v, d in graph.graph.edges(data=True)]
+    return summarize(ops, edges, plan)
+
+
+def placement_table(model: Model, plan: Plan) -> Any:
+    """Per device of ``plan``: operators, GFLOPs, FLOPs share, copies and MiB copied in."""
+    from tvm_hetero.viz.tables import table
+
+    rows = [
+        [r["device"], r["ops"], r["flops"] / 1e9, 100 * r["flops_share"], r["copies_in"],
+         r["bytes_in"] / 2**20]
+        for r in placement_summary(model, plan)
+    ]  # fmt: skip
+    cols = ["device", "ops", "GFLOPs", "FLOPs %", "copies in", "MiB in"]
+    return table("Placement", cols, rows)
+
+
+def add_shared_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags every strategy reads: the profile database, offline devices, confirmation."""
+    p.add_argument(
+        "--db", metavar="PATH", help="profile database every strategy reads and adds to, so "
+        "nothing is timed twice (default .tvm-hetero/profiles.jsonl; EOP's fitted patterns go "
+        "next to it)",
+    )  # fmt: skip
+    p.add_argument(
+        "--offline", metavar="DIR",
+        help="for devices only reached offline (a GPU box; --cluster describes it; eop, als, "
+        "duet): export every workload the planner asks for to DIR, to time there (tvm-hetero "
+        "bundle, then tvm-hetero measure); once DIR holds the box's results.jsonl, merge them "
+        "into --db and plan for the box (duet asks in rounds: run it again after each)",
+    )  # fmt: skip
+    p.add_argument(
+        "--confirm", action=argparse.BooleanOptionalAction, default=True,
+        help="time the plan and its closest rivals end to end and keep the fastest (als: the "
+        "best baseline; flexpie: --confirm-plans of them and the home device alone)",
+    )  # fmt: skip
+
+
+def profiler_of(settings: argparse.Namespace, progress: Progress) -> Profiler:
+    """The profiler a strategy measures with: records in ``settings.db``; with
+    ``settings.offline`` its runner serves the box's results from that folder (merged into the
+    database first) and exports what they lack."""
+    from tvm_hetero.profiling.profiler import profiler_for
+
+    offline = getattr(settings, "offline", None)
+    if not offline:
+        return profiler_for(settings.db, settings.options)
+    from tvm_hetero.profiling.offline import OfflineRunner
+    from tvm_hetero.runtime.measure import PROFILE_CONFIG
+
+    runner = OfflineRunner(offline, PROFILE_CONFIG)
+    profiler = profiler_for(settings.db, settings.options, runner)
+    if runner.measured:
+        added = runner.merge_into(profiler.db)
+        names = ", ".join(f"{n}: {fp.name}" for n, fp in sorted(runner.fingerprints.items()))
+        progress.say(f"merged {added} new record(s) from {offline} ({names})")
+    return profiler
+
+
+class WorkloadsExported(Exception):
+    """An offline plan stopped after writing the workloads the box must time first.
+
+    Attributes
+    ----------
+    folder : str
+        Where they were written (``--offline``).
+    code : int
+        0 when they are all new, 1 when an earlier round exported some already (the box's
+        results still lack them).
+    """
+
+    def __init__(self, message: str, folder: str, code: int) -> None:
+        super().__init__(message)
+        self.folder, self.code = folder, code
+
+
+def stop_if_exported(settings: argparse.Namespace, profiler: Profiler) -> None:
+    """After an offline planner's measuring: if it asked for workloads the box has not timed,
+    write them to ``settings.offline`` and raise :class:`WorkloadsExported`."""
+    runner = profiler.runner
+    if not getattr(runner, "offline", False) or not runner.entries:
+        return
+    path = runner.save()
+    again = runner.asked_again
+    raise WorkloadsExported(
+        f"exported {len(runner.entries)} workload(s) to {path.parent} (round {runner.round})"
+        + (f"; {again} of them still unmeasured from the round before" if again else ""),
+        str(path.parent),
+        1 if again else 0,
+    )
+
+
+def measured_counts(profiler: Profiler) -> dict[str, int]:
+    """What a profiler timed and what it found in its database."""
+    return {"workloads timed": profiler.misses, "records reused": profiler.hits}
