@@ -135,3 +135,16 @@ def test_guard_keeps_the_best_baseline_when_the_gain_is_small():
             assert guarded == optimum
     with pytest.raises(ValueError, match="min_gain"):
         plan_als(dcg, costs, min_gain=1.0)
+
+
+def test_a_da_edge_no_run_performed_costs_the_nearest_measured_copy():
+    from tvm_hetero.plan.dcg import DAKey
+    from tvm_hetero.strategies.als.planner import nearest_copy_s
+
+    measured = {DAKey(0, 1, "float32", 100): 1.0, DAKey(0, 1, "float32", 1000): 2.0,
+                DAKey(1, 0, "float32", 10): 3.0}  # fmt: skip
+    assert nearest_copy_s(DAKey(0, 1, "int64", 3), measured) == 1.0  # 24 bytes: nearest 400
+    assert nearest_copy_s(DAKey(0, 1, "float16", 1500), measured) == 2.0  # 3000 bytes
+    assert nearest_copy_s(DAKey(1, 0, "float32", 10**6), measured) == 3.0  # same direction
+    assert nearest_copy_s(DAKey(2, 0, "float32", 10), measured) == 3.0  # no copy that way
+    assert nearest_copy_s(DAKey(0, 1, "float32", 10), {}) == 0.0

@@ -18,6 +18,7 @@ from tvm_hetero.profiling.offline import OfflineRunner
 from tvm_hetero.profiling.profiler import Profiler, profiler_for
 from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.cuda import cuda_runtime_error
+from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.runtime.offline_runner import ROUNDS
 from tvm_hetero.strategies.eop import planner as eop
 from tvm_hetero.zoo import load_zoo_model
@@ -232,3 +233,25 @@ def _constants(mod):
         lambda e: found.append(e) if hasattr(e, "value") and hasattr(e.value, "numpy") else None,
     )
     return found
+
+
+def test_optimize_offline_rounds_on_a_stand_in_box(tmp_path, capsys):
+    # the strategies that can plan offline ask in rounds, then the picked candidates (each
+    # box device alone, the best plans) are exported compiled, timed there, and the fastest kept
+    spec = _box_of_two_cpu_workers(tmp_path)
+    folder, db, best = tmp_path / "offline", tmp_path / "db.jsonl", tmp_path / "best.tar"
+    base = ["optimize", "mlp:tiny", "--cluster", str(spec), "--offline", str(folder),
+            "--db", str(db), "--samples", "3", "--runs", "5", "-o", str(best)]  # fmt: skip
+    rounds = 0
+    while not best.exists():
+        assert rounds < 6, rounds
+        capsys.readouterr()
+        assert main(base) == 0, capsys.readouterr().out
+        if best.exists():
+            break
+        rounds += 1
+        _measure_on_the_box(folder)
+    out = capsys.readouterr().out
+    assert rounds >= 2 and "kept" in out
+    assert "flexpie: not applicable: cannot plan for devices reached only offline" in out
+    assert read_manifest(best)["devices"][0]["name"].startswith("box-")

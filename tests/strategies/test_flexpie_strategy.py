@@ -113,7 +113,7 @@ def test_confirmation_keeps_the_plan_that_ran_fastest_end_to_end(devices, traine
     assert kept.plan.schemes == tuple(s.scheme for s in kept.partition.segments)
     assert confirm_by_measurement(result, model, devices, plans=0) is result
     plan = api.plan(model, devices, "flexpie", estimators=estimators, db=folder / "db.jsonl",
-                    confirm=1)  # fmt: skip
+                    confirm_plans=1)  # fmt: skip
     assert plan.strategy in ("flexpie", "flexpie-single")  # FlexPie's or the home device's
 
 

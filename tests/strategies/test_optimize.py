@@ -83,9 +83,7 @@ def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores):
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=10,
                      onnx=str(path))  # fmt: skip
     peers = [e for e in found.entries if e.kind == "peer"]
-    assert {e.name for e in peers} == {
-        "onnxruntime on cpu@0", "onnxruntime on cpu@1", "onnxruntime on cpu@0-1"
-    }  # fmt: skip
+    assert {e.name for e in peers} == {"ORT on cpu@0", "ORT on cpu@1", "ORT on cpu@0-1"}
     assert all(len(e.samples_s) == 10 for e in peers)
 
 
@@ -109,3 +107,19 @@ def test_plug_in_offered_by_plan_compile_and_optimize(tmp_path, capsys, toy):
     assert best.exists() and "| toy |" in report.read_text()
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert "Warning" not in out
+
+
+def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, monkeypatch):
+    import time
+
+    def slow(self, model, devices, settings, progress):
+        time.sleep(0.5)
+        progress.step("sweeping", 1, 2)
+        raise AssertionError("not stopped at its report past the deadline")
+
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
+    monkeypatch.setattr(type(toy), "plan", slow)
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=0.2, runs=3,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    assert found.entries[0].status == "stopped: over budget while sweeping"
+    assert found.kept.kind == "single"

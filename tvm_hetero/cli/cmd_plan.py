@@ -15,6 +15,7 @@ from tvm_hetero.cli.common import (
     settings_from_args,
     write_plan,
 )
+from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.strategies.registry import get_strategy
 
 
@@ -32,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     check_offline(args)
     model = model_from_args(args)
     devices = devices_from_args(args, list(strategy.default_devices))
+    cluster = getattr(args, "cluster", None)
+    why = strategy.applicable(model, devices, ClusterSpec.load(cluster) if cluster else None)
+    if why is not None:  # planned anyway, as asked; optimize would leave it out
+        console().print(f"[yellow]note:[/] {strategy.name} does not apply here ({why})")
     result = planned(args, strategy, model, devices)
     for shown in strategy.report(result, model, devices):
         console().print(shown)

@@ -82,12 +82,15 @@ def verdict(result: OptimizeResult) -> str:
         said += f", {gain:.2f}x the speed of the best single device ({single.name})"
     if peer is not None:
         ratio = peer.p50_s / kept.p50_s
+        where = peer.devices[0]
         if ratio >= 1:
-            said += f"; {ratio:.2f}x the speed of {peer.name} ({peer.p50_s * 1e3:.3f} ms)"
+            said += (
+                f"; {ratio:.2f}x the speed of ONNX Runtime on {where} ({peer.p50_s * 1e3:.3f} ms)"
+            )
         else:
             said += (
-                f"; {peer.name} is {1 / ratio:.2f}x faster ({peer.p50_s * 1e3:.3f} ms): "
-                "slower than the peer"
+                f"; ONNX Runtime on {where} is {1 / ratio:.2f}x faster ({peer.p50_s * 1e3:.3f} "
+                "ms): we are slower than the peer here"
             )
     return said
 

@@ -35,9 +35,10 @@ class Entry:
     Attributes
     ----------
     name : str
-        ``duet``, ``cpu@0 alone``, ``onnxruntime on cpu@0``.
+        ``duet``, ``cpu@0 alone``, ``ORT on cpu@0``.
     kind : str
-        ``strategy``, ``single`` (one device, every operator) or ``peer`` (ONNX Runtime).
+        ``strategy``, ``single`` (one device, every operator) or ``peer`` (ONNX Runtime,
+        ``ORT on cpu@0``).
     devices : tuple[str, ...]
         The devices it runs on.
     predicted_s : float | None
@@ -105,6 +106,26 @@ class OptimizeResult:
         return min(timed, key=lambda e: e.p50_s, default=None)
 
 
+class OverBudget(Exception):
+    """The search's time ran out while a strategy was planning."""
+
+
+class _Budgeted(Progress):
+    """The search's progress, passed to each strategy: it forwards every report and stops the
+    strategy (:class:`OverBudget`) at its first report past the deadline."""
+
+    def __init__(self, inner: Progress, deadline: float) -> None:
+        self.inner, self.deadline = inner, deadline
+
+    def step(self, what: str, done: int, total: int | None) -> None:
+        if time.monotonic() > self.deadline:
+            raise OverBudget(what)
+        self.inner.step(what, done, total)
+
+    def say(self, text: str) -> None:
+        self.inner.say(text)
+
+
 @dataclass
 class _Search:
     """The state of one search: the clock, the candidates and their builds."""
@@ -145,9 +166,14 @@ class _Search:
             try:
                 known = vars(strategy.settings())
                 given = {key: v for key, v in self.settings.items() if key in known}
+                budgeted = _Budgeted(self.progress, self.deadline)
                 result = strategy.plan(
-                    self.model, self.devices, strategy.settings(**given), self.progress
+                    self.model, self.devices, strategy.settings(**given), budgeted
                 )
+            except OverBudget as late:
+                status = f"stopped: over budget while {late}"
+                self.entries.append(Entry(name, "strategy", (), status=status))
+                continue
             except WorkloadsExported as done:
                 exported.append(f"{name}: {done}")
                 continue
@@ -183,7 +209,7 @@ class _Search:
         """A strategy whose plan runs everything on one device is that device alone."""
         for k, entry in enumerate(self.entries):
             if entry.kind == "strategy" and len(entry.devices) == 1:
-                self.entries[k] = replace(entry, status=f"same as {entry.devices[0]} alone")
+                self.entries[k] = replace(entry, status=f"one device: same as {entry.devices[0]} alone")
 
     def to_time(self, top: int) -> list[int]:
         """Indices of the entries to time: every single device, and the ``top`` strategies
@@ -199,14 +225,12 @@ class _Search:
         return singles + ranked[:top]
 
     def build(self, picked: list[int]) -> list[int]:
-        """Compile each picked entry (a strategy's own build reused); those that fail to build
-        or come past the budget drop out with the reason. Returns those built."""
+        """Compile each picked entry (a strategy's own build reused; a plan made within the
+        budget is compiled and timed even past it); those that fail to build drop out with the
+        reason. Returns those built."""
         built = []
         for n, k in enumerate(picked):
             entry = self.entries[k]
-            if entry.kind == "strategy" and self.over():
-                self.entries[k] = replace(entry, status="not timed: over budget")
-                continue
             self.progress.step(f"compiling {entry.name}", n, len(picked))
             try:
                 if entry.name not in self.builds:
@@ -237,8 +261,9 @@ def optimize(
         ``latency``: one request at a time; ``throughput``: a stream, ``microbatches`` requests
         in flight (EdgePipe plans for it; the others run with requests in flight too).
     budget_s
-        Seconds the search may take; a strategy not started by then is skipped, a candidate not
-        compiled by then is not timed (each device alone always is).
+        Seconds the planning may take: a strategy still planning then is stopped at its next
+        progress report and one not started is skipped; the plans made are compiled and timed
+        after it, beside each device alone.
     settings
         Every strategy's settings by name (``db``, ``options``, ``cluster``, ``offline``, and
         each one's flags); each strategy reads the ones it takes.
@@ -267,7 +292,10 @@ def optimize(
     search.plan_all()
     search.singles()
     search.same_as_single()
-    built = search.build(search.to_time(top))
+    picked = search.to_time(top)
+    if search.settings.get("offline"):
+        return _offline(search, picked, runs, start)
+    built = search.build(picked)
     peers = _peers(onnx, search, model)
     timed = [search.entries[k] for k in built]
     progress.step(f"timing {len(timed) + len(peers)} candidates in {rounds} rounds", 0, None)
@@ -285,7 +313,7 @@ def optimize(
     for k, got in zip(built, samples, strict=False):
         search.entries[k] = replace(search.entries[k], samples_s=got, status="timed")
     for (device, _), got in zip(peers, samples[len(built) :], strict=True):
-        name = f"onnxruntime on {device.name}"
+        name = f"ORT on {device.name}"
         search.entries.append(Entry(name, "peer", (device.name,), samples_s=got, status="timed"))
     ours = [k for k in built if search.entries[k].samples_s]
     best = min(ours, key=lambda k: search.entries[k].p50_s)
@@ -293,6 +321,36 @@ def optimize(
     kept = search.entries[best]
     return OptimizeResult(
         model.name, objective, tuple(search.entries), kept, search.builds[kept.name],
+        search.plans, time.monotonic() - start,
+    )  # fmt: skip
+
+
+def _offline(search: _Search, picked: list[int], runs: int, start: float) -> OptimizeResult:
+    """The picked candidates timed on the box: each exported, compiled, for the box to run
+    (:meth:`Profiler.profile_run`) and, once its results are merged, read back. Raises
+    :class:`WorkloadsExported` while some are not timed yet; the next round keeps the fastest."""
+    import argparse
+
+    from tvm_hetero.strategies.base import profiler_of, stop_if_exported
+
+    settings = argparse.Namespace(**{"db": None, "options": None, **search.settings})
+    profiler = profiler_of(settings, search.progress)
+    records = {}
+    for n, k in enumerate(picked):
+        entry = search.entries[k]
+        search.progress.step(f"timing {entry.name} on the box", n, len(picked))
+        devices = in_plan_order(search.pool(), entry.plan)  # type: ignore[arg-type]
+        records[k] = profiler.profile_run(search.model, devices, entry.plan, repeat=runs)
+    stop_if_exported(settings, profiler)
+    for k, record in records.items():
+        search.entries[k] = replace(search.entries[k], samples_s=record.samples_s, status="timed")
+    best = min(records, key=lambda k: search.entries[k].p50_s)
+    search.entries[best] = replace(search.entries[best], status="kept")
+    kept = search.entries[best]
+    devices = in_plan_order(search.pool(), kept.plan)  # type: ignore[arg-type]
+    compiled = compile_model(search.model, devices, kept.plan, search.settings.get("options"))
+    return OptimizeResult(
+        search.model.name, search.objective, tuple(search.entries), kept, compiled,
         search.plans, time.monotonic() - start,
     )  # fmt: skip
 

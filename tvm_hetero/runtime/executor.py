@@ -556,6 +556,12 @@ def run_seconds(deployment: Deployment, repeat: int, warmup: int = 5) -> tuple[f
     return interleaved_run_seconds([deployment], [repeat], rounds=1, warmup=warmup)[0]
 
 
+SETTLE_RUNS = 2
+"""Untimed runs of a deployment each time its turn comes again in interleaved rounds: the
+workers of the one timed before may still spin for a while (TVM's thread pools wait busy), and
+on two cores the first runs after a switch took up to 20 times the median."""
+
+
 def interleaved_run_seconds(
     deployments: Sequence[Deployment], repeats: Sequence[int], rounds: int = 5, warmup: int = 5,
     microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
@@ -565,7 +571,8 @@ def interleaved_run_seconds(
     of them, not on whichever was being timed (on a GPU box, one trial's 30 runs measured 3.33
     ms and its mirror image's 2.04). Deployments on remote workers, each of which serves one
     session at a time, are loaded one at a time, again each round, with ``warmup`` runs each
-    time; local ones are loaded once. ``microbatches``: each sample is the time per request
+    time; local ones are loaded once, warmed up ``warmup`` runs, and :data:`SETTLE_RUNS` runs
+    each later round. ``microbatches``: each sample is the time per request
     of that many in flight (:meth:`Executor.time`). ``peers`` are other runtimes timed in the
     same rounds (``peer(runs, warmup)`` returns each run's seconds: ONNX Runtime's session),
     ``max(repeats)`` runs each; their samples follow the deployments'."""
@@ -593,14 +600,14 @@ def interleaved_run_seconds(
                         executor = into.enter_context(Executor(deployment, timeout_s=120))
                         opened[k] = (executor, executor.place_inputs(inputs))
                     executor, tensors = opened[k]
-                    stats = executor.time(
-                        tensors, runs, warmup if fresh else 0, microbatches=microbatches
-                    )
+                    settle = warmup if fresh else min(warmup, SETTLE_RUNS)
+                    stats = executor.time(tensors, runs, settle, microbatches=microbatches)
                     samples[k] += stats.samples_ms
+            settle = min(warmup, SETTLE_RUNS)
             for k, peer in enumerate(peers):
                 runs = -(-peer_repeat * (r + 1) // rounds) - len(peer_s[k])
                 if runs > 0:
-                    peer_s[k] += [t * 1e3 for t in peer(runs, warmup if r == 0 else 0)]
+                    peer_s[k] += [t * 1e3 for t in peer(runs, warmup if r == 0 else settle)]
     return [tuple(t * 1e-3 for t in ms) for ms in samples + peer_s]
 
 

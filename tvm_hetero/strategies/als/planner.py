@@ -67,8 +67,9 @@ def measure_costs(
     per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,
     so a run is reused from the profile database, or exported when the devices are offline):
     operator ``o`` on device ``d`` gets its kernel time, and every copy is filed under its DA key
-    (median over copies sharing it). Operators without a kernel of their own (reshapes the VM
-    does in place) cost 0. ``profiler`` defaults to EOP's (this process, its default database).
+    (median over copies sharing it; a DA edge no run performed costs what the nearest measured
+    copy does: :func:`nearest_copy_s`). Operators without a kernel of their own (reshapes the
+    VM does in place) cost 0. ``profiler`` defaults to EOP's (this process, its default database).
     """
     if profiler is None:
         from tvm_hetero.profiling.profiler import profiler_for
@@ -87,10 +88,23 @@ def measure_costs(
             node[o].setdefault(run.assignment[o], []).append(times.get(o, 0.0))
         for copy, (src, dst, dtype, elements) in record.extra["copies"].items():
             edge.setdefault(DAKey(src, dst, dtype, elements), []).append(times.get(copy, 0.0))
+    measured = {k: float(np.median(v)) for k, v in edge.items()}
     return Costs(
         {o: {d: float(np.median(v)) for d, v in per.items()} for o, per in node.items()},
-        {k: float(np.median(v)) for k, v in edge.items()},
+        measured | {k: nearest_copy_s(k, measured) for k in dcg.da_edges() - set(measured)},
     )
+
+
+def nearest_copy_s(key: DAKey, measured: Mapping[DAKey, float]) -> float:
+    """The cost of a DA edge that no profiling run performed (the build folded the copy away,
+    or computed the tensor on both devices: an ONNX model's shape tensors): the measured copy of
+    the nearest size in the same direction (in any direction when there is none), else 0."""
+    size = key.elements * np.dtype(key.dtype).itemsize
+    same = [k for k in measured if (k.src, k.dst) == (key.src, key.dst)] or list(measured)
+    if not same:
+        return 0.0
+    near = min(same, key=lambda k: abs(k.elements * np.dtype(k.dtype).itemsize - size))
+    return measured[near]
 
 
 def plan_als(dcg: DCG, costs: Costs, exact: bool = False, min_gain: float = 0.0) -> Placement:

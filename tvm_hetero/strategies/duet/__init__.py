@@ -31,6 +31,10 @@ class Duet(Strategy):
             "--correction-runs", type=number(int, 1), default=12, metavar="N",
             help="end-to-end runs the correction may measure (default 12)",
         )  # fmt: skip
+        group.add_argument(
+            "--trial-runs", type=number(int, 1), default=30, metavar="N",
+            help="timed runs of each plan the correction measures (default 30)",
+        )  # fmt: skip
 
     def applicable(
         self, model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None

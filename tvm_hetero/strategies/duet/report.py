@@ -36,14 +36,9 @@ def plan_result(
     stop_if_exported(settings, profiler)
     progress.step("end-to-end runs", 0, None)
     result = strategy.place(
-        model,
-        devices,
-        dg,
-        costs,
-        profiler,
-        settings.correction_runs,
-        progress=progress,
-    )
+        model, devices, dg, costs, profiler, settings.correction_runs, settings.trial_runs,
+        progress,
+    )  # fmt: skip
     stop_if_exported(settings, profiler)
     plan, singles = result.plan, result.singles
     best = min(singles, key=singles.__getitem__)

@@ -1,0 +1,96 @@
+"""``optimize`` on this machine: what it chose against every candidate it timed, the best single
+device and ONNX Runtime on one device, all measured in the same interleaved rounds (issue 55).
+
+    .venv/bin/python benchmarks/optimize/bench.py [--models siamese-lstm bert-small ...]
+        [--budget 5] [--runs 50] [--out benchmarks/results/optimize.jsonl]
+
+Models: the demo's ONNX files (``tvm_hetero.zoo.onnx_files``: the Siamese LSTM over 16 steps,
+BERT-small) and any model of the corpus of models no one here wrote
+(``benchmarks/models/zoo.py``, exported to ONNX at its small size), on two one-core CPU workers
+(``cpu@0``, ``cpu@1``). Each model is optimized twice: with an empty profile database (its time
+is ``optimize``'s own cost on a new model) and again with the database warm. One JSON line per
+run: host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
+fastest candidate timed, to the best single device and to ONNX Runtime's best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
+
+
+def onnx_file(name: str, work: Path) -> str:
+    """The model as an ONNX file in ``work``: the demo's twins, or a corpus export."""
+    from tvm_hetero.zoo.onnx_files import ONNX_MODELS, write_onnx
+
+    if name in ONNX_MODELS:
+        return str(write_onnx(name, work / f"{name}.onnx"))
+    import zoo
+
+    path = work / f"{name}.onnx"
+    zoo.export(name, path, small=True)
+    return str(path)
+
+
+def row(result, name: str, run: str, seconds: float) -> dict:
+    """One JSON line of a search."""
+    ours = [e for e in result.entries if e.samples_s and e.kind != "peer"]
+    fastest = min(e.p50_s for e in ours)
+    single, peer = result.best("single"), result.best("peer")
+    return {
+        "model": name, "run": run, "search_s": round(seconds, 1),
+        "kept": result.kept.name, "kept_p50_ms": result.kept.p50_s * 1e3,
+        "kept_vs_fastest": result.kept.p50_s / fastest,
+        "kept_vs_best_single": single.p50_s / result.kept.p50_s,
+        "kept_vs_ort": None if peer is None else peer.p50_s / result.kept.p50_s,
+        "candidates": [
+            {"name": e.name, "predicted_ms": None if e.predicted_s is None else e.predicted_s * 1e3,
+             "p50_ms": None if not e.samples_s else e.p50_s * 1e3,
+             "p99_ms": None if not e.samples_s else e.p99_s * 1e3, "status": e.status}
+            for e in result.entries
+        ],
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["siamese-lstm", "bert-small"])
+    parser.add_argument("--budget", type=float, default=5.0, help="minutes per search")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/optimize.jsonl"))
+    args = parser.parse_args()
+    from tvm_hetero import api
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.records import cpu_model
+
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for name in args.models:
+            path = onnx_file(name, work)
+            model = load_model(path, name=name)
+            db = work / f"{name}.jsonl"
+            for run in ("empty database", "warm database"):
+                start = time.perf_counter()
+                result = api.optimize(model, devices, budget_s=args.budget * 60, onnx=path,
+                                      runs=args.runs, db=str(db))  # fmt: skip
+                line = {"host": cpu_model(), "devices": "cpu@0 + cpu@1",
+                        **row(result, name, run, time.perf_counter() - start)}  # fmt: skip
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(line) + "\n")
+                print(f"{name} ({run}): kept {line['kept']} {line['kept_p50_ms']:.3f} ms, "
+                      f"{line['kept_vs_best_single']:.2f}x best single, ORT ratio "
+                      f"{line['kept_vs_ort']}, search {line['search_s']} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
