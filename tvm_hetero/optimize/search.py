@@ -209,7 +209,9 @@ class _Search:
         """A strategy whose plan runs everything on one device is that device alone."""
         for k, entry in enumerate(self.entries):
             if entry.kind == "strategy" and len(entry.devices) == 1:
-                self.entries[k] = replace(entry, status=f"one device: same as {entry.devices[0]} alone")
+                self.entries[k] = replace(
+                    entry, status=f"one device: same as {entry.devices[0]} alone"
+                )
 
     def to_time(self, top: int) -> list[int]:
         """Indices of the entries to time: every single device, and the ``top`` strategies
