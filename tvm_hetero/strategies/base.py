@@ -11,9 +11,11 @@ and a line in :mod:`tvm_hetero.strategies.registry`.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -134,6 +136,11 @@ class Strategy:
         goes through the profiler).
     default_devices : tuple[str, ...]
         Devices when none are given.
+    module : str
+        The module that does the work, loaded on use (it imports TVM): ``plan_result(model,
+        devices, settings, progress)``, and optionally ``tables(result, model, devices)``,
+        ``plot(result, model, devices, path)`` and ``describe(plan, model)``. A strategy may
+        override the methods instead.
     """
 
     name: str = ""
@@ -142,6 +149,7 @@ class Strategy:
     objective: str = "latency"
     offline: bool = False
     default_devices: tuple[str, ...] = ("cpu@0", "cpu@1")
+    module: str = ""
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """Add this strategy's own flags to ``group`` (the shared ones, ``--db``,
@@ -159,23 +167,33 @@ class Strategy:
         self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
         progress: Progress,
     ) -> PlanResult:  # fmt: skip
-        """Measure what the planner needs (records shared through ``settings.db``) and plan."""
-        raise NotImplementedError(f"strategy {self.name!r} has no plan")
+        """Measure what the planner needs (records shared through ``settings.db``) and plan:
+        :attr:`module`'s ``plan_result``."""
+        return self._module().plan_result(model, devices, settings, progress)
 
     def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
-        """Tables (rich renderables) that show the plan and what it was weighed against."""
-        return []
+        """Tables (rich renderables) that show the plan and what it was weighed against:
+        :attr:`module`'s ``tables``, when it has one."""
+        found = getattr(self._module(), "tables", None) if self.module else None
+        return found(result, model, devices) if found else []
 
     def plot(
         self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
     ) -> Path | None:  # fmt: skip
-        """Draw the plan to ``path``; None when this strategy has no chart."""
-        return None
+        """Draw the plan to ``path`` (:attr:`module`'s ``plot``); None without a chart."""
+        found = getattr(self._module(), "plot", None) if self.module else None
+        return found(result, model, devices, path) if found else None
 
     def describe(self, plan: Plan, model: Model) -> Any:
-        """A table of ``plan`` alone (a saved one, as ``compile --plan`` shows it): by default
-        each device's operators, FLOPs and copies in."""
-        return placement_table(model, plan)
+        """A table of ``plan`` alone (a saved one, as ``compile --plan`` shows it):
+        :attr:`module`'s ``describe``, by default each device's operators, FLOPs, copies."""
+        found = getattr(self._module(), "describe", None) if self.module else None
+        return found(plan, model) if found else placement_table(model, plan)
+
+    def _module(self) -> ModuleType:
+        if not self.module:
+            raise NotImplementedError(f"strategy {self.name!r} names no module and has no plan")
+        return importlib.import_module(self.module)
 
     def settings(self, **given: Any) -> argparse.Namespace:
         """Settings for :meth:`plan`: every flag's default (this strategy's and the shared

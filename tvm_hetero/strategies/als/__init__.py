@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tvm_hetero.strategies.base import PlanResult, Progress, Strategy
-
-if TYPE_CHECKING:
-    from tvm_hetero.devices.spec import DeviceSpec
-    from tvm_hetero.frontends.model import Model
+from tvm_hetero.strategies.base import Strategy
 
 
 class Als(Strategy):
@@ -21,6 +14,7 @@ class Als(Strategy):
     name = "als"
     help = "Lee et al.: one device per operator (ALS DP)"
     plan_kind = "placement"
+    module = "tvm_hetero.strategies.als.report"
     offline = True
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
@@ -33,26 +27,6 @@ class Als(Strategy):
             "faster (default 0.05; 0 disables the guard)",
         )  # fmt: skip
         group.add_argument("--pim", metavar="DEV", help="DEV runs only PIM operators (Lee et al.)")
-
-    def plan(
-        self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
-        progress: Progress,
-    ) -> PlanResult:  # fmt: skip
-        from tvm_hetero.strategies.als.report import plan_result
-
-        return plan_result(model, devices, settings, progress)
-
-    def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
-        from tvm_hetero.strategies.als.report import tables
-
-        return tables(result, devices)
-
-    def plot(
-        self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
-    ) -> Path | None:  # fmt: skip
-        from tvm_hetero.strategies.als.report import plot
-
-        return plot(result, model, path)
 
 
 STRATEGY = Als()

@@ -58,7 +58,7 @@ def plan_result(
     )  # fmt: skip
 
 
-def tables(result: PlanResult, devices: Sequence[DeviceSpec]) -> list:
+def tables(result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
     """Predicted time of every baseline and the plan; operators per device."""
     plan, dcg = result.plan, result.detail.dcg
     rows = [[c.name, c.predicted_s * 1e3] for c in result.candidates]
@@ -74,7 +74,9 @@ def tables(result: PlanResult, devices: Sequence[DeviceSpec]) -> list:
     ]
 
 
-def plot(result: PlanResult, model: Model, path: str | Path) -> Path:
+def plot(
+    result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
+) -> Path:  # fmt: skip
     """Each device's operators on a timeline, as the cost model sees them."""
     from tvm_hetero.viz.timeline import plot_timeline
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tvm_hetero.strategies.base import PlanResult, Progress, Strategy
+from tvm_hetero.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from tvm_hetero.devices.cluster import ClusterSpec
@@ -22,6 +21,7 @@ class Duet(Strategy):
     name = "duet"
     help = "DUET: branches as subgraphs on devices at once, corrected by measured runs"
     plan_kind = "subgraphs"
+    module = "tvm_hetero.strategies.duet.report"
     offline = True
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
@@ -46,31 +46,6 @@ class Duet(Strategy):
         if found is None and len(set(duet_graph(OpGraph.from_module(model.mod)).branch)) < 2:
             return "no branches: every phase is one chain, nothing runs at once"
         return found
-
-    def plan(
-        self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
-        progress: Progress,
-    ) -> PlanResult:  # fmt: skip
-        from tvm_hetero.strategies.duet.report import plan_result
-
-        return plan_result(model, devices, settings, progress)
-
-    def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
-        from tvm_hetero.strategies.duet.report import tables
-
-        return tables(result, model, devices)
-
-    def describe(self, plan: Any, model: Model) -> Any:
-        from tvm_hetero.strategies.duet.report import subgraph_table
-
-        return subgraph_table(model, plan)
-
-    def plot(
-        self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
-    ) -> Path | None:  # fmt: skip
-        from tvm_hetero.strategies.duet.report import plot
-
-        return plot(result, model, devices, path)
 
 
 STRATEGY = Duet()

@@ -130,3 +130,8 @@ def _compact(assignment, names) -> str:
     """``0,1,1`` as device numbers; a single device by name."""
     used = duet.devices_used(assignment)
     return f"all {names[used[0]]}" if len(used) == 1 else ",".join(map(str, assignment))
+
+
+def describe(plan: SubgraphPlan, model: Model):
+    """A saved DUET plan: its subgraphs and their devices."""
+    return subgraph_table(model, plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -83,3 +84,16 @@ def baseline_table(result: strategy.EdgePipeResult):
         ])  # fmt: skip
     cols = ["partition", "period ms", "min", "max", "stages", "OOM", "x edgepipe"]
     return table("Predicted periods (mean over device orders)", cols, rows)
+
+
+def tables(result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
+    """The stages and the baselines' predicted periods."""
+    return [stage_table(result.detail), baseline_table(result.detail)]
+
+
+def plot(result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path) -> Path:
+    """Each stage's layers on its device."""
+    from tvm_hetero.viz.pipeline_stages import plot_pipeline_stages
+
+    title = f"{model.name}: EdgePipe on {len(devices)} devices"
+    return plot_pipeline_stages(result.plan, result.detail.layers.labels, title, path)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tvm_hetero.strategies.base import PlanResult, Progress, Strategy
+from tvm_hetero.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from tvm_hetero.devices.cluster import ClusterSpec
@@ -22,6 +21,7 @@ class Eop(Strategy):
     name = "eop"
     help = "EOP: key operators cut between two devices"
     plan_kind = "split"
+    module = "tvm_hetero.strategies.eop.report"
     offline = True
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
@@ -42,31 +42,6 @@ class Eop(Strategy):
         if len(devices) != 2:
             return f"cuts operators between exactly two devices ({len(devices)} given)"
         return None
-
-    def plan(
-        self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
-        progress: Progress,
-    ) -> PlanResult:  # fmt: skip
-        from tvm_hetero.strategies.eop.report import plan_result
-
-        return plan_result(model, devices, settings, progress)
-
-    def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
-        from tvm_hetero.strategies.eop.report import tables
-
-        return tables(result)
-
-    def describe(self, plan: Any, model: Model) -> Any:
-        from tvm_hetero.strategies.eop.report import split_table
-
-        return split_table(plan)
-
-    def plot(
-        self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
-    ) -> Path | None:  # fmt: skip
-        from tvm_hetero.viz.splits import plot_split_plan
-
-        return plot_split_plan(result.plan, model.name, Path(path))
 
 
 STRATEGY = Eop()

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
@@ -85,7 +86,7 @@ def split_table(plan: SplitPlan) -> object:
     return table(f"{plan.strategy}: key operators ({home} | {other})", cols, rows)
 
 
-def tables(result: PlanResult) -> list:
+def tables(result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
     """The key operators' cuts, every baseline's predicted time and the fitted patterns."""
     rows = [[c.name, c.predicted_s * 1e3] for c in result.candidates]
     return [
@@ -108,3 +109,15 @@ def fits_table(fits: list[dict]) -> object:
     errors = [r[-1] for r in rows]
     title = f"Fitted patterns (mean held-out error {sum(errors) / max(1, len(errors)):.1f} %)"
     return table(title, ["op", "dim", "device", "operators", "pattern", "error %"], rows)
+
+
+def describe(plan: SplitPlan, model: Model):
+    """A saved EOP plan: its key operators' cuts."""
+    return split_table(plan)
+
+
+def plot(result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path) -> Path:
+    """Each key operator's cut and predicted times."""
+    from tvm_hetero.viz.splits import plot_split_plan
+
+    return plot_split_plan(result.plan, model.name, Path(path))

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tvm_hetero.strategies.base import PlanResult, Progress, Strategy
+from tvm_hetero.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from tvm_hetero.devices.cluster import ClusterSpec
     from tvm_hetero.devices.spec import DeviceSpec
     from tvm_hetero.frontends.model import Model
+
 
 SPATIAL_OPS = ("conv", "pool")
 """Operators FlexPie's schemes cut into tiles (by name); a model without any has nothing to
@@ -27,6 +27,7 @@ class FlexPie(Strategy):
     name = "flexpie"
     help = "FlexPie: each layer cut into spatial tiles over a cluster's devices (XGBoost costs)"
     plan_kind = "spatial"
+    module = "tvm_hetero.strategies.flexpie.report"
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         from tvm_hetero.strategies.flags import number
@@ -55,34 +56,6 @@ class FlexPie(Strategy):
         if found is None and not any(s in op for op in ops for s in SPATIAL_OPS):
             return "no spatial layers (convolution or pooling) to cut into tiles"
         return found
-
-    def plan(
-        self, model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace,
-        progress: Progress,
-    ) -> PlanResult:  # fmt: skip
-        from tvm_hetero.strategies.flexpie.report import plan_result
-
-        return plan_result(model, devices, settings, progress)
-
-    def report(self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
-        from tvm_hetero.strategies.flexpie.report import tables
-
-        return tables(result)
-
-    def describe(self, plan: Any, model: Model) -> Any:
-        from tvm_hetero.strategies.flexpie.report import plan_table
-
-        return plan_table(plan)
-
-    def plot(
-        self, result: PlanResult, model: Model, devices: Sequence[DeviceSpec], path: str | Path
-    ) -> Path | None:  # fmt: skip
-        from tvm_hetero.strategies.flexpie.report import times
-        from tvm_hetero.viz.spatial_schemes import plot_spatial_schemes
-
-        found = result.detail
-        title = f"{model.name}: FlexPie on {len(devices)} devices"
-        return plot_spatial_schemes(result.plan, len(found.geometry), title, path, times(found))
 
 
 STRATEGY = FlexPie()

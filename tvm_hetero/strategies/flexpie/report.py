@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
@@ -56,7 +57,7 @@ def plan_result(
     return PlanResult(result.plan, result.partition.predicted_s, candidates, {}, result, compiled)
 
 
-def tables(found: PlanResult) -> list:
+def tables(found: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
     """The segments, every strategy's predicted time and score, and what was confirmed."""
     result = found.detail
     out = [segment_table(result), baseline_table(result)]
@@ -130,3 +131,17 @@ def baseline_table(result: strategy.FlexPieResult):
     ]
     cols = ["strategy", "predicted ms", "segments", "score"]
     return table("Predicted latency and score (best / each)", cols, rows)
+
+
+def describe(plan: SpatialPlan, model: Model):
+    """A saved FlexPie plan: its segments and schemes."""
+    return plan_table(plan)
+
+
+def plot(found: PlanResult, model: Model, devices: Sequence[DeviceSpec], path) -> Path:
+    """Each layer's scheme, with every strategy's predicted time."""
+    from tvm_hetero.viz.spatial_schemes import plot_spatial_schemes
+
+    result = found.detail
+    title = f"{model.name}: FlexPie on {len(devices)} devices"
+    return plot_spatial_schemes(found.plan, len(result.geometry), title, path, times(result))
