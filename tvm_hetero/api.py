@@ -53,15 +53,10 @@ def placement_from_rules(
     return place_by_op_type([(n.node_id, n.op) for n in graph.nodes], index, names)
 
 
-def compile(
-    model: Model,
-    devices: Sequence[DeviceSpec],
-    placement: Plan | None = None,
-    options: BuildOptions | None = None,
-) -> CompiledModel:
-    """Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default):
-    one unit per run of operators on one device, one library per device."""
-    return compile_model(model, devices, placement, options)
+compile = compile_model
+"""Place and compile ``model`` for ``devices`` (everything on ``devices[0]`` by default): one
+unit per run of operators on one device, one library per device
+(:func:`~tvm_hetero.build.compiled.compile_model`)."""
 
 
 def plan(

@@ -144,8 +144,9 @@ class _Search:
         return time.monotonic() > self.deadline
 
     def plan_all(self) -> None:
-        """Every registered strategy asked whether it applies, and planned when it does."""
-        exported = []
+        """Every registered strategy asked whether it applies, and planned when it does. For
+        devices reached offline, the first strategy that exports workloads for the box ends the
+        search's round (its results, merged next time, let it plan; then the next one asks)."""
         offline = self.settings.get("offline")
         cluster = self.settings.get("cluster")
         found = registered()
@@ -174,9 +175,8 @@ class _Search:
                 status = f"stopped: over budget while {late}"
                 self.entries.append(Entry(name, "strategy", (), status=status))
                 continue
-            except WorkloadsExported as done:
-                exported.append(f"{name}: {done}")
-                continue
+            except WorkloadsExported as done:  # one strategy's round at a time: the box's
+                raise WorkloadsExported(f"{name}: {done}", done.folder, done.code) from None
             except FAILURES as err:
                 self.entries.append(Entry(name, "strategy", (), status=f"failed: {err}"))
                 continue
@@ -186,8 +186,6 @@ class _Search:
                 self.builds[name] = result.compiled
             self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
                                       plan=plan))  # fmt: skip
-        if exported:
-            raise WorkloadsExported("; ".join(exported), offline, 0)
 
     def singles(self) -> None:
         """Each device alone (and one worker on every given CPU core set, when there are

@@ -46,6 +46,12 @@ from tvm_hetero.runtime.worker import use_threads
 DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
 """Where measurements are kept when no database is named."""
 
+NOT_THE_CUT = ("strategy", "predicted_s", "measured_s", "notes")
+"""Fields of a plan that do not change what runs (its name, what was predicted or measured of
+it, the planner's own time): a run's record key leaves them out, so the same cut made again is
+the same workload (EOP's plan carries its planning time; an offline round asked for it anew
+every time)."""
+
 RUN_LAYOUT = 3
 """The layout of the deployments and the runtime :meth:`Profiler.profile_run` and
 :meth:`Profiler.profile_handoff` time, part of their records' keys: bumped when a pass changes
@@ -383,7 +389,7 @@ class Profiler:
             )  # fmt: skip
             return {}
 
-        cut = {k: v for k, v in plan.to_dict().items() if k not in ("strategy", "predicted_s")}
+        cut = {k: v for k, v in plan.to_dict().items() if k not in NOT_THE_CUT}
         key = f"run:v{RUN_LAYOUT}:{workload_key(model.mod)}:{json_key(cut)}"
         target = "|".join(target_key(d) for d in devices) + (f" @ {setting}" if setting else "")
         workload = {"op": "run", "model": model.name, "devices": [d.name for d in devices]}
