@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,8 +60,10 @@ def dcg_of(
 def measure_costs(
     model: Model, devices: Sequence[DeviceSpec], dcg: DCG, runs: Sequence[ProfilingRun],
     profiler: Profiler | None = None, repeats: int = 3,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> Costs:  # fmt: skip
-    """Execute the profiling runs for real and read node and DA-edge costs out of them.
+    """Execute the profiling runs for real and read node and DA-edge costs out of them
+    (``progress(what, done, total)`` before each run).
 
     Each run is the model placed by the run's assignment, built without fusion and timed with
     per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,
@@ -77,7 +79,9 @@ def measure_costs(
         profiler = profiler_for()
     node: dict[str, dict[int, list[float]]] = {o: {} for o in dcg.ops}
     edge: dict[DAKey, list[float]] = {}
-    for run in runs:
+    for k, run in enumerate(runs):
+        if progress:
+            progress(f"profiling run {k + 1} of {len(runs)}", k, len(runs))
         assignment = {o: d for o, d in run.assignment.items() if d != 0}
         placed = get_pipeline(
             "manual_placement", vdevices=vdevices_of(devices), assignment=assignment
@@ -187,6 +191,7 @@ def plan_with_runs(
     model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None = None,
     pim: str | None = None, exact: bool = False, min_gain: float = 0.0, confirm: bool = False,
     profiler: Profiler | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> AlsResult:  # fmt: skip
     """The fewest profiling runs, executed; the optimal assignment, guarded and (``confirm``)
     confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`.
@@ -201,7 +206,7 @@ def plan_with_runs(
         from tvm_hetero.profiling.profiler import profiler_for
 
         profiler = profiler_for(options=options)
-    costs = measure_costs(model, devices, dcg, runs, profiler)
+    costs = measure_costs(model, devices, dcg, runs, profiler, progress=progress)
     start = time.perf_counter()
     plan = plan_als(dcg, costs, exact=exact, min_gain=min_gain)
     plan_s = time.perf_counter() - start

@@ -32,7 +32,7 @@ def plan_result(
     progress.step("executing the profiling runs", 0, None)
     result = als.plan_with_runs(
         model, devices, settings.options, settings.pim, settings.exact, settings.min_gain,
-        settings.confirm and not offline, profiler,
+        settings.confirm and not offline, profiler, progress,
     )  # fmt: skip
     stop_if_exported(settings, profiler)
     if result.confirm_s:
