@@ -488,3 +488,10 @@ def test_pieces_are_routed_along_the_clusters_links():
     assert paths.route(0, 2) == (("a", "b"), ("b", "c"))
     assert paths.route(3, 0) == (("d", "a"),)
     assert strategy.Paths(edges, None).route(0, 1) == ()
+
+
+def test_the_shipped_estimators_load_by_default():
+    from tvm_hetero.strategies.flexpie.planner import DEFAULT_MODELS, Estimators
+
+    assert (DEFAULT_MODELS / "compute.meta.json").exists()
+    assert Estimators.load() is not None

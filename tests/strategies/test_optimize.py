@@ -65,6 +65,15 @@ def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
     model = load_model("mlp:tiny")
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=5)
     assert {e.name: e for e in found.entries}["toy"].status == "failed: cannot handle this kernel"
+
+    def buggy(*args, **kwargs):
+        raise KeyError("lv3")
+
+    monkeypatch.setattr(type(toy), "plan", buggy)
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=3)
+    assert found.entries[0].status == "failed (a bug): KeyError: 'lv3'"
+    monkeypatch.undo()
     late = optimize(model, cores, budget_s=0.0, settings={"db": str(tmp_path / "db.jsonl")},
                     runs=5)  # fmt: skip
     planned = [e for e in late.entries if e.kind == "strategy" and e.plan is not None]

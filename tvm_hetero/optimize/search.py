@@ -180,6 +180,10 @@ class _Search:
             except FAILURES as err:
                 self.entries.append(Entry(name, "strategy", (), status=f"failed: {err}"))
                 continue
+            except Exception as err:  # a strategy's bug: the search goes on, and says so
+                status = f"failed (a bug): {type(err).__name__}: {err}"
+                self.entries.append(Entry(name, "strategy", (), status=status))
+                continue
             self.plans[name] = result
             plan = result.plan
             if result.compiled is not None:

@@ -64,7 +64,7 @@ from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
 from tvm_hetero.strategies.flexpie.traces import IDLE_MS
 
 Progress = Callable[[str, int, int], None]
-DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "costmodel" / "models" / "flexpie"
+DEFAULT_MODELS = Path(__file__).resolve().parents[2] / "costmodel" / "models" / "flexpie"
 """The estimators shipped: trained on traces of the emulated cluster (``benchmarks/flexpie``)."""
 LOCAL_MBPS = 1e5
 """The ``bandwidth_mbps`` of a copy between two devices of one process (memory, not a link)."""
