@@ -11,6 +11,10 @@ from tvm_hetero.optimize.search import Entry, OptimizeResult
 from tvm_hetero.records import cpu_model
 from tvm_hetero.viz.tables import table
 
+TIE = 1.03
+"""Two medians closer than this ratio are a tie on a shared host (runs of one model moved by up
+to 20 % between searches)."""
+
 SHORT = {"kept": "kept", "timed": "timed"}
 """Status words shown as they are; any other status is shortened to its first words."""
 
@@ -73,8 +77,11 @@ def verdict(result: OptimizeResult) -> str:
         else:
             slower = rival.p50_s / kept.p50_s
             why = (
-                f"the best plan over several, {rival.name}, ran {slower:.2f}x slower: the copies "
-                "and handoffs between devices cost more than the work they share"
+                f"the best plan over several, {rival.name}, ran level with it ({slower:.2f}x): "
+                "spreading gains nothing here"
+                if slower < TIE
+                else f"the best plan over several, {rival.name}, ran {slower:.2f}x slower: the "
+                "copies and handoffs between devices cost more than the work they share"
             )
         said = f"one device is fastest here: {said}; {why}"
     else:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tvm_hetero.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from tvm_hetero.devices.cluster import ClusterSpec
+    from tvm_hetero.devices.spec import DeviceSpec
+    from tvm_hetero.frontends.model import Model
 
 
 class Als(Strategy):
@@ -16,6 +23,13 @@ class Als(Strategy):
     plan_kind = "placement"
     module = "tvm_hetero.strategies.als.report"
     offline = True
+
+    def applicable(
+        self, model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None
+    ) -> str | None:  # fmt: skip
+        if any(d.host is not None for d in devices):
+            return "its profiling runs put every device in one VM; a cluster's are apart"
+        return super().applicable(model, devices, cluster)
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         from tvm_hetero.strategies.flags import number
