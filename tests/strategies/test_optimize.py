@@ -2,6 +2,8 @@
 alone, its build equal to the single-device build; a plug-in strategy from the test tree
 offered by ``plan``, ``compile --strategy`` and ``optimize``."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -45,7 +47,10 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     np.testing.assert_allclose(got[0], reference[0], rtol=1e-5, atol=1e-5)
 
 
-def test_throughput_objective_plans_edgepipe_and_times_a_stream(tmp_path, cores):
+def test_throughput_objective_plans_edgepipe_and_times_a_stream(tmp_path, cores, monkeypatch):
+    monkeypatch.setattr(
+        registry, "PACKAGES", {k: registry.PACKAGES[k] for k in ("eop", "edgepipe")}
+    )
     model = load_model("mlp:tiny")
     found = optimize(model, cores, "throughput", settings={"db": str(tmp_path / "db.jsonl")},
                      runs=5, microbatches=4)  # fmt: skip
@@ -62,6 +67,7 @@ def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
         raise ValueError("cannot handle this kernel")
 
     monkeypatch.setattr(type(toy), "plan", broken)
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
     model = load_model("mlp:tiny")
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=5)
     assert {e.name: e for e in found.entries}["toy"].status == "failed: cannot handle this kernel"
@@ -70,7 +76,6 @@ def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
         raise KeyError("lv3")
 
     monkeypatch.setattr(type(toy), "plan", buggy)
-    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=3)
     assert found.entries[0].status == "failed (a bug): KeyError: 'lv3'"
     monkeypatch.undo()
@@ -81,13 +86,17 @@ def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
     assert late.kept.kind == "single"
 
 
-def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores):
+def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores, monkeypatch):
     import torch
+
+    monkeypatch.setattr(registry, "PACKAGES", {})  # each device alone and ONNX Runtime
 
     path = tmp_path / "mlp.onnx"
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
-    torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
-                      dynamo=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
+                          dynamo=False)  # fmt: skip
     model = load_model(str(path))
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=10,
                      onnx=str(path))  # fmt: skip
