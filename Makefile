@@ -1,5 +1,5 @@
 # Two commands on a fresh machine with Python 3.11 and make:
-#   make demo   the main job on the built-in default model
+#   make demo   the main job (optimize) on the built-in default models
 #   make test   lint + the test suite (tests/ and the tutorial notebooks)
 PYTHON ?= python3
 VENV := .venv
