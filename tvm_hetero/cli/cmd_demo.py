@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from tvm_hetero import api
-from tvm_hetero.cli.cmd_optimize import default_devices
-from tvm_hetero.cli.common import BarProgress, console, devices_from_args, progress_bar
+from tvm_hetero.cli.cmd_optimize import default_devices, shown
+from tvm_hetero.cli.common import console, devices_from_args
 from tvm_hetero.frontends import load_model
 
 OUT_DIR = Path("out")
@@ -47,16 +47,9 @@ def _one(name: str, devices, args: argparse.Namespace) -> bool:
     model = load_model(source, name=name)
     out.rule(f"[bold]{model.name}" + (f" (from {onnx})" if onnx else ""))
     settings = {"db": str(OUT_DIR / "profiles.jsonl"), **DEMO_SETTINGS}
-    with progress_bar() as bar:
-        result = api.optimize(
-            model, devices, budget_s=args.budget * 60, progress=BarProgress(bar), onnx=onnx,
-            runs=args.runs, **settings,
-        )  # fmt: skip
-    from tvm_hetero.optimize.report import candidates_table, markdown, plot, reasons, verdict
+    result = shown(model, devices, budget_s=args.budget * 60, onnx=onnx, runs=args.runs, **settings)
+    from tvm_hetero.optimize.report import markdown, plot
 
-    out.print(candidates_table(result))
-    for line in reasons(result):
-        out.print(f"  {line}", highlight=False)
     stem = OUT_DIR / name
     (stem.with_suffix(".md")).write_text(markdown(result, [d.name for d in devices]))
     chart = plot(result, stem.with_suffix(".png"))
@@ -66,7 +59,6 @@ def _one(name: str, devices, args: argparse.Namespace) -> bool:
     ref = api.reference_outputs(model, inputs, devices[0])
     err = api.max_abs_error(got, ref)
     ok = err <= 1e-4 * max(float(np.max(np.abs(r))) for r in ref) + 1e-5
-    out.print(f"[bold]{verdict(result)}[/]")
     same = "[green]same numbers[/]" if ok else "[bold red]MISMATCH[/]"
     out.print(f"kept build vs one device: max error {err:.2g}, {same}; wrote {saved}, {chart}")
     return ok

@@ -38,24 +38,34 @@ def _core_set(cores: list[int]) -> str:
     return f"cpu@{cores[0]}" if len(cores) == 1 else f"cpu@{cores[0]}-{cores[-1]}"
 
 
+def shown(model, devices, **given) -> api.OptimizeResult:
+    """``api.optimize`` with a progress bar, then its candidates' table, why some were left out
+    and the verdict, printed (what ``optimize`` and ``demo`` show)."""
+    from tvm_hetero.optimize.report import candidates_table, reasons, verdict
+
+    with progress_bar() as bar:
+        result = api.optimize(model, devices, progress=BarProgress(bar), **given)
+    out = console()
+    out.print(candidates_table(result))
+    for line in reasons(result):
+        out.print(f"  {line}", highlight=False)
+    out.print(f"[bold]{verdict(result)}[/]")
+    return result
+
+
 def run(args: argparse.Namespace) -> int:
     """Search, print the candidates and the verdict, write the deployment, report and chart."""
     model = model_from_args(args)
     devices = devices_from_args(args, default_devices())
     onnx = args.model if str(args.model).endswith(".onnx") else None
     settings = settings_from_args(args)
-    with progress_bar() as bar:
-        result = api.optimize(
-            model, devices, args.objective, args.budget * 60, BarProgress(bar), onnx, args.top,
-            args.runs, **settings,
-        )  # fmt: skip
-    from tvm_hetero.optimize.report import candidates_table, markdown, plot, reasons, verdict
+    result = shown(
+        model, devices, objective=args.objective, budget_s=args.budget * 60, onnx=onnx,
+        top=args.top, runs=args.runs, **settings,
+    )  # fmt: skip
+    from tvm_hetero.optimize.report import markdown, plot
 
     out = console()
-    out.print(candidates_table(result))
-    for line in reasons(result):
-        out.print(f"  {line}", highlight=False)
-    out.print(f"[bold]{verdict(result)}[/]")
     deployment = result.compiled.deployment
     recipe = {"argv": relative_argv(args.argv, Path(args.output).resolve().parent)}
     out.print(f"wrote {dataclasses.replace(deployment, recipe=recipe).save(args.output)}")

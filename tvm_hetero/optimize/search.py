@@ -194,11 +194,11 @@ class _Search:
     def singles(self) -> None:
         """Each device alone (and one worker on every given CPU core set, when there are
         several): always timed, so the kept one is never slower than one device."""
-        alone = [d for d in self.devices if d.kind is not DeviceKind.SIMULATED]
-        merged = merged_cpu(self.devices)
-        if merged is not None and merged.name not in {d.name for d in alone}:
-            alone.append(merged)
-        for device in alone:
+        named: dict[str, DeviceSpec] = {}
+        for device in self.pool():  # a given device before the merged CPU of the same name
+            if device.kind is not DeviceKind.SIMULATED:
+                named.setdefault(device.name, device)
+        for device in named.values():
             plan = Placement((device.name,), {}, "single")
             self.entries.append(Entry(f"{device.name} alone", "single", (device.name,), plan=plan))
 
