@@ -101,3 +101,51 @@ def test_input_shape_names_symbolic_dimensions_only(tmp_path, shape, words):
 
     with pytest.raises(ModelLoadError, match=words):
         load_model(_gather(tmp_path / "g.onnx"), shapes={"ids": shape})
+
+
+def _indexing(path, op, data_shape, ids_shape, **attrs):
+    """``op(data, ids)`` (with zero ``updates`` for a scatter) over an ``arange`` initializer."""
+    data = np.arange(np.prod(data_shape), dtype=np.float32).reshape(data_shape)
+    inits = [numpy_helper.from_array(data, "data")]
+    args = ["data", "ids"]
+    if op.startswith("Scatter"):
+        updates = ids_shape[:-1] + data_shape[ids_shape[-1] :] if op == "ScatterND" else ids_shape
+        inits.append(numpy_helper.from_array(np.zeros(updates, np.float32), "updates"))
+        args.append("updates")
+    graph = helper.make_graph(
+        [helper.make_node(op, args, ["y"], **attrs)], "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ids_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), path)  # fmt: skip
+    return path
+
+
+INDEXING = {
+    "GatherElements": (([4, 5], [4, 2]), {"axis": 1}, 5),
+    "ScatterElements": (([4, 5], [4, 2]), {"axis": 1}, 5),
+    "GatherND": (([6, 6, 2], [3, 2]), {}, 6),
+    "ScatterND": (([6, 3], [2, 1]), {}, 6),
+}
+
+
+@pytest.mark.parametrize("op", sorted(INDEXING))
+def test_gather_and_scatter_ids_get_their_bounds_and_match_onnx_runtime(tmp_path, op):
+    (shapes, attrs, rows) = INDEXING[op]
+    path = _indexing(tmp_path / "m.onnx", op, *shapes, **attrs)
+    model = load_model(path)
+    assert (model.inputs[0].low, model.inputs[0].high) == (-rows, rows)
+    compiled = api.compile(model, [cpu_device()])
+    # negative ids too; a scatter's targets distinct (ONNX leaves duplicates undefined)
+    ids = (np.arange(np.prod(shapes[1])) * 7 % (2 * rows) - rows).reshape(shapes[1])
+    (got,) = api.run(compiled, {"ids": ids})
+    (want,) = ort.InferenceSession(str(path)).run(None, {"ids": ids})
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=rf"id {rows} is outside its table of {rows} rows"):
+        api.run(compiled, {"ids": np.full(shapes[1], rows, dtype=np.int64)})
+
+
+def test_index_tuples_over_unequal_extents_only_wrap(tmp_path):
+    model = load_model(_indexing(tmp_path / "m.onnx", "GatherND", [6, 4], [3, 2]))
+    assert model.inputs[0].high is None

@@ -12,6 +12,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
+from tvm.s_tir.schedule import ScheduleError
 
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP
@@ -93,7 +94,11 @@ def packed_kernel(func: PrimFunc) -> Packing | None:
     if target is None or str(target.kind.name) != "llvm":
         return None
     sch = s_tir.Schedule(func)
-    reductions = get_reduction_blocks(sch, sch.get_child_blocks(sch.get_sblock("root")))
+    try:
+        root = sch.get_sblock("root")
+    except ScheduleError:
+        return None  # no root block (TE's extern kernels: scatter_elements): no weights here
+    reductions = get_reduction_blocks(sch, sch.get_child_blocks(root))
     if not reductions or len(reductions) != 1:
         return None
     if gemm_form(sch.get(reductions[0])) is None:

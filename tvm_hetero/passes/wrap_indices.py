@@ -7,15 +7,10 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.index_bounds import index_extents
 from tvm_hetero.ir.mutate import mutate_functions
-from tvm_hetero.ir.types import tensor_infos
 
 TAKE = "relax.take"
-ALONG_AXIS = ("relax.gather_elements", "relax.scatter_elements")
-"""Indices into ``data``'s ``axis`` (ONNX ``GatherElements``, ``ScatterElements``)."""
-INTO_LEADING = ("relax.gather_nd", "relax.scatter_nd")
-"""Index tuples into ``data``'s leading dimensions, after ``batch_dims`` (ONNX ``GatherND``,
-``ScatterND``)."""
 
 
 @tvm.transform.module_pass(opt_level=0, name="WrapIndices")
@@ -46,14 +41,6 @@ class WrapIndices:
         return mutate_functions(mod, _Wrap(mod))
 
 
-def _dims(expr: relax.Expr) -> list[int | None] | None:
-    """``expr``'s dimensions, ``None`` for a symbolic one; ``None`` for an unknown shape."""
-    infos = tensor_infos(expr.ty)
-    if len(infos) != 1 or infos[0].shape is None:
-        return None
-    return [d if isinstance(d, int) else None for d in infos[0].shape]
-
-
 def _wrapped(ids: relax.Expr, sizes: list[int | None]) -> relax.Expr | None:
     """``ids`` modulo ``sizes`` (a scalar, or one per last-axis component), or ``None``."""
     if not sizes or any(n is None for n in sizes):
@@ -77,18 +64,8 @@ class _Wrap(PyExprMutator):
             axis = call.attrs.axis
             return relax.op.take(args[0], args[1], None if axis is None else int(axis),
                                  mode="wrap")  # fmt: skip
-        dims = _dims(args[0])
-        if dims is None or name not in ALONG_AXIS + INTO_LEADING:
-            return call
-        if name in ALONG_AXIS:
-            sizes = [dims[int(call.attrs.axis) % len(dims)]]
-        else:
-            index_dims = _dims(args[1])
-            first = int(call.attrs.batch_dims) if name == "relax.gather_nd" else 0
-            if index_dims is None or index_dims[-1] is None:
-                return call
-            sizes = dims[first : first + index_dims[-1]]
-        ids = _wrapped(args[1], sizes)
+        extents = None if name == TAKE else index_extents(call)
+        ids = None if extents is None else _wrapped(args[1], extents)
         if ids is None:
             return call
         args[1] = ids
