@@ -40,10 +40,12 @@ def cli(tmp_path, monkeypatch, capsys):
     return call
 
 
-def _one_line_error(result: subprocess.CompletedProcess, command: str, *words: str) -> None:
-    """One line naming the command and ``words``, exit 2 (a user's mistake)."""
+def _one_line_error(
+    result: subprocess.CompletedProcess, command: str, *words: str, code: int = 2
+) -> None:
+    """One line naming the command and ``words``, exit ``code`` (2: a user's mistake)."""
     text = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 2, text
+    assert result.returncode == code, text
     assert "Traceback" not in text, text
     assert text.startswith(f"tvm-hetero {command}:"), text
     for word in words:
@@ -268,8 +270,6 @@ CLUSTER_ERRORS = [
     ("up", _spec({"name": "a"}, {"name": "b"}, topology="ring"), ["no path of links from a to b"]),
     ("probe", _spec({"name": "a"}), ["'a'", "no worker address"]),
     ("probe", _spec({"name": "a", "key": "edge"}), ["'a'.key", "tracker", "host None"]),
-    ("probe", _spec({"name": "a"} | _AT_1, {"name": "b"} | _AT_1, links=[_LINK]),
-     ["cannot reach worker a (127.0.0.1:1)"]),
 ]  # fmt: skip
 
 
@@ -278,6 +278,13 @@ def test_bad_cluster_specs_and_refusing_workers_are_named(cli, tmp_path, action,
     (tmp_path / "c.json").write_text(text)
     _one_line_error(cli(["cluster", action, "c.json"]), "cluster", *words)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]  # nothing written
+
+
+def test_an_unreachable_worker_is_a_device_failure_not_a_mistake(cli, tmp_path):
+    spec = _spec({"name": "a"} | _AT_1, {"name": "b"} | _AT_1, links=[_LINK])
+    (tmp_path / "c.json").write_text(spec)
+    result = cli(["cluster", "probe", "c.json"])
+    _one_line_error(result, "cluster", "cannot reach worker a (127.0.0.1:1)", code=3)
 
 
 def test_cluster_up_without_root_says_so_and_makes_nothing(cli, tmp_path, monkeypatch):
@@ -358,6 +365,23 @@ def test_an_internal_error_says_it_is_a_bug_with_exit_1(cli, monkeypatch):
     assert result.returncode == 1
     assert "Traceback" not in text
     assert "internal error (this is a bug): ZeroDivisionError" in text
+
+
+def test_a_planner_missing_a_cost_is_a_bug_not_the_users_mistake(cli, monkeypatch):
+    from tvm_hetero.plan.als import Costs
+    from tvm_hetero.strategies.als import planner
+
+    def without_one_cost(*args, **kwargs) -> Costs:
+        node = {o: {0: 1e-3, 1: 1e-3} for o in args[2].ops}
+        node[next(iter(node))].pop(1)
+        return Costs(node, {})
+
+    monkeypatch.setattr(planner, "measure_costs", without_one_cost)
+    result = cli(["plan", "mlp:tiny", "--strategy", "als", "--device", "cpu@0", "--device",
+                  "cpu@1"])  # fmt: skip
+    text = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 1, text
+    assert "internal error (this is a bug): CostError: no node cost for 1" in text
 
 
 def test_crafted_files_and_huge_requests_get_one_line(cli, tmp_path):

@@ -1,5 +1,7 @@
 """Plans by kind: every kind reads back from its JSON form and names the pipeline that realises it."""
 
+import json
+
 import pytest
 
 from tvm_hetero.pipelines import PIPELINES
@@ -48,6 +50,11 @@ def test_round_trip_and_realisation(kind, tmp_path):
     assert load_plan(path, "model-a").to_dict() == plan.to_dict()
     with pytest.raises(PlanError, match="model-a"):
         load_plan(path, "model-b")
+    anonymous = tmp_path / "anonymous.json"
+    anonymous.write_text(json.dumps(plan.to_dict()))
+    with pytest.raises(PlanError, match=r'does not say which model.*add "model": "model-b"'):
+        load_plan(anonymous, "model-b")
+    assert load_plan(anonymous).to_dict() == plan.to_dict()  # no model to check against
 
 
 def test_a_spatial_plan_refuses_unknown_schemes_and_shared_operators():

@@ -72,7 +72,8 @@ def _pair(flag: str, sep: str = "=") -> Callable[[str], str]:
 
 DEVICE_FAILED = 3
 """The exit code of a run that a device or its worker failed (dead, not answering, its session
-crashed): not the user's mistake (2) and not a bug of ours (1)."""
+crashed), or of a worker or RPC server that cannot be reached: not the user's mistake (2) and
+not a bug of ours (1)."""
 
 OUTPUT_FLAGS = ("output", "outputs", "plot", "save", "db", "report")
 """Flags naming a file a command writes: checked (not a folder, its folder made) before it runs."""
@@ -457,6 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunError as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2 if err.device is None else DEVICE_FAILED
+    except ConnectionError as err:  # a worker or RPC server that cannot be reached
+        common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
+        return DEVICE_FAILED
     except common.USER_ERRORS as err:
         common.console().print(f"[bold red]tvm-hetero {args.command}:[/] {err}")
         return 2

@@ -19,8 +19,11 @@ import numpy as np
 from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey
 
 
-class CostError(ValueError):
-    """Costs that do not cover what the assignment problem needs."""
+class CostError(RuntimeError):
+    """Costs that do not cover what the assignment problem needs, or a solver that failed.
+
+    Not a ``ValueError``: on the command line the costs come from our own profiling, which gives
+    every one, so a missing cost is a bug of ours (exit 1), not the user's mistake (exit 2)."""
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,9 @@ def save_plan(plan: Plan, model_id: str, path: str | Path) -> Path:
 
 
 def load_plan(path: str | Path, model_id: str | None = None) -> Plan:
-    """Read a plan file; refuse one made for another model (when both identities are known)."""
+    """Read a plan file; with ``model_id``, refuse one made for another model, or one that does
+    not say which model it was made for (a hand-written plan names it with a ``"model"`` field:
+    the error gives the value)."""
     try:
         data = json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -78,7 +80,12 @@ def load_plan(path: str | Path, model_id: str | None = None) -> Plan:
         raise PlanError(f"--plan {str(path)!r}: not a plan (a JSON {type(data).__name__})")
     plan = plan_from_dict(data, f"--plan {str(path)!r}")
     made_for = data.get("model")
-    if model_id and made_for and made_for != model_id:
+    if model_id and not made_for:
+        raise PlanError(
+            f"--plan {str(path)!r} does not say which model it was made for; if it was made "
+            f'for this one, add "model": "{model_id}" to it'
+        )
+    if model_id and made_for != model_id:
         raise PlanError(
             f"--plan {str(path)!r} was made for model {made_for!r}, not {model_id!r}; "
             "plan this model first (tvm-hetero plan MODEL -o plan.json)"

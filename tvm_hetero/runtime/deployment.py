@@ -30,14 +30,11 @@ from typing import Any
 
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
 from tvm_hetero.runtime.inputs import InputSpec
+from tvm_hetero.runtime.manifest import ArtifactError, check_manifest
 
 MANIFEST = "manifest.json"
 FORMAT = "tvm-hetero-deployment"
 VERSION = 1
-
-
-class ArtifactError(ValueError):
-    """A file that is not a tvm-hetero compiled model."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +166,9 @@ class Deployment:
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any], libraries: dict[int, Any] | None = None):
-        """A deployment from its manifest (and loaded libraries)."""
+        """A deployment from its manifest (and loaded libraries); :class:`ArtifactError` naming
+        the first field it cannot use (:func:`~tvm_hetero.runtime.manifest.check_manifest`)."""
+        check_manifest(data)
         devices = tuple(
             DeviceSpec.from_dict(d, f"manifest.devices[{i}]") for i, d in enumerate(data["devices"])
         )
