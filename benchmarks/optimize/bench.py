@@ -2,15 +2,18 @@
 device and ONNX Runtime on one device, all measured in the same interleaved rounds (issue 55).
 
     .venv/bin/python benchmarks/optimize/bench.py [--models siamese-lstm bert-small ...]
-        [--budget 5] [--runs 50] [--out benchmarks/results/optimize.jsonl]
+        [--budget 5] [--runs 50] [--once] [--cluster SPEC-UP.json]
+        [--objective latency|throughput] [--out benchmarks/results/optimize.jsonl]
 
 Models: the demo's ONNX files (``tvm_hetero.zoo.onnx_files``: the Siamese LSTM over 16 steps,
-BERT-small) and any model of the corpus of models no one here wrote
-(``benchmarks/models/zoo.py``, exported to ONNX at its small size), on two one-core CPU workers
-(``cpu@0``, ``cpu@1``). Each model is optimized twice: with an empty profile database (its time
-is ``optimize``'s own cost on a new model) and again with the database warm. One JSON line per
-run: host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
-fastest candidate timed, to the best single device and to ONNX Runtime's best.
+BERT-small); any model of the corpus of models no one here wrote (``benchmarks/models/zoo.py``,
+exported to ONNX at its small size; ``NAME-symbolic`` exported with a symbolic batch, given as
+1); and ``zoo:NAME``, a zoo model at its paper size (no ONNX file, so no ONNX Runtime line). On
+two one-core CPU workers (``cpu@0``, ``cpu@1``). Each model is optimized twice: with an empty
+profile database (its time is ``optimize``'s own cost on a new model) and again with the
+database warm (``--once``: empty only). One JSON line per run: host, model, every candidate
+(predicted, p50, p99, status), the kept one, its ratio to the fastest candidate timed, to the
+best single device and to ONNX Runtime's best.
 """
 
 from __future__ import annotations
@@ -26,17 +29,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
 
 
-def onnx_file(name: str, work: Path) -> str:
-    """The model as an ONNX file in ``work``: the demo's twins, or a corpus export."""
+def loaded(name: str, work: Path):
+    """``(model, its ONNX file or None)``: a demo twin, a corpus export, or ``zoo:NAME``."""
+    from tvm_hetero.frontends import load_model
     from tvm_hetero.zoo.onnx_files import ONNX_MODELS, write_onnx
 
+    if name.startswith("zoo:"):
+        return load_model(name.removeprefix("zoo:")), None
     if name in ONNX_MODELS:
-        return str(write_onnx(name, work / f"{name}.onnx"))
+        path = str(write_onnx(name, work / f"{name}.onnx"))
+        return load_model(path, name=name), path
     import zoo
 
-    path = work / f"{name}.onnx"
-    zoo.export(name, path, small=True)
-    return str(path)
+    model, _ = zoo.load_exported(name, work, {})
+    return model, str(work / f"{name}.onnx")
 
 
 def row(result, name: str, run: str, seconds: float) -> dict:
@@ -64,25 +70,33 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["siamese-lstm", "bert-small"])
     parser.add_argument("--budget", type=float, default=5.0, help="minutes per search")
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--once", action="store_true", help="an empty database only")
+    parser.add_argument("--cluster", help="a running cluster's spec (default cpu@0 + cpu@1)")
+    parser.add_argument("--objective", default="latency", choices=["latency", "throughput"])
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/optimize.jsonl"))
     args = parser.parse_args()
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
-    from tvm_hetero.frontends import load_model
     from tvm_hetero.records import cpu_model
 
-    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    settings: dict = {}
+    if args.cluster:
+        from tvm_hetero.devices import ClusterSpec
+
+        settings["cluster"] = ClusterSpec.load(args.cluster)
+        devices, where = list(settings["cluster"].devices), Path(args.cluster).stem
+    else:
+        devices, where = [resolve_device("cpu@0"), resolve_device("cpu@1")], "cpu@0 + cpu@1"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in args.models:
-            path = onnx_file(name, work)
-            model = load_model(path, name=name)
-            db = work / f"{name}.jsonl"
-            for run in ("empty database", "warm database"):
+            model, path = loaded(name, work)
+            db = work / f"{name.replace(':', '_')}.jsonl"
+            for run in ("empty database", "warm database")[: 1 if args.once else 2]:
                 start = time.perf_counter()
-                result = api.optimize(model, devices, budget_s=args.budget * 60, onnx=path,
-                                      runs=args.runs, db=str(db))  # fmt: skip
-                line = {"host": cpu_model(), "devices": "cpu@0 + cpu@1",
+                result = api.optimize(model, devices, args.objective, args.budget * 60,
+                                      onnx=path, runs=args.runs, db=str(db), **settings)  # fmt: skip
+                line = {"host": cpu_model(), "devices": where, "objective": args.objective,
                         **row(result, name, run, time.perf_counter() - start)}  # fmt: skip
                 with open(args.out, "a") as f:
                     f.write(json.dumps(line) + "\n")

@@ -398,6 +398,8 @@ def test_crafted_files_and_huge_requests_get_one_line(cli, tmp_path):
     _one_line_error(cli(["run", "list.tar"]), "run", "its manifest is a list")
     _one_line_error(cli(["run", "m.tar", "--microbatches", "100000000"]), "run",
                     "--microbatches 100000000", "GiB free")  # fmt: skip
+    _one_line_error(cli(["run", "m.tar", "--print-time", "--repeat", "10000000000000"]), "run",
+                    "--repeat 10000000000000", "GiB free")  # fmt: skip
     _one_line_error(cli(["compile", "mlp:tiny", "--model-arg", "batch=99999999999", "-o", "b.tar"]),
                     "compile", "input 'x'", "GiB free")  # fmt: skip
     assert not (tmp_path / "b.tar").exists()

@@ -12,6 +12,7 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
+from tvm_hetero.schedules.cpu.reduction import LONG_SUM, Reduction, recomputed
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3"}
 """The schedules' expected tiles are written for 256-bit vectors (8 float lanes): the target is
@@ -190,6 +191,17 @@ CASES = {
         "conv",
     ),
     "softmax": ([(8, 64)], lambda bb, x: relax.op.nn.softmax(x), "reduction"),
+    "softmax_one_row": ([(1, 1000)], lambda bb, x: relax.op.nn.softmax(x), "reduction"),
+    "instance_norm_long_rows": (  # rows of 4096: summed in lanes, rows in parallel
+        [(1, 4, 64, 64)],
+        lambda bb, x: relax.op.subtract(x, relax.op.mean(x, axis=[2, 3], keepdims=True)),
+        "reduction",
+    ),
+    "group_norm_one_group": (  # ONNX's GroupNorm(1, C): a mean over all, broadcast back
+        [(1, 1, 4096)],
+        lambda bb, x: relax.op.subtract(x, relax.op.mean(x, axis=[2], keepdims=True)),
+        "reduction",
+    ),
     "add_relu": (
         [(64, 64), (64, 64)],
         lambda bb, x, y: relax.op.nn.relu(relax.op.add(x, y)),
@@ -236,6 +248,25 @@ def test_rule_choice_and_numbers_match_default(case):
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 4096), (1, 2, 2048), (4, 1, 1024), (2, 1, 8192)])
+def test_a_mean_broadcast_back_is_summed_once_not_once_per_element(shape):
+    """dlight put the sum under the element-wise loop when the reduction's rows were not its
+    loops (one group: 4096 sums of 4096 elements); now each reduction runs once over its own
+    domain, and a single row is summed in vector lanes."""
+    mod = _module([shape], lambda bb, x: relax.op.subtract(
+        x, relax.op.mean(x, axis=[2], keepdims=True)))  # fmt: skip
+    (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    dlight = tvm.s_tir.dlight.cpu.Reduction().apply(kernel, CPU, False)
+    sch = Reduction().schedule(kernel, CPU)
+    assert recomputed(sch) == 1
+    script = sch.mod["main"].script()
+    if shape[0] * shape[1] == 1:
+        assert recomputed(dlight) == shape[2]  # the bug this guards against
+    assert ("_rf" in script) == (shape[0] * shape[1] == 1 or shape[2] >= LONG_SUM), script
+    if shape[0] * shape[1] > 1 and shape[2] >= LONG_SUM:  # rows in parallel, each in lanes
+        assert "T.parallel" in script
 
 
 @pytest.mark.parametrize(

@@ -139,5 +139,16 @@ def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, mo
     monkeypatch.setattr(type(toy), "plan", slow)
     found = optimize(load_model("mlp:tiny"), cores, budget_s=0.2, runs=3,
                      settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
-    assert found.entries[0].status == "stopped: over budget while sweeping"
+    assert found.entries[0].status == "stopped: over its 0.2 s of the budget while sweeping"
     assert found.kept.kind == "single"
+
+
+def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy, monkeypatch):
+    """A strategy that would plan forever is stopped at its share (half the budget with two),
+    and the one after it still plans: it is not starved."""
+    monkeypatch.setattr(registry, "PACKAGES", {"toy_slow": "toy_slow", "toy": "toy_strategy"})
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=1.0, runs=3,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    status = {e.name: e.status for e in found.entries}
+    assert status["toy_slow"].startswith("stopped: over its 0.5 s of the budget while step")
+    assert {e.name: e for e in found.entries}["toy"].plan is not None

@@ -115,11 +115,18 @@ def _replan(deployment, failed: str, hosts: dict[str, str] | None, workdir: str,
     return _at_hosts(load(again.output, replanned), hosts)
 
 
+SAMPLE_BYTES = 32
+"""What one timed run holds until the statistics: a Python float (24 bytes) and its list slot."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Run once (with ``--replan``: again on the other devices if a worker fails), save
     outputs, optionally time and plot the measured timeline."""
     from tvm_hetero.runtime.deployment import load
 
+    if args.print_time:  # each timed run keeps a sample: refused before the run, not at its end
+        check_memory(f"--repeat {args.repeat} ({SAMPLE_BYTES} bytes a run)",
+                     args.repeat * SAMPLE_BYTES)  # fmt: skip
     hosts = _cluster_hosts(args.cluster) if args.cluster else None
     with tempfile.TemporaryDirectory(prefix="tvm_hetero_") as workdir:
         deployment = _at_hosts(load(args.file, workdir), hosts)

@@ -144,35 +144,43 @@ class _Search:
         return time.monotonic() > self.deadline
 
     def plan_all(self) -> None:
-        """Every registered strategy asked whether it applies, and planned when it does. For
-        devices reached offline, the first strategy that exports workloads for the box ends the
-        search's round (its results, merged next time, let it plan; then the next one asks)."""
+        """Every registered strategy asked whether it applies, and planned when it does, each
+        within an equal share of the budget left (what one leaves unused passes to the next), so
+        a slow strategy early in the registry cannot starve the others. For devices reached
+        offline, the first strategy that exports workloads for the box ends the search's round
+        (its results, merged next time, let it plan; then the next one asks)."""
         offline = self.settings.get("offline")
         cluster = self.settings.get("cluster")
         found = registered()
-        for k, (name, strategy) in enumerate(found.items()):
+        applying = []
+        for name, strategy in found.items():
             why = None
             if strategy.objective != self.objective:
                 why = f"plans for {strategy.objective}, not {self.objective}"
             elif offline and not strategy.offline:
                 why = "cannot plan for devices reached only offline"
             why = why or strategy.applicable(self.model, self.devices, cluster)
-            if why is not None:
+            if why is None:
+                applying.append(name)
+            else:
                 self.entries.append(Entry(name, "strategy", (), status=f"not applicable: {why}"))
-                continue
+        for k, name in enumerate(applying):
+            strategy = found[name]
             if self.over():
                 self.entries.append(Entry(name, "strategy", (), status="not planned: over budget"))
                 continue
-            self.progress.step(f"planning with {name}", k, len(found))
+            share = (self.deadline - time.monotonic()) / (len(applying) - k)
+            self.progress.step(f"planning with {name}", k, len(applying))
             try:
                 known = vars(strategy.settings())
                 given = {key: v for key, v in self.settings.items() if key in known}
-                budgeted = _Budgeted(self.progress, self.deadline)
+                budgeted = _Budgeted(self.progress, time.monotonic() + share)
                 result = strategy.plan(
                     self.model, self.devices, strategy.settings(**given), budgeted
                 )
             except OverBudget as late:
-                status = f"stopped: over budget while {late}"
+                seconds = f"{share:.1f}" if share < 10 else f"{share:.0f}"
+                status = f"stopped: over its {seconds} s of the budget while {late}"
                 self.entries.append(Entry(name, "strategy", (), status=status))
                 continue
             except WorkloadsExported as done:  # one strategy's round at a time: the box's
