@@ -1,6 +1,8 @@
 """Properties over every flag and file reader: any value is taken or refused in one line."""
 
 import argparse
+import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 
 from tvm_hetero.cli.cmd_run import _inputs
 from tvm_hetero.cli.main import build_parser, main
+from tvm_hetero.costmodel.estimators import Estimator
 from tvm_hetero.profiling.db import ProfileDB, check_profile_db
 from tvm_hetero.runtime.inputs import InputSpec
 
@@ -80,3 +83,24 @@ def test_any_bytes_as_inputs_are_read_or_refused_naming_the_flag(tmp_path, data)
     except ValueError as err:
         said = [str(err)]
     assert all(s == "ndarray" or s.startswith(f"--inputs {str(path)!r}") for s in said), said
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "tvm_hetero/costmodel/models/flexpie"
+
+
+@given(st.sampled_from(["compute.json", "compute.meta.json"]), st.binary(max_size=300))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_bytes_in_an_estimator_file_are_loaded_or_refused_naming_it(tmp_path, file, data):
+    """Property: a FlexPie estimator (``--estimators``) whose trees or description are damaged
+    is a ``ValueError`` naming the file, never another exception (XGBoost's own error, a
+    ``KeyError`` in the description)."""
+    folder = tmp_path / "estimators"
+    shutil.copytree(SHIPPED, folder, dirs_exist_ok=True)
+    (folder / file).write_bytes(data)
+    try:
+        said = type(Estimator.load(folder, "compute")).__name__
+    except ValueError as err:
+        said = str(err)
+    assert said == "Estimator" or str(folder / "compute") in said, said

@@ -130,22 +130,39 @@ class Estimator:
 
     @classmethod
     def load(cls, folder: str | Path, name: str) -> Estimator:
-        """Read what :meth:`save` wrote; ``FileNotFoundError`` naming the file."""
+        """Read what :meth:`save` wrote; ``FileNotFoundError`` naming a missing file, a
+        ``ValueError`` naming a file that is not what :meth:`save` writes (damaged, edited,
+        another model's)."""
         import xgboost as xgb
 
         folder = Path(folder)
-        meta = json.loads((folder / f"{name}.meta.json").read_text())
-        if meta["features"] != columns(name):
-            raise ValueError(f"{folder / name}: trained on features {meta['features']}, not ours")
-        learned = meta.get("work", WORK[name][0])  # saved before work was kept: the feature
+        meta_file = folder / f"{name}.meta.json"
+        try:
+            meta = json.loads(meta_file.read_text())
+            features, notes = meta["features"], meta["notes"]
+            held_out, traces = float(meta["held_out_mape"]), int(meta["traces"])
+            learned = meta.get("work", WORK[name][0])  # saved before work was kept
+        except (ValueError, KeyError, TypeError, AttributeError) as err:  # JSON's errors too
+            raise ValueError(
+                f"{meta_file}: not an estimator's description from tvm-hetero train "
+                f"({type(err).__name__}: {err})"
+            ) from None
+        if features != columns(name):
+            raise ValueError(f"{folder / name}: trained on features {features}, not ours")
         if learned != work_of(name):
             raise ValueError(
                 f"{folder / name}: learned seconds per {learned!r}, not per {work_of(name)!r}: "
                 "train it again (tvm-hetero train)"
             )
         booster = xgb.Booster()
-        booster.load_model(str(folder / f"{name}.json"))
-        return cls(name, booster, float(meta["held_out_mape"]), int(meta["traces"]), meta["notes"])
+        try:
+            booster.load_model(str(folder / f"{name}.json"))
+        except (xgb.core.XGBoostError, UnicodeDecodeError) as err:  # (its message undecodable)
+            if not (folder / f"{name}.json").is_file():
+                raise FileNotFoundError(f"{folder / name}.json: no such file") from None
+            first = str(err).strip().splitlines()[0][:160]
+            raise ValueError(f"{folder / name}.json: not XGBoost trees ({first})") from None
+        return cls(name, booster, held_out, traces, notes)
 
 
 def columns(name: str) -> list[str]:
