@@ -103,7 +103,8 @@ def _realizes(stmt, loops: list) -> list:
 
 def two_passes(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     """Each reduction once at the root, the element-wise steps inlined into the last block, which
-    runs vectorized and in parallel; ``None`` when a step cannot be placed so."""
+    runs vectorized and in parallel (a ``ScheduleError`` on the way makes the rule decline the
+    kernel: the next rule, at worst the fallback, takes it)."""
     sch = s_tir.Schedule(func)
     blocks = _blocks(sch)
     for block in blocks[:-1]:
