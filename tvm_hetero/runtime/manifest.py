@@ -44,7 +44,7 @@ def check_manifest(data: dict[str, Any]) -> None:
         )
 
 
-_NAMES = {str: "string", list: "list", dict: "object", int: "whole number"}
+_NAMES = {str: "string", list: "list"}
 
 
 def _need(cond: bool, where: str, message: str) -> None:
