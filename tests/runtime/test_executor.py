@@ -258,11 +258,13 @@ class ThreeMatmuls:
 
 @pytest.mark.parametrize("anywhere", [False, True])
 def test_a_chain_over_two_workers_is_handed_over_only_where_it_must_be(anywhere):
-    """Units placed cpu@0, cpu@1, cpu@0. Handed over (``on_spot=False``): each unit is queued on
-    its worker, 3 hand-overs. On the spot, CPU workers still cannot run each other's units
-    (each has its own cores and thread pool): 3 again. A worker whose units run from any thread
-    (a GPU's, stood in for by worker 1) is run by the thread that made its unit ready, which
-    then goes on with its own worker's next unit: 1 (the first). Outputs equal."""
+    """Units placed cpu@0, cpu@1, cpu@0. By programs, each worker is started once a run and
+    waits for its input by itself: 1 job each. By dataflow, handed over (``on_spot=False``):
+    each unit is queued on its worker, 3 hand-overs. On the spot, CPU workers still cannot run
+    each other's units (each has its own cores and thread pool): 3 again. A worker whose units
+    run from any thread (a GPU's, stood in for by worker 1) is run by the thread that made its
+    unit ready, which then goes on with its own worker's next unit: 1 (the first). Outputs
+    equal."""
     model = load_model(ThreeMatmuls, name="three-matmuls")
     x = (np.random.default_rng(0).standard_normal((N, N)) / N).astype("float32")
     ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
@@ -271,8 +273,9 @@ def test_a_chain_over_two_workers_is_handed_over_only_where_it_must_be(anywhere)
     compiled = api.compile(model, devices, Placement(("cpu@0", "cpu@1"), {ids[1]: 1}))
     assert [u.device for u in compiled.deployment.units] == [0, 1, 0]
     outputs, queued = [], []
-    for on_spot in (False, True):
-        with Executor(compiled.deployment, on_spot=on_spot) as executor:
+    modes = [{}, {"programs": False, "on_spot": False}, {"programs": False, "on_spot": True}]
+    for mode in modes:
+        with Executor(compiled.deployment, **mode) as executor:
             counts = {0: 0, 1: 0}
             for k, worker in executor.workers.items():
                 submit = worker.submit
@@ -287,6 +290,8 @@ def test_a_chain_over_two_workers_is_handed_over_only_where_it_must_be(anywhere)
             queued.append(counts)
             units = [e.worker for e in executor.timeline.events if e.kind == "unit"]
             assert units == ["cpu@0", "cpu@1", "cpu@0"]
-    assert queued[0] == {0: 2, 1: 1}
-    assert queued[1] == ({0: 1, 1: 0} if anywhere else {0: 2, 1: 1})
+    assert queued[0] == {0: 1, 1: 1}
+    assert queued[1] == {0: 2, 1: 1}
+    assert queued[2] == ({0: 1, 1: 0} if anywhere else {0: 2, 1: 1})
     np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(outputs[0], outputs[2])

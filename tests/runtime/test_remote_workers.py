@@ -74,7 +74,7 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
     monkeypatch.setattr(RemoteWorker, "_rpc", rpc)
     monkeypatch.setattr(remote_worker, "UPLOAD_CHUNK_BYTES", 4096)  # each library in pieces
     other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
-    with Executor(deployment) as ex:
+    with Executor(deployment, programs=False) as ex:  # by dataflow: the client calls each unit
         got = ex.run(inputs)
         timeline = ex.timeline
         first_run = (list(downloads), list(uploads))
@@ -124,6 +124,57 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
     assert {e.worker for e in timeline.events} == {e.name for e in edges}
 
 
+def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_ends(
+    start_workers, monkeypatch
+):
+    """The same three workers by programs: each is sent its program once and then one call a
+    run (for any number of microbatches); the client sends the inputs (each once a worker that
+    reads it) and takes the outputs; every other tensor goes worker to worker. Outputs equal
+    the single-device build, microbatch by microbatch."""
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("abc", start_workers(3), strict=True)]
+    model = load_zoo_model("bert-small:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b", "nn.softmax": "edge-c"})
+    deployment = api.compile(model, edges, placement).deployment
+    calls, puts, downloads = [], [], []
+    real_rpc, real_put, real_download = RemoteWorker._rpc, RemoteWorker.put, RemoteWorker.download
+    monkeypatch.setattr(
+        RemoteWorker, "_rpc", lambda self, what, fn: (calls.append((self.name, what)),
+                                                      real_rpc(self, what, fn))[1]
+    )  # fmt: skip
+    monkeypatch.setattr(
+        RemoteWorker, "put", lambda self, name, v: (puts.append(name), real_put(self, name, v))[1]
+    )
+    monkeypatch.setattr(
+        RemoteWorker, "download",
+        lambda self, value: (downloads.append(value.name), real_download(self, value))[1],
+    )  # fmt: skip
+    first, second = _inputs(deployment), [x * 0 + 1 for x in _inputs(deployment)]
+    with Executor(deployment) as ex:
+        assert ex.programs is not None
+        loaded = list(calls)
+        calls.clear()
+        got = ex.run(first)
+        one_run, sent = list(calls), list(puts)
+        batches = [ex.place_inputs(first), ex.place_inputs(second)]
+        calls.clear()
+        both = ex.run_many(batches)
+        assert sorted(calls) == sorted((e.name, "program") for e in edges)
+        outputs = [ex.outputs_of(values) for values in both]
+        units = [e for e in ex.timeline.events if e.kind == "unit"]
+    assert sorted(w for w, what in loaded if what == "program load") == [e.name for e in edges]
+    assert sorted(one_run) == sorted((e.name, "program") for e in edges)
+    readers = {s.device for s in deployment.steps if "ids" in s.inputs}
+    assert len(sent) == len(deployment.inputs) * len(readers)
+    assert len(downloads) == 3 * len(deployment.outputs)
+    assert {e.worker for e in units} == {e.name for e in edges}
+    assert sorted({e.microbatch for e in units}) == [0, 1]
+    for g, w in zip(got, _reference(model, first), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    for k, x in enumerate((first, second)):
+        for g, w in zip(outputs[k], _reference(model, x), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
 def test_an_unreachable_worker_is_named():
     edge = _edge("edge-a", free_port())
     model = load_zoo_model("mlp:tiny")
@@ -145,9 +196,11 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
         ex.run(in_b)
         os.killpg(proc_b.pid, signal.SIGSTOP)  # alive, silent
         start = time.perf_counter()
-        with pytest.raises(RunError, match=r"worker edge-b .* did not finish .* within 2 s"):
+        # edge-a waits for what edge-b sends it, and says so first; edge-b is blamed
+        with pytest.raises(RunError, match=r"from edge-b: .* did not arrive within 2 s") as err:
             ex.run(in_b)
         assert time.perf_counter() - start < 5
+        assert err.value.device == "edge-b"
     with Executor(dep_c, timeout_s=5) as ex:
         ex.run(in_c)
         os.killpg(proc_c.pid, signal.SIGKILL)  # the server and its session process

@@ -17,8 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import tvm
@@ -27,77 +26,11 @@ import tvm_ffi
 from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.deployment import Deployment, Step
+from tvm_hetero.runtime.program_runner import ProgramRunner
+from tvm_hetero.runtime.programs import NotProgrammable, Programs, worker_programs
+from tvm_hetero.runtime.runs import Event, Run, Timeline, bare, release
 from tvm_hetero.runtime.stats import LatencyStats
 from tvm_hetero.runtime.worker import LocalWorker, Worker
-
-
-class Event(NamedTuple):
-    """One unit or copy of a run: where and when it ran (seconds from the run's start), for
-    which microbatch of a pipelined run, and how long of it a unit waited on its worker for an
-    input still arriving (a remote worker says; a local unit starts with its inputs there).
-    (A named tuple: made on every step of every run, and a frozen dataclass took 1.5 us.)"""
-
-    step: str
-    worker: str
-    kind: str
-    start_s: float
-    end_s: float
-    microbatch: int = 0
-    waited_s: float = 0.0
-
-    @property
-    def busy_s(self) -> float:
-        """Its time on the worker, less what it waited there for inputs."""
-        return self.end_s - self.start_s - self.waited_s
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """The measured timeline of one run."""
-
-    events: tuple[Event, ...]
-    total_s: float
-
-    def busy_s(self, worker: str) -> float:
-        """Time ``worker`` spent in units and copies, less what its units waited for inputs."""
-        return sum(e.busy_s for e in self.events if e.worker == worker)
-
-    def overlap_s(self, a: str, b: str) -> float:
-        """Time during which workers ``a`` and ``b`` both ran something."""
-        total = 0.0
-        for x in (e for e in self.events if e.worker == a):
-            for y in (e for e in self.events if e.worker == b):
-                total += max(0.0, min(x.end_s, y.end_s) - max(x.start_s, y.start_s))
-        return total
-
-
-class _NoEvent:
-    """What a serial run has for ``done``: nobody waits on it."""
-
-    def set(self) -> None:
-        """Nothing to wake."""
-
-
-class _Run:
-    """State of one run: values, countdowns, events, completion."""
-
-    def __init__(
-        self, n_steps: int, deps: list[int], index: int = 0, start: float = 0.0,
-        concurrent: bool = True,
-    ) -> None:  # fmt: skip
-        self.index = index  # the microbatch
-        self.values: dict[str, Any] = {}
-        self.remaining = list(deps)
-        self.pending = n_steps
-        self.lock = threading.Lock()
-        # a run in the calling thread alone waits on nothing (an Event costs 2-3 us to make)
-        self.done = threading.Event() if concurrent else _NoEvent()
-        self.error: BaseException | None = None
-        self.events: list[Event] = []
-        self.running: dict[int, float] = {}  # step -> when it started on its worker
-        self.pushed: dict[int, Any] = {}  # copy step -> the value its producer pushes
-        self.start = start or time.perf_counter()
-        self.end = 0.0
 
 
 class Executor:
@@ -123,6 +56,12 @@ class Executor:
         other step running anywhere: each unit's time alone on its device, what an estimator
         of one tile prices, to set beside the same units run together (a diagnosis: no
         overlap, so the run takes the sum of its steps).
+    programs : bool
+        Run local CPU workers by their programs (:mod:`tvm_hetero.runtime.programs`: each
+        worker is started once a run and runs its steps in order, waiting only for values
+        another worker hands over); ``False``: by dataflow, every step handed to its worker as
+        its inputs become ready (the runtime before, kept to measure against, and still the
+        one for GPU and remote workers).
     """
 
     def __init__(
@@ -132,6 +71,7 @@ class Executor:
         timeout_s: float = 600.0,
         on_spot: bool = True,
         alone: bool = False,
+        programs: bool = True,
     ) -> None:
         self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
         self.alone = alone
@@ -147,11 +87,11 @@ class Executor:
             self.close()
             raise
         self._home = _home_device(deployment)
-        self._index = {s.name: i for i, s in enumerate(deployment.steps)}
+        self.index = {s.name: i for i, s in enumerate(deployment.steps)}
         self._succ: list[list[int]] = [[] for _ in deployment.steps]
         self._deps: list[int] = []
         for i, step in enumerate(deployment.steps):
-            producers = {self._index[v] for v in step.inputs if v in self._index}
+            producers = {self.index[v] for v in step.inputs if v in self.index}
             self._deps.append(len(producers))
             for p in producers:
                 self._succ[p].append(i)
@@ -177,19 +117,47 @@ class Executor:
         self._threadless = [
             a or b or c for a, b, c in zip(self._here, self._pull, self._passed, strict=True)
         ]
+        # a unit run on a remote worker: its value says how long it waited there for inputs
+        self._remote_made = [
+            s.kind == "unit" and deployment.devices[s.device].host is not None
+            for s in deployment.steps
+        ]
         self._layouts: dict[int, tuple] = {}  # copy step -> its shape, as FFI objects too
         self._kept = refilled_copies(deployment)
         self._buffers: dict[tuple[int, int], tvm.runtime.Tensor] = {}
         self.timeline: Timeline | None = None
         self.finished_s: tuple[float, ...] = ()
+        self.programs: Programs | None = None
+        self._runner: ProgramRunner | None = None
+        if programs and not self._serial and self._programmable():
+            remote = {k for k, w in self.workers.items() if not isinstance(w, LocalWorker)}
+            try:
+                self.programs = worker_programs(deployment, self.workers, remote)
+                self._runner = ProgramRunner(self)
+            except NotProgrammable:
+                self.programs = None
+            except BaseException:
+                self.close()
+                raise
+
+    def _programmable(self) -> bool:
+        """Whether every worker runs programs: a CPU worker thread of this process, or a
+        remote worker (a local GPU's units still go to whichever thread made them ready, which
+        saved a wake-up there and back, 31 us on the H200 box, not yet measured against
+        programs)."""
+        return all(
+            w.spec.kind is DeviceKind.CPU if isinstance(w, LocalWorker)
+            else hasattr(w, "run_program")
+            for w in self.workers.values()
+        )  # fmt: skip
 
     def _remote(self, value: str) -> bool:
         """Whether ``value`` is made on a remote worker (a deployment input is not; a tuple's
         item is made where its tuple is: taken for a local value, a copy of a remote unit's
         item was queued on the consumer's client thread, behind the unit running there)."""
-        i = self._index.get(value)
+        i = self.index.get(value)
         while i is not None and self.deployment.steps[i].kind == "item":
-            i = self._index.get(self.deployment.steps[i].inputs[0])
+            i = self.index.get(self.deployment.steps[i].inputs[0])
         device = None if i is None else self.deployment.steps[i].device
         return device is not None and self.deployment.devices[device].host is not None
 
@@ -210,10 +178,10 @@ class Executor:
         for j, step in enumerate(steps):
             if not self._pull[j]:
                 continue
-            p = self._index[step.inputs[0]]
+            p = self.index[step.inputs[0]]
             index = -1
-            if steps[p].kind == "item" and steps[p].inputs[0] in self._index:
-                p, index = self._index[steps[p].inputs[0]], steps[p].index
+            if steps[p].kind == "item" and steps[p].inputs[0] in self.index:
+                p, index = self.index[steps[p].inputs[0]], steps[p].index
             if steps[p].kind == "unit":
                 pushes.setdefault(p, []).append((j, index))
         return pushes
@@ -271,11 +239,13 @@ class Executor:
             return [self._run_serial(batches[0])]
         if self.alone:
             return [self._run_alone(tensors) for tensors in batches]
+        if self._runner is not None:
+            return self._runner.run(batches)
         for worker in self.workers.values():
             if hasattr(worker, "begin_run"):
                 worker.begin_run()
         start = time.perf_counter()
-        runs = [_Run(len(self.deployment.steps), self._deps, k, start) for k in range(len(batches))]
+        runs = [Run(len(self.deployment.steps), self._deps, k, start) for k in range(len(batches))]
         for run, tensors in zip(runs, batches, strict=True):
             for info, tensor in zip(self.deployment.inputs, tensors, strict=True):
                 run.values[info.name] = tensor
@@ -283,6 +253,10 @@ class Executor:
                 run.done.set()
         for run in runs:  # the caller goes on with a step itself only in a run of one input
             self._execute(run, self._start(run, self._roots, None, len(runs) == 1), None)
+        return self.finish(runs, start)
+
+    def finish(self, runs: list[Run], start: float) -> list[dict[str, Any]]:
+        """Wait for ``runs`` (started at ``start``), keep their timeline, return their values."""
         for run in runs:
             self._wait(run)
             if run.error is not None:
@@ -297,14 +271,14 @@ class Executor:
         """One run with every step in the calling thread, in dependency order (what the
         countdowns would do, without their bookkeeping: with events as named tuples, what the
         executor adds to a one-unit run went from 22 to 10 us, `benchmarks/runtime/bench.py`)."""
-        return self._in_order(_Run(0, self._deps, concurrent=False), tensors, self._perform)
+        return self._in_order(Run(0, self._deps, concurrent=False), tensors, self.perform)
 
     def _run_alone(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
         """One run, its steps one at a time in dependency order (:attr:`alone`)."""
-        run = _Run(len(self.deployment.steps), self._deps)
+        run = Run(len(self.deployment.steps), self._deps)
         return self._in_order(run, tensors, self._perform_alone)
 
-    def _in_order(self, run: _Run, tensors, perform) -> dict[str, Any]:
+    def _in_order(self, run: Run, tensors, perform) -> dict[str, Any]:
         """``run`` on ``tensors``, its steps one after another in dependency order, each by
         ``perform(run, i)``; every value by name."""
         run.values.update(zip((i.name for i in self.deployment.inputs), tensors, strict=True))
@@ -317,40 +291,47 @@ class Executor:
         self.finished_s = (run.end - run.start,)
         return run.values
 
-    def _perform_alone(self, run: _Run, i: int) -> None:
-        """:meth:`_perform` step ``i``, a worker's step on that worker's thread, waited for
+    def _perform_alone(self, run: Run, i: int) -> None:
+        """:meth:`perform` step ``i``, a worker's step on that worker's thread, waited for
         (within the timeout) before the caller goes on."""
         step = self.deployment.steps[i]
         if self._threadless[i]:
-            self._perform(run, i)
+            self.perform(run, i)
             return
         finished = threading.Event()
         self.workers[step.device].submit(
-            lambda: (self._perform(run, i), finished.set()), run.index
+            lambda: (self.perform(run, i), finished.set()), run.index
         )  # fmt: skip
         if not finished.wait(self.timeout_s):
-            raise self._overdue(step)
+            raise self.overdue(step)
 
-    def _wait(self, run: _Run) -> None:
-        """Until the run ends, or a step has been running for longer than the timeout."""
+    def _wait(self, run: Run) -> None:
+        """Until the run ends, or a step has been running for longer than the timeout (the
+        run then fails, and its workers' programs stop waiting for each other)."""
         while not run.done.wait(min(1.0, self.timeout_s)):
             now = time.perf_counter()
-            with run.lock:
-                stuck = [(i, t) for i, t in run.running.items() if now - t > self.timeout_s]
+            # one C call under the GIL: a consistent copy while workers add and remove steps
+            started = list(run.running.items())
+            stuck = [(i, t) for i, t in started if now - t > self.timeout_s]
             if stuck:
-                raise self._overdue(self.deployment.steps[stuck[0][0]])
+                i = stuck[0][0]  # a remote worker's program is -1 - its device
+                run.error = self.overdue(self.deployment.steps[i] if i >= 0 else -1 - i)
+                release(run)
+                raise run.error
 
-    def _overdue(self, step: Step) -> RunError:
-        """The error of ``step`` still running on its worker after the timeout."""
-        worker = self.workers[step.device]
+    def overdue(self, step: Step | int) -> RunError:
+        """The error of ``step`` still running on its worker after the timeout (an ``int``:
+        the program of that remote device)."""
+        worker = self.workers[step if isinstance(step, int) else step.device]
         where = getattr(worker, "where", worker.name)
+        doing = "its program" if isinstance(step, int) else f"{step.kind} {step.name!r}"
         return RunError(
-            f"run: worker {where} did not finish {step.kind} {step.name!r} within "
+            f"run: worker {where} did not finish {doing} within "
             f"{self.timeout_s:g} s (dead or not answering; a longer wait: --timeout)",
             worker.name,
         )
 
-    def _start(self, run: _Run, ready: list[int], on: int | None, spot: bool) -> list[int]:
+    def _start(self, run: Run, ready: list[int], on: int | None, spot: bool) -> list[int]:
         """Queue each ``ready`` step on its worker but those this thread runs itself, which it
         returns: a tuple item, a copy that moves nothing, a pull, and the step it may go on
         with (:meth:`_spot`, first: run last). ``on``: the device whose worker's thread this
@@ -388,16 +369,16 @@ class Executor:
                 return j
         return None
 
-    def _execute(self, run: _Run, todo: list[int], on: int | None) -> None:
+    def _execute(self, run: Run, todo: list[int], on: int | None) -> None:
         """Run the steps ``todo`` and those they leave to this thread (a loop, not recursion:
         a chain of units on one worker is as long as the model)."""
         while todo and run.error is None:
             i = todo.pop()
-            self._perform(run, i)
+            self.perform(run, i)
             if run.error is None:
                 todo.extend(self._complete(run, i, on))
 
-    def _perform(self, run: _Run, i: int) -> None:
+    def perform(self, run: Run, i: int) -> None:
         """Step ``i`` of ``run``: its value and event, or ``run.error`` (and ``run.done``)."""
         step = self.deployment.steps[i]
         try:
@@ -415,8 +396,7 @@ class Executor:
             else:
                 worker = self.workers[step.device]
                 start = time.perf_counter()
-                with run.lock:
-                    run.running[i] = start
+                run.running[i] = start  # (a dict's item set and pop hold the GIL: no lock)
                 if step.kind == "unit" and i in self._pushes:
                     pushed = {j: self.workers[self.deployment.steps[j].device].expect()
                               for j, _ in self._pushes[i]}  # fmt: skip
@@ -435,7 +415,7 @@ class Executor:
                 run.events.append(
                     Event(
                         step.name, worker.name, step.kind, start - run.start, end - run.start,
-                        run.index, getattr(value, "waited_s", 0.0),
+                        run.index, getattr(value, "waited_s", 0.0) if self._remote_made[i] else 0.0,
                     )
                 )  # fmt: skip
         except BaseException as err:
@@ -444,11 +424,11 @@ class Executor:
                 device = self.deployment.devices[step.device].name
                 where += f" on {device}"
             device = getattr(err, "device", None) or device
-            run.error = RunError(f"run: {where} failed: {err}", device)
+            run.error = bare(RunError(f"run: {where} failed: {err}", device))
             run.done.set()
 
     def _copy(
-        self, run: _Run, i: int, value: tvm.runtime.Tensor, device: tvm.runtime.Device
+        self, run: Run, i: int, value: tvm.runtime.Tensor, device: tvm.runtime.Device
     ) -> tvm.runtime.Tensor:  # fmt: skip
         """``value`` copied onto ``device`` by copy step ``i``. Onto a GPU that makes no output
         (:attr:`_kept`), into the tensor the step filled in the last run of this microbatch:
@@ -467,10 +447,10 @@ class Executor:
             known = self._layouts[i] = (shape, tvm_ffi.Shape(shape), tvm_ffi.dtype(value.dtype))
         return value.copyto(tvm.runtime.empty(known[1], known[2], device))
 
-    def _complete(self, run: _Run, i: int, on: int | None) -> list[int]:
+    def _complete(self, run: Run, i: int, on: int | None) -> list[int]:
         ready = []
+        run.running.pop(i, None)
         with run.lock:
-            run.running.pop(i, None)
             run.remaining[i] = -1
             run.pending -= 1
             finished = run.pending == 0

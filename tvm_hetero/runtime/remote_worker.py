@@ -31,7 +31,7 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("write", "load", "get", "call", "call_push", "item")
+_FUNCTIONS = ("write", "load", "get", "call", "call_push", "item", "load_program", "run_program")
 UPLOAD_CHUNK_BYTES = 16 * 2**20
 """A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
 ``upload`` holds a whole file in the worker two or three times over while it arrives, which
@@ -168,6 +168,7 @@ class RemoteWorker:
         )
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
         self._teller = TensorFetcher()  # pull commands to this worker's data port
+        self._puller = TensorFetcher(timeout_s)  # downloads from it
 
     def _upload(self, path: Path, name: str) -> None:
         """``path`` into the worker's file ``name``, :data:`UPLOAD_CHUNK_BYTES` at a time."""
@@ -259,6 +260,22 @@ class RemoteWorker:
             self._tell({"put": out}, "upload of an input", array)
         return RemoteValue(self, out, -1)
 
+    def put(self, name: str, value: Any) -> None:
+        """Send ``value`` (a tensor or array of this process) to be held there as ``name``,
+        through the data port, not waiting for the worker."""
+        array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
+        self._tell({"put": name}, f"upload of {name.partition(':')[2] or name}", array)
+
+    def load_program(self, ops: list[dict[str, Any]]) -> None:
+        """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`)."""
+        self._rpc("program load", lambda: self._remote["load_program"](json.dumps(ops)))
+
+    def run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
+        """Run the worker's program for ``microbatches`` of run ``run``: the one call a run;
+        per step, ``[step, microbatch, start, end, waited, arity]`` (seconds from its start)."""
+        call = self._remote["run_program"]
+        return json.loads(self._rpc("program", lambda: call(run, microbatches, wait_s)))
+
     def _tell(self, message: dict, what: str, array: np.ndarray | None = None) -> None:
         try:
             self._teller.tell(self.address[0], self.data_port, message, array)
@@ -266,9 +283,13 @@ class RemoteWorker:
             raise RunError(f"worker {self.where}: {what} failed: {err}", self.name) from None
 
     def download(self, value: RemoteValue) -> np.ndarray:
-        """A held tensor's bytes, here."""
-        get = self._remote["get"]
-        return self._rpc(f"download of {value.name}", lambda: get(value.name).numpy())
+        """A held tensor's bytes, here, from the worker's data port (not over RPC, whose
+        session a running program holds): answered once the value exists there."""
+        try:
+            return self._puller.fetch(self.address[0], self.data_port, value.name)
+        except OSError as err:
+            raise RunError(f"worker {self.where}: download of {value.name} failed: {err}",
+                           self.name) from None  # fmt: skip
 
     def sync(self) -> None:
         """Nothing: every call returns when the worker is done."""
@@ -287,6 +308,7 @@ class RemoteWorker:
         of its session (each is a call to the worker): those are abandoned instead.
         """
         self._teller.close()
+        self._puller.close()
         handles = (self.session, self._remote, self.device)
         self.session, self._remote, self.device = None, {}, None
         if not self._thread.close(timeout_s=1.0):

@@ -83,6 +83,8 @@ class _Session:
         self.fetcher: Any = None
         self.name = "a worker"
         self.pushes: queue.SimpleQueue | None = None  # (host, port, name, array), sent in order
+        self.program: list[dict] = []  # this worker's steps of a run (issue 60)
+        self.functions: dict[str, Any] = {}
 
     def write(self, file_name: str, offset: int, blob: bytearray) -> None:
         """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
@@ -169,14 +171,20 @@ class _Session:
             self.values, self.failed, self.run = {}, {}, run
         return run >= self.run
 
-    def value(self, name: str) -> Any:
-        """A held value; one still being pulled is waited for."""
+    def value(
+        self, name: str, timeout_s: float = ARRIVAL_TIMEOUT_S, maker: str | None = None
+    ) -> Any:  # fmt: skip
+        """A held value; one still being pulled or pushed is waited for (``timeout_s``; one
+        that a remote worker ``maker`` sends and does not is that worker's failure)."""
         with self.arrived:
             self._roll(name)
             if not self.arrived.wait_for(
-                lambda: name in self.values or name in self.failed, ARRIVAL_TIMEOUT_S
+                lambda: name in self.values or name in self.failed, timeout_s
             ):
-                raise TimeoutError(f"value {name!r} did not arrive in {ARRIVAL_TIMEOUT_S:g} s")
+                if maker:  # the client reads "LinkError from NAME:" as the blame
+                    raise ConnectionError(f"LinkError from {maker}: {name!r} did not arrive "
+                                          f"within {timeout_s:g} s")  # fmt: skip
+                raise TimeoutError(f"value {name!r} did not arrive in {timeout_s:g} s")
             if name in self.failed:
                 raise ConnectionError(self.failed.pop(name))
             return self.values[name]
@@ -208,14 +216,57 @@ class _Session:
         and 0.8 more before the request reached this worker (MobileNet in rows on an emulated
         ring of 4)."""
         said = self.call(function, out, *names)
-        if self.pushes is None:
-            self.data_port()
-            self.pushes = queue.SimpleQueue()
-            threading.Thread(target=self._push_loop, name="tensor-push", daemon=True).start()
+        self._pusher()
         for index, host, port, name in json.loads(pushes):
             value = self._host_view(out if index < 0 else f"{out}.{index}")
             self.pushes.put((host, int(port), name, value))
         return said
+
+    def load_program(self, ops: str) -> int:
+        """Keep this worker's program (JSON: its units and items in order, each with the
+        peers its value is pushed to, :func:`tvm_hetero.runtime.program_runner.remote_ops`);
+        its length."""
+        self.program = json.loads(ops)
+        self.functions = {op["function"]: self.vm.module[op["function"]]
+                          for op in self.program if op["op"] == "unit"}  # fmt: skip
+        self._pusher()
+        return len(self.program)
+
+    def run_program(self, run: int, microbatches: int, wait_s: float) -> str:
+        """Run the program for each microbatch of run ``run`` in turn (values named
+        ``RUN/MICROBATCH:NAME``), waiting at most ``wait_s`` for each input that another
+        worker or the client sends; per step run, JSON ``[step, microbatch, start, end,
+        waited, arity]`` with seconds from this call's start."""
+        t0, events = time.perf_counter(), []
+        for mb in range(microbatches):
+            prefix = f"{run}/{mb}:"
+            for op in self.program:
+                start = time.perf_counter()
+                if op["op"] == "unit":
+                    makers = op["from"]
+                    args = [self.value(prefix + n, wait_s, makers.get(n)) for n in op["inputs"]]
+                    waited = time.perf_counter() - start
+                    result = self.functions[op["function"]](*args)
+                    if self.gpu:  # the timeline waits for the kernels
+                        self.device.sync()
+                else:
+                    waited = 0.0
+                    result = self.value(prefix + op["src"], wait_s)[op["index"]]
+                self.hold(prefix + op["out"], result)
+                if op["pushes"]:
+                    view = self._view(result)
+                    for host, port, name in op["pushes"]:
+                        self.pushes.put((host, int(port), prefix + name, view))
+                end = time.perf_counter()
+                events.append([op["step"], mb, start - t0, end - t0, waited, _arity(result)])
+        return json.dumps(events)
+
+    def _pusher(self) -> None:
+        """Start the push thread (once)."""
+        if self.pushes is None:
+            self.data_port()
+            self.pushes = queue.SimpleQueue()
+            threading.Thread(target=self._push_loop, name="tensor-push", daemon=True).start()
 
     def _push_loop(self) -> None:
         """Send what :meth:`call_push` queued; a consumer that cannot be reached fails its own
@@ -233,11 +284,16 @@ class _Session:
         return _arity(item)
 
     def _host_view(self, name: str) -> Any:
-        """A held tensor as numpy: its own memory on a CPU (no copy), a copy from a GPU."""
+        """A held tensor as numpy, waited for while a program has not made it yet."""
+        try:
+            return self._view(self.value(name))
+        except TimeoutError:
+            raise KeyError(name) from None
+
+    def _view(self, value: Any) -> Any:
+        """A tensor as numpy: its own memory on a CPU (no copy), a copy from a GPU."""
         import numpy as np
 
-        with self.arrived:
-            value = self.values[name]  # a peer pulls a value once its unit has finished
         return value.numpy() if self.gpu else np.from_dlpack(value)
 
     def _command(self, message: dict, conn: socket.socket) -> None:
@@ -326,6 +382,8 @@ def register() -> None:
         "item": session.item,
         "fetch": session.fetch,
         "fill": session.fill,
+        "load_program": session.load_program,
+        "run_program": session.run_program,
         "probe": session.probe,
     }
     for name, fn in functions.items():

@@ -10,6 +10,7 @@ memory and a copy per crossing.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import os
@@ -91,7 +92,12 @@ class JobThread:
     """
 
     def __init__(self, name: str, setup: Callable[[], None]) -> None:
-        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        # a heap under a lock, and a token per job in a C queue to wake the thread: a
+        # ``queue.PriorityQueue`` waits on a Python condition, 25 us a wake-up on this host
+        # against 8 (``benchmarks/runtime/bench.py``)
+        self._heap: list[tuple[float, int, Callable[[], None] | None]] = []
+        self._heap_lock = threading.Lock()
+        self._tokens: queue.SimpleQueue = queue.SimpleQueue()
         self._order = itertools.count()
         self._setup_error: BaseException | None = None
         ready = threading.Event()
@@ -112,24 +118,28 @@ class JobThread:
             return
         ready.set()
         while True:
-            *_, job = self._jobs.get()
+            self._tokens.get()
+            with self._heap_lock:
+                *_, job = heapq.heappop(self._heap)
             if job is None:
                 return
             job()
 
-    def submit(self, job: Callable[[], None], priority: int = 0) -> None:
+    def submit(self, job: Callable[[], None], priority: float = 0) -> None:
         """Queue ``job``."""
-        self._jobs.put((priority, next(self._order), job))
+        with self._heap_lock:
+            heapq.heappush(self._heap, (priority, next(self._order), job))
+        self._tokens.put(None)
 
     def pending(self) -> int:
         """Jobs queued and not yet started."""
-        return self._jobs.qsize()
+        return len(self._heap)
 
     def close(self, timeout_s: float = 10.0) -> bool:
         """Stop after the jobs already queued; False when a job is still stuck after
         ``timeout_s`` (on a dead peer: it is left to the daemon thread)."""
         if self._thread.is_alive():
-            self._jobs.put((math.inf, next(self._order), None))
+            self.submit(None, math.inf)
             self._thread.join(timeout=timeout_s)
         return not self._thread.is_alive()
 

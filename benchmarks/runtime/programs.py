@@ -1,0 +1,175 @@
+"""A program per worker against dataflow dispatch: what the runtime adds per crossing and per run.
+
+    .venv/bin/python benchmarks/runtime/programs.py [--rounds 10] [--runs 100] [--remote]
+        [--out benchmarks/results/runtime_programs.jsonl]
+
+A chain of 64 tiny additions (``ir/workloads.chain_module``): placed alternately on two workers it
+is 64 units and 63 crossings (each a unit, a hand-over and a wake-up), on one worker a single
+unit. Per crossing = (alternating - one worker) / 63; per run = one pinned worker's run against
+the same unit called in the caller's thread (an unpinned device runs inline). Local: ``cpu@0`` /
+``cpu@1`` worker threads. ``--remote``: two ``tvm-hetero worker`` processes on loopback (runtime
+library only), one core each. Each arrangement by programs and by dataflow
+(``Executor(programs=False)``), every one in each of ``--rounds`` interleaved rounds; medians over
+all runs. ONNX Runtime runs the same 64 additions (one session, one thread) in the same rounds:
+what the peer takes for the whole chain on one device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+
+CHAIN = 64
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def _ort_chain(size: int):
+    """ONNX Runtime session of the same 64 additions of 1.0, one thread; ``run()`` per call."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    nodes = [
+        helper.make_node("Add", ["x" if i == 0 else f"h{i}", "one"], [f"h{i + 1}"])
+        for i in range(CHAIN)
+    ]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])],
+        [helper.make_tensor_value_info(f"h{CHAIN}", TensorProto.FLOAT, [size])], [one],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options)
+    onnx.checker.check_model(model)
+    x = {"x": np.zeros((size,), "float32")}
+    return lambda: session.run(None, x)
+
+
+def _start_workers(n: int) -> list[tuple[int, subprocess.Popen]]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    from conftest import _worker_args, free_port, launch, wait_until_started
+
+    env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
+    out = []
+    for core in range(n):
+        port = free_port()
+        proc = launch(["taskset", "-c", str(core), *_worker_args(port)], env)
+        out.append((port, wait_until_started(proc, "listening on")))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--remote", action="store_true")
+    parser.add_argument("--out", default="benchmarks/results/runtime_programs.jsonl")
+    args = parser.parse_args()
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import cpu_device, resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.ir.workloads import chain_module
+    from tvm_hetero.plan import Placement
+    from tvm_hetero.runtime.executor import Executor
+
+    model = load_model(chain_module(CHAIN), name="chain")
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    procs: list[subprocess.Popen] = []
+    if args.remote:
+        started = _start_workers(2)
+        procs = [p for _, p in started]
+        a, b = (
+            dataclasses.replace(cpu_device(0), name=n, host=f"127.0.0.1:{port}", threads=1)
+            for n, (port, _) in zip(("edge-a", "edge-b"), started, strict=True)
+        )
+        pair, alone = (a, b), (a,)
+    else:
+        pair, alone = (resolve_device("cpu@0"), resolve_device("cpu@1")), (resolve_device("cpu@1"),)
+    names = tuple(d.name for d in pair)
+    alternating = Placement(names, {n: 1 for i, n in enumerate(ids) if i % 2})
+    deployments = {
+        "alternating": api.compile(model, list(pair), alternating).deployment,
+        "one worker": api.compile(model, list(alone)).deployment,
+        "inline": api.compile(model, [resolve_device("cpu")]).deployment,
+    }
+    x = {"x": np.zeros((8,), "float32")}
+    ort_run = _ort_chain(8)
+    samples: dict[str, list[float]] = {}
+    arrangements = [(k, m) for k in ("alternating", "one worker") for m in ("programs", "dataflow")]
+    try:
+        with ExitStack() as stack:
+            executors = {
+                (k, m): stack.enter_context(
+                    Executor(deployments[k], programs=m == "programs", timeout_s=30)
+                )
+                for k, m in arrangements
+            }
+            executors[("inline", "-")] = stack.enter_context(Executor(deployments["inline"]))
+            for r in range(args.rounds):
+                for key, ex in executors.items():
+                    stats = ex.time(x, repeat=args.runs, warmup=10)
+                    samples.setdefault(" ".join(key).strip(" -"), []).extend(stats.samples_ms)
+                times = []
+                for i in range(args.runs + 10):
+                    start = time.perf_counter()
+                    ort_run()
+                    if i >= 10:
+                        times.append((time.perf_counter() - start) * 1e3)
+                samples.setdefault("onnxruntime", []).extend(times)
+                print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+            assert executors[("alternating", "programs")].programs is not None
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)
+    us = {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    row = {
+        "what": "runtime programs vs dataflow",
+        "where": "remote (loopback, 2 worker processes)" if args.remote else "local threads",
+        "host": _cpu_name(),
+        "cores": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "commit": commit.stdout.strip(),
+        "rounds": args.rounds,
+        "runs": args.runs,
+        "median_us": us,
+    }
+    for mode in ("programs", "dataflow"):
+        row[f"per_crossing_us_{mode}"] = (us[f"alternating {mode}"] - us[f"one worker {mode}"]) / (
+            CHAIN - 1
+        )
+        row[f"per_run_us_{mode}"] = us[f"one worker {mode}"] - us["inline"]
+    print(f"{row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs")
+    print(f"{'arrangement':28} {'median us':>10}")
+    for k, v in us.items():
+        print(f"{k:28} {v:10.1f}")
+    for mode in ("programs", "dataflow"):
+        print(f"{mode:9}: {row[f'per_crossing_us_{mode}']:6.1f} us a crossing, "
+              f"{row[f'per_run_us_{mode}']:6.1f} us a run on one worker beyond inline")  # fmt: skip
+    with open(args.out, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

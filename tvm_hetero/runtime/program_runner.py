@@ -1,0 +1,195 @@
+"""Runs of a deployment by programs (:mod:`.programs`): each worker started once a run.
+
+A local worker's thread runs its program for every microbatch in turn, waiting on a latch for a
+value another local thread hands over, taking a value a remote worker made from that worker's data
+port (answered once it exists there), and sending what a remote worker reads to its data port as
+the step that made it ends. A remote worker is sent its program once, at load; a run is one call
+to it (``tvm_hetero.worker.run_program``) that runs every microbatch there, and its values go to
+its peers by push. The caller sends the inputs remote workers read, starts every worker, and waits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import tvm
+
+from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.programs import Latch
+from tvm_hetero.runtime.remote_worker import RemoteValue
+from tvm_hetero.runtime.runs import Event, Run, bare, release
+
+if TYPE_CHECKING:
+    from tvm_hetero.runtime.executor import Executor
+    from tvm_hetero.runtime.programs import Programs
+
+
+def remote_ops(executor: Executor, device: int) -> list[dict[str, Any]]:
+    """The program of remote worker ``device`` as it is sent there: its units and items, each
+    with the peers its value is pushed to (data-port addresses) and, for a unit, who makes
+    each of its inputs (a value that does not arrive in time blames its maker)."""
+    programs, steps = executor.programs, executor.deployment.steps
+    ops: list[dict[str, Any]] = []
+    for i in programs.steps[device]:
+        step = steps[i]
+        pushes = [
+            [executor.workers[k].address[0], executor.workers[k].data_port, name]
+            for k, name in programs.sends[i]
+        ]
+        if step.kind == "unit":
+            makers = {v: _maker(executor, v) for v in step.inputs}
+            ops.append({"op": "unit", "step": i, "function": step.function, "out": step.name,
+                        "inputs": list(step.inputs), "pushes": pushes, "from": makers})  # fmt: skip
+        elif step.kind == "item":
+            ops.append({"op": "item", "step": i, "src": step.inputs[0], "index": step.index,
+                        "out": step.name, "pushes": pushes})  # fmt: skip
+    return ops
+
+
+def _maker(executor: Executor, value: str) -> str | None:
+    """The remote device that makes ``value`` (through copies and items), None for the client."""
+    programs, index = executor.programs, executor.index
+    while (i := index.get(value)) is not None and executor.deployment.steps[i].kind != "unit":
+        value = executor.deployment.steps[i].inputs[0]
+    if i is None or programs.owner[i] not in programs.remote:
+        return None
+    return executor.deployment.devices[programs.owner[i]].name
+
+
+class ProgramRunner:
+    """Runs ``executor``'s deployment by its programs (``executor.programs``)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.ex = executor
+        programs: Programs = executor.programs
+        remote, steps = programs.remote, executor.deployment.steps
+        # what a local thread runs: not a copy onto a remote worker (its producer sent it)
+        self.local = {
+            k: tuple(i for i in mine if not (steps[i].kind == "copy" and steps[i].device in remote))
+            for k, mine in programs.steps.items() if k not in remote
+        }  # fmt: skip
+        # values held on remote workers, each named there RUN/MICROBATCH:NAME (a copy's is
+        # held on the device it copies onto), and copies onto a device with no worker: the
+        # value where its source is
+        self.held_remotely, self.aliases = [], []
+        for i, step in enumerate(steps):
+            holder = step.device if step.kind == "copy" else programs.owner[i]
+            if holder in remote:
+                self.held_remotely.append((step.name, holder))
+            elif step.kind == "copy" and step.device not in executor.workers:
+                self.aliases.append((step.name, step.inputs[0]))
+        self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}  # latch's step
+        self.run_id = 0
+        for k in remote:
+            executor.workers[k].load_program(remote_ops(executor, k))
+
+    def run(self, batches: Sequence[Sequence[tvm.runtime.Tensor]]) -> list[dict[str, Any]]:
+        """:meth:`Executor.run_many` by programs."""
+        ex, programs = self.ex, self.ex.programs
+        self.run_id += 1
+        start = time.perf_counter()
+        workers = len(self.local) + len(programs.remote)
+        runs = [Run(workers, (), k, start) for k in range(len(batches))]
+        for run, tensors in zip(runs, batches, strict=True):
+            run.values.update(zip((i.name for i in ex.deployment.inputs), tensors, strict=True))
+            run.latches = [Latch() for _ in range(programs.handovers)]
+            prefix = f"{self.run_id}/{run.index}:"
+            for name, k in self.held_remotely:
+                run.values[name] = RemoteValue(ex.workers[k], prefix + name, -1)
+            for name, source in self.aliases:
+                if isinstance(run.values.get(source), RemoteValue):
+                    run.values[name] = run.values[source]
+            for value, k, name in programs.start_sends:
+                ex.workers[k].put(prefix + name, run.values[value])
+            if not ex.deployment.steps:
+                run.done.set()
+        for device, steps in self.local.items():
+            ex.workers[device].submit(lambda steps=steps: self._local(runs, steps))
+        for device in programs.remote:
+            ex.workers[device].submit(lambda device=device: self._remote(runs, device))
+        return ex.finish(runs, start)
+
+    def _local(self, runs: list[Run], steps: tuple[int, ...]) -> None:
+        """One local worker's program (``steps``) for each run in turn, on its thread."""
+        ex, programs = self.ex, self.ex.programs
+        waits, sets, sends = programs.waits, programs.sets, programs.sends
+        names = [s.name for s in ex.deployment.steps]
+        for run in runs:
+            running = run.running
+            for i in steps:
+                for h in waits[i]:
+                    if not run.latches[h].wait(ex.timeout_s) and run.error is None:
+                        # blamed on the step that did not hand it over (the watchdog may
+                        # not have looked yet)
+                        run.error = ex.overdue(ex.deployment.steps[self.maker[h]])
+                if run.error is not None:
+                    break
+                ex.perform(run, i)
+                if run.error is not None:
+                    break
+                running.pop(i, None)
+                for k, name in sends[i]:
+                    self._send(run, i, k, f"{self.run_id}/{run.index}:{name}", names[i])
+                for h in sets[i]:
+                    run.latches[h].set()
+            self._end(run)
+
+    def _send(self, run: Run, i: int, device: int, name: str, value: str) -> None:
+        """Value ``value`` of step ``i`` sent to remote worker ``device`` as ``name``."""
+        worker, start = self.ex.workers[device], time.perf_counter()
+        try:
+            worker.put(name, run.values[value])
+        except BaseException as err:  # the worker's RunError
+            run.error = run.error or bare(err)
+            return
+        end = time.perf_counter()
+        run.events.append(
+            Event(name.partition(":")[2], worker.name, "copy", start - run.start,
+                  end - run.start, run.index)
+        )  # fmt: skip
+
+    def _remote(self, runs: list[Run], device: int) -> None:
+        """One remote worker's program for every run: one call, on its client thread."""
+        ex, worker = self.ex, self.ex.workers[device]
+        start = time.perf_counter()
+        # judged later than the programs' own waits, which blame the worker they wait for
+        grace = min(0.5 * ex.timeout_s, 5.0)
+        for run in runs:
+            run.running[-1 - device] = start + grace
+        try:
+            answer = worker.run_program(self.run_id, len(runs), ex.timeout_s)
+        except BaseException as err:
+            error = bare(err if isinstance(err, RunError) else RunError(f"run: {err}", worker.name))
+            for run in runs:
+                run.error = run.error or error
+        else:
+            steps = ex.deployment.steps
+            for i, k, began, ended, waited, arity in answer:
+                run = runs[k]
+                name = steps[i].name
+                if steps[i].kind == "unit":
+                    run.events.append(
+                        Event(name, worker.name, "unit", start + began - run.start,
+                              start + ended - run.start, k, waited)
+                    )  # fmt: skip
+                if arity >= 0:
+                    held = run.values[name]
+                    run.values[name] = RemoteValue(held.worker, held.name, arity)
+        for run in runs:
+            run.running.pop(-1 - device, None)
+            self._end(run)
+
+    def _end(self, run: Run) -> None:
+        """A worker is done with ``run`` (a failed run's hand-overs are all set, so no program
+        waits for a value that will not come)."""
+        if run.error is not None:
+            release(run)
+            run.done.set()
+        with run.lock:
+            run.pending -= 1
+            finished = run.pending == 0
+        if finished:
+            run.end = time.perf_counter()
+            run.done.set()
