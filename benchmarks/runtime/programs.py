@@ -22,10 +22,10 @@ import json
 import os
 import platform
 import signal
+import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,7 @@ def _ort_chain(size: int):
         nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])],
         [helper.make_tensor_value_info(f"h{CHAIN}", TensorProto.FLOAT, [size])], [one],
     )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     session = ort.InferenceSession(model.SerializeToString(), options)
@@ -65,15 +65,21 @@ def _ort_chain(size: int):
 
 
 def _start_workers(n: int) -> list[tuple[int, subprocess.Popen]]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-    from conftest import _worker_args, free_port, launch, wait_until_started
-
+    """``n`` ``tvm-hetero worker`` processes (runtime library only), worker k on core k."""
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
     out = []
     for core in range(n):
-        port = free_port()
-        proc = launch(["taskset", "-c", str(core), *_worker_args(port)], env)
-        out.append((port, wait_until_started(proc, "listening on")))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        args = ["worker", "--port", str(port), "--port-end", str(port + 1)]
+        proc = subprocess.Popen(
+            ["taskset", "-c", str(core), sys.executable, "-m", "tvm_hetero.cli.main", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            start_new_session=True, env=env,
+        )  # fmt: skip
+        assert "listening" in proc.stdout.readline()
+        out.append((port, proc))
     return out
 
 
@@ -117,28 +123,24 @@ def main() -> None:
     ort_run = _ort_chain(8)
     samples: dict[str, list[float]] = {}
     arrangements = [(k, m) for k in ("alternating", "one worker") for m in ("programs", "dataflow")]
+    keys = [*arrangements, ("inline", "-")]
+    programs_seen = []
     try:
-        with ExitStack() as stack:
-            executors = {
-                (k, m): stack.enter_context(
-                    Executor(deployments[k], programs=m == "programs", timeout_s=30)
-                )
-                for k, m in arrangements
-            }
-            executors[("inline", "-")] = stack.enter_context(Executor(deployments["inline"]))
-            for r in range(args.rounds):
-                for key, ex in executors.items():
+        for r in range(args.rounds):
+            for k, m in keys:  # each opened every round: a remote worker serves one session
+                with Executor(deployments[k], programs=m != "dataflow", timeout_s=30) as ex:
                     stats = ex.time(x, repeat=args.runs, warmup=10)
-                    samples.setdefault(" ".join(key).strip(" -"), []).extend(stats.samples_ms)
-                times = []
-                for i in range(args.runs + 10):
-                    start = time.perf_counter()
-                    ort_run()
-                    if i >= 10:
-                        times.append((time.perf_counter() - start) * 1e3)
-                samples.setdefault("onnxruntime", []).extend(times)
-                print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-            assert executors[("alternating", "programs")].programs is not None
+                    programs_seen.append((k, m, ex.programs is not None))
+                samples.setdefault(f"{k} {m}".strip(" -"), []).extend(stats.samples_ms)
+            times = []
+            for i in range(args.runs + 10):
+                start = time.perf_counter()
+                ort_run()
+                if i >= 10:
+                    times.append((time.perf_counter() - start) * 1e3)
+            samples.setdefault("onnxruntime", []).extend(times)
+            print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+        assert ("alternating", "programs", True) in programs_seen
     finally:
         for proc in procs:
             os.killpg(proc.pid, signal.SIGKILL)

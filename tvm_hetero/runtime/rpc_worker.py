@@ -55,6 +55,8 @@ from typing import Any
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
 PREFIX = "tvm_hetero.worker."
 _BIND = {"host": "127.0.0.1"}  # the address the server listens on (data port: the same)
+INLINE_PUSH_BYTES = 256 * 2**10
+"""A program's value up to this size is pushed from the program's own thread."""
 ARRIVAL_TIMEOUT_S = 120.0
 """How long a unit waits for a pulled input before it fails (the client's own timeout, ``run
 --timeout``, is usually shorter and names the worker first)."""
@@ -254,12 +256,24 @@ class _Session:
                     result = self.value(prefix + op["src"], wait_s)[op["index"]]
                 self.hold(prefix + op["out"], result)
                 if op["pushes"]:
-                    view = self._view(result)
-                    for host, port, name in op["pushes"]:
-                        self.pushes.put((host, int(port), prefix + name, view))
+                    self._push(self._view(result), prefix, op["pushes"])
                 end = time.perf_counter()
                 events.append([op["step"], mb, start - t0, end - t0, waited, _arity(result)])
         return json.dumps(events)
+
+    def _push(self, view: Any, prefix: str, pushes: list) -> None:
+        """Send ``view`` to each of ``pushes`` (``[host, port, name]``): a small tensor at once,
+        from this thread (it fits the socket's buffer, and the push thread's wake-up cost a
+        crossing more than the send), a large one from the push thread, so the program goes
+        on computing while it leaves."""
+        for host, port, name in pushes:
+            if view.nbytes > INLINE_PUSH_BYTES:
+                self.pushes.put((host, int(port), prefix + name, view))
+                continue
+            try:
+                self.fetcher.tell(host, int(port), {"put": prefix + name, "from": self.name}, view)
+            except OSError:  # the consumer's own wait fails, blaming this worker
+                continue
 
     def _pusher(self) -> None:
         """Start the push thread (once)."""
