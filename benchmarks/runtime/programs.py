@@ -88,6 +88,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--remote", action="store_true")
+    parser.add_argument(
+        "--zoo",
+        help="a zoo model instead of the chain (every other operator "
+        "on the second worker; ONNX Runtime not run)",
+    )
     parser.add_argument("--out", default="benchmarks/results/runtime_programs.jsonl")
     args = parser.parse_args()
 
@@ -98,8 +103,9 @@ def main() -> None:
     from tvm_hetero.ir.workloads import chain_module
     from tvm_hetero.plan import Placement
     from tvm_hetero.runtime.executor import Executor
+    from tvm_hetero.zoo import load_zoo_model
 
-    model = load_model(chain_module(CHAIN), name="chain")
+    model = load_zoo_model(args.zoo) if args.zoo else load_model(chain_module(CHAIN), name="chain")
     ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
     procs: list[subprocess.Popen] = []
     if args.remote:
@@ -119,8 +125,9 @@ def main() -> None:
         "one worker": api.compile(model, list(alone)).deployment,
         "inline": api.compile(model, [resolve_device("cpu")]).deployment,
     }
-    x = {"x": np.zeros((8,), "float32")}
-    ort_run = _ort_chain(8)
+    x = model.random_inputs() if args.zoo else {"x": np.zeros((8,), "float32")}
+    ort_run = (lambda: None) if args.zoo else _ort_chain(8)
+    crossings = len(deployments["alternating"].units) - 1
     samples: dict[str, list[float]] = {}
     arrangements = [(k, m) for k in ("alternating", "one worker") for m in ("programs", "dataflow")]
     keys = [*arrangements, ("inline", "-")]
@@ -138,7 +145,8 @@ def main() -> None:
                 ort_run()
                 if i >= 10:
                     times.append((time.perf_counter() - start) * 1e3)
-            samples.setdefault("onnxruntime", []).extend(times)
+            if not args.zoo:
+                samples.setdefault("onnxruntime", []).extend(times)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         assert ("alternating", "programs", True) in programs_seen
     finally:
@@ -148,6 +156,8 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     row = {
         "what": "runtime programs vs dataflow",
+        "model": args.zoo or f"chain of {CHAIN} adds",
+        "crossings": crossings,
         "where": "remote (loopback, 2 worker processes)" if args.remote else "local threads",
         "host": _cpu_name(),
         "cores": os.cpu_count(),
@@ -162,7 +172,9 @@ def main() -> None:
             CHAIN - 1
         )
         row[f"per_run_us_{mode}"] = us[f"one worker {mode}"] - us["inline"]
-    print(f"{row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs")
+    print(
+        f"{row['model']}, {row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs"
+    )
     print(f"{'arrangement':28} {'median us':>10}")
     for k, v in us.items():
         print(f"{k:28} {v:10.1f}")
