@@ -2,6 +2,7 @@
 
     sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
         [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host] [--events] [--alone]
+        [--compare]
 
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
@@ -107,6 +108,8 @@ def main() -> None:
     parser.add_argument("--quota", type=float, default=0.45)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", action="store_true", help="print the last run's events")
+    parser.add_argument("--compare", action="store_true",
+                        help="run each plan by dataflow too (Executor(programs=False))")  # fmt: skip
     parser.add_argument("--alone", action="store_true",
                         help="also run each step alone (Executor(alone=True)): every unit's "
                              "time alone on its device beside its time together")  # fmt: skip
@@ -161,8 +164,10 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
                     f"{s.compute_s * 1e3:6.2f} ms, move in {s.move_in_s * 1e3:5.2f} ms"
                 )
         inputs = model.random_inputs()
-        with Executor(built, timeout_s=300) as ex:
-            together = report(label, ex, args.runs, ex.place_inputs(inputs), args.events)
+        for programs in (True, False) if args.compare else (True,):
+            name = label if programs else f"{label} (by dataflow)"
+            with Executor(built, timeout_s=300, programs=programs) as ex:
+                together = report(name, ex, args.runs, ex.place_inputs(inputs), args.events)
         if args.alone:
             with Executor(built, timeout_s=300, alone=True) as ex:
                 report_alone(label, ex, args.runs, ex.place_inputs(inputs), together)

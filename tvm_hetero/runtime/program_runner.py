@@ -73,13 +73,20 @@ class ProgramRunner:
         # values held on remote workers, each named there RUN/MICROBATCH:NAME (a copy's is
         # held on the device it copies onto), and copies onto a device with no worker: the
         # value where its source is
+        # held on remote workers: only those this process reads have a placeholder here (one
+        # per step of a 1000-step model cost the client a millisecond a run)
+        read_here = set(executor.deployment.outputs)
+        for mine in self.local.values():
+            read_here.update(v for i in mine for v in steps[i].inputs)
         self.held_remotely, self.aliases = [], []
+        for step in steps:
+            if step.kind == "copy" and step.device not in executor.workers:
+                self.aliases.append((step.name, step.inputs[0]))
+                read_here.add(step.inputs[0])
         for i, step in enumerate(steps):
             holder = step.device if step.kind == "copy" else programs.owner[i]
-            if holder in remote:
+            if holder in remote and step.name in read_here:
                 self.held_remotely.append((step.name, holder))
-            elif step.kind == "copy" and step.device not in executor.workers:
-                self.aliases.append((step.name, step.inputs[0]))
         self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}  # latch's step
         self.run_id = 0
         for k in remote:
@@ -174,8 +181,8 @@ class ProgramRunner:
                         Event(name, worker.name, "unit", start + began - run.start,
                               start + ended - run.start, k, waited)
                     )  # fmt: skip
-                if arity >= 0:
-                    held = run.values[name]
+                held = run.values.get(name) if arity >= 0 else None
+                if held is not None:  # a tuple this process reads
                     run.values[name] = RemoteValue(held.worker, held.name, arity)
         for run in runs:
             run.running.pop(-1 - device, None)

@@ -31,7 +31,7 @@ from tvm_hetero.runtime.rpc_worker import PREFIX
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("write", "load", "get", "call", "call_push", "item", "load_program", "run_program")
+_FUNCTIONS = ("write", "load", "call", "call_push", "item", "load_program", "run_program")
 UPLOAD_CHUNK_BYTES = 16 * 2**20
 """A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
 ``upload`` holds a whole file in the worker two or three times over while it arrives, which

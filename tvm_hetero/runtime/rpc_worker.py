@@ -14,7 +14,9 @@ it (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.get(name)``: a value to the client (inputs come on the data port).
+- ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s)``: keep
+  this worker's program, then run it for every microbatch of a run (one call a run; the client
+  sends inputs and takes outputs on the data port, whose server answers a name once it is held).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
   returns ``[arity, waited_s, item_arities]`` as JSON (``waited_s``: how long the unit waited
   here for inputs still arriving, which the client's timeline does not count as busy); a tuple's
@@ -390,7 +392,6 @@ def register() -> None:
     functions = {
         "write": session.write,
         "load": session.load,
-        "get": session.value,
         "call": session.call,
         "call_push": session.call_push,
         "item": session.item,
