@@ -91,6 +91,7 @@ def test_remote_workers_get_their_values_sent_and_local_threads_pull_theirs():
     ]
     programs = worker_programs(_deployment(steps, ["d"]), [0, 1, 2], remote=[1, 2])
     assert programs.owner == (0, 0, 1, 2, 2, 0, 0)
+    assert programs.holder == (0, 1, 1, 2, 2, 0, 0)  # a1 is held where it was sent
     assert programs.sends == (((1, "a1"),), (), ((2, "b2"),), (), (), (), ())
     assert programs.start_sends == (("x", 1, "x"),)
     assert programs.handovers == 0

@@ -57,11 +57,11 @@ class Executor:
         of one tile prices, to set beside the same units run together (a diagnosis: no
         overlap, so the run takes the sum of its steps).
     programs : bool
-        Run local CPU workers by their programs (:mod:`tvm_hetero.runtime.programs`: each
-        worker is started once a run and runs its steps in order, waiting only for values
-        another worker hands over); ``False``: by dataflow, every step handed to its worker as
-        its inputs become ready (the runtime before, kept to measure against, and still the
-        one for GPU and remote workers).
+        Run local CPU workers and remote workers by their programs
+        (:mod:`tvm_hetero.runtime.programs`: each worker is started once a run and runs its
+        steps in order, waiting only for values another worker hands over); ``False``: by
+        dataflow, every step handed to its worker as its inputs become ready (the runtime
+        before, kept to measure against, and still the one for a local GPU).
     """
 
     def __init__(

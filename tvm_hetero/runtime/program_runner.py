@@ -70,11 +70,10 @@ class ProgramRunner:
             k: tuple(i for i in mine if not (steps[i].kind == "copy" and steps[i].device in remote))
             for k, mine in programs.steps.items() if k not in remote
         }  # fmt: skip
-        # values held on remote workers, each named there RUN/MICROBATCH:NAME (a copy's is
-        # held on the device it copies onto), and copies onto a device with no worker: the
-        # value where its source is
-        # held on remote workers: only those this process reads have a placeholder here (one
-        # per step of a 1000-step model cost the client a millisecond a run)
+        # values held on remote workers, each named there RUN/MICROBATCH:NAME: only those this
+        # process reads have a placeholder here (one per step of a 1000-step model cost the
+        # client a millisecond a run); a copy onto a device with no worker is the value where
+        # its source is
         read_here = set(executor.deployment.outputs)
         for mine in self.local.values():
             read_here.update(v for i in mine for v in steps[i].inputs)
@@ -83,11 +82,12 @@ class ProgramRunner:
             if step.kind == "copy" and step.device not in executor.workers:
                 self.aliases.append((step.name, step.inputs[0]))
                 read_here.add(step.inputs[0])
-        for i, step in enumerate(steps):
-            holder = step.device if step.kind == "copy" else programs.owner[i]
-            if holder in remote and step.name in read_here:
+        aliased = {name for name, _ in self.aliases}
+        for step, holder in zip(steps, programs.holder, strict=True):
+            if holder in remote and step.name in read_here and step.name not in aliased:
                 self.held_remotely.append((step.name, holder))
         self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}  # latch's step
+        self.names = [s.name for s in steps]
         self.run_id = 0
         for k in remote:
             executor.workers[k].load_program(remote_ops(executor, k))
@@ -121,8 +121,7 @@ class ProgramRunner:
     def _local(self, runs: list[Run], steps: tuple[int, ...]) -> None:
         """One local worker's program (``steps``) for each run in turn, on its thread."""
         ex, programs = self.ex, self.ex.programs
-        waits, sets, sends = programs.waits, programs.sets, programs.sends
-        names = [s.name for s in ex.deployment.steps]
+        waits, sets, sends, names = programs.waits, programs.sets, programs.sends, self.names
         for run in runs:
             running = run.running
             for i in steps:
@@ -138,13 +137,13 @@ class ProgramRunner:
                     break
                 running.pop(i, None)
                 for k, name in sends[i]:
-                    self._send(run, i, k, f"{self.run_id}/{run.index}:{name}", names[i])
+                    self._send(run, k, f"{self.run_id}/{run.index}:{name}", names[i])
                 for h in sets[i]:
                     run.latches[h].set()
             self._end(run)
 
-    def _send(self, run: Run, i: int, device: int, name: str, value: str) -> None:
-        """Value ``value`` of step ``i`` sent to remote worker ``device`` as ``name``."""
+    def _send(self, run: Run, device: int, name: str, value: str) -> None:
+        """Value ``value`` sent to remote worker ``device`` as ``name``."""
         worker, start = self.ex.workers[device], time.perf_counter()
         try:
             worker.put(name, run.values[value])

@@ -57,6 +57,9 @@ class Programs:
         caller before the workers start.
     remote : frozenset of int
         The devices whose worker is remote: their programs run there, one call a run.
+    holder : tuple of int
+        Per step, the device that holds its value: its owner's, but a copy onto a remote
+        worker's value is held there, whoever sent it.
     """
 
     owner: tuple[int, ...]
@@ -67,6 +70,7 @@ class Programs:
     sends: tuple[tuple[tuple[int, str], ...], ...] = ()
     start_sends: tuple[tuple[str, int, str], ...] = ()
     remote: frozenset[int] = frozenset()
+    holder: tuple[int, ...] = ()
 
 
 def worker_programs(
@@ -142,13 +146,14 @@ def worker_programs(
     steps = {k: tuple(i for i, o in enumerate(owner) if o == k) for k in sorted(workers)}
     return Programs(
         tuple(owner), steps, tuple(waits), tuple(map(tuple, sets)), len(latch),
-        tuple(map(tuple, sends)), tuple(dict.fromkeys(start_sends)), remote,
+        tuple(map(tuple, sends)), tuple(dict.fromkeys(start_sends)), remote, tuple(holder),
     )  # fmt: skip
 
 
 class Latch:
-    """Set once, waited on by one thread or more; a lock held until set (a Python
-    ``threading.Event`` took 13 us a wake-up on this host, a lock 8: ``benchmarks/runtime``)."""
+    """Set once, waited on by one thread or more; a lock held until set (in a ping-pong
+    between two threads on this host, 2026-11-28, a ``threading.Event`` woke its waiter in
+    13 us, a lock in 8)."""
 
     __slots__ = ("_lock",)
 

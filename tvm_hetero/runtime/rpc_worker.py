@@ -42,6 +42,7 @@ it (see :mod:`.tensor_link`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -271,11 +272,8 @@ class _Session:
         for host, port, name in pushes:
             if view.nbytes > INLINE_PUSH_BYTES:
                 self.pushes.put((host, int(port), prefix + name, view))
-                continue
-            try:
-                self.fetcher.tell(host, int(port), {"put": prefix + name, "from": self.name}, view)
-            except OSError:  # the consumer's own wait fails, blaming this worker
-                continue
+            else:
+                self._deliver(host, int(port), prefix + name, view)
 
     def _pusher(self) -> None:
         """Start the push thread (once)."""
@@ -288,11 +286,13 @@ class _Session:
         """Send what :meth:`call_push` queued; a consumer that cannot be reached fails its own
         call (its worker is gone) or, where the link alone broke, waits out its arrival timeout."""
         while True:
-            host, port, name, array = self.pushes.get()
-            try:
-                self.fetcher.tell(host, port, {"put": name, "from": self.name}, array)
-            except OSError:
-                continue
+            self._deliver(*self.pushes.get())
+
+    def _deliver(self, host: str, port: int, name: str, array: Any) -> None:
+        """Push ``array`` to the data port at ``host:port`` as ``name``; one that cannot be
+        reached is dropped (its consumer's own wait fails, blaming this worker)."""
+        with contextlib.suppress(OSError):
+            self.fetcher.tell(host, port, {"put": name, "from": self.name}, array)
 
     def item(self, src: str, index: int, out: str) -> int:
         item = self.value(src)[index]
