@@ -5,11 +5,14 @@ import warnings
 import numpy as np
 import onnx
 import pytest
+import tvm
 from onnx import TensorProto, helper, numpy_helper
+from tvm import relax
 
 from tvm_hetero import api
 from tvm_hetero.devices import cpu_device
-from tvm_hetero.frontends import UnsupportedOperatorError, load_model
+from tvm_hetero.frontends import ModelLoadError, UnsupportedOperatorError, load_model
+from tvm_hetero.ir.recurrent import RECURRENT_ATTR
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -63,15 +66,16 @@ def _recurrent_model(path, op, *, direction="forward", layout=0, bias=True, lens
     return feeds
 
 
-def _matches_onnx_runtime(path, feeds, reference=None):
-    """Our build of ``path`` against ONNX Runtime on ``reference`` (default ``path``)."""
+def _matches_onnx_runtime(path, feeds, reference=None, recurrent="loop"):
+    """Our build of ``path`` (``recurrent`` form) against ONNX Runtime on ``reference``
+    (default ``path``)."""
     session = ort.InferenceSession(str(reference or path), providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds if reference is None else _batch_second(feeds))
     if reference is not None:  # back to layout 1: Y (batch, seq, dirs, h), states (batch, dirs, h)
         expected = [
             e.transpose(2, 0, 1, 3) if e.ndim == 4 else e.transpose(1, 0, 2) for e in expected
         ]
-    got = api.reference_outputs(load_model(path), feeds, cpu_device())
+    got = api.reference_outputs(load_model(path, recurrent=recurrent), feeds, cpu_device())
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
@@ -113,8 +117,25 @@ CASES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_matches_onnx_runtime(case, tmp_path):
+LOOPED = {"lstm_forward", "lstm_reverse_no_bias", "lstm_bidirectional_states_layout1",
+          "lstm_only_last_state", "gru_linear_before_reset", "rnn_forward"}  # fmt: skip
+"""The cases a loop kernel computes (default activations, no clip, peepholes, input_forget
+or lengths; a GRU with linear_before_reset); the others are unrolled in either form."""
+
+
+def _loop_kernels(model):
+    return [
+        gv.name_hint
+        for gv, func in model.mod.functions_items()
+        if isinstance(func, tvm.tirx.PrimFunc) and RECURRENT_ATTR in func.attrs
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "recurrent"),
+    [(c, "loop") for c in sorted(CASES)] + [(c, "unrolled") for c in sorted(LOOPED)],
+)  # a case no loop kernel computes is unrolled either way
+def test_matches_onnx_runtime(case, recurrent, tmp_path):
     op, options = CASES[case]
     path = tmp_path / f"{case}.onnx"
     feeds = _recurrent_model(path, op, **options)
@@ -122,7 +143,26 @@ def test_matches_onnx_runtime(case, tmp_path):
     if options.get("layout"):  # the same weights in layout 0 for ONNX Runtime
         reference = tmp_path / "layout0.onnx"
         _recurrent_model(reference, op, **{**options, "layout": 0})
-    _matches_onnx_runtime(path, feeds, reference)
+    _matches_onnx_runtime(path, feeds, reference, recurrent)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_loop_kernel_a_direction_where_the_cell_allows(case, tmp_path):
+    op, options = CASES[case]
+    path = tmp_path / f"{case}.onnx"
+    _recurrent_model(path, op, **options)
+    looped = load_model(path)
+    calls = [
+        b.value
+        for block in looped.mod["main"].body.blocks
+        for b in block.bindings
+        if isinstance(b.value, relax.Call) and b.value.op.name == "relax.call_tir"
+    ]
+    kernels = set(_loop_kernels(looped))
+    directions = 2 if options.get("direction") == "bidirectional" else 1
+    want = directions if case in LOOPED else 0
+    assert sum(c.args[0].name_hint in kernels for c in calls) == want
+    assert _loop_kernels(load_model(path, recurrent="unrolled")) == []
 
 
 def test_symbolic_sequence_asks_for_the_shape(tmp_path):
@@ -191,3 +231,11 @@ def test_torch_exports_match_onnx_runtime(case, tmp_path):
     flat = [x] + ([*args[1]] if op == "LSTM" and with_state else list(args[1:]))
     feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), flat, strict=True)}
     _matches_onnx_runtime(path, feeds)
+    assert bool(_loop_kernels(load_model(path))) == (case != "rnn_relu_2_layers")
+
+
+def test_an_unknown_recurrent_form_is_refused(tmp_path):
+    path = tmp_path / "rnn.onnx"
+    _recurrent_model(path, "RNN")
+    with pytest.raises(ModelLoadError, match="recurrent='fused' is not one of loop, unrolled"):
+        load_model(path, recurrent="fused")

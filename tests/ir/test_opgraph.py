@@ -1,6 +1,7 @@
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 import tvm
 from tvm import relax
@@ -101,11 +102,7 @@ def test_zoo_graphs_match_relax_function(name):
     for node in g.nodes:
         if node.op == "relax.matmul":
             a, b = node.inputs[0].shape, node.inputs[1].shape
-            batch = (
-                math.prod(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=False))
-                if len(a) > 2
-                else 1
-            )
+            batch = math.prod(np.broadcast_shapes(a[:-2], b[:-2]))  # (s, b, k) @ (k, n) too
             assert node.flops == 2 * batch * a[-2] * a[-1] * b[-1]
         if node.op == "relax.nn.conv2d":
             out, w = node.outputs[0].shape, node.inputs[1].shape

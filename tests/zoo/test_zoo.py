@@ -3,6 +3,7 @@ import pytest
 import tvm
 
 from tvm_hetero import api
+from tvm_hetero.devices import cpu_device
 from tvm_hetero.zoo import ZOO, UnknownModelError, build_config, load_zoo_model
 
 
@@ -23,7 +24,9 @@ def test_tiny_models_run_and_are_deterministic(name, two_cpus):
 
 
 def test_paper_presets_follow_the_papers():
-    assert build_config("lstm") == dict(batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2)
+    assert build_config("lstm") == dict(
+        batch=16, seq_len=1, input_size=80, hidden=64, num_layers=2, recurrent="loop"
+    )
     bert = build_config("bert-base")
     assert (bert["hidden"], bert["layers"], bert["heads"], bert["ffn"]) == (768, 12, 12, 3072)
     vit_h = build_config("vit-huge")
@@ -54,3 +57,16 @@ def test_gpt2_is_causal(two_cpus):
     b = api.reference_outputs(model, {"ids": changed}, two_cpus[0])[0]
     np.testing.assert_allclose(a[0, :-1], b[0, :-1], rtol=1e-5, atol=1e-5)
     assert not np.allclose(a[0, -1], b[0, -1])
+
+
+def test_recurrent_layers_as_loops_or_unrolled_compute_the_same():
+    loop = load_zoo_model("siamese-lstm:tiny")
+    unrolled = load_zoo_model("siamese-lstm:tiny", recurrent="unrolled")
+    assert "call_tir" in loop.mod["main"].script()
+    assert "call_tir" not in unrolled.mod["main"].script()
+    rng = np.random.default_rng(0)
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in loop.inputs}
+    got, want = (api.reference_outputs(m, feeds, cpu_device()) for m in (loop, unrolled))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(UnknownModelError, match="recurrent='fused' is not one of loop"):
+        load_zoo_model("lstm:tiny", recurrent="fused")

@@ -19,6 +19,9 @@ from tvm_hetero.ir.types import tensor_infos
 
 SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}
 
+RECURRENT_FORMS = ("loop", "unrolled")
+"""How recurrent layers are imported: a loop kernel a direction, or a kernel a step and gate."""
+
 
 class ModelLoadError(ValueError):
     """A model source that cannot be loaded."""
@@ -35,6 +38,7 @@ def load_model(
     spec: Mapping[str, tuple[Sequence[int], str]] | None = None,
     example_args: tuple | None = None,
     name: str | None = None,
+    recurrent: str = "loop",
     **overrides: Any,
 ) -> Model:
     """Load a model into a :class:`Model` whose ``main`` takes only data inputs.
@@ -55,14 +59,23 @@ def load_model(
     name : str, optional
         The model's name (plans, artifacts and tables show it); default: the zoo name, the
         file's stem or the source's type.
+    recurrent : str
+        ``loop`` (default): an ONNX ``LSTM`` / ``GRU`` / ``RNN`` direction, or a zoo model's
+        recurrent layer, becomes one loop kernel (:mod:`tvm_hetero.ir.recurrent`);
+        ``unrolled``: a kernel per step and gate, for a strategy that cuts inside the
+        sequence. (A zoo model's ``recurrent`` setting says the same.)
     **overrides
         Zoo settings (``batch=16``); refused for any other source.
     """
-    model = _load(source, shapes, spec, example_args, overrides)
+    if recurrent not in RECURRENT_FORMS:
+        raise ModelLoadError(
+            f"load_model: recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}"
+        )
+    model = _load(source, shapes, spec, example_args, overrides, recurrent == "loop")
     return dataclasses.replace(model, name=name) if name else model
 
 
-def _load(source: Any, shapes, spec, example_args, overrides: dict) -> Model:
+def _load(source: Any, shapes, spec, example_args, overrides: dict, loops: bool) -> Model:
     if overrides and not (isinstance(source, str | Path) and Path(source).suffix not in SUFFIXES):
         what = repr(str(source)) if isinstance(source, str | Path) else type(source).__name__
         raise ModelLoadError(
@@ -73,7 +86,7 @@ def _load(source: Any, shapes, spec, example_args, overrides: dict) -> Model:
     if isinstance(source, tvm.IRModule):
         return from_irmodule(source, "irmodule", "irmodule")
     if isinstance(source, str | Path):
-        return _load_path(source, shapes, overrides)
+        return _load_path(source, shapes, overrides, loops)
     from tvm.relax.frontend import nn
 
     if isinstance(source, nn.Module):
@@ -110,19 +123,23 @@ def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
     return Model(name=name, mod=mod.clone(), inputs=tuple(inputs), source=source)
 
 
-def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict) -> Model:
+def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict, loops: bool) -> Model:
     path = Path(source)
     if path.suffix in SUFFIXES:
         if not path.is_file():
             raise ModelLoadError(f"model file {str(path)!r} does not exist")
-        loader = {".onnx": _from_onnx, ".pt2": _from_pt2, ".py": _from_tvmscript}[path.suffix]
-        return loader(path, shapes)
+        if path.suffix == ".onnx":
+            return _from_onnx(path, shapes, loops)
+        return {".pt2": _from_pt2, ".py": _from_tvmscript}[path.suffix](path, shapes)
     if path.exists():
         raise ModelLoadError(
             f"cannot tell the format of {str(path)!r}; use one of {', '.join(SUFFIXES)}"
         )
     from tvm_hetero.zoo import load_zoo_model
+    from tvm_hetero.zoo.registry import RECURRENT, parse_name
 
+    if not loops and parse_name(str(source))[0] in RECURRENT:
+        overrides = {"recurrent": "unrolled", **overrides}
     if shapes:
         raise ModelLoadError(
             f"{source}: input shapes are for ONNX files with symbolic dimensions; a zoo model's "
@@ -131,7 +148,7 @@ def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict) -> M
     return load_zoo_model(str(source), **overrides)
 
 
-def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
+def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -150,7 +167,7 @@ def _from_onnx(path: Path, shapes: Mapping | None) -> Model:
         )
     _check_given_shapes(path, proto, shapes or {})
     try:  # the frontend prints the node of a failed conversion before raising: kept quiet
-        with onnx_rnn.registered(), contextlib.redirect_stdout(io.StringIO()):
+        with onnx_rnn.registered(loops), contextlib.redirect_stdout(io.StringIO()):
             mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as err:
         raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None

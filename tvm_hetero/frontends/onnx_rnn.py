@@ -1,8 +1,12 @@
 """ONNX ``LSTM``, ``GRU`` and ``RNN`` for TVM 0.27's ONNX frontend, which has none.
 
-Each node is unrolled over its sequence, as the zoo's recurrent models are: the input
-projection of every step is one matrix product over the whole sequence, then each step adds
-the recurrent product, applies the gates and keeps the state. Covered: ``direction``
+The input projection of every step is one matrix product over the whole sequence. Then,
+by default, each direction is one loop kernel (:mod:`tvm_hetero.ir.recurrent`) that runs the
+steps inside: the recurrent product, the gates and the state. A node the loop kernel does not
+cover (other activations, ``clip``, peepholes, ``input_forget``, ``sequence_lens``, a GRU
+without ``linear_before_reset``, a dtype other than float32), or every node when asked
+(``registered(loops=False)``, for a strategy that cuts inside the sequence), is unrolled:
+each step adds the recurrent product, applies the gates and keeps the state. Covered: ``direction``
 ``forward`` / ``reverse`` / ``bidirectional``, ``layout`` 0 and 1, initial states given or
 absent, ``sequence_lens`` (steps past a sequence's length keep its state and write zeros, in
 either direction), peepholes, ``clip``, ``input_forget``, GRU's ``linear_before_reset``, and
@@ -12,6 +16,9 @@ be unrolled: the error names the input and asks for its shape.
 
 :func:`registered` adds the converters to the frontend's table for the span of one import
 (the frontend reads ``_get_convert_map()`` for every node).
+
+Both forms return ONNX's outputs: ``Y (seq, directions, batch, hidden)``, ``Y_h`` and
+``Y_c``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any, ClassVar
 import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
+
+from tvm_hetero.ir.recurrent import RecurrentLoop, loop_kernel, pack_weights
 
 Expr = relax.Expr
 Activation = Callable[[relax.BlockBuilder, Expr], Expr]
@@ -103,11 +112,15 @@ def activation(name: str, alpha: float, beta: float, dtype: str) -> Activation:
     return lambda bb, x: bb.emit(fn(x))
 
 
+def activation_names(attr: dict) -> list[str]:
+    """The node's ``activations`` attribute as strings (empty when absent)."""
+    return [s.decode() if isinstance(s, bytes) else str(s) for s in attr.get("activations", ())]
+
+
 def activations(cell: Cell, attr: dict, directions: int, dtype: str) -> list[list[Activation]]:
     """Each direction's activations from ``activations`` / ``activation_alpha`` /
     ``activation_beta`` (the cell's defaults where absent)."""
-    given = [s.decode() if isinstance(s, bytes) else str(s) for s in attr.get("activations", ())]
-    names = given or list(cell.activations) * directions
+    names = activation_names(attr) or list(cell.activations) * directions
     if len(names) != len(cell.activations) * directions:
         raise _error(cell, f"activations {names}: need {len(cell.activations)} per direction "
                            f"({directions} direction(s))")  # fmt: skip
@@ -211,6 +224,25 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
 
     cell: Cell
     step: ClassVar[Callable[..., list[Expr]]]
+    loops: ClassVar[bool] = True  # set by ``registered``
+
+    @classmethod
+    def loopable(cls, attr: dict, opt: _Options, p: Expr | None, lens: Expr | None) -> bool:
+        """Whether a loop kernel computes this node: the cell's default activations, float32,
+        and none of ``clip``, peepholes, ``input_forget``, ``sequence_lens``; a GRU with
+        ``linear_before_reset`` (as PyTorch exports it)."""
+        given = activation_names(attr)
+        default = [a.lower() for a in cls.cell.activations] * opt.directions
+        return (
+            cls.loops
+            and opt.dtype == "float32"
+            and (not given or [a.lower() for a in given] == default)
+            and opt.clip is None
+            and p is None
+            and lens is None
+            and not opt.input_forget
+            and (cls.cell.op != "GRU" or opt.linear_before_reset)
+        )
 
     @classmethod
     def recurrent_weights(cls, bb: relax.BlockBuilder, rt: Expr, opt: _Options) -> Any:
@@ -234,6 +266,7 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
                                "the model's input shapes (--input-shape NAME:DxDxD)")  # fmt: skip
         seq = int(seq)
         acts = activations(cell, attr, opt.directions, opt.dtype)
+        run = cls._loop if cls.loopable(attr, opt, p, lens) else cls._run
         # the input projection of every step and direction: one product over the sequence
         flat = bb.emit(relax.op.reshape(x, [seq * batch, features]))
         results = []
@@ -253,9 +286,8 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
                 else bb.emit(relax.op.zeros((batch, opt.hidden), opt.dtype))
                 for s in (h0, c0)[: cell.states]
             ]  # fmt: skip
-            results.append(cls._run(bb, d, xw, states, lens, opt))
-        ys = [bb.emit(relax.op.stack([res[0][t] for res in results], axis=0)) for t in range(seq)]
-        y = bb.emit(relax.op.stack(ys, axis=0))  # (seq, dirs, batch, hidden)
+            results.append(run(bb, d, xw, states, lens, opt))
+        y = bb.emit(relax.op.stack([res[0] for res in results], axis=1))  # (seq, dirs, b, h)
         finals = [
             bb.emit(relax.op.stack([res[1][s] for res in results], axis=0))
             for s in range(cell.states)
@@ -269,8 +301,9 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
     def _run(
         cls, bb: relax.BlockBuilder, d: _Direction, xw: Expr, states: list[Expr],
         lens: Expr | None, opt: _Options,
-    ) -> tuple[list[Expr], list[Expr]]:  # fmt: skip
-        """Every step of one direction: its outputs in time order and its last states."""
+    ) -> tuple[Expr, list[Expr]]:  # fmt: skip
+        """Every step of one direction, unrolled: its outputs ``(seq, batch, hidden)`` in time
+        order and its last states."""
         rt = cls.recurrent_weights(bb, bb.emit(relax.op.permute_dims(d.r)), opt)
         bias = None
         if d.wb is not None and cls.cell.op != "GRU":
@@ -296,7 +329,33 @@ class _Recurrent(onnx_frontend.OnnxOpConverter):
             else:
                 outputs[t] = new[0]
             states = new
-        return outputs, states  # type: ignore[return-value]
+        return bb.emit(relax.op.stack(outputs, axis=0)), states
+
+    @classmethod
+    def _loop(
+        cls, bb: relax.BlockBuilder, d: _Direction, xw: Expr, states: list[Expr],
+        lens: Expr | None, opt: _Options,
+    ) -> tuple[Expr, list[Expr]]:  # fmt: skip
+        """One direction as one loop kernel: ``(y, last states)`` as :meth:`_run`'s."""
+        del lens  # a node with sequence_lens is not loopable
+        seq, batch = (int(v) for v in _dims(xw)[:2])
+        spec = RecurrentLoop(cls.cell.op, seq, batch, opt.hidden, d.reverse)
+        width = cls.cell.gates * opt.hidden
+        zeros = relax.op.zeros((width,), opt.dtype)
+        if cls.cell.op == "GRU":  # the recurrent bias stays apart (r * (h @ R_h + rb_h))
+            rb = d.rb if d.rb is not None else zeros
+            xw = bb.emit(relax.op.add(xw, d.wb)) if d.wb is not None else xw
+        else:
+            rb = relax.op.add(d.wb, d.rb) if d.wb is not None else zeros
+        h0 = states[0]
+        c0 = states[1] if len(states) > 1 else relax.op.zeros((batch, opt.hidden), opt.dtype)
+        kernel = bb.add_func(loop_kernel(spec), f"{cls.cell.op.lower()}_loop")
+        rt = bb.emit(pack_weights(relax.op.permute_dims(d.r), spec))
+        state = relax.TensorType((batch, opt.hidden), opt.dtype)
+        outputs = [relax.TensorType((seq, batch, opt.hidden), opt.dtype), state, state]
+        out = bb.emit(relax.call_tir(kernel, [xw, rt, bb.emit(rb), h0, bb.emit(c0)], outputs))
+        items = [bb.emit(relax.TupleGetItem(out, k)) for k in range(3)]
+        return items[0], items[1 : 1 + cls.cell.states]
 
 
 def _gate(bb: relax.BlockBuilder, act: Activation, pre: Expr, opt: _Options) -> Expr:
@@ -413,12 +472,14 @@ CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN}
 
 
 @contextlib.contextmanager
-def registered() -> Iterator[None]:
-    """TVM's ONNX frontend with :data:`CONVERTERS` in its table, within the ``with``."""
+def registered(loops: bool = True) -> Iterator[None]:
+    """TVM's ONNX frontend with :data:`CONVERTERS` in its table, within the ``with``;
+    ``loops=False`` unrolls every recurrent node."""
     original = onnx_frontend._get_convert_map
+    converters = {name: type(name, (cls,), {"loops": loops}) for name, cls in CONVERTERS.items()}
 
     def with_recurrent() -> dict:
-        return {**original(), **CONVERTERS}
+        return {**original(), **converters}
 
     onnx_frontend._get_convert_map = with_recurrent
     try:

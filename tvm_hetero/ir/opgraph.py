@@ -21,6 +21,7 @@ from tvm_hetero._compat import TupleType, estimate_tir_flops
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import OpBinding, iter_bindings, op_bindings
 from tvm_hetero.ir.op_costs import op_flops
+from tvm_hetero.ir.recurrent import RECURRENT_ATTR, RecurrentLoop
 from tvm_hetero.ir.types import TensorInfo, attrs_to_dict, tensor_infos
 
 INPUT_PREFIX = "input:"
@@ -268,6 +269,8 @@ class _Builder:
     def _flops(self, call: relax.Call, op: str, kind: str, attrs: dict, ins, outs) -> int:
         if kind == "call_tir":
             prim = self.mod[call.args[0]]
+            if RECURRENT_ATTR in prim.attrs:  # TVM's estimate reads no Let
+                return RecurrentLoop.from_key(prim.attrs[RECURRENT_ATTR]).flops
             return int(estimate_tir_flops(tvm.IRModule({"main": prim})))
         if kind != "relax":
             return 0

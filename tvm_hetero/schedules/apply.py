@@ -11,6 +11,7 @@ from tvm.s_tir import Schedule
 
 from tvm_hetero._compat import PrimFunc, dlight, normalize_kernel
 from tvm_hetero.ir.attrs import SCHEDULE_ATTR
+from tvm_hetero.ir.recurrent import RECURRENT_ATTR, retarget
 from tvm_hetero.schedules.cpu import cpu_rules
 
 LOG = logging.getLogger(__name__)
@@ -65,8 +66,10 @@ def schedule_kernels(
 
     Notes
     -----
-    GPU kernels always get dlight's GPU rules. Each kernel records its choice in the
-    ``tvm_hetero.schedule`` attribute; :func:`kernel_choices` reads them back.
+    GPU kernels always get dlight's GPU rules; a recurrent loop kernel
+    (:mod:`tvm_hetero.ir.recurrent`) is written again for its device. Each kernel records
+    its choice in the ``tvm_hetero.schedule`` attribute; :func:`kernel_choices` reads them
+    back.
     """
     out = mod.clone()
     for gv, func in mod.functions_items():
@@ -74,6 +77,9 @@ def schedule_kernels(
             continue
         target = func.attrs.get("target")
         if target is None:
+            continue
+        if RECURRENT_ATTR in func.attrs:  # a loop kernel, written for its device
+            out[gv] = retarget(func, target).with_attr(SCHEDULE_ATTR, "rule:recurrent")
             continue
         scheduled, label = _schedule_one(func, target, cpu, database)
         out[gv] = scheduled.with_attr(SCHEDULE_ATTR, label)

@@ -24,6 +24,9 @@ def export_nn(
     func = mod["forward"].with_attr("global_symbol", ENTRY_FUNC)
     out = tvm.IRModule({})
     out[ENTRY_FUNC] = func
+    for gv, kernel in mod.functions_items():  # kernels the module calls (loop kernels)
+        if gv.name_hint != "forward" and isinstance(kernel, tvm.tirx.PrimFunc):
+            out[gv] = kernel
     out = relax.transform.BindParams(ENTRY_FUNC, weights)(out)
     return Model(name=name, mod=out, inputs=tuple(inputs), source=source)
 

@@ -1,6 +1,8 @@
 """Building blocks of the model zoo, in ``relax.frontend.nn``.
 
-Recurrent layers are unrolled over the sequence (TVM 0.27 has no recurrent op), attention is
+Recurrent layers are loop kernels (:mod:`tvm_hetero.ir.recurrent`: a layer's steps run inside
+one kernel) or, with ``loop=False``, unrolled over the sequence (TVM 0.27 has no recurrent
+op; a strategy that cuts inside the sequence needs the steps apart); attention is
 written with matmul / softmax so that every operator shows in the graph, and BatchNorm is taken as
 already folded into the convolution bias, as in an inference graph.
 """
@@ -13,6 +15,8 @@ import numpy as np
 from tvm import relax
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import Tensor, op
+
+from tvm_hetero.ir.recurrent import TORCH_ORDER, RecurrentLoop, loop_kernel, pack_weights
 
 
 def rx(expr: relax.Expr, name: str) -> Tensor:
@@ -65,22 +69,79 @@ class GRULayer(nn.Module):
         return out
 
 
-class StackedRNN(nn.Module):
-    """``num_layers`` LSTM or GRU layers over a ``(batch, seq, features)`` input."""
+class LoopLayer(nn.Module):
+    """One LSTM or GRU layer as a loop kernel over a ``(seq, batch, features)`` input; the
+    same parameters as :class:`LSTMLayer` / :class:`GRULayer` (PyTorch's gate order)."""
 
-    def __init__(self, cell: str, input_size: int, hidden: int, num_layers: int) -> None:
-        layer = {"lstm": LSTMLayer, "gru": GRULayer}[cell]
+    def __init__(self, cell: str, input_size: int, hidden: int) -> None:
+        self.cell, self.hidden = cell.upper(), hidden
+        gates = {"LSTM": 4, "GRU": 3}[self.cell]
+        self.ih = nn.Linear(input_size, gates * hidden)
+        self.hh = nn.Linear(hidden, gates * hidden, bias=self.cell == "GRU")
+
+    def forward(self, x: Tensor) -> Tensor:
+        seq, batch = x.shape[0], x.shape[1]
+        spec = RecurrentLoop(self.cell, seq, batch, self.hidden, order=TORCH_ORDER[self.cell])
+        rt = rx(pack_weights(relax.op.permute_dims(self.hh.weight._expr), spec), "rt")
+        width = spec.gates * self.hidden
+        rb = self.hh.bias if self.hh.bias is not None else op.zeros((width,), "float32")
+        state = op.zeros((batch, self.hidden), "float32")
+        y, _, _ = op.tensor_ir_op(
+            loop_kernel(spec),
+            f"{self.cell.lower()}_loop",
+            args=[self.ih(x), rt, rb, state, state],
+            out=[
+                Tensor.placeholder((seq, batch, self.hidden), "float32"),
+                Tensor.placeholder((batch, self.hidden), "float32"),
+                Tensor.placeholder((batch, self.hidden), "float32"),
+            ],
+        )
+        return y
+
+
+RECURRENT_FORMS = ("loop", "unrolled")
+"""The ``recurrent`` setting of zoo models with recurrent layers."""
+
+
+def loops(recurrent: str) -> bool:
+    """Whether the ``recurrent`` setting asks for loop kernels (checked)."""
+    if recurrent not in RECURRENT_FORMS:
+        raise ValueError(f"recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}")
+    return recurrent == "loop"
+
+
+class StackedRNN(nn.Module):
+    """``num_layers`` LSTM or GRU layers over a ``(batch, seq, features)`` input; returns the
+    hidden state of every step. ``loop``: each layer one loop kernel, else unrolled."""
+
+    def __init__(
+        self, cell: str, input_size: int, hidden: int, num_layers: int, loop: bool = True
+    ) -> None:
         sizes = [input_size] + [hidden] * (num_layers - 1)
-        self.layers = nn.ModuleList([layer(s, hidden) for s in sizes])
+        if loop:
+            self.layers = nn.ModuleList([LoopLayer(cell, s, hidden) for s in sizes])
+        else:
+            layer = {"lstm": LSTMLayer, "gru": GRULayer}[cell]
+            self.layers = nn.ModuleList([layer(s, hidden) for s in sizes])
+        self.loop = loop
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        seq = x.shape[1]
-        steps = (
-            [op.squeeze(s, 1) for s in op.split(x, seq, axis=1)] if seq > 1 else [op.squeeze(x, 1)]
-        )
+        if self.loop:
+            y = op.permute_dims(x, [1, 0, 2])
+            for layer in self.layers:
+                y = layer(y)
+            return _steps(y, 0)
+        steps = _steps(x, 1)
         for layer in self.layers:
             steps = layer(steps)
         return steps
+
+
+def _steps(x: Tensor, axis: int) -> list[Tensor]:
+    """``x`` cut along ``axis`` into its steps, that axis dropped."""
+    seq = x.shape[axis]
+    parts = op.split(x, seq, axis=axis) if seq > 1 else [x]
+    return [op.squeeze(s, axis) for s in parts]
 
 
 class SelfAttention(nn.Module):

@@ -9,7 +9,7 @@ from tvm.relax.frontend.nn import Tensor, op
 
 from tvm_hetero.frontends.model import InputSpec
 from tvm_hetero.zoo.cnn import ResNet
-from tvm_hetero.zoo.layers import StackedRNN
+from tvm_hetero.zoo.layers import StackedRNN, loops
 
 
 class MLP(nn.Module):
@@ -42,12 +42,13 @@ class WideAndDeep(nn.Module):
         rnn_input: int,
         rnn_hidden: int,
         rnn_layers: int,
+        loop: bool = True,
     ) -> None:
         self.wide = nn.Linear(wide, 1)
         self.embed = nn.Linear(dense, embedding)
         self.ffn = MLP([embedding, *ffn])
         self.cnn = ResNet(**cnn)
-        self.rnn = StackedRNN("lstm", rnn_input, rnn_hidden, rnn_layers)
+        self.rnn = StackedRNN("lstm", rnn_input, rnn_hidden, rnn_layers, loop)
         self.merge = nn.Linear(1 + ffn[-1] + cnn["classes"] + rnn_hidden, 1)
 
     def forward(self, wide: Tensor, dense: Tensor, image: Tensor, seq: Tensor) -> Tensor:
@@ -77,9 +78,12 @@ def build_wide_deep(
     rnn_seq: int,
     rnn_hidden: int,
     rnn_layers: int,
+    recurrent: str = "loop",
 ):
     """Wide-and-Deep and its four inputs."""
-    model = WideAndDeep(wide, dense, embedding, ffn, cnn, rnn_input, rnn_hidden, rnn_layers)
+    model = WideAndDeep(
+        wide, dense, embedding, ffn, cnn, rnn_input, rnn_hidden, rnn_layers, loops(recurrent)
+    )
     return model, [
         InputSpec("wide", (batch, wide), "float32"),
         InputSpec("dense", (batch, dense), "float32"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.zoo import cnn, mixed, rnn, transformers
+from tvm_hetero.zoo.layers import RECURRENT_FORMS
 
 PAPER = "paper"
 TINY = "tiny"
@@ -57,7 +58,7 @@ def _rnn_entry(cell: str) -> ZooEntry:
             TINY: dict(batch=2, seq_len=3, input_size=8, hidden=8, num_layers=2),
         },
         "EOP Table 3",
-        f"stacked {cell.upper()}, unrolled over the sequence",
+        f"stacked {cell.upper()}, a loop kernel a layer",
     )
 
 
@@ -244,6 +245,14 @@ class UnknownModelError(ValueError):
     """A model name or preset the zoo does not have."""
 
 
+RECURRENT = ("lstm", "gru", "wide-deep", "siamese-lstm", "mt-dnn")
+"""Zoo models with recurrent layers: their presets carry ``recurrent`` (``loop``, a loop
+kernel a layer, or ``unrolled``; the weights are the same either way)."""
+for _name in RECURRENT:
+    for _settings in ZOO[_name].presets.values():
+        _settings["recurrent"] = "loop"
+
+
 def parse_name(spec: str) -> tuple[str, str]:
     """Split ``NAME[:PRESET]`` and check both exist."""
     name, _, preset = spec.partition(":")
@@ -279,6 +288,11 @@ def _check_setting(model: str, key: str, default: Any, value: Any) -> None:
     """Every number in a zoo setting is a size, a count or a width: positive, and an integer
     where the preset's is (``batch=-4`` or ``layers=2.5`` is refused here, not deep in TVM);
     names stay names, lists stay lists."""
+    if key == "recurrent" and value not in RECURRENT_FORMS:
+        raise UnknownModelError(
+            f"model {model!r}: setting recurrent={value!r} is not one of "
+            f"{', '.join(RECURRENT_FORMS)}"
+        )
     if not _fits(default, value):
         raise UnknownModelError(
             f"model {model!r}: setting {key}={value!r} does not fit; give positive sizes "
@@ -318,5 +332,5 @@ def load_zoo_model(spec: str, **overrides: Any) -> Model:
     cfg = build_config(spec, **overrides)
     module, inputs = ZOO[name].builder(**cfg)
     label = name if preset == PAPER else f"{name}:{preset}"
-    key = f"{label}:{sorted(cfg.items())}"
+    key = f"{label}:{sorted((k, v) for k, v in cfg.items() if k != 'recurrent')}"
     return export_nn(module, inputs, name=label, source=f"zoo:{label}", seed_key=key)

@@ -6,7 +6,7 @@ from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import Tensor, op
 
 from tvm_hetero.frontends.model import InputSpec
-from tvm_hetero.zoo.layers import StackedRNN, TransformerLayer
+from tvm_hetero.zoo.layers import StackedRNN, TransformerLayer, loops
 
 
 class TextEncoder(nn.Module):
@@ -91,11 +91,12 @@ class MTDNN(nn.Module):
     """
 
     def __init__(
-        self, bert: dict[str, int], lstm_hidden: int, lstm_layers: int, tags: list[int]
-    ) -> None:
+        self, bert: dict[str, int], lstm_hidden: int, lstm_layers: int, tags: list[int],
+        loop: bool = True,
+    ) -> None:  # fmt: skip
         self.bert = TextEncoder(gpt=False, **bert)
         self.heads = nn.ModuleList(
-            [StackedRNN("lstm", bert["hidden"], lstm_hidden, lstm_layers) for _ in tags]
+            [StackedRNN("lstm", bert["hidden"], lstm_hidden, lstm_layers, loop) for _ in tags]
         )
         self.emit = nn.ModuleList([nn.Linear(lstm_hidden, t) for t in tags])
 
@@ -147,7 +148,9 @@ def build_mtdnn(
     lstm_hidden: int,
     lstm_layers: int,
     tags: list[int],
+    recurrent: str = "loop",
 ):
     """MT-DNN and its token-id input."""
     bert = dict(vocab=vocab, seq_len=seq_len, hidden=hidden, layers=layers, heads=heads, ffn=ffn)
-    return MTDNN(bert, lstm_hidden, lstm_layers, tags), _text_input(batch, seq_len, vocab)
+    model = MTDNN(bert, lstm_hidden, lstm_layers, tags, loops(recurrent))
+    return model, _text_input(batch, seq_len, vocab)
