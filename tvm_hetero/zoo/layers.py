@@ -111,8 +111,9 @@ def loops(recurrent: str) -> bool:
 
 
 class StackedRNN(nn.Module):
-    """``num_layers`` LSTM or GRU layers over a ``(batch, seq, features)`` input; returns the
-    hidden state of every step. ``loop``: each layer one loop kernel, else unrolled."""
+    """``num_layers`` LSTM or GRU layers over a ``(batch, seq, features)`` input: :meth:`last`
+    or :meth:`flat` reads the hidden states. ``loop``: each layer one loop kernel, else
+    unrolled."""
 
     def __init__(
         self, cell: str, input_size: int, hidden: int, num_layers: int, loop: bool = True
@@ -125,12 +126,28 @@ class StackedRNN(nn.Module):
             self.layers = nn.ModuleList([layer(s, hidden) for s in sizes])
         self.loop = loop
 
-    def forward(self, x: Tensor) -> list[Tensor]:
+    def last(self, x: Tensor) -> Tensor:
+        """The hidden state of the last step, ``(batch, hidden)``."""
         if self.loop:
-            y = op.permute_dims(x, [1, 0, 2])
-            for layer in self.layers:
-                y = layer(y)
-            return _steps(y, 0)
+            y = self._loops(x)
+            seq = y.shape[0]
+            return op.squeeze(rx(relax.op.strided_slice(y._expr, [0], [seq - 1], [seq]), "last"), 0)
+        return self._unrolled(x)[-1]
+
+    def flat(self, x: Tensor) -> Tensor:
+        """Every step's hidden state, ``(seq * batch, hidden)`` in step order."""
+        if self.loop:
+            y = self._loops(x)
+            return op.reshape(y, (y.shape[0] * y.shape[1], y.shape[2]))
+        return op.concat(self._unrolled(x), dim=0)
+
+    def _loops(self, x: Tensor) -> Tensor:
+        y = op.permute_dims(x, [1, 0, 2])
+        for layer in self.layers:
+            y = layer(y)
+        return y
+
+    def _unrolled(self, x: Tensor) -> list[Tensor]:
         steps = _steps(x, 1)
         for layer in self.layers:
             steps = layer(steps)

@@ -56,7 +56,7 @@ class WideAndDeep(nn.Module):
             self.wide(wide),
             self.ffn(op.relu(self.embed(dense))),
             self.cnn(image),
-            self.rnn(seq)[-1],
+            self.rnn.last(seq),
         ]
         return op.sigmoid(self.merge(op.concat(branches, dim=1)))
 

@@ -18,7 +18,7 @@ class RNNModel(nn.Module):
         self.rnn = StackedRNN(cell, input_size, hidden, num_layers, loop)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.rnn(x)[-1]
+        return self.rnn.last(x)
 
 
 class SiameseLSTM(nn.Module):
@@ -30,7 +30,7 @@ class SiameseLSTM(nn.Module):
         self.score = nn.Linear(hidden, 1)
 
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        diff = self.left(a)[-1] - self.right(b)[-1]
+        diff = self.left.last(a) - self.right.last(b)
         return op.sigmoid(self.score(op.maximum(diff, op.negative(diff))))
 
 

@@ -104,8 +104,7 @@ class MTDNN(nn.Module):
         states = self.bert(ids)
         outs = []
         for rnn, emit in zip(self.heads, self.emit, strict=True):
-            steps = rnn(states)
-            outs.append(op.softmax(emit(op.concat(steps, dim=0)), axis=-1))
+            outs.append(op.softmax(emit(rnn.flat(states)), axis=-1))
         return tuple(outs)
 
 
