@@ -19,6 +19,7 @@ from tvm import relax
 from tvm_hetero.passes import (
     AnnotateOperatorSplits,
     CarvePipelineStages,
+    Conv1dAsMatmul,
     DeclareVDevices,
     InferKernelVDevices,
     LegalizeWithFastMath,
@@ -46,6 +47,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
     "PadConvolutionWidths": PadConvolutionWidths,
+    "Conv1dAsMatmul": Conv1dAsMatmul,
     "PadMatmulColumns": PadMatmulColumns,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
@@ -73,6 +75,7 @@ OWN_PASSES = (
     "RestoreKernelTargets",
     "PackConstantWeights",
     "PadConvolutionWidths",
+    "Conv1dAsMatmul",
     "PadMatmulColumns",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
@@ -212,7 +215,8 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), widen CPU "
-            "convolutions and constant matmul weights to widths the vector divides, legalize (CPU "
+            "convolutions and constant matmul weights to widths the vector divides, compute CPU "
+            "1-D convolutions as their windows' columns times the weights, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, take items of "
@@ -225,6 +229,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("PadConvolutionWidths"),
+                Step("Conv1dAsMatmul"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
@@ -242,8 +247,9 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower_unfused",
             "multi_device_lower without fusion: one kernel per operator (a widened convolution "
             "and its crop are two), each call keeping the "
-            "binding name of its operator (for per-operator profiling); kernels of constants are "
-            "folded as in the fused build.",
+            "binding name of its operator (for per-operator profiling; 1-D convolutions stay "
+            "convolutions, one operator each); kernels of constants are folded as in the fused "
+            "build.",
             (),
             (
                 Step("StripStageBoundaries"),

@@ -109,6 +109,7 @@ def main() -> int:
             loop, unrolled, theirs = interleaved_run_seconds(
                 [b.deployment for b in builds], [args.runs] * 2, peers=[peer]
             )
+            peer.close()  # an idle session left behind slowed the next cases 2-5x
             for key, samples in (("loop", loop), ("unrolled", unrolled), ("ort", theirs)):
                 row[f"{key}_ms"] = 1e3 * float(np.median(samples))
             rows.append(row)

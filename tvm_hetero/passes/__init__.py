@@ -2,6 +2,7 @@
 
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
+from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
@@ -20,6 +21,7 @@ from tvm_hetero.passes.wrap_indices import WrapIndices
 __all__ = [
     "AnnotateOperatorSplits",
     "CarvePipelineStages",
+    "Conv1dAsMatmul",
     "DeclareVDevices",
     "InferKernelVDevices",
     "LegalizeWithFastMath",

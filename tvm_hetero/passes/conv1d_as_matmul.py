@@ -1,0 +1,84 @@
+"""Conv1dAsMatmul: CPU 1-D convolutions as a gather of their windows and one matrix product."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.ir import IRModule
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.types import cpu_tensor_target
+
+CONV1D_OP = "relax.nn.conv1d"
+
+
+@tvm.transform.module_pass(opt_level=0, name="Conv1dAsMatmul")
+class Conv1dAsMatmul:
+    """Compute each one-group NCW ``conv1d`` on a CPU vdevice as ``W' @ columns``.
+
+    ``conv1d(x, w)`` with ``x (N, C, L)``, ``w (O, C, K)``, stride ``s``, dilation ``d`` and
+    padding ``(p0, p1)`` becomes: ``x`` padded, its ``K`` tap windows
+    ``strided_slice(x, axes=[2], begin=[k d], end=[k d + s (L' - 1) + 1], strides=[s])``
+    concatenated on the channel axis into ``columns (N, K C, L')``, and
+    ``matmul(reshape(permute_dims(w, [0, 2, 1]), (O, K C)), columns)``, whose weight
+    transform ``FoldConstant`` folds when ``w`` is a constant. The matrix product goes to the
+    matmul rule, which runs it several times faster than the convolution rule runs the
+    convolution: a 3-tap, stride-2 convolution of 512 channels over 1,600 samples took 80 ms
+    as a convolution and 13.4 as columns and a product (ONNX Runtime 10.4; AMD EPYC, 2
+    threads, ``benchmarks/cpu_kernels/convolutions_1d.py``). Numbers are equal up to the order
+    of the sums.
+
+    Notes
+    -----
+    Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
+    vdevice's) and before ``LegalizeOps``. Grouped convolutions, other layouts, symbolic shapes
+    and GPU convolutions are left alone.
+    """
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Return a new module with the convolutions rewritten (``mod`` when none is)."""
+        return mutate_functions(mod, _AsMatmul(mod))
+
+
+def rewritten(call: relax.Call, mod: IRModule) -> bool:
+    """Whether ``call`` is a convolution this pass rewrites."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV1D_OP):
+        return False
+    a = call.attrs
+    if int(a.groups) != 1 or (a.data_layout, a.kernel_layout, a.out_layout) != (
+        "NCW", "OIW", "NCW"
+    ):  # fmt: skip
+        return False
+    shapes = [call.args[0].ty.shape, call.args[1].ty.shape, call.ty.shape]
+    if any(s is None or not all(isinstance(v, tvm.tirx.IntImm) for v in s.values) for s in shapes):
+        return False
+    return cpu_tensor_target(call.ty, mod) is not None
+
+
+@mutator
+class _AsMatmul(PyExprMutator):
+    def __init__(self, mod: IRModule) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        if not rewritten(call, self.mod_):
+            return call
+        a, emit = call.attrs, self.builder_.emit
+        x, w = call.args
+        out, channels, taps = (int(v) for v in w.ty.shape.values)
+        length = int(call.ty.shape.values[2])
+        stride, dilation = int(a.strides[0]), int(a.dilation[0])
+        left, right = (int(p) for p in a.padding)
+        if left or right:
+            x = emit(relax.op.nn.pad(x, [0, 0, 0, 0, left, right]))
+        span = stride * (length - 1) + 1
+        windows = [
+            emit(relax.op.strided_slice(x, [2], [k * dilation], [k * dilation + span], [stride]))
+            for k in range(taps)
+        ]
+        columns = emit(relax.op.concat(windows, axis=1)) if taps > 1 else windows[0]
+        weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
+        return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
