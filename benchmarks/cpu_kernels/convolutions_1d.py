@@ -16,12 +16,10 @@ ONNX Runtime's. One JSON line per case in ``benchmarks/results/convolutions_1d.j
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,8 @@ import torch
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from onnx_models import append_rows, export_case  # noqa: E402
 
 
 class AudioFront(nn.Module):
@@ -62,15 +62,8 @@ CASES = {  # name: (module, input shape)
 
 def exported(name: str, work: Path) -> tuple[Path, np.ndarray]:
     """The case as an ONNX file in ``work`` and its input."""
-    build, shape = CASES[name]
-    torch.manual_seed(0)
-    x = torch.randn(*shape)
     path = work / f"{abs(hash(name))}.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(build().eval(), (x,), str(path), input_names=["x"], dynamo=False,
-                          opset_version=17)  # fmt: skip
-    return path, x.numpy()
+    return path, export_case(*CASES[name], path)
 
 
 def main() -> int:
@@ -117,8 +110,7 @@ def main() -> int:
             print(f"{name:37} now {row['now_ms']:7.3f} ms, ORT {row['now_ort_ms']:7.3f} "
                   f"({row['now_ms'] / row['now_ort_ms']:4.2f}x); before {row['before_ms']:7.3f},"
                   f" ORT {row['before_ort_ms']:7.3f}; err {row['rel_error']:.0e}")  # fmt: skip
-    with open(ROOT / "benchmarks/results/convolutions_1d.jsonl", "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    append_rows(rows, "convolutions_1d.jsonl")
     return 0
 
 

@@ -14,16 +14,17 @@ in ``benchmarks/results/norms.jsonl``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from onnx_models import append_rows, export_case  # noqa: E402
+
 CASES = {  # name: (module, input shape)
     "GroupNorm(1, 64) 56x56": (lambda: torch.nn.GroupNorm(1, 64), (1, 64, 56, 56)),
     "GroupNorm(1, 64) 28x28": (lambda: torch.nn.GroupNorm(1, 64), (1, 64, 28, 28)),
@@ -36,15 +37,8 @@ CASES = {  # name: (module, input shape)
 
 def exported(name: str, work: Path) -> tuple[Path, np.ndarray]:
     """The case as an ONNX file in ``work`` and its input."""
-    build, shape = CASES[name]
-    torch.manual_seed(0)
-    x = torch.randn(*shape)
     path = work / f"{abs(hash(name))}.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(build().eval(), (x,), str(path), input_names=["x"], dynamo=False,
-                          opset_version=17)  # fmt: skip
-    return path, x.numpy()
+    return path, export_case(*CASES[name], path)
 
 
 def dlight_reduction() -> None:
@@ -100,8 +94,7 @@ def main() -> int:
                    "ours_ms": 1e3 * float(np.median(before))}  # fmt: skip
             rows.append(row)
             print(f"{row['case']}: {row['ours_ms']:.1f} ms")
-    with open(ROOT / "benchmarks/results/norms.jsonl", "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    append_rows(rows, "norms.jsonl")
     return 0
 
 

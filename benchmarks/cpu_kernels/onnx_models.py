@@ -102,6 +102,28 @@ def export_model(name: str, out_dir: Path) -> tuple[Path, tuple[int, ...]]:
     return path, shape
 
 
+def export_case(build, shape: tuple[int, ...], path: Path) -> np.ndarray:
+    """``build()`` (a torch module, seeded) exported to ``path`` by TorchScript with one input
+    ``x`` of ``shape``; returns that input."""
+    import warnings
+
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(build().eval(), (x,), str(path), input_names=["x"], dynamo=False,
+                          opset_version=17)  # fmt: skip
+    return x.numpy()
+
+
+def append_rows(rows: list[dict], name: str) -> None:
+    """``rows`` as JSON lines at the end of ``benchmarks/results/NAME``."""
+    import json
+
+    with open(Path(__file__).resolve().parents[1] / "results" / name, "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
 def matmul_onnx(a_shape, b_shape, weight: bool):  # -> onnx.ModelProto
     """``A @ B``; ``B`` is an initializer (a weight) when ``weight``."""
     from onnx import TensorProto, helper, numpy_helper  # the modules alone need torch only

@@ -15,7 +15,6 @@ time. One JSON line per model in ``benchmarks/results/recurrent.jsonl``.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from onnx_models import append_rows  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "benchmarks/models"))
 
 
@@ -117,8 +119,7 @@ def main() -> int:
                   f"  ORT {row['ort_ms']:7.3f}  loop/ORT {row['loop_ms'] / row['ort_ms']:4.2f}x"
                   f"  compile {row['loop_compile_s']:4.1f} / {row['unrolled_compile_s']:4.1f} s"
                   f"  err {max(row['loop_rel_err'], row['unrolled_rel_err']):.0e}")  # fmt: skip
-    with open(ROOT / "benchmarks/results/recurrent.jsonl", "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    append_rows(rows, "recurrent.jsonl")
     return 0
 
 
