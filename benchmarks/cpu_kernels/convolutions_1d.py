@@ -8,14 +8,16 @@ front end (a 10-tap, stride-5 convolution to 512 channels over 16,000 samples, G
 GELU, then four 3-tap and two 2-tap stride-2 convolutions of 512 channels), one 3-tap
 stride-2 convolution of 512 channels over 1,600 samples, a 1-D max pool, and a 3x3
 convolution of 256 channels in 32 groups. Compiled for the whole CPU (``cpu``, every core) with
-the pass (``now``) and without it (``before``), each timed end to end by our executor in 5
-interleaved rounds beside ONNX Runtime on the same cores and threads (one build at a time); outputs checked against
-ONNX Runtime's. One JSON line per case in ``benchmarks/results/convolutions_1d.jsonl``.
+the pass (``now``) and without it (``before``), each in a process of its own, timed end to
+end by our executor in 5 interleaved rounds beside ONNX Runtime on the same cores and
+threads; outputs checked against ONNX Runtime's. One JSON line per case and build in
+``benchmarks/results/convolutions_1d.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -66,10 +68,9 @@ def exported(name: str, work: Path) -> tuple[Path, np.ndarray]:
     return path, export_case(*CASES[name], path)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=50)
-    args = parser.parse_args()
+def measure(name: str, label: str, runs: int) -> dict:
+    """One case built ``now`` (with the pass) or ``before`` (without), timed beside ONNX
+    Runtime: its row."""
     import onnxruntime as ort
 
     from tvm_hetero import api
@@ -81,35 +82,47 @@ def main() -> int:
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     device = resolve_device("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        path, x = exported(name, Path(tmp))
+        (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
+        if label == "before":
+            conv1d_as_matmul.rewritten = lambda call, mod: False
+        build = api.compile(load_model(str(path)), [device])
+        (got,) = api.run(build, {"x": x})
+        peer = OnnxRuntimePeer(path, device, [x])
+        ours, theirs = interleaved_run_seconds([build.deployment], [runs], peers=[peer])
+        peer.close()
+    return {"host": cpu_model(), "case": name, "build": label, "threads": device.threads,
+            "ours_ms": 1e3 * float(np.median(ours)), "ort_ms": 1e3 * float(np.median(theirs)),
+            "rel_error": float(np.abs(got - want).max() / np.abs(want).max())}  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # one measurement, in this process
+    parser.add_argument("--build", choices=("now", "before"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(measure(args.case, args.build, args.runs)))
+        return 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()  # fmt: skip
-    rewrite = conv1d_as_matmul.rewritten
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in CASES:
-            path, x = exported(name, Path(tmp))
-            (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
-            builds = {}
-            for label, rule in (("now", rewrite), ("before", lambda call, mod: False)):
-                conv1d_as_matmul.rewritten = rule
-                builds[label] = api.compile(load_model(str(path)), [device])
-            conv1d_as_matmul.rewritten = rewrite
-            errors = [np.abs(api.run(b, {"x": x})[0] - want).max() for b in builds.values()]
-            peer = OnnxRuntimePeer(path, device, [x])
-            row = {"host": cpu_model(), "commit": commit, "date": time.strftime("%Y-%m-%d"),
-                   "case": name, "threads": device.threads,
-                   "rel_error": float(max(errors) / np.abs(want).max())}  # fmt: skip
-            for label, build in builds.items():  # one build at a time: two executors side by
-                # side slowed one another (the same build timed 0.8 and 4.0 ms)
-                ours, theirs = interleaved_run_seconds([build.deployment], [args.runs],
-                                                       peers=[peer])  # fmt: skip
-                row[f"{label}_ms"] = 1e3 * float(np.median(ours))
-                row[f"{label}_ort_ms"] = 1e3 * float(np.median(theirs))
-            peer.close()  # an idle session left behind slowed the next cases 2-5x
+    for name in CASES:
+        for label in ("now", "before"):  # each in a process of its own: timed after other
+            # cases in one process, a grouped convolution took 7.9 ms that takes 1.25 alone
+            done = subprocess.run(
+                [sys.executable, __file__, "--runs", str(args.runs), "--case", name,
+                 "--build", label], capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            row = {**json.loads(done.stdout.strip().splitlines()[-1]), "commit": commit,
+                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
             rows.append(row)
-            print(f"{name:37} now {row['now_ms']:7.3f} ms, ORT {row['now_ort_ms']:7.3f} "
-                  f"({row['now_ms'] / row['now_ort_ms']:4.2f}x); before {row['before_ms']:7.3f},"
-                  f" ORT {row['before_ort_ms']:7.3f}; err {row['rel_error']:.0e}")  # fmt: skip
+            print(
+                f"{name:37} {label:6} ours {row['ours_ms']:8.3f} ms  ORT {row['ort_ms']:7.3f}"
+                f"  {row['ours_ms'] / row['ort_ms']:5.2f}x  err {row['rel_error']:.0e}"
+            )
     append_rows(rows, "convolutions_1d.jsonl")
     return 0
 

@@ -24,8 +24,8 @@ class Conv1dAsMatmul:
     ``matmul(reshape(permute_dims(w, [0, 2, 1]), (O, K C)), columns)``, whose weight
     transform ``FoldConstant`` folds when ``w`` is a constant. The matrix product goes to the
     matmul rule, which runs it several times faster than the convolution rule runs the
-    convolution: a 3-tap, stride-2 convolution of 512 channels over 1,600 samples took 80 ms
-    as a convolution and 13.4 as columns and a product (ONNX Runtime 10.4; AMD EPYC, 2
+    convolution: a 3-tap, stride-2 convolution of 512 channels over 1,600 samples took 73 ms
+    as a convolution and 13.2 as columns and a product (ONNX Runtime 10.0; AMD EPYC, 2
     threads, ``benchmarks/cpu_kernels/convolutions_1d.py``). Numbers are equal up to the order
     of the sums.
 
