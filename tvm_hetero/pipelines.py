@@ -21,6 +21,7 @@ from tvm_hetero.passes import (
     CarvePipelineStages,
     Conv1dAsMatmul,
     DeclareVDevices,
+    GroupedConvolutionsByGroup,
     InferKernelVDevices,
     LegalizeWithFastMath,
     OutlineDeviceUnits,
@@ -48,6 +49,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "PackConstantWeights": PackConstantWeights,
     "PadConvolutionWidths": PadConvolutionWidths,
     "Conv1dAsMatmul": Conv1dAsMatmul,
+    "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
     "PadMatmulColumns": PadMatmulColumns,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
@@ -76,6 +78,7 @@ OWN_PASSES = (
     "PackConstantWeights",
     "PadConvolutionWidths",
     "Conv1dAsMatmul",
+    "GroupedConvolutionsByGroup",
     "PadMatmulColumns",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
@@ -216,7 +219,8 @@ PIPELINES: dict[str, Pipeline] = {
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, compute CPU "
-            "1-D convolutions as their windows' columns times the weights, legalize (CPU "
+            "grouped convolutions with a group axis and 1-D convolutions as their windows' "
+            "columns times the weights, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, take items of "
@@ -228,6 +232,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
+                Step("GroupedConvolutionsByGroup"),
                 Step("PadConvolutionWidths"),
                 Step("Conv1dAsMatmul"),
                 Step("PadMatmulColumns"),
@@ -247,9 +252,9 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower_unfused",
             "multi_device_lower without fusion: one kernel per operator (a widened convolution "
             "and its crop are two), each call keeping the "
-            "binding name of its operator (for per-operator profiling; 1-D convolutions stay "
-            "convolutions, one operator each); kernels of constants are folded as in the fused "
-            "build.",
+            "binding name of its operator (for per-operator profiling; 1-D and grouped "
+            "convolutions stay TOPI's, one operator each); kernels of constants are folded as "
+            "in the fused build.",
             (),
             (
                 Step("StripStageBoundaries"),

@@ -1,5 +1,5 @@
-"""1-D convolutions and pools on one CPU against ONNX Runtime (issue 56), with and without
-``Conv1dAsMatmul``; a grouped 2-D convolution beside them (no rule of its own yet).
+"""1-D convolutions and pools, and a grouped convolution, on one CPU against ONNX Runtime
+(issue 56), with and without ``Conv1dAsMatmul`` and ``GroupedConvolutionsByGroup``.
 
     .venv/bin/python benchmarks/cpu_kernels/convolutions_1d.py [--runs 50]
 
@@ -8,7 +8,7 @@ front end (a 10-tap, stride-5 convolution to 512 channels over 16,000 samples, G
 GELU, then four 3-tap and two 2-tap stride-2 convolutions of 512 channels), one 3-tap
 stride-2 convolution of 512 channels over 1,600 samples, a 1-D max pool, and a 3x3
 convolution of 256 channels in 32 groups. Compiled for the whole CPU (``cpu``, every core) with
-the pass (``now``) and without it (``before``), each in a process of its own, timed end to
+the passes (``now``) and without them (``before``), each in a process of its own, timed end to
 end by our executor in 5 interleaved rounds beside ONNX Runtime on the same cores and
 threads; outputs checked against ONNX Runtime's. One JSON line per case and build in
 ``benchmarks/results/convolutions_1d.jsonl``.
@@ -69,7 +69,7 @@ def exported(name: str, work: Path) -> tuple[Path, np.ndarray]:
 
 
 def measure(name: str, label: str, runs: int) -> dict:
-    """One case built ``now`` (with the pass) or ``before`` (without), timed beside ONNX
+    """One case built ``now`` (with the passes) or ``before`` (without), timed beside ONNX
     Runtime: its row."""
     import onnxruntime as ort
 
@@ -77,7 +77,7 @@ def measure(name: str, label: str, runs: int) -> dict:
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.optimize.peer import OnnxRuntimePeer
-    from tvm_hetero.passes import conv1d_as_matmul
+    from tvm_hetero.passes import conv1d_as_matmul, grouped_convolutions_by_group
     from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
@@ -85,8 +85,9 @@ def measure(name: str, label: str, runs: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path, x = exported(name, Path(tmp))
         (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
-        if label == "before":
+        if label == "before":  # neither pass rewrites anything
             conv1d_as_matmul.rewritten = lambda call, mod: False
+            grouped_convolutions_by_group.rewritten = lambda call, mod: False
         build = api.compile(load_model(str(path)), [device])
         (got,) = api.run(build, {"x": x})
         peer = OnnxRuntimePeer(path, device, [x])

@@ -1,0 +1,94 @@
+"""GroupedConvolutionsByGroup: CPU grouped convolutions computed with an explicit group axis."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax, te, topi
+from tvm.ir import IRModule
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.types import cpu_tensor_target
+
+CONV2D_OP = "relax.nn.conv2d"
+
+
+@tvm.transform.module_pass(opt_level=0, name="GroupedConvolutionsByGroup")
+class GroupedConvolutionsByGroup:
+    """Compute each NCHW ``conv2d`` of ``1 < groups < channels`` on a CPU vdevice as a kernel
+    whose output is ``(N, groups, O / groups, H', W')``, then reshaped to ``(N, O, H', W')``.
+
+    TOPI's grouped convolution reads its input at ``(f // Og) * Cg + rc``: the output channel
+    ``f`` picks the group, so the convolution rule finds no output-channel axis the input does
+    not use and reuses no input load across channels (a 3x3 convolution of 256 channels in 32
+    groups at 28 x 28 ran at 2.4-4.5x ONNX Runtime's time). With the group as an axis of its
+    own, the channels within a group are that axis: 0.52 ms against 0.93 for TOPI's kernel
+    (one VM timing, AMD EPYC, 2 threads). Numbers are equal up to the order of the sums.
+
+    Notes
+    -----
+    Run after ``RealizeVDevice`` and before ``PadConvolutionWidths`` and ``LegalizeOps``.
+    Depthwise convolutions (one channel a group), other layouts, symbolic shapes and GPU
+    convolutions are left alone.
+    """
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Return a new module with the convolutions rewritten (``mod`` when none is)."""
+        return mutate_functions(mod, _ByGroup(mod))
+
+
+def rewritten(call: relax.Call, mod: IRModule) -> bool:
+    """Whether ``call`` is a convolution this pass rewrites."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
+        return False
+    a = call.attrs
+    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
+        return False
+    shapes = [call.args[0].ty.shape, call.args[1].ty.shape, call.ty.shape]
+    if any(s is None or not all(isinstance(v, tvm.tirx.IntImm) for v in s.values) for s in shapes):
+        return False
+    groups, channels = int(a.groups), int(shapes[0].values[1])
+    return 1 < groups < channels and cpu_tensor_target(call.ty, mod) is not None
+
+
+def by_group(data: te.Tensor, weight: te.Tensor, strides, padding, dilation, groups: int):
+    """The grouped convolution as ``(N, groups, O / groups, H', W')``."""
+    n, _, h, w = (int(v) for v in data.shape)
+    o, cg, kh, kw = (int(v) for v in weight.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    og = o // groups
+    ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    padded = topi.nn.pad(data, [0, 0, top, left], [0, 0, bottom, right])
+    rc = te.reduce_axis((0, cg), "rc")
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    return te.compute(
+        (n, groups, og, ho, wo),
+        lambda b, g, f, y, x: te.sum(
+            padded[b, g * cg + rc, y * sh + ry * dh, x * sw + rx * dw]
+            * weight[g * og + f, rc, ry, rx],
+            axis=[rc, ry, rx],
+        ),
+        name="conv2d_by_group",
+    )
+
+
+@mutator
+class _ByGroup(PyExprMutator):
+    def __init__(self, mod: IRModule) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        if not rewritten(call, self.mod_):
+            return call
+        a = call.attrs
+        attrs = [tuple(int(v) for v in getattr(a, k)) for k in ("strides", "padding", "dilation")]
+        grouped = self.builder_.call_te(
+            by_group, call.args[0], call.args[1], *attrs, int(a.groups),
+            primfunc_name_hint="conv2d_by_group",
+        )  # fmt: skip
+        out = self.builder_.emit(grouped)
+        return relax.op.reshape(out, call.ty.shape)
