@@ -54,6 +54,25 @@ def fused_kernels(mod: tvm.IRModule, target) -> tvm.IRModule:
     )
 
 
+def same_numbers_after(rewrite, mod: tvm.IRModule) -> tvm.IRModule:
+    """``rewrite(mod)``, checked to compute what ``mod`` does on random inputs (both legalized
+    by TVM and built for the CPU); returns it."""
+    import numpy as np
+    from tvm import relax
+
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32")
+            for p in mod["main"].params]  # fmt: skip
+
+    def run(m: tvm.IRModule) -> np.ndarray:
+        vm = relax.VirtualMachine(tvm.compile(relax.transform.LegalizeOps()(m)), tvm.cpu())
+        return vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+
+    after = rewrite(mod)
+    np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)
+    return after
+
+
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
     with socket.socket() as s:

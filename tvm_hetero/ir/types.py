@@ -97,6 +97,20 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def cpu_op_with_static_shapes(call: Any, op: str, layouts: tuple, mod: tvm.IRModule) -> bool:
+    """Whether ``call`` is ``op`` with ``(data, kernel, out)`` ``layouts``, its two operands
+    and its output of static shapes, on a CPU vdevice (what the convolution rewrites take)."""
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == op):
+        return False
+    a = call.attrs
+    if (a.data_layout, a.kernel_layout, a.out_layout) != layouts:
+        return False
+    shapes = [call.args[0].ty.shape, call.args[1].ty.shape, call.ty.shape]
+    if any(s is None or not all(isinstance(v, tvm.tirx.IntImm) for v in s.values) for s in shapes):
+        return False
+    return cpu_tensor_target(call.ty, mod) is not None
+
+
 def cpu_tensor_target(ty: Any, mod: tvm.IRModule) -> tvm.target.Target | None:
     """The CPU target a tensor of type ``ty`` lives on: its vdevice's, or the home vdevice's
     (the first declared) when it has none, as in a single-device module; ``None`` for another

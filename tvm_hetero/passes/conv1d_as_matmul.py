@@ -8,7 +8,7 @@ from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.mutate import mutate_functions
-from tvm_hetero.ir.types import cpu_tensor_target
+from tvm_hetero.ir.types import cpu_op_with_static_shapes
 
 CONV1D_OP = "relax.nn.conv1d"
 
@@ -43,17 +43,8 @@ class Conv1dAsMatmul:
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
     """Whether ``call`` is a convolution this pass rewrites."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV1D_OP):
-        return False
-    a = call.attrs
-    if int(a.groups) != 1 or (a.data_layout, a.kernel_layout, a.out_layout) != (
-        "NCW", "OIW", "NCW"
-    ):  # fmt: skip
-        return False
-    shapes = [call.args[0].ty.shape, call.args[1].ty.shape, call.ty.shape]
-    if any(s is None or not all(isinstance(v, tvm.tirx.IntImm) for v in s.values) for s in shapes):
-        return False
-    return cpu_tensor_target(call.ty, mod) is not None
+    layouts = ("NCW", "OIW", "NCW")
+    return cpu_op_with_static_shapes(call, CONV1D_OP, layouts, mod) and int(call.attrs.groups) == 1
 
 
 @mutator

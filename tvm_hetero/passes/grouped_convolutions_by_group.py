@@ -8,7 +8,7 @@ from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.mutate import mutate_functions
-from tvm_hetero.ir.types import cpu_tensor_target
+from tvm_hetero.ir.types import cpu_op_with_static_shapes
 
 CONV2D_OP = "relax.nn.conv2d"
 
@@ -39,16 +39,10 @@ class GroupedConvolutionsByGroup:
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
     """Whether ``call`` is a convolution this pass rewrites."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
+    if not cpu_op_with_static_shapes(call, CONV2D_OP, ("NCHW", "OIHW", "NCHW"), mod):
         return False
-    a = call.attrs
-    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
-        return False
-    shapes = [call.args[0].ty.shape, call.args[1].ty.shape, call.ty.shape]
-    if any(s is None or not all(isinstance(v, tvm.tirx.IntImm) for v in s.values) for s in shapes):
-        return False
-    groups, channels = int(a.groups), int(shapes[0].values[1])
-    return 1 < groups < channels and cpu_tensor_target(call.ty, mod) is not None
+    groups, channels = int(call.attrs.groups), int(call.args[0].ty.shape.values[1])
+    return 1 < groups < channels
 
 
 def by_group(data: te.Tensor, weight: te.Tensor, strides, padding, dilation, groups: int):
