@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from onnx_models import append_rows  # noqa: E402
+from onnx_models import append_rows, export_case  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks/models"))
 
@@ -54,13 +53,7 @@ def exported(name: str, work: Path) -> tuple[Path, dict]:
         shape = (1, SIAMESE_STEPS, 64)
         return path, {k: rng.standard_normal(shape).astype("float32") for k in ("a", "b")}
     if name == "lstm-512":
-        torch.manual_seed(0)
-        x = torch.randn(1, 32, 256)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(OneLayer().eval(), (x,), str(path), input_names=["x"],
-                              dynamo=False, opset_version=17)  # fmt: skip
-        return path, {"x": x.numpy()}
+        return path, {"x": export_case(OneLayer, (1, 32, 256), path)}
     from zoo import CORPUS, export
 
     names = export(name, path)

@@ -18,14 +18,14 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 
 def _grouped_module(groups=4, stride=1, padding=(1, 1, 1, 1), dilation=1, device=CPU,
-                    channels=8, size=9):  # fmt: skip
+                    channels=8, size=9, out_dtype=None):  # fmt: skip
     vdev = VDevice(make_target(device), 0, "global")
     x = relax.Var("x", relax.TensorType((2, channels, size, size), "float32", vdev))
     w = relax.Var("w", relax.TensorType((24, channels // groups, 3, 3), "float32", vdev))
     bb = relax.BlockBuilder()
     with bb.function("main", [x, w]):
         with bb.dataflow():
-            conv = relax.op.nn.conv2d(x, w, stride, padding, dilation, groups)
+            conv = relax.op.nn.conv2d(x, w, stride, padding, dilation, groups, out_dtype=out_dtype)
             y = bb.emit_output(conv)
         bb.emit_func_output(y)
     mod = bb.get()
@@ -68,8 +68,8 @@ def test_numbers_match_the_grouped_convolution(case):
 
 
 @pytest.mark.parametrize(
-    "case", [dict(groups=8), dict(groups=1), dict(device=CUDA)]
-)  # depthwise, ungrouped, GPU
+    "case", [dict(groups=8), dict(groups=1), dict(device=CUDA), dict(out_dtype="float64")]
+)  # depthwise, ungrouped, GPU, a sum in another type
 def test_other_convolutions_stay(case):
     mod = _grouped_module(**case)
     tvm.ir.assert_structural_equal(GroupedConvolutionsByGroup()(mod), mod)

@@ -15,12 +15,10 @@ import tvm
 from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.ir.index_bounds import index_bounds
+from tvm_hetero.ir.recurrent import RECURRENT_FORMS
 from tvm_hetero.ir.types import tensor_infos
 
 SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}
-
-RECURRENT_FORMS = ("loop", "unrolled")
-"""How recurrent layers are imported: a loop kernel a direction, or a kernel a step and gate."""
 
 
 class ModelLoadError(ValueError):

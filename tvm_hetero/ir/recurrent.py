@@ -13,12 +13,11 @@ The kernel's arguments, for a layer of ``G`` gates (4 LSTM, 3 GRU, 1 RNN) and ``
     -> y (seq, batch, H)  h_n (batch, H)  c_n (batch, H)
 
 where ``rt`` is the transposed recurrent weights ``R^T (H, G*H)`` packed by
-:func:`pack_weights`,
-
-and one signature serves the three cells (a GRU or RNN passes ``c0`` through to ``c_n``).
-``rb`` is added to the recurrent product (a GRU's ``r * (h @ R_h + rb_h)`` needs it apart);
-biases that are only added go into ``xw`` or ``rb``. ``order`` says which block of ``G*H``
-holds which gate: ONNX's (``i o f c``, ``z r h``) or PyTorch's (``i f g o``, ``r z n``).
+:func:`pack_weights`. One signature serves the three cells (a GRU or RNN passes ``c0``
+through to ``c_n``). ``rb`` is added to the recurrent product (a GRU's
+``r * (h @ R_h + rb_h)`` needs it apart); biases that are only added go into ``xw`` or
+``rb``. ``order`` says which block of ``G*H`` holds which gate: ONNX's (``i o f c``,
+``z r h``) or PyTorch's (``i f g o``, ``r z n``).
 Activations are the cells' defaults (sigmoid, tanh), computed with the rational tanh that
 TOPI's ``fast_tanh`` uses (vectorized; within 1e-6 of ``tanh``).
 
@@ -33,6 +32,10 @@ from dataclasses import dataclass
 
 from tvm import relax, tirx
 from tvm.script import tirx as T
+
+RECURRENT_FORMS = ("loop", "unrolled")
+"""How a recurrent layer is built: a loop kernel a direction, or a kernel a step and gate
+(``load_model(..., recurrent=...)``, a zoo model's ``recurrent`` setting)."""
 
 RECURRENT_ATTR = "tvm_hetero.recurrent"
 """PrimFunc attribute of a loop kernel: its :class:`RecurrentLoop` as a key string."""
@@ -126,11 +129,6 @@ class RecurrentLoop:
         its bias, activation and state update."""
         return self.seq * self.batch * self.gates * self.hidden * (2 * self.hidden + 20)
 
-    @property
-    def states(self) -> int:
-        """State tensors: ``h`` and, for an LSTM, ``c``."""
-        return 2 if self.cell == "LSTM" else 1
-
     def key(self) -> str:
         """The attribute string :meth:`from_key` reads back."""
         order = "".join(str(k) for k in self.order)
@@ -195,8 +193,9 @@ def fast_sigmoid(x: tirx.PrimExpr) -> tirx.PrimExpr:
 
 
 def loop_kernel(spec: RecurrentLoop, gpu: bool = False) -> tirx.PrimFunc:
-    """The loop kernel of ``spec`` for a CPU (one thread, vectorized over units) or a GPU
-    (one block, a thread per unit and sequence), carrying :data:`RECURRENT_ATTR`."""
+    """The loop kernel of ``spec`` for a CPU (vectorized over units, blocks of units in
+    parallel for large steps) or a GPU (one block, a thread per unit and sequence), carrying
+    :data:`RECURRENT_ATTR`."""
     func = _gpu_kernel(spec) if gpu else _cpu_kernel(spec)
     return func.with_attr(RECURRENT_ATTR, spec.key())
 
@@ -374,7 +373,12 @@ def _gpu_kernel(spec: RecurrentLoop) -> tirx.PrimFunc:
                         acc[g] = (
                             acc[g]
                             + h[T.min(tx + r * NT, N - 1) // H * H + k]
-                            * rt[T.min(tx + r * NT, N - 1) % H // VL, k, g, (tx + r * NT) % VL]
+                            * rt[
+                                T.min(tx + r * NT, N - 1) % H // VL,
+                                k,
+                                g,
+                                T.min(tx + r * NT, N - 1) % VL,
+                            ]
                         )
                 if lstm:
                     c[r] = new_c(t, T.min(tx + r * NT, N - 1), xw, acc, c[r])

@@ -28,8 +28,8 @@ class GroupedConvolutionsByGroup:
     Notes
     -----
     Run after ``RealizeVDevice`` and before ``PadConvolutionWidths`` and ``LegalizeOps``.
-    Depthwise convolutions (one channel a group), other layouts, symbolic shapes and GPU
-    convolutions are left alone.
+    Depthwise convolutions (one channel a group), other layouts, symbolic shapes, an
+    ``out_dtype`` other than the input's and GPU convolutions are left alone.
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -42,7 +42,8 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     if not cpu_op_with_static_shapes(call, CONV2D_OP, ("NCHW", "OIHW", "NCHW"), mod):
         return False
     groups, channels = int(call.attrs.groups), int(call.args[0].ty.shape.values[1])
-    return 1 < groups < channels
+    same_dtype = call.ty.dtype == call.args[0].ty.dtype  # the kernel sums in the input's type
+    return 1 < groups < channels and same_dtype
 
 
 def by_group(data: te.Tensor, weight: te.Tensor, strides, padding, dilation, groups: int):

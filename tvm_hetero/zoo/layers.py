@@ -99,17 +99,6 @@ class LoopLayer(nn.Module):
         return y
 
 
-RECURRENT_FORMS = ("loop", "unrolled")
-"""The ``recurrent`` setting of zoo models with recurrent layers."""
-
-
-def loops(recurrent: str) -> bool:
-    """Whether the ``recurrent`` setting asks for loop kernels (checked)."""
-    if recurrent not in RECURRENT_FORMS:
-        raise ValueError(f"recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}")
-    return recurrent == "loop"
-
-
 class StackedRNN(nn.Module):
     """``num_layers`` LSTM or GRU layers over a ``(batch, seq, features)`` input: :meth:`last`
     or :meth:`flat` reads the hidden states. ``loop``: each layer one loop kernel, else
@@ -148,17 +137,13 @@ class StackedRNN(nn.Module):
         return y
 
     def _unrolled(self, x: Tensor) -> list[Tensor]:
-        steps = _steps(x, 1)
+        seq = x.shape[1]
+        steps = (
+            [op.squeeze(s, 1) for s in op.split(x, seq, axis=1)] if seq > 1 else [op.squeeze(x, 1)]
+        )
         for layer in self.layers:
             steps = layer(steps)
         return steps
-
-
-def _steps(x: Tensor, axis: int) -> list[Tensor]:
-    """``x`` cut along ``axis`` into its steps, that axis dropped."""
-    seq = x.shape[axis]
-    parts = op.split(x, seq, axis=axis) if seq > 1 else [x]
-    return [op.squeeze(s, axis) for s in parts]
 
 
 class SelfAttention(nn.Module):

@@ -9,7 +9,7 @@ from tvm.relax.frontend.nn import Tensor, op
 
 from tvm_hetero.frontends.model import InputSpec
 from tvm_hetero.zoo.cnn import ResNet
-from tvm_hetero.zoo.layers import StackedRNN, loops
+from tvm_hetero.zoo.layers import StackedRNN
 
 
 class MLP(nn.Module):
@@ -82,7 +82,7 @@ def build_wide_deep(
 ):
     """Wide-and-Deep and its four inputs."""
     model = WideAndDeep(
-        wide, dense, embedding, ffn, cnn, rnn_input, rnn_hidden, rnn_layers, loops(recurrent)
+        wide, dense, embedding, ffn, cnn, rnn_input, rnn_hidden, rnn_layers, recurrent == "loop"
     )
     return model, [
         InputSpec("wide", (batch, wide), "float32"),

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tvm_hetero.frontends.model import Model
+from tvm_hetero.ir.recurrent import RECURRENT_FORMS
 from tvm_hetero.zoo import cnn, mixed, rnn, transformers
-from tvm_hetero.zoo.layers import RECURRENT_FORMS
 
 PAPER = "paper"
 TINY = "tiny"

@@ -6,7 +6,7 @@ from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import Tensor, op
 
 from tvm_hetero.frontends.model import InputSpec
-from tvm_hetero.zoo.layers import StackedRNN, loops
+from tvm_hetero.zoo.layers import StackedRNN
 
 
 class RNNModel(nn.Module):
@@ -39,7 +39,7 @@ def build_rnn(
     recurrent: str = "loop",
 ):  # fmt: skip
     """An LSTM or GRU stack and its input ``x: (batch, seq_len, input_size)``."""
-    return RNNModel(cell, input_size, hidden, num_layers, loops(recurrent)), [
+    return RNNModel(cell, input_size, hidden, num_layers, recurrent == "loop"), [
         InputSpec("x", (batch, seq_len, input_size), "float32")
     ]
 
@@ -50,7 +50,7 @@ def build_siamese(
 ):  # fmt: skip
     """The Siamese LSTM and its two sequence inputs."""
     shape = (batch, seq_len, input_size)
-    return SiameseLSTM(input_size, hidden, num_layers, loops(recurrent)), [
+    return SiameseLSTM(input_size, hidden, num_layers, recurrent == "loop"), [
         InputSpec("a", shape, "float32"),
         InputSpec("b", shape, "float32"),
     ]

@@ -6,7 +6,7 @@ from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import Tensor, op
 
 from tvm_hetero.frontends.model import InputSpec
-from tvm_hetero.zoo.layers import StackedRNN, TransformerLayer, loops
+from tvm_hetero.zoo.layers import StackedRNN, TransformerLayer
 
 
 class TextEncoder(nn.Module):
@@ -151,5 +151,5 @@ def build_mtdnn(
 ):
     """MT-DNN and its token-id input."""
     bert = dict(vocab=vocab, seq_len=seq_len, hidden=hidden, layers=layers, heads=heads, ffn=ffn)
-    model = MTDNN(bert, lstm_hidden, lstm_layers, tags, loops(recurrent))
+    model = MTDNN(bert, lstm_hidden, lstm_layers, tags, recurrent == "loop")
     return model, _text_input(batch, seq_len, vocab)
