@@ -29,3 +29,20 @@ def run_ms(session, feeds: dict[str, np.ndarray], runs: int, warmup: int = 3) ->
         session.run(None, feeds)
         samples.append((time.perf_counter() - start) * 1e3)
     return samples
+
+
+def median_seconds(session, feeds: dict[str, np.ndarray], repeat: int = 7,
+                   min_repeat_ms: float = 50.0) -> float:  # fmt: skip
+    """The median over ``repeat`` repeats of the mean run time, each repeat running for at
+    least ``min_repeat_ms`` (as ``api.median_seconds`` times our builds)."""
+    session.run(None, feeds)
+    samples = []
+    for _ in range(repeat):
+        count, start = 0, time.perf_counter()
+        while True:
+            session.run(None, feeds)
+            count += 1
+            if (time.perf_counter() - start) * 1e3 >= min_repeat_ms:
+                break
+        samples.append((time.perf_counter() - start) / count)
+    return float(np.median(samples))

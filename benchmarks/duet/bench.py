@@ -10,7 +10,7 @@ subgraph costs, correction by measured runs, fallback), then the kept plan and t
 builds timed on the concurrent runtime, ``--runs`` runs each (p50 / p99 / p99.9). The single
 devices: ``cpu`` (one worker, both cores: the best single device here) and ``cpu@0`` (one core).
 ONNX Runtime runs a torch twin of the model (same architecture and shapes, its own random
-weights: ``torch_twins.py``) with 2 threads, sequential (intra-op 2) and ``ORT_PARALLEL``
+weights: ``benchmarks/torch_twins.py``) with 2 threads, sequential (intra-op 2) and ``ORT_PARALLEL``
 (inter-op 2, intra-op 1). ``--schedulers`` adds the paper's Fig. 13: Random, Round-robin,
 Random + Correction, Greedy + Correction and Ideal (enumerated with the cost model), measured.
 """

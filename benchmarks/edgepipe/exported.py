@@ -10,7 +10,9 @@ where a single tensor crosses), planned by EdgePipe on two CPU devices of this p
 pipelined; every microbatch's outputs are compared with the single-device build's (relative
 error: the largest difference over the largest output). ``resnet18-symbolic`` is ResNet-18
 exported with a symbolic batch dimension, loaded with ``--shapes``' Python form. Throughput
-is the pipeline's steady rate against one device's; both on this shared 2-core machine.
+is the pipeline's steady rate against one device's (``cpu@0``) and against ONNX Runtime on the
+same file with both cores (2 threads, the microbatches one after another), measured in the same
+interleaved rounds (medians of 3) on this shared 2-core machine.
 Results: ``benchmarks/results/edgepipe_exported.json``.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -35,7 +38,8 @@ TOLERANCE = 1e-4
 
 def check(name: str, work: Path, microbatches: int) -> dict:
     """One model through EdgePipe; the row of the table (``stage`` names the first failure)."""
-    from throughput import throughput
+    from ort_timing import cpu_session
+    from throughput import batch_rates
     from zoo import CORPUS, load_exported, random_feeds
 
     from tvm_hetero import api
@@ -62,19 +66,25 @@ def check(name: str, work: Path, microbatches: int) -> dict:
         single = api.compile(model, devices[:1])
         row["stage"] = "match"
         feeds = random_feeds(model, args, microbatches)
-        with Executor(single.deployment) as one:
+        with Executor(single.deployment) as one, Executor(compiled.deployment) as ex:
             want = [one.run(f) for f in feeds]
-        with Executor(compiled.deployment) as ex:
-            got = [ex.outputs_of(r) for r in ex.run_many([ex.place_inputs(f) for f in feeds])]
-        row["rel_err"] = max(
-            api.max_abs_error(g, w) / (max(float(np.abs(x).max()) for x in w) or 1.0)
-            for g, w in zip(got, want, strict=True)
-        )  # fmt: skip
-        if row["rel_err"] > TOLERANCE:
-            return row
-        row["stage"] = "time"
-        row["pipelined_per_s"] = throughput(compiled.deployment, feeds, 3)[0]
-        row["single_per_s"] = throughput(single.deployment, feeds, 3)[0]
+            batches = {"pipelined_per_s": (ex, [ex.place_inputs(f) for f in feeds]),
+                       "single_per_s": (one, [one.place_inputs(f) for f in feeds])}  # fmt: skip
+            got = [ex.outputs_of(r) for r in ex.run_many(batches["pipelined_per_s"][1])]
+            row["rel_err"] = max(
+                api.max_abs_error(g, w) / (max(float(np.abs(x).max()) for x in w) or 1.0)
+                for g, w in zip(got, want, strict=True)
+            )  # fmt: skip
+            if row["rel_err"] > TOLERANCE:
+                return row
+            row["stage"] = "time"
+            session = cpu_session(work / f"{name}.onnx", 2)
+            rates: dict[str, list[float]] = {k: [] for k in (*batches, "ort_per_s")}
+            for _ in range(3):
+                for key, (executor, placed) in batches.items():
+                    rates[key].append(batch_rates(executor, placed)[0])
+                rates["ort_per_s"].append(_ort_rate(session, feeds))
+        row.update({k: statistics.median(v) for k, v in rates.items()})
         row["stage"] = "ok"
     except Exception as err:
         text = str(err).strip().splitlines()
@@ -82,11 +92,20 @@ def check(name: str, work: Path, microbatches: int) -> dict:
     return row
 
 
+def _ort_rate(session, feeds: list[dict]) -> float:
+    """Microbatches per second of ONNX Runtime running ``feeds`` one after another."""
+    session.run(None, feeds[0])
+    start = time.perf_counter()
+    for f in feeds:
+        session.run(None, f)
+    return len(feeds) / (time.perf_counter() - start)
+
+
 def table(rows: list[dict]) -> str:
     """The Markdown table and its summary line."""
     lines = ["| model | source | result | ops | layers | stages (layers) | rel. error "
-             "| pipelined /s | one device /s | speed-up |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| pipelined /s | one device /s | ONNX Runtime /s | speed-up | vs ORT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         result = "ok" if r["stage"] == "ok" else f"fails at {r['stage']}: {r.get('error', '')}"
         stages = " / ".join(f"{b - a + 1}" for a, b in r.get("stages", []))
@@ -95,7 +114,9 @@ def table(rows: list[dict]) -> str:
                  f"{r['rel_err']:.1e}" if "rel_err" in r else "",
                  f"{r['pipelined_per_s']:.1f}" if "pipelined_per_s" in r else "",
                  f"{r['single_per_s']:.1f}" if "single_per_s" in r else "",
-                 f"{speed:.2f}x" if speed else ""]  # fmt: skip
+                 f"{r['ort_per_s']:.1f}" if "ort_per_s" in r else "",
+                 f"{speed:.2f}x" if speed else "",
+                 f"{r['pipelined_per_s'] / r['ort_per_s']:.2f}x" if "ort_per_s" in r else ""]  # fmt: skip
         lines.append(f"| {r['model']} | {r['source']} | {result} | "
                      + " | ".join(map(str, cells)) + " |")  # fmt: skip
     ok = sum(r["stage"] == "ok" for r in rows)
@@ -103,7 +124,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    sys.path[:0] = [str(HERE), str(HERE.parent / "models")]
+    sys.path[:0] = [str(HERE), str(HERE.parent / "models"), str(HERE.parent)]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--microbatches", type=int, default=6)

@@ -108,13 +108,16 @@ def throughput(deployment, feeds, repeat: int) -> tuple[float, float]:
     with Executor(deployment, timeout_s=300) as ex:
         batches = [ex.place_inputs(f) for f in feeds]
         ex.run_many(batches)
-        steady, whole = [], []
-        for _ in range(repeat):
-            ex.run_many(batches)
-            stats = pipeline_stats(ex.timeline, ex.finished_s)
-            steady.append(1 / stats.steady_s)
-            whole.append(stats.throughput)
-    return statistics.median(steady), statistics.median(whole)
+        rates = [batch_rates(ex, batches) for _ in range(repeat)]
+    return statistics.median(r[0] for r in rates), statistics.median(r[1] for r in rates)
+
+
+def batch_rates(ex: Executor, batches: list) -> tuple[float, float]:
+    """One timed batch of placed microbatches on an open executor: its steady rate and its
+    whole batch's rate (microbatches per second)."""
+    ex.run_many(batches)
+    stats = pipeline_stats(ex.timeline, ex.finished_s)
+    return 1 / stats.steady_s, stats.throughput
 
 
 def run_case(case: str, model, args, folder: Path) -> dict:

@@ -38,14 +38,15 @@ def _first_line(err: BaseException) -> str:
 def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool = False) -> dict:
     """One model through every stage; the row of the table (``stage`` names the first failure)."""
     import numpy as np
-    import onnxruntime as ort
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.runtime.measure import MeasureConfig
 
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(HERE.parent)]
+    from ort_timing import cpu_session
+    from ort_timing import median_seconds as ort_median_seconds
     from zoo import CORPUS, export
 
     row: dict = {"model": name, "source": CORPUS[name].source, "stage": "export"}
@@ -59,7 +60,9 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
         feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
         row["stage"] = "import"
         start = time.perf_counter()
-        model = load_model(path)
+        symbolic = CORPUS[name].symbolic  # the batch given as the example's
+        model = load_model(path, shapes={n: list(a.shape) for n, a in zip(names, args, strict=True)}
+                           if symbolic else None)  # fmt: skip
         row["import_s"] = time.perf_counter() - start
         feeds = {s.name: feeds[s.name] for s in model.inputs}  # inputs the export kept
         row["stage"] = "compile"
@@ -68,9 +71,7 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
         row["compile_s"] = time.perf_counter() - start
         row["stage"] = "run"
         got = api.run(compiled, feeds)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        session = cpu_session(path, threads)
         expected = session.run(None, feeds)
         scale = max(float(np.abs(e).max()) for e in expected) or 1.0
         row["rel_err"] = api.max_abs_error(got, expected) / scale
@@ -81,7 +82,7 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
         ours, theirs = [], []
         for _ in range(rounds):
             ours.append(api.median_seconds(compiled, feeds, config))
-            theirs.append(_median_seconds(lambda: session.run(None, feeds)))
+            theirs.append(ort_median_seconds(session, feeds, repeat=5, min_repeat_ms=100))
         row["tvm_ms"] = statistics.median(ours) * 1e3
         row["ort_ms"] = statistics.median(theirs) * 1e3
         row["ratio"] = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
@@ -89,20 +90,6 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
     except Exception as err:
         row["error"] = _first_line(err)
     return row
-
-
-def _median_seconds(fn, runs: int = 5, min_s: float = 0.1) -> float:
-    fn()
-    samples = []
-    for _ in range(runs):
-        count, start = 0, time.perf_counter()
-        while True:
-            fn()
-            count += 1
-            if time.perf_counter() - start >= min_s:
-                break
-        samples.append((time.perf_counter() - start) / count)
-    return statistics.median(samples)
 
 
 COLUMNS = (("import_s", ".1f"), ("compile_s", ".1f"), ("rel_err", ".1e"), ("tvm_ms", ".2f"),

@@ -19,6 +19,7 @@ class Entry:
 
     source: str  # torchvision / timm / transformers / pytorch
     build: Callable[[bool], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+    symbolic: bool = False  # exported with a symbolic batch dimension (loaded as batch 1)
 
 
 def _image(size: int, small: bool) -> tuple[torch.Tensor]:
@@ -36,6 +37,23 @@ def _torchvision(name: str, size: int = 224, fixed: bool = False, **kw) -> Entry
     return Entry("torchvision", build)
 
 
+def _segmentation(name: str, size: int) -> Entry:
+    """A torchvision segmentation model (its ``out`` map), no backbone weights."""
+
+    def build(small: bool):
+        import torchvision
+
+        model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+        return _Field(model, "out"), _image(size, small)
+
+    return Entry("torchvision", build)
+
+
+def _symbolic(entry: Entry) -> Entry:
+    """``entry`` exported with a symbolic batch dimension."""
+    return Entry(entry.source, entry.build, symbolic=True)
+
+
 def _timm(name: str, size: int = 224, **kw) -> Entry:
     def build(small: bool):
         import timm
@@ -45,34 +63,91 @@ def _timm(name: str, size: int = 224, **kw) -> Entry:
     return Entry("timm", build)
 
 
-class _Logits(nn.Module):
-    """A transformers model returning its first output as a tensor (ONNX wants tensors)."""
+class _Field(nn.Module):
+    """A model returning one field of its output as a tensor (ONNX wants tensors); ``keyword``
+    names the argument its input goes to (positional when empty)."""
 
-    def __init__(self, model: nn.Module, field: str) -> None:
+    def __init__(self, model: nn.Module, field: str, keyword: str = "") -> None:
         super().__init__()
-        self.model, self.field = model, field
+        self.model, self.field, self.keyword = model, field, keyword
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model(input_ids=ids), self.field)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(**{self.keyword: x}) if self.keyword else self.model(x)
+        return out[self.field]
+
+
+_TRANSFORMERS = {
+    "bert": ("BertConfig", "BertModel", "last_hidden_state"),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", "last_hidden_state"),
+    "roberta": ("RobertaConfig", "RobertaModel", "last_hidden_state"),
+    "mobilebert": ("MobileBertConfig", "MobileBertModel", "last_hidden_state"),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", "logits"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", "logits"),
+    "opt": ("OPTConfig", "OPTForCausalLM", "logits"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "logits"),
+    "t5-encoder": ("T5Config", "T5EncoderModel", "last_hidden_state"),
+}
+"""Text models: (config class, model class, output field); their input is token ids."""
 
 
 def _transformers(kind: str, seq: int = 128, **config) -> Entry:
     def build(small: bool):
         import transformers
 
-        cfg_cls, model_cls, field = {
-            "bert": ("BertConfig", "BertModel", "last_hidden_state"),
-            "distilbert": ("DistilBertConfig", "DistilBertModel", "last_hidden_state"),
-            "roberta": ("RobertaConfig", "RobertaModel", "last_hidden_state"),
-            "gpt2": ("GPT2Config", "GPT2LMHeadModel", "logits"),
-            "t5-encoder": ("T5Config", "T5EncoderModel", "last_hidden_state"),
-        }[kind]
+        cfg_cls, model_cls, field = _TRANSFORMERS[kind]
         cfg = getattr(transformers, cfg_cls)(**config)
         cfg._attn_implementation = "eager"  # plain matmuls and softmax, as ONNX wants them
         model = getattr(transformers, model_cls)(cfg)
         length = 16 if small else seq
         ids = torch.randint(0, cfg.vocab_size, (1, length))
-        return _Logits(model, field), (ids,)
+        return _Field(model, field, "input_ids"), (ids,)
+
+    return Entry("transformers", build)
+
+
+def _wav2vec2(seconds: float = 1.0, **config) -> Entry:
+    """A wav2vec 2.0 encoder (1-D convolutional front end, then transformer layers) over raw
+    16 kHz audio."""
+
+    def build(small: bool):
+        import transformers
+
+        cfg = transformers.Wav2Vec2Config(**config)
+        cfg._attn_implementation = "eager"
+        audio = torch.randn(1, 3200 if small else int(16000 * seconds))
+        return _Field(transformers.Wav2Vec2Model(cfg), "last_hidden_state", "input_values"), (
+            audio,
+        )
+
+    return Entry("transformers", build)
+
+
+def _whisper_encoder(frames: int = 3000, **config) -> Entry:
+    """Whisper's audio encoder (two 1-D convolutions, then transformer layers) over log-mel
+    frames (3,000: 30 s)."""
+
+    def build(small: bool):
+        import transformers
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+        length = 200 if small else frames
+        cfg = transformers.WhisperConfig(max_source_positions=length // 2, **config)
+        cfg._attn_implementation = "eager"
+        mel = torch.randn(1, cfg.num_mel_bins, length)
+        return _Field(WhisperEncoder(cfg), "last_hidden_state", "input_features"), (mel,)
+
+    return Entry("transformers", build)
+
+
+def _segformer(size: int = 512) -> Entry:
+    """SegFormer (MiT-b0 encoder, overlapping patch convolutions, all-MLP decoder)."""
+
+    def build(small: bool):
+        import transformers
+
+        cfg = transformers.SegformerConfig(num_labels=19)
+        model = transformers.SegformerForSemanticSegmentation(cfg)
+        return _Field(model, "logits", "pixel_values"), _image(size, small)
 
     return Entry("transformers", build)
 
@@ -208,13 +283,47 @@ CORPUS: dict[str, Entry] = {
         torch.randn(1, 512), torch.randn(1, 512), torch.randn(1, 3, 32, 32),
         torch.randn(1, 3, 32, 32))),
     "erf_encoder": _module(ErfEncoder, lambda small: (torch.randn(1, 16 if small else 128, 256),)),
+    # Grouped convolutions, plain 3x3 stacks, multi-branch and mobile networks
+    "resnext50_32x4d": _torchvision("resnext50_32x4d"),
+    "regnet_x_400mf": _torchvision("regnet_x_400mf"),
+    "vgg11": _torchvision("vgg11"),
+    "inception_v3": _torchvision("inception_v3", size=299, fixed=True, init_weights=True, aux_logits=False),
+    "mobilenet_v3_large": _torchvision("mobilenet_v3_large"),
+    "mnasnet1_0": _torchvision("mnasnet1_0"),
+    "repvgg_a0": _timm("repvgg_a0"),
+    "resnet26d": _timm("resnet26d"),
+    "ghostnet_100": _timm("ghostnet_100"),
+    "mobileone_s0": _timm("mobileone_s0"),
+    # Metaformers and hybrid vision transformers
+    "poolformer_s12": _timm("poolformer_s12"),
+    "convformer_s18": _timm("convformer_s18"),
+    "efficientformer_l1": _timm("efficientformer_l1"),
+    "levit_128s": _timm("levit_128s"),
+    "edgenext_x_small": _timm("edgenext_x_small", size=256),
+    "mobilevitv2_050": _timm("mobilevitv2_050", size=256),
+    # Segmentation
+    "lraspp_mobilenet_v3": _segmentation("lraspp_mobilenet_v3_large", size=512),
+    "segformer_b0": _segformer(),
+    # Decoders, a bottlenecked encoder, audio encoders
+    "llama": _transformers("llama", hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                           num_attention_heads=8, num_key_value_heads=2, vocab_size=8000),
+    "opt": _transformers("opt", hidden_size=256, ffn_dim=1024, num_hidden_layers=4,
+                         num_attention_heads=4, word_embed_proj_dim=256, vocab_size=8000),
+    "qwen2": _transformers("qwen2", hidden_size=256, intermediate_size=704, num_hidden_layers=4,
+                           num_attention_heads=8, num_key_value_heads=2, vocab_size=8000),
+    "mobilebert": _transformers("mobilebert", num_hidden_layers=6),
+    "wav2vec2": _wav2vec2(num_hidden_layers=4),
+    "whisper_encoder": _whisper_encoder(),
+    # Symbolic batch dimensions (loaded as batch 1)
+    "resnet18_symbolic": _symbolic(_torchvision("resnet18")),
+    "bert_symbolic": _symbolic(_transformers("bert", num_hidden_layers=4)),
 }  # fmt: skip
 """Every corpus model by name."""
 
 
 def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     """Write ``CORPUS[name]`` as ONNX to ``path`` (seeded weights); returns the input names.
-    The dynamo exporter first, the TorchScript one where it fails."""
+    The dynamo exporter first, the TorchScript one where it fails (and for a symbolic batch)."""
     import warnings
 
     torch.manual_seed(0)
@@ -223,20 +332,27 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     names = tuple(f"in{k}" for k in range(len(args)))
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        if CORPUS[name].symbolic:
+            _torchscript_export(module, args, path, names, symbolic=True)
+            return names
         try:
             torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=True,
                               external_data=False, verbose=False)  # fmt: skip
         except Exception:
-            torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=False,
-                              opset_version=17)  # fmt: skip
+            _torchscript_export(module, args, path, names)
     return names
+
+
+def _torchscript_export(module, args, path, names, symbolic: bool = False) -> None:
+    axes = {n: {0: "batch"} for n in names} if symbolic else None
+    torch.onnx.export(module.eval(), args, str(path), input_names=list(names), dynamo=False,
+                      dynamic_axes=axes, opset_version=17)  # fmt: skip
 
 
 def export_symbolic_batch(module: nn.Module, args: tuple, path) -> None:
     """``module`` (one image input) exported with a symbolic batch dimension (the TorchScript
     exporter's ``dynamic_axes``), its input named ``in0``."""
-    torch.onnx.export(module.eval(), args, str(path), input_names=["in0"], dynamo=False,
-                      dynamic_axes={"in0": {0: "batch"}}, opset_version=17)  # fmt: skip
+    _torchscript_export(module, args, path, ("in0",), symbolic=True)
 
 
 def random_feeds(model, args: tuple, count: int) -> list[dict]:
