@@ -1,17 +1,17 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make demo   the main job (optimize) on the built-in default models
-#   make test   lint + the test suite (tests/ and the tutorial notebooks)
+#   make test   lint + the documentation build + the test suite (tests/, tutorial notebooks)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test test-slow lint catalog clean
+.PHONY: demo test test-slow lint docs docs-check catalog clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test,torch]"
+	$(BIN)/python -m pip install -q -e ".[test,torch,docs]"
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)
@@ -23,8 +23,16 @@ lint: $(STAMP)
 	$(BIN)/python ci/gen_catalog.py --check
 	$(BIN)/python ci/check_layers.py
 
+# the site with the tutorials executed (docs/_build/html/index.html)
+docs: $(STAMP)
+	TVM_HETERO_DOCS_EXECUTE=force $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+# the site as stored (notebooks not run: the tests run them), every warning an error
+docs-check: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -E -b html docs build/docs-check
+
 # two pytest workers (the suite compiles on one core each), then alone what needs both cores
-test: lint
+test: lint docs-check
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow and not whole_machine"
 	$(BIN)/python -m pytest -m "whole_machine and not slow"
 
@@ -35,4 +43,4 @@ catalog: $(STAMP)
 	$(BIN)/python ci/gen_catalog.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info docs/_build

@@ -59,7 +59,7 @@ def render() -> dict[Path, str]:
     for p in PIPELINES.values():
         params = ", ".join(f"`{x}`" for x in p.params) or "none"
         steps = " -> ".join(s.name for s in p.steps)
-        lines += [f"### `{p.name}` ([toml](pipelines/{p.name}.toml))", "", p.description, "",
+        lines += [f"### `{p.name}` (`passes/pipelines/{p.name}.toml`)", "", p.description, "",
                   f"Parameters: {params}.", "", f"`{steps}`", ""]  # fmt: skip
     files = {ROOT / "passes" / "README.md": "\n".join(lines)}
     for p in PIPELINES.values():

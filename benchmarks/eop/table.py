@@ -25,6 +25,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,7 +50,7 @@ ROUNDS = 3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def onnx_runtime(name: str, devices: list, work: Path):
+def onnx_runtime(name: str, devices: list):
     """A timer of ONNX Runtime on the twin of ``MODELS[name]`` with the devices' cores as
     threads, or ``None`` without ``onnxruntime``."""
     try:
@@ -58,10 +59,11 @@ def onnx_runtime(name: str, devices: list, work: Path):
     except ImportError:
         return None
     spec, overrides = MODELS[name]
-    path, feeds = onnx_twin(spec, work, **overrides)
     cores = os.cpu_count() or 1
     threads = min(cores, sum(d.threads or cores for d in devices))
-    session = cpu_session(path, threads)
+    with tempfile.TemporaryDirectory() as tmp:  # the session holds the model once created
+        path, feeds = onnx_twin(spec, Path(tmp), **overrides)
+        session = cpu_session(path, threads)
     return lambda: median_seconds(session, feeds)
 
 
@@ -98,7 +100,7 @@ def one(name: str, device_names: list[str], db: Path, baselines: list[str], out:
                                       api.run(compiled[f"single {base}"], x), reference)}  # fmt: skip
     timers = {k: lambda c=c: api.median_seconds(c, x, MeasureConfig(repeat=7, min_repeat_ms=50))
               for k, c in compiled.items()}  # fmt: skip
-    ort = onnx_runtime(name, devices, out.parent)
+    ort = onnx_runtime(name, devices)
     if ort is not None:
         timers["onnxruntime"] = ort
         rows["onnxruntime"] = {"predicted_ms": float("nan"), "devices": ["onnxruntime"], "cut": 0,

@@ -189,9 +189,31 @@ def test_a_pipelined_run_keeps_each_workers_microbatches_in_order(chain):
         for k, run in enumerate(values):
             np.testing.assert_array_equal(executor.outputs_of(run)[0], x[k] + 8)
         for worker in ("cpu@0", "cpu@1"):
-            mine = [e for e in executor.timeline.events if e.worker == worker]
-            assert [e.microbatch for e in mine] == sorted(e.microbatch for e in mine)
+            mine = sorted((e for e in executor.timeline.events if e.worker == worker),
+                          key=lambda e: e.start_s)  # fmt: skip
             assert all(a.end_s <= b.start_s for a, b in itertools.pairwise(mine))
+            for step in {e.step for e in mine}:  # each unit takes the microbatches in order
+                batches = [e.microbatch for e in mine if e.step == step]
+                assert batches == sorted(batches)
+
+
+def test_a_worker_goes_on_with_the_next_microbatch_while_its_last_step_waits(chain):
+    """cpu@0 starts and ends the chain: while microbatch 0's last unit waits for a slow cpu@1,
+    cpu@0 runs microbatch 1's first unit (it used to finish microbatch 0 first, so the two
+    workers never overlapped)."""
+    with Executor(chain) as executor:
+        slow = executor.workers[1]
+        call = slow.call
+        slow.call = lambda fn, args: (time.sleep(0.05), call(fn, args))[1]
+        try:
+            executor.run_many([[tvm.runtime.tensor(np.zeros(8, "float32"))]] * 3)
+        finally:
+            slow.call = call
+        units = [e for e in executor.timeline.events if e.kind == "unit"]
+        first1 = min((e for e in units if e.worker == "cpu@0" and e.microbatch == 1),
+                     key=lambda e: e.start_s)  # fmt: skip
+        last0 = max((e for e in units if e.microbatch == 0), key=lambda e: e.end_s)
+        assert first1.start_s < last0.end_s
 
 
 def test_a_frozen_worker_fails_the_run_within_the_timeout_naming_it(chain):

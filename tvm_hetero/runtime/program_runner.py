@@ -119,28 +119,65 @@ class ProgramRunner:
         return ex.finish(runs, start)
 
     def _local(self, runs: list[Run], steps: tuple[int, ...]) -> None:
-        """One local worker's program (``steps``) for each run in turn, on its thread."""
+        """One local worker's program (``steps``) for every run, on its thread. The program is
+        cut into segments, each starting at a step that waits for another worker; the worker
+        runs next the oldest microbatch whose next segment has its inputs (segment ``j`` of
+        microbatch ``k`` after that of ``k - 1``), and waits on the oldest only when none has:
+        a home worker whose program ends by taking a pipeline's output goes on with the next
+        microbatch's first stage meanwhile (running each microbatch's program to its end
+        first kept two stages from ever overlapping)."""
+        waits = self.ex.programs.waits
+        segments: list[list[int]] = []
+        for i in steps:
+            if not segments or waits[i]:
+                segments.append([])
+            segments[-1].append(i)
+        done = [0] * len(runs)  # segments of each run this worker is through
+        while True:
+            choice = None
+            for k, run in enumerate(runs):
+                j = done[k]
+                if j == len(segments) or (k and done[k - 1] <= j):
+                    continue
+                if choice is None:
+                    choice = k  # waited on when no segment has its inputs
+                if all(run.latches[h].is_set() for h in waits[segments[j][0]]):
+                    choice = k
+                    break
+            if choice is None:
+                break
+            run = runs[choice]
+            done[choice] += 1
+            if not self._segment(run, segments[done[choice] - 1]):
+                done[choice] = len(segments)
+            if done[choice] == len(segments):
+                self._end(run)
+        if not segments:
+            for run in runs:
+                self._end(run)
+
+    def _segment(self, run: Run, steps: list[int]) -> bool:
+        """``steps`` of ``run`` on this thread; False when the run failed."""
         ex, programs = self.ex, self.ex.programs
         waits, sets, sends, names = programs.waits, programs.sets, programs.sends, self.names
-        for run in runs:
-            running = run.running
-            for i in steps:
-                for h in waits[i]:
-                    if not run.latches[h].wait(ex.timeout_s) and run.error is None:
-                        # blamed on the step that did not hand it over (the watchdog may
-                        # not have looked yet)
-                        run.error = ex.overdue(ex.deployment.steps[self.maker[h]])
-                if run.error is not None:
-                    break
-                ex.perform(run, i)
-                if run.error is not None:
-                    break
-                running.pop(i, None)
-                for k, name in sends[i]:
-                    self._send(run, k, f"{self.run_id}/{run.index}:{name}", names[i])
-                for h in sets[i]:
-                    run.latches[h].set()
-            self._end(run)
+        running = run.running
+        for i in steps:
+            for h in waits[i]:
+                if not run.latches[h].wait(ex.timeout_s) and run.error is None:
+                    # blamed on the step that did not hand it over (the watchdog may
+                    # not have looked yet)
+                    run.error = ex.overdue(ex.deployment.steps[self.maker[h]])
+            if run.error is not None:
+                return False
+            ex.perform(run, i)
+            if run.error is not None:
+                return False
+            running.pop(i, None)
+            for k, name in sends[i]:
+                self._send(run, k, f"{self.run_id}/{run.index}:{name}", names[i])
+            for h in sets[i]:
+                run.latches[h].set()
+        return True
 
     def _send(self, run: Run, device: int, name: str, value: str) -> None:
         """Value ``value`` sent to remote worker ``device`` as ``name``."""

@@ -166,6 +166,13 @@ class Latch:
         with contextlib.suppress(RuntimeError):  # already set
             self._lock.release()
 
+    def is_set(self) -> bool:
+        """Whether it is set, without waiting."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        self.set()
+        return True
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until set (False when ``timeout`` seconds pass first)."""
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
