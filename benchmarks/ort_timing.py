@@ -31,18 +31,21 @@ def run_ms(session, feeds: dict[str, np.ndarray], runs: int, warmup: int = 3) ->
     return samples
 
 
-def median_seconds(session, feeds: dict[str, np.ndarray], repeat: int = 7,
-                   min_repeat_ms: float = 50.0) -> float:  # fmt: skip
-    """The median over ``repeat`` repeats of the mean run time, each repeat running for at
-    least ``min_repeat_ms`` (as ``api.median_seconds`` times our builds)."""
+def median_seconds(session, feeds: dict[str, np.ndarray], config=None) -> float:
+    """The median over ``config.repeat`` samples, each the mean of enough runs to last
+    ``config.min_repeat_ms``: the sizing ``api.median_seconds`` gives our builds
+    (``choose_number``), with the same ``MeasureConfig``."""
+    from tvm_hetero.runtime.measure import MeasureConfig, choose_number
+
+    config = config or MeasureConfig()
+    session.run(None, feeds)  # warm-up
+    start = time.perf_counter()
     session.run(None, feeds)
+    number = choose_number(time.perf_counter() - start, config)
     samples = []
-    for _ in range(repeat):
-        count, start = 0, time.perf_counter()
-        while True:
+    for _ in range(config.repeat):
+        start = time.perf_counter()
+        for _ in range(number):
             session.run(None, feeds)
-            count += 1
-            if (time.perf_counter() - start) * 1e3 >= min_repeat_ms:
-                break
-        samples.append((time.perf_counter() - start) / count)
+        samples.append((time.perf_counter() - start) / number)
     return float(np.median(samples))

@@ -161,7 +161,7 @@ TWINS: dict[str, Callable[[dict], tuple]] = {
 def onnx_twin(spec: str, out: Path, **overrides) -> tuple[Path, dict]:
     """The twin of zoo model ``spec`` (``NAME[:PRESET]`` with the zoo's ``overrides``) as ONNX
     in ``out``, and example feeds named as the zoo model's inputs."""
-    from tvm_hetero.zoo import build_config, load_zoo_model, parse_name
+    from tvm_hetero.zoo import ZOO, build_config, parse_name
 
     name, _ = parse_name(spec)
     if name not in TWINS:
@@ -173,7 +173,7 @@ def onnx_twin(spec: str, out: Path, **overrides) -> tuple[Path, dict]:
             raise ValueError(f"the twin of {spec} is ResNet-18 at width 64 only")
     torch.manual_seed(0)
     net, args = TWINS[name](cfg)
-    names = [s.name for s in load_zoo_model(spec, **overrides).inputs]
+    names = [s.name for s in ZOO[name].builder(**cfg)[1]]  # the zoo model's inputs, unbuilt
     path = out / f"{name}.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

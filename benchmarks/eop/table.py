@@ -50,7 +50,7 @@ ROUNDS = 3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def onnx_runtime(name: str, devices: list):
+def onnx_runtime(name: str, devices: list, config: MeasureConfig):
     """A timer of ONNX Runtime on the twin of ``MODELS[name]`` with the devices' cores as
     threads, or ``None`` without ``onnxruntime``."""
     try:
@@ -64,7 +64,7 @@ def onnx_runtime(name: str, devices: list):
     with tempfile.TemporaryDirectory() as tmp:  # the session holds the model once created
         path, feeds = onnx_twin(spec, Path(tmp), **overrides)
         session = cpu_session(path, threads)
-    return lambda: median_seconds(session, feeds)
+    return lambda: median_seconds(session, feeds, config)
 
 
 def one(name: str, device_names: list[str], db: Path, baselines: list[str], out: Path) -> dict:
@@ -98,9 +98,9 @@ def one(name: str, device_names: list[str], db: Path, baselines: list[str], out:
         rows[f"single {base}"] = {"predicted_ms": float("nan"), "devices": [base], "cut": 0, "plan_s": 0.0,
                                   "max_err": api.max_abs_error(
                                       api.run(compiled[f"single {base}"], x), reference)}  # fmt: skip
-    timers = {k: lambda c=c: api.median_seconds(c, x, MeasureConfig(repeat=7, min_repeat_ms=50))
-              for k, c in compiled.items()}  # fmt: skip
-    ort = onnx_runtime(name, devices)
+    config = MeasureConfig(repeat=7, min_repeat_ms=50)
+    timers = {k: lambda c=c: api.median_seconds(c, x, config) for k, c in compiled.items()}
+    ort = onnx_runtime(name, devices, config)
     if ort is not None:
         timers["onnxruntime"] = ort
         rows["onnxruntime"] = {"predicted_ms": float("nan"), "devices": ["onnxruntime"], "cut": 0,

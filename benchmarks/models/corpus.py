@@ -82,7 +82,7 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
         ours, theirs = [], []
         for _ in range(rounds):
             ours.append(api.median_seconds(compiled, feeds, config))
-            theirs.append(ort_median_seconds(session, feeds, repeat=5, min_repeat_ms=100))
+            theirs.append(ort_median_seconds(session, feeds, config))
         row["tvm_ms"] = statistics.median(ours) * 1e3
         row["ort_ms"] = statistics.median(theirs) * 1e3
         row["ratio"] = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
