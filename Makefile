@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test test-slow lint docs docs-check catalog clean
+.PHONY: demo test test-slow lint docs docs-check catalog bench-report clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python ci/gen_catalog.py --check
 	$(BIN)/python ci/check_layers.py
+	$(BIN)/python benchmarks/report/report.py --check
 
 # the site with the tutorials executed (docs/_build/html/index.html)
 docs: $(STAMP)
@@ -41,6 +42,10 @@ test-slow: $(STAMP)
 
 catalog: $(STAMP)
 	$(BIN)/python ci/gen_catalog.py
+
+# the benchmark tables in the documents, from benchmarks/results/ (make lint checks them)
+bench-report: $(STAMP)
+	$(BIN)/python benchmarks/report/report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info docs/_build

@@ -6,18 +6,25 @@ device kind's rate (the planner's time depends on the sizes, not on the values).
 follow the paper's Table 4 (RCC-VE at 100 / 75 / 25 % CPU, MinnowBoard; 8 / 4 / 4 / 2 GB;
 1 Gbit/s, 100 / 50 / 20 Mbit/s links through a switch: a link's rate is the slower NIC's).
 
-    .venv/bin/python benchmarks/edgepipe/planner_time.py
+    .venv/bin/python benchmarks/edgepipe/planner_time.py [--out benchmarks/results/edgepipe_planner.json]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import sys
 import time
+from pathlib import Path
 
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.edgepipe import PipelineProblem, categories, edgepipe
 from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from stamp import stamp
 
 GFLOPS = {"rcc-100": 8.0, "rcc-75": 6.0, "rcc-25": 2.0, "minnow": 5.0}  # per device kind
 MEMORY = {"rcc-100": 8 * 2**30, "rcc-75": 4 * 2**30, "rcc-25": 4 * 2**30, "minnow": 2 * 2**30}
@@ -50,7 +57,8 @@ def timed(fn, repeat: int = 5) -> tuple[float, object]:
     return best, out
 
 
-def main() -> None:
+def main() -> list[dict]:
+    """Time the DP on each case, print a table and return its rows."""
     cases = [
         ("vit-base", {"rcc-100": 3, "rcc-25": 3, "minnow": 3}),
         ("vit-base", {k: 4 for k in GFLOPS}),
@@ -60,17 +68,21 @@ def main() -> None:
     ]
     print(f"{'model':<10} {'devices':>7} {'kinds':>5} {'layers':>6} {'DP s':>8} "
           f"{'naive DP s':>10} {'stages':>6} {'period ms':>9}")  # fmt: skip
+    rows = []
     for model, counts in cases:
         p = problem(model, counts)
         seconds, part = timed(lambda p=p: edgepipe(p))
         n = p.n_devices
-        naive = (
-            f"{timed(lambda p=p: edgepipe(p, group=False), 1)[0]:10.3f}"
-            if n <= 12
-            else " " * 9 + "-"
-        )
+        naive_s = timed(lambda p=p: edgepipe(p, group=False), 1)[0] if n <= 12 else None
+        naive = f"{naive_s:10.3f}" if naive_s is not None else " " * 9 + "-"
         print(f"{model:<10} {n:>7} {len(categories(p)):>5} {p.n_layers:>6} {seconds:8.4f} "
               f"{naive} {len(part.stages):>6} {part.period_s * 1e3:9.1f}")  # fmt: skip
+        rows.append({
+            "model": model, "devices": n, "kinds": len(categories(p)), "layers": p.n_layers,
+            "dp_best_of_5_s": seconds, "naive_dp_s": naive_s, "stages": len(part.stages),
+            "period_ms": part.period_s * 1e3,
+        })  # fmt: skip
+    return rows
 
 
 def memory_caps() -> None:
@@ -99,5 +111,10 @@ def memory_caps() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description="EdgePipe's planner time")
+    parser.add_argument("--out", type=Path, help="write the rows here (JSON)")
+    args = parser.parse_args()
+    rows = main()
     memory_caps()
+    if args.out:
+        args.out.write_text(json.dumps({**stamp(), "rows": rows}, indent=1) + "\n")

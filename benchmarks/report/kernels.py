@@ -1,0 +1,183 @@
+"""Report sections of the single-device CPU kernels, each beside ONNX Runtime on the same
+inputs and threads."""
+
+from __future__ import annotations
+
+from markdown import bullets, median, ms, ratio, table
+from sources import load, source
+
+
+def corpus() -> str:
+    """``benchmarks/models/corpus.py``: every exported model against ONNX Runtime."""
+    data = load("models.json")
+    ok = [r for r in data["rows"] if r["stage"] == "ok"]
+    ratios = [r["ratio"] for r in ok]
+    out = [
+        (r["model"], r["source"], f"{r['compile_s']:.1f}", ms(r["tvm_ms"]), ms(r["ort_ms"]),
+         f"{r['ratio']:.2f}x")
+        for r in sorted(ok, key=lambda r: r["ratio"])
+    ]  # fmt: skip
+    return "\n".join([
+        source("models.json", data).line(), "",
+        bullets([
+            f"{len(ok)} of {len(data['rows'])} models import, compile and match ONNX Runtime "
+            f"(relative error under {data['tolerance']}).",
+            f"Our time over ONNX Runtime's: median {median(ratios):.2f}x; "
+            f"{sum(x <= 1 for x in ratios)} at or below 1.00x, "
+            f"{sum(x > 1.3 for x in ratios)} above 1.30x, {sum(x > 2 for x in ratios)} above "
+            f"2.00x; the slowest compile {max(r['compile_s'] for r in ok):.0f} s.",
+        ]),
+        "",
+        table(("model", "from", "compile s", "TVM ms", "ORT ms", "time / ORT"), out),
+    ])  # fmt: skip
+
+
+def cpu_kernels() -> str:
+    """``benchmarks/cpu_kernels/bench.py``: operators and small models, rules and ORT."""
+    data = load("cpu_kernels_prepacked.json")
+    out = [
+        (r["name"], ms(r["default"]), ms(r["rules"]), ms(r["onnxruntime"]),
+         ms(r.get("numpy")), ratio(r["rules"], r["onnxruntime"]),
+         ratio(r["rules"], r.get("numpy")))
+        for r in data["ops"] + data["models"]
+    ]  # fmt: skip
+    meta = data["meta_of"]["ops"]
+    return "\n".join([
+        source("cpu_kernels_prepacked.json", meta).line(), "",
+        table(("workload", "TVM default ms", "rules ms", "ORT ms", "numpy ms", "rules / ORT",
+               "rules / numpy"), out),
+    ])  # fmt: skip
+
+
+def _latest(rows: list[dict], key: str) -> list[dict]:
+    """The last row of each ``key`` value, in first-seen order."""
+    last = {}
+    for r in rows:
+        last[r[key]] = r
+    return list(last.values())
+
+
+def recurrent() -> str:
+    """``benchmarks/cpu_kernels/recurrent.py``: recurrent layers as loop kernels."""
+    rows = _latest(load("recurrent.jsonl"), "model")
+    out = [
+        (r["model"], ms(r["unrolled_ms"]), ms(r["loop_ms"]), ms(r["ort_ms"]),
+         ratio(r["loop_ms"], r["ort_ms"]), f"{r['unrolled_compile_s']:.1f}",
+         f"{r['loop_compile_s']:.1f}")
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join([
+        source("recurrent.jsonl", rows).line(), "",
+        table(("model", "unrolled ms", "loop ms", "ORT ms", "loop / ORT", "unrolled compile s",
+               "loop compile s"), out),
+    ])  # fmt: skip
+
+
+def convolutions_1d() -> str:
+    """``benchmarks/cpu_kernels/convolutions_1d.py``: 1-D and grouped kernels, before and now."""
+    rows = load("convolutions_1d.jsonl")
+    by = {(r["case"], r["build"]): r for r in rows}
+    out = [
+        (case, ms(by[case, "before"]["ours_ms"]), ms(r["ours_ms"]), ms(r["ort_ms"]),
+         ratio(r["ours_ms"], r["ort_ms"]))
+        for (case, build), r in by.items() if build == "now"
+    ]  # fmt: skip
+    return "\n".join([
+        source("convolutions_1d.jsonl", rows).line(), "",
+        table(("kernel", "before ms", "now ms", "ORT ms", "now / ORT"), out),
+    ])  # fmt: skip
+
+
+def norms() -> str:
+    """``benchmarks/cpu_kernels/norms.py``: normalisations over large groups."""
+    rows = [r for r in _latest(load("norms.jsonl"), "case") if "ort_ms" in r]
+    out = [
+        (r["case"], ms(r["ours_ms"]), ms(r["ort_ms"]), ratio(r["ours_ms"], r["ort_ms"]))
+        for r in rows
+    ]
+    return "\n".join([
+        source("norms.jsonl", rows).line(), "",
+        table(("normalisation", "ours ms", "ORT ms", "ours / ORT"), out),
+    ])  # fmt: skip
+
+
+def broadcast_add() -> str:
+    """``benchmarks/cpu_kernels/broadcast_add.py``: element-wise kernels on odd widths."""
+    data = load("broadcast_add.json")
+    out = [
+        (r["width"], ms(r["default_us"]), ms(r["rules_us"]), ms(r["ort_us"]),
+         ratio(r["rules_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return "\n".join([
+        source("broadcast_add.json", data).line(), "",
+        table(("width", "default us", "rules us", "ORT us", "rules / ORT"), out),
+    ])  # fmt: skip
+
+
+def gemv() -> str:
+    """``benchmarks/cpu_kernels/gemv.py``: batch-1 dense layers against the memory bound."""
+    data = load("gemv.json")
+    out = [
+        (f"{r['k']} x {r['n']}", ms(r["bound_us"]), ms(r["default_us"]), ms(r["rules_us"]),
+         ms(r["ort_us"]), ratio(r["rules_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return "\n".join([
+        source("gemv.json", data).line(), "",
+        table(("K x N", "bound us", "default us", "rules us", "ORT us", "rules / ORT"), out),
+    ])  # fmt: skip
+
+
+def conv_tiles() -> str:
+    """``benchmarks/cpu_kernels/conv_tiles.py``: the rule's register tile among the others."""
+    data = load("conv_tiles.json")
+    rule = [r for r in data["rows"] if r["rule"]]
+    out = [
+        (
+            r["conv"],
+            "x".join(map(str, r["tile"])),
+            ms(r["us"]),
+            ms(r["ort_us"]),
+            ratio(r["us"], r["ort_us"]),
+        )
+        for r in rule
+    ]
+    return "\n".join([
+        source("conv_tiles.json", data).line(), "",
+        table(("convolution", "rule's tile", "us", "ORT us", "ours / ORT"), out),
+    ])  # fmt: skip
+
+
+def narrow_convs() -> str:
+    """``benchmarks/cpu_kernels/narrow_convs.py``: rows of one to three columns."""
+    data = load("narrow_convs.json")
+    out = [
+        (r["conv"], r["target"], ms(r["before_us"]), ms(r["us"]), ms(r["ort_us"]),
+         ratio(r["us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    models = [
+        (m["model"], ms(m["before"]["tvm_ms"]), ms(m["now"]["tvm_ms"]), ms(m["now"]["ort_ms"]),
+         ratio(m["now"]["tvm_ms"], m["now"]["ort_ms"]))
+        for m in data["models"]
+    ]  # fmt: skip
+    return "\n".join([
+        source("narrow_convs.json", data).line(), "",
+        table(("convolution", "target", "before us", "now us", "ORT us", "now / ORT"), out),
+        "",
+        table(("model at 64 pixels", "before ms", "now ms", "ORT ms", "now / ORT"), models),
+    ])  # fmt: skip
+
+
+SECTIONS = {
+    "corpus": corpus,
+    "cpu-kernels": cpu_kernels,
+    "recurrent": recurrent,
+    "convolutions-1d": convolutions_1d,
+    "norms": norms,
+    "broadcast-add": broadcast_add,
+    "gemv": gemv,
+    "conv-tiles": conv_tiles,
+    "narrow-convs": narrow_convs,
+}

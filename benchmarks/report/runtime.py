@@ -1,0 +1,101 @@
+"""Report sections of the runtime, the edge cluster's links and the GPU box."""
+
+from __future__ import annotations
+
+from markdown import ms, ratio, share, table
+from sources import load, source
+
+
+def runtime_programs() -> str:
+    """``benchmarks/runtime/programs.py`` and FlexPie's timeline: programs against dataflow."""
+    rows = load("runtime_programs.jsonl")
+    local = [r for r in rows if r["what"] == "runtime programs vs dataflow"]
+    out = []
+    for r in local:
+        m = r["median_us"]
+        if "alternating programs" in m:
+            out.append((
+                r.get("model", "64 tiny units"), r["where"], f"{r['per_crossing_us_programs']:.1f}",
+                f"{r['per_crossing_us_dataflow']:.1f}", f"{r['per_run_us_programs']:.1f}",
+                f"{r['per_run_us_dataflow']:.1f}", ms(m.get("onnxruntime")),
+            ))  # fmt: skip
+    flexpie = [
+        (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["programs"]),
+         ms(r["median_ms"]["dataflow"]), ms(r["ort_one_device_ms"]),
+         ratio(r["median_ms"]["programs"], r["ort_one_device_ms"]))
+        for r in rows if r["what"].startswith("FlexPie")
+    ]  # fmt: skip
+    return "\n".join([
+        source("runtime_programs.jsonl", local).line(), "",
+        table(("model", "workers", "us a crossing (programs)", "(dataflow)",
+               "us a run (programs)", "(dataflow)", "ORT us"), out),
+        "",
+        source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
+        "",
+        table(("FlexPie plan", "cluster", "priced ms", "programs ms", "dataflow ms",
+               "ORT one device ms", "programs / ORT"), flexpie),
+    ])  # fmt: skip
+
+
+def runtime_real_models() -> str:
+    """``benchmarks/runtime/real_models.py``: exports cut into many units, against one unit."""
+    data = load("runtime_real_models.json")
+    out = [
+        (name, m["operators"], ms(m["cpu"]["ms"]), m["alternating"]["units"],
+         ms(m["alternating"]["ms"]), ratio(m["alternating"]["ms"], m["cpu"]["ms"]),
+         max(m[k]["rel_err"] for k in ("cpu", "alternating", "heavy on cpu@1")))
+        for name, m in data.items()
+    ]  # fmt: skip
+    return "\n".join([
+        source("runtime_real_models.json", data).line(), "",
+        table(("model", "operators", "one unit ms", "alternating units", "alternating ms",
+               "time / one unit", "largest error"), out),
+    ])  # fmt: skip
+
+
+def cluster() -> str:
+    """``benchmarks/cluster/``: transfers between workers against raw TCP, on shaped links."""
+    loop = load("cluster.json")
+    shaped = load("cluster_shaped.json")
+    out = [
+        (f"{r['bytes'] // 1024} KiB", ms(r["raw_tcp_s"], seconds=True),
+         ms(r["worker_to_worker_s"], seconds=True), share(r["raw_tcp_s"], r["worker_to_worker_s"]))
+        for r in loop["transfers"]
+    ]  # fmt: skip
+    links = [
+        (f"{r['mbps']:.0f}", f"{r['bytes'] // 1024} KiB", ms(r["raw_s"], seconds=True),
+         ms(r["link_s"], seconds=True), share(r["raw_s"], r["link_s"]))
+        for r in shaped["rows"]
+    ]  # fmt: skip
+    return "\n".join([
+        source("cluster.json", loop).line(), "",
+        table(("tensor", "raw TCP ms", "worker to worker ms", "of raw TCP's rate"), out),
+        "",
+        source("cluster_shaped.json", shaped).line(), "",
+        table(("link Mbit/s", "tensor", "raw ms", "worker to worker ms", "of raw's rate"), links),
+    ])  # fmt: skip
+
+
+def gpu() -> str:
+    """``benchmarks/gpu/``: TVM on the GPU beside torch eager and torch's CUDA graph."""
+    rows = load("gpu_versus_torch.jsonl")
+    out = [
+        (r["model"], ms(r["tvm_launch_p50_ms"]), ms(r["tvm_graph_p50_ms"]),
+         ms(r["torch_eager_p50_ms"]), ms(r["torch_cuda_graph_p50_ms"]),
+         ratio(r["tvm_graph_p50_ms"], r["torch_eager_p50_ms"]),
+         ratio(r["tvm_graph_p50_ms"], r["torch_cuda_graph_p50_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join([
+        source("gpu_versus_torch.jsonl", rows).line(), "",
+        table(("model", "TVM ms", "TVM graph ms", "torch eager ms", "torch graph ms",
+               "graph / eager", "graph / torch graph"), out),
+    ])  # fmt: skip
+
+
+SECTIONS = {
+    "runtime-programs": runtime_programs,
+    "runtime-real-models": runtime_real_models,
+    "cluster": cluster,
+    "gpu": gpu,
+}

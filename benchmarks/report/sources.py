@@ -1,0 +1,74 @@
+"""Results files and where each came from: the command, the commit, the host and the date.
+
+A results file may carry these itself (top-level keys, or under ``meta``; for JSON lines, on
+its rows); what it lacks comes from ``benchmarks/results/provenance.toml``, written when the
+file was recorded. A file with neither fails the report: a figure must say where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+FIELDS = ("command", "commit", "host", "date")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a results file's figures were measured."""
+
+    file: str
+    command: str
+    commit: str
+    host: str
+    date: str
+
+    def line(self) -> str:
+        """One Markdown line naming the file, the command, the commit, the host and the date."""
+        return (
+            f"*`results/{self.file}`: `{self.command}`, commit {self.commit}, {self.host}, "
+            f"{self.date}.*"
+        )
+
+
+def load(name: str, results: Path = RESULTS) -> Any:
+    """A results file's content: the JSON object, or a list of rows for JSON lines."""
+    text = (results / name).read_text()
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
+
+
+def source(name: str, data: Any = None, results: Path = RESULTS) -> Source:
+    """Where ``name``'s figures come from (its own fields first, then the provenance file).
+
+    Raises
+    ------
+    KeyError
+        A field found in neither.
+    """
+    data = load(name, results) if data is None else data
+    own: dict[str, str] = {}
+    for field in FIELDS:
+        values = list(dict.fromkeys(str(x[field]) for x in _layers(data) if field in x))
+        if values:
+            own[field] = " / ".join(values)
+    known = tomllib.loads((results / "provenance.toml").read_text()).get(name, {})
+    merged = {k: own.get(k, known.get(k)) for k in FIELDS}
+    missing = [k for k, v in merged.items() if v is None]
+    if missing:
+        raise KeyError(f"results/{name}: no {', '.join(missing)} (add them to provenance.toml)")
+    return Source(name, **merged)
+
+
+def _layers(data: Any) -> list[dict]:
+    """The dicts that may carry a file's fields: its rows, or the object and its ``meta``."""
+    if isinstance(data, list):
+        return [row for row in data if isinstance(row, dict)]
+    if isinstance(data, dict):
+        return [data] + [data[k] for k in ("meta",) if isinstance(data.get(k), dict)]
+    return []

@@ -1,0 +1,294 @@
+"""Report sections of the strategies and of ``optimize``: what each chose, measured beside
+the best single device and ONNX Runtime in the same rounds."""
+
+from __future__ import annotations
+
+from markdown import bullets, median, ms, ratio, share, table
+from sources import load, source
+
+
+def optimize() -> str:
+    """``benchmarks/optimize/bench.py``: every run's kept candidate, best single device, ORT."""
+    rows = load("optimize.jsonl")
+    out, spread, ort_ratios = [], [], []
+    for r in rows:
+        timed = {c["name"]: c["p50_ms"] for c in r["candidates"] if c["p50_ms"] is not None}
+        singles = {k: v for k, v in timed.items() if k.endswith(" alone")}
+        orts = {k.removeprefix("ORT on "): v for k, v in timed.items() if k.startswith("ORT on ")}
+        single = min(singles, key=singles.get)
+        ort = min(orts, key=orts.get) if orts else None
+        kept = r["kept_p50_ms"]
+        spread.append(singles[single] / kept)
+        if ort:
+            ort_ratios.append(kept / orts[ort])
+        out.append((
+            r["model"], r["devices"], r["run"].removesuffix(" database"), r["kept"],
+            ms(kept), f"{ms(singles[single])} {single.removesuffix(' alone')}",
+            ratio(singles[single], kept), f"{ms(orts[ort])} {ort}" if ort else None,
+            ratio(kept, orts[ort]) if ort else None, f"{r['search_s']:.0f}",
+        ))  # fmt: skip
+    spreading = [r for r in rows if not r["kept"].endswith(" alone")]
+    return "\n".join([
+        source("optimize.jsonl", rows).line(), "",
+        table(("model", "devices", "database", "kept", "kept p50 ms", "best single ms",
+               "speed-up", "ORT best ms", "time / ORT", "search s"), out),
+        "",
+        bullets([
+            f"{len(rows)} runs; a plan over several devices was kept in {len(spreading)} "
+            f"(of {', '.join(sorted({r['model'] for r in spreading}))}), one device in the "
+            "rest.",
+            f"Speed-up over the best single device measured in the same rounds: median "
+            f"{median(spread):.2f}x, highest {max(spread):.2f}x.",
+            f"Against ONNX Runtime's best device in the same rounds ({len(ort_ratios)} runs "
+            f"with an ONNX file): our time is {min(ort_ratios):.2f}x-{max(ort_ratios):.2f}x "
+            f"ORT's, median {median(ort_ratios):.2f}x; faster in "
+            f"{sum(x < 1 for x in ort_ratios)}.",
+        ]),
+    ])  # fmt: skip
+
+
+def eop_cores() -> str:
+    """``benchmarks/eop/table.py`` on two one-core workers, with ONNX Runtime."""
+    data = load("eop_cores.json")
+    out, vs_ort, vs_cpu = [], [], []
+    for m in data["models"].values():
+        s = {k: v["measured_ms"] for k, v in m["strategies"].items()}
+        one_core = min(s["home"], s["other"])
+        vs_ort.append(s["eop"] / s["onnxruntime"])
+        vs_cpu.append(s["eop"] / s["single cpu"])
+        out.append((
+            m["spec"], m["key_ops"], m["strategies"]["eop"]["cut"],
+            ms(m["strategies"]["eop"]["predicted_ms"]), ms(s["eop"]), ms(one_core),
+            ms(s["single cpu"]), ms(s["onnxruntime"]), ratio(one_core, s["eop"]),
+            ratio(s["eop"], s["single cpu"]), ratio(s["eop"], s["onnxruntime"]),
+        ))  # fmt: skip
+    return "\n".join([
+        source("eop_cores.json", data).line(), "",
+        table(("model", "key ops", "cut", "EOP predicted", "EOP measured", "best 1 core",
+               "both cores", "ORT (both)", "speed-up vs 1 core", "time / both",
+               "time / ORT"), out),
+        "",
+        bullets([
+            f"EOP's measured time is {min(vs_cpu):.2f}x-{max(vs_cpu):.2f}x that of the two "
+            f"cores as one device and {min(vs_ort):.2f}x-{max(vs_ort):.2f}x ONNX Runtime's "
+            "on the same cores (ms, medians of rounds).",
+        ]),
+    ])  # fmt: skip
+
+
+def als() -> str:
+    """``benchmarks/als/table3.py``: Lee et al.'s plans against their baselines."""
+    parts = []
+    for name in ("als.json", "als_cores.json"):
+        data = load(name)
+        out, slower = [], 0
+        for r in data["rows"]:
+            m = {k: v["measured_ms"] for k, v in r["measured"].items()}
+            singles = {k: v for k, v in m.items() if k.endswith(" only")}
+            best = min(singles, key=singles.get)
+            slower += m["OPT confirmed"] > singles[best]
+            out.append((
+                r["model"], r["seq"], r["node_runs"] + r["edge_runs"], ms(m["OPT (ALS)"]),
+                ms(m["OPT guarded"]), ms(m["OPT confirmed"]),
+                f"{ms(singles[best])} {best.removesuffix(' only')}",
+                ratio(singles[best], m["OPT confirmed"]), ms(m.get("single cpu")),
+            ))  # fmt: skip
+        parts += [
+            source(name, data).line(), "",
+            table(("model", "seq", "profiling runs", "ALS", "guarded", "confirmed",
+                   "best single", "speed-up", "both cores"), out),
+            "",
+            f"- The confirmed plan is slower than the best single device in {slower} of "
+            f"{len(out)} rows (ms; speed-up is the best single device's time over the "
+            "confirmed plan's).",
+            "",
+        ]  # fmt: skip
+    return "\n".join(parts[:-1])
+
+
+def duet() -> str:
+    """``benchmarks/duet/bench.py``: DUET's plans against each device alone and ORT."""
+    out, notes = [], []
+    for name in ("duet.json", "duet_loops.json"):
+        data = load(name)
+        for model, r in data.items():
+            singles = r["singles_ms"]
+            best = min(singles, key=singles.get)
+            ort = min(r["onnxruntime"].values())
+            out.append((
+                model, "loop kernels" if name == "duet_loops.json" else "unrolled",
+                r["plan"]["strategy"], ms(r["duet"]["p50"]), ms(r["duet"]["p99"]),
+                f"{ms(singles[best])} {best}", ratio(singles[best], r["duet"]["p50"]),
+                ms(ort), ratio(r["duet"]["p50"], ort),
+            ))  # fmt: skip
+        notes.append(source(name, data).line())
+    return "\n".join([
+        *notes, "",
+        table(("model", "recurrent layers", "plan", "p50 ms", "p99 ms", "best single ms",
+               "speed-up", "ORT ms", "time / ORT"), out),
+        "",
+        "- ORT is ONNX Runtime's faster mode (sequential or parallel) on the same two cores.",
+    ])  # fmt: skip
+
+
+def edgepipe_throughput() -> str:
+    """``benchmarks/edgepipe/throughput.py``: the latest run of each emulated case."""
+    data = load("edgepipe_throughput.json")
+    latest = {(c["case"], c.get("batch", 1)): c for c in data["cases"]}
+    out = []
+    for (case, batch), c in latest.items():
+        best = {k: max(e["measured_per_s"] for e in v) for k, v in c["strategies"].items()}
+        mine = median(e["measured_per_s"] for e in c["strategies"]["edgepipe"])
+        bound = c["strategies"]["edgepipe"][0].get("bound_per_s")
+        out.append((
+            case, batch, f"{mine:.2f}", f"{best['gpipe']:.2f}", f"{best['pipedream']:.2f}",
+            ratio(mine, best["gpipe"]), ratio(mine, best["pipedream"]),
+            share(mine, bound) if bound else None,
+        ))  # fmt: skip
+    return "\n".join([
+        source("edgepipe_throughput.json", data).line(), "",
+        table(("case", "microbatch", "EdgePipe /s", "GPipe best /s", "PipeDream best /s", "vs GPipe",
+               "vs PipeDream", "of bound"), out),
+        "",
+        "- Microbatches a second, steady state. EdgePipe's rate is the median over its "
+        "deployments; the baselines' is the best of their device orders, so a ratio below "
+        "1.00x is a loss. The bound is the sum of the rates of the devices a plan uses, each "
+        "measured alone.",
+    ])  # fmt: skip
+
+
+def edgepipe_exported() -> str:
+    """``benchmarks/edgepipe/exported.py``: exports pipelined over two one-core devices."""
+    rows = load("edgepipe_exported.json")
+    out = [
+        (r["model"], r["source"], r["layers"], f"{r['single_per_s']:.1f}",
+         f"{r['pipelined_per_s']:.1f}", f"{r['ort_per_s']:.1f}",
+         ratio(r["pipelined_per_s"], r["single_per_s"]),
+         ratio(r["pipelined_per_s"], r["ort_per_s"]))
+        for r in rows if r["stage"] == "ok"
+    ]  # fmt: skip
+    return "\n".join([
+        source("edgepipe_exported.json", rows).line(), "",
+        table(("model", "from", "layers", "one core /s", "pipelined /s", "ORT /s",
+               "vs one core", "vs ORT"), out),
+    ])  # fmt: skip
+
+
+def flexpie_latency() -> str:
+    """``benchmarks/flexpie/latency.py``: the latest confirmed run of each cluster and model."""
+    data = load("flexpie_latency.json")
+    latest = {(r["case"], r["model"]): r for r in data["runs"] if "flexpie-confirmed" in r["score"]}
+    out, scores, speed = [], [], []
+    for (case, model), r in sorted(latest.items()):
+        m = r["measured_s"]
+        baselines = {k: v for k, v in m.items() if not k.startswith("flexpie")}
+        best = min(baselines, key=baselines.get)
+        scores.append(r["score"]["flexpie-confirmed"])
+        speed.append(m["single"] / m["flexpie-confirmed"])
+        out.append((
+            case, model, ms(m["flexpie"], seconds=True),
+            ms(m["flexpie-confirmed"], seconds=True), f"{ms(baselines[best], seconds=True)} {best}",
+            ms(m["single"], seconds=True), ratio(m["single"], m["flexpie-confirmed"]),
+            f"{r['score']['flexpie-confirmed']:.2f}",
+        ))  # fmt: skip
+    return "\n".join([
+        source("flexpie_latency.json", data).line(), "",
+        table(("cluster", "model", "planned ms", "confirmed ms", "best baseline ms",
+               "one device ms", "speed-up", "score"), out),
+        "",
+        bullets([
+            f"{len(out)} runs. The score is the fastest time measured in the round over the "
+            f"confirmed plan's (1.00: nothing was faster): 1.00 in "
+            f"{sum(s >= 0.995 for s in scores)}, mean {sum(scores) / len(scores):.2f}, "
+            f"lowest {min(scores):.2f}.",
+            f"Over one device of the cluster: {min(speed):.2f}x-{max(speed):.2f}x, median "
+            f"{median(speed):.2f}x.",
+        ]),
+    ])  # fmt: skip
+
+
+def flexpie_ort() -> str:
+    """``benchmarks/flexpie/ort.py``: ONNX Runtime on one such device beside FlexPie's medians."""
+    data = load("flexpie_ort_zen5.json")
+    out = [
+        (model, ms(m["ort_ms"]), ms(m["tvm_host_ms"]), ms(m["cluster_single_ms"]),
+         ms(m["flexpie_ms"]), ratio(m["flexpie_ms"], m["ort_ms"]))
+        for model, m in data["models"].items()
+    ]  # fmt: skip
+    slower = sum(m["flexpie_ms"] > m["ort_ms"] for m in data["models"].values())
+    return "\n".join([
+        source("flexpie_ort_zen5.json", data).line(), "",
+        table(("model", "ORT one device", "TVM one device", "cluster's one device",
+               "FlexPie median", "FlexPie / ORT"), out),
+        "",
+        "- FlexPie's median over the clusters it ran on this host is "
+        f"slower than ONNX Runtime on one of the cluster's devices for {slower} of "
+        f"{len(out)} models (ms).",
+    ])  # fmt: skip
+
+
+def flexpie_exported() -> str:
+    """``benchmarks/flexpie/exported.py``: exports planned, partitioned and checked."""
+    rows = load("flexpie_exported.json")
+    out = [
+        (r["model"], r["source"], r["stage"], r.get("layers"),
+         ", ".join(f"{k} {v}" for k, v in (r.get("schemes") or {}).items()),
+         max((r.get("rel_err") or {"-": 0}).values()))
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join([
+        source("flexpie_exported.json", rows).line(), "",
+        table(("model", "from", "stage", "layers", "schemes", "largest error"), out),
+    ])  # fmt: skip
+
+
+def edgepipe_planner() -> str:
+    """``benchmarks/edgepipe/planner_time.py``: the DP's time as devices grow."""
+    data = load("edgepipe_planner.json")
+    out = [
+        (r["model"], r["devices"], r["kinds"], r["layers"], f"{r['dp_best_of_5_s']:.4f}",
+         f"{r['naive_dp_s']:.3f}" if r["naive_dp_s"] is not None else None, r["stages"])
+        for r in data["rows"]
+    ]  # fmt: skip
+    return "\n".join([
+        source("edgepipe_planner.json", data).line(), "",
+        table(("model", "devices", "kinds", "layers", "category DP s (best of 5)",
+               "naive DP s", "stages"), out),
+    ])  # fmt: skip
+
+
+def flexpie_estimators() -> str:
+    """``benchmarks/flexpie/estimators.py``: the XGBoost estimators' held-out error."""
+    data = load("flexpie_estimators.json")
+    out = []
+    for name, what in (("compute", "a tile's compute"), ("sync", "a transfer"),
+                       ("rearrange", "a join")):  # fmt: skip
+        e = data[name]
+        again = e.get("repeat", {}).get("mape")
+        out.append((
+            what, e["traces"], e["workloads"], f"{100 * e['mape_mean']:.1f} %",
+            f"{100 * e['median_ape']:.1f} %", f"{100 * again:.1f} %" if again else None,
+        ))  # fmt: skip
+    return "\n".join([
+        source("flexpie_estimators.json", data).line(), "",
+        table(("estimator of", "traces", "workloads", "held-out MAPE", "median error",
+               "same workload timed again"), out),
+        "",
+        "- Held out by workload over several seeds; the last column is one timing of a "
+        "workload taken as the prediction of another, the floor this host's noise sets.",
+    ])  # fmt: skip
+
+
+SECTIONS = {
+    "optimize": optimize,
+    "eop-cores": eop_cores,
+    "als": als,
+    "duet": duet,
+    "edgepipe-planner": edgepipe_planner,
+    "edgepipe-throughput": edgepipe_throughput,
+    "edgepipe-exported": edgepipe_exported,
+    "flexpie-latency": flexpie_latency,
+    "flexpie-ort": flexpie_ort,
+    "flexpie-exported": flexpie_exported,
+    "flexpie-estimators": flexpie_estimators,
+}

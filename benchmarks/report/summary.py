@@ -1,0 +1,61 @@
+"""The documentation's benchmark summary: one line per benchmark, ours beside the peer."""
+
+from __future__ import annotations
+
+from markdown import median, table
+from sources import load
+
+
+def _range(values: list[float]) -> str:
+    return f"{min(values):.2f}x-{max(values):.2f}x, median {median(values):.2f}x"
+
+
+def summary() -> str:
+    """Each benchmark's time against its peer (ONNX Runtime or torch), as ranges of ratios."""
+    corpus = [r["ratio"] for r in load("models.json")["rows"] if r["stage"] == "ok"]
+    opt = []
+    for r in load("optimize.jsonl"):
+        orts = [c["p50_ms"] for c in r["candidates"] if c["name"].startswith("ORT on ")]
+        if orts and all(x is not None for x in orts):
+            opt.append(r["kept_p50_ms"] / min(orts))
+    eop = [
+        m["strategies"]["eop"]["measured_ms"] / m["strategies"]["onnxruntime"]["measured_ms"]
+        for m in load("eop_cores.json")["models"].values()
+    ]
+    duet = [
+        r["duet"]["p50"] / min(r["onnxruntime"].values()) for r in load("duet_loops.json").values()
+    ]
+    edgepipe = [
+        r["ort_per_s"] / r["pipelined_per_s"]
+        for r in load("edgepipe_exported.json")
+        if r["stage"] == "ok"
+    ]
+    flexpie = [
+        m["flexpie_ms"] / m["ort_ms"] for m in load("flexpie_ort_zen5.json")["models"].values()
+    ]
+    gpu = load("gpu_versus_torch.jsonl")
+    rows = [
+        ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
+        ("53-model corpus, one CPU", "ONNX Runtime", _range(corpus), "models.json"),
+        ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
+        ("DUET, Siamese LSTM", "ONNX Runtime, both cores", _range(duet), "duet_loops.json"),
+        ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),
+         "edgepipe_exported.json"),
+        ("FlexPie, median over clusters", "ONNX Runtime, one device", _range(flexpie),
+         "flexpie_ort_zen5.json"),
+        ("GPU, CUDA graphs", "torch eager",
+         _range([r["tvm_graph_p50_ms"] / r["torch_eager_p50_ms"] for r in gpu]),
+         "gpu_versus_torch.jsonl"),
+        ("GPU, CUDA graphs", "torch CUDA graph",
+         _range([r["tvm_graph_p50_ms"] / r["torch_cuda_graph_p50_ms"] for r in gpu]),
+         "gpu_versus_torch.jsonl"),
+    ]  # fmt: skip
+    return "\n".join([
+        table(("ours", "beside", "our time / the peer's", "results file"), rows),
+        "",
+        "*Above 1.00x we are slower. Each row's command, commit, host and date: its table in "
+        "`benchmarks/README.md`.*",
+    ])  # fmt: skip
+
+
+SECTIONS = {"summary": summary}

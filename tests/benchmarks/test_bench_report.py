@@ -1,0 +1,103 @@
+"""The benchmark figures in the documents are derived from benchmarks/results/ and checked."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "report"))
+
+import report  # noqa: E402
+from blocks import bare_figures, fill, find_blocks  # noqa: E402
+from sources import source  # noqa: E402
+
+
+def _copy_documents(tmp_path: Path) -> Path:
+    for rel in report.DOCUMENTS:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_the_documents_match_their_results():
+    result = subprocess.run(
+        [sys.executable, "benchmarks/report/report.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_section_is_used_in_a_document():
+    used = {
+        b.name
+        for rel in report.DOCUMENTS
+        for b in find_blocks((ROOT / rel).read_text().split("\n"))
+    }
+    assert used == set(report.SECTIONS)
+
+
+def test_an_edited_figure_fails_the_check(tmp_path):
+    root = _copy_documents(tmp_path)
+    path = root / "benchmarks/README.md"
+    text = path.read_text()
+    start = text.index("<!-- report: corpus -->")
+    figure = re.compile(r"\d+\.\d\dx").search(text, start)
+    path.write_text(text[: figure.start()] + "0.50x" + text[figure.end() :])
+    assert report.problems(root) == ["benchmarks/README.md: block 'corpus' is stale"]
+    report.problems(root, write=True)
+    assert path.read_text() == text
+
+
+def test_a_figure_outside_a_block_fails_the_check(tmp_path):
+    root = _copy_documents(tmp_path)
+    path = root / "docs/guides/limits.md"
+    path.write_text(path.read_text() + "\n- EOP now runs 1.4x faster than ONNX Runtime.\n")
+    (found,) = report.problems(root)
+    assert found.startswith("docs/guides/limits.md:") and "1.4x faster" in found
+
+
+@pytest.mark.parametrize(
+    ("line", "figures"),
+    [
+        ("median 1.20x ONNX Runtime's time, 81 % of its bound, 0.5 ms, 33 us", 4),
+        ("BERT 4 x 256, a 3x3 convolution, 1x1/2, x86-64, 2 cores, `0.9x in code`", 0),
+    ],
+)
+def test_what_counts_as_a_figure(line, figures):
+    assert len(bare_figures(line)) == (1 if figures else 0)
+    from blocks import FIGURE
+
+    assert len(FIGURE.findall(re.sub(r"`[^`]*`", "", line))) == figures
+
+
+def test_blocks_are_replaced_and_must_close():
+    text = "a\n<!-- report: x -->\nold\n<!-- /report -->\nb"
+    filled, stale = fill(text, lambda name: f"new {name}")
+    assert filled == "a\n<!-- report: x -->\nnew x\n<!-- /report -->\nb" and stale == ["x"]
+    assert fill(filled, lambda name: f"new {name}") == (filled, [])
+    assert (
+        bare_figures("```\n2.0x in a fence\n```\n<!-- report: x -->\n3.0x\n<!-- /report -->") == []
+    )
+    with pytest.raises(ValueError, match="never closes"):
+        find_blocks(["<!-- report: x -->", "text"])
+    with pytest.raises(ValueError, match="opens inside"):
+        find_blocks(["<!-- report: x -->", "<!-- report: y -->"])
+
+
+def test_a_results_file_must_say_where_it_came_from(tmp_path):
+    (tmp_path / "provenance.toml").write_text('["b.json"]\ncommit = "abc1234"\n')
+    (tmp_path / "a.json").write_text('{"command": "x.py", "commit": "1", "host": "h", "date": "d"}')
+    (tmp_path / "b.json").write_text('{"meta": {"command": "y.py", "host": "h", "date": "d"}}')
+    (tmp_path / "c.jsonl").write_text('{"command": "z.py"}\n')
+    assert (
+        source("a.json", results=tmp_path).line() == "*`results/a.json`: `x.py`, commit 1, h, d.*"
+    )
+    assert source("b.json", results=tmp_path).commit == "abc1234"
+    with pytest.raises(KeyError, match="no commit, host, date"):
+        source("c.jsonl", results=tmp_path)
