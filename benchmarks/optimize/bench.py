@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
+sys.path[:0] = [str(ROOT / "benchmarks" / "models"), str(ROOT / "benchmarks")]
 
 
 def loaded(name: str, work: Path):
@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--objective", default="latency", choices=["latency", "throughput"])
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/optimize.jsonl"))
     args = parser.parse_args()
+    from stamp import stamp
+
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.records import cpu_model
@@ -96,7 +98,7 @@ def main() -> int:
                 start = time.perf_counter()
                 result = api.optimize(model, devices, args.objective, args.budget * 60,
                                       onnx=path, runs=args.runs, db=str(db), **settings)  # fmt: skip
-                line = {"host": cpu_model(), "devices": where, "objective": args.objective,
+                line = {**stamp(), "host": cpu_model(), "devices": where, "objective": args.objective,
                         **row(result, name, run, time.perf_counter() - start)}  # fmt: skip
                 with open(args.out, "a") as f:
                     f.write(json.dumps(line) + "\n")

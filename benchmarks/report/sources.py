@@ -44,7 +44,8 @@ def load(name: str, results: Path = RESULTS) -> Any:
 
 
 def source(name: str, data: Any = None, results: Path = RESULTS) -> Source:
-    """Where ``name``'s figures come from (its own fields first, then the provenance file).
+    """Where ``name``'s figures come from: each row's own fields, else the provenance file's
+    (the distinct values joined by `` / `` where the rows differ).
 
     Raises
     ------
@@ -52,13 +53,14 @@ def source(name: str, data: Any = None, results: Path = RESULTS) -> Source:
         A field found in neither.
     """
     data = load(name, results) if data is None else data
-    own: dict[str, str] = {}
-    for field in FIELDS:
-        values = list(dict.fromkeys(str(x[field]) for x in _layers(data) if field in x))
-        if values:
-            own[field] = " / ".join(values)
     known = tomllib.loads((results / "provenance.toml").read_text()).get(name, {})
-    merged = {k: own.get(k, known.get(k)) for k in FIELDS}
+    layers = _layers(data)
+    merged: dict[str, str | None] = {}
+    for field in FIELDS:
+        values = [str(x[field]) if field in x else known.get(field) for x in layers] or [
+            known.get(field)
+        ]
+        merged[field] = None if None in values else " / ".join(dict.fromkeys(values))
     missing = [k for k, v in merged.items() if v is None]
     if missing:
         raise KeyError(f"results/{name}: no {', '.join(missing)} (add them to provenance.toml)")
