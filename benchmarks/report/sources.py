@@ -72,5 +72,6 @@ def _layers(data: Any) -> list[dict]:
     if isinstance(data, list):
         return [row for row in data if isinstance(row, dict)]
     if isinstance(data, dict):
-        return [data] + [data[k] for k in ("meta",) if isinstance(data.get(k), dict)]
+        meta = data.get("meta")
+        return [{**meta, **data} if isinstance(meta, dict) else data]
     return []

@@ -101,3 +101,9 @@ def test_a_results_file_must_say_where_it_came_from(tmp_path):
     assert source("b.json", results=tmp_path).commit == "abc1234"
     with pytest.raises(KeyError, match="no commit, host, date"):
         source("c.jsonl", results=tmp_path)
+    (tmp_path / "provenance.toml").write_text(
+        '["d.jsonl"]\ncommand = "old.py"\ncommit = "1"\nhost = "h"\ndate = "d"\n'
+    )
+    (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"command": "new.py", "commit": "2"}\n')
+    assert source("d.jsonl", results=tmp_path).command == "old.py / new.py"
+    assert source("d.jsonl", results=tmp_path).commit == "1 / 2"
