@@ -31,15 +31,16 @@ DOCUMENTS = (
     "benchmarks/README.md",
     "docs/index.md",
     "docs/quickstart.md",
+    "docs/DESIGN.md",
     *sorted(
         f"docs/{d}/{p.name}"
         for d in ("guides", "reference")
         for p in (ROOT / "docs" / d).glob("*.md")
     ),
 )
-"""The documents whose every figure comes from a block: the README, the benchmarks' page and
-the documentation site but for the design (``docs/DESIGN.md``, whose dated figures explain
-why a choice was made) and the GPU box's run book (``benchmarks/gpu/README.md``)."""
+"""The documents whose every figure comes from a block: the README, the benchmarks' page, the
+design and the documentation site; not yet the GPU box's run book
+(``benchmarks/gpu/README.md``)."""
 SECTIONS = {**strategies.SECTIONS, **kernels.SECTIONS, **runtime.SECTIONS, **summary.SECTIONS}
 
 
