@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import gpu
 import kernels
 import runtime
 import strategies
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (
     "README.md",
     "benchmarks/README.md",
+    "benchmarks/gpu/README.md",
     "docs/index.md",
     "docs/quickstart.md",
     "docs/DESIGN.md",
@@ -38,10 +40,15 @@ DOCUMENTS = (
         for p in (ROOT / "docs" / d).glob("*.md")
     ),
 )
-"""The documents whose every figure comes from a block: the README, the benchmarks' page, the
-design and the documentation site; not yet the GPU box's run book
-(``benchmarks/gpu/README.md``)."""
-SECTIONS = {**strategies.SECTIONS, **kernels.SECTIONS, **runtime.SECTIONS, **summary.SECTIONS}
+"""The documents whose every figure comes from a block: the READMEs, the benchmarks' pages, the
+design and the documentation site."""
+SECTIONS = {
+    **strategies.SECTIONS,
+    **kernels.SECTIONS,
+    **runtime.SECTIONS,
+    **gpu.SECTIONS,
+    **summary.SECTIONS,
+}
 
 
 def derive(name: str) -> str:

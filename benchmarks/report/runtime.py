@@ -1,4 +1,4 @@
-"""Report sections of the runtime, the edge cluster's links and the GPU box."""
+"""Report sections of the runtime and the edge cluster's links."""
 
 from __future__ import annotations
 
@@ -76,26 +76,8 @@ def cluster() -> str:
     ])  # fmt: skip
 
 
-def gpu() -> str:
-    """``benchmarks/gpu/``: TVM on the GPU beside torch eager and torch's CUDA graph."""
-    rows = load("gpu_versus_torch.jsonl")
-    out = [
-        (r["model"], ms(r["tvm_launch_p50_ms"]), ms(r["tvm_graph_p50_ms"]),
-         ms(r["torch_eager_p50_ms"]), ms(r["torch_cuda_graph_p50_ms"]),
-         ratio(r["tvm_graph_p50_ms"], r["torch_eager_p50_ms"]),
-         ratio(r["tvm_graph_p50_ms"], r["torch_cuda_graph_p50_ms"]))
-        for r in rows
-    ]  # fmt: skip
-    return "\n".join([
-        source("gpu_versus_torch.jsonl", rows).line(), "",
-        table(("model", "TVM ms", "TVM graph ms", "torch eager ms", "torch graph ms",
-               "graph / eager", "graph / torch graph"), out),
-    ])  # fmt: skip
-
-
 SECTIONS = {
     "runtime-programs": runtime_programs,
     "runtime-real-models": runtime_real_models,
     "cluster": cluster,
-    "gpu": gpu,
 }
