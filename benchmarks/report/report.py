@@ -8,12 +8,14 @@ A document lists its figures in blocks, ``<!-- report: NAME -->`` ... ``<!-- /re
 whose body is section NAME derived from ``benchmarks/results/`` (tables with the command,
 commit, host and date they came from). In the documents this script owns, a figure (a time, a
 ratio, a share) outside a block fails the check: it could not be derived, so it could drift.
+The tutorials' prose is held to the same (their figures are what their cells compute).
 ``make bench-report`` rewrites; ``make lint`` checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -72,6 +74,14 @@ def problems(root: Path = ROOT, write: bool = False) -> list[str]:
         found += [
             f"{rel}:{n}: a figure outside a block: {line}" for n, line in bare_figures(filled)
         ]
+    for notebook in sorted((root / "tutorials").glob("*.ipynb")):
+        rel = notebook.relative_to(root)
+        for i, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+            if cell["cell_type"] == "markdown":
+                found += [
+                    f"{rel}: cell {i}: a figure in prose: {line}"
+                    for _, line in bare_figures("".join(cell["source"]))
+                ]
     return found
 
 

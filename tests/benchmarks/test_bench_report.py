@@ -1,5 +1,6 @@
 """The benchmark figures in the documents are derived from benchmarks/results/ and checked."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -107,3 +108,16 @@ def test_a_results_file_must_say_where_it_came_from(tmp_path):
     (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"command": "new.py", "commit": "2"}\n')
     assert source("d.jsonl", results=tmp_path).command == "old.py / new.py"
     assert source("d.jsonl", results=tmp_path).commit == "1 / 2"
+
+
+def test_a_figure_in_a_tutorials_prose_fails_the_check(tmp_path):
+    root = _copy_documents(tmp_path)
+    (root / "tutorials").mkdir()
+    cells = [
+        {"cell_type": "markdown", "source": ["# A tutorial\n", "It runs 3.1x faster.\n"]},
+        {"cell_type": "code", "source": ["print('1.5x')\n"]},
+    ]
+    (root / "tutorials" / "01_x.ipynb").write_text(json.dumps({"cells": cells}))
+    assert report.problems(root) == [
+        "tutorials/01_x.ipynb: cell 0: a figure in prose: It runs 3.1x faster."
+    ]
