@@ -6,8 +6,9 @@
 Each case is a PyTorch module exported to ONNX (random input, batch 1): a wav2vec2-style audio
 front end (a 10-tap, stride-5 convolution to 512 channels over 16,000 samples, GroupNorm,
 GELU, then four 3-tap and two 2-tap stride-2 convolutions of 512 channels), one 3-tap
-stride-2 convolution of 512 channels over 1,600 samples, a 1-D max pool, and a 3x3
-convolution of 256 channels in 32 groups. Compiled for the whole CPU (``cpu``, every core) with
+stride-2 convolution of 512 channels over 1,600 samples, a 1-D max pool, wav2vec 2.0's
+positional convolution (768 channels in 16 groups, 128 taps, over the 49 frames of one
+second), and a 3x3 convolution of 256 channels in 32 groups. Compiled for the whole CPU (``cpu``, every core) with
 the passes (``now``) and without them (``before``), each in a process of its own, timed end to
 end by our executor in 5 interleaved rounds beside ONNX Runtime on the same cores and
 threads; outputs checked against ONNX Runtime's. One JSON line per case and build in
@@ -57,6 +58,8 @@ CASES = {  # name: (module, input shape)
     "conv1d 512, 3 taps, stride 2, 1600": (
         lambda: nn.Conv1d(512, 512, 3, 2, bias=False), (1, 512, 1600)),
     "max_pool1d 3 / 2, 256 x 4000": (lambda: nn.MaxPool1d(3, 2, 1), (1, 256, 4000)),
+    "conv1d 768, 128 taps, 16 groups, 49 (wav2vec 2.0's positions)": (
+        lambda: nn.Conv1d(768, 768, 128, padding=64, groups=16), (1, 768, 49)),
     "conv2d 3x3, 256 in 32 groups, 28x28": (
         lambda: nn.Conv2d(256, 256, 3, 1, 1, groups=32), (1, 256, 28, 28)),
 }  # fmt: skip
