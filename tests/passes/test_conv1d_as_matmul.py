@@ -19,10 +19,10 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 
 def _conv1d_module(length=9, stride=2, padding=(1, 1), dilation=1, groups=1, device=CPU,
-                   channels=4, taps=3, out=6):  # fmt: skip
+                   channels=4, taps=3):  # fmt: skip
     vdev = VDevice(make_target(device), 0, "global")
     x = relax.Var("x", relax.TensorType((2, channels, length), "float32", vdev))
-    w = relax.Var("w", relax.TensorType((out, channels // groups, taps), "float32", vdev))
+    w = relax.Var("w", relax.TensorType((6, channels // groups, taps), "float32", vdev))
     bb = relax.BlockBuilder()
     with bb.function("main", [x, w]):
         with bb.dataflow():
@@ -72,47 +72,8 @@ def test_numbers_match_the_convolution(case):
     assert "conv1d" not in after.script() and "matmul" in after.script()
 
 
-def test_a_grouped_convolution_becomes_columns_per_group_and_one_batched_product():
-    @I.ir_module
-    class Expected:
-        I.module_global_infos({"vdevice": [I.vdevice(CPU, 0)]})
-
-        @R.function
-        def main(
-            x: R.Tensor((2, 4, 9), "float32", "llvm:0"),
-            w: R.Tensor((6, 2, 3), "float32", "llvm:0"),
-        ) -> R.Tensor((2, 6, 5), "float32", "llvm:0"):
-            with R.dataflow():
-                padded = R.nn.pad(x, [0, 0, 0, 0, 1, 1])
-                tap0 = R.strided_slice(padded, axes=[2], begin=[0], end=[9], strides=[2])
-                tap1 = R.strided_slice(padded, axes=[2], begin=[1], end=[10], strides=[2])
-                tap2 = R.strided_slice(padded, axes=[2], begin=[2], end=[11], strides=[2])
-                columns = R.concat([tap0, tap1, tap2], axis=1)
-                by_tap = R.reshape(columns, R.shape([2, 3, 2, 2, 5]))
-                grouped = R.reshape(R.permute_dims(by_tap, [0, 2, 1, 3, 4]), R.shape([2, 2, 6, 5]))
-                per_group = R.reshape(w, R.shape([2, 3, 2, 3]))
-                weights = R.reshape(R.permute_dims(per_group, [0, 1, 3, 2]), R.shape([2, 3, 6]))
-                product = R.matmul(weights, grouped)
-                y = R.reshape(product, R.shape([2, 6, 5]))
-                R.output(y)
-            return y
-
-    after = Conv1dAsMatmul()(_conv1d_module(groups=2))
-    tvm.ir.assert_structural_equal(after["main"], Expected["main"])
-
-
-@pytest.mark.parametrize(
-    "case",
-    [dict(groups=2), dict(groups=2, stride=1, padding=(2, 2), taps=5),
-     dict(groups=3, channels=6, dilation=2, length=14)],
-)  # fmt: skip
-def test_grouped_numbers_match_the_convolution(case):
-    after = same_numbers_after(Conv1dAsMatmul(), _conv1d_module(**case))
-    assert "conv1d" not in after.script()
-
-
-@pytest.mark.parametrize("case", [dict(groups=4, out=8), dict(device=CUDA)])
-def test_depthwise_and_gpu_convolutions_stay(case):
+@pytest.mark.parametrize("case", [dict(groups=2), dict(device=CUDA)])
+def test_grouped_and_gpu_convolutions_stay(case):
     mod = _conv1d_module(**case)
     tvm.ir.assert_structural_equal(Conv1dAsMatmul()(mod), mod)
 

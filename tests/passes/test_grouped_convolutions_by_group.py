@@ -86,3 +86,60 @@ def test_an_exported_grouped_block_gets_the_channel_tile_and_matches(tmp_path):
     assert any("conv2d_by_group" in k and r == "conv" for k, r in rules.items())
     (got,) = api.run(compiled, {"x": x.numpy()})
     np.testing.assert_allclose(got, block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _grouped_module_1d(groups=4, stride=1, padding=(2, 2), dilation=1, channels=8, taps=5):
+    vdev = VDevice(make_target(CPU), 0, "global")
+    x = relax.Var("x", relax.TensorType((2, channels, 13), "float32", vdev))
+    w = relax.Var("w", relax.TensorType((12, channels // groups, taps), "float32", vdev))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv1d(x, w, stride, padding, dilation, groups))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
+def test_a_grouped_1d_convolution_becomes_a_kernel_by_group_and_a_reshape():
+    before = _grouped_module_1d()
+    after = GroupedConvolutionsByGroup()(before)
+    (kernel, reshape) = after["main"].body.blocks[0].bindings
+    assert kernel.value.args[0].name_hint == "conv1d_by_group"
+    assert [int(d) for d in kernel.var.ty.shape.values] == [2, 4, 3, 13]  # N, G, O / G, L
+    tvm.ir.assert_structural_equal(reshape.var.ty, before["main"].ret_ty)
+    sch = s_tir.Schedule(after["conv1d_by_group"])
+    conv = sch.get(sch.get_sblock("conv1d_by_group"))
+    data, weights = conv.reads
+    channel = conv.iter_vars[2].var
+    assert not any(_uses(r.min, channel) for r in data.region)  # the rule's channel axis
+    assert _uses(weights.region[0].min, channel)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [dict(), dict(stride=2), dict(padding=(0, 3)), dict(dilation=2), dict(groups=2, taps=1,
+     padding=(0, 0))],
+)  # fmt: skip
+def test_numbers_match_the_grouped_1d_convolution(case):
+    after = same_numbers_after(GroupedConvolutionsByGroup(), _grouped_module_1d(**case))
+    assert "conv1d_by_group" in after.script()
+
+
+def test_a_depthwise_1d_convolution_stays():
+    mod = _grouped_module_1d(groups=4, channels=4)
+    tvm.ir.assert_structural_equal(GroupedConvolutionsByGroup()(mod), mod)
+
+
+def test_an_exported_positional_convolution_gets_the_channel_tile_and_matches(tmp_path):
+    torch = pytest.importorskip("torch")
+    conv = torch.nn.Conv1d(32, 32, 16, padding=8, groups=4)  # wav2vec 2.0's, smaller
+    x = torch.randn(1, 32, 20)
+    path = tmp_path / "positions.onnx"
+    torch.onnx.export(conv.eval(), (x,), str(path), input_names=["x"], dynamo=False)
+    compiled = api.compile(load_model(path), [cpu_device()])
+    rules = {k.kernel: k.rule for k in api.kernel_schedules(compiled)}
+    assert any("conv1d_by_group" in k and r == "conv" for k, r in rules.items())
+    (got,) = api.run(compiled, {"x": x.numpy()})
+    np.testing.assert_allclose(got, conv(x).detach().numpy(), rtol=1e-4, atol=1e-5)

@@ -31,13 +31,11 @@ class Conv1dAsMatmul:
 
     Notes
     -----
-    A grouped convolution (``G`` groups of ``Cg > 1`` channels) gets its columns per group,
-    ``(N, G, K Cg, L')``, and one batched product with the weights as ``(G, O / G, K Cg)``:
-    wav2vec 2.0's positional convolution (768 channels in 16 groups, 128 taps) is one.
-
     Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
-    vdevice's) and before ``LegalizeOps``. Depthwise convolutions, other layouts, symbolic
-    shapes and GPU convolutions are left alone.
+    vdevice's) and before ``LegalizeOps``. Grouped convolutions (``GroupedConvolutionsByGroup``
+    takes them: as columns and a batched product wav2vec 2.0's 128-tap positional convolution
+    ran twice as long as TOPI's kernel, by group ten times faster than it), other layouts,
+    symbolic shapes and GPU convolutions are left alone.
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -46,12 +44,9 @@ class Conv1dAsMatmul:
 
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
-    """Whether ``call`` is a convolution this pass rewrites: one group, or groups of more than
-    one channel (a depthwise convolution, one channel a group, stays the convolution rule's)."""
+    """Whether ``call`` is a convolution this pass rewrites."""
     layouts = ("NCW", "OIW", "NCW")
-    if not cpu_op_with_static_shapes(call, CONV1D_OP, layouts, mod):
-        return False
-    return int(call.attrs.groups) == 1 or int(call.args[1].ty.shape.values[1]) > 1
+    return cpu_op_with_static_shapes(call, CONV1D_OP, layouts, mod) and int(call.attrs.groups) == 1
 
 
 @mutator
@@ -67,8 +62,7 @@ class _AsMatmul(PyExprMutator):
         a, emit = call.attrs, self.builder_.emit
         x, w = call.args
         out, channels, taps = (int(v) for v in w.ty.shape.values)
-        batch, _, length = (int(v) for v in call.ty.shape.values)
-        groups = int(a.groups)
+        length = int(call.ty.shape.values[2])
         stride, dilation = int(a.strides[0]), int(a.dilation[0])
         left, right = (int(p) for p in a.padding)
         if left or right:
@@ -79,16 +73,5 @@ class _AsMatmul(PyExprMutator):
             for k in range(taps)
         ]
         columns = emit(relax.op.concat(windows, axis=1)) if taps > 1 else windows[0]
-        if groups == 1:
-            weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
-            return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
-        # columns (N, K G Cg, L') -> (N, G, K Cg, L'); weights (G O/G, Cg, K) -> (G, O/G, K Cg)
-        by_tap = relax.op.reshape(columns, (batch, taps, groups, channels, length))
-        grouped = relax.op.permute_dims(by_tap, [0, 2, 1, 3, 4])
-        columns = emit(relax.op.reshape(grouped, (batch, groups, taps * channels, length)))
-        per_group = relax.op.reshape(w, (groups, out // groups, channels, taps))
-        weights = relax.op.reshape(
-            relax.op.permute_dims(per_group, [0, 1, 3, 2]), (groups, out // groups, taps * channels)
-        )
-        product = emit(relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None))
-        return relax.op.reshape(product, (batch, out, length))
+        weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
+        return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
