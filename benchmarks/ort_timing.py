@@ -12,8 +12,9 @@ import onnxruntime as ort
 def cpu_session(path: str | Path, intra: int, inter: int = 1, parallel: bool = False):
     """An ``onnxruntime.InferenceSession`` on the CPU with ``intra`` / ``inter`` op threads
     (``parallel``: ``ORT_PARALLEL``, branches at once)."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = intra, inter
+    from tvm_hetero.optimize.peer import session_options
+
+    opts = session_options(intra, inter)  # threads stop spinning when a run ends
     if parallel:
         opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])

@@ -55,9 +55,11 @@ def ort_seconds(
     """ONNX Runtime's median seconds on the same file and inputs, and its outputs."""
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    from tvm_hetero.optimize.peer import session_options
+
+    sess = ort.InferenceSession(
+        str(path), session_options(threads), providers=["CPUExecutionProvider"]
+    )
     return _median(lambda: sess.run(None, feeds), repeat), sess.run(None, feeds)
 
 

@@ -79,7 +79,7 @@ def measure(name: str, label: str, runs: int) -> dict:
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
     from tvm_hetero.passes import conv1d_as_matmul, grouped_convolutions_by_group
     from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
@@ -87,7 +87,7 @@ def measure(name: str, label: str, runs: int) -> dict:
     device = resolve_device("cpu")
     with tempfile.TemporaryDirectory() as tmp:
         path, x = exported(name, Path(tmp))
-        (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
+        (want,) = ort.InferenceSession(str(path), session_options()).run(None, {"x": x})
         if label == "before":  # neither pass rewrites anything
             conv1d_as_matmul.rewritten = lambda call, mod: False
             grouped_convolutions_by_group.rewritten = lambda call, mod: False

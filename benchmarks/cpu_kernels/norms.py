@@ -62,7 +62,7 @@ def main() -> int:
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
     from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
@@ -73,7 +73,7 @@ def main() -> int:
             path, x = exported(name, Path(tmp))
             compiled = api.compile(load_model(str(path)), [device])
             (ours,) = api.run(compiled, {"x": x})
-            (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
+            (want,) = ort.InferenceSession(str(path), session_options()).run(None, {"x": x})
             peer = OnnxRuntimePeer(path, device, [x])
             mine, theirs = interleaved_run_seconds([compiled.deployment], [args.runs], peers=[peer])
             row = {"host": cpu_model(), "case": name, "threads": device.threads,

@@ -75,7 +75,7 @@ def main() -> int:
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
     from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
@@ -86,7 +86,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             path, feeds = exported(name, Path(tmp))
-            want = ort.InferenceSession(str(path)).run(None, feeds)
+            want = ort.InferenceSession(str(path), session_options()).run(None, feeds)
             row = {"host": cpu_model(), "commit": commit, "date": time.strftime("%Y-%m-%d"),
                    "model": name, "threads": device.threads}  # fmt: skip
             builds = []

@@ -56,9 +56,9 @@ def _ort_chain(size: int):
         [helper.make_tensor_value_info(f"h{CHAIN}", TensorProto.FLOAT, [size])], [one],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options)
+    from tvm_hetero.optimize.peer import session_options
+
+    session = ort.InferenceSession(model.SerializeToString(), session_options(1))
     onnx.checker.check_model(model)
     x = {"x": np.zeros((size,), "float32")}
     return lambda: session.run(None, x)

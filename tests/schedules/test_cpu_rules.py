@@ -233,6 +233,11 @@ CASES = {
         lambda bb, x: relax.op.nn.relu(relax.op.nn.avg_pool2d(x, pool_size=2, strides=2)),
         "pool",
     ),
+    "max_pool1d_stride2": (
+        [(1, 4, 40)],
+        lambda bb, x: relax.op.nn.max_pool1d(x, pool_size=3, strides=2, padding=1),
+        "pool",
+    ),
 }
 
 
@@ -322,6 +327,15 @@ def test_input_module_is_not_mutated():
     before = mod.script()
     schedule_kernels(mod, "rules")
     assert mod.script() == before
+
+
+def test_a_1d_pool_runs_its_channels_in_parallel():
+    """A 1-D pool's spatial axes are (N, C, W): its channels are the parallel loop (the 2-D
+    pool's rows are left inside a task; a 1-D pool has none, and ran on one thread)."""
+    body = CASES["max_pool1d_stride2"][1]
+    scheduled = schedule_kernels(_module([(1, 64, 4000)], body), "rules")
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert text.count("T.parallel(T.int64(64))") == 2, text  # the padding copy and the pool
 
 
 def test_large_matmul_is_parallel_and_vectorized_serial_target_is_not_parallel():

@@ -105,6 +105,15 @@ def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores, monkey
     assert all(len(e.samples_s) == 10 for e in peers)
 
 
+def test_onnx_runtime_sessions_stop_spinning_when_a_run_ends():
+    """Left spinning, ONNX Runtime's threads slowed the next round of ours on the same cores."""
+    from tvm_hetero.optimize.peer import session_options
+
+    opts = session_options(2)
+    assert opts.get_session_config_entry("session.force_spinning_stop") == "1"
+    assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (2, 1)
+
+
 def test_plug_in_offered_by_plan_compile_and_optimize(tmp_path, capsys, toy):
     db = str(tmp_path / "db.jsonl")
     plan = tmp_path / "toy.json"

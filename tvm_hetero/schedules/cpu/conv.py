@@ -241,7 +241,8 @@ class Conv(CpuRule):
             tile.append(r1)
         tasks = []
         if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
-            tasks = outer if channel is not None or len(outer) < 2 else outer[:-1]  # a task
+            # a row is a task where there are rows (N, C, H): a 1-D pool's channels are its tasks
+            tasks = outer if channel is not None or len(outer) < 3 else outer[:-1]
         reduction = [loops[i] for i in reduce]
         return _in_registers(sch, main, (outer, v0, reduction, [*tile, v1], v2), tasks, target)
 
