@@ -26,6 +26,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results"
+sys.path.insert(0, str(HERE.parent))
+from stamp import stamp  # noqa: E402
+
 TOLERANCE = 1e-3
 """Largest relative error that counts as matching ONNX Runtime."""
 
@@ -153,7 +156,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             row = {"model": name, "source": CORPUS[name].source, "stage": "timeout",
                    "error": f"over {args.timeout} s"}  # fmt: skip
-        rows[name] = row
+        rows[name] = {**row, **{k: v for k, v in stamp().items() if k != "command"}}
         print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
               f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip
         ordered = [rows[n] for n in CORPUS if n in rows]

@@ -68,10 +68,15 @@ def source(name: str, data: Any = None, results: Path = RESULTS) -> Source:
 
 
 def _layers(data: Any) -> list[dict]:
-    """The dicts that may carry a file's fields: its rows, or the object and its ``meta``."""
+    """The dicts that may carry a file's fields: its rows, or the object and its ``meta`` (with
+    each of its ``rows`` where those carry fields of their own: rows measured at other times)."""
     if isinstance(data, list):
         return [row for row in data if isinstance(row, dict)]
     if isinstance(data, dict):
         meta = data.get("meta")
-        return [{**meta, **data} if isinstance(meta, dict) else data]
+        top = {**meta, **data} if isinstance(meta, dict) else data
+        rows = [r for r in data.get("rows", []) if isinstance(r, dict)]
+        if any(field in r for r in rows for field in FIELDS):  # rows measured apart
+            return [{**top, **r} for r in rows]
+        return [top]
     return []
