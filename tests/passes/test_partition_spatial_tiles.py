@@ -220,6 +220,15 @@ def test_bert_tokens_or_features_equal_the_whole_model(scheme, run, three_cpus):
     _check(model, segments, schemes, three_cpus)
 
 
+def test_a_vit_cut_by_token_rows_through_its_class_token_split_equals_the_whole_model(three_cpus):
+    """ViT's class token is a split whose other part no one reads: the segment that ends in
+    the split's used item is tiled (the unused item is dropped), where it was refused."""
+    model = load_zoo_model("vit-base:tiny")
+    segments, schemes = _runs_of(model, "InH", 1, 3)
+    assert schemes.count("InH") >= 3
+    _check(model, segments, schemes, three_cpus)
+
+
 @pytest.mark.slow  # a torch export and a three-device build of ResNet-18 at 64x64 (make test-slow)
 def test_torchvision_resnet18_with_batch_norm_equals_the_whole_model(three_cpus):
     """torchvision's ResNet-18 (random weights, batch norm not folded): every scheme through

@@ -152,8 +152,11 @@ class _Tiler:
             self.held[b.var] = [(0, full_box(shape_of(b.var) or []), b.var)]
 
     def _tiles(self, k: int, members: list[relax.VarBinding], scheme: str) -> None:
-        inside = {b.var for b in members}
         read_later = self._read_after(k) | set(relax.analysis.free_vars(self.func.body.body))
+        used = set().union(*(relax.analysis.free_vars(b.value) for b in members))
+        while len(members) > 1 and members[-1].var not in read_later | used:
+            members = members[:-1]  # an item no one reads (a split's unused part: ViT's tokens)
+        inside = {b.var for b in members}
         escaping = [b.var for b in members if b.var in read_later]
         if len(escaping) != 1 or members[-1].var != escaping[0]:
             names = [str(v.name) for v in escaping]
