@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +29,9 @@ import torch
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT / "benchmarks")]
 from onnx_models import append_rows, export_case  # noqa: E402
+from stamp import stamp  # noqa: E402
 
 
 class AudioFront(nn.Module):
@@ -81,7 +81,6 @@ def measure(name: str, label: str, runs: int) -> dict:
     from tvm_hetero.frontends import load_model
     from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
     from tvm_hetero.passes import conv1d_as_matmul, grouped_convolutions_by_group
-    from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     device = resolve_device("cpu")
@@ -96,7 +95,7 @@ def measure(name: str, label: str, runs: int) -> dict:
         peer = OnnxRuntimePeer(path, device, [x])
         ours, theirs = interleaved_run_seconds([build.deployment], [runs], peers=[peer])
         peer.close()
-    return {"host": cpu_model(), "case": name, "build": label, "threads": device.threads,
+    return {"case": name, "build": label, "threads": device.threads,
             "ours_ms": 1e3 * float(np.median(ours)), "ort_ms": 1e3 * float(np.median(theirs)),
             "rel_error": float(np.abs(got - want).max() / np.abs(want).max())}  # fmt: skip
 
@@ -110,8 +109,7 @@ def main() -> int:
     if args.case:
         print(json.dumps(measure(args.case, args.build, args.runs)))
         return 0
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    stamped = stamp()
     rows = []
     for name in CASES:
         for label in ("now", "before"):  # each in a process of its own: timed after other
@@ -120,8 +118,7 @@ def main() -> int:
                 [sys.executable, __file__, "--runs", str(args.runs), "--case", name,
                  "--build", label], capture_output=True, text=True, check=True,
             )  # fmt: skip
-            row = {**json.loads(done.stdout.strip().splitlines()[-1]), "commit": commit,
-                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+            row = {**json.loads(done.stdout.strip().splitlines()[-1]), **stamped}
             rows.append(row)
             print(
                 f"{name:37} {label:6} ours {row['ours_ms']:8.3f} ms  ORT {row['ort_ms']:7.3f}"

@@ -15,7 +15,6 @@ time. One JSON line per model in ``benchmarks/results/recurrent.jsonl``.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,8 +24,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT / "benchmarks")]
 from onnx_models import append_rows, export_case  # noqa: E402
+from stamp import stamp  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks/models"))
 
@@ -76,19 +76,16 @@ def main() -> int:
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
-    from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     device = resolve_device("cpu")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    stamped = stamp()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             path, feeds = exported(name, Path(tmp))
             want = ort.InferenceSession(str(path), session_options()).run(None, feeds)
-            row = {"host": cpu_model(), "commit": commit, "date": time.strftime("%Y-%m-%d"),
-                   "model": name, "threads": device.threads}  # fmt: skip
+            row = {**stamped, "model": name, "threads": device.threads}
             builds = []
             for form in ("loop", "unrolled"):
                 start = time.perf_counter()

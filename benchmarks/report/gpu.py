@@ -4,7 +4,7 @@ crossing between the CPU and the GPU costs, EOP's and DUET's plans measured on t
 from __future__ import annotations
 
 from markdown import ms, ratio, table
-from sources import load, source
+from sources import load, source, titled
 
 
 def _us(ms_value: float | None) -> str | None:
@@ -22,14 +22,14 @@ def versus_torch() -> str:
          f"{r['tvm_graph_max_rel_err']:.1e}")
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("gpu_versus_torch.jsonl", rows).line(), "",
-        table(("network", "TVM graphs ms", "TVM launches ms", "graphs' gain", "torch eager ms",
-               "torch graph ms", "TVM / eager", "TVM / torch graph", "error vs torch"), out),
-        "",
+    return titled(
+        "gpu_versus_torch.jsonl", rows,
+        ("network", "TVM graphs ms", "TVM launches ms", "graphs' gain", "torch eager ms",
+         "torch graph ms", "TVM / eager", "TVM / torch graph", "error vs torch"),
+        out,
         "- p50: the median of 5 interleaved rounds' medians of 100 runs each; error: the "
         "largest relative difference from torch's output (`nan`: TVM's output was not finite).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def crossing_parts() -> str:
@@ -47,10 +47,11 @@ def crossing_parts() -> str:
          None, None),
         ("`device.sync()` with nothing running", f"{data['sync_idle_us']:.1f}", None, None),
     ]  # fmt: skip
-    return "\n".join([
-        source(name, data).line(), "",
-        table(("part (us, median)", *sizes), out),
-    ])  # fmt: skip
+    return titled(
+        name, data,
+        ("part (us, median)", *sizes),
+        out,
+    )  # fmt: skip
 
 
 def placements() -> str:
@@ -65,14 +66,14 @@ def placements() -> str:
          _us(runs[False]["p50_ms"]) if False in runs else None)
         for artifact, runs in by.items()
     ]  # fmt: skip
-    return "\n".join([
-        source(name, rows).line(), "",
-        table(("build (batch 16)", "copies a run", "p50 us", "p50 us, handed over"), out),
-        "",
+    return titled(
+        name, rows,
+        ("build (batch 16)", "copies a run", "p50 us", "p50 us, handed over"),
+        out,
         "- `gpu`, `home`, `other`: one device; `split`: the matmuls forced to the GPU; "
         "`eop`: EOP's plan; `equal`, `fixed`: EOP's split baselines. Handed over: every unit "
         "run by its worker's thread instead of the thread that made it ready.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def eop() -> str:
@@ -103,11 +104,12 @@ def duet() -> str:
          ms(r["p99_ms"]), ratio(cpu, r["p50_ms"]), ratio(gpu, r["p50_ms"]))
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source(name, rows).line(), "",
-        table(("build", "devices", "p50 ms", "p99 ms", "speed-up over `cpu`",
-               "speed-up over the GPU"), out),
-    ])  # fmt: skip
+    return titled(
+        name, rows,
+        ("build", "devices", "p50 ms", "p99 ms", "speed-up over `cpu`",
+         "speed-up over the GPU"),
+        out,
+    )  # fmt: skip
 
 
 def box_convs() -> str:
@@ -119,13 +121,13 @@ def box_convs() -> str:
          ms(r["torch_us"]), ratio(r["channel_us"], r["torch_us"]))
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("box_convs.json", data).line(), "",
-        table(("3x3 convolution", "width tile us", "channel tile, 14 positions us",
-               "channel tile as built us", "torch us", "ours / torch"), out),
-        "",
+    return titled(
+        "box_convs.json", data,
+        ("3x3 convolution", "width tile us", "channel tile, 14 positions us",
+         "channel tile as built us", "torch us", "ours / torch"),
+        out,
         "- One thread, the second pass (the first ran right after the box started).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def copies() -> str:
@@ -136,11 +138,12 @@ def copies() -> str:
          f"{r['before_bytes'] / 2**20:.2f}", r["after"], f"{r['after_bytes'] / 2**20:.2f}")
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("gpu_copies.json", rows).line(), "",
-        table(("model", "on the GPU", "copies before", "of them weights", "MiB before",
-               "copies now", "MiB now"), out),
-    ])  # fmt: skip
+    return titled(
+        "gpu_copies.json", rows,
+        ("model", "on the GPU", "copies before", "of them weights", "MiB before",
+         "copies now", "MiB now"),
+        out,
+    )  # fmt: skip
 
 
 def exported() -> str:
@@ -152,10 +155,11 @@ def exported() -> str:
          "yes" if any(r.get("gpu_code", {}).values()) else "no")
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("gpu_exported.json", rows).line(), "",
-        table(("model", "stage", "GPU build s", "on the GPU when split", "device code"), out),
-    ])  # fmt: skip
+    return titled(
+        "gpu_exported.json", rows,
+        ("model", "stage", "GPU build s", "on the GPU when split", "device code"),
+        out,
+    )  # fmt: skip
 
 
 def outputs() -> str:

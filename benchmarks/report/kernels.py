@@ -4,7 +4,7 @@ inputs and threads."""
 from __future__ import annotations
 
 from markdown import bullets, median, ms, ratio, table
-from sources import load, source
+from sources import latest, load, source, titled
 
 
 def corpus() -> str:
@@ -42,35 +42,29 @@ def cpu_kernels() -> str:
         for r in data["ops"] + data["models"]
     ]  # fmt: skip
     meta = data["meta_of"]["ops"]
-    return "\n".join([
-        source("cpu_kernels_prepacked.json", meta).line(), "",
-        table(("workload", "TVM default ms", "rules ms", "ORT ms", "numpy ms", "rules / ORT",
-               "rules / numpy"), out),
-    ])  # fmt: skip
-
-
-def _latest(rows: list[dict], key: str) -> list[dict]:
-    """The last row of each ``key`` value, in first-seen order."""
-    last = {}
-    for r in rows:
-        last[r[key]] = r
-    return list(last.values())
+    return titled(
+        "cpu_kernels_prepacked.json", meta,
+        ("workload", "TVM default ms", "rules ms", "ORT ms", "numpy ms", "rules / ORT",
+         "rules / numpy"),
+        out,
+    )  # fmt: skip
 
 
 def recurrent() -> str:
     """``benchmarks/cpu_kernels/recurrent.py``: recurrent layers as loop kernels."""
-    rows = _latest(load("recurrent.jsonl"), "model")
+    rows = list(latest(load("recurrent.jsonl"), "model").values())
     out = [
         (r["model"], ms(r["unrolled_ms"]), ms(r["loop_ms"]), ms(r["ort_ms"]),
          ratio(r["loop_ms"], r["ort_ms"]), f"{r['unrolled_compile_s']:.1f}",
          f"{r['loop_compile_s']:.1f}")
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("recurrent.jsonl", rows).line(), "",
-        table(("model", "unrolled ms", "loop ms", "ORT ms", "loop / ORT", "unrolled compile s",
-               "loop compile s"), out),
-    ])  # fmt: skip
+    return titled(
+        "recurrent.jsonl", rows,
+        ("model", "unrolled ms", "loop ms", "ORT ms", "loop / ORT", "unrolled compile s",
+         "loop compile s"),
+        out,
+    )  # fmt: skip
 
 
 def convolutions_1d() -> str:
@@ -82,23 +76,25 @@ def convolutions_1d() -> str:
          ratio(r["ours_ms"], r["ort_ms"]))
         for (case, build), r in by.items() if build == "now"
     ]  # fmt: skip
-    return "\n".join([
-        source("convolutions_1d.jsonl", rows).line(), "",
-        table(("kernel", "before ms", "now ms", "ORT ms", "now / ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "convolutions_1d.jsonl", rows,
+        ("kernel", "before ms", "now ms", "ORT ms", "now / ORT"),
+        out,
+    )  # fmt: skip
 
 
 def norms() -> str:
     """``benchmarks/cpu_kernels/norms.py``: normalisations over large groups."""
-    rows = [r for r in _latest(load("norms.jsonl"), "case") if "ort_ms" in r]
+    rows = [r for r in latest(load("norms.jsonl"), "case").values() if "ort_ms" in r]
     out = [
         (r["case"], ms(r["ours_ms"]), ms(r["ort_ms"]), ratio(r["ours_ms"], r["ort_ms"]))
         for r in rows
     ]
-    return "\n".join([
-        source("norms.jsonl", rows).line(), "",
-        table(("normalisation", "ours ms", "ORT ms", "ours / ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "norms.jsonl", rows,
+        ("normalisation", "ours ms", "ORT ms", "ours / ORT"),
+        out,
+    )  # fmt: skip
 
 
 def broadcast_add() -> str:
@@ -109,10 +105,11 @@ def broadcast_add() -> str:
          ratio(r["rules_us"], r["ort_us"]))
         for r in data["rows"]
     ]  # fmt: skip
-    return "\n".join([
-        source("broadcast_add.json", data).line(), "",
-        table(("width", "default us", "rules us", "ORT us", "rules / ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "broadcast_add.json", data,
+        ("width", "default us", "rules us", "ORT us", "rules / ORT"),
+        out,
+    )  # fmt: skip
 
 
 def gemv() -> str:
@@ -123,10 +120,11 @@ def gemv() -> str:
          ms(r["ort_us"]), ratio(r["rules_us"], r["ort_us"]))
         for r in data["rows"]
     ]  # fmt: skip
-    return "\n".join([
-        source("gemv.json", data).line(), "",
-        table(("K x N", "bound us", "default us", "rules us", "ORT us", "rules / ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "gemv.json", data,
+        ("K x N", "bound us", "default us", "rules us", "ORT us", "rules / ORT"),
+        out,
+    )  # fmt: skip
 
 
 def conv_tiles() -> str:
@@ -143,10 +141,11 @@ def conv_tiles() -> str:
         )
         for r in rule
     ]
-    return "\n".join([
-        source("conv_tiles.json", data).line(), "",
-        table(("convolution", "rule's tile", "us", "ORT us", "ours / ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "conv_tiles.json", data,
+        ("convolution", "rule's tile", "us", "ORT us", "ours / ORT"),
+        out,
+    )  # fmt: skip
 
 
 def narrow_convs() -> str:
@@ -162,12 +161,12 @@ def narrow_convs() -> str:
          ratio(m["now"]["tvm_ms"], m["now"]["ort_ms"]))
         for m in data["models"]
     ]  # fmt: skip
-    return "\n".join([
-        source("narrow_convs.json", data).line(), "",
-        table(("convolution", "target", "before us", "now us", "ORT us", "now / ORT"), out),
-        "",
+    return titled(
+        "narrow_convs.json", data,
+        ("convolution", "target", "before us", "now us", "ORT us", "now / ORT"),
+        out,
         table(("model at 64 pixels", "before ms", "now ms", "ORT ms", "now / ORT"), models),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 SECTIONS = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from markdown import ms, ratio, share, table
-from sources import load, source
+from sources import load, source, titled
 
 
 def runtime_programs() -> str:
@@ -25,16 +25,16 @@ def runtime_programs() -> str:
          ratio(r["median_ms"]["programs"], r["ort_one_device_ms"]))
         for r in rows if r["what"].startswith("FlexPie")
     ]  # fmt: skip
-    return "\n".join([
-        source("runtime_programs.jsonl", local).line(), "",
-        table(("model", "workers", "us a crossing (programs)", "(dataflow)",
-               "us a run (programs)", "(dataflow)", "ORT us"), out),
-        "",
+    return titled(
+        "runtime_programs.jsonl", local,
+        ("model", "workers", "us a crossing (programs)", "(dataflow)",
+         "us a run (programs)", "(dataflow)", "ORT us"),
+        out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",
         table(("FlexPie plan", "cluster", "priced ms", "programs ms", "dataflow ms",
                "ORT one device ms", "programs / ORT"), flexpie),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def runtime_real_models() -> str:
@@ -46,11 +46,12 @@ def runtime_real_models() -> str:
          max(m[k]["rel_err"] for k in ("cpu", "alternating", "heavy on cpu@1")))
         for name, m in data.items()
     ]  # fmt: skip
-    return "\n".join([
-        source("runtime_real_models.json", data).line(), "",
-        table(("model", "operators", "one unit ms", "alternating units", "alternating ms",
-               "time / one unit", "largest error"), out),
-    ])  # fmt: skip
+    return titled(
+        "runtime_real_models.json", data,
+        ("model", "operators", "one unit ms", "alternating units", "alternating ms",
+         "time / one unit", "largest error"),
+        out,
+    )  # fmt: skip
 
 
 def cluster() -> str:
@@ -67,13 +68,14 @@ def cluster() -> str:
          ms(r["link_s"], seconds=True), share(r["raw_s"], r["link_s"]))
         for r in shaped["rows"]
     ]  # fmt: skip
-    return "\n".join([
-        source("cluster.json", loop).line(), "",
-        table(("tensor", "raw TCP ms", "worker to worker ms", "of raw TCP's rate"), out),
+    return titled(
+        "cluster.json", loop,
+        ("tensor", "raw TCP ms", "worker to worker ms", "of raw TCP's rate"),
+        out,
+        source("cluster_shaped.json", shaped).line(),
         "",
-        source("cluster_shaped.json", shaped).line(), "",
         table(("link Mbit/s", "tensor", "raw ms", "worker to worker ms", "of raw's rate"), links),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 SECTIONS = {

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from markdown import table
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 FIELDS = ("command", "commit", "host", "date")
@@ -80,3 +83,21 @@ def _layers(data: Any) -> list[dict]:
             return [{**top, **r} for r in rows]
         return [top]
     return []
+
+
+def titled(
+    name: str, data: Any, header: Sequence[str], rows: Iterable[Sequence[object]], *notes: str
+) -> str:
+    """A section: ``name``'s provenance line, its table and, after a blank line, any notes."""
+    parts = [source(name, data).line(), "", table(header, rows)]
+    return "\n".join([*parts, "", *notes] if notes else parts)
+
+
+def latest(rows: Iterable[dict], key: str | Callable[[dict], Hashable]) -> dict[Hashable, dict]:
+    """The last row of each key (a field's name, or a function of the row), in first-seen order:
+    a results file appended to by every run keeps only its newest figure per case."""
+    of = (lambda r: r[key]) if isinstance(key, str) else key
+    last: dict[Hashable, dict] = {}
+    for r in rows:
+        last[of(r)] = r
+    return last

@@ -4,7 +4,7 @@ the best single device and ONNX Runtime in the same rounds."""
 from __future__ import annotations
 
 from markdown import bullets, median, ms, ratio, share, table
-from sources import load, source
+from sources import latest, load, source, titled
 
 
 def optimize() -> str:
@@ -28,11 +28,11 @@ def optimize() -> str:
             ratio(kept, orts[ort]) if ort else None, f"{r['search_s']:.0f}",
         ))  # fmt: skip
     spreading = [r for r in rows if not r["kept"].endswith(" alone")]
-    return "\n".join([
-        source("optimize.jsonl", rows).line(), "",
-        table(("model", "devices", "database", "kept", "kept p50 ms", "best single ms",
-               "speed-up", "ORT best ms", "time / ORT", "search s"), out),
-        "",
+    return titled(
+        "optimize.jsonl", rows,
+        ("model", "devices", "database", "kept", "kept p50 ms", "best single ms",
+         "speed-up", "ORT best ms", "time / ORT", "search s"),
+        out,
         bullets([
             f"{len(rows)} runs; a plan over several devices was kept in {len(spreading)} "
             f"(of {', '.join(sorted({r['model'] for r in spreading}))}), one device in the "
@@ -44,7 +44,7 @@ def optimize() -> str:
             f"ORT's, median {median(ort_ratios):.2f}x; faster in "
             f"{sum(x < 1 for x in ort_ratios)}.",
         ]),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def eop_cores() -> str:
@@ -62,18 +62,18 @@ def eop_cores() -> str:
             ms(s["single cpu"]), ms(s["onnxruntime"]), ratio(one_core, s["eop"]),
             ratio(s["eop"], s["single cpu"]), ratio(s["eop"], s["onnxruntime"]),
         ))  # fmt: skip
-    return "\n".join([
-        source("eop_cores.json", data).line(), "",
-        table(("model", "key ops", "cut", "EOP predicted", "EOP measured", "best 1 core",
-               "both cores", "ORT (both)", "speed-up vs 1 core", "time / both",
-               "time / ORT"), out),
-        "",
+    return titled(
+        "eop_cores.json", data,
+        ("model", "key ops", "cut", "EOP predicted", "EOP measured", "best 1 core",
+         "both cores", "ORT (both)", "speed-up vs 1 core", "time / both",
+         "time / ORT"),
+        out,
         bullets([
             f"EOP's measured time is {min(vs_cpu):.2f}x-{max(vs_cpu):.2f}x that of the two "
             f"cores as one device and {min(vs_ort):.2f}x-{max(vs_ort):.2f}x ONNX Runtime's "
             "on the same cores (ms, medians of rounds).",
         ]),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def als() -> str:
@@ -134,9 +134,9 @@ def duet() -> str:
 def edgepipe_throughput() -> str:
     """``benchmarks/edgepipe/throughput.py``: the latest run of each emulated case."""
     data = load("edgepipe_throughput.json")
-    latest = {(c["case"], c.get("batch", 1)): c for c in data["cases"]}
+    cases = latest(data["cases"], lambda c: (c["case"], c.get("batch", 1)))
     out = []
-    for (case, batch), c in latest.items():
+    for (case, batch), c in cases.items():
         best = {k: max(e["measured_per_s"] for e in v) for k, v in c["strategies"].items()}
         mine = median(e["measured_per_s"] for e in c["strategies"]["edgepipe"])
         bound = c["strategies"]["edgepipe"][0].get("bound_per_s")
@@ -145,16 +145,16 @@ def edgepipe_throughput() -> str:
             ratio(mine, best["gpipe"]), ratio(mine, best["pipedream"]),
             share(mine, bound) if bound else None,
         ))  # fmt: skip
-    return "\n".join([
-        source("edgepipe_throughput.json", data).line(), "",
-        table(("case", "microbatch", "EdgePipe /s", "GPipe best /s", "PipeDream best /s", "vs GPipe",
-               "vs PipeDream", "of bound"), out),
-        "",
+    return titled(
+        "edgepipe_throughput.json", data,
+        ("case", "microbatch", "EdgePipe /s", "GPipe best /s", "PipeDream best /s", "vs GPipe",
+         "vs PipeDream", "of bound"),
+        out,
         "- Microbatches a second, steady state. EdgePipe's rate is the median over its "
         "deployments; the baselines' is the best of their device orders, so a ratio below "
         "1.00x is a loss. The bound is the sum of the rates of the devices a plan uses, each "
         "measured alone.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def edgepipe_exported() -> str:
@@ -167,19 +167,21 @@ def edgepipe_exported() -> str:
          ratio(r["pipelined_per_s"], r["ort_per_s"]))
         for r in rows if r["stage"] == "ok"
     ]  # fmt: skip
-    return "\n".join([
-        source("edgepipe_exported.json", rows).line(), "",
-        table(("model", "from", "layers", "one core /s", "pipelined /s", "ORT /s",
-               "vs one core", "vs ORT"), out),
-    ])  # fmt: skip
+    return titled(
+        "edgepipe_exported.json", rows,
+        ("model", "from", "layers", "one core /s", "pipelined /s", "ORT /s",
+         "vs one core", "vs ORT"),
+        out,
+    )  # fmt: skip
 
 
 def flexpie_latency() -> str:
     """``benchmarks/flexpie/latency.py``: the latest confirmed run of each cluster and model."""
     data = load("flexpie_latency.json")
-    latest = {(r["case"], r["model"]): r for r in data["runs"] if "flexpie-confirmed" in r["score"]}
+    confirmed = [r for r in data["runs"] if "flexpie-confirmed" in r["score"]]
+    runs = latest(confirmed, lambda r: (r["case"], r["model"]))
     out, scores, speed = [], [], []
-    for (case, model), r in sorted(latest.items()):
+    for (case, model), r in sorted(runs.items()):
         m = r["measured_s"]
         baselines = {k: v for k, v in m.items() if not k.startswith("flexpie")}
         best = min(baselines, key=baselines.get)
@@ -191,11 +193,11 @@ def flexpie_latency() -> str:
             ms(m["single"], seconds=True), ratio(m["single"], m["flexpie-confirmed"]),
             f"{r['score']['flexpie-confirmed']:.2f}",
         ))  # fmt: skip
-    return "\n".join([
-        source("flexpie_latency.json", data).line(), "",
-        table(("cluster", "model", "planned ms", "confirmed ms", "best baseline ms",
-               "one device ms", "speed-up", "score"), out),
-        "",
+    return titled(
+        "flexpie_latency.json", data,
+        ("cluster", "model", "planned ms", "confirmed ms", "best baseline ms",
+         "one device ms", "speed-up", "score"),
+        out,
         bullets([
             f"{len(out)} runs. The score is the fastest time measured in the round over the "
             f"confirmed plan's (1.00: nothing was faster): 1.00 in "
@@ -204,7 +206,7 @@ def flexpie_latency() -> str:
             f"Over one device of the cluster: {min(speed):.2f}x-{max(speed):.2f}x, median "
             f"{median(speed):.2f}x.",
         ]),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def flexpie_ort() -> str:
@@ -217,16 +219,16 @@ def flexpie_ort() -> str:
         for model, m in data["models"].items()
     ]  # fmt: skip
     slower = sum(m["flexpie_ms"] > m["ort_ms"] for m in data["models"].values())
-    return "\n".join([
-        source("flexpie_ort_zen5.json", data).line(), "",
-        table(("model", "ORT one device", "TVM for this CPU", "TVM generic x86-64",
-               "cluster's one device",
-               "FlexPie median", "FlexPie / ORT"), out),
-        "",
+    return titled(
+        "flexpie_ort_zen5.json", data,
+        ("model", "ORT one device", "TVM for this CPU", "TVM generic x86-64",
+         "cluster's one device",
+         "FlexPie median", "FlexPie / ORT"),
+        out,
         "- FlexPie's median over the clusters it ran on this host is "
         f"slower than ONNX Runtime on one of the cluster's devices for {slower} of "
         f"{len(out)} models (ms).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def flexpie_exported() -> str:
@@ -238,10 +240,11 @@ def flexpie_exported() -> str:
          max((r.get("rel_err") or {"-": 0}).values()))
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
-        source("flexpie_exported.json", rows).line(), "",
-        table(("model", "from", "stage", "layers", "schemes", "largest error"), out),
-    ])  # fmt: skip
+    return titled(
+        "flexpie_exported.json", rows,
+        ("model", "from", "stage", "layers", "schemes", "largest error"),
+        out,
+    )  # fmt: skip
 
 
 def edgepipe_planner() -> str:
@@ -252,11 +255,12 @@ def edgepipe_planner() -> str:
          f"{r['naive_dp_s']:.3f}" if r["naive_dp_s"] is not None else None, r["stages"])
         for r in data["rows"]
     ]  # fmt: skip
-    return "\n".join([
-        source("edgepipe_planner.json", data).line(), "",
-        table(("model", "devices", "kinds", "layers", "category DP s (best of 5)",
-               "naive DP s", "stages"), out),
-    ])  # fmt: skip
+    return titled(
+        "edgepipe_planner.json", data,
+        ("model", "devices", "kinds", "layers", "category DP s (best of 5)",
+         "naive DP s", "stages"),
+        out,
+    )  # fmt: skip
 
 
 def flexpie_estimators() -> str:
@@ -271,14 +275,14 @@ def flexpie_estimators() -> str:
             what, e["traces"], e["workloads"], f"{100 * e['mape_mean']:.1f} %",
             f"{100 * e['median_ape']:.1f} %", f"{100 * again:.1f} %" if again else None,
         ))  # fmt: skip
-    return "\n".join([
-        source("flexpie_estimators.json", data).line(), "",
-        table(("estimator of", "traces", "workloads", "held-out MAPE", "median error",
-               "same workload timed again"), out),
-        "",
+    return titled(
+        "flexpie_estimators.json", data,
+        ("estimator of", "traces", "workloads", "held-out MAPE", "median error",
+         "same workload timed again"),
+        out,
         "- Held out by workload over several seeds; the last column is one timing of a "
         "workload taken as the prediction of another, the floor this host's noise sets.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 SECTIONS = {
