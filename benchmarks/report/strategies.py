@@ -28,6 +28,7 @@ def optimize() -> str:
             ratio(kept, orts[ort]) if ort else None, f"{r['search_s']:.0f}",
         ))  # fmt: skip
     spreading = [r for r in rows if not r["kept"].endswith(" alone")]
+    reached = _strategies_reached(rows)
     return titled(
         "optimize.jsonl", rows,
         ("model", "devices", "database", "kept", "kept p50 ms", "best single ms",
@@ -43,8 +44,35 @@ def optimize() -> str:
             f"with an ONNX file): our time is {min(ort_ratios):.2f}x-{max(ort_ratios):.2f}x "
             f"ORT's, median {median(ort_ratios):.2f}x; faster in "
             f"{sum(x < 1 for x in ort_ratios)}.",
+            f"Strategies that applied: {reached['applied']}; of them {reached['timed']} "
+            f"had a plan timed, {reached['one device']} planned one device (timed as that "
+            f"device), {reached['over budget']} stopped over their share of the budget and "
+            f"{reached['failed']} failed. The kept candidate is the fastest measured by "
+            "construction; a strategy stopped early is a candidate never weighed.",
         ]),
     )  # fmt: skip
+
+
+def _strategies_reached(rows: list[dict]) -> dict[str, int]:
+    """How far the strategies (not the single devices nor ORT) got in ``optimize``'s runs."""
+    count = dict.fromkeys(("applied", "timed", "one device", "over budget", "failed"), 0)
+    for r in rows:
+        for c in r["candidates"]:
+            status = c["status"]
+            if c["name"].endswith(" alone") or c["name"].startswith("ORT on "):
+                continue
+            if status.startswith("not applicable"):
+                continue
+            count["applied"] += 1
+            if status in ("timed", "kept"):
+                count["timed"] += 1
+            elif status.startswith("one device"):
+                count["one device"] += 1
+            elif status.startswith(("stopped", "not planned")):
+                count["over budget"] += 1
+            else:
+                count["failed"] += 1
+    return count
 
 
 def eop_cores() -> str:
