@@ -6,7 +6,7 @@ channel-vectorized one (weights packed by output channel at build time), and ONN
 Such rows are FlexPie's tiles cut by columns or in a grid (ResNet-18's 7-column map over 4
 devices: 1-2 columns and the halo) and small maps' last stages. Each ``relu(conv2d)`` is
 legalized and scheduled for this host's CPU on ``--threads`` cores three ways: ``width``, as a
-build gives it with weights given at run time (``PadConvolutionWidths`` widens rows of 4 or
+build gives it with weights given at run time (``PadConvolutionOutputs`` widens rows of 4 or
 more columns to whole vectors: the kernel is timed at that width, as the build runs it);
 ``channel``, with the weights packed as ``PackConstantWeights`` packs constant ones
 (``[O / L, I, KH, KW, L]``) and the rule's channel-vectorized tile; and ONNX Runtime on the

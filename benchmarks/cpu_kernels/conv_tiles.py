@@ -7,7 +7,7 @@ Each convolution (with its ReLU) is legalized and scheduled by the CPU convoluti
 the register tile forced to ``channels x rows x vectors`` (``register_tile`` replaced), at the
 output width as it is ("as is": vectors of the width's largest divisor up to 8 lanes) and
 computed at whole vectors of 8 (``wide``: more padding on the right, as
-``PadConvolutionWidths`` does). The kernel alone is timed (``time_evaluator``, microseconds,
+``PadConvolutionOutputs`` does). The kernel alone is timed (``time_evaluator``, microseconds,
 the median of 5 repeats of 20 calls) and compared with ONNX Runtime running the same
 convolution as a one-node ONNX file with the same threads. ``rule`` marks the tile and width
 the rule picks now. Then the strided ones and ResNet's 7x7 stem as the rule schedules them,

@@ -138,10 +138,25 @@ CASES = {
         lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1),
         "conv",
     ),
-    "conv3x3_crop_add_relu": (  # as PadConvolutionWidths leaves a residual block: 7 rows
+    "conv3x3_crop_add_relu": (  # as PadConvolutionOutputs leaves a residual block: 7 rows
         [(1, 16, 7, 8), (16, 16, 3, 3), (1, 16, 7, 8)],
         lambda bb, x, w, r: relax.op.nn.relu(
             relax.op.add(_crop(relax.op.nn.conv2d(x, w, padding=(1, 1, 1, 2)), 8), r)
+        ),
+        "conv",
+    ),
+    "conv3x3_rows_crop_add_relu": (  # as PadConvolutionOutputs leaves 7 x 7: 8 x 8, cropped
+        [(1, 16, 7, 7), (16, 16, 3, 3), (1, 16, 7, 7)],
+        lambda bb, x, w, r: relax.op.nn.relu(
+            relax.op.add(
+                relax.op.strided_slice(
+                    relax.op.nn.conv2d(x, w, padding=(1, 1, 2, 2)),
+                    axes=[2, 3],
+                    begin=[0, 0],
+                    end=[7, 7],
+                ),
+                r,
+            )
         ),
         "conv",
     ),

@@ -210,7 +210,7 @@ def channel_vectorized(rows: Sequence[Mapping[str, float]]) -> np.ndarray:
 
 def _vectors(kind: np.ndarray, inner: np.ndarray, lanes: np.ndarray, by_channel) -> np.ndarray:
     """The vector the CPU rules give each tile's rows: a convolution's is that of the width
-    ``PadConvolutionWidths`` widens it to (every lane where it is vectorized by channel), the
+    ``PadConvolutionOutputs`` widens it to (every lane where it is vectorized by channel), the
     others' the largest divisor of the width."""
     from tvm_hetero.schedules.cpu.conv import vector_width
 
@@ -286,7 +286,7 @@ def _work(name: str, matrix: np.ndarray) -> np.ndarray:
 
 def _widened(matrix: np.ndarray) -> np.ndarray:
     """Per compute row: the columns the convolution rule computes over those the tile keeps
-    (``PadConvolutionWidths`` widens a row of 4 or more columns to whole vectors,
+    (``PadConvolutionOutputs`` widens a row of 4 or more columns to whole vectors,
     :func:`~tvm_hetero.schedules.cpu.conv.vector_width`, as that pass does); 1 for a row
     vectorized by channel, a 1x1 convolution of stride 1 (the matmul rule's) and every other
     operator. A grid tile of ResNet-18 17 columns wide is computed 24 wide:

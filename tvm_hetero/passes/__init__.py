@@ -10,7 +10,7 @@ from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
-from tvm_hetero.passes.pad_convolution_widths import PadConvolutionWidths
+from tvm_hetero.passes.pad_convolution_outputs import PadConvolutionOutputs
 from tvm_hetero.passes.pad_matmul_columns import PadMatmulColumns
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
@@ -30,7 +30,7 @@ __all__ = [
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",
-    "PadConvolutionWidths",
+    "PadConvolutionOutputs",
     "PadMatmulColumns",
     "PartitionSpatialTiles",
     "PlaceOperators",

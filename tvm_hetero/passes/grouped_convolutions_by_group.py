@@ -33,7 +33,7 @@ class GroupedConvolutionsByGroup:
 
     Notes
     -----
-    Run after ``RealizeVDevice`` and before ``PadConvolutionWidths`` and ``LegalizeOps``.
+    Run after ``RealizeVDevice`` and before ``PadConvolutionOutputs`` and ``LegalizeOps``.
     Depthwise convolutions (one channel a group), other layouts, symbolic shapes, an
     ``out_dtype`` other than the input's and GPU convolutions are left alone.
     """

@@ -31,10 +31,19 @@ accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-51
 widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
 (``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
+ROWS_PADDED_FROM = 7
+"""Odd output row counts from here on are computed one row taller where the width's vectors are
+odd too (:func:`computed_rows`): the extra row costs ``1 / rows`` of the work and buys the
+4 x 2 tile over the 8 x 1 (:func:`register_tile`), which reads one input vector for every 8
+FMAs instead of 8 broadcasts and one vector. One thread, AMD EPYC (Zen 3), in useful GFLOP/s
+(the extra row's work not counted): 3x3 512 channels at 7 x 7 43 -> 52, 64 -> 96 at 35 x 35
+42 -> 49, 32 -> 64 at 147 x 147 34 -> 44, 80 -> 192 at 71 x 71 24 -> 46 (Inception v3's
+stem; ``benchmarks/cpu_kernels/conv_rows.py``). Three or five rows would pay a third or a fifth
+more work for it."""
 CHANNEL_VECTOR_MAX_WIDTH = 5
 """Output rows up to this many columns get the channel-vectorized tile (:func:`channel_tiled`):
 its vector is a run of output channels, so a row of 1-5 columns fills every lane. Against the
-width-vectorized tile at the width ``PadConvolutionWidths`` gives them, on Zen 3 (8 lanes, one
+width-vectorized tile at the width ``PadConvolutionOutputs`` gives them, on Zen 3 (8 lanes, one
 thread): 3x3 512 channels, 7 rows x 1 column 3.1 -> 0.9 ms, 7 x 2 4.0 -> 1.5 ms, 3x3 256 at
 14 x 3 1.8 -> 0.8 ms, 64 channels 56 x 3 0.39 -> 0.19 ms; at 6-7 columns the two are even
 (``benchmarks/cpu_kernels/channel_vectors.py``)."""
@@ -74,6 +83,18 @@ def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, i
         return -(-width // lanes) * lanes, lanes
     widths = range(width, width + lanes)
     return min(((w, largest_divisor(w, lanes)) for w in widths), key=lambda c: (c[0] / c[1], c[0]))
+
+
+def computed_rows(rows: int, vectors: int, channels: int) -> int:
+    """The output rows to compute for a convolution (not depthwise or grouped, not read lane by
+    lane) with ``rows`` rows of ``vectors`` vectors and ``channels`` output channels: one more
+    where :func:`register_tile` would otherwise fall back to one vector of one row (``rows`` odd
+    from :data:`ROWS_PADDED_FROM` on, ``vectors`` odd, ``channels`` a multiple of
+    :data:`CHANNELS_PER_WIDE_TILE`), so it tiles two rows; else ``rows``."""
+    odd = rows % 2 == 1 and vectors % 2 == 1
+    if odd and rows >= ROWS_PADDED_FROM and channels % CHANNELS_PER_WIDE_TILE == 0:
+        return rows + 1
+    return rows
 
 
 def register_tile(

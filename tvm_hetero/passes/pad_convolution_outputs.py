@@ -1,4 +1,4 @@
-"""PadConvolutionWidths: CPU convolutions computed to a width the vector divides, then cropped."""
+"""PadConvolutionOutputs: CPU convolutions computed over an output their tile divides, cropped."""
 
 from __future__ import annotations
 
@@ -11,27 +11,36 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm_hetero.ir.mutate import bound_value, mutate_functions
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled, vector_width
+from tvm_hetero.schedules.cpu.conv import MIN_WIDTH, channel_tiled, computed_rows, vector_width
 
 CONV2D_OP = "relax.nn.conv2d"
 
 
-@tvm.transform.module_pass(opt_level=0, name="PadConvolutionWidths")
-class PadConvolutionWidths:
-    """Widen NCHW ``conv2d``\\ s on CPU vdevices whose output width is not whole vectors.
+@tvm.transform.module_pass(opt_level=0, name="PadConvolutionOutputs")
+class PadConvolutionOutputs:
+    """Compute NCHW ``conv2d``\\ s on CPU vdevices over an output the register tile divides, then
+    crop it.
 
-    The CPU convolution rule vectorizes the output width by its largest divisor up to the
-    vector lanes: SqueezeNet's 13-wide maps would get 1 lane, 27 and 111 get 3, ResNet's 28,
+    Widths: the CPU convolution rule vectorizes the output width by its largest divisor up to
+    the vector lanes: SqueezeNet's 13-wide maps would get 1 lane, 27 and 111 get 3, ResNet's 28,
     14 and 7 get 7, and a vector of fewer lanes costs nearly as much as a whole one (a 3x3
     convolution at width 13 ran at a fifth of the rate of width 14, one at width 28 took
     1.2-1.3x the time of one at width 32). The output is computed at whole vectors, strided
     depthwise and grouped convolutions (read lane by lane) at the fewest vectors per row
     (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`: 13 to 16, 28 to 32; lane by lane,
-    13 to 14 and 28 stays): the convolution gets more padding on the right (its stride times
-    the extra columns) and a ``strided_slice`` crops the columns back:
+    13 to 14 and 28 stays).
+
+    Rows: where the rows are odd and so are the width's vectors, the rule's register tile would
+    be one vector of one row; one more row is computed instead, so it tiles two
+    (:func:`~tvm_hetero.schedules.cpu.conv.computed_rows`: Inception v3's 71 and 147 rows,
+    ResNet's last 7; ordinary convolutions only, from 7 rows and 4 whole vectors wide).
+
+    The convolution gets more padding on the right and at the bottom (its stride times the
+    extra columns or rows) and a ``strided_slice`` crops them back:
     ``conv2d(x, w, padding=(t, l, b, r))`` becomes
-    ``strided_slice(conv2d(x, w, padding=(t, l, b, r + s * (W' - W))), axes=[3], end=[W])``.
-    Numbers are unchanged (the extra columns read zero padding and are dropped).
+    ``strided_slice(conv2d(x, w, padding=(t, l, b + s * (H' - H), r + s * (W' - W))),
+    axes=[2, 3], end=[H, W])`` (only the axes that grew). Numbers are unchanged (the extra
+    columns and rows read zero padding and are dropped).
 
     Notes
     -----
@@ -49,12 +58,14 @@ class PadConvolutionWidths:
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
-        """Return a new module with the convolutions widened (``mod`` when none is)."""
-        return mutate_functions(mod, _Widen(mod))
+        """Return a new module with the convolutions padded (``mod`` when none is)."""
+        return mutate_functions(mod, _Pad(mod))
 
 
-def widened(call: relax.Call, mod: IRModule, rewriter: PyExprMutator) -> int | None:
-    """The output width ``call`` should be computed at, or ``None`` to leave it alone.
+def computed_output(
+    call: relax.Call, mod: IRModule, rewriter: PyExprMutator
+) -> tuple[int, int] | None:
+    """The output rows and width ``call`` should be computed at, or ``None`` to leave it alone.
 
     The weights are read through their binding in the function ``rewriter`` is rewriting
     (:func:`~tvm_hetero.ir.mutate.bound_value`), so that weights bound to a variable first (a
@@ -68,19 +79,21 @@ def widened(call: relax.Call, mod: IRModule, rewriter: PyExprMutator) -> int | N
         return None
     ty = call.ty
     target = cpu_tensor_target(ty, mod)
-    if target is None or not isinstance(ty.shape.values[3], tvm.tirx.IntImm):
+    if target is None or not all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape.values[1:]):
         return None
     if _is_pointwise(call):
         return None  # a matmul: the matmul rule pads its columns itself
-    width = int(ty.shape.values[3])
+    channels, rows, width = (int(d) for d in ty.shape.values[1:])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
-    channels = int(ty.shape.values[1])
     constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
     if int(attrs.groups) == 1 and constant and channel_tiled(width, channels, lanes):
         return None  # its weights are packed by channel: the rule's vector is channels
     gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
-    wide = vector_width(width, lanes, gathered)[0]
-    return wide if wide != width else None
+    wide, vector = vector_width(width, lanes, gathered)
+    tall = rows
+    if int(attrs.groups) == 1 and width >= MIN_WIDTH:
+        tall = computed_rows(rows, wide // vector, channels)
+    return (tall, wide) if (tall, wide) != (rows, width) else None
 
 
 def _is_pointwise(call: relax.Call) -> bool:
@@ -96,22 +109,26 @@ def _is_pointwise(call: relax.Call) -> bool:
 
 
 @mutator
-class _Widen(PyExprMutator):
+class _Pad(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
         self.mod_ = mod
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        wide = widened(call, self.mod_, self)
-        if wide is None:
+        computed = computed_output(call, self.mod_, self)
+        if computed is None:
             return call
         a = call.attrs
-        width = int(call.ty.shape.values[3])
+        shape = [int(d) for d in call.ty.shape.values[2:]]
         top, left, bottom, right = (int(p) for p in a.padding)
-        padding = (top, left, bottom, right + int(a.strides[1]) * (wide - width))
+        extra = [int(s) * (c - n) for s, c, n in zip(a.strides, computed, shape, strict=True)]
+        padding = (top, left, bottom + extra[0], right + extra[1])
         conv = self.builder_.emit(relax.op.nn.conv2d(
             call.args[0], call.args[1], a.strides, padding, a.dilation, a.groups,
             a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype or None,
         ))  # fmt: skip
-        return relax.op.strided_slice(conv, axes=[3], begin=[0], end=[width])
+        axes = [2 + i for i in range(2) if computed[i] != shape[i]]
+        return relax.op.strided_slice(
+            conv, axes=axes, begin=[0] * len(axes), end=[shape[i - 2] for i in axes]
+        )

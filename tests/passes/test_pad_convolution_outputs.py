@@ -1,4 +1,4 @@
-"""PadConvolutionWidths: CPU convolutions widened to a width the vector divides, then cropped."""
+"""PadConvolutionOutputs: CPU convolutions computed over an output their tile divides, cropped."""
 
 import numpy as np
 import pytest
@@ -8,8 +8,8 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_hetero._compat import VDevice, make_target
-from tvm_hetero.passes import PadConvolutionWidths
-from tvm_hetero.schedules.cpu.conv import vector_width
+from tvm_hetero.passes import PadConvolutionOutputs
+from tvm_hetero.schedules.cpu.conv import computed_rows, register_tile, vector_width
 
 HASWELL = {"kind": "llvm", "mcpu": "haswell"}  # 8 lanes of float32
 CUDA = {"kind": "cuda", "arch": "sm_80"}
@@ -32,9 +32,23 @@ def test_gathered_vector_width_takes_the_fewest_vectors_per_row(width, expected)
     assert vector_width(width, 8, gathered=True) == expected
 
 
-def _conv_module(width_in, stride, device=HASWELL, layout="NCHW", kernel=3):
+@pytest.mark.parametrize(
+    ("rows", "vectors", "channels", "expected"),
+    [(7, 1, 512, 8), (147, 19, 64, 148), (71, 9, 192, 72), (35, 5, 96, 36), (5, 1, 64, 5),
+     (7, 2, 64, 7), (56, 7, 64, 56), (7, 1, 6, 7)],
+)  # fmt: skip
+def test_odd_rows_of_odd_vectors_are_computed_one_row_taller(rows, vectors, channels, expected):
+    """From 7 rows, where both the rows and the vectors are odd and the channels take the 4 x 2
+    tile; then the rule tiles two rows, not one vector of one row."""
+    assert computed_rows(rows, vectors, channels) == expected
+    if expected != rows:
+        assert register_tile(channels, rows, vectors) == (8, 1, 1)
+        assert register_tile(channels, expected, vectors) == (4, 2, 1)
+
+
+def _conv_module(width_in, stride, device=HASWELL, layout="NCHW", kernel=3, groups=1):
     shape = (1, 4, width_in, width_in) if layout == "NCHW" else (1, width_in, width_in, 4)
-    wshape = (8, 4, kernel, kernel) if layout == "NCHW" else (kernel, kernel, 4, 8)
+    wshape = (8, 4 // groups, kernel, kernel) if layout == "NCHW" else (kernel, kernel, 4, 8)
     vdev = VDevice(make_target(device), 0, "global")
     x = relax.Var("x", relax.TensorType(shape, "float32", vdev))
     w = relax.Var("w", relax.TensorType(wshape, "float32", vdev))
@@ -42,7 +56,8 @@ def _conv_module(width_in, stride, device=HASWELL, layout="NCHW", kernel=3):
     with bb.function("main", [x, w]):
         with bb.dataflow():
             kernel_layout = "OIHW" if layout == "NCHW" else "HWIO"
-            y = bb.emit_output(relax.op.nn.conv2d(x, w, stride, kernel // 2, data_layout=layout,
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, stride, kernel // 2, groups=groups,
+                                                  data_layout=layout,
                                                   kernel_layout=kernel_layout))  # fmt: skip
         bb.emit_func_output(y)
     mod = bb.get()
@@ -68,13 +83,57 @@ def test_a_13_wide_convolution_is_computed_16_wide_and_cropped():
 
     before = _conv_module(13, 1)
     text = before.script()
-    after = PadConvolutionWidths()(before)
+    after = PadConvolutionOutputs()(before)
     assert before.script() == text  # the input is not mutated
     tvm.ir.assert_structural_equal(after["main"], Expected["main"])
 
 
+def test_a_7_by_7_convolution_is_computed_8_by_8_and_cropped_both_ways():
+    """7 rows of one vector: one more row too, so the rule tiles two rows of it."""
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice(HASWELL, 0)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 4, 7, 7), "float32", "llvm:0"),
+            w: R.Tensor((8, 4, 3, 3), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 8, 7, 7), "float32", "llvm:0"):
+            with R.dataflow():
+                wide = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 2, 2])
+                y = R.strided_slice(wide, axes=[2, 3], begin=[0, 0], end=[7, 7])
+                R.output(y)
+            return y
+
+    tvm.ir.assert_structural_equal(PadConvolutionOutputs()(_conv_module(7, 1))["main"],
+                                   Expected["main"])  # fmt: skip
+
+
+@pytest.mark.parametrize(("width_in", "groups", "rows"), [(5, 1, 5), (13, 1, 13), (7, 2, 7)])
+def test_rows_stay_below_7_with_even_vectors_and_in_grouped_convolutions(width_in, groups, rows):
+    """5 rows (a fifth more work for the tile), 13 rows of 2 vectors (the rule tiles 2 vectors
+    of a row already) and a grouped convolution (no channel tile across groups) keep their
+    rows; their widths still grow to whole vectors."""
+    (wide, crop) = (
+        PadConvolutionOutputs()(_conv_module(width_in, 1, groups=groups))["main"]
+        .body.blocks[0]
+        .bindings
+    )
+    assert int(wide.var.ty.shape.values[2]) == rows
+    assert int(wide.var.ty.shape.values[3]) == -(-width_in // 8) * 8
+    assert [int(d) for d in crop.var.ty.shape.values[2:]] == [width_in, width_in]
+
+
+def test_strided_convolutions_get_stride_times_the_extra_rows():
+    after = PadConvolutionOutputs()(_conv_module(13, 2))  # 7 x 7, computed 8 x 8
+    (wide, crop) = after["main"].body.blocks[0].bindings
+    assert [int(p) for p in wide.value.attrs.padding] == [1, 1, 1 + 2, 1 + 2]
+    assert [int(d) for d in crop.var.ty.shape.values] == [1, 8, 7, 7]
+
+
 def test_strided_convolutions_get_stride_times_the_extra_columns():
-    after = PadConvolutionWidths()(_conv_module(25, 2))  # 13 wide, widened to 16
+    after = PadConvolutionOutputs()(_conv_module(25, 2))  # 13 wide, widened to 16
     (wide, crop) = after["main"].body.blocks[0].bindings
     assert [int(p) for p in wide.value.attrs.padding] == [1, 1, 1, 1 + 2 * 3]
     assert [int(d) for d in wide.var.ty.shape.values] == [1, 8, 13, 16]
@@ -88,18 +147,18 @@ def test_strided_convolutions_get_stride_times_the_extra_columns():
 )
 def test_good_widths_gpu_and_other_layouts_stay(width_in, device, layout):
     mod = _conv_module(width_in, 1, device, layout)
-    tvm.ir.assert_structural_equal(PadConvolutionWidths()(mod), mod)
+    tvm.ir.assert_structural_equal(PadConvolutionOutputs()(mod), mod)
 
 
 @pytest.mark.parametrize(("stride", "widened"), [(1, False), (2, True)])
 def test_pointwise_convolutions_are_left_to_the_matmul_rule(stride, widened):
     """A 1x1 convolution with stride 1 is weights x image; a strided one is a convolution."""
     mod = _conv_module(13 * stride, stride, kernel=1)
-    assert ("strided_slice" in PadConvolutionWidths()(mod).script()) == widened
+    assert ("strided_slice" in PadConvolutionOutputs()(mod).script()) == widened
 
 
-@pytest.mark.parametrize(("width_in", "stride"), [(13, 1), (25, 2), (55, 1)])
-def test_numbers_match_the_unwidened_convolution(width_in, stride):
+@pytest.mark.parametrize(("width_in", "stride"), [(13, 1), (25, 2), (55, 1), (7, 1), (13, 2)])
+def test_numbers_match_the_unpadded_convolution(width_in, stride):
     mod = _conv_module(width_in, stride)
     rng = np.random.default_rng(0)
     args = [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32")
@@ -111,7 +170,7 @@ def test_numbers_match_the_unwidened_convolution(width_in, stride):
         vm = relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())
         return vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
 
-    after = PadConvolutionWidths()(mod)
+    after = PadConvolutionOutputs()(mod)
     assert "strided_slice" in after.script()
     np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)
 
@@ -128,7 +187,7 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
         bb.emit_func_output(y)
     plain = bb.get()
     plain.update_global_info("vdevice", list(mod.global_infos["vdevice"]))
-    assert "strided_slice" in PadConvolutionWidths()(plain).script()
+    assert "strided_slice" in PadConvolutionOutputs()(plain).script()
 
 
 def test_narrow_convolutions_with_constant_weights_keep_their_width():
@@ -145,8 +204,8 @@ def test_narrow_convolutions_with_constant_weights_keep_their_width():
         bb.emit_func_output(y)
     constant = bb.get()
     constant.update_global_info("vdevice", [vdev])
-    tvm.ir.assert_structural_equal(PadConvolutionWidths()(constant), constant)
-    (wide, _) = PadConvolutionWidths()(_conv_module(4, 1))["main"].body.blocks[0].bindings
+    tvm.ir.assert_structural_equal(PadConvolutionOutputs()(constant), constant)
+    (wide, _) = PadConvolutionOutputs()(_conv_module(4, 1))["main"].body.blocks[0].bindings
     assert int(wide.var.ty.shape.values[3]) == 8
 
 
@@ -164,7 +223,7 @@ def test_weights_bound_to_a_variable_first_count_as_constants():
         bb.emit_func_output(y)
     bound = bb.get()
     bound.update_global_info("vdevice", [vdev])
-    tvm.ir.assert_structural_equal(PadConvolutionWidths()(bound), bound)
+    tvm.ir.assert_structural_equal(PadConvolutionOutputs()(bound), bound)
 
 
 def test_column_tiles_off_home_get_packed_weights_in_a_deployment():
