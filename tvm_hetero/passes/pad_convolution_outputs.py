@@ -64,8 +64,9 @@ class PadConvolutionOutputs:
 
 def computed_output(
     call: relax.Call, mod: IRModule, rewriter: PyExprMutator
-) -> tuple[int, int] | None:
-    """The output rows and width ``call`` should be computed at, or ``None`` to leave it alone.
+) -> tuple[tuple[int, int], tuple[int, int, int, int]] | None:
+    """The output rows and width ``call`` should be computed at and the padding that gives
+    them, or ``None`` to leave it alone.
 
     The weights are read through their binding in the function ``rewriter`` is rewriting
     (:func:`~tvm_hetero.ir.mutate.bound_value`), so that weights bound to a variable first (a
@@ -77,23 +78,36 @@ def computed_output(
     attrs = call.attrs
     if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NCHW", "OIHW", "NCHW"):
         return None
-    ty = call.ty
+    ty, data = call.ty, call.args[0].ty
     target = cpu_tensor_target(ty, mod)
-    if target is None or not all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape.values[1:]):
+    static = [*ty.shape.values[1:], data.shape.values[3]]
+    if target is None or not all(isinstance(d, tvm.tirx.IntImm) for d in static):
         return None
     if _is_pointwise(call):
         return None  # a matmul: the matmul rule pads its columns itself
     channels, rows, width = (int(d) for d in ty.shape.values[1:])
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
-    if int(attrs.groups) == 1 and constant and channel_tiled(width, channels, lanes):
+    groups, stride = int(attrs.groups), [int(s) for s in attrs.strides]
+    if groups == 1 and constant and channel_tiled(width, channels, lanes):
         return None  # its weights are packed by channel: the rule's vector is channels
-    gathered = int(attrs.strides[1]) > 1 and int(attrs.groups) > 1  # not de-interleaved
-    wide, vector = vector_width(width, lanes, gathered)
+    wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    right += stride[1] * (wide - width)
+    columns = int(data.shape.values[3]) + left + right  # of the padded input
+    reach = int(attrs.dilation[1]) * (int(call.args[1].ty.shape.values[3]) - 1) + 1
+    phases = -columns % stride[1]
+    if groups == 1 and phases and (columns + phases - reach) // stride[1] + 1 == wide:
+        right += phases  # the rule lays the input out by column phase: contiguous vectors
+    contiguous = stride[1] == 1 or (groups == 1 and (columns + phases) % stride[1] == 0)
     tall = rows
-    if int(attrs.groups) == 1 and width >= MIN_WIDTH:
+    if groups == 1 and contiguous and width >= MIN_WIDTH:
         tall = computed_rows(rows, wide // vector, channels)
-    return (tall, wide) if (tall, wide) != (rows, width) else None
+    bottom += stride[0] * (tall - rows)
+    padding = (top, left, bottom, right)
+    if padding == tuple(int(p) for p in attrs.padding):
+        return None
+    return (tall, wide), padding
 
 
 def _is_pointwise(call: relax.Call) -> bool:
@@ -119,16 +133,17 @@ class _Pad(PyExprMutator):
         computed = computed_output(call, self.mod_, self)
         if computed is None:
             return call
+        (tall, wide), padding = computed
         a = call.attrs
-        shape = [int(d) for d in call.ty.shape.values[2:]]
-        top, left, bottom, right = (int(p) for p in a.padding)
-        extra = [int(s) * (c - n) for s, c, n in zip(a.strides, computed, shape, strict=True)]
-        padding = (top, left, bottom + extra[0], right + extra[1])
-        conv = self.builder_.emit(relax.op.nn.conv2d(
+        conv = relax.op.nn.conv2d(
             call.args[0], call.args[1], a.strides, padding, a.dilation, a.groups,
             a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype or None,
-        ))  # fmt: skip
-        axes = [2 + i for i in range(2) if computed[i] != shape[i]]
+        )  # fmt: skip
+        shape = [int(d) for d in call.ty.shape.values[2:]]
+        axes = [2 + i for i, n in enumerate((tall, wide)) if n != shape[i]]
+        if not axes:  # only the input's columns grew, to whole phases: the output is as it was
+            return conv
         return relax.op.strided_slice(
-            conv, axes=axes, begin=[0] * len(axes), end=[shape[i - 2] for i in axes]
-        )
+            self.builder_.emit(conv), axes=axes, begin=[0] * len(axes),
+            end=[shape[i - 2] for i in axes],
+        )  # fmt: skip
