@@ -455,3 +455,30 @@ def test_a_failing_rule_falls_back_to_the_next_and_says_so(monkeypatch, caplog):
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     np.testing.assert_allclose(_run(alone, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "stride", "padding", "blocked"),
+    [((1, 288, 35, 35), (384, 288, 3, 3), 2, (0, 0, 2, 15), True),  # Inception's, 288 KiB
+     ((1, 192, 17, 17), (192, 192, 7, 1), 1, (3, 0, 4, 7), True),  # a 7x1 over 192 channels
+     ((1, 64, 56, 56), (64, 64, 3, 3), 1, (1, 1, 1, 1), False)],  # ResNet-18's, 59 KiB
+)  # fmt: skip
+def test_a_task_reading_more_input_than_a_slab_cuts_its_channels_in_blocks(
+    x_shape, w_shape, stride, padding, blocked
+):
+    """Where a task's input rows (every channel) exceed ``SLAB_BYTES``, each vector of its row
+    would read them again from L2: the reduction is cut into blocks of channels that fit
+    ``BLOCK_BYTES``, each outside the tile loop, and the numbers stay the default build's."""
+    mod = _module([x_shape, w_shape], lambda bb, x, w: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, w, strides=stride, padding=padding)))  # fmt: skip
+    scheduled = schedule_kernels(mod, "rules")
+    (kernel,) = [f for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert ("rc_0" in kernel.script()) == blocked
+    if blocked:  # the numbers, on the smaller of the two
+        small = _module([(1, 192, 17, 17), (192, 192, 7, 1)], lambda bb, x, w: relax.op.nn.relu(
+            relax.op.nn.conv2d(x, w, padding=(3, 0, 4, 7))))  # fmt: skip
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal(s).astype("float32") for s in ((1, 192, 17, 17),
+                                                                      (192, 192, 7, 1))]  # fmt: skip
+        got = _run(schedule_kernels(small, "rules"), arrays)
+        np.testing.assert_allclose(got, _run(small, arrays), rtol=1e-4, atol=1e-4)

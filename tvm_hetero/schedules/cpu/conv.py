@@ -31,6 +31,14 @@ accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-51
 widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
 (``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
+SLAB_BYTES = 128 * 1024
+"""Input bytes a task of the convolution rule reads (its rows, every channel) above which the
+reduction is cut into blocks of channels (:func:`channel_block`): 3x3/2 288 -> 384 channels at
+17 x 17 (Inception v3's reduction block, 288 KiB) ran 1.3-1.45x faster in blocks of 16, while
+ResNet-18's 3x3 convolutions (59-74 KiB) ran the same or up to 1.1x slower in any block (AMD
+EPYC, Zen 3, one thread, ``benchmarks/cpu_kernels/conv_rows.py``)."""
+BLOCK_BYTES = 16 * 1024
+"""Input bytes a block of channels reads: half of a 32 KiB L1 data cache."""
 ROWS_PADDED_FROM = 7
 """Odd output row counts from here on are computed one row taller where the width's vectors are
 odd too (:func:`computed_rows`): the extra row costs ``1 / rows`` of the work and buys the
@@ -265,6 +273,11 @@ class Conv(CpuRule):
             # a row is a task where there are rows (N, C, H): a 1-D pool's channels are its tasks
             tasks = outer if channel is not None or len(outer) < 3 else outer[:-1]
         reduction = [loops[i] for i in reduce]
+        block = None
+        if channel is not None and tasks == outer and extents[vec] // (nv * vw) > 1:
+            block = channel_block(sch.get(main), data, (row, rw), [extents[i] for i in reduce])
+        if block is not None:
+            return _blocked(sch, main, (outer, v0, reduction, [*tile, v1], v2), block, target)
         return _in_registers(sch, main, (outer, v0, reduction, [*tile, v1], v2), tasks, target)
 
     @staticmethod
@@ -290,6 +303,50 @@ class Conv(CpuRule):
         tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
         reduction = [loops[i] for i in reduce]
         return _in_registers(sch, main, (outer, w0, reduction, [*inner, w1], c1), tasks, target)
+
+
+def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | None:
+    """Input channels a block of the reduction takes, or ``None`` for no blocks: where the
+    input rows one task reads (its ``rw`` output rows' reach, every channel, the padded width)
+    exceed :data:`SLAB_BYTES`, each vector of a row would stream them again from L2; blocks of
+    input channels whose rows fit :data:`BLOCK_BYTES` stay in L1 over the row's vectors (the
+    partial sums go to a local buffer between blocks). Convolutions over NCHW inputs
+    (``rc, ry, rx`` reductions, the channel first; rows laid out by column phase too) only."""
+    axis, rw = row
+    if len(reduce) != 3 or len(data.region) not in (4, 5) or len(stmt.iter_vars) != 7:
+        return None
+    row_shape = data.source.shape[3:]  # a padded row (by column phase: phases x columns)
+    if not all(isinstance(d, tirx.IntImm) for d in row_shape):
+        return None
+    step = detect_linear_equation(data.region[2].min, [stmt.iter_vars[axis].var])
+    if len(step) != 2 or not isinstance(step[0], tirx.IntImm):
+        return None
+    channels, kh = reduce[0], reduce[1]
+    reach = (rw - 1) * int(step[0]) + kh  # input rows a task reads
+    per_channel = reach * math.prod(int(d) for d in row_shape) * 4
+    if channels * per_channel <= SLAB_BYTES:
+        return None
+    block = largest_divisor(channels, max(1, BLOCK_BYTES // per_channel))
+    return block if block < channels else None
+
+
+def _blocked(sch: s_tir.Schedule, main, nest: tuple, block: int, target) -> s_tir.Schedule:
+    """:func:`_in_registers` with the first reduction axis cut in blocks of ``block``, each
+    block outside the tile loop: the tile's partial sums are kept in a local buffer over the
+    row's vectors (every task's loops fused, in parallel)."""
+    outer, tile, reduction, unrolled, vector = nest
+    producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
+    r0, r1 = sch.split(reduction[0], [None, block])
+    sch.reorder(*outer, r0, tile, r1, *reduction[1:], *unrolled, vector)
+    fused = sch.fuse(*outer)
+    sch.parallel(fused)
+    for loop in unrolled:
+        sch.unroll(loop)
+    sch.vectorize(vector)
+    accumulate_in_registers(sch, main, fused, r0, target)
+    for name in producers:
+        _parallel_spatial(sch, sch.get_sblock(name))
+    return sch
 
 
 def _in_registers(sch: s_tir.Schedule, main, nest: tuple, tasks: list, target) -> s_tir.Schedule:
