@@ -156,12 +156,11 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             row = {"model": name, "source": CORPUS[name].source, "stage": "timeout",
                    "error": f"over {args.timeout} s"}  # fmt: skip
-        rows[name] = {**row, **{k: v for k, v in stamp().items() if k != "command"}}
+        rows[name] = {**row, **stamp()}  # rows of earlier runs keep their own
         print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
               f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip
         ordered = [rows[n] for n in CORPUS if n in rows]
-        meta = {"command": " ".join(["benchmarks/models/corpus.py", *sys.argv[1:]]),
-                "threads": args.threads, "tolerance": TOLERANCE}  # fmt: skip
+        meta = {"threads": args.threads, "tolerance": TOLERANCE}
         out.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
         (RESULTS / "models.md").write_text(table(ordered))
     print(table([rows[n] for n in CORPUS if n in rows]))

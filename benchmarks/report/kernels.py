@@ -169,6 +169,23 @@ def narrow_convs() -> str:
     )  # fmt: skip
 
 
+def conv_rows() -> str:
+    """``benchmarks/cpu_kernels/conv_rows.py``: convolutions padded to the 4 x 2 tile."""
+    data = load("conv_rows.json")
+    out = [
+        (r["conv"], "x".join(map(str, r["output"])), ms(r["before_us"]), ms(r["now_us"]),
+         ms(r["ort_us"]), ratio(r["before_us"], r["now_us"]), ratio(r["now_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return titled(
+        "conv_rows.json", data,
+        ("convolution", "output", "before us", "now us", "ORT us", "speed-up", "now / ORT"),
+        out,
+        f"- {data['threads']} thread(s), medians of {data['rounds']} interleaved rounds; before: "
+        "widths padded to whole vectors only, the reduction never cut in blocks.",
+    )  # fmt: skip
+
+
 SECTIONS = {
     "corpus": corpus,
     "cpu-kernels": cpu_kernels,
@@ -178,5 +195,6 @@ SECTIONS = {
     "broadcast-add": broadcast_add,
     "gemv": gemv,
     "conv-tiles": conv_tiles,
+    "conv-rows": conv_rows,
     "narrow-convs": narrow_convs,
 }
