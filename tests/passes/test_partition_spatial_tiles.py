@@ -95,6 +95,18 @@ class WithCumsum:
         return o
 
 
+def test_a_segment_refused_half_way_leaves_no_tvm_warning(capfd):
+    """The builder's open block is closed when a segment is refused inside it: TVM warned
+    "BlockBuilder destroyed with remaining blocks" on stderr for every such plan."""
+    import gc
+
+    segs = [{"ops": ["s"], "scheme": "InW"}, {"ops": ["o"], "scheme": "Home"}]
+    with pytest.raises(ValueError, match="has no tile rule"):
+        PartitionSpatialTiles(segs)(PlaceOperators({})(WithCumsum))
+    gc.collect()
+    assert "BlockBuilder destroyed" not in capfd.readouterr().err
+
+
 def test_bad_segments_are_refused_with_the_reason():
     place = PlaceOperators({})
     with pytest.raises(ValueError, match=r"allowed: \['InH'"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -108,6 +109,18 @@ class _Tiler:
         self.cut: dict[tuple, list[tuple[Box, relax.Expr]]] = {}
 
     def run(self) -> relax.Function:
+        """The tiled ``main``. A segment refused half-way leaves the builder with its block and
+        scope closed: left open, TVM warned "BlockBuilder destroyed with remaining blocks" into
+        the output of every plan that tried it (``optimize`` on ViT-Base)."""
+        try:
+            return self._build()
+        except BaseException:
+            with contextlib.suppress(Exception):  # none open: refused before the function
+                self.bb._end_block()
+                self.bb.end_scope()
+            raise
+
+    def _build(self) -> relax.Function:
         func, bb = self.func, self.bb
         for p in func.params:
             self.held[p] = [(0, full_box(shape_of(p) or []), p)]
