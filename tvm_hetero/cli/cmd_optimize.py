@@ -47,10 +47,23 @@ def shown(model, devices, **given) -> api.OptimizeResult:
         result = api.optimize(model, devices, progress=BarProgress(bar), **given)
     out = console()
     out.print(candidates_table(result))
-    for line in reasons(result):
-        out.print(f"  {line}", highlight=False)
+    out.print(_reasons_grid(reasons(result)))
     out.print(f"[bold]{verdict(result)}[/]")
     return result
+
+
+def _reasons_grid(lines: list[str]):  # -> rich.table.Table
+    """Why candidates were left out, a line each: the candidate's name, then its reason, which
+    wraps under itself on a narrow terminal (it wrapped to the first column before)."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for line in lines:
+        name, _, why = line.partition(": ")
+        grid.add_row(f"  {name}:", why)
+    return grid
 
 
 def run(args: argparse.Namespace) -> int:
