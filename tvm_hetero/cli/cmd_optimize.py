@@ -41,18 +41,18 @@ def _core_set(cores: list[int]) -> str:
 def shown(model, devices, **given) -> api.OptimizeResult:
     """``api.optimize`` with a progress bar, then its candidates' table, why some were left out
     and the verdict, printed (what ``optimize`` and ``demo`` show)."""
-    from tvm_hetero.optimize.report import candidates_table, reasons, verdict
+    from tvm_hetero.optimize.report import candidates_table, left_out, verdict
 
     with progress_bar() as bar:
         result = api.optimize(model, devices, progress=BarProgress(bar), **given)
     out = console()
     out.print(candidates_table(result))
-    out.print(_reasons_grid(reasons(result)))
+    out.print(_reasons_grid(left_out(result)))
     out.print(f"[bold]{verdict(result)}[/]")
     return result
 
 
-def _reasons_grid(lines: list[str]):  # -> rich.table.Table
+def _reasons_grid(left: list[tuple[str, str]]):  # -> rich.table.Table
     """Why candidates were left out, a line each: the candidate's name, then its reason, which
     wraps under itself on a narrow terminal (it wrapped to the first column before)."""
     from rich.table import Table
@@ -60,8 +60,7 @@ def _reasons_grid(lines: list[str]):  # -> rich.table.Table
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for line in lines:
-        name, _, why = line.partition(": ")
+    for name, why in left:
         grid.add_row(f"  {name}:", why)
     return grid
 

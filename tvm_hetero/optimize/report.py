@@ -59,9 +59,14 @@ def candidates_table(result: OptimizeResult) -> Any:
     return table(f"{result.model}: candidates ({unit})", COLUMNS, rows(result))
 
 
+def left_out(result: OptimizeResult) -> list[tuple[str, str]]:
+    """Each candidate that was not timed, and why: ``(name, status)``."""
+    return [(e.name, e.status) for e in result.entries if e.status not in SHORT]
+
+
 def reasons(result: OptimizeResult) -> list[str]:
     """Why each candidate that was not timed was left out, one line each."""
-    return [f"{e.name}: {e.status}" for e in result.entries if e.status not in SHORT]
+    return [f"{name}: {why}" for name, why in left_out(result)]
 
 
 def verdict(result: OptimizeResult) -> str:

@@ -275,10 +275,9 @@ class Conv(CpuRule):
         reduction = [loops[i] for i in reduce]
         block = None
         if channel is not None and tasks == outer and extents[vec] // (nv * vw) > 1:
-            block = channel_block(sch.get(main), data, (row, rw), [extents[i] for i in reduce])
-        if block is not None:
-            return _blocked(sch, main, (outer, v0, reduction, [*tile, v1], v2), block, target)
-        return _in_registers(sch, main, (outer, v0, reduction, [*tile, v1], v2), tasks, target)
+            block = channel_block(stmt, data, (row, rw), [extents[i] for i in reduce])
+        nest = (outer, v0, reduction, [*tile, v1], v2)
+        return _in_registers(sch, main, nest, tasks, target, block)
 
     @staticmethod
     def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
@@ -330,38 +329,31 @@ def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | 
     return block if block < channels else None
 
 
-def _blocked(sch: s_tir.Schedule, main, nest: tuple, block: int, target) -> s_tir.Schedule:
-    """:func:`_in_registers` with the first reduction axis cut in blocks of ``block``, each
-    block outside the tile loop: the tile's partial sums are kept in a local buffer over the
-    row's vectors (every task's loops fused, in parallel)."""
-    outer, tile, reduction, unrolled, vector = nest
-    producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
-    r0, r1 = sch.split(reduction[0], [None, block])
-    sch.reorder(*outer, r0, tile, r1, *reduction[1:], *unrolled, vector)
-    fused = sch.fuse(*outer)
-    sch.parallel(fused)
-    for loop in unrolled:
-        sch.unroll(loop)
-    sch.vectorize(vector)
-    accumulate_in_registers(sch, main, fused, r0, target)
-    for name in producers:
-        _parallel_spatial(sch, sch.get_sblock(name))
-    return sch
-
-
-def _in_registers(sch: s_tir.Schedule, main, nest: tuple, tasks: list, target) -> s_tir.Schedule:
+def _in_registers(
+    sch: s_tir.Schedule, main, nest: tuple, tasks: list, target, block: int | None = None
+) -> s_tir.Schedule:  # fmt: skip
     """Finish a register tile: ``nest`` is ``(outer loops, tile loop, reduction loops, unrolled
     loops, vector loop)`` in that order; ``tasks`` (fused) run in parallel; the tile is
-    accumulated in registers under the tile loop and the producers (padding) run in parallel."""
+    accumulated in registers under the tile loop and the producers (padding) run in parallel.
+    With ``block`` (:func:`channel_block`; ``tasks`` are then every outer loop), the first
+    reduction axis is cut in blocks of ``block``, each outside the tile loop: the task's partial
+    sums are kept in a local buffer over the row's vectors."""
     outer, tile, reduction, unrolled, vector = nest
     producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
-    sch.reorder(*outer, tile, *reduction, *unrolled, vector)
+    anchor, first = tile, reduction[0]
+    if block is None:
+        sch.reorder(*outer, tile, *reduction, *unrolled, vector)
+    else:
+        first, inner = sch.split(reduction[0], [None, block])
+        sch.reorder(*outer, first, tile, inner, *reduction[1:], *unrolled, vector)
     if tasks:
-        sch.parallel(sch.fuse(*tasks))
+        fused = sch.fuse(*tasks)
+        sch.parallel(fused)
+        anchor = anchor if block is None else fused
     for loop in unrolled:
         sch.unroll(loop)
     sch.vectorize(vector)
-    accumulate_in_registers(sch, main, tile, reduction[0], target)
+    accumulate_in_registers(sch, main, anchor, first, target)
     for name in producers:
         _parallel_spatial(sch, sch.get_sblock(name))
     return sch
