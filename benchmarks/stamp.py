@@ -15,18 +15,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def host() -> str:
-    """The CPU's model name and how many cores this process may use."""
+    """The CPU's model name with its family and model (a cloud host says ``AMD EPYC`` for Zen 3
+    and Zen 4 alike), how many cores this process may use, and its widest vectors."""
     import os
 
-    name = "unknown CPU"
+    from tvm_hetero.records import cpu_model
+
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return f"{name}, {len(os.sched_getaffinity(0))} cores"
+        lines = []
+    flags = next((line for line in lines if line.startswith("flags")), "")
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"))
+                if f" {flag}" in flags), "")  # fmt: skip
+    cores = f"{len(os.sched_getaffinity(0))} cores"
+    return ", ".join(part for part in (cpu_model(), cores, isa) if part)
 
 
 def stamp() -> dict[str, str]:

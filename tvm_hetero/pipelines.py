@@ -33,6 +33,7 @@ from tvm_hetero.passes import (
     PlaceOperators,
     RealizeOperatorSplits,
     RestoreKernelTargets,
+    SeparableResize,
     StripStageBoundaries,
     WrapIndices,
 )
@@ -51,6 +52,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "Conv1dAsMatmul": Conv1dAsMatmul,
     "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
     "PadMatmulColumns": PadMatmulColumns,
+    "SeparableResize": SeparableResize,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
@@ -80,6 +82,7 @@ OWN_PASSES = (
     "Conv1dAsMatmul",
     "GroupedConvolutionsByGroup",
     "PadMatmulColumns",
+    "SeparableResize",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "CarvePipelineStages",
@@ -220,7 +223,8 @@ PIPELINES: dict[str, Pipeline] = {
             "indexing op wrap its ids (none reads outside its table), widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
-            "columns times the weights, legalize (CPU "
+            "columns times the weights, CPU bilinear resizes as a pass along the width then "
+            "one along the height, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time, take items of "
@@ -235,6 +239,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("GroupedConvolutionsByGroup"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
+                Step("SeparableResize"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
@@ -253,8 +258,8 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower without fusion: one kernel per operator (a widened convolution "
             "and its crop are two), each call keeping the "
             "binding name of its operator (for per-operator profiling; 1-D and grouped "
-            "convolutions stay TOPI's, one operator each); kernels of constants are folded as "
-            "in the fused build.",
+            "convolutions and resizes stay TOPI's, one operator each); kernels of constants are "
+            "folded as in the fused build.",
             (),
             (
                 Step("StripStageBoundaries"),

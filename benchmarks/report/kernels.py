@@ -186,6 +186,38 @@ def conv_rows() -> str:
     )  # fmt: skip
 
 
+def pointwise() -> str:
+    """``benchmarks/cpu_kernels/pointwise.py``: 1x1 convolutions, panel copies, 8-row tiles."""
+    data = load("pointwise.json")
+    out = [
+        (r["conv"], ms(r["before_us"]), ms(r["now_us"]), ms(r["ort_us"]),
+         ratio(r["before_us"], r["now_us"]), ratio(r["now_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return titled(
+        "pointwise.json", data,
+        ("1x1 convolution", "before us", "now us", "ORT us", "speed-up", "now / ORT"),
+        out,
+        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
+        "interleaved rounds; before: no panel copy, 4-row tiles.",
+    )  # fmt: skip
+
+
+def resize() -> str:
+    """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
+    rows = list(latest(load("resize.jsonl"), "case").values())
+    out = [
+        (r["case"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
+         ratio(r["now_ms"], r["ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    return titled(
+        "resize.jsonl", rows,
+        ("resize (channels @in -> out)", "before ms", "now ms", "ORT ms", "now / ORT"),
+        out,
+    )  # fmt: skip
+
+
 SECTIONS = {
     "corpus": corpus,
     "cpu-kernels": cpu_kernels,
@@ -197,4 +229,6 @@ SECTIONS = {
     "conv-tiles": conv_tiles,
     "conv-rows": conv_rows,
     "narrow-convs": narrow_convs,
+    "pointwise": pointwise,
+    "resize": resize,
 }

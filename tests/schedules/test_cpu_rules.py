@@ -402,6 +402,41 @@ def test_weights_are_packed_only_when_columns_are_strided(case, packed):
     assert ("_reindex = T.sblock_alloc_buffer" in text) is packed, text
 
 
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "copied"),
+    [
+        ((1, 48, 64, 64), (16, 48, 1, 1), True),  # rows 16 KiB apart: 4 sets of an L2 way
+        ((1, 16, 128, 128), (8, 16, 1, 1), True),  # 64 KiB apart: one set, 16 rows > 8 ways
+        ((1, 48, 56, 56), (16, 48, 1, 1), False),  # 12,544 bytes apart: 256 sets
+        ((1, 48, 64, 64), (4, 48, 1, 1), False),  # one row tile reads the panel once
+        ((1, 16, 64, 64), (16, 16, 1, 1), False),  # 16 rows fit the 4 sets' 32 ways
+    ],
+)
+def test_a_panel_whose_rows_share_cache_sets_is_copied_once_per_panel(x_shape, w_shape, copied):
+    mod = _module([x_shape, w_shape], lambda bb, x, w: relax.op.nn.relu(relax.op.nn.conv2d(x, w)))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert ("a0_global = T.sblock_alloc_buffer" in text) is copied, text
+    if copied:  # under the parallel panel loop: each panel's own copy
+        assert text.index("T.parallel") < text.index('T.sblock("a0_global")'), text
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("mcpu", "rows", "tile"),
+    [("znver3", 16, 4), ("skylake-avx512", 16, 8), ("skylake-avx512", 12, 6)],  # divisors
+)
+def test_register_tiles_take_eight_rows_where_avx512_has_the_registers(mcpu, rows, tile):
+    target = make_target({**AVX2, "mcpu": mcpu})
+    mod = _module([(rows, 64), (64, 64)], lambda bb, x, w: relax.op.matmul(x, w), target)
+    (func,) = [f for _, f in schedule_kernels(mod, "rules").functions_items()
+               if isinstance(f, PrimFunc)]  # fmt: skip
+    assert f"T.unroll(T.int64({tile}))" in func.script(), func.script()
+
+
 def test_small_kernels_stay_single_threaded():
     scheduled = schedule_kernels(_module(*CASES["matmul"][:2]), "rules")
     assert not any(

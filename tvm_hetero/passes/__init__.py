@@ -16,6 +16,7 @@ from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
+from tvm_hetero.passes.separable_resize import SeparableResize
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.wrap_indices import WrapIndices
 
@@ -36,6 +37,7 @@ __all__ = [
     "PlaceOperators",
     "RealizeOperatorSplits",
     "RestoreKernelTargets",
+    "SeparableResize",
     "StripStageBoundaries",
     "WrapIndices",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+import math
+
+from tvm import DataType, s_tir, tirx
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
@@ -15,14 +17,24 @@ from tvm_hetero.schedules.cpu.common import (
     inline_producers,
     largest_divisor,
     output_bits,
+    vector_bits,
     vector_lanes,
 )
 from tvm_hetero.schedules.cpu.gemm_form import drop_unit_reductions, gemm_form
 
 ROWS_PER_TILE = 4
-"""Rows of the register tile (MR): MR x NR accumulators stay in vector registers."""
+"""Rows of the register tile (MR) with 16 vector registers (AVX2): MR x NR accumulators stay in
+vector registers. Rows are padded to a multiple of it (:func:`padded_row_count`)."""
+WIDE_ROWS_PER_TILE = 8
+"""The most rows of a tile with 32 vector registers (AVX-512; MR is the largest divisor of the
+rows up to it, as up to ``ROWS_PER_TILE`` with 16): 8 x 2 accumulators keep both
+FMA units busy (4 x 2 left a 1x1 convolution of 960 -> 160 channels over 32 x 32 at 1.5x ONNX
+Runtime's time, 8 x 2 at 1.0x: ``benchmarks/cpu_kernels/pointwise.py``)."""
 MIN_COLS = 8
 """Below this many output columns the rule leaves the kernel to dlight's GEMV or the fallback."""
+CACHE_WAY_BYTES, CACHE_WAYS, CACHE_LINE_BYTES = 64 * 1024, 8, 64
+"""The L2 the panel copy assumes: 512 KiB in 8 ways of 64-byte lines (Zen 3). Larger L2s (Zen 4,
+Sapphire Rapids) have at least as many lines for each set a stride reaches."""
 
 
 class Matmul(CpuRule):
@@ -34,7 +46,10 @@ class Matmul(CpuRule):
     per call into panels ``[batch, J / NR, K, NR]`` so the innermost
     loop reads it contiguously; each ``MR x NR`` output tile accumulates in registers over the
     whole ``K`` (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
-    ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``).
+    ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``;
+    one read in place whose rows would evict each other from their few cache sets is copied
+    into a buffer of its own first, :func:`_copy_panel`). ``MR`` is up to 8 rows with AVX-512's
+    32 vector registers, up to 4 with AVX2's 16 (:func:`rows_per_tile`).
     Element-wise epilogues (bias, activation) are folded into the tile's write-back. Columns no
     whole vector divides and rows no tile divides are padded (``pad_einsum``: zero columns of
     ``B`` and rows of ``A``, computed and dropped).
@@ -80,11 +95,12 @@ class Matmul(CpuRule):
         nr = panel_width(target, bits, cols)
         if nr is None:
             return None
-        mr = largest_divisor(rows, ROWS_PER_TILE)
+        mr = largest_divisor(rows, rows_per_tile(target))
 
         sch.compute_inline(reindex_a)
         keep = () if a_pad is None else (sch.get(a_pad).name_hint,)
-        if pack.same_as(reindex_b) and _columns_contiguous(sch, main, reindex_b, nr):
+        columns = _column_reads(sch, main, reindex_b, nr) if pack.same_as(reindex_b) else None
+        if columns is not None:
             inline_producers(sch, main, keep=keep)
         else:  # B packed into NR-wide panels, K-major inside a panel
             sch.transform_layout(pack, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
@@ -101,6 +117,8 @@ class Matmul(CpuRule):
         panel = sch.fuse(batch, j0)
         if parallel:
             sch.parallel(panel)
+        if columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth):
+            _copy_panel(sch, main, panel)
         sch.unroll(i1)
         sch.vectorize(j1)
 
@@ -112,6 +130,12 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def rows_per_tile(target: Target) -> int:
+    """The most rows of a register tile on ``target``: :data:`WIDE_ROWS_PER_TILE` with AVX-512's
+    32 vector registers, :data:`ROWS_PER_TILE` otherwise."""
+    return WIDE_ROWS_PER_TILE if vector_bits(target) >= 512 else ROWS_PER_TILE
 
 
 def padded_row_count(rows: int) -> int:
@@ -147,36 +171,80 @@ def panel_width(target: Target, dtype_bits: int, cols: int) -> int | None:
     return next((nr for nr in (2 * lanes, lanes) if cols % nr == 0), None)
 
 
-def _columns_contiguous(
+PANELS, STRIDED = "panels", "strided"
+"""How ``B``'s columns lie when no per-call pack is needed: ``j % NR`` innermost (weights
+``PackConstantWeights`` laid out at compile time), or consecutive columns at consecutive
+addresses with rows ``k`` a stride apart (``x[k, j]``; a 1x1 convolution's image)."""
+
+
+def _column_reads(
     sch: s_tir.Schedule,
     main: s_tir.schedule.SBlockRV,
     reindex_b: s_tir.schedule.SBlockRV,
     nr: int,
-) -> bool:
-    """Whether ``B`` (with its producers inlined) is read with consecutive columns ``j`` at
-    consecutive addresses (``x[k, j]``; ``x[c, j // W, j % W]``: a 1x1 convolution's image), or
-    ``j % NR`` innermost (weights ``PackConstantWeights`` laid out in panels at compile time).
-
-    Then the tile's loads are already contiguous vectors and packing would only add a pass over
-    ``B`` per call.
-    """
+) -> str | None:
+    """:data:`PANELS` or :data:`STRIDED` where ``B`` (with its producers inlined) is read so
+    that the tile's loads are contiguous vectors (packing would only add a pass over ``B`` per
+    call); None where it must be packed."""
     probe = sch.copy()
     probe.compute_inline(reindex_b)
     inline_producers(probe, main)
-    block = probe.get(main)
-    j = block.iter_vars[2].var
-    uses_j = [read for read in block.reads if any(_uses(r.min, j) for r in read.region)]
-    return bool(uses_j) and all(_is_column(read, j, nr) for read in uses_j)
+    j = probe.get(main).iter_vars[2].var
+    kinds = {_column_kind(read, j, nr) for read in _reads_of_columns(probe, main)}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
-def _is_column(read: s_tir.BufferRegion, j: tirx.Var, nr: int) -> bool:
+def _reads_of_columns(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV) -> list:
+    """The reads of ``main`` that move with its column ``j`` (``B``'s), the output left out."""
+    block = sch.get(main)
+    j, out = block.iter_vars[2].var, block.writes[0].source
+    return [
+        read
+        for read in block.reads
+        if not read.source.same_as(out) and any(_uses(r.min, j) for r in read.region)
+    ]
+
+
+def _column_kind(read: s_tir.BufferRegion, j: tirx.Var, nr: int) -> str | None:
     last = read.region[-1].min
     if isinstance(last, tirx.FloorMod) and last.a.same_as(j) and _is_int(last.b, nr):
-        return True
+        return PANELS
     offset, stride = 0, 1
     for r, extent in zip(reversed(read.region), reversed(read.source.shape), strict=True):
         offset, stride = offset + r.min * stride, stride * extent
-    return not _uses(Analyzer().simplify(offset - j), j)  # the address moves with j, step 1
+    moves_by_one = not _uses(Analyzer().simplify(offset - j), j)
+    return STRIDED if moves_by_one else None
+
+
+def _panel_evicts_itself(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, depth: int) -> bool:
+    """Whether the ``depth`` rows of ``B``'s panel, a stride apart, map to too few cache sets to
+    stay cached together (more rows than ``CACHE_WAYS`` times the sets they fall into)."""
+    (read,) = _reads_of_columns(sch, main)
+    k = sch.get(main).iter_vars[3].var
+    dims = [d for d, r in enumerate(read.region) if _uses(r.min, k)]
+    if len(dims) != 1 or not read.region[dims[0]].min.same_as(k):
+        return False
+    step = math.prod(int(e) for e in read.source.shape[dims[0] + 1 :])
+    pitch = step * DataType(str(read.source.dtype)).bits // 8
+    sets = CACHE_WAY_BYTES // math.gcd(pitch, CACHE_WAY_BYTES)
+    return depth > CACHE_WAYS * min(sets, CACHE_WAY_BYTES // CACHE_LINE_BYTES)
+
+
+def _copy_panel(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, panel) -> None:
+    """Copy ``B``'s ``K x NR`` panel into a buffer of its own under the parallel ``panel`` loop,
+    once per panel.
+
+    Rows a power of two apart in memory fall into the same few cache sets: a 1x1 convolution
+    over a 128 x 128 map (rows 64 KiB apart) re-read its 1,024-row panel from L3 for every row
+    tile, at a quarter of ONNX Runtime's speed (SegFormer's decode head); copied, the panel is
+    contiguous and stays in L2 (``benchmarks/cpu_kernels/pointwise.py``). Where the rows fall
+    into enough sets the copy only costs (a 32 -> 16 over 112 x 112 took twice as long).
+    """
+    (read,) = _reads_of_columns(sch, main)
+    index = next(k for k, r in enumerate(sch.get(main).reads) if r.source.same_as(read.source))
+    copy = sch.cache_read(main, index, "global")
+    sch.compute_at(copy, panel, preserve_unit_loops=True)
+    sch.vectorize(sch.get_loops(copy)[-1])
 
 
 def _is_int(expr: tirx.PrimExpr, value: int) -> bool:

@@ -1,0 +1,115 @@
+"""1x1 convolutions (the matmul rule's work) before and after the rule's panel copy and its
+8-row tiles on AVX-512, and ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/cpu_kernels/pointwise.py [--threads 1] [--rounds 3]
+
+A 1x1 convolution reads its image as the matmul rule's ``B``: each output tile runs down a panel
+of ``K`` image rows, one channel's map apart. Where the map is a power of two (64 x 64,
+128 x 128) those rows fall into a few cache sets and the panel was fetched again from L3 for
+every row tile; now the rule copies such a panel once (``matmul._copy_panel``). With AVX-512's
+32 vector registers the register tile is 8 rows x 2 vectors where 8 divides the rows, not 4.
+"Before" is the rule without both. Each ``relu(conv2d)`` kernel is scheduled by the rule and
+timed alone (``time_evaluator``), ONNX Runtime on a one-node ONNX file of the same convolution,
+same threads, in ``--rounds`` interleaved rounds (medians). Results:
+``benchmarks/results/pointwise.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from bench import ort_seconds  # noqa: E402
+from conv_kernel import conv_relu_func, kernel_us  # noqa: E402
+from onnx_models import conv_onnx  # noqa: E402
+from stamp import stamp  # noqa: E402
+
+CASES = {  # name: (input, weights): SegFormer's decode head, LR-ASPP's, ResNet-50's, MobileNets'
+    "1024->256 @128": ((1, 1024, 128, 128), (256, 1024, 1, 1)),
+    "256->256 @64": ((1, 256, 64, 64), (256, 256, 1, 1)),
+    "960->160 @32": ((1, 960, 32, 32), (160, 960, 1, 1)),
+    "64->256 @56": ((1, 64, 56, 56), (256, 64, 1, 1)),
+    "256->64 @56": ((1, 256, 56, 56), (64, 256, 1, 1)),
+    "512->128 @28": ((1, 512, 28, 28), (128, 512, 1, 1)),
+    "1024->256 @14": ((1, 1024, 14, 14), (256, 1024, 1, 1)),
+    "2048->512 @7": ((1, 2048, 7, 7), (512, 2048, 1, 1)),
+    "32->16 @112": ((1, 32, 112, 112), (16, 32, 1, 1)),
+}
+
+
+def rule_kernel(x_shape, w_shape, target, now: bool):
+    """The rule's kernel of the 1x1 ``relu(conv2d)``: as it is, or (``now`` False) without the
+    panel copy and with 4-row tiles."""
+    from tvm_hetero.schedules.apply import first_schedule
+    from tvm_hetero.schedules.cpu import cpu_rules, matmul
+
+    func = conv_relu_func(x_shape, w_shape, 1, 0)
+    kept = matmul._copy_panel, matmul.rows_per_tile
+    if not now:
+        matmul._copy_panel = lambda *_: None
+        matmul.rows_per_tile = lambda _target: matmul.ROWS_PER_TILE
+    try:
+        sch, rule = first_schedule(func, target, cpu_rules())
+    finally:
+        matmul._copy_panel, matmul.rows_per_tile = kept
+    assert rule == "matmul", rule
+    return sch.mod["main"]
+
+
+def main() -> None:
+    from tvm_hetero._compat import make_target
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.runtime.worker import use_threads
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default=str(HERE.parent / "results" / "pointwise.json"))
+    args = parser.parse_args()
+    use_threads(args.threads)
+    target = make_target(cpu_device(threads=args.threads).target)
+    rng = np.random.default_rng(0)
+    kernels, times = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (x_shape, w_shape) in CASES.items():
+            path = Path(tmp) / f"{len(kernels)}.onnx"
+            onnx.save(conv_onnx(x_shape, w_shape, (1, 1), (0, 0, 0, 0), 1), path)
+            x = rng.standard_normal(x_shape).astype("float32")
+            pair = [rule_kernel(x_shape, w_shape, target, now) for now in (False, True)]
+            kernels[name] = (path, {"x": x}, pair)
+        for _ in range(args.rounds):
+            for name, (path, feeds, (before, now)) in kernels.items():
+                row = times.setdefault(name, {"ort": [], "before": [], "now": []})
+                row["ort"].append(ort_seconds(path, feeds, args.threads, repeat=10)[0] * 1e6)
+                row["before"].append(kernel_us(before, target, 5, 3)[0])
+                row["now"].append(kernel_us(now, target, 5, 3)[0])
+    rows = []
+    for name, (x_shape, w_shape) in CASES.items():
+        gflop = 2 * np.prod(w_shape) * x_shape[2] * x_shape[3] / 1e9
+        med = {k: statistics.median(v) for k, v in times[name].items()}
+        rows.append({
+            "conv": name, "before_us": med["before"], "now_us": med["now"], "ort_us": med["ort"],
+            "now_gflops": gflop / med["now"] * 1e6, "ort_gflops": gflop / med["ort"] * 1e6,
+            "samples_us": times[name],
+        })  # fmt: skip
+        r = rows[-1]
+        print(f"{name:15} before {r['before_us']:8.0f} us  now {r['now_us']:8.0f} us  "
+              f"ORT {r['ort_us']:8.0f} us  now / ORT {r['now_us'] / r['ort_us']:4.2f}x")  # fmt: skip
+    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
+           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
