@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tvm import relax
 from tvm.ir import IRModule
-from tvm.relax.expr_functor import PyExprMutator
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+CallRewrite = Callable[[PyExprMutator, relax.Call], "relax.Expr | None"]
+"""``rewrite(rewriter, call)``: the expression that replaces ``call`` (emitting what it needs
+through ``rewriter.builder_``), or None to keep it; ``rewriter.mod_`` is the module."""
 
 
 def bound_value(rewriter: PyExprMutator, expr: relax.Expr) -> relax.Expr:
@@ -26,3 +32,23 @@ def mutate_functions(mod: IRModule, rewriter: PyExprMutator) -> IRModule:
                 rewriter.builder_.update_func(gv, new)
                 changed = True
     return rewriter.builder_.get() if changed else mod
+
+
+def rewrite_calls(mod: IRModule, rewrite: CallRewrite) -> IRModule:
+    """``mod`` with each call of its Relax functions replaced where ``rewrite`` replaces it, the
+    call's operands rewritten first; ``mod`` itself when nothing is (a CPU rewrite pass's body:
+    the pass decides which calls and what they become, this walks the functions)."""
+    return mutate_functions(mod, _CallRewriter(mod, rewrite))
+
+
+@mutator
+class _CallRewriter(PyExprMutator):
+    def __init__(self, mod: IRModule, rewrite: CallRewrite) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+        self.rewrite = rewrite
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        new = self.rewrite(self, call)
+        return call if new is None else new

@@ -5,9 +5,9 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.ir import IRModule
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.types import cpu_op_with_static_shapes
 
 CONV1D_OP = "relax.nn.conv1d"
@@ -40,7 +40,7 @@ class Conv1dAsMatmul:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the convolutions rewritten (``mod`` when none is)."""
-        return mutate_functions(mod, _AsMatmul(mod))
+        return rewrite_calls(mod, _as_matmul)
 
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
@@ -49,29 +49,22 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     return cpu_op_with_static_shapes(call, CONV1D_OP, layouts, mod) and int(call.attrs.groups) == 1
 
 
-@mutator
-class _AsMatmul(PyExprMutator):
-    def __init__(self, mod: IRModule) -> None:
-        super().__init__(mod)
-        self.mod_ = mod
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
-        call = super().visit_call_(call)
-        if not rewritten(call, self.mod_):
-            return call
-        a, emit = call.attrs, self.builder_.emit
-        x, w = call.args
-        out, channels, taps = (int(v) for v in w.ty.shape.values)
-        length = int(call.ty.shape.values[2])
-        stride, dilation = int(a.strides[0]), int(a.dilation[0])
-        left, right = (int(p) for p in a.padding)
-        if left or right:
-            x = emit(relax.op.nn.pad(x, [0, 0, 0, 0, left, right]))
-        span = stride * (length - 1) + 1
-        windows = [
-            emit(relax.op.strided_slice(x, [2], [k * dilation], [k * dilation + span], [stride]))
-            for k in range(taps)
-        ]
-        columns = emit(relax.op.concat(windows, axis=1)) if taps > 1 else windows[0]
-        weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
-        return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
+def _as_matmul(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    if not rewritten(call, rewriter.mod_):
+        return None
+    a, emit = call.attrs, rewriter.builder_.emit
+    x, w = call.args
+    out, channels, taps = (int(v) for v in w.ty.shape.values)
+    length = int(call.ty.shape.values[2])
+    stride, dilation = int(a.strides[0]), int(a.dilation[0])
+    left, right = (int(p) for p in a.padding)
+    if left or right:
+        x = emit(relax.op.nn.pad(x, [0, 0, 0, 0, left, right]))
+    span = stride * (length - 1) + 1
+    windows = [
+        emit(relax.op.strided_slice(x, [2], [k * dilation], [k * dilation + span], [stride]))
+        for k in range(taps)
+    ]
+    columns = emit(relax.op.concat(windows, axis=1)) if taps > 1 else windows[0]
+    weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
+    return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te, topi
 from tvm.ir import IRModule
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.types import cpu_op_with_static_shapes
 
 CONV2D_OP = "relax.nn.conv2d"
@@ -40,7 +40,7 @@ class GroupedConvolutionsByGroup:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the convolutions rewritten (``mod`` when none is)."""
-        return mutate_functions(mod, _ByGroup(mod))
+        return rewrite_calls(mod, _by_group)
 
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
@@ -94,22 +94,15 @@ def by_group_1d(data: te.Tensor, weight: te.Tensor, strides, padding, dilation, 
     )
 
 
-@mutator
-class _ByGroup(PyExprMutator):
-    def __init__(self, mod: IRModule) -> None:
-        super().__init__(mod)
-        self.mod_ = mod
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
-        call = super().visit_call_(call)
-        if not rewritten(call, self.mod_):
-            return call
-        a = call.attrs
-        attrs = [tuple(int(v) for v in getattr(a, k)) for k in ("strides", "padding", "dilation")]
-        one_d = call.op.name == CONV1D_OP
-        grouped = self.builder_.call_te(
-            by_group_1d if one_d else by_group, call.args[0], call.args[1], *attrs,
-            int(a.groups), primfunc_name_hint="conv1d_by_group" if one_d else "conv2d_by_group",
-        )  # fmt: skip
-        out = self.builder_.emit(grouped)
-        return relax.op.reshape(out, call.ty.shape)
+def _by_group(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    if not rewritten(call, rewriter.mod_):
+        return None
+    a = call.attrs
+    attrs = [tuple(int(v) for v in getattr(a, k)) for k in ("strides", "padding", "dilation")]
+    one_d = call.op.name == CONV1D_OP
+    grouped = rewriter.builder_.call_te(
+        by_group_1d if one_d else by_group, call.args[0], call.args[1], *attrs,
+        int(a.groups), primfunc_name_hint="conv1d_by_group" if one_d else "conv2d_by_group",
+    )  # fmt: skip
+    out = rewriter.builder_.emit(grouped)
+    return relax.op.reshape(out, call.ty.shape)

@@ -6,9 +6,9 @@ import tvm
 from tvm import relax
 from tvm.ir import IRModule
 from tvm.ir.expr import Constant
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero.ir.mutate import bound_value, mutate_functions
+from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import MIN_WIDTH, channel_tiled, computed_rows, vector_width
@@ -59,7 +59,7 @@ class PadConvolutionOutputs:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the convolutions padded (``mod`` when none is)."""
-        return mutate_functions(mod, _Pad(mod))
+        return rewrite_calls(mod, _padded)
 
 
 def computed_output(
@@ -122,28 +122,21 @@ def _is_pointwise(call: relax.Call) -> bool:
     )
 
 
-@mutator
-class _Pad(PyExprMutator):
-    def __init__(self, mod: IRModule) -> None:
-        super().__init__(mod)
-        self.mod_ = mod
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
-        call = super().visit_call_(call)
-        computed = computed_output(call, self.mod_, self)
-        if computed is None:
-            return call
-        (tall, wide), padding = computed
-        a = call.attrs
-        conv = relax.op.nn.conv2d(
-            call.args[0], call.args[1], a.strides, padding, a.dilation, a.groups,
-            a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype or None,
-        )  # fmt: skip
-        shape = [int(d) for d in call.ty.shape.values[2:]]
-        axes = [2 + i for i, n in enumerate((tall, wide)) if n != shape[i]]
-        if not axes:  # only the input's columns grew, to whole phases: the output is as it was
-            return conv
-        return relax.op.strided_slice(
-            self.builder_.emit(conv), axes=axes, begin=[0] * len(axes),
-            end=[shape[i - 2] for i in axes],
-        )  # fmt: skip
+def _padded(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    computed = computed_output(call, rewriter.mod_, rewriter)
+    if computed is None:
+        return None
+    (tall, wide), padding = computed
+    a = call.attrs
+    conv = relax.op.nn.conv2d(
+        call.args[0], call.args[1], a.strides, padding, a.dilation, a.groups,
+        a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype or None,
+    )  # fmt: skip
+    shape = [int(d) for d in call.ty.shape.values[2:]]
+    axes = [2 + i for i, n in enumerate((tall, wide)) if n != shape[i]]
+    if not axes:  # only the input's columns grew, to whole phases: the output is as it was
+        return conv
+    return relax.op.strided_slice(
+        rewriter.builder_.emit(conv), axes=axes, begin=[0] * len(axes),
+        end=[shape[i - 2] for i in axes],
+    )  # fmt: skip

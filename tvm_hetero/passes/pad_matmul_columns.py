@@ -7,9 +7,9 @@ import tvm
 from tvm import relax
 from tvm.ir import IRModule
 from tvm.ir.expr import Constant
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero.ir.mutate import bound_value, mutate_functions
+from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.matmul import padded_columns
 
@@ -38,7 +38,7 @@ class PadMatmulColumns:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the weights padded (``mod`` when none is)."""
-        return mutate_functions(mod, _Pad(mod))
+        return rewrite_calls(mod, _padded)
 
 
 def constant_weight(expr: relax.Expr, rewriter: PyExprMutator) -> np.ndarray | None:
@@ -59,30 +59,23 @@ def constant_weight(expr: relax.Expr, rewriter: PyExprMutator) -> np.ndarray | N
     return None
 
 
-@mutator
-class _Pad(PyExprMutator):
-    def __init__(self, mod: IRModule) -> None:
-        super().__init__(mod)
-        self.mod_ = mod
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
-        call = super().visit_call_(call)
-        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == MATMUL_OP):
-            return call
-        ty = call.ty
-        target = cpu_tensor_target(ty, self.mod_)
-        if target is None:
-            return call
-        weight = constant_weight(call.args[1], self)
-        if weight is None:
-            return call
-        cols = weight.shape[1]
-        wide = padded_columns(target, tvm.DataType(ty.dtype).bits, cols)
-        if wide == cols:
-            return call
-        padded = np.zeros((weight.shape[0], wide), weight.dtype)
-        padded[:, :cols] = weight
-        const = relax.const(padded)
-        out = self.builder_.emit(relax.op.matmul(call.args[0], const, call.attrs.out_dtype or None))
-        rank = len(ty.shape.values)
-        return relax.op.strided_slice(out, axes=[rank - 1], begin=[0], end=[cols])
+def _padded(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == MATMUL_OP):
+        return None
+    ty = call.ty
+    target = cpu_tensor_target(ty, rewriter.mod_)
+    if target is None:
+        return None
+    weight = constant_weight(call.args[1], rewriter)
+    if weight is None:
+        return None
+    cols = weight.shape[1]
+    wide = padded_columns(target, tvm.DataType(ty.dtype).bits, cols)
+    if wide == cols:
+        return None
+    padded = np.zeros((weight.shape[0], wide), weight.dtype)
+    padded[:, :cols] = weight
+    const = relax.const(padded)
+    out = rewriter.builder_.emit(relax.op.matmul(call.args[0], const, call.attrs.out_dtype or None))
+    rank = len(ty.shape.values)
+    return relax.op.strided_slice(out, axes=[rank - 1], begin=[0], end=[cols])

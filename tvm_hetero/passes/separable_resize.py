@@ -6,10 +6,10 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te, tirx, topi
 from tvm.ir import IRModule
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero._compat import TensorType
-from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 
 RESIZE_OP = "relax.image.resize2d"
@@ -51,7 +51,7 @@ class SeparableResize:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the resizes separated (``mod`` when none is)."""
-        return mutate_functions(mod, _Separate(mod))
+        return rewrite_calls(mod, _separated)
 
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
@@ -114,36 +114,29 @@ def _along_height(x: te.Tensor, out_height: int, mode: str, dtype: str) -> te.Te
     return te.compute((n, c, out_height, w), column, name=HEIGHT_KERNEL)
 
 
-@mutator
-class _Separate(PyExprMutator):
-    def __init__(self, mod: IRModule) -> None:
-        super().__init__(mod)
-        self.mod_ = mod
-
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
-        call = super().visit_call_(call)
-        if not rewritten(call, self.mod_):
-            return call
-        (_, _, height, width), (_, _, out_height, out_width) = (
-            _static(call.args[0].ty),
-            _static(call.ty),
+def _separated(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    if not rewritten(call, rewriter.mod_):
+        return None
+    (_, _, height, width), (_, _, out_height, out_width) = (
+        _static(call.args[0].ty),
+        _static(call.ty),
+    )
+    mode, dtype = call.attrs.coordinate_transformation_mode, str(call.ty.dtype)
+    x = call.args[0]
+    if (out_height, out_width) == (height, width):
+        return x  # every weight of the second pixel is 0: the input, as it is
+    if out_width != width:
+        rows = dtype if out_height == height else "float32"  # TOPI interpolates in float32
+        x = rewriter.builder_.call_te(
+            _along_width, x, out_width, mode, rows, primfunc_name_hint=WIDTH_KERNEL
         )
-        mode, dtype = call.attrs.coordinate_transformation_mode, str(call.ty.dtype)
-        x = call.args[0]
-        if (out_height, out_width) == (height, width):
-            return x  # every weight of the second pixel is 0: the input, as it is
-        if out_width != width:
-            rows = dtype if out_height == height else "float32"  # TOPI interpolates in float32
-            x = self.builder_.call_te(
-                _along_width, x, out_width, mode, rows, primfunc_name_hint=WIDTH_KERNEL
-            )
-            if out_height == height:
-                return x
-            x = self.builder_.emit(x)
-        out = self.builder_.call_te(
-            _along_height, x, out_height, mode, dtype, primfunc_name_hint=HEIGHT_KERNEL
-        )
-        kernel = out.args[0]
-        func = self.builder_.get()[kernel]
-        self.builder_.update_func(kernel, func.with_attr("op_pattern", OUT_ELEMWISE_FUSABLE))
-        return out
+        if out_height == height:
+            return x
+        x = rewriter.builder_.emit(x)
+    out = rewriter.builder_.call_te(
+        _along_height, x, out_height, mode, dtype, primfunc_name_hint=HEIGHT_KERNEL
+    )
+    kernel = out.args[0]
+    func = rewriter.builder_.get()[kernel]
+    rewriter.builder_.update_func(kernel, func.with_attr("op_pattern", OUT_ELEMWISE_FUSABLE))
+    return out
