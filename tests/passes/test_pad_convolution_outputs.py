@@ -26,6 +26,14 @@ def test_vector_width_rounds_up_to_whole_vectors(width, expected):
 
 @pytest.mark.parametrize(
     ("width", "expected"),
+    [(7, (8, 8)), (8, (8, 8)), (4, (8, 8)), (9, (16, 16)), (17, (32, 16)), (56, (64, 16))],
+)
+def test_avx512_rows_of_at_most_half_a_vector_take_vectors_of_8(width, expected):
+    assert vector_width(width, 16) == expected
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"),
     [(13, (14, 7)), (27, (28, 7)), (55, (56, 8)), (28, (28, 7)), (10, (10, 5)), (3, (3, 3))],
 )
 def test_gathered_vector_width_takes_the_fewest_vectors_per_row(width, expected):

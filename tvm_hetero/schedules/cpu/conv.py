@@ -31,6 +31,12 @@ accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-51
 widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
 (``benchmarks/cpu_kernels/conv_tiles.py``)."""
 MIN_WIDTH = 4
+NARROWEST_HALVED_LANES = 8
+"""A row of at most half a vector is computed in vectors half as wide, down to this many lanes:
+with AVX-512 a 3x3 of 512 channels over 7 x 7 took 5.4 ms in one vector of 16 a row (9 lanes
+computed for nothing) and 3.1 ms in one of 8 (AMD EPYC Zen 4, one thread:
+``benchmarks/cpu_kernels/narrow_vectors.py``); rows wider than 8 (a 3x3 of 64 channels over
+56 x 56: 2.5 ms in 4 vectors of 16, 3.3 ms in 7 of 8) were slower in vectors of 8."""
 SLAB_BYTES = 128 * 1024
 """Input bytes a task of the convolution rule reads (its rows, every channel) above which the
 reduction is cut into blocks of channels (:func:`channel_block`): 3x3/2 288 -> 384 channels at
@@ -78,7 +84,8 @@ def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, i
     to ``lanes``. From ``MIN_WIDTH`` columns on, ``W'`` is ``width`` rounded up to whole vectors
     (AVX2: 8 lanes): with the same register tile, a 3x3 convolution 28 wide in vectors of 7
     took 1.18-1.32x the time of one 32 wide in vectors of 8 (14 against 16: 1.14-1.40x; 7
-    against 8: 1.19x), and 13 columns are two vectors of 8, not 13 of 1. ``gathered``: the
+    against 8: 1.19x), and 13 columns are two vectors of 8, not 13 of 1; rows of at most half a
+    vector take vectors half as wide (:data:`NARROWEST_HALVED_LANES`). ``gathered``: the
     input is read lane by lane (a strided depthwise or grouped convolution: the rule
     de-interleaves only where channels share the input), each lane costs the same wide or not,
     so ``W'`` is the width up to ``lanes - 1`` wider with the fewest vectors per row (the
@@ -88,6 +95,8 @@ def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, i
     if width < MIN_WIDTH:
         return width, largest_divisor(width, lanes)
     if not gathered:
+        while lanes > NARROWEST_HALVED_LANES and width <= lanes // 2:
+            lanes //= 2  # AVX-512: a 7 x 7 map in vectors of 8, not one of 16 mostly empty
         return -(-width // lanes) * lanes, lanes
     widths = range(width, width + lanes)
     return min(((w, largest_divisor(w, lanes)) for w in widths), key=lambda c: (c[0] / c[1], c[0]))
