@@ -35,6 +35,7 @@ from tvm_hetero.passes import (
     RestoreKernelTargets,
     SeparableResize,
     StripStageBoundaries,
+    SubsampleStridedPointwise,
     WrapIndices,
 )
 
@@ -53,6 +54,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
+    "SubsampleStridedPointwise": SubsampleStridedPointwise,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
     "CarvePipelineStages": CarvePipelineStages,
@@ -83,6 +85,7 @@ OWN_PASSES = (
     "GroupedConvolutionsByGroup",
     "PadMatmulColumns",
     "SeparableResize",
+    "SubsampleStridedPointwise",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "CarvePipelineStages",
@@ -220,7 +223,8 @@ PIPELINES: dict[str, Pipeline] = {
         Pipeline(
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
-            "indexing op wrap its ids (none reads outside its table), widen CPU "
+            "indexing op wrap its ids (none reads outside its table), subsample the input of "
+            "strided CPU 1x1 convolutions (then of stride 1), widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
             "columns times the weights, CPU bilinear resizes as a pass along the width then "
@@ -237,6 +241,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("GroupedConvolutionsByGroup"),
+                Step("SubsampleStridedPointwise"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
                 Step("SeparableResize"),

@@ -18,6 +18,7 @@ from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.separable_resize import SeparableResize
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
+from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
 from tvm_hetero.passes.wrap_indices import WrapIndices
 
 __all__ = [
@@ -39,5 +40,6 @@ __all__ = [
     "RestoreKernelTargets",
     "SeparableResize",
     "StripStageBoundaries",
+    "SubsampleStridedPointwise",
     "WrapIndices",
 ]
