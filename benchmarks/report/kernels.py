@@ -203,6 +203,24 @@ def pointwise() -> str:
     )  # fmt: skip
 
 
+def narrow_vectors() -> str:
+    """``benchmarks/cpu_kernels/narrow_vectors.py``: 7- and 8-wide rows in vectors of 8."""
+    data = load("narrow_vectors.json")
+    out = [
+        (r["conv"], ms(r["whole_us"]), ms(r["halved_us"]), ms(r["ort_us"]),
+         ratio(r["whole_us"], r["halved_us"]), ratio(r["halved_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return titled(
+        "narrow_vectors.json", data,
+        ("convolution", "16 lanes us", "8 lanes us", "ORT us", "speed-up", "now / ORT"),
+        out,
+        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
+        "interleaved rounds; the rule's kernel alone (the strided 1x1 is the convolution "
+        "rule's: `SubsampleStridedPointwise` now gives it to the matmul rule).",
+    )  # fmt: skip
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     rows = list(latest(load("resize.jsonl"), "case").values())
@@ -230,5 +248,6 @@ SECTIONS = {
     "conv-rows": conv_rows,
     "narrow-convs": narrow_convs,
     "pointwise": pointwise,
+    "narrow-vectors": narrow_vectors,
     "resize": resize,
 }
