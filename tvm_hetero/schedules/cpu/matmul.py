@@ -219,7 +219,10 @@ def _column_kind(read: s_tir.BufferRegion, j: tirx.Var, nr: int) -> str | None:
 def _panel_evicts_itself(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, depth: int) -> bool:
     """Whether the ``depth`` rows of ``B``'s panel, a stride apart, map to too few cache sets to
     stay cached together (more rows than ``CACHE_WAYS`` times the sets they fall into)."""
-    (read,) = _reads_of_columns(sch, main)
+    reads = _reads_of_columns(sch, main)
+    if len(reads) != 1:
+        return False  # two images summed as they are read (a fused add): copy neither
+    (read,) = reads
     k = sch.get(main).iter_vars[3].var
     dims = [d for d, r in enumerate(read.region) if _uses(r.min, k)]
     if len(dims) != 1 or not read.region[dims[0]].min.same_as(k):
