@@ -221,6 +221,19 @@ def narrow_vectors() -> str:
     )  # fmt: skip
 
 
+def softmax() -> str:
+    """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
+    rows = list(latest(load("softmax.jsonl"), "case").values())
+    out = [
+        (r["case"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
+         ratio(r["now_ms"], r["ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    return titled(
+        "softmax.jsonl", rows, ("softmax", "before ms", "now ms", "ORT ms", "now / ORT"), out
+    )
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     rows = list(latest(load("resize.jsonl"), "case").values())
@@ -250,4 +263,5 @@ SECTIONS = {
     "pointwise": pointwise,
     "narrow-vectors": narrow_vectors,
     "resize": resize,
+    "softmax": softmax,
 }

@@ -12,7 +12,7 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
-from tvm_hetero.schedules.cpu.reduction import LONG_SUM, Reduction, recomputed
+from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3"}
 """The schedules' expected tiles are written for 256-bit vectors (8 float lanes): the target is
@@ -274,7 +274,7 @@ def test_rule_choice_and_numbers_match_default(case):
 def test_a_mean_broadcast_back_is_summed_once_not_once_per_element(shape):
     """dlight put the sum under the element-wise loop when the reduction's rows were not its
     loops (one group: 4096 sums of 4096 elements); now each reduction runs once over its own
-    domain, and a single row is summed in vector lanes."""
+    domain, in vector lanes."""
     mod = _module([shape], lambda bb, x: relax.op.subtract(
         x, relax.op.mean(x, axis=[2], keepdims=True)))  # fmt: skip
     (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
@@ -284,9 +284,26 @@ def test_a_mean_broadcast_back_is_summed_once_not_once_per_element(shape):
     script = sch.mod["main"].script()
     if shape[0] * shape[1] == 1:
         assert recomputed(dlight) == shape[2]  # the bug this guards against
-    assert ("_rf" in script) == (shape[0] * shape[1] == 1 or shape[2] >= LONG_SUM), script
-    if shape[0] * shape[1] > 1 and shape[2] >= LONG_SUM:  # rows in parallel, each in lanes
+    assert "_rf" in script, script  # every row summed in vector lanes
+    if shape[0] * shape[1] > 1:  # rows in parallel
         assert "T.parallel" in script
+
+
+@pytest.mark.parametrize(
+    ("shape", "lanes"), [((2, 12, 128), 8), ((1, 6, 1500), 6), ((2, 4, 197), None)]
+)
+def test_softmax_rows_are_reduced_in_lanes_where_a_vector_divides_them(shape, lanes):
+    """Each row's max and sum as ``lanes`` partial results a vector updates (the largest divisor
+    of the row up to the CPU's 8 lanes), then combined; rows of a prime length keep dlight's."""
+    mod = _module([shape], lambda bb, x: relax.op.nn.softmax(x, axis=-1))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:reduction"}
+    (script,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert ("_rf" in script) == (lanes is not None), script
+    if lanes is not None:
+        assert f"T.vectorized(T.int64({lanes}))" in script and "T.parallel" in script
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,84 @@
+"""Softmax over attention rows on one CPU: dlight's row schedule, rows reduced in vector lanes
+(``reduction.rows_in_vectors``), and ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/cpu_kernels/softmax.py [--runs 30]
+
+Each case is ``torch.softmax(x, dim=-1)`` over attention scores (batch 1, heads x rows x
+keys) exported to ONNX: BERT's 12 x 128 x 128, ViT's 197 keys (a prime: no vector divides the
+row, dlight's schedule stays), SegFormer's reduced keys and Whisper's 1,500 frames. Compiled for
+the whole CPU with rows in lanes and without (``before``), run end to end by our executor beside
+ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians); outputs checked
+against ONNX Runtime's. One JSON line per case in ``benchmarks/results/softmax.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from onnx_models import append_rows, export_case  # noqa: E402
+from stamp import stamp  # noqa: E402
+
+
+class Softmax(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+CASES = {  # name: input shape
+    "BERT 12 x 128 x 128": (1, 12, 128, 128),
+    "ViT 3 x 197 x 197": (1, 3, 197, 197),
+    "SegFormer 1 x 16384 x 256": (1, 1, 16384, 256),
+    "Whisper 6 x 1500 x 1500": (1, 6, 1500, 1500),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    import onnxruntime as ort
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+    from tvm_hetero.schedules.cpu import reduction
+
+    device = resolve_device("cpu")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, shape in CASES.items():
+            path = Path(tmp) / f"{len(rows)}.onnx"
+            x = export_case(Softmax, shape, path)
+            now = api.compile(load_model(str(path)), [device])
+            kept, reduction.rows_in_vectors = reduction.rows_in_vectors, lambda *_: None
+            try:
+                before = api.compile(load_model(str(path)), [device])
+            finally:
+                reduction.rows_in_vectors = kept
+            (want,) = ort.InferenceSession(str(path), session_options()).run(None, {"x": x})
+            errors = [float(np.abs(api.run(c, {"x": x})[0] - want).max()) for c in (before, now)]
+            peer = OnnxRuntimePeer(path, device, [x])
+            old, new, theirs = interleaved_run_seconds(
+                [before.deployment, now.deployment], [args.runs, args.runs], peers=[peer]
+            )
+            row = {**stamp(), "case": name, "threads": device.threads,
+                   "before_ms": 1e3 * float(np.median(old)), "now_ms": 1e3 * float(np.median(new)),
+                   "ort_ms": 1e3 * float(np.median(theirs)), "max_abs_error": max(errors)}  # fmt: skip
+            rows.append(row)
+            print(f"{name:26} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms  "
+                  f"ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x")  # fmt: skip
+    append_rows(rows, "softmax.jsonl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
