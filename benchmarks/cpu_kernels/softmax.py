@@ -17,11 +17,12 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
-import numpy as np
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from before_and_now import before_and_now  # noqa: E402
 from onnx_models import append_rows, export_case  # noqa: E402
 from stamp import stamp  # noqa: E402
 
@@ -43,36 +44,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    import onnxruntime as ort
-
-    from tvm_hetero import api
-    from tvm_hetero.devices import resolve_device
-    from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
-    from tvm_hetero.runtime.executor import interleaved_run_seconds
     from tvm_hetero.schedules.cpu import reduction
 
-    device = resolve_device("cpu")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape in CASES.items():
             path = Path(tmp) / f"{len(rows)}.onnx"
             x = export_case(Softmax, shape, path)
-            now = api.compile(load_model(str(path)), [device])
-            kept, reduction.rows_in_vectors = reduction.rows_in_vectors, lambda *_: None
-            try:
-                before = api.compile(load_model(str(path)), [device])
-            finally:
-                reduction.rows_in_vectors = kept
-            (want,) = ort.InferenceSession(str(path), session_options()).run(None, {"x": x})
-            errors = [float(np.abs(api.run(c, {"x": x})[0] - want).max()) for c in (before, now)]
-            peer = OnnxRuntimePeer(path, device, [x])
-            old, new, theirs = interleaved_run_seconds(
-                [before.deployment, now.deployment], [args.runs, args.runs], peers=[peer]
-            )
-            row = {**stamp(), "case": name, "threads": device.threads,
-                   "before_ms": 1e3 * float(np.median(old)), "now_ms": 1e3 * float(np.median(new)),
-                   "ort_ms": 1e3 * float(np.median(theirs)), "max_abs_error": max(errors)}  # fmt: skip
+            without = patch.object(reduction, "rows_in_vectors", lambda *_: None)
+            row = {**stamp(), "case": name, **before_and_now(path, x, without, args.runs)}
             rows.append(row)
             print(f"{name:26} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms  "
                   f"ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x")  # fmt: skip

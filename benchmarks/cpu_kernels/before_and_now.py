@@ -1,0 +1,39 @@
+"""One ONNX file built with a change and without it, both run beside ONNX Runtime in the same
+interleaved rounds: the row a before / now benchmark records."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import numpy as np
+
+
+def before_and_now(
+    path: Path, x: np.ndarray, without: AbstractContextManager, runs: int
+) -> dict[str, float]:
+    """Milliseconds (medians) of ``path`` compiled for the whole CPU as it is (``now``) and
+    inside ``without`` (``before``: the change turned off), and of ONNX Runtime on the same
+    cores and threads, in interleaved rounds; the larger error of the two against ONNX Runtime's
+    output, and the threads."""
+    import onnxruntime as ort
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+
+    device = resolve_device("cpu")
+    now = api.compile(load_model(str(path)), [device])
+    with without:
+        before = api.compile(load_model(str(path)), [device])
+    (want,) = ort.InferenceSession(str(path), session_options()).run(None, {"x": x})
+    errors = [float(np.abs(api.run(c, {"x": x})[0] - want).max()) for c in (before, now)]
+    peer = OnnxRuntimePeer(path, device, [x])
+    old, new, theirs = interleaved_run_seconds(
+        [before.deployment, now.deployment], [runs, runs], peers=[peer]
+    )
+    return {"threads": device.threads, "before_ms": 1e3 * float(np.median(old)),
+            "now_ms": 1e3 * float(np.median(new)), "ort_ms": 1e3 * float(np.median(theirs)),
+            "max_abs_error": max(errors)}  # fmt: skip
