@@ -31,12 +31,20 @@ def _fingerprint(session) -> str:
     return session.get_function("tvm_hetero.fingerprint")("cpu", 0, 1)
 
 
-def _session_pid(worker: psutil.Process, timeout_s: float = 10.0) -> int:
+def _session_pid(
+    worker: psutil.Process, ended: set[int] = frozenset(), timeout_s: float = 10.0
+) -> int:
+    """The worker's live session process: not one in ``ended`` (a session just killed can
+    still be listed, a zombie not yet reaped, and signalling it again left the new session
+    running: the test failed once that way)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        children = worker.children()
-        if children:
-            return children[0].pid
+        for child in worker.children():
+            try:
+                if child.pid not in ended and child.status() != psutil.STATUS_ZOMBIE:
+                    return child.pid
+            except psutil.NoSuchProcess:
+                continue
         time.sleep(0.05)
     pytest.fail("the worker forked no session")
 
@@ -47,9 +55,12 @@ def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
     model = load_zoo_model("mlp:tiny")
     deployment = api.compile(model, [_edge(port)]).deployment
     inputs = model.random_inputs()
+    ended: set[int] = set()
     for sig in SIGNALS:
         session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
-        psutil.Process(_session_pid(worker)).send_signal(sig)
+        pid = _session_pid(worker, ended)
+        psutil.Process(pid).send_signal(sig)
+        ended.add(pid)
         start = time.perf_counter()
         with pytest.raises(Exception):  # noqa: B017, PT011 - TVM's RPC error, whatever its words
             _fingerprint(session)
