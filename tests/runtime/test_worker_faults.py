@@ -33,23 +33,27 @@ def _fingerprint(session) -> str:
 
 
 def _session_pids(
-    worker: psutil.Process, ended: set[int] = frozenset(), timeout_s: float = 10.0
+    worker: psutil.Process, port: int, ended: set[int] = frozenset(), timeout_s: float = 10.0
 ) -> list[int]:
-    """The worker's live child processes (its session, and any it is forking), none in
-    ``ended``: a session just killed can still be listed, a zombie not yet reaped, and once the
-    one child signalled was not the session the client talked to (the test failed twice in
-    ``make test``, never alone), so every live child is signalled."""
+    """The processes under the worker that hold a client's connection to ``port``: its session
+    (none in ``ended``: a session just killed can still be listed, a zombie not yet reaped).
+    Found by the connection, not as the worker's first child: in ``make test`` the child
+    signalled was three times not the session the client talked to (never alone)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        live = []
-        for child in worker.children():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if child.pid not in ended and child.status() != psutil.STATUS_ZOMBIE:
-                    live.append(child.pid)
-        if live:
-            return live
+        found = []
+        for proc in worker.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                if proc.pid in ended or proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if any(c.laddr and c.laddr.port == port and c.raddr
+                       for c in proc.net_connections(kind="tcp")):  # fmt: skip
+                    found.append(proc.pid)
+        if found:
+            return found
         time.sleep(0.05)
-    pytest.fail("the worker forked no session")
+    tree = [(p.pid, p.name()) for p in worker.children(recursive=True)]
+    pytest.fail(f"no session holds a connection to port {port}: {tree}")
 
 
 def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
@@ -61,7 +65,7 @@ def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
     ended: set[int] = set()
     for sig in SIGNALS:
         session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
-        for pid in _session_pids(worker, ended):
+        for pid in _session_pids(worker, port, ended):
             with contextlib.suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).send_signal(sig)
             ended.add(pid)
@@ -81,7 +85,7 @@ def test_a_killed_worker_takes_its_session_with_it(start_workers):
     ((port, proc),) = start_workers(1)
     worker = psutil.Process(proc.pid)
     session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
-    (pid,) = _session_pids(worker)
+    (pid,) = _session_pids(worker, port)
     child = psutil.Process(pid)
     worker.kill()
     child.wait(timeout=10)  # raises psutil.TimeoutExpired if the session lives on
