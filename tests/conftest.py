@@ -86,11 +86,21 @@ def start_server(args: list[str], wait_for: str, env: dict | None = None) -> sub
 
 
 def launch(args: list[str], env: dict | None = None) -> subprocess.Popen:
-    """``python ARGS`` in its own process group, its output piped."""
+    """``python ARGS`` in its own process group, its output piped, with every signal unblocked
+    and at its default action (a signal ignored or blocked in the test process would be
+    inherited through fork and exec: a server's sessions would then survive it)."""
     return subprocess.Popen(
         [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, env=env,
+        start_new_session=True, env=env, preexec_fn=_default_signals,
     )  # fmt: skip
+
+
+def _default_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, signal.SIG_DFL)
 
 
 def wait_until_started(proc: subprocess.Popen, wait_for: str) -> subprocess.Popen:

@@ -56,6 +56,16 @@ def _session_pids(
     pytest.fail(f"no session holds a connection to port {port}: {tree}")
 
 
+def _held(pid: int, sig: signal.Signals) -> bool:
+    """Whether process ``pid`` ignores or blocks ``sig`` (its ``SigIgn`` / ``SigBlk`` masks)."""
+    masks = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigIgn", "SigBlk"):
+            masks[key] = int(value.strip(), 16)
+    return any(mask >> (int(sig) - 1) & 1 for mask in masks.values())
+
+
 def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
     ((port, proc),) = start_workers(1)
     worker = psutil.Process(proc.pid)
@@ -66,6 +76,7 @@ def test_sessions_killed_nine_ways_then_a_tenth_client_runs(start_workers):
     for sig in SIGNALS:
         session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
         for pid in _session_pids(worker, port, ended):
+            assert not _held(pid, sig), f"the session {pid} ignores or blocks {sig!r}"
             with contextlib.suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).send_signal(sig)
             ended.add(pid)
