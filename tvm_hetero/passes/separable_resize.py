@@ -8,8 +8,8 @@ from tvm import relax, te, tirx, topi
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero._compat import TensorType
 from tvm_hetero.ir.mutate import rewrite_calls
+from tvm_hetero.ir.split_dims import shape_of
 from tvm_hetero.ir.types import cpu_tensor_target
 
 RESIZE_OP = "relax.image.resize2d"
@@ -61,7 +61,7 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     a = call.attrs
     if (a.method, a.layout) != ("linear", "NCHW") or a.coordinate_transformation_mode not in MODES:
         return False
-    shapes = [_static(call.args[0].ty), _static(call.ty)]
+    shapes = [shape_of(call.args[0]), shape_of(call)]
     dtype = str(call.args[0].ty.dtype)
     if None in shapes or not dtype.startswith("float") or str(call.ty.dtype) != dtype:
         return False  # TVM's legalization drops ``out_dtype``: its kernel writes the input's
@@ -69,15 +69,6 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     if out_width != width and height >= 2 * out_height:  # the width pass would gather more
         return False
     return cpu_tensor_target(call.ty, mod) is not None
-
-
-def _static(ty: relax.Type) -> tuple[int, ...] | None:
-    if not isinstance(ty, TensorType) or ty.shape is None:
-        return None
-    values = ty.shape.values
-    return (
-        tuple(int(v) for v in values) if all(isinstance(v, tirx.IntImm) for v in values) else None
-    )
 
 
 def _taps(index: tirx.PrimExpr, size: tirx.PrimExpr, out_size: int, mode: str):
@@ -92,35 +83,23 @@ def _lerp(a: tirx.PrimExpr, b: tirx.PrimExpr, t: tirx.PrimExpr) -> tirx.PrimExpr
     return topi.image.resize._lerp(a, b, t)  # pylint: disable=protected-access
 
 
-def _along_width(x: te.Tensor, out_width: int, mode: str, dtype: str) -> te.Tensor:
-    n, c, h, w = x.shape
+def _along(x: te.Tensor, axis: int, out_size: int, mode: str, dtype: str, name: str) -> te.Tensor:
+    """``x`` interpolated along ``axis`` (3: the width, 2: the height) to ``out_size``."""
+    shape = list(x.shape)
+    size, shape[axis] = shape[axis], out_size
 
-    def row(b, ch, y, i):
-        lo, hi, t = _taps(i, w, out_width, mode)
-        value = _lerp(x[b, ch, y, lo].astype("float"), x[b, ch, y, hi].astype("float"), t)
-        return value.astype(dtype)
+    def interpolate(*index):
+        lo, hi, t = _taps(index[axis], size, out_size, mode)
+        at = lambda k: x[(*index[:axis], k, *index[axis + 1 :])].astype("float")  # noqa: E731
+        return _lerp(at(lo), at(hi), t).astype(dtype)
 
-    return te.compute((n, c, h, out_width), row, name=WIDTH_KERNEL)
-
-
-def _along_height(x: te.Tensor, out_height: int, mode: str, dtype: str) -> te.Tensor:
-    n, c, h, w = x.shape
-
-    def column(b, ch, j, i):
-        lo, hi, t = _taps(j, h, out_height, mode)
-        value = _lerp(x[b, ch, lo, i].astype("float"), x[b, ch, hi, i].astype("float"), t)
-        return value.astype(dtype)
-
-    return te.compute((n, c, out_height, w), column, name=HEIGHT_KERNEL)
+    return te.compute(shape, interpolate, name=name)
 
 
 def _separated(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     if not rewritten(call, rewriter.mod_):
         return None
-    (_, _, height, width), (_, _, out_height, out_width) = (
-        _static(call.args[0].ty),
-        _static(call.ty),
-    )
+    (_, _, height, width), (_, _, out_height, out_width) = shape_of(call.args[0]), shape_of(call)
     mode, dtype = call.attrs.coordinate_transformation_mode, str(call.ty.dtype)
     x = call.args[0]
     if (out_height, out_width) == (height, width):
@@ -128,13 +107,13 @@ def _separated(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     if out_width != width:
         rows = dtype if out_height == height else "float32"  # TOPI interpolates in float32
         x = rewriter.builder_.call_te(
-            _along_width, x, out_width, mode, rows, primfunc_name_hint=WIDTH_KERNEL
+            _along, x, 3, out_width, mode, rows, WIDTH_KERNEL, primfunc_name_hint=WIDTH_KERNEL
         )
         if out_height == height:
             return x
         x = rewriter.builder_.emit(x)
     out = rewriter.builder_.call_te(
-        _along_height, x, out_height, mode, dtype, primfunc_name_hint=HEIGHT_KERNEL
+        _along, x, 2, out_height, mode, dtype, HEIGHT_KERNEL, primfunc_name_hint=HEIGHT_KERNEL
     )
     kernel = out.args[0]
     func = rewriter.builder_.get()[kernel]
