@@ -47,3 +47,21 @@ def kernel_us(
         args[k] = tvm.runtime.tensor(value)
     us = lib.time_evaluator("k", tvm.cpu(), number=number, repeat=repeat)(*args).median * 1e6
     return us, args[-1].numpy()
+
+
+def interleaved_us(
+    kernels: dict, target, threads: int, rounds: int, number: int = 5, repeat: int = 3
+) -> dict[str, dict[str, list[float]]]:
+    """``{name: (onnx_file, feeds, {label: kernel})}`` timed in ``rounds`` interleaved rounds:
+    in each, ONNX Runtime on the file, then each labelled kernel alone (:func:`kernel_us`);
+    microseconds, ``{name: {"ort": [a round each], label: [...]}}``."""
+    from bench import ort_seconds
+
+    times: dict[str, dict[str, list[float]]] = {}
+    for _ in range(rounds):
+        for name, (path, feeds, labelled) in kernels.items():
+            row = times.setdefault(name, {"ort": [], **{label: [] for label in labelled}})
+            row["ort"].append(ort_seconds(path, feeds, threads, repeat=10)[0] * 1e6)
+            for label, kernel in labelled.items():
+                row[label].append(kernel_us(kernel, target, number, repeat)[0])
+    return times

@@ -32,8 +32,7 @@ import onnx
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from bench import ort_seconds  # noqa: E402
-from conv_kernel import conv_relu_func, kernel_us  # noqa: E402
+from conv_kernel import conv_relu_func, interleaved_us  # noqa: E402
 from onnx_models import conv_onnx  # noqa: E402
 from stamp import stamp  # noqa: E402
 
@@ -102,7 +101,7 @@ def main() -> None:
     use_threads(args.threads)
     target = make_target(cpu_device(threads=args.threads).target)
     rng = np.random.default_rng(0)
-    kernels, times, pads = {}, {}, {}
+    kernels, pads = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (x_shape, w_shape, stride, pad) in CASES.items():
             path = Path(tmp) / f"{len(kernels)}.onnx"
@@ -110,16 +109,11 @@ def main() -> None:
             onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (ph, pw, ph, pw), 1), path)
             x = rng.standard_normal(x_shape).astype("float32")
             pads[name] = paddings(x_shape, w_shape, stride, pad, target)
-            kernels[name] = (path, {"x": x}, [
-                rule_kernel(x_shape, w_shape, stride, pads[name][k], target, k == "now")
+            kernels[name] = (path, {"x": x}, {
+                k: rule_kernel(x_shape, w_shape, stride, pads[name][k], target, k == "now")
                 for k in ("before", "now")
-            ])  # fmt: skip
-        for _ in range(args.rounds):
-            for name, (path, feeds, (before, now)) in kernels.items():
-                row = times.setdefault(name, {"ort": [], "before": [], "now": []})
-                row["ort"].append(ort_seconds(path, feeds, args.threads, repeat=10)[0] * 1e6)
-                row["before"].append(kernel_us(before, target, 10)[0])
-                row["now"].append(kernel_us(now, target, 10)[0])
+            })  # fmt: skip
+        times = interleaved_us(kernels, target, args.threads, args.rounds, number=10, repeat=5)
     rows = []
     for name, (_x, w_shape, _s, _p) in CASES.items():
         out_h, out_w = pads[name]["out"]

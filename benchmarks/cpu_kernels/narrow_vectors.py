@@ -26,8 +26,7 @@ import onnx
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from bench import ort_seconds  # noqa: E402
-from conv_kernel import kernel_us  # noqa: E402
+from conv_kernel import interleaved_us  # noqa: E402
 from conv_rows import paddings, rule_kernel  # noqa: E402
 from onnx_models import conv_onnx  # noqa: E402
 from stamp import stamp  # noqa: E402
@@ -67,24 +66,22 @@ def main() -> None:
     use_threads(args.threads)
     target = make_target(cpu_device(threads=args.threads).target)
     rng = np.random.default_rng(0)
-    kernels, times = {}, {}
+    kernels, paddings_used = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (x_shape, w_shape, stride, pad) in CASES.items():
             path = Path(tmp) / f"{len(kernels)}.onnx"
             onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (pad,) * 4, 1), path)
             x = rng.standard_normal(x_shape).astype("float32")
-            pair = [kernel(x_shape, w_shape, stride, pad, target, h) for h in (False, True)]
-            kernels[name] = (path, {"x": x}, pair)
-        for _ in range(args.rounds):
-            for name, (path, feeds, pair) in kernels.items():
-                row = times.setdefault(name, {"ort": [], "whole": [], "halved": []})
-                row["ort"].append(ort_seconds(path, feeds, args.threads, repeat=10)[0] * 1e6)
-                for key, (_padding, k) in zip(("whole", "halved"), pair, strict=True):
-                    row[key].append(kernel_us(k, target, 5, 3)[0])
+            built = {k: kernel(x_shape, w_shape, stride, pad, target, k == "halved")
+                     for k in ("whole", "halved")}  # fmt: skip
+            paddings_used[name] = {k: padding for k, (padding, _) in built.items()}
+            kernels[name] = (path, {"x": x}, {k: built[k][1] for k in built})
+        times = interleaved_us(kernels, target, args.threads, args.rounds)
     rows = []
-    for name, (_path, _feeds, pair) in kernels.items():
+    for name in kernels:
         med = {k: statistics.median(v) for k, v in times[name].items()}
-        rows.append({"conv": name, "padding_whole": pair[0][0], "padding_halved": pair[1][0],
+        used = paddings_used[name]
+        rows.append({"conv": name, "padding_whole": used["whole"], "padding_halved": used["halved"],
                      "whole_us": med["whole"], "halved_us": med["halved"], "ort_us": med["ort"],
                      "samples_us": times[name]})  # fmt: skip
         r = rows[-1]

@@ -29,8 +29,7 @@ import onnx
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from bench import ort_seconds  # noqa: E402
-from conv_kernel import conv_relu_func, kernel_us  # noqa: E402
+from conv_kernel import conv_relu_func, interleaved_us  # noqa: E402
 from onnx_models import conv_onnx  # noqa: E402
 from stamp import stamp  # noqa: E402
 
@@ -79,20 +78,15 @@ def main() -> None:
     use_threads(args.threads)
     target = make_target(cpu_device(threads=args.threads).target)
     rng = np.random.default_rng(0)
-    kernels, times = {}, {}
+    kernels = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (x_shape, w_shape) in CASES.items():
             path = Path(tmp) / f"{len(kernels)}.onnx"
             onnx.save(conv_onnx(x_shape, w_shape, (1, 1), (0, 0, 0, 0), 1), path)
             x = rng.standard_normal(x_shape).astype("float32")
-            pair = [rule_kernel(x_shape, w_shape, target, now) for now in (False, True)]
+            pair = {k: rule_kernel(x_shape, w_shape, target, k == "now") for k in ("before", "now")}
             kernels[name] = (path, {"x": x}, pair)
-        for _ in range(args.rounds):
-            for name, (path, feeds, (before, now)) in kernels.items():
-                row = times.setdefault(name, {"ort": [], "before": [], "now": []})
-                row["ort"].append(ort_seconds(path, feeds, args.threads, repeat=10)[0] * 1e6)
-                row["before"].append(kernel_us(before, target, 5, 3)[0])
-                row["now"].append(kernel_us(now, target, 5, 3)[0])
+        times = interleaved_us(kernels, target, args.threads, args.rounds)
     rows = []
     for name, (x_shape, w_shape) in CASES.items():
         gflop = 2 * np.prod(w_shape) * x_shape[2] * x_shape[3] / 1e9
