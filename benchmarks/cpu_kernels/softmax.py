@@ -5,10 +5,11 @@
 
 Each case is ``torch.softmax(x, dim=-1)`` over attention scores (batch 1, heads x rows x
 keys) exported to ONNX: BERT's 12 x 128 x 128, ViT's 197 keys (a prime: no vector divides the
-row, dlight's schedule stays), SegFormer's reduced keys and Whisper's 1,500 frames. Compiled for
-the whole CPU with rows in lanes and without (``before``), run end to end by our executor beside
-ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians); outputs checked
-against ONNX Runtime's. One JSON line per case in ``benchmarks/results/softmax.jsonl``.
+row, which is padded to whole vectors), SegFormer's reduced keys and Whisper's 1,500 frames.
+Compiled for the whole CPU with rows in lanes and without (``before``), run end to end by our
+executor beside ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians);
+outputs checked against ONNX Runtime's. One JSON line per case in
+``benchmarks/results/softmax.jsonl``.
 """
 
 from __future__ import annotations

@@ -290,11 +290,14 @@ def test_a_mean_broadcast_back_is_summed_once_not_once_per_element(shape):
 
 
 @pytest.mark.parametrize(
-    ("shape", "lanes"), [((2, 12, 128), 8), ((1, 6, 1500), 6), ((2, 4, 197), None)]
+    ("shape", "lanes", "whole"),
+    [((2, 12, 128), 8, None), ((1, 6, 1500), 6, None), ((2, 4, 197), 8, 24), ((3, 2), None, None)],
 )
-def test_softmax_rows_are_reduced_in_lanes_where_a_vector_divides_them(shape, lanes):
+def test_softmax_rows_are_reduced_in_lanes(shape, lanes, whole):
     """Each row's max and sum as ``lanes`` partial results a vector updates (the largest divisor
-    of the row up to the CPU's 8 lanes), then combined; rows of a prime length keep dlight's."""
+    of the row up to the CPU's 8 lanes), then combined. A row no vector of 4 or more divides
+    (197, a prime) is padded to whole vectors of 8 and each loop over it partitioned into its
+    24 whole vectors and the last; a row shorter than a vector keeps dlight's schedule."""
     mod = _module([shape], lambda bb, x: relax.op.nn.softmax(x, axis=-1))
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:reduction"}
@@ -302,7 +305,10 @@ def test_softmax_rows_are_reduced_in_lanes_where_a_vector_divides_them(shape, la
     assert ("_rf" in script) == (lanes is not None), script
     if lanes is not None:
         assert f"T.vectorized(T.int64({lanes}))" in script and "T.parallel" in script
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    if whole is not None:  # max, exp, sum and divide: whole vectors, then the last
+        assert script.count(f"in range(T.int64({whole})):") == 4, script
+        assert script.count(f"in range(T.int64({whole}), T.int64({whole + 1})):") == 4, script
+    x = 4 * np.random.default_rng(0).standard_normal(shape).astype("float32") - 20
     np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-5, atol=1e-6)
 
 

@@ -5,6 +5,7 @@ broadcast."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from tvm import s_tir, tirx
 from tvm.s_tir import dlight
@@ -20,12 +21,14 @@ from tvm_hetero.schedules.cpu.common import (
     vector_lanes,
     vectorize_parallel,
 )
+from tvm_hetero.schedules.cpu.padded_rows import pad_row_reductions
 
 
 class Reduction(CpuRule):
-    """Rows reduced in vector lanes (:func:`rows_in_vectors`) where a vector divides them, else
-    dlight's ``cpu.Reduction``: parallel rows, vectorized element-wise steps, unrolled sums;
-    where that would compute a reduction again under a loop it does not use, two passes.
+    """Rows reduced in vector lanes (:func:`rows_in_vectors`), padded to whole vectors where none
+    divides them, else dlight's ``cpu.Reduction``: parallel rows, vectorized element-wise steps,
+    unrolled sums; where that would compute a reduction again under a loop it does not use, two
+    passes.
 
     dlight parallelizes the last block's leading spatial loops and moves every block under them.
     When the reduction's rows are not those loops (a group norm over one group: the mean of all
@@ -54,19 +57,22 @@ class Reduction(CpuRule):
 
 
 MIN_ROW_LANES = 4
-"""The narrowest vector :func:`rows_in_vectors` reduces a row in (rows no such vector divides,
-ViT's 197 tokens, keep dlight's schedule; Whisper's 1,500 frames are vectors of 6 with AVX2,
-of 15 with AVX-512)."""
+"""The narrowest divisor of a row :func:`rows_in_vectors` reduces it in (Whisper's 1,500 frames
+are vectors of 6 with AVX2, of 15 with AVX-512); a row no such vector divides (ViT's 197 tokens)
+is padded to whole vectors of the CPU's lanes."""
 
 
 def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     """Rows reduced in vector lanes: every block computed row by row under the last block's
     rows (in parallel), each step over the row vectorized by the largest divisor ``v`` of its
     length up to the CPU's lanes, each reduction over the row ``rfactor``-ed into ``v`` partial
-    results that a vector updates, then summed. None where the kernel is not such rows (the
-    last block not element-wise, no reduction, a reduction over other axes or more than one,
-    ``v`` below :data:`MIN_ROW_LANES`, one row, or a reduction that would run again for every
-    row).
+    results that a vector updates, then summed. Where no ``v`` of :data:`MIN_ROW_LANES` or more
+    divides the row, the reductions run over the row padded to whole vectors of the CPU's lanes
+    (:func:`~.padded_rows.pad_row_reductions`) and every loop over the row is partitioned into
+    its whole vectors and a last, partial one. None where the kernel is not such rows (the
+    last block not element-wise, no reduction, a reduction over other axes or more than one, a
+    row shorter than a vector with no such ``v``, one row, or a reduction that would run again
+    for every row).
 
     dlight's schedule reduces each row as one scalar chain: a softmax over Whisper's 1,500
     frames (6 heads) took 25 ms where ONNX Runtime takes 3; in lanes, 5.7 (AMD EPYC Zen 4, two
@@ -81,53 +87,79 @@ def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | Non
         return None  # nothing reduced: the injective rule's
     length = extents[-1]
     lanes = largest_divisor(length, vector_lanes(target, 32))
+    row = Row(length, lanes, length)
     if lanes < MIN_ROW_LANES:
-        return None
+        lanes = vector_lanes(target, 32)
+        row = Row(length, lanes, -(-length // lanes) * lanes)
+        padded = pad_row_reductions(func, length, row.padded) if length >= lanes else None
+        if padded is None:
+            return None
+        sch = s_tir.Schedule(padded)
     try:
-        for block in blocks[:-1]:
+        for block in _blocks(sch)[:-1]:
             if not is_spatial(sch, block):
-                _row_partials(sch, block, length, lanes)
+                _row_partials(sch, block, row)
         blocks = _blocks(sch)
         loops = sch.get_loops(blocks[-1])
-        row = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
+        rows = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
         for block in reversed(blocks[:-1]):
-            sch.compute_at(block, row, preserve_unit_loops=False)
+            sch.compute_at(block, rows, preserve_unit_loops=False)
         if recomputed(sch) > 1:
             return None
-        sch.parallel(row)
-        for block in sch.get_child_blocks(row):
-            _vectorize_row_step(sch, block, length, lanes)
+        sch.parallel(rows)
+        for block in list(sch.get_child_blocks(rows)):
+            _vectorize_row_step(sch, block, row)
     except (ScheduleError, ValueError):
         return None
     return sch
 
 
-def _row_partials(sch: s_tir.Schedule, block, length: int, lanes: int) -> None:
-    """``rfactor`` ``block``'s one reduction, over the row's ``length``, into ``lanes`` partial
-    results (a ``ValueError`` where it is not such a reduction)."""
+class Row(NamedTuple):
+    """A row as :func:`rows_in_vectors` cuts it: its ``length``, the ``lanes`` of its vectors,
+    and the ``padded`` length its reductions run over (``length`` where the lanes divide it)."""
+
+    length: int
+    lanes: int
+    padded: int
+
+    @property
+    def whole(self) -> int:
+        """Vectors wholly inside the row."""
+        return self.length // self.lanes
+
+
+def _row_partials(sch: s_tir.Schedule, block, row: Row) -> None:
+    """``rfactor`` ``block``'s one reduction, over the row's ``padded`` length, into ``lanes``
+    partial results (a ``ValueError`` where it is not such a reduction)."""
     reductions = [v for v in sch.get(block).iter_vars if v.iter_type != tirx.IterVar.DataPar]
     inner = sch.get_loops(block)[-1]
-    if len(reductions) != 1 or const_extents(sch, [inner]) != [length]:
+    if len(reductions) != 1 or const_extents(sch, [inner]) != [row.padded]:
         raise ValueError("not a reduction over the row")
-    _, lane = sch.split(inner, [None, lanes])
+    _, lane = sch.split(inner, [None, row.lanes])
     sch.rfactor(lane, factor_axis=0)
 
 
-def _vectorize_row_step(sch: s_tir.Schedule, block, length: int, lanes: int) -> None:
+def _vectorize_row_step(sch: s_tir.Schedule, block, row: Row) -> None:
     """Vectorize one step of a row: an element-wise step over the row by ``lanes``, a partial
     reduction (``_rf``) across its lanes with the row's chunks outside and its initialisation
-    taken out of the loop; the final sum of the partial results stays scalar."""
+    taken out of the loop; the final sum of the partial results stays scalar. A row the lanes
+    do not divide is partitioned into its whole vectors (no guard left in them) and the last."""
     loops = sch.get_loops(block)[1:]
     extents = const_extents(sch, loops)
-    if is_spatial(sch, block) and extents and extents[-1] == length:
-        sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
+    if is_spatial(sch, block) and extents and extents[-1] == row.length:
+        chunk, lane = sch.split(loops[-1], [None, row.lanes])
+        sch.vectorize(lane)
     elif sch.get(block).name_hint.endswith("_rf") and len(loops) == 2:
-        lane, chunk = loops if extents[0] == lanes else loops[::-1]
+        lane, chunk = loops if extents[0] == row.lanes else loops[::-1]
         sch.reorder(chunk, lane)
         sch.vectorize(lane)
         init = sch.get_loops(sch.decompose_reduction(block, chunk))[-1]
         if sch.get(init).kind != tirx.ForKind.VECTORIZED:
             sch.vectorize(init)
+    else:
+        return
+    if row.length % row.lanes:
+        sch.loop_partition(chunk, [row.whole, None])
 
 
 LONG_SUM = 2048
