@@ -312,6 +312,34 @@ def test_softmax_rows_are_reduced_in_lanes(shape, lanes, whole):
     np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-5, atol=1e-6)
 
 
+def test_a_step_over_the_row_read_once_is_inlined_into_its_reader():
+    """The fast softmax's ``x - max`` is read by its ``exp`` alone: computed inside it, no row
+    stored between them; the ``exp``, summed and divided, stays a row of its own."""
+    from tvm_hetero._compat import VDevice
+    from tvm_hetero.passes import LegalizeWithFastMath
+
+    vdevice = VDevice(CPU, 0, "global")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 3, 197), "float32", vdevice))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdevice])
+    mod = LegalizeWithFastMath()(mod)
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    assert "T_softmax_delta" in kernel.script()
+    script = Reduction().schedule(kernel, CPU).mod["main"].script()
+    assert "T_softmax_delta" not in script and "T_fast_exp = " in script, script
+    scheduled = schedule_kernels(mod, "rules")
+    rows = np.random.default_rng(0).standard_normal((2, 3, 197)).astype("float32")
+    np.testing.assert_allclose(_run(scheduled, [rows]), _run(mod, [rows]), rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize(
     ("channels", "rows", "vectors", "gathered", "tile"),
     [(64, 56, 7, False, (4, 2, 1)), (128, 28, 4, False, (4, 1, 2)), (512, 7, 1, False, (8, 1, 1)),

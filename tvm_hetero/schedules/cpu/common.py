@@ -69,7 +69,7 @@ def largest_divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
-def _apply_each(primitive, blocks) -> bool:
+def apply_each(primitive, blocks) -> bool:
     """Apply ``primitive`` to each block where it succeeds; whether any did.
 
     0.27's ``reverse_compute_inline`` fails with an internal error (a null interval) on a
@@ -90,7 +90,7 @@ def inline_producers(
     sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, keep: tuple[str, ...] = ()
 ) -> None:
     """Inline every producer of ``block`` that can be inlined, transitively, except ``keep``."""
-    while _apply_each(
+    while apply_each(
         sch.compute_inline,
         [p for p in sch.get_producers(block) if sch.get(p).name_hint not in keep],
     ):
@@ -104,7 +104,7 @@ def inline_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> Non
     rest reverse-inlined into ``block``: reverse-inlining a block whose result is read twice
     (``x * erf(x)`` in GELU) loses one of the reads in 0.27.
     """
-    while _apply_each(sch.compute_inline, _all_consumers(sch, block)) | _apply_each(
+    while apply_each(sch.compute_inline, _all_consumers(sch, block)) | apply_each(
         sch.reverse_compute_inline, sch.get_consumers(block)
     ):
         pass

@@ -15,6 +15,7 @@ from tvm.tirx.analysis import undefined_vars
 
 from tvm_hetero.schedules.cpu.common import (
     CpuRule,
+    apply_each,
     const_extents,
     is_spatial,
     largest_divisor,
@@ -96,6 +97,7 @@ def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | Non
             return None
         sch = s_tir.Schedule(padded)
     try:
+        _inline_read_once(sch)
         for block in _blocks(sch)[:-1]:
             if not is_spatial(sch, block):
                 _row_partials(sch, block, row)
@@ -112,6 +114,15 @@ def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | Non
     except (ScheduleError, ValueError):
         return None
     return sch
+
+
+def _inline_read_once(sch: s_tir.Schedule) -> None:
+    """Inline each element-wise step over the row that one step reads (softmax's ``x - max``
+    into its ``exp``): a store and a load an element fewer. A step read twice (the ``exp`` that
+    is summed and divided) stays, computed once. Softmax 6 x 1,500 x 1,500: 6.5 -> 4.9 ms, 3 x
+    197 x 197: 35 -> 28 us (Zen 4, two threads, kernels alone in interleaved rounds)."""
+    blocks = [b for b in _blocks(sch)[:-1] if is_spatial(sch, b) and len(sch.get_consumers(b)) == 1]
+    apply_each(sch.compute_inline, blocks)
 
 
 class Row(NamedTuple):
