@@ -221,6 +221,23 @@ def narrow_vectors() -> str:
     )  # fmt: skip
 
 
+def grouped_convs() -> str:
+    """``benchmarks/cpu_kernels/grouped_convs.py``: groups a vector of channels fills."""
+    data = load("grouped_convs.json")
+    out = [
+        (r["conv"], ms(r["by_group_us"]), ms(r["channels_us"]), ms(r["ort_us"]),
+         ratio(r["by_group_us"], r["channels_us"]), ratio(r["channels_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return titled(
+        "grouped_convs.json", data,
+        ("convolution", "by group us", "channels us", "ORT us", "speed-up", "now / ORT"),
+        out,
+        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
+        "interleaved rounds; each kernel alone, as a build makes it (weights packed).",
+    )  # fmt: skip
+
+
 def softmax() -> str:
     """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
     rows = list(latest(load("softmax.jsonl"), "case").values())
@@ -262,6 +279,7 @@ SECTIONS = {
     "narrow-convs": narrow_convs,
     "pointwise": pointwise,
     "narrow-vectors": narrow_vectors,
+    "grouped-convs": grouped_convs,
     "resize": resize,
     "softmax": softmax,
 }

@@ -156,6 +156,48 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
     assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
+def _grouped_module(channels: int, per_group: int, width: int, stride: int):
+    """``relu(conv2d(x, V, groups))`` 3x3, ``per_group`` input and output channels a group, on
+    a 6-row map ``width`` columns wide, legalized and fused for this CPU (``V`` constant)."""
+    rng = np.random.default_rng(2)
+    weights = rng.standard_normal((channels, per_group, 3, 3)).astype("float32")
+    x = relax.Var("x", relax.TensorType((1, channels, 6, width), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(
+                relax.op.nn.conv2d(x, relax.const(weights), stride, 1, groups=channels // per_group)
+            )
+            out = bb.emit_output(relax.op.nn.relu(conv))
+        bb.emit_func_output(out)
+    return fused_kernels(bb.get(), CPU)
+
+
+@pytest.mark.parametrize(("width", "stride"), [(7, 1), (14, 2)])
+def test_grouped_convolutions_whose_groups_the_lanes_divide_are_packed_by_channel(width, stride):
+    """Groups of one vector of output channels (RegNet-X's 16, at any width and stride): the
+    weights ``[O / L, I / G, 3, 3, L]``, a vector of one group's channels per broadcast input,
+    outputs equal the unpacked build's."""
+    lanes = vector_lanes(CPU, 32)
+    before = _grouped_module(4 * lanes, lanes, width, stride)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    ((name, kernel),) = _kernels(after).items()
+    assert name.endswith("_channels")
+    shape = f"(T.int64(4), T.int64({lanes}), T.int64(3), T.int64(3), T.int64({lanes}))"
+    assert shape in kernel.script()
+    scheduled = schedule_kernels(after, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (tiled,) = _kernels(scheduled).values()
+    assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()
+    x = np.random.default_rng(3).standard_normal((1, 4 * lanes, 6, width)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+def test_groups_the_lanes_do_not_divide_stay():
+    mod = _grouped_module(32, 4, 7, 1)  # ResNeXt's groups of 4 channels
+    tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
+
+
 def test_wide_convolutions_and_channels_the_vector_does_not_divide_stay():
     for mod, _ in (_conv_module(16), _conv_module(3, channels=12)):
         tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)

@@ -312,6 +312,29 @@ def test_softmax_rows_are_reduced_in_lanes(shape, lanes, whole):
     np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("weights", "groups", "channel", "group"),
+    [((32, 16, 3, 3), 1, 1, None), ((32, 8, 3, 3), 2, 1, 16), ((16, 1, 3, 3), 16, None, None)],
+    ids=["plain", "groups of 16", "depthwise"],
+)
+def test_a_grouped_convolution_has_a_channel_axis_and_its_group(weights, groups, channel, group):
+    """The data reads a grouped convolution's output channel only as its group's first input
+    channel (``ff // G * G + rc``): the channel axis is found, with ``G``; a depthwise one has
+    none (its data reads every output channel's own input)."""
+    from tvm_hetero.schedules.cpu.conv import conv_form
+
+    channels = weights[1] * groups
+    mod = _module([(1, channels, 8, 8), weights],
+                  lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=groups))  # fmt: skip
+    (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = tvm.s_tir.Schedule(kernel)
+    (main,) = [
+        b for b in sch.get_child_blocks(sch.get_sblock("root")) if "conv" in sch.get(b).name_hint
+    ]
+    form = conv_form(sch.get(main))
+    assert (form.channel, form.group) == (channel, group)
+
+
 def test_a_step_over_the_row_read_once_is_inlined_into_its_reader():
     """The fast softmax's ``x - max`` is read by its ``exp`` alone: computed inside it, no row
     stored between them; the ``exp``, summed and divided, stays a row of its own."""

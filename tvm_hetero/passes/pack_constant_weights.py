@@ -205,7 +205,7 @@ def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packin
         return None
     lanes = vector_lanes(target, output_bits(sch, main))
     channels = int(weights.source.shape[0])
-    if not channel_tiled(int(iters[form.spatial[-1]].dom.extent), channels, lanes):
+    if not channel_tiled(int(iters[form.spatial[-1]].dom.extent), channels, lanes, form.group):
         return None
     ndim = len(weights.source.shape)
     sch.transform_layout(

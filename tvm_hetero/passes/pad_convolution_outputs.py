@@ -89,7 +89,8 @@ def computed_output(
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
     groups, stride = int(attrs.groups), [int(s) for s in attrs.strides]
-    if groups == 1 and constant and channel_tiled(width, channels, lanes):
+    group = channels // groups if 1 < groups < channels else None
+    if constant and groups < channels and channel_tiled(width, channels, lanes, group):
         return None  # its weights are packed by channel: the rule's vector is channels
     wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
     top, left, bottom, right = (int(p) for p in attrs.padding)

@@ -1,0 +1,137 @@
+"""Grouped convolutions whose groups one vector of output channels fills (RegNet-X's groups of
+16 with AVX-512): by group (``GroupedConvolutionsByGroup``, the convolution rule's register
+tile over a group's channels) or as TOPI's kernel with the weights packed by channel and the
+rule's channel-vectorized tile, and ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/cpu_kernels/grouped_convs.py [--threads 2] [--rounds 3]
+
+Each ``relu(conv2d(x, w, groups))`` (RegNet-X 400MF's, 16 input and output channels a group) is
+legalized both ways for the whole CPU, scheduled by the rules and timed alone
+(``time_evaluator``), ONNX Runtime on a one-node ONNX file of the same convolution, same
+threads, in ``--rounds`` interleaved rounds (medians). On an AVX2 host (8 lanes) the groups of
+16 are two vectors each. Results: ``benchmarks/results/grouped_convs.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from conv_kernel import interleaved_us  # noqa: E402
+from onnx_models import conv_onnx  # noqa: E402
+from stamp import stamp  # noqa: E402
+
+CASES = {  # name: (input, weights, stride, groups): RegNet-X 400MF's grouped convolutions
+    "64 @56 /2, 4 groups": ((1, 64, 56, 56), (64, 16, 3, 3), 2, 4),
+    "64 @28, 4 groups": ((1, 64, 28, 28), (64, 16, 3, 3), 1, 4),
+    "160 @28 /2, 10 groups": ((1, 160, 28, 28), (160, 16, 3, 3), 2, 10),
+    "160 @14, 10 groups": ((1, 160, 14, 14), (160, 16, 3, 3), 1, 10),
+    "400 @14 /2, 25 groups": ((1, 400, 14, 14), (400, 16, 3, 3), 2, 25),
+    "400 @7, 25 groups": ((1, 400, 7, 7), (400, 16, 3, 3), 1, 25),
+}
+
+
+def kernel(x_shape, w_shape, stride: int, groups: int, target, by_group: bool):
+    """The scheduled kernel of ``relu(conv2d)`` with constant weights, by group or by channel
+    vectors (as a build makes it: the rewrite, then the weights packed)."""
+    from tvm import relax
+
+    from tvm_hetero._compat import PrimFunc, VDevice
+    from tvm_hetero.passes import GroupedConvolutionsByGroup, PackConstantWeights
+    from tvm_hetero.passes import grouped_convolutions_by_group as grouping
+    from tvm_hetero.schedules.apply import first_schedule
+    from tvm_hetero.schedules.cpu import cpu_rules
+
+    vdevice = VDevice(target, 0, "global")
+    weights = np.random.default_rng(1).standard_normal(w_shape).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32", vdevice))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(x, relax.const(weights), stride, 1, groups=groups)
+            out = bb.emit_output(relax.op.nn.relu(bb.emit(conv)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdevice])
+    kept = grouping.channel_vectorized
+    grouping.channel_vectorized = (lambda *_: False) if by_group else kept
+    try:
+        mod = GroupedConvolutionsByGroup()(mod)
+    finally:
+        grouping.channel_vectorized = kept
+    mod = relax.transform.LegalizeOps()(mod)
+    mod = relax.transform.FuseTIR()(
+        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+    )
+    mod = tvm_kernels_with(mod, target)
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    (conv_kernel,) = [
+        f for gv, f in mod.functions_items() if isinstance(f, PrimFunc) and "conv" in gv.name_hint
+    ]
+    return first_schedule(conv_kernel, target, cpu_rules())[0].mod["main"]
+
+
+def tvm_kernels_with(mod, target):
+    """``mod`` with every kernel tagged with ``target`` (as ``RestoreKernelTargets`` leaves a
+    build's)."""
+    import tvm
+
+    from tvm_hetero._compat import PrimFunc
+
+    return tvm.IRModule(
+        {
+            gv: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
+            for gv, f in mod.functions_items()
+        }
+    )
+
+
+def main() -> None:
+    from tvm_hetero._compat import make_target
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.runtime.worker import use_threads
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default=str(HERE.parent / "results" / "grouped_convs.json"))
+    args = parser.parse_args()
+    use_threads(args.threads)
+    target = make_target(cpu_device(threads=args.threads).target)
+    rng = np.random.default_rng(0)
+    kernels = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (x_shape, w_shape, stride, groups) in CASES.items():
+            path = Path(tmp) / f"{len(kernels)}.onnx"
+            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (1,) * 4, groups), path)
+            x = rng.standard_normal(x_shape).astype("float32")
+            built = {k: kernel(x_shape, w_shape, stride, groups, target, k == "by_group")
+                     for k in ("by_group", "channels")}  # fmt: skip
+            kernels[name] = (path, {"x": x}, built)
+        times = interleaved_us(kernels, target, args.threads, args.rounds)
+    rows = []
+    for name in kernels:
+        med = {k: statistics.median(v) for k, v in times[name].items()}
+        rows.append({"conv": name, "by_group_us": med["by_group"], "channels_us": med["channels"],
+                     "ort_us": med["ort"], "samples_us": times[name]})  # fmt: skip
+        r = rows[-1]
+        print(f"{name:24} by group {r['by_group_us']:7.0f} us  channels {r['channels_us']:7.0f} us"
+              f"  ORT {r['ort_us']:7.0f} us  now / ORT {r['channels_us'] / r['ort_us']:4.2f}x")  # fmt: skip
+    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
+           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
