@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 
@@ -49,18 +51,29 @@ def kernel_us(
     return us, args[-1].numpy()
 
 
+PARKED_S = 0.05
+"""Seconds :func:`interleaved_us` waits before ONNX Runtime's turn: TVM's pool threads park."""
+
+
 def interleaved_us(
     kernels: dict, target, threads: int, rounds: int, number: int = 5, repeat: int = 3
 ) -> dict[str, dict[str, list[float]]]:
     """``{name: (onnx_file, feeds, {label: kernel})}`` timed in ``rounds`` interleaved rounds:
     in each, ONNX Runtime on the file, then each labelled kernel alone (:func:`kernel_us`);
-    microseconds, ``{name: {"ort": [a round each], label: [...]}}``."""
+    microseconds, ``{name: {"ort": [a round each], label: [...]}}``. ONNX Runtime starts
+    :data:`PARKED_S` after the last kernel and is timed after 30 runs of its own: TVM's pool
+    threads spin on their cores for a while after a kernel, and ONNX Runtime's threads sharing
+    those cores ran up to 3.5x slower in some rounds (a 3x3 convolution of 64 channels at 56 x
+    56: 1.05 or 3.6 ms, Zen 4); straight after the pause, on idle cores, its 0.1 ms
+    convolutions ran 1.6x slower than once the cores were busy again."""
     from bench import ort_seconds
 
     times: dict[str, dict[str, list[float]]] = {}
     for _ in range(rounds):
         for name, (path, feeds, labelled) in kernels.items():
             row = times.setdefault(name, {"ort": [], **{label: [] for label in labelled}})
+            time.sleep(PARKED_S)
+            ort_seconds(path, feeds, threads, repeat=30)  # the cores busy again
             row["ort"].append(ort_seconds(path, feeds, threads, repeat=10)[0] * 1e6)
             for label, kernel in labelled.items():
                 row[label].append(kernel_us(kernel, target, number, repeat)[0])

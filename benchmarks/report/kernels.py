@@ -238,6 +238,25 @@ def grouped_convs() -> str:
     )  # fmt: skip
 
 
+def wide_channel_vectors() -> str:
+    """``benchmarks/cpu_kernels/wide_channel_vectors.py``: AVX-512 channel vectors up to 56."""
+    data = load("wide_channel_vectors.json")
+    out = [
+        (r["conv"], ms(r["width_us"]), ms(r["channels_us"]), ms(r["ort_us"]),
+         ratio(r["width_us"], r["channels_us"]),
+         ratio(r["channels_us"] or r["width_us"], r["ort_us"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    return titled(
+        "wide_channel_vectors.json", data,
+        ("convolution", "width us", "channels us", "ORT us", "speed-up", "now / ORT"),
+        out,
+        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
+        "interleaved rounds; each kernel alone, as a build makes it; no channels time: the "
+        "rule keeps the width tile there.",
+    )  # fmt: skip
+
+
 def softmax() -> str:
     """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
     rows = list(latest(load("softmax.jsonl"), "case").values())
@@ -280,6 +299,7 @@ SECTIONS = {
     "pointwise": pointwise,
     "narrow-vectors": narrow_vectors,
     "grouped-convs": grouped_convs,
+    "wide-channel-vectors": wide_channel_vectors,
     "resize": resize,
     "softmax": softmax,
 }

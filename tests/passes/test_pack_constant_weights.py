@@ -198,8 +198,43 @@ def test_groups_the_lanes_do_not_divide_stay():
     tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
 
 
+@pytest.mark.parametrize(
+    ("mcpu", "width", "channels", "packed"),
+    [("znver4", 14, 32, True), ("znver4", 56, 32, True), ("znver4", 112, 32, False),
+     ("znver4", 14, 16, False), ("znver3", 14, 32, False)],
+)  # fmt: skip
+def test_with_avx512_rows_up_to_56_wide_are_packed_by_channel(mcpu, width, channels, packed):
+    """With 16 lanes a 3x3 convolution of two vectors of channels or more, rows up to 56 wide,
+    gets the channel-vectorized tile; wider rows, one vector of channels and AVX2's 8 lanes
+    keep the width-vectorized one (built only: the host may lack AVX-512)."""
+    target = make_target({**cpu_device().target, "mcpu": mcpu})
+    mod, _ = _conv_module(width, channels, target=target)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    (name,) = _kernels(after)
+    assert name.endswith("_channels") == packed, name
+
+
+def test_stems_of_few_input_channels_and_1x1_windows_are_not_packed_by_channel():
+    """A 3-channel image's first convolution and a 1x1 convolution stay as they were with
+    AVX-512 (the stems ran slower by channel; a 1x1 window is the matmul rule's)."""
+    target = make_target({**cpu_device().target, "mcpu": "znver4"})
+    for in_channels, window in ((3, 3), (32, 1)):
+        x = relax.Var("x", relax.TensorType((1, in_channels, 28, 28), "float32"))
+        rng = np.random.default_rng(0)
+        weights = rng.standard_normal((32, in_channels, window, window)).astype("float32")
+        bb = relax.BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weights), 2, window // 2))
+            bb.emit_func_output(out)
+        mod = fused_kernels(bb.get(), target)
+        (name,) = _kernels(relax.transform.DeadCodeElimination()(PackConstantWeights()(mod)))
+        assert not name.endswith("_channels"), name
+
+
 def test_wide_convolutions_and_channels_the_vector_does_not_divide_stay():
-    for mod, _ in (_conv_module(16), _conv_module(3, channels=12)):
+    avx2 = make_target({**cpu_device().target, "mcpu": "znver3"})  # AVX-512 packs rows of 16
+    for mod, _ in (_conv_module(16, target=avx2), _conv_module(3, channels=12)):
         tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
 
 

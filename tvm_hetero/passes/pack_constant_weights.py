@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -205,7 +206,12 @@ def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packin
         return None
     lanes = vector_lanes(target, output_bits(sch, main))
     channels = int(weights.source.shape[0])
-    if not channel_tiled(int(iters[form.spatial[-1]].dom.extent), channels, lanes, form.group):
+    window = [int(iters[i].dom.extent) for i in form.reduce]
+    inputs = window[0] if len(window) > 1 and math.prod(window[1:]) > 1 else 0
+    width = int(iters[form.spatial[-1]].dom.extent)
+    row = form.spatial[-2]
+    rows = int(iters[row].dom.extent) if row != form.channel else 1
+    if not channel_tiled(width, channels, lanes, form.group, inputs, rows):
         return None
     ndim = len(weights.source.shape)
     sch.transform_layout(

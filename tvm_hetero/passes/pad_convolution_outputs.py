@@ -90,7 +90,10 @@ def computed_output(
     constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
     groups, stride = int(attrs.groups), [int(s) for s in attrs.strides]
     group = channels // groups if 1 < groups < channels else None
-    if constant and groups < channels and channel_tiled(width, channels, lanes, group):
+    inputs = data.shape.values[1]
+    inputs = int(inputs) if isinstance(inputs, tvm.tirx.IntImm) else 0
+    tiled = channel_tiled(width, channels, lanes, group, inputs, rows)
+    if constant and groups < channels and tiled:
         return None  # its weights are packed by channel: the rule's vector is channels
     wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
     top, left, bottom, right = (int(p) for p in attrs.padding)

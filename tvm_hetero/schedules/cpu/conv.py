@@ -134,18 +134,41 @@ def register_tile(
     return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
 
 
-def channel_tiled(width: int, channels: int, lanes: int, group: int | None = None) -> bool:
+WIDE_CHANNEL_VECTORS = (16, 56)
+"""``(lanes, width)``: with vectors of at least this many lanes, convolutions with rows up to
+this wide, two vectors of output channels or more and a vector of input channels or more get
+the channel-vectorized tile too (:func:`channel_tiled`). On Zen 4 (AVX-512, two threads,
+kernels alone beside ONNX Runtime): ResNet's 3x3 convolutions at 56 x 56 to 7 x 7 ran 5-37 %
+faster, their strided ones 17-37 %, Inception's 5x5 and 3x3 at 35 x 35 18-24 %; the stems (3
+input channels), maps 112 wide and 16 channels ran slower, and so did every one of these built
+for AVX2 (8 lanes) on the same CPU."""
+
+
+def channel_tiled(
+    width: int, channels: int, lanes: int, group: int | None = None, inputs: int = 0,
+    rows: int = 1,
+) -> bool:  # fmt: skip
     """Whether a convolution (not depthwise) with rows of ``width`` output columns and
-    ``channels`` output channels (``group`` of them a group, for a grouped one) gets the
-    channel-vectorized tile: weights packed at build time as ``[O / lanes, I, KH, KW, lanes]``
-    (``PackConstantWeights``), a vector of ``lanes`` output channels per input element
-    broadcast. Narrow rows only (a FlexPie tile cut by columns, a small map's last stages), and
-    every grouped convolution whose groups the lanes divide: a vector's channels then share
-    their input channels, and the width-vectorized tile, which has no channel tile for them,
-    ran RegNet-X's groups of 16 at 2.7-3.2x ONNX Runtime's time."""
+    ``channels`` output channels (``group`` of them a group, for a grouped one; ``inputs``
+    input channels, 0 for a 1x1 window; ``rows`` output rows) gets the channel-vectorized
+    tile: weights packed at
+    build time as ``[O / lanes, I, KH, KW, lanes]`` (``PackConstantWeights``), a vector of
+    ``lanes`` output channels per input element broadcast. Narrow rows (a FlexPie tile cut by
+    columns, a small map's last stages); with AVX-512, rows up to :data:`WIDE_CHANNEL_VECTORS`
+    wide whose map a whole tile divides (Inception's 17 x 17 maps, a prime, took tiles of one
+    position and ran 1.25x slower); and every grouped convolution whose groups the lanes
+    divide: a vector's channels then share their input channels, and the width-vectorized
+    tile, which has no channel tile for them, ran RegNet-X's groups of 16 at 2.7-3.2x ONNX
+    Runtime's time."""
     if group is not None:
         return group % lanes == 0
-    return width <= CHANNEL_VECTOR_MAX_WIDTH and channels % lanes == 0
+    if channels % lanes:
+        return False
+    wide_lanes, wide_width = WIDE_CHANNEL_VECTORS
+    wide = lanes >= wide_lanes and width <= wide_width and channels >= 2 * lanes
+    if width <= CHANNEL_VECTOR_MAX_WIDTH or not wide or inputs < lanes:
+        return width <= CHANNEL_VECTOR_MAX_WIDTH
+    return math.prod(channel_vector_tile(rows, width, lanes)) == channel_accumulators(lanes)
 
 
 def channel_vector_tile(rows: int, width: int, lanes: int) -> tuple[int, int]:
