@@ -1,15 +1,15 @@
 """Grouped convolutions whose groups one vector of output channels fills (RegNet-X's groups of
-16 with AVX-512): by group (``GroupedConvolutionsByGroup``, the convolution rule's register
-tile over a group's channels) or as TOPI's kernel with the weights packed by channel and the
-rule's channel-vectorized tile, and ONNX Runtime (issue 56).
+16 with AVX-512, RegNet-Y's 8 in 256-bit vectors): by group (``GroupedConvolutionsByGroup``,
+the convolution rule's register tile over a group's channels) or as TOPI's kernel with the
+weights packed by channel and the rule's channel-vectorized tile, and ONNX Runtime (issue 56).
 
     .venv/bin/python benchmarks/cpu_kernels/grouped_convs.py [--threads 2] [--rounds 3]
 
-Each ``relu(conv2d(x, w, groups))`` (RegNet-X 400MF's, 16 input and output channels a group) is
-legalized both ways for the whole CPU, scheduled by the rules and timed alone
-(``time_evaluator``), ONNX Runtime on a one-node ONNX file of the same convolution, same
-threads, in ``--rounds`` interleaved rounds (medians). On an AVX2 host (8 lanes) the groups of
-16 are two vectors each. Results: ``benchmarks/results/grouped_convs.json``.
+Each ``relu(conv2d(x, w, groups))`` (RegNet-X 400MF's, 16 input and output channels a group,
+and two of RegNet-Y 400MF's, 8) is legalized both ways for the whole CPU, scheduled by the
+rules and timed alone (``time_evaluator``), ONNX Runtime on a one-node ONNX file of the same
+convolution, same threads, in ``--rounds`` interleaved rounds (medians). On an AVX2 host (8
+lanes) the groups of 16 are two vectors each. Results: ``benchmarks/results/grouped_convs.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ CASES = {  # name: (input, weights, stride, groups): RegNet-X 400MF's grouped co
     "160 @14, 10 groups": ((1, 160, 14, 14), (160, 16, 3, 3), 1, 10),
     "400 @14 /2, 25 groups": ((1, 400, 14, 14), (400, 16, 3, 3), 2, 25),
     "400 @7, 25 groups": ((1, 400, 7, 7), (400, 16, 3, 3), 1, 25),
+    "48 @56, 6 groups of 8": ((1, 48, 56, 56), (48, 8, 3, 3), 1, 6),
+    "104 @56 /2, 13 groups of 8": ((1, 104, 56, 56), (104, 8, 3, 3), 2, 13),
 }
 
 

@@ -156,7 +156,7 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
     assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
-def _grouped_module(channels: int, per_group: int, width: int, stride: int):
+def _grouped_module(channels: int, per_group: int, width: int, stride: int, target=CPU):
     """``relu(conv2d(x, V, groups))`` 3x3, ``per_group`` input and output channels a group, on
     a 6-row map ``width`` columns wide, legalized and fused for this CPU (``V`` constant)."""
     rng = np.random.default_rng(2)
@@ -170,7 +170,7 @@ def _grouped_module(channels: int, per_group: int, width: int, stride: int):
             )
             out = bb.emit_output(relax.op.nn.relu(conv))
         bb.emit_func_output(out)
-    return fused_kernels(bb.get(), CPU)
+    return fused_kernels(bb.get(), target)
 
 
 @pytest.mark.parametrize(("width", "stride"), [(7, 1), (14, 2)])
@@ -191,6 +191,19 @@ def test_grouped_convolutions_whose_groups_the_lanes_divide_are_packed_by_channe
     assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()
     x = np.random.default_rng(3).standard_normal((1, 4 * lanes, 6, width)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+def test_with_avx512_groups_of_8_channels_are_vectors_of_8():
+    """RegNet-Y's groups of 8 channels with AVX-512's 16 lanes: 256-bit vectors of one group's
+    channels (built only: the host may lack AVX-512)."""
+    target = make_target({**cpu_device().target, "mcpu": "znver4"})
+    mod = _grouped_module(48, 8, 14, 1, target)
+    packed = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    ((name, kernel),) = _kernels(packed).items()
+    assert name.endswith("_channels")
+    assert "(T.int64(6), T.int64(8), T.int64(3), T.int64(3), T.int64(8))" in kernel.script()
+    (tiled,) = _kernels(schedule_kernels(packed, "rules")).values()
+    assert "ff_1 in T.vectorized(T.int64(8))" in tiled.script()
 
 
 def test_groups_the_lanes_do_not_divide_stay():

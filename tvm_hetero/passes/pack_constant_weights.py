@@ -19,7 +19,7 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits, vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled, conv_form, region_uses
+from tvm_hetero.schedules.cpu.conv import channel_tiled, conv_form, group_lanes, region_uses
 from tvm_hetero.schedules.cpu.gemm_form import drop_unit_reductions, gemm_form
 from tvm_hetero.schedules.cpu.matmul import panel_width
 
@@ -205,6 +205,8 @@ def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packin
     if str(weights.source.name) not in params or len(weights.source.shape) < 3:
         return None
     lanes = vector_lanes(target, output_bits(sch, main))
+    if form.group is not None:
+        lanes = group_lanes(form.group, lanes) or lanes
     channels = int(weights.source.shape[0])
     window = [int(iters[i].dom.extent) for i in form.reduce]
     inputs = window[0] if len(window) > 1 and math.prod(window[1:]) > 1 else 0
