@@ -335,6 +335,24 @@ def test_a_grouped_convolution_has_a_channel_axis_and_its_group(weights, groups,
     assert (form.channel, form.group) == (channel, group)
 
 
+def test_an_image_padded_to_whole_panels_is_packed_a_vector_of_columns_at_a_time():
+    """A 1x1 convolution over 13 x 13 (169 columns, no vector divides them): the image is packed
+    into padded panels with 16 consecutive columns of a channel as one vector (the last panel
+    apart), not column by column; numbers equal TVM's default build."""
+    shapes = [(1, 32, 13, 13), (8, 32, 1, 1)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.relu(relax.op.nn.conv2d(x, w)))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    (script,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    start = script.index('reindex_pad_i1_00_partition"')
+    whole = script[start : script.index('sblock("pad_temp_reindex_pad_i1_00")')]
+    assert "for i1_1 in T.vectorized(T.int64(16))" in whole, script
+    assert "in range(T.int64(10), T.int64(11))" in script, script  # the last panel apart
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
 def test_a_step_over_the_row_read_once_is_inlined_into_its_reader():
     """The fast softmax's ``x - max`` is read by its ``exp`` alone: computed inside it, no row
     stored between them; the ``exp``, summed and divided, stays a row of its own."""

@@ -84,6 +84,7 @@ class Matmul(CpuRule):
         bits = output_bits(sch, main)
         pack, a_pad = reindex_b, None
         padded_rows, padded = padded_row_count(rows), padded_columns(target, bits, cols)
+        whole_columns = cols
         if (padded_rows, padded) != (rows, cols):  # whole tiles: A's pad rows and B's pad
             row_factor = ROWS_PER_TILE if padded_rows != rows else 1  # columns are zeros, C's
             col_factor = 2 * vector_lanes(target, bits) if padded != cols else 1  # are dropped
@@ -106,7 +107,8 @@ class Matmul(CpuRule):
             sch.transform_layout(pack, ("write", 0), lambda b, j, k: (b, j // nr, k, j % nr))
             inline_producers(sch, pack)
             inline_producers(sch, main, keep=(*keep, sch.get(pack).name_hint))
-            self._schedule_pack(sch, pack, parallel)
+            if not _pack_in_vectors(sch, pack, nr, whole_columns // nr, parallel):
+                self._schedule_pack(sch, pack, parallel)
         if a_pad is not None:
             self._schedule_pack(sch, a_pad, parallel)
 
@@ -130,6 +132,33 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: bool) -> bool:
+    """Pack ``B`` into its padded panels a panel at a time, ``NR`` consecutive columns of a row
+    ``k`` read and written as one vector (``b, j0, k, j1``), the panels in parallel and the last
+    (the padding's) apart; False where the pack is not one batch of ``(j, k)`` loops or does
+    not read consecutive columns at consecutive addresses (``B`` stored ``[j, k]``: packed as
+    before, ``k`` innermost). Packed column by column every element of an image was a strided
+    read and a strided write with a division: a 1x1 convolution of 128 -> 16 channels over 55
+    x 55 took 5x the time of the same over 56 x 54, 2.5x with this (Zen 4, two threads)."""
+    loops = sch.get_loops(pack)
+    extents = const_extents(sch, loops)
+    if extents is None or len(loops) != 3 or extents[0] != 1:
+        return False
+    block = sch.get(pack)
+    (read,) = block.reads
+    if _column_kind(read, block.iter_vars[1].var, nr) != STRIDED:
+        return False
+    batch, j, k = loops
+    j0, j1 = sch.split(j, [None, nr])
+    sch.reorder(batch, j0, k, j1)
+    sch.vectorize(j1)
+    if 0 < whole < extents[1] // nr:
+        j0 = sch.loop_partition(j0, [whole, None])[0]
+    if parallel:
+        sch.parallel(j0)
+    return True
 
 
 def rows_per_tile(target: Target) -> int:
