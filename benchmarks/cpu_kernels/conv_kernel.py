@@ -78,3 +78,65 @@ def interleaved_us(
             for label, kernel in labelled.items():
                 row[label].append(kernel_us(kernel, target, number, repeat)[0])
     return times
+
+
+def kernel_arguments(description: str, results: str, threads: int = 1):  # -> argparse.Namespace
+    """``--threads``, ``--rounds`` and ``--out`` (default ``benchmarks/results/<results>``) of a
+    script that times kernels two ways beside ONNX Runtime."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--rounds", type=int, default=3)
+    default = Path(__file__).resolve().parents[1] / "results" / results
+    parser.add_argument("--out", default=str(default))
+    return parser.parse_args()
+
+
+def timed_convolutions(cases: dict, build, threads: int, rounds: int) -> tuple:
+    """``cases`` (``{name: (input, weights, stride, padding, groups)}``), each built by
+    ``build(input, weights, stride, padding, groups, target)`` into ``{label: kernel}`` for this
+    CPU on ``threads`` threads and timed by :func:`interleaved_us` beside ONNX Runtime on a
+    one-node ONNX file of the same convolution: the target and, per case, each label's median
+    microseconds (``ort`` too) and ``samples_us``."""
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+    from onnx_models import conv_onnx
+
+    from tvm_hetero._compat import make_target
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.runtime.worker import use_threads
+
+    use_threads(threads)
+    target = make_target(cpu_device(threads=threads).target)
+    rng = np.random.default_rng(0)
+    kernels = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (x_shape, w_shape, stride, pad, groups) in cases.items():
+            path = Path(tmp) / f"{len(kernels)}.onnx"
+            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (pad,) * 4, groups), path)
+            x = rng.standard_normal(x_shape).astype("float32")
+            built = build(x_shape, w_shape, stride, pad, groups, target)
+            kernels[name] = (path, {"x": x}, built)
+        times = interleaved_us(kernels, target, threads, rounds)
+    return target, {
+        name: {**{k: statistics.median(v) for k, v in row.items()}, "samples_us": row}
+        for name, row in times.items()
+    }
+
+
+def write_results(path: str, target, args, rows: list[dict]) -> None:
+    """The rows of a kernel script with the host, threads, rounds and target, as JSON."""
+    import json
+    from pathlib import Path
+
+    from stamp import stamp
+
+    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
+           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {path}")

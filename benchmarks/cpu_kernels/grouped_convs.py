@@ -14,22 +14,15 @@ lanes) the groups of 16 are two vectors each. Results: ``benchmarks/results/grou
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conv_kernel import interleaved_us  # noqa: E402
-from onnx_models import conv_onnx  # noqa: E402
-from stamp import stamp  # noqa: E402
+from conv_kernel import kernel_arguments, timed_convolutions, write_results  # noqa: E402
 
 CASES = {  # name: (input, weights, stride, groups): RegNet-X 400MF's grouped convolutions
     "64 @56 /2, 4 groups": ((1, 64, 56, 56), (64, 16, 3, 3), 2, 4),
@@ -99,40 +92,21 @@ def tvm_kernels_with(mod, target):
 
 
 def main() -> None:
-    from tvm_hetero._compat import make_target
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.runtime.worker import use_threads
+    args = kernel_arguments(__doc__.splitlines()[0], "grouped_convs.json", threads=2)
+    cases = {name: (x, w, stride, 1, groups) for name, (x, w, stride, groups) in CASES.items()}
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(HERE.parent / "results" / "grouped_convs.json"))
-    args = parser.parse_args()
-    use_threads(args.threads)
-    target = make_target(cpu_device(threads=args.threads).target)
-    rng = np.random.default_rng(0)
-    kernels = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (x_shape, w_shape, stride, groups) in CASES.items():
-            path = Path(tmp) / f"{len(kernels)}.onnx"
-            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (1,) * 4, groups), path)
-            x = rng.standard_normal(x_shape).astype("float32")
-            built = {k: kernel(x_shape, w_shape, stride, groups, target, k == "by_group")
-                     for k in ("by_group", "channels")}  # fmt: skip
-            kernels[name] = (path, {"x": x}, built)
-        times = interleaved_us(kernels, target, args.threads, args.rounds)
+    def build(x_shape, w_shape, stride, _pad, groups, target):
+        return {k: kernel(x_shape, w_shape, stride, groups, target, k == "by_group")
+                for k in ("by_group", "channels")}  # fmt: skip
+
+    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
     rows = []
-    for name in kernels:
-        med = {k: statistics.median(v) for k, v in times[name].items()}
+    for name, med in times.items():
         rows.append({"conv": name, "by_group_us": med["by_group"], "channels_us": med["channels"],
-                     "ort_us": med["ort"], "samples_us": times[name]})  # fmt: skip
-        r = rows[-1]
-        print(f"{name:24} by group {r['by_group_us']:7.0f} us  channels {r['channels_us']:7.0f} us"
-              f"  ORT {r['ort_us']:7.0f} us  now / ORT {r['channels_us'] / r['ort_us']:4.2f}x")  # fmt: skip
-    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
-           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+                     "ort_us": med["ort"], "samples_us": med["samples_us"]})  # fmt: skip
+        print(f"{name:24} by group {med['by_group']:7.0f} us  channels {med['channels']:7.0f} us"
+              f"  ORT {med['ort']:7.0f} us  now / ORT {med['channels'] / med['ort']:4.2f}x")  # fmt: skip
+    write_results(args.out, target, args, rows)
 
 
 if __name__ == "__main__":

@@ -13,23 +13,14 @@ others both columns are the same kernel. Results: ``benchmarks/results/narrow_ve
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import tempfile
 from pathlib import Path
-
-import numpy as np
-import onnx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conv_kernel import interleaved_us  # noqa: E402
+from conv_kernel import kernel_arguments, timed_convolutions, write_results  # noqa: E402
 from conv_rows import paddings, rule_kernel  # noqa: E402
-from onnx_models import conv_onnx  # noqa: E402
-from stamp import stamp  # noqa: E402
 
 CASES = {  # name: (input, weights, stride, padding): ResNet's last stage, Inception's
     "3x3 512 @7": ((1, 512, 7, 7), (512, 512, 3, 3), 1, 1),
@@ -54,43 +45,27 @@ def kernel(x_shape, w_shape, stride: int, pad, target, halved: bool):
 
 
 def main() -> None:
-    from tvm_hetero._compat import make_target
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.runtime.worker import use_threads
+    args = kernel_arguments(__doc__.splitlines()[0], "narrow_vectors.json")
+    cases = {name: (x, w, stride, pad, 1) for name, (x, w, stride, pad) in CASES.items()}
+    paddings_used = {}
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(HERE.parent / "results" / "narrow_vectors.json"))
-    args = parser.parse_args()
-    use_threads(args.threads)
-    target = make_target(cpu_device(threads=args.threads).target)
-    rng = np.random.default_rng(0)
-    kernels, paddings_used = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (x_shape, w_shape, stride, pad) in CASES.items():
-            path = Path(tmp) / f"{len(kernels)}.onnx"
-            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (pad,) * 4, 1), path)
-            x = rng.standard_normal(x_shape).astype("float32")
-            built = {k: kernel(x_shape, w_shape, stride, pad, target, k == "halved")
-                     for k in ("whole", "halved")}  # fmt: skip
-            paddings_used[name] = {k: padding for k, (padding, _) in built.items()}
-            kernels[name] = (path, {"x": x}, {k: built[k][1] for k in built})
-        times = interleaved_us(kernels, target, args.threads, args.rounds)
+    def build(x_shape, w_shape, stride, pad, _groups, target):
+        built = {k: kernel(x_shape, w_shape, stride, pad, target, k == "halved")
+                 for k in ("whole", "halved")}  # fmt: skip
+        paddings_used[x_shape, w_shape] = {k: padding for k, (padding, _) in built.items()}
+        return {k: built[k][1] for k in built}
+
+    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
     rows = []
-    for name in kernels:
-        med = {k: statistics.median(v) for k, v in times[name].items()}
-        used = paddings_used[name]
+    for name, (x_shape, w_shape, _, _) in CASES.items():
+        med, used = times[name], paddings_used[x_shape, w_shape]
         rows.append({"conv": name, "padding_whole": used["whole"], "padding_halved": used["halved"],
                      "whole_us": med["whole"], "halved_us": med["halved"], "ort_us": med["ort"],
-                     "samples_us": times[name]})  # fmt: skip
+                     "samples_us": med["samples_us"]})  # fmt: skip
         r = rows[-1]
         print(f"{name:28} 16 lanes {r['whole_us']:7.0f} us  8 lanes {r['halved_us']:7.0f} us  "
               f"ORT {r['ort_us']:7.0f} us  now / ORT {r['halved_us'] / r['ort_us']:4.2f}x")  # fmt: skip
-    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
-           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, target, args, rows)
 
 
 if __name__ == "__main__":

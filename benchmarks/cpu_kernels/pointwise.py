@@ -16,22 +16,20 @@ same threads, in ``--rounds`` interleaved rounds (medians). Results:
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conv_kernel import conv_relu_func, interleaved_us  # noqa: E402
-from onnx_models import conv_onnx  # noqa: E402
-from stamp import stamp  # noqa: E402
+from conv_kernel import (  # noqa: E402
+    conv_relu_func,
+    kernel_arguments,
+    timed_convolutions,
+    write_results,
+)
 
 CASES = {  # name: (input, weights): SegFormer's decode head, LR-ASPP's, ResNet-50's, MobileNets'
     "1024->256 @128": ((1, 1024, 128, 128), (256, 1024, 1, 1)),
@@ -66,43 +64,26 @@ def rule_kernel(x_shape, w_shape, target, now: bool):
 
 
 def main() -> None:
-    from tvm_hetero._compat import make_target
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.runtime.worker import use_threads
+    args = kernel_arguments(__doc__.splitlines()[0], "pointwise.json")
+    cases = {name: (x, w, 1, 0, 1) for name, (x, w) in CASES.items()}
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(HERE.parent / "results" / "pointwise.json"))
-    args = parser.parse_args()
-    use_threads(args.threads)
-    target = make_target(cpu_device(threads=args.threads).target)
-    rng = np.random.default_rng(0)
-    kernels = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (x_shape, w_shape) in CASES.items():
-            path = Path(tmp) / f"{len(kernels)}.onnx"
-            onnx.save(conv_onnx(x_shape, w_shape, (1, 1), (0, 0, 0, 0), 1), path)
-            x = rng.standard_normal(x_shape).astype("float32")
-            pair = {k: rule_kernel(x_shape, w_shape, target, k == "now") for k in ("before", "now")}
-            kernels[name] = (path, {"x": x}, pair)
-        times = interleaved_us(kernels, target, args.threads, args.rounds)
+    def build(x_shape, w_shape, _stride, _pad, _groups, target):
+        return {k: rule_kernel(x_shape, w_shape, target, k == "now") for k in ("before", "now")}
+
+    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
     rows = []
     for name, (x_shape, w_shape) in CASES.items():
         gflop = 2 * np.prod(w_shape) * x_shape[2] * x_shape[3] / 1e9
-        med = {k: statistics.median(v) for k, v in times[name].items()}
+        med = times[name]
         rows.append({
             "conv": name, "before_us": med["before"], "now_us": med["now"], "ort_us": med["ort"],
             "now_gflops": gflop / med["now"] * 1e6, "ort_gflops": gflop / med["ort"] * 1e6,
-            "samples_us": times[name],
+            "samples_us": med["samples_us"],
         })  # fmt: skip
         r = rows[-1]
         print(f"{name:15} before {r['before_us']:8.0f} us  now {r['now_us']:8.0f} us  "
               f"ORT {r['ort_us']:8.0f} us  now / ORT {r['now_us'] / r['ort_us']:4.2f}x")  # fmt: skip
-    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
-           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, target, args, rows)
 
 
 if __name__ == "__main__":

@@ -16,24 +16,20 @@ one-node ONNX file of the same convolution, same threads, in ``--rounds`` interl
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 from unittest.mock import patch
-
-import numpy as np
-import onnx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conv_kernel import conv_relu_func, interleaved_us  # noqa: E402
+from conv_kernel import (  # noqa: E402
+    conv_relu_func,
+    kernel_arguments,
+    timed_convolutions,
+    write_results,
+)
 from conv_rows import paddings, rule_kernel  # noqa: E402
-from onnx_models import conv_onnx  # noqa: E402
-from stamp import stamp  # noqa: E402
 
 CASES = {  # name: (input, weights, stride, padding)
     "3x3 64 @56": ((1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
@@ -72,43 +68,24 @@ def channel_kernel(x_shape, w_shape, stride: int, pad: int, target):
 
 
 def main() -> None:
-    from tvm_hetero._compat import make_target
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.runtime.worker import use_threads
+    args = kernel_arguments(__doc__.splitlines()[0], "wide_channel_vectors.json", threads=2)
+    cases = {name: (x, w, stride, pad, 1) for name, (x, w, stride, pad) in CASES.items()}
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(HERE.parent / "results" / "wide_channel_vectors.json"))
-    args = parser.parse_args()
-    use_threads(args.threads)
-    target = make_target(cpu_device(threads=args.threads).target)
-    rng = np.random.default_rng(0)
-    kernels = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (x_shape, w_shape, stride, pad) in CASES.items():
-            path = Path(tmp) / f"{len(kernels)}.onnx"
-            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (pad,) * 4, 1), path)
-            x = rng.standard_normal(x_shape).astype("float32")
-            built = {"width": width_kernel(x_shape, w_shape, stride, pad, target)}
-            channels = channel_kernel(x_shape, w_shape, stride, pad, target)
-            if channels is not None:
-                built["channels"] = channels
-            kernels[name] = (path, {"x": x}, built)
-        times = interleaved_us(kernels, target, args.threads, args.rounds)
+    def build(x_shape, w_shape, stride, pad, _groups, target):
+        built = {"width": width_kernel(x_shape, w_shape, stride, pad, target)}
+        channels = channel_kernel(x_shape, w_shape, stride, pad, target)
+        return built if channels is None else {**built, "channels": channels}
+
+    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
     rows = []
-    for name in kernels:
-        med = {k: statistics.median(v) for k, v in times[name].items()}
+    for name, med in times.items():
         now = med.get("channels", med["width"])
         rows.append({"conv": name, "width_us": med["width"], "channels_us": med.get("channels"),
-                     "ort_us": med["ort"], "samples_us": times[name]})  # fmt: skip
+                     "ort_us": med["ort"], "samples_us": med["samples_us"]})  # fmt: skip
         channels = "-" if "channels" not in med else f"{med['channels']:7.0f}"
         print(f"{name:28} width {med['width']:7.0f} us  channels {channels:>7} us  "
               f"ORT {med['ort']:7.0f} us  now / ORT {now / med['ort']:4.2f}x")  # fmt: skip
-    out = {**stamp(), "threads": args.threads, "rounds": args.rounds,
-           "target": str(target.attrs.get("mcpu", "")), "rows": rows}  # fmt: skip
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, target, args, rows)
 
 
 if __name__ == "__main__":

@@ -186,74 +186,59 @@ def conv_rows() -> str:
     )  # fmt: skip
 
 
-def pointwise() -> str:
-    """``benchmarks/cpu_kernels/pointwise.py``: 1x1 convolutions, panel copies, 8-row tiles."""
-    data = load("pointwise.json")
+def _two_kernels(file: str, name: str, before: tuple[str, str], now: tuple[str, str],
+                 note: str) -> str:  # fmt: skip
+    """A results file of kernels timed two ways beside ONNX Runtime (``conv``, ``before``'s and
+    ``now``'s fields and ``ort_us`` a row): each way, ONNX Runtime, the speed-up and now over
+    ONNX Runtime (a row without a ``now`` time keeps ``before``'s kernel)."""
+    data = load(file)
+    (old, old_head), (new, new_head) = before, now
     out = [
-        (r["conv"], ms(r["before_us"]), ms(r["now_us"]), ms(r["ort_us"]),
-         ratio(r["before_us"], r["now_us"]), ratio(r["now_us"], r["ort_us"]))
+        (r["conv"], ms(r[old]), ms(r[new]), ms(r["ort_us"]), ratio(r[old], r[new]),
+         ratio(r[new] or r[old], r["ort_us"]))
         for r in data["rows"]
     ]  # fmt: skip
     return titled(
-        "pointwise.json", data,
-        ("1x1 convolution", "before us", "now us", "ORT us", "speed-up", "now / ORT"),
-        out,
+        file, data, (name, old_head, new_head, "ORT us", "speed-up", "now / ORT"), out,
         f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
-        "interleaved rounds; before: no panel copy, 4-row tiles.",
+        f"interleaved rounds; {note}",
+    )  # fmt: skip
+
+
+def pointwise() -> str:
+    """``benchmarks/cpu_kernels/pointwise.py``: 1x1 convolutions, panel copies, 8-row tiles."""
+    return _two_kernels(
+        "pointwise.json", "1x1 convolution", ("before_us", "before us"), ("now_us", "now us"),
+        "before: no panel copy, 4-row tiles.",
     )  # fmt: skip
 
 
 def narrow_vectors() -> str:
     """``benchmarks/cpu_kernels/narrow_vectors.py``: 7- and 8-wide rows in vectors of 8."""
-    data = load("narrow_vectors.json")
-    out = [
-        (r["conv"], ms(r["whole_us"]), ms(r["halved_us"]), ms(r["ort_us"]),
-         ratio(r["whole_us"], r["halved_us"]), ratio(r["halved_us"], r["ort_us"]))
-        for r in data["rows"]
-    ]  # fmt: skip
-    return titled(
-        "narrow_vectors.json", data,
-        ("convolution", "16 lanes us", "8 lanes us", "ORT us", "speed-up", "now / ORT"),
-        out,
-        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
-        "interleaved rounds; the rule's kernel alone (the strided 1x1 is the convolution "
-        "rule's: `SubsampleStridedPointwise` now gives it to the matmul rule).",
+    return _two_kernels(
+        "narrow_vectors.json", "convolution", ("whole_us", "16 lanes us"),
+        ("halved_us", "8 lanes us"),
+        "the rule's kernel alone (the strided 1x1 is the convolution rule's: "
+        "`SubsampleStridedPointwise` now gives it to the matmul rule).",
     )  # fmt: skip
 
 
 def grouped_convs() -> str:
     """``benchmarks/cpu_kernels/grouped_convs.py``: groups a vector of channels fills."""
-    data = load("grouped_convs.json")
-    out = [
-        (r["conv"], ms(r["by_group_us"]), ms(r["channels_us"]), ms(r["ort_us"]),
-         ratio(r["by_group_us"], r["channels_us"]), ratio(r["channels_us"], r["ort_us"]))
-        for r in data["rows"]
-    ]  # fmt: skip
-    return titled(
-        "grouped_convs.json", data,
-        ("convolution", "by group us", "channels us", "ORT us", "speed-up", "now / ORT"),
-        out,
-        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
-        "interleaved rounds; each kernel alone, as a build makes it (weights packed).",
+    return _two_kernels(
+        "grouped_convs.json", "convolution", ("by_group_us", "by group us"),
+        ("channels_us", "channels us"),
+        "each kernel alone, as a build makes it (weights packed).",
     )  # fmt: skip
 
 
 def wide_channel_vectors() -> str:
     """``benchmarks/cpu_kernels/wide_channel_vectors.py``: AVX-512 channel vectors up to 56."""
-    data = load("wide_channel_vectors.json")
-    out = [
-        (r["conv"], ms(r["width_us"]), ms(r["channels_us"]), ms(r["ort_us"]),
-         ratio(r["width_us"], r["channels_us"]),
-         ratio(r["channels_us"] or r["width_us"], r["ort_us"]))
-        for r in data["rows"]
-    ]  # fmt: skip
-    return titled(
-        "wide_channel_vectors.json", data,
-        ("convolution", "width us", "channels us", "ORT us", "speed-up", "now / ORT"),
-        out,
-        f"- {data['threads']} thread(s), target `{data['target']}`, medians of {data['rounds']} "
-        "interleaved rounds; each kernel alone, as a build makes it; no channels time: the "
-        "rule keeps the width tile there.",
+    return _two_kernels(
+        "wide_channel_vectors.json", "convolution", ("width_us", "width us"),
+        ("channels_us", "channels us"),
+        "each kernel alone, as a build makes it; no channels time: the rule keeps the width "
+        "tile there.",
     )  # fmt: skip
 
 

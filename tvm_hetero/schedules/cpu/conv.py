@@ -136,12 +136,14 @@ def register_tile(
 
 WIDE_CHANNEL_VECTORS = (16, 56)
 """``(lanes, width)``: with vectors of at least this many lanes, convolutions with rows up to
-this wide, two vectors of output channels or more and a vector of input channels or more get
-the channel-vectorized tile too (:func:`channel_tiled`). On Zen 4 (AVX-512, two threads,
-kernels alone beside ONNX Runtime): ResNet's 3x3 convolutions at 56 x 56 to 7 x 7 ran 5-37 %
-faster, their strided ones 17-37 %, Inception's 5x5 and 3x3 at 35 x 35 18-24 %; the stems (3
-input channels), maps 112 wide and 16 channels ran slower, and so did every one of these built
-for AVX2 (8 lanes) on the same CPU."""
+this wide whose map a whole tile of positions divides, two vectors of output channels or more
+and a vector of input channels or more get the channel-vectorized tile too
+(:func:`channel_tiled`). On Zen 4 (AVX-512, two threads, kernels alone beside ONNX Runtime):
+ResNet's 3x3 convolutions at 56 x 56 to 7 x 7 ran 8-28 % faster, their strided ones 19-35 %,
+Inception's 5x5 and 3x3 at 35 x 35 23-27 % (``benchmarks/cpu_kernels/wide_channel_vectors.py``);
+the stems (3 input channels), maps 112 wide, 16 channels, Inception's 17 x 17 maps (a prime:
+tiles of one position) and every one of these built for AVX2 (8 lanes) on the same CPU ran
+slower."""
 
 
 def channel_tiled(
@@ -150,24 +152,23 @@ def channel_tiled(
 ) -> bool:  # fmt: skip
     """Whether a convolution (not depthwise) with rows of ``width`` output columns and
     ``channels`` output channels (``group`` of them a group, for a grouped one; ``inputs``
-    input channels, 0 for a 1x1 window; ``rows`` output rows) gets the channel-vectorized
-    tile: weights packed at
-    build time as ``[O / lanes, I, KH, KW, lanes]`` (``PackConstantWeights``), a vector of
-    ``lanes`` output channels per input element broadcast. Narrow rows (a FlexPie tile cut by
-    columns, a small map's last stages); with AVX-512, rows up to :data:`WIDE_CHANNEL_VECTORS`
-    wide whose map a whole tile divides (Inception's 17 x 17 maps, a prime, took tiles of one
-    position and ran 1.25x slower); and every grouped convolution whose groups the lanes
-    divide: a vector's channels then share their input channels, and the width-vectorized
-    tile, which has no channel tile for them, ran RegNet-X's groups of 16 at 2.7-3.2x ONNX
-    Runtime's time."""
+    input channels, 0 for a 1x1 window; ``rows`` output rows) gets the channel-vectorized tile:
+    weights packed at build time as ``[O / lanes, I, KH, KW, lanes]`` (``PackConstantWeights``),
+    a vector of ``lanes`` output channels per input element broadcast. Narrow rows (a FlexPie
+    tile cut by columns, a small map's last stages); with AVX-512, the rows of
+    :data:`WIDE_CHANNEL_VECTORS`; and every grouped convolution whose groups a vector divides
+    (:func:`group_lanes`): a vector's channels then share their input channels, and the
+    width-vectorized tile, which has no channel tile for them, ran RegNet-X's groups of 16 at
+    2.7-3.2x ONNX Runtime's time."""
     if group is not None:
         return group_lanes(group, lanes) is not None
     if channels % lanes:
         return False
+    if width <= CHANNEL_VECTOR_MAX_WIDTH:
+        return True
     wide_lanes, wide_width = WIDE_CHANNEL_VECTORS
-    wide = lanes >= wide_lanes and width <= wide_width and channels >= 2 * lanes
-    if width <= CHANNEL_VECTOR_MAX_WIDTH or not wide or inputs < lanes:
-        return width <= CHANNEL_VECTOR_MAX_WIDTH
+    if lanes < wide_lanes or width > wide_width or channels < 2 * lanes or inputs < lanes:
+        return False
     return math.prod(channel_vector_tile(rows, width, lanes)) == channel_accumulators(lanes)
 
 
@@ -214,7 +215,7 @@ class ConvForm:
     """A reduction block read as a convolution: iterator indices of its spatial axes (leading,
     the last the output width) and of its reduction axes, the data read (along the width), the
     weights read (``None`` with one operand), the output channel axis (a spatial axis of
-    extent over 1 the data does not use, or uses only as its group, ``c // G * G``; ``None``:
+    extent over 1 the data does not use, or uses only as its group, ``c // G * I``; ``None``:
     depthwise, pooling) and the output channels of a group (``None``: not grouped)."""
 
     spatial: list[int]
