@@ -353,6 +353,21 @@ def test_an_image_padded_to_whole_panels_is_packed_a_vector_of_columns_at_a_time
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 17, 17), (2, 4, 197)])
+def test_padded_rows_on_a_serial_target_are_scheduled_serial_not_replayed(shape):
+    """A one-core target's kernel is the rule's schedule replayed without ``parallel`` on the
+    original kernel; a padded row's schedule starts from the padded kernel, so replayed on the
+    original its partial sums read past the row (an EdgePipe stage of a ViT on one core
+    differed by 2.3). The rule leaves such rows serial itself; numbers equal TVM's build."""
+    mod = _module([shape], lambda bb, x: relax.op.nn.softmax(x, axis=-1), target=SERIAL)
+    scheduled = schedule_kernels(mod, "rules")
+    (script,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert "_rf" in script and "T.parallel" not in script, script
+    x = 4 * np.random.default_rng(0).standard_normal(shape).astype("float32") - 20
+    got, expected = _run(scheduled, [x], SERIAL), _run(mod, [x], SERIAL)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_a_step_over_the_row_read_once_is_inlined_into_its_reader():
     """The fast softmax's ``x - max`` is read by its ``exp`` alone: computed inside it, no row
     stored between them; the ``exp``, summed and divided, stays a row of its own."""

@@ -172,6 +172,11 @@ def _all_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> list:
     return out
 
 
+def _parallel_steps(sch: s_tir.Schedule) -> bool:
+    """Whether ``sch``'s trace runs a loop in parallel."""
+    return any(inst.kind.name == "Parallel" for inst in sch.trace.insts)
+
+
 def without_parallel(sch: s_tir.Schedule, func: tirx.PrimFunc) -> s_tir.Schedule:
     """Replay ``sch``'s trace on ``func`` without its ``parallel`` steps (a serial kernel)."""
     trace = sch.trace
@@ -203,8 +208,8 @@ class CpuRule(ScheduleRule, abc.ABC):
             sch = self.schedule(func, target)
         except ScheduleError:
             return None
-        if sch is None or not is_serial(target):
-            return sch
+        if sch is None or not is_serial(target) or not _parallel_steps(sch):
+            return sch  # (a rule that leaves a serial target's loops serial is not replayed)
         return without_parallel(sch, func)
 
     def is_target_available(self, target: Target) -> bool:

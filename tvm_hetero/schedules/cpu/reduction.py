@@ -17,6 +17,7 @@ from tvm_hetero.schedules.cpu.common import (
     CpuRule,
     apply_each,
     const_extents,
+    is_serial,
     is_spatial,
     largest_divisor,
     vector_lanes,
@@ -108,7 +109,8 @@ def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | Non
             sch.compute_at(block, rows, preserve_unit_loops=False)
         if recomputed(sch) > 1:
             return None
-        sch.parallel(rows)
+        if not is_serial(target):  # the schedule of a padded row is not one to replay
+            sch.parallel(rows)
         for block in list(sch.get_child_blocks(rows)):
             _vectorize_row_step(sch, block, row)
     except (ScheduleError, ValueError):
