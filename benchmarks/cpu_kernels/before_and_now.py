@@ -37,3 +37,28 @@ def before_and_now(
     return {"threads": device.threads, "before_ms": 1e3 * float(np.median(old)),
             "now_ms": 1e3 * float(np.median(new)), "ort_ms": 1e3 * float(np.median(theirs)),
             "max_abs_error": max(errors)}  # fmt: skip
+
+
+def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> None:
+    """Each of ``cases`` (``{name: case}``) exported by ``export(case, path)`` (its input),
+    measured by :func:`before_and_now` with the change off (``off``: the object, attribute and
+    value ``patch.object`` sets for the ``before`` build), printed and appended, stamped, to
+    ``benchmarks/results/<results>``."""
+    import tempfile
+    from unittest.mock import patch
+
+    from onnx_models import append_rows
+    from stamp import stamp
+
+    rows = []
+    width = max(map(len, cases))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, case in cases.items():
+            path = Path(tmp) / f"{len(rows)}.onnx"
+            x = export(case, path)
+            row = {**stamp(), "case": name, **before_and_now(path, x, patch.object(*off), runs)}
+            rows.append(row)
+            print(f"{name:{width}} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms"
+                  f"  ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x"
+                  f"  err {row['max_abs_error']:.1e}")  # fmt: skip
+    append_rows(rows, results)

@@ -42,7 +42,11 @@ def kernel(x_shape, w_shape, stride: int, groups: int, target, by_group: bool):
     from tvm import relax
 
     from tvm_hetero._compat import PrimFunc, VDevice
-    from tvm_hetero.passes import GroupedConvolutionsByGroup, PackConstantWeights
+    from tvm_hetero.passes import (
+        GroupedConvolutionsByGroup,
+        PackConstantWeights,
+        RestoreKernelTargets,
+    )
     from tvm_hetero.passes import grouped_convolutions_by_group as grouping
     from tvm_hetero.schedules.apply import first_schedule
     from tvm_hetero.schedules.cpu import cpu_rules
@@ -68,27 +72,12 @@ def kernel(x_shape, w_shape, stride: int, groups: int, target, by_group: bool):
     mod = relax.transform.FuseTIR()(
         relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
     )
-    mod = tvm_kernels_with(mod, target)
+    mod = RestoreKernelTargets()(mod)  # as a build's kernels reach the rules
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     (conv_kernel,) = [
         f for gv, f in mod.functions_items() if isinstance(f, PrimFunc) and "conv" in gv.name_hint
     ]
     return first_schedule(conv_kernel, target, cpu_rules())[0].mod["main"]
-
-
-def tvm_kernels_with(mod, target):
-    """``mod`` with every kernel tagged with ``target`` (as ``RestoreKernelTargets`` leaves a
-    build's)."""
-    import tvm
-
-    from tvm_hetero._compat import PrimFunc
-
-    return tvm.IRModule(
-        {
-            gv: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
-            for gv, f in mod.functions_items()
-        }
-    )
 
 
 def main() -> None:

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
-from unittest.mock import patch
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import before_and_now  # noqa: E402
-from onnx_models import append_rows, export_case  # noqa: E402
-from stamp import stamp  # noqa: E402
+from before_and_now import record_cases  # noqa: E402
+from onnx_models import export_case  # noqa: E402
 
 
 class Upsample(torch.nn.Module):
@@ -50,18 +47,14 @@ def main() -> int:
     args = parser.parse_args()
     from tvm_hetero.passes import separable_resize
 
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (size, shape) in CASES.items():
-            path = Path(tmp) / f"{len(rows)}.onnx"
-            x = export_case(lambda size=size: Upsample(size), shape, path)
-            without = patch.object(separable_resize, "rewritten", lambda *_: False)
-            row = {**stamp(), "case": name, **before_and_now(path, x, without, args.runs)}
-            rows.append(row)
-            print(f"{name:16} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms  "
-                  f"ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x  "
-                  f"err {row['max_abs_error']:.1e}")  # fmt: skip
-    append_rows(rows, "resize.jsonl")
+    off = (separable_resize, "rewritten", lambda *_: False)
+    record_cases(
+        CASES,
+        lambda case, path: export_case(lambda size=case[0]: Upsample(size), case[1], path),
+        off,
+        args.runs,
+        "resize.jsonl",
+    )
     return 0
 
 

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
-from unittest.mock import patch
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import before_and_now  # noqa: E402
-from onnx_models import append_rows, export_case  # noqa: E402
-from stamp import stamp  # noqa: E402
+from before_and_now import record_cases  # noqa: E402
+from onnx_models import export_case  # noqa: E402
 
 
 class Softmax(torch.nn.Module):
@@ -47,17 +44,14 @@ def main() -> int:
     args = parser.parse_args()
     from tvm_hetero.schedules.cpu import reduction
 
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, shape in CASES.items():
-            path = Path(tmp) / f"{len(rows)}.onnx"
-            x = export_case(Softmax, shape, path)
-            without = patch.object(reduction, "rows_in_vectors", lambda *_: None)
-            row = {**stamp(), "case": name, **before_and_now(path, x, without, args.runs)}
-            rows.append(row)
-            print(f"{name:26} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms  "
-                  f"ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x")  # fmt: skip
-    append_rows(rows, "softmax.jsonl")
+    off = (reduction, "rows_in_vectors", lambda *_: None)
+    record_cases(
+        CASES,
+        lambda shape, path: export_case(Softmax, shape, path),
+        off,
+        args.runs,
+        "softmax.jsonl",
+    )
     return 0
 
 
