@@ -147,9 +147,8 @@ def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: b
     if extents is None or len(loops) != 3 or extents[0] != 1:
         return False
     block = sch.get(pack)
-    (read,) = block.reads
-    if _column_kind(read, block.iter_vars[1].var, nr) != STRIDED:
-        return False
+    if len(block.reads) != 1 or _column_kind(block.reads[0], block.iter_vars[1].var, nr) != STRIDED:
+        return False  # (two reads: a producer folded into the pack)
     batch, j, k = loops
     j0, j1 = sch.split(j, [None, nr])
     sch.reorder(batch, j0, k, j1)
