@@ -9,11 +9,12 @@ Models: the demo's ONNX files (``tvm_hetero.zoo.onnx_files``: the Siamese LSTM o
 BERT-small); any model of the corpus of models no one here wrote (``benchmarks/models/zoo.py``,
 exported to ONNX at its small size; ``NAME-symbolic`` exported with a symbolic batch, given as
 1); and ``zoo:NAME``, a zoo model at its paper size (no ONNX file, so no ONNX Runtime line). On
-two one-core CPU workers (``cpu@0``, ``cpu@1``). Each model is optimized twice: with an empty
-profile database (its time is ``optimize``'s own cost on a new model) and again with the
-database warm (``--once``: empty only). One JSON line per run: host, model, every candidate
-(predicted, p50, p99, status), the kept one, its ratio to the fastest candidate timed, to the
-best single device and to ONNX Runtime's best.
+two one-core CPU workers (``cpu@0``, ``cpu@1``), or on a running emulated cluster (``--cluster``:
+the ``-up.json`` file ``tvm-hetero cluster up`` wrote for a spec of ``clusters.py``). Each
+model is optimized twice: with an empty profile database (its time is ``optimize``'s own cost on
+a new model) and again with the database warm (``--once``: empty only). One JSON line per run:
+host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
+fastest candidate timed, to the best single device and to ONNX Runtime's best.
 """
 
 from __future__ import annotations
