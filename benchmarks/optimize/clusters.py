@@ -11,6 +11,9 @@ the devices alternating over the host's two cores.
 - ``ps4-200``: a parameter server and 3 workers of 0.45 core, links of 200 Mbit/s;
 - ``hetero3``: a mesh of 3 devices of 0.9, 0.6 and 0.3 core, ``e0``-``e1`` at 1 Gbit/s and the
   other links at 200 Mbit/s.
+
+The ring and the parameter server are FlexPie's cases (``benchmarks/flexpie/latency.py``'s
+``spec_file``, built for this host); the mesh's quotas differ by device, so it is written here.
 """
 
 from __future__ import annotations
@@ -19,36 +22,33 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flexpie"))
+from latency import device_target, spec_file
 
-def clusters(target: dict) -> dict[str, dict]:
-    """Every cluster's spec, each device built for ``target``."""
+UNIFORM = {"ring3-1000": 0.6, "ps4-200": 0.45}
+"""FlexPie's cases benchmarked here, with each device's CPU quota."""
 
-    def device(k: int, quota: float) -> dict:
-        return {"name": f"e{k}", "kind": "cpu", "target": target, "cores": [k % 2],
-                "cpu_quota": quota}  # fmt: skip
 
-    def link(a: int, b: int, mbps: int) -> dict:
-        return {"a": f"e{a}", "b": f"e{b}", "bandwidth_mbps": mbps}
-
-    return {
-        "ring3-1000": {"topology": "ring", "devices": [device(k, 0.6) for k in range(3)],
-                       "links": [link(k, (k + 1) % 3, 1000) for k in range(3)]},
-        "ps4-200": {"topology": "parameter-server", "devices": [device(k, 0.45) for k in range(4)],
-                    "links": [link(0, k, 200) for k in range(1, 4)]},
-        "hetero3": {"topology": "mesh",
-                    "devices": [device(0, 0.9), device(1, 0.6), device(2, 0.3)],
-                    "links": [link(0, 1, 1000), link(0, 2, 200), link(1, 2, 200)]},
-    }  # fmt: skip
+def hetero3(folder: Path) -> Path:
+    """Write the heterogeneous mesh's spec into ``folder``; its path."""
+    devices = [
+        {"name": f"e{k}", "kind": "cpu", "target": device_target("host"), "cores": [k % 2],
+         "cpu_quota": quota}
+        for k, quota in enumerate((0.9, 0.6, 0.3))
+    ]  # fmt: skip
+    links = [{"a": f"e{a}", "b": f"e{b}", "bandwidth_mbps": mbps}
+             for a, b, mbps in ((0, 1, 1000), (0, 2, 200), (1, 2, 200))]  # fmt: skip
+    path = folder / "hetero3.json"
+    path.write_text(json.dumps({"topology": "mesh", "devices": devices, "links": links}))
+    return path
 
 
 def main() -> int:
-    from tvm_hetero.devices import cpu_device
-
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     out.mkdir(parents=True, exist_ok=True)
-    for name, spec in clusters(cpu_device(threads=1).target).items():
-        (out / f"{name}.json").write_text(json.dumps(spec, indent=1))
-        print(out / f"{name}.json")
+    for case, quota in UNIFORM.items():
+        print(spec_file(case, quota, out, "host"))
+    print(hetero3(out))
     return 0
 
 
