@@ -11,13 +11,19 @@ def runtime_programs() -> str:
     rows = load("runtime_programs.jsonl")
     local = [r for r in rows if r["what"] == "runtime programs vs dataflow"]
     out = []
+
+    def us(row: dict, key: str) -> str:
+        return f"{row[key]:.1f}" if key in row else "-"
+
     for r in local:
         m = r["median_us"]
         if "alternating programs" in m:
             out.append((
-                r.get("model", "64 tiny units"), r["where"], f"{r['per_crossing_us_programs']:.1f}",
-                f"{r['per_crossing_us_dataflow']:.1f}", f"{r['per_run_us_programs']:.1f}",
-                f"{r['per_run_us_dataflow']:.1f}", ms(m.get("onnxruntime")),
+                r.get("model", "64 tiny units"), r["where"], us(r, "per_crossing_us_native"),
+                us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
+                us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
+                us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
+                ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
         (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["programs"]),
@@ -27,8 +33,8 @@ def runtime_programs() -> str:
     ]  # fmt: skip
     return titled(
         "runtime_programs.jsonl", local,
-        ("model", "workers", "us a crossing (programs)", "(dataflow)",
-         "us a run (programs)", "(dataflow)", "ORT us"),
+        ("model", "workers", "us a crossing: native", "Python programs", "dataflow",
+         "us a run: native", "(caller apart)", "Python programs", "dataflow", "ORT us"),
         out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",

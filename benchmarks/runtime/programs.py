@@ -8,10 +8,14 @@ is 64 units and 63 crossings (each a unit, a hand-over and a wake-up), on one wo
 unit. Per crossing = (alternating - one worker) / 63; per run = one pinned worker's run against
 the same unit called in the caller's thread (an unpinned device runs inline). Local: ``cpu@0`` /
 ``cpu@1`` worker threads. ``--remote``: two ``tvm-hetero worker`` processes on loopback (runtime
-library only), one core each. Each arrangement by programs and by dataflow
-(``Executor(programs=False)``), every one in each of ``--rounds`` interleaved rounds; medians over
-all runs. ONNX Runtime runs the same 64 additions (one session, one thread) in the same rounds:
-what the peer takes for the whole chain on one device.
+library only), one core each. Each arrangement by programs run natively (local threads only,
+``runtime/native_programs.py``), by programs in Python (``Executor(native=False)``) and by
+dataflow (``Executor(programs=False)``), every one in each of ``--rounds`` interleaved rounds;
+medians over all runs. The native one-worker run is timed twice: with the caller's thread where
+the scheduler puts it (on a two-core host, often on the worker's core: the two then take turns)
+and held to a core the worker does not use (``caller apart``). ONNX Runtime runs the same 64
+additions (one session, one thread) in the same rounds: what the peer takes for the whole chain
+on one device.
 """
 
 from __future__ import annotations
@@ -129,15 +133,26 @@ def main() -> None:
     ort_run = (lambda: None) if args.zoo else _ort_chain(8)
     crossings = len(deployments["alternating"].units) - 1
     samples: dict[str, list[float]] = {}
-    arrangements = [(k, m) for k in ("alternating", "one worker") for m in ("programs", "dataflow")]
+    modes = ("programs", "dataflow") if args.remote else ("native", "programs", "dataflow")
+    arrangements = [(k, m) for k in ("alternating", "one worker") for m in modes]
     keys = [*arrangements, ("inline", "-")]
+    apart = set(range(os.cpu_count() or 1)) - set(pair[1].cores or ())
+    if not args.remote and apart:
+        keys.append(("one worker", "native caller apart"))
     programs_seen = []
     try:
         for r in range(args.rounds):
             for k, m in keys:  # each opened every round: a remote worker serves one session
-                with Executor(deployments[k], programs=m != "dataflow", timeout_s=30) as ex:
-                    stats = ex.time(x, repeat=args.runs, warmup=10)
-                    programs_seen.append((k, m, ex.programs is not None))
+                how = {"programs": m != "dataflow", "native": m.startswith("native")}
+                with Executor(deployments[k], timeout_s=30, **how) as ex:
+                    mask = os.sched_getaffinity(0)
+                    if m.endswith("caller apart"):
+                        os.sched_setaffinity(0, apart)  # this thread only
+                    try:
+                        stats = ex.time(x, repeat=args.runs, warmup=10)
+                    finally:
+                        os.sched_setaffinity(0, mask)
+                    programs_seen.append((k, m, type(ex._runner).__name__))
                 samples.setdefault(f"{k} {m}".strip(" -"), []).extend(stats.samples_ms)
             times = []
             for i in range(args.runs + 10):
@@ -148,7 +163,8 @@ def main() -> None:
             if not args.zoo:
                 samples.setdefault("onnxruntime", []).extend(times)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        assert ("alternating", "programs", True) in programs_seen
+        assert ("alternating", "programs", "ProgramRunner") in programs_seen
+        assert args.remote or ("alternating", "native", "NativeRunner") in programs_seen
     finally:
         for proc in procs:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -167,20 +183,27 @@ def main() -> None:
         "runs": args.runs,
         "median_us": us,
     }
-    for mode in ("programs", "dataflow"):
+    for mode in modes:
         row[f"per_crossing_us_{mode}"] = (us[f"alternating {mode}"] - us[f"one worker {mode}"]) / (
             CHAIN - 1
         )
         row[f"per_run_us_{mode}"] = us[f"one worker {mode}"] - us["inline"]
+    if "one worker native caller apart" in us:
+        row["per_run_us_native_caller_apart"] = us["one worker native caller apart"] - us["inline"]
     print(
         f"{row['model']}, {row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs"
     )
-    print(f"{'arrangement':28} {'median us':>10}")
+    print(f"{'arrangement':32} {'median us':>10}")
     for k, v in us.items():
-        print(f"{k:28} {v:10.1f}")
-    for mode in ("programs", "dataflow"):
+        print(f"{k:32} {v:10.1f}")
+    for mode in modes:
         print(f"{mode:9}: {row[f'per_crossing_us_{mode}']:6.1f} us a crossing, "
               f"{row[f'per_run_us_{mode}']:6.1f} us a run on one worker beyond inline")  # fmt: skip
+    if "per_run_us_native_caller_apart" in row:
+        print(
+            f"native, the caller on a core of its own: "
+            f"{row['per_run_us_native_caller_apart']:6.1f} us a run beyond inline"
+        )
     with open(args.out, "a") as f:
         f.write(json.dumps(row) + "\n")
 

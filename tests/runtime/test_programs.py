@@ -1,5 +1,6 @@
 """A program per worker: the split of a deployment into programs (pure), and runs by programs."""
 
+import contextlib
 import itertools
 import random
 import threading
@@ -8,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 
 from tvm_hetero import api
 from tvm_hetero.devices import resolve_device
@@ -19,6 +21,7 @@ from tvm_hetero.plan import Placement
 from tvm_hetero.runtime.deployment import Deployment, Step
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.runtime.inputs import InputSpec
+from tvm_hetero.runtime.native_programs import NativeRunner
 from tvm_hetero.runtime.programs import Latch, NotProgrammable, worker_programs
 
 DEVICES = (resolve_device("cpu@0"), resolve_device("cpu@1"), resolve_device("cpu"))
@@ -181,13 +184,40 @@ def chain():
     return api.compile(model, devices, placement).deployment
 
 
-def test_a_pipelined_run_keeps_each_workers_microbatches_in_order(chain):
+@contextlib.contextmanager
+def _slowed(executor, device, function):
+    """Every unit of worker ``device`` called through ``function(call, args)`` meanwhile:
+    in the native plan, or through the worker's ``call`` (the Python programs)."""
+    runner, worker = executor._runner, executor.workers[device]
+    if isinstance(runner, NativeRunner):
+        mine = [(k, worker.vm.module[name]) for k, (d, name) in enumerate(runner.functions)
+                if d == device]  # fmt: skip
+        for k, unit in mine:
+            runner.replace(k, tvm_ffi.convert(lambda *a, unit=unit: function(unit, a)))
+    else:
+        call = worker.call
+        worker.call = lambda fn, args: function(lambda *a: call(fn, a), args)
+    try:
+        yield
+    finally:
+        if isinstance(runner, NativeRunner):
+            for k, unit in mine:
+                runner.replace(k, unit)
+        else:
+            worker.call = call
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_pipelined_run_keeps_each_workers_microbatches_in_order(chain, native):
     x = [np.full((8,), k, "float32") for k in range(4)]
-    with Executor(chain) as executor:
+    with Executor(chain, native=native) as executor:
+        assert isinstance(executor._runner, NativeRunner) == native
         tensors = [[tvm.runtime.tensor(a)] for a in x]
         values = executor.run_many(tensors)
         for k, run in enumerate(values):
             np.testing.assert_array_equal(executor.outputs_of(run)[0], x[k] + 8)
+        assert len(executor.timeline.events) == 4 * len(chain.units)
+        assert len(executor.finished_s) == 4
         for worker in ("cpu@0", "cpu@1"):
             mine = sorted((e for e in executor.timeline.events if e.worker == worker),
                           key=lambda e: e.start_s)  # fmt: skip
@@ -197,18 +227,14 @@ def test_a_pipelined_run_keeps_each_workers_microbatches_in_order(chain):
                 assert batches == sorted(batches)
 
 
-def test_a_worker_goes_on_with_the_next_microbatch_while_its_last_step_waits(chain):
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_worker_goes_on_with_the_next_microbatch_while_its_last_step_waits(chain, native):
     """cpu@0 starts and ends the chain: while microbatch 0's last unit waits for a slow cpu@1,
     cpu@0 runs microbatch 1's first unit (it used to finish microbatch 0 first, so the two
     workers never overlapped)."""
-    with Executor(chain) as executor:
-        slow = executor.workers[1]
-        call = slow.call
-        slow.call = lambda fn, args: (time.sleep(0.05), call(fn, args))[1]
-        try:
+    with Executor(chain, native=native) as executor:
+        with _slowed(executor, 1, lambda call, args: (time.sleep(0.05), call(*args))[1]):
             executor.run_many([[tvm.runtime.tensor(np.zeros(8, "float32"))]] * 3)
-        finally:
-            slow.call = call
         units = [e for e in executor.timeline.events if e.kind == "unit"]
         first1 = min((e for e in units if e.worker == "cpu@0" and e.microbatch == 1),
                      key=lambda e: e.start_s)  # fmt: skip
@@ -216,20 +242,92 @@ def test_a_worker_goes_on_with_the_next_microbatch_while_its_last_step_waits(cha
         assert first1.start_s < last0.end_s
 
 
-def test_a_frozen_worker_fails_the_run_within_the_timeout_naming_it(chain):
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_frozen_worker_fails_the_run_within_the_timeout_naming_it(chain, native):
     """Worker cpu@1 stops answering in the middle of the chain: the run fails within the
-    timeout, naming it, and the other worker is not left waiting for its value."""
-    with Executor(chain, timeout_s=0.5) as executor:
+    timeout, naming it, and the other worker is not left waiting for its value; once the
+    frozen unit returns, the next run works."""
+    with Executor(chain, timeout_s=0.5, native=native) as executor:
         x = {"x": np.zeros((8,), "float32")}
         executor.run(x)
-        frozen = executor.workers[1]
-        call = frozen.call
-        frozen.call = lambda fn, args: (time.sleep(2), call(fn, args))[1]
-        start = time.perf_counter()
-        with pytest.raises(RunError, match="cpu@1 did not finish unit") as err:
-            executor.run(x)
-        assert time.perf_counter() - start < 1.8
-        assert err.value.device == "cpu@1"
-        frozen.call = call
-        time.sleep(2)  # the frozen call returns; the workers are free again
+        frozen = threading.Event()
+        with _slowed(executor, 1, lambda call, args: (frozen.wait(2), call(*args))[1]):
+            start = time.perf_counter()
+            with pytest.raises(RunError, match="cpu@1 did not finish unit") as err:
+                executor.run(x)
+            assert time.perf_counter() - start < 1.8
+            assert err.value.device == "cpu@1"
+            with pytest.raises(RunError, match="cpu@1 did not finish unit"):
+                executor.run(x)  # still in it
+        frozen.set()  # the frozen call returns; the workers are free again
+        time.sleep(0.5)
         np.testing.assert_array_equal(executor.run(x)[0], np.full((8,), 8, "float32"))
+
+
+def test_a_failing_unit_fails_the_native_run_naming_it_and_the_next_run_works(chain):
+    def fail(call, args):
+        raise ValueError("no such luck")
+
+    with Executor(chain, timeout_s=5) as executor:
+        x = {"x": np.zeros((8,), "float32")}
+        with _slowed(executor, 1, fail):
+            start = time.perf_counter()
+            with pytest.raises(RunError, match=r"unit '\S+' on cpu@1 failed: .*no such luck"):
+                executor.run(x)
+            assert time.perf_counter() - start < 1.0  # cpu@0 stopped waiting at once
+        np.testing.assert_array_equal(executor.run(x)[0], np.full((8,), 8, "float32"))
+
+
+def test_native_and_python_programs_compute_the_same_on_a_model_split_four_ways():
+    """ResNet-18 (tiny) with every operator on one of four workers at random: four programs,
+    many hand-overs, three microbatches: the native run equals the Python one and one device."""
+    from tvm_hetero.zoo import load_zoo_model
+
+    model = load_zoo_model("resnet18:tiny")
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    rng = random.Random(3)
+    names = ("cpu@0", "cpu@1", "cpu", "cpu:1")
+    placement = Placement(names, {n: rng.randrange(4) for n in ids})
+    devices = [resolve_device(n) for n in names]
+    split = api.compile(model, devices, placement).deployment
+    alone = api.compile(model, [resolve_device("cpu")]).deployment
+    inputs = [model.random_inputs(seed=k) for k in range(3)]
+    with Executor(alone) as one:
+        expected = [one.run(x) for x in inputs]
+    for native in (True, False):
+        with Executor(split, native=native) as executor:
+            assert isinstance(executor._runner, NativeRunner) == native
+            tensors = [executor.place_inputs(x) for x in inputs]
+            for k, run in enumerate(executor.run_many(tensors)):
+                for got, want in zip(executor.outputs_of(run), expected[k], strict=True):
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_without_the_native_library_the_python_programs_run(chain, monkeypatch):
+    from tvm_hetero.runtime import native_programs
+
+    monkeypatch.setattr(native_programs, "_functions", None)
+    monkeypatch.setattr(native_programs, "_why_not", "TVM_HETERO_NATIVE=0")
+    assert native_programs.unavailable() == "TVM_HETERO_NATIVE=0"
+    with Executor(chain) as executor:
+        assert type(executor._runner).__name__ == "ProgramRunner"
+        np.testing.assert_array_equal(executor.run({"x": np.zeros(8, "float32")})[0], np.full(8, 8))
+
+
+def test_the_native_library_is_built_once_and_a_failing_compiler_is_reported(
+    tmp_path, monkeypatch
+):  # fmt: skip
+    from tvm_hetero.runtime import native_programs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = native_programs._build(native_programs.SOURCE)
+    assert built.parent == tmp_path / "tvm-hetero" / "native" and built.exists()
+    stamp = built.stat().st_mtime_ns
+    assert native_programs._build(native_programs.SOURCE) == built
+    assert built.stat().st_mtime_ns == stamp  # served from the cache
+    changed = tmp_path / "programs.c"
+    changed.write_text(native_programs.SOURCE.read_text() + "\nint unused_symbol;\n")
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(OSError, match="false failed"):
+        native_programs._build(changed)
+    assert sorted(p.name for p in built.parent.iterdir()) == [built.name]  # nothing half-written

@@ -52,7 +52,7 @@ it, the planner's own time): a run's record key leaves them out, so the same cut
 the same workload (EOP's plan carries its planning time; an offline round asked for it anew
 every time)."""
 
-RUN_LAYOUT = 3
+RUN_LAYOUT = 4
 """The layout of the deployments and the runtime :meth:`Profiler.profile_run` and
 :meth:`Profiler.profile_handoff` time, part of their records' keys: bumped when a pass changes
 which steps a plan's deployment runs or in what order, or the runtime how it moves a value, so
@@ -60,7 +60,9 @@ that a run timed before is measured again, not served (2: a spatial boundary's p
 before any tile starts; the tiled probe on the emulated ring of four had been timed with home
 computing its own tile first. 3: workers push a unit's pieces as it ends, and a boundary's
 joins are one unit: the probe cut in rows on the ring of four at 1 Gbit/s had been served at
-1.95 ms a segment over its price, timed again 1.52, and the handoff 0.61 ms, timed again 0.52)."""
+1.95 ms a segment over its price, timed again 1.52, and the handoff 0.61 ms, timed again 0.52.
+4: local CPU workers run their programs natively, a handoff between two of them some thirty
+times cheaper)."""
 
 if TYPE_CHECKING:
     from tvm_hetero.frontends.model import Model

@@ -26,6 +26,7 @@ import tvm_ffi
 from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.deployment import Deployment, Step
+from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
 from tvm_hetero.runtime.programs import NotProgrammable, Programs, worker_programs
 from tvm_hetero.runtime.runs import Event, Run, Timeline, bare, release
@@ -62,6 +63,10 @@ class Executor:
         steps in order, waiting only for values another worker hands over); ``False``: by
         dataflow, every step handed to its worker as its inputs become ready (the runtime
         before, kept to measure against, and still the one for a local GPU).
+    native : bool
+        Run programs whose workers are all local CPU threads by native code
+        (:mod:`tvm_hetero.runtime.native_programs`: no Python between two units); ``False``,
+        or where it does not apply, by Python.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class Executor:
         on_spot: bool = True,
         alone: bool = False,
         programs: bool = True,
+        native: bool = True,
     ) -> None:
         self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
         self.alone = alone
@@ -125,15 +131,16 @@ class Executor:
         self._layouts: dict[int, tuple] = {}  # copy step -> its shape, as FFI objects too
         self._kept = refilled_copies(deployment)
         self._buffers: dict[tuple[int, int], tvm.runtime.Tensor] = {}
-        self.timeline: Timeline | None = None
+        self._timeline: Timeline | Callable[[], Timeline] | None = None
         self.finished_s: tuple[float, ...] = ()
         self.programs: Programs | None = None
-        self._runner: ProgramRunner | None = None
+        self._runner: ProgramRunner | NativeRunner | None = None
         if programs and not self._serial and self._programmable():
             remote = {k for k, w in self.workers.items() if not isinstance(w, LocalWorker)}
             try:
                 self.programs = worker_programs(deployment, self.workers, remote)
-                self._runner = ProgramRunner(self)
+                self._runner = self._native() if native else None
+                self._runner = self._runner or ProgramRunner(self)
             except NotProgrammable:
                 self.programs = None
             except BaseException:
@@ -185,6 +192,17 @@ class Executor:
             if steps[p].kind == "unit":
                 pushes.setdefault(p, []).append((j, index))
         return pushes
+
+    @property
+    def timeline(self) -> Timeline | None:
+        """The last request's timeline (made when first read, where a runner keeps it so)."""
+        if callable(self._timeline):
+            self._timeline = self._timeline()
+        return self._timeline
+
+    @timeline.setter
+    def timeline(self, value: Timeline | Callable[[], Timeline] | None) -> None:
+        self._timeline = value
 
     # -- running ---------------------------------------------------------------------------
 
@@ -493,8 +511,18 @@ class Executor:
             samples.append((time.perf_counter() - start) * 1e3 / microbatches)
         return LatencyStats(tuple(samples))
 
+    def _native(self) -> NativeRunner | None:
+        """The native runner of the programs, or None where it does not apply."""
+        try:
+            return NativeRunner(self)
+        except NotNative:
+            return None
+
     def close(self) -> None:
         """Stop the workers this executor started."""
+        runner = getattr(self, "_runner", None)  # (closed by a constructor that failed)
+        if isinstance(runner, NativeRunner):
+            runner.close()
         for worker in self.workers.values():
             worker.close()
 

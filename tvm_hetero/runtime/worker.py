@@ -187,6 +187,11 @@ class LocalWorker:
         else:
             self._thread.submit(job, priority)
 
+    @property
+    def threaded(self) -> bool:
+        """Whether jobs run on a thread of its own (not inline in the caller's)."""
+        return self._thread is not None
+
     def idle(self) -> bool:
         """Nothing queued and no unit running (what the executor asks before it runs a unit of
         an :attr:`anywhere` worker on the thread that made it ready)."""
