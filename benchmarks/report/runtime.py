@@ -19,7 +19,7 @@ def runtime_programs() -> str:
         m = r["median_us"]
         if "alternating programs" in m:
             out.append((
-                r.get("model", "64 tiny units"), r["where"], us(r, "per_crossing_us_native"),
+                r.get("model", "chain of 64 adds"), r["where"], us(r, "per_crossing_us_native"),
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
