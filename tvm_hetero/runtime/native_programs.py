@@ -153,6 +153,8 @@ class NativeRunner:
                 raise NotNative(f"worker {worker.name} is not a local CPU thread")
             if worker.spec.kind.value != "cpu":
                 raise NotNative(f"worker {worker.name} is not a CPU")
+        if len(executor.workers) > 62:
+            raise NotNative(f"{len(executor.workers)} workers (62 at most: a bit each)")
         steps = deployment.steps
         for step in steps:
             if step.kind == "copy" and step.device in executor.workers and deployment.moves(step):
@@ -160,7 +162,6 @@ class NativeRunner:
         self.ex, self.fns, self.spin_s = executor, fns, spin_s
         names = [i.name for i in deployment.inputs] + [s.name for s in steps]
         self.slots = {n: k for k, n in enumerate(names)}
-        self.inputs = len(deployment.inputs)
         self.devices = sorted(programs.steps)
         self.units = [i for i, s in enumerate(steps) if s.kind == "unit"]
         self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}

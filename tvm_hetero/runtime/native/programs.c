@@ -345,6 +345,19 @@ static int f_function(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* r
   return set_int(result, 0);
 }
 
+/* The buffers of a request's runs, their values released. */
+static void free_requests(Plan* plan) {
+  for (int64_t i = 0; i < (int64_t)plan->cap_runs * plan->n_slots; i++) {
+    release_any(&plan->values[i]);
+  }
+  free(plan->values);
+  free((void*)plan->latches);
+  free((void*)plan->pending);
+  free(plan->began);
+  free(plan->ended);
+  free(plan->finished);
+}
+
 /* begin(plan, n_runs): a request of n_runs microbatches (latches unset, values cleared). */
 static int f_begin(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
   (void)self;
@@ -352,15 +365,7 @@ static int f_begin(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resu
   Plan* plan = plan_of(&args[0]);
   int32_t runs = (int32_t)args[1].v_int64;
   if (runs > plan->cap_runs) {
-    for (int64_t i = 0; i < (int64_t)plan->cap_runs * plan->n_slots; i++) {
-      release_any(&plan->values[i]);
-    }
-    free(plan->values);
-    free((void*)plan->latches);
-    free((void*)plan->pending);
-    free(plan->began);
-    free(plan->ended);
-    free(plan->finished);
+    free_requests(plan);
     plan->cap_runs = runs;
     plan->values = calloc((size_t)runs * plan->n_slots + 1, sizeof(TVMFFIAny));
     plan->latches = calloc((size_t)runs * plan->n_latches + 1, sizeof(uint32_t));
@@ -531,9 +536,7 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   double until = now_s() + 0.05; /* a spinning worker leaves within microseconds */
   while (atomic_load(&plan->inside) != 0 && now_s() < until) usleep(100);
   if (atomic_load(&plan->inside) != 0) return set_int(result, 0);
-  for (int64_t i = 0; i < (int64_t)plan->cap_runs * plan->n_slots; i++) {
-    release_any(&plan->values[i]);
-  }
+  free_requests(plan);
   for (int32_t k = 0; k < plan->n_functions; k++) {
     if (plan->functions[k] != NULL) TVMFFIObjectDecRef(plan->functions[k]);
   }
@@ -546,12 +549,6 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   free(plan->programs);
   free(plan->spin_s);
   free(plan->functions);
-  free(plan->values);
-  free((void*)plan->latches);
-  free((void*)plan->pending);
-  free(plan->began);
-  free(plan->ended);
-  free(plan->finished);
   free((void*)plan->running);
   free(plan->running_since);
   free((void*)plan->state);
