@@ -331,3 +331,19 @@ def test_the_native_library_is_built_once_and_a_failing_compiler_is_reported(
     with pytest.raises(OSError, match="false failed"):
         native_programs._build(changed)
     assert sorted(p.name for p in built.parent.iterdir()) == [built.name]  # nothing half-written
+
+
+def test_a_worker_whose_thread_never_starts_its_program_is_named_within_the_timeout(chain):
+    """cpu@1's thread is busy with another job when the run starts: the run fails within
+    the timeout naming cpu@1, and once the thread is free the next run works."""
+    with Executor(chain, timeout_s=0.5) as executor:
+        busy = threading.Event()
+        executor.workers[1].submit(lambda: busy.wait(3))
+        start = time.perf_counter()
+        with pytest.raises(RunError, match="cpu@1 did not finish its program") as err:
+            executor.run({"x": np.zeros((8,), "float32")})
+        assert time.perf_counter() - start < 1.8
+        assert err.value.device == "cpu@1"
+        busy.set()
+        time.sleep(0.2)
+        np.testing.assert_array_equal(executor.run({"x": np.zeros(8, "float32")})[0], np.full(8, 8))

@@ -232,7 +232,7 @@ class NativeRunner:
         for w, (worker, job) in enumerate(self._jobs):
             if jobs >> w & 1:
                 worker.submit(job)
-        self._wait()
+        self._wait(start)
         self.last_s = time.perf_counter() - start
         times = np.empty(2 * len(batches) * len(ex.deployment.steps) + len(batches))
         fns["times"](self.plan, times.ctypes.data)
@@ -249,21 +249,23 @@ class NativeRunner:
         self._keep_timeline(times, len(batches), start)
         return values
 
-    def _wait(self) -> None:
+    def _wait(self, start: float) -> None:
         """Until every worker is through the request, or a unit has run longer than the
-        timeout (the run then fails naming it)."""
+        timeout, or a worker has not begun its program within it (its thread busy with
+        something else): the run then fails naming the worker."""
         ex, fns = self.ex, self.fns
         # the caller spins (taking a core from a worker) only for a request as short as a
         # wake from sleep; a longer one it sleeps through
         spin = min(SPIN_S, 2 * self.last_s) if self.caller_spins and self.last_s < SPIN_S else 0.0
         while not fns["wait"](self.plan, min(1.0, ex.timeout_s), spin):
             now = time.perf_counter()
-            for w in range(len(self.devices)):
-                step, since = fns["running"](self.plan, w)
-                if step >= 0 and now - since > ex.timeout_s:
+            for w, device in enumerate(self.devices):
+                step, since, started = fns["running"](self.plan, w)
+                late = step >= 0 and now - since > ex.timeout_s
+                if late or (not started and now - start > ex.timeout_s):
                     self.stuck = True
                     fns["abort"](self.plan)  # the other workers stop waiting for it
-                    raise ex.overdue(ex.deployment.steps[step])
+                    raise ex.overdue(ex.deployment.steps[step] if late else device)
 
     def _keep_timeline(self, times: np.ndarray, runs: int, start: float) -> None:
         """When each run ended, and the request's timeline, made when it is first read."""

@@ -55,6 +55,7 @@ typedef struct {
   int32_t failed_step, failed_latch;
   char message[2048];
   _Atomic int32_t* running; /* per worker: the unit it runs, -1 */
+  _Atomic int32_t* started; /* per worker: whether it began this request */
   double* running_since;
   _Atomic int32_t inside; /* worker threads inside serve */
   _Atomic int32_t* state;  /* per worker: IDLE, SERVING, CLAIMED or BUSY */
@@ -327,6 +328,7 @@ static int f_new(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result
   plan->running = malloc(sizeof(int32_t) * (plan->n_workers + 1));
   plan->running_since = calloc(plan->n_workers + 1, sizeof(double));
   plan->state = calloc(plan->n_workers + 1, sizeof(int32_t));
+  plan->started = calloc(plan->n_workers + 1, sizeof(int32_t));
   for (int32_t w = 0; w < plan->n_workers; w++) atomic_init(&plan->running[w], -1);
   return set_int(result, (int64_t)(intptr_t)plan);
 }
@@ -377,6 +379,7 @@ static int f_begin(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resu
   plan->n_runs = runs;
   for (int64_t h = 0; h < (int64_t)runs * plan->n_latches; h++) plan->latches[h] = UNSET;
   for (int32_t k = 0; k < runs; k++) plan->pending[k] = plan->n_workers;
+  for (int32_t w = 0; w < plan->n_workers; w++) atomic_store(&plan->started[w], 0);
   atomic_store(&plan->status, OK);
   plan->failed_step = plan->failed_latch = -1;
   plan->message[0] = 0;
@@ -407,6 +410,7 @@ static int f_serve(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resu
   atomic_fetch_add(&plan->inside, 1);
   for (;;) {
     atomic_store(&plan->state[w], BUSY);
+    atomic_store(&plan->started[w], 1);
     run_program(plan, w);
     atomic_store(&plan->state[w], SERVING);
     if (atomic_fetch_sub(&plan->workers_left, 1) == 1) futex_wake_all(&plan->workers_left);
@@ -442,8 +446,10 @@ static int f_wait(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   (void)n;
   Plan* plan = plan_of(&args[0]);
   double start = now_s(), deadline = start + float_of(&args[1]), spin = float_of(&args[2]);
-  for (uint32_t i = 1; atomic_load_explicit(&plan->workers_left, memory_order_acquire) != 0; i++) {
-    if (spun_out(i, start + spin)) break;
+  /* each turn a yield: on a worker's core the caller hands it the core at once */
+  while (spin > 0 && atomic_load_explicit(&plan->workers_left, memory_order_acquire) != 0) {
+    sched_yield();
+    if (now_s() > start + spin) break;
   }
   uint32_t left;
   while ((left = atomic_load(&plan->workers_left)) != 0) {
@@ -510,18 +516,20 @@ static int f_failure(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* re
   return rc;
 }
 
-/* running(plan, worker) -> [unit step or -1, since (monotonic seconds)] */
+/* running(plan, worker) -> [unit step or -1, since (monotonic seconds), whether it began
+ * this request] */
 static int f_running(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
   (void)self;
   (void)n;
   Plan* plan = plan_of(&args[0]);
   int64_t w = args[1].v_int64;
-  TVMFFIAny parts[2];
+  TVMFFIAny parts[3];
   set_int(&parts[0], atomic_load(&plan->running[w]));
   parts[1].type_index = kTVMFFIFloat;
   parts[1].zero_padding = 0;
   parts[1].v_float64 = plan->running_since[w];
-  return TVMFFIFunctionCall(plan->make_array, parts, 2, result);
+  set_int(&parts[2], atomic_load(&plan->started[w]));
+  return TVMFFIFunctionCall(plan->make_array, parts, 3, result);
 }
 
 /* free(plan) -> 1 when freed; 0 when a worker thread is still inside it (left as it is). */
@@ -550,6 +558,7 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   free(plan->spin_s);
   free(plan->functions);
   free((void*)plan->running);
+  free((void*)plan->started);
   free(plan->running_since);
   free((void*)plan->state);
   free(plan);
