@@ -47,7 +47,11 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     np.testing.assert_allclose(got[0], reference[0], rtol=1e-5, atol=1e-5)
 
 
-def test_throughput_objective_plans_edgepipe_and_times_a_stream(tmp_path, cores, monkeypatch):
+def test_throughput_objective_times_edgepipe_and_latency_plans_as_a_stream(
+    tmp_path, cores, monkeypatch
+):  # fmt: skip
+    """Under the throughput objective EdgePipe plans, and a plan for one request (EOP's)
+    takes part too, timed with requests in flight like every other candidate."""
     monkeypatch.setattr(
         registry, "PACKAGES", {k: registry.PACKAGES[k] for k in ("eop", "edgepipe")}
     )
@@ -55,7 +59,7 @@ def test_throughput_objective_plans_edgepipe_and_times_a_stream(tmp_path, cores,
     found = optimize(model, cores, "throughput", settings={"db": str(tmp_path / "db.jsonl")},
                      runs=5, microbatches=4)  # fmt: skip
     names = {e.name: e for e in found.entries}
-    assert names["eop"].status == "not applicable: plans for latency, not throughput"
+    assert names["eop"].plan is not None and not names["eop"].status.startswith("not appl")
     assert names["edgepipe"].plan is not None  # planned (one stage on one core is a single)
     assert found.kept.samples_s
 

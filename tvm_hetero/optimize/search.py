@@ -155,7 +155,9 @@ class _Search:
         applying = []
         for name, strategy in found.items():
             why = None
-            if strategy.objective != self.objective:
+            # a plan for one request serves a stream too (requests in flight overlap where
+            # its devices are free); a pipeline for a stream is not a plan for one request
+            if strategy.objective != self.objective and strategy.objective != "latency":
                 why = f"plans for {strategy.objective}, not {self.objective}"
             elif offline and not strategy.offline:
                 why = "cannot plan for devices reached only offline"
