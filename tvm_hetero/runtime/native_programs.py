@@ -239,12 +239,12 @@ class NativeRunner:
         status = fns["status"](self.plan)
         if status != OK:
             step, latch, message = fns["failure"](self.plan)
-        if status == FAILED:
-            unit = ex.deployment.steps[step]
-            device = ex.deployment.devices[unit.device].name if unit.device is not None else None
-            raise RunError(f"run: {unit.kind} {unit.name!r} on {device} failed: {message}", device)
-        if status == TIMED_OUT:
-            raise ex.overdue(ex.deployment.steps[self.maker[latch]])
+            if status == TIMED_OUT:
+                raise ex.overdue(ex.deployment.steps[self.maker[latch]])
+            failed = ex.deployment.steps[step]  # (a step of this request: abort raised above)
+            device = None if failed.device is None else ex.deployment.devices[failed.device].name
+            where = f"{failed.kind} {failed.name!r}" + (f" on {device}" if device else "")
+            raise RunError(f"run: {where} failed: {message}", device)
         values = [NativeValues(fns["take"](self.plan, r), self.slots) for r in range(len(batches))]
         self._keep_timeline(times, len(batches), start)
         return values
