@@ -52,8 +52,9 @@ def optimize() -> str:
             f"{sum(x < 1 for x in ort_ratios)}.",
             f"Strategies that applied: {reached['applied']}; of them {reached['timed']} "
             f"had a plan timed, {reached['one device']} planned one device (timed as that "
-            f"device), {reached['over budget']} stopped over their share of the budget and "
-            f"{reached['failed']} failed. The kept candidate is the fastest measured by "
+            f"device), {reached['over budget']} stopped over their share of the budget, "
+            f"{reached['below the top']} were not timed (predicted slower than the top three) "
+            f"and {reached['failed']} failed. The kept candidate is the fastest measured by "
             "construction; a strategy stopped early is a candidate never weighed.",
         ]),
     )  # fmt: skip
@@ -61,7 +62,9 @@ def optimize() -> str:
 
 def _strategies_reached(rows: list[dict]) -> dict[str, int]:
     """How far the strategies (not the single devices nor ORT) got in ``optimize``'s runs."""
-    count = dict.fromkeys(("applied", "timed", "one device", "over budget", "failed"), 0)
+    count = dict.fromkeys(
+        ("applied", "timed", "one device", "over budget", "below the top", "failed"), 0
+    )
     for r in rows:
         for c in r["candidates"]:
             status = c["status"]
@@ -76,6 +79,8 @@ def _strategies_reached(rows: list[dict]) -> dict[str, int]:
                 count["one device"] += 1
             elif status.startswith(("stopped", "not planned")):
                 count["over budget"] += 1
+            elif status.startswith("not timed"):
+                count["below the top"] += 1
             else:
                 count["failed"] += 1
     return count

@@ -228,6 +228,46 @@ def test_a_pool_first_used_with_one_thread_can_later_use_every_core():
     assert out.stdout.split() == ["1", "2"], out.stderr
 
 
+POOL_IDLE_CODE = """
+import time
+import tvm_hetero.runtime  # sets the pool's spin count unless the environment gives one
+import numpy as np
+import tvm
+from tvm import te
+from tvm_hetero.runtime.worker import use_threads
+
+a = te.placeholder((1 << 16,), name="a")
+b = te.compute(a.shape, lambda i: a[i] * 2.0, name="b")
+sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+sch.parallel(sch.get_loops(sch.get_sblock("b"))[0])
+f = tvm.compile(sch.mod, target="llvm")
+use_threads(2)
+x, y = (tvm.runtime.tensor(np.ones(1 << 16, "float32")) for _ in range(2))
+for _ in range(100):
+    f(x, y)
+start = time.process_time()
+time.sleep(0.2)
+print(round((time.process_time() - start) * 1e3))
+"""
+
+
+@pytest.mark.parametrize(("given", "idle"), [(None, True), ("300000", False)])
+def test_tvm_pool_threads_stop_spinning_soon_after_a_run_unless_told(given, idle):
+    """After 100 parallel runs the process sleeps 200 ms: with the package's spin count its
+    pool thread sleeps too (a few ms of CPU at most); with TVM's own count, given by the user,
+    it spins (it kept its core 150-200 ms on this host)."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores")
+    env = {k: v for k, v in os.environ.items() if k != "TVM_THREAD_POOL_SPIN_COUNT"}
+    if given:
+        env["TVM_THREAD_POOL_SPIN_COUNT"] = given
+    done = subprocess.run([sys.executable, "-c", POOL_IDLE_CODE], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+    cpu_ms = int(done.stdout.split()[-1]) if done.returncode == 0 else None
+    assert cpu_ms is not None, done.stderr[-500:]
+    assert (cpu_ms < 30) == idle, cpu_ms
+
+
 def test_a_one_device_run_is_timed_step_by_step_in_the_calling_thread(branches):
     """One local device: the steps run in order on the caller's thread (no countdowns), and
     the timeline still has every unit."""
