@@ -5,10 +5,11 @@ takes the GIL to call the next unit, to set a latch and to wait on one, and a th
 on a latch wakes in about 30 us on this host's virtual cores (a C futex ping-pong, 2026-11-29),
 so a crossing between two workers cost some 34 us. Here the same programs run in C
 (``native/programs.c``, built with the system's C compiler at first use and cached): each
-worker thread makes one FFI call a request, with the GIL released, that calls its units
+worker thread makes one FFI call (``serve``), with the GIL released, that calls its units
 through TVM FFI's C API, hands values over by latches that spin a while before they sleep
 (``spin_s``: a worker spins only on its own cores, as TVM's thread pool does between parallel
-regions), and the caller sleeps on a futex until the last worker is through.
+regions) and, after a request, spins a while for the next one before it returns; the caller
+waits on a futex until the last worker is through.
 
 It runs deployments whose workers are all local CPU threads: units, tuple items and copies
 between CPU workers (which move no bytes). Anything else (a GPU, a remote worker), or no C
@@ -164,7 +165,6 @@ class NativeRunner:
         self.slots = {n: k for k, n in enumerate(names)}
         self.devices = sorted(programs.steps)
         self.units = [i for i, s in enumerate(steps) if s.kind == "unit"]
-        self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}
         table, self.functions = self._table()
         self.plan = fns["new"](table.ctypes.data, len(table), float(executor.timeout_s))
         for k, (device, name) in enumerate(self.functions):
@@ -240,7 +240,7 @@ class NativeRunner:
         if status != OK:
             step, latch, message = fns["failure"](self.plan)
             if status == TIMED_OUT:
-                raise ex.overdue(ex.deployment.steps[self.maker[latch]])
+                raise ex.overdue(ex.deployment.steps[ex.programs.maker[latch]])
             failed = ex.deployment.steps[step]  # (a step of this request: abort raised above)
             device = None if failed.device is None else ex.deployment.devices[failed.device].name
             where = f"{failed.kind} {failed.name!r}" + (f" on {device}" if device else "")

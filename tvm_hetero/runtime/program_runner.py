@@ -86,7 +86,6 @@ class ProgramRunner:
         for step, holder in zip(steps, programs.holder, strict=True):
             if holder in remote and step.name in read_here and step.name not in aliased:
                 self.held_remotely.append((step.name, holder))
-        self.maker = {h: p for p, hs in enumerate(programs.sets) for h in hs}  # latch's step
         self.names = [s.name for s in steps]
         self.run_id = 0
         for k in remote:
@@ -166,7 +165,7 @@ class ProgramRunner:
                 if not run.latches[h].wait(ex.timeout_s) and run.error is None:
                     # blamed on the step that did not hand it over (the watchdog may
                     # not have looked yet)
-                    run.error = ex.overdue(ex.deployment.steps[self.maker[h]])
+                    run.error = ex.overdue(ex.deployment.steps[programs.maker[h]])
             if run.error is not None:
                 return False
             ex.perform(run, i)

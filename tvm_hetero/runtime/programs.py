@@ -21,6 +21,7 @@ the step ends and the consumer waits on it. Pure: deployment in, programs out.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -71,6 +72,12 @@ class Programs:
     start_sends: tuple[tuple[str, int, str], ...] = ()
     remote: frozenset[int] = frozenset()
     holder: tuple[int, ...] = ()
+
+    @functools.cached_property
+    def maker(self) -> dict[int, int]:
+        """Per hand-over (latch index), the step that sets it: who is blamed when it does not
+        come."""
+        return {h: p for p, hs in enumerate(self.sets) for h in hs}
 
 
 def worker_programs(

@@ -2,7 +2,7 @@
  *
  * A plan holds every step of a deployment's local programs: call a unit (a VM function), take
  * an item of a tuple, or pass a value on (a copy between CPU workers of one process, which
- * moves no bytes). Each worker thread calls `tvm_hetero.native.run_worker` with the GIL
+ * moves no bytes). Each worker thread calls `tvm_hetero.native.serve` with the GIL
  * released and runs its steps for every microbatch by itself; a value made on another thread
  * is a latch (spin a while, then sleep on a futex). The caller fills the inputs, starts the
  * workers, waits on `tvm_hetero.native.wait` and takes the values. Only the C API of TVM FFI
@@ -39,6 +39,10 @@ typedef struct {
   Step* steps;
   int32_t* ints; /* inputs, waits and sets of the steps */
   int32_t *program_at, *program_len, *programs;
+  /* per worker, its program cut into segments, each starting at a step that waits for
+   * another worker: segment j of worker w spans programs[segments[seg_at[w] + j] ..
+   * segments[seg_at[w] + j + 1]) (offsets into its program), n_segments[w] of them */
+  int32_t *segments, *seg_at, *n_segments;
   TVMFFIObjectHandle* functions;
   TVMFFIObjectHandle get_item, make_array;
   double timeout_s;
@@ -212,15 +216,10 @@ static void end_run(Plan* plan, int32_t r) {
  * when none has. */
 static void run_program(Plan* plan, int32_t w) {
   const int32_t* mine = &plan->programs[plan->program_at[w]];
-  int32_t len = plan->program_len[w];
+  const int32_t* seg_at = &plan->segments[plan->seg_at[w]];
+  int32_t n_seg = plan->n_segments[w];
   int32_t n_runs = plan->n_runs;
-  int32_t* seg_at = malloc(sizeof(int32_t) * (len + 1));
   int32_t* done = calloc(n_runs > 0 ? n_runs : 1, sizeof(int32_t));
-  int32_t n_seg = 0;
-  for (int32_t i = 0; i < len; i++) {
-    if (i == 0 || plan->steps[mine[i]].n_wait > 0) seg_at[n_seg++] = i;
-  }
-  seg_at[n_seg] = len;
   double deadline_step = plan->timeout_s;
   for (;;) {
     int32_t choice = -1;
@@ -250,7 +249,6 @@ static void run_program(Plan* plan, int32_t w) {
     for (int32_t k = 0; k < n_runs; k++) end_run(plan, k);
   }
 out:
-  free(seg_at);
   free(done);
 }
 
@@ -316,6 +314,21 @@ static int f_new(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result
   plan->programs = malloc(sizeof(int32_t) * (total + 1));
   memcpy(plan->programs, t + at, sizeof(int32_t) * total);
   at += total;
+  plan->segments = malloc(sizeof(int32_t) * (total + plan->n_workers + 1));
+  plan->seg_at = malloc(sizeof(int32_t) * (plan->n_workers + 1));
+  plan->n_segments = malloc(sizeof(int32_t) * (plan->n_workers + 1));
+  int32_t used = 0;
+  for (int32_t w = 0; w < plan->n_workers; w++) {
+    const int32_t* mine = &plan->programs[plan->program_at[w]];
+    int32_t len = plan->program_len[w], n_seg = 0;
+    plan->seg_at[w] = used;
+    for (int32_t i = 0; i < len; i++) {
+      if (i == 0 || plan->steps[mine[i]].n_wait > 0) plan->segments[used + n_seg++] = i;
+    }
+    plan->segments[used + n_seg] = len;
+    plan->n_segments[w] = n_seg;
+    used += n_seg + 1;
+  }
   plan->spin_s = malloc(sizeof(double) * (plan->n_workers + 1));
   for (int32_t w = 0; w < plan->n_workers; w++) plan->spin_s[w] = 1e-6 * t[at++];
   if (at != length) {
@@ -555,6 +568,9 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   free(plan->program_at);
   free(plan->program_len);
   free(plan->programs);
+  free(plan->segments);
+  free(plan->seg_at);
+  free(plan->n_segments);
   free(plan->spin_s);
   free(plan->functions);
   free((void*)plan->running);
