@@ -95,7 +95,8 @@ def kernel_arguments(description: str, results: str, threads: int = 1):  # -> ar
 
 
 def timed_convolutions(cases: dict, build, threads: int, rounds: int) -> tuple:
-    """``cases`` (``{name: (input, weights, stride, padding, groups)}``), each built by
+    """``cases`` (``{name: (input, weights, stride, padding, groups)}``; the padding one number
+    or rows and columns), each built by
     ``build(input, weights, stride, padding, groups, target)`` into ``{label: kernel}`` for this
     CPU on ``threads`` threads and timed by :func:`interleaved_us` beside ONNX Runtime on a
     one-node ONNX file of the same convolution: the target and, per case, each label's median
@@ -118,7 +119,8 @@ def timed_convolutions(cases: dict, build, threads: int, rounds: int) -> tuple:
     with tempfile.TemporaryDirectory() as tmp:
         for name, (x_shape, w_shape, stride, pad, groups) in cases.items():
             path = Path(tmp) / f"{len(kernels)}.onnx"
-            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (pad,) * 4, groups), path)
+            ph, pw = (pad, pad) if isinstance(pad, int) else pad
+            onnx.save(conv_onnx(x_shape, w_shape, (stride,) * 2, (ph, pw, ph, pw), groups), path)
             x = rng.standard_normal(x_shape).astype("float32")
             built = build(x_shape, w_shape, stride, pad, groups, target)
             kernels[name] = (path, {"x": x}, built)

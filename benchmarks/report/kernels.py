@@ -242,6 +242,15 @@ def wide_channel_vectors() -> str:
     )  # fmt: skip
 
 
+def padded_channel_vectors() -> str:
+    """``benchmarks/cpu_kernels/padded_channel_vectors.py``: a few columns for channel vectors."""
+    return _two_kernels(
+        "padded_channel_vectors.json", "convolution", ("width_us", "width us"),
+        ("channels_us", "channels us"),
+        "each kernel alone with its crop, as a build makes it.",
+    )  # fmt: skip
+
+
 def softmax() -> str:
     """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
     rows = list(latest(load("softmax.jsonl"), "case").values())
@@ -285,6 +294,7 @@ SECTIONS = {
     "narrow-vectors": narrow_vectors,
     "grouped-convs": grouped_convs,
     "wide-channel-vectors": wide_channel_vectors,
+    "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
     "softmax": softmax,
 }

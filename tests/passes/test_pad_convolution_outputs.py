@@ -9,9 +9,15 @@ from tvm.script import relax as R
 
 from tvm_hetero._compat import VDevice, make_target
 from tvm_hetero.passes import PadConvolutionOutputs
-from tvm_hetero.schedules.cpu.conv import computed_rows, register_tile, vector_width
+from tvm_hetero.schedules.cpu.conv import (
+    channel_tile_width,
+    computed_rows,
+    register_tile,
+    vector_width,
+)
 
 HASWELL = {"kind": "llvm", "mcpu": "haswell"}  # 8 lanes of float32
+ZEN4 = {"kind": "llvm", "mcpu": "znver4"}  # 16 lanes of float32
 CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 
@@ -297,3 +303,73 @@ def test_column_tiles_off_home_get_packed_weights_in_a_deployment():
     got = api.run(api.compile(model, devices, plan), inputs)
     np.testing.assert_allclose(got[0], api.reference_outputs(model, inputs, devices[0])[0],
                                rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("width", "channels", "lanes", "inputs", "rows", "expected"),
+    [(13, 192, 16, 48, 13, 14), (27, 128, 16, 32, 27, 28), (55, 64, 16, 16, 55, 56),
+     (17, 192, 16, 192, 17, 21), (56, 64, 16, 64, 56, 56), (35, 96, 16, 96, 35, 35),
+     (8, 64, 16, 64, 8, None), (55, 64, 16, 8, 55, None), (13, 24, 16, 48, 13, None),
+     (13, 64, 8, 48, 13, None), (57, 64, 16, 64, 57, None)],
+)  # fmt: skip
+def test_channel_tile_width_pads_a_few_columns_for_the_wide_channel_tile(
+    width, channels, lanes, inputs, rows, expected
+):
+    """AVX-512 only, a vector of input channels and two of output channels, a quarter more
+    columns at most (8 would need 14), up to 56 wide."""
+    assert channel_tile_width(width, channels, lanes, inputs, rows) == expected
+
+
+def _constant_conv(width: int, device=ZEN4, groups: int = 1):
+    vdev = VDevice(make_target(device), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 16, width, width), "float32", vdev))
+    weights = np.random.default_rng(0).standard_normal((32, 16 // groups, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(
+                relax.op.nn.conv2d(x, relax.const(weights), padding=1, groups=groups)
+            )
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod, weights
+
+
+def test_constant_weights_on_avx512_are_computed_a_few_columns_wider_for_the_channel_tile():
+    """13 columns become 14, the width ``channel_tile_width`` gives (not 16, whole vectors),
+    rows unchanged; the numbers are the unpadded convolution's."""
+    mod, weights = _constant_conv(13)
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice(ZEN4, 0)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 16, 13, 13), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 32, 13, 13), "float32", "llvm:0"):
+            with R.dataflow():
+                wide = R.nn.conv2d(x, R.const(weights), strides=[1, 1], padding=[1, 1, 1, 2])
+                y = R.strided_slice(wide, axes=[3], begin=[0], end=[13])
+                R.output(y)
+            return y
+
+    after = PadConvolutionOutputs()(mod)
+    tvm.ir.assert_structural_equal(after["main"], Expected["main"], map_free_vars=True)
+    x = np.random.default_rng(1).standard_normal((1, 16, 13, 13)).astype("float32")
+
+    def run(m):
+        m = relax.transform.LegalizeOps()(tvm.IRModule({"main": m["main"]}))
+        vm = relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+    np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("device", "groups"), [(HASWELL, 1), (ZEN4, 8)])
+def test_avx2_and_grouped_convolutions_keep_whole_vectors(device, groups):
+    """Groups of 4 channels: no channel vector shares its inputs."""
+    body = PadConvolutionOutputs()(_constant_conv(13, device, groups)[0])["main"].body
+    (wide, _) = body.blocks[0].bindings
+    assert int(wide.var.ty.shape.values[3]) == 16

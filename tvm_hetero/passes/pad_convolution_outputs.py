@@ -11,7 +11,13 @@ from tvm.relax.expr_functor import PyExprMutator
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.schedules.cpu.conv import MIN_WIDTH, channel_tiled, computed_rows, vector_width
+from tvm_hetero.schedules.cpu.conv import (
+    MIN_WIDTH,
+    channel_tile_width,
+    channel_tiled,
+    computed_rows,
+    vector_width,
+)
 
 CONV2D_OP = "relax.nn.conv2d"
 
@@ -34,6 +40,12 @@ class PadConvolutionOutputs:
     be one vector of one row; one more row is computed instead, so it tiles two
     (:func:`~tvm_hetero.schedules.cpu.conv.computed_rows`: Inception v3's 71 and 147 rows,
     ResNet's last 7; ordinary convolutions only, from 7 rows and 4 whole vectors wide).
+
+    Channel tiles: with AVX-512, a convolution with constant weights a few columns short of
+    the wide channel-vectorized tile is computed that much wider instead, rows unchanged
+    (:func:`~tvm_hetero.schedules.cpu.conv.channel_tile_width`: SqueezeNet's 13, 27 and 55 at
+    14, 28 and 56, not 16, 32 and 64; Inception v3's 17 at 21, not 32), and its weights are
+    then packed by channel.
 
     The convolution gets more padding on the right and at the bottom (its stride times the
     extra columns or rows) and a ``strided_slice`` crops them back:
@@ -95,8 +107,11 @@ def computed_output(
     tiled = channel_tiled(width, channels, lanes, group, inputs, rows)
     if constant and groups < channels and tiled:
         return None  # its weights are packed by channel: the rule's vector is channels
-    wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
     top, left, bottom, right = (int(p) for p in attrs.padding)
+    wide = channel_tile_width(width, channels, lanes, inputs, rows) if groups == 1 else None
+    if constant and wide is not None:  # a few columns more, and the weights are packed so
+        return (rows, wide), (top, left, bottom, right + stride[1] * (wide - width))
+    wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
     right += stride[1] * (wide - width)
     columns = int(data.shape.values[3]) + left + right  # of the padded input
     reach = int(attrs.dilation[1]) * (int(call.args[1].ty.shape.values[3]) - 1) + 1

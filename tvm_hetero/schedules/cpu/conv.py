@@ -172,6 +172,33 @@ def channel_tiled(
     return math.prod(channel_vector_tile(rows, width, lanes)) == channel_accumulators(lanes)
 
 
+CHANNEL_VECTOR_EXTRA = 0.25
+"""Most extra output columns, as a share of the width, computed so that a convolution gets the
+wide channel-vectorized tile (:func:`channel_tile_width`). Zen 4, AVX-512, two threads, each
+kernel alone with its crop, 5 interleaved rounds (``benchmarks/cpu_kernels/
+padded_channel_vectors.py``): Inception v3's 1x7 and 7x1 convolutions at 17 x 17 ran
+1.38-1.67x faster 21 wide than 32 wide, SqueezeNet's 3x3 ones at 13 x 13 and 27 x 27
+1.16-1.19x faster 14 and 28 wide than 16 and 32, at 55 x 55 the same 56 wide as 64; whole
+models in the same rounds (``before_and_now.py``): Inception v3 1.33 -> 1.18x ONNX Runtime's
+time, SqueezeNet 1.39 -> 1.34x. A map 8 wide would need 14 columns (75 % more work)."""
+
+
+def channel_tile_width(
+    width: int, channels: int, lanes: int, inputs: int, rows: int = 1
+) -> int | None:  # fmt: skip
+    """The output width a convolution (not grouped or depthwise) with rows of ``width``
+    columns should be computed at to get the channel-vectorized tile (:func:`channel_tiled`):
+    ``width`` itself where it has it, else the narrowest wider one, up to
+    :data:`CHANNEL_VECTOR_EXTRA` more columns and the width of :data:`WIDE_CHANNEL_VECTORS`,
+    whose tile fills every accumulator (SqueezeNet's 13, 27 and 55 at 14, 28 and 56; a
+    prime 17 at 21); ``None`` where none does."""
+    most = min(math.floor(width * (1 + CHANNEL_VECTOR_EXTRA)), WIDE_CHANNEL_VECTORS[1])
+    for wide in range(width, max(width, most) + 1):
+        if channel_tiled(wide, channels, lanes, None, inputs, rows):
+            return wide
+    return None
+
+
 def group_lanes(group: int, lanes: int) -> int | None:
     """The lanes of a channel vector for a grouped convolution of ``group`` output channels a
     group: the CPU's ``lanes`` where they divide the group, else half of them from 16 lanes up
