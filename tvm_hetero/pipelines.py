@@ -21,6 +21,7 @@ from tvm_hetero.passes import (
     CarvePipelineStages,
     Conv1dAsMatmul,
     DeclareVDevices,
+    ExactCeilPools,
     GroupedConvolutionsByGroup,
     InferKernelVDevices,
     LegalizeWithFastMath,
@@ -54,6 +55,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
+    "ExactCeilPools": ExactCeilPools,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
@@ -85,6 +87,7 @@ OWN_PASSES = (
     "GroupedConvolutionsByGroup",
     "PadMatmulColumns",
     "SeparableResize",
+    "ExactCeilPools",
     "SubsampleStridedPointwise",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
@@ -224,7 +227,8 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), subsample the input of "
-            "strided CPU 1x1 convolutions (then of stride 1), widen CPU "
+            "strided CPU 1x1 convolutions (then of stride 1), compute pools whose windows fit "
+            "exactly in floor mode, widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
             "columns times the weights, CPU bilinear resizes as a pass along the width then "
@@ -242,6 +246,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("RealizeVDevice"),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
+                Step("ExactCeilPools"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
                 Step("SeparableResize"),
@@ -270,6 +275,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
+                Step("ExactCeilPools"),
                 Step("PadConvolutionOutputs"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
