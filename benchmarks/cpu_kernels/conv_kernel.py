@@ -12,8 +12,6 @@ def conv_relu_func(x_shape, w_shape, stride, padding, groups: int = 1):  # -> ti
     """The fused, legalized ``relu(conv2d(x, w))`` kernel, unscheduled."""
     from tvm import relax
 
-    from tvm_hetero._compat import PrimFunc
-
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(x_shape, "float32"))
     w = relax.Var("w", relax.TensorType(w_shape, "float32"))
@@ -22,7 +20,16 @@ def conv_relu_func(x_shape, w_shape, stride, padding, groups: int = 1):  # -> ti
             y = relax.op.nn.conv2d(x, w, strides=stride, padding=padding, groups=groups)
             out = bb.emit_output(relax.op.nn.relu(y))
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
+    return fused_kernel(bb.get())
+
+
+def fused_kernel(mod):  # -> tirx.PrimFunc
+    """The one kernel of a Relax module ``mod`` once legalized and fused, unscheduled."""
+    from tvm import relax
+
+    from tvm_hetero._compat import PrimFunc
+
+    mod = relax.transform.LegalizeOps()(mod)
     mod = relax.transform.FuseTIR()(
         relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
     )

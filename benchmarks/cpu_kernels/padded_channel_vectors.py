@@ -22,8 +22,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conv_kernel import kernel_arguments, timed_convolutions, write_results  # noqa: E402
-from wide_channel_vectors import width_kernel  # noqa: E402
+from conv_kernel import fused_kernel  # noqa: E402
+from wide_channel_vectors import width_against_channels  # noqa: E402
 
 CASES = {  # name: (input, weights, stride, padding (rows, columns))
     "3x3 16 -> 64 @55": ((1, 16, 55, 55), (64, 16, 3, 3), 1, (1, 1)),
@@ -41,8 +41,6 @@ def cropped_func(x_shape, w_shape, stride: int, pad: tuple[int, int], wide: int)
     wide and cropped back, unscheduled."""
     from tvm import relax
 
-    from tvm_hetero._compat import PrimFunc
-
     rows, columns = pad
     width = (x_shape[3] + 2 * columns - w_shape[3]) // stride + 1
     padding = (rows, columns, rows, columns + stride * (wide - width))
@@ -54,12 +52,7 @@ def cropped_func(x_shape, w_shape, stride: int, pad: tuple[int, int], wide: int)
             y = relax.op.nn.relu(relax.op.nn.conv2d(x, w, strides=stride, padding=padding))
             out = bb.emit_output(relax.op.strided_slice(y, axes=[3], begin=[0], end=[width]))
         bb.emit_func_output(out)
-    mod = relax.transform.LegalizeOps()(bb.get())
-    mod = relax.transform.FuseTIR()(
-        relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
-    )
-    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    return func
+    return fused_kernel(bb.get())
 
 
 def channel_kernel(x_shape, w_shape, stride: int, pad: tuple[int, int], target):
@@ -85,24 +78,7 @@ def channel_kernel(x_shape, w_shape, stride: int, pad: tuple[int, int], target):
 
 
 def main() -> None:
-    args = kernel_arguments(__doc__.splitlines()[0], "padded_channel_vectors.json", threads=2)
-    cases = {name: (x, w, stride, pad, 1) for name, (x, w, stride, pad) in CASES.items()}
-
-    def build(x_shape, w_shape, stride, pad, _groups, target):
-        built = {"width": width_kernel(x_shape, w_shape, stride, pad, target)}
-        channels = channel_kernel(x_shape, w_shape, stride, pad, target)
-        return built if channels is None else {**built, "channels": channels}
-
-    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
-    rows = []
-    for name, med in times.items():
-        now = med.get("channels", med["width"])
-        rows.append({"conv": name, "width_us": med["width"], "channels_us": med.get("channels"),
-                     "ort_us": med["ort"], "samples_us": med["samples_us"]})  # fmt: skip
-        channels = "-" if "channels" not in med else f"{med['channels']:7.0f}"
-        print(f"{name:20} width {med['width']:7.0f} us  channels {channels:>7} us  "
-              f"ORT {med['ort']:7.0f} us  now / ORT {now / med['ort']:4.2f}x")  # fmt: skip
-    write_results(args.out, target, args, rows)
+    width_against_channels(__doc__, "padded_channel_vectors.json", CASES, channel_kernel)
 
 
 if __name__ == "__main__":

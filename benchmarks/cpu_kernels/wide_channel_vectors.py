@@ -67,16 +67,20 @@ def channel_kernel(x_shape, w_shape, stride: int, pad: int, target):
     return first_schedule(packing.kernel, target, cpu_rules())[0].mod["main"]
 
 
-def main() -> None:
-    args = kernel_arguments(__doc__.splitlines()[0], "wide_channel_vectors.json", threads=2)
-    cases = {name: (x, w, stride, pad, 1) for name, (x, w, stride, pad) in CASES.items()}
+def width_against_channels(doc: str, results: str, cases: dict, channel_kernel) -> None:
+    """Time ``cases`` (``{name: (input, weights, stride, padding)}``) as the width tile
+    (:func:`width_kernel`) and, where ``channel_kernel(input, weights, stride, padding,
+    target)`` gives one, as the channel tile, beside ONNX Runtime; print and write
+    ``results``."""
+    args = kernel_arguments(doc.splitlines()[0], results, threads=2)
+    convs = {name: (x, w, stride, pad, 1) for name, (x, w, stride, pad) in cases.items()}
 
     def build(x_shape, w_shape, stride, pad, _groups, target):
         built = {"width": width_kernel(x_shape, w_shape, stride, pad, target)}
         channels = channel_kernel(x_shape, w_shape, stride, pad, target)
         return built if channels is None else {**built, "channels": channels}
 
-    target, times = timed_convolutions(cases, build, args.threads, args.rounds)
+    target, times = timed_convolutions(convs, build, args.threads, args.rounds)
     rows = []
     for name, med in times.items():
         now = med.get("channels", med["width"])
@@ -86,6 +90,10 @@ def main() -> None:
         print(f"{name:28} width {med['width']:7.0f} us  channels {channels:>7} us  "
               f"ORT {med['ort']:7.0f} us  now / ORT {now / med['ort']:4.2f}x")  # fmt: skip
     write_results(args.out, target, args, rows)
+
+
+def main() -> None:
+    width_against_channels(__doc__, "wide_channel_vectors.json", CASES, channel_kernel)
 
 
 if __name__ == "__main__":
