@@ -21,6 +21,7 @@ from tvm_hetero.passes import (
     CarvePipelineStages,
     Conv1dAsMatmul,
     DeclareVDevices,
+    DepthwiseColumnsAfter,
     ExactCeilPools,
     GroupedConvolutionsByGroup,
     InferKernelVDevices,
@@ -56,6 +57,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
     "ExactCeilPools": ExactCeilPools,
+    "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
@@ -88,6 +90,7 @@ OWN_PASSES = (
     "PadMatmulColumns",
     "SeparableResize",
     "ExactCeilPools",
+    "DepthwiseColumnsAfter",
     "SubsampleStridedPointwise",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
@@ -227,7 +230,9 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), subsample the input of "
-            "strided CPU 1x1 convolutions (then of stride 1), compute pools whose windows fit "
+            "strided CPU 1x1 convolutions (then of stride 1), compute strided CPU depthwise "
+            "convolutions along the rows with every column, then take their columns, compute "
+            "pools whose windows fit "
             "exactly in floor mode, widen CPU "
             "convolutions and constant matmul weights to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
@@ -246,6 +251,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("RealizeVDevice"),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
+                Step("DepthwiseColumnsAfter"),
                 Step("ExactCeilPools"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),

@@ -251,32 +251,31 @@ def padded_channel_vectors() -> str:
     )  # fmt: skip
 
 
-def softmax() -> str:
-    """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
-    rows = list(latest(load("softmax.jsonl"), "case").values())
+def _before_and_now(results: str, case: str) -> str:
+    """A ``record_cases`` results file (``before_and_now.py``): the latest row of each case,
+    before, now and ONNX Runtime."""
+    rows = list(latest(load(results), "case").values())
     out = [
         (r["case"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
          ratio(r["now_ms"], r["ort_ms"]))
         for r in rows
     ]  # fmt: skip
-    return titled(
-        "softmax.jsonl", rows, ("softmax", "before ms", "now ms", "ORT ms", "now / ORT"), out
-    )
+    return titled(results, rows, (case, "before ms", "now ms", "ORT ms", "now / ORT"), out)
+
+
+def softmax() -> str:
+    """``benchmarks/cpu_kernels/softmax.py``: attention rows reduced in vector lanes."""
+    return _before_and_now("softmax.jsonl", "softmax")
 
 
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
-    rows = list(latest(load("resize.jsonl"), "case").values())
-    out = [
-        (r["case"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
-         ratio(r["now_ms"], r["ort_ms"]))
-        for r in rows
-    ]  # fmt: skip
-    return titled(
-        "resize.jsonl", rows,
-        ("resize (channels @in -> out)", "before ms", "now ms", "ORT ms", "now / ORT"),
-        out,
-    )  # fmt: skip
+    return _before_and_now("resize.jsonl", "resize (channels @in -> out)")
+
+
+def strided_depthwise() -> str:
+    """``benchmarks/cpu_kernels/strided_depthwise.py``: a lane a column, or the columns after."""
+    return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
 SECTIONS = {
@@ -296,5 +295,6 @@ SECTIONS = {
     "wide-channel-vectors": wide_channel_vectors,
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
+    "strided-depthwise": strided_depthwise,
     "softmax": softmax,
 }

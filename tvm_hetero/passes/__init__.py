@@ -4,6 +4,7 @@ from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
 from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
+from tvm_hetero.passes.depthwise_columns_after import DepthwiseColumnsAfter
 from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
@@ -27,6 +28,7 @@ __all__ = [
     "CarvePipelineStages",
     "Conv1dAsMatmul",
     "DeclareVDevices",
+    "DepthwiseColumnsAfter",
     "ExactCeilPools",
     "GroupedConvolutionsByGroup",
     "InferKernelVDevices",
