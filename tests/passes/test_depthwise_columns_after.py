@@ -63,9 +63,12 @@ def test_a_strided_depthwise_convolution_keeps_its_row_stride_and_takes_every_ot
 @pytest.mark.parametrize(
     "case",
     [dict(stride=(1, 2)), dict(shape=(1, 8, 9, 26), stride=3, kernel=5, padding=2),
-     dict(shape=(2, 4, 8, 18), groups=4, outputs=4, padding=0), dict(dilation=(2, 1), padding=2)],
+     dict(shape=(2, 4, 8, 18), groups=4, outputs=4, padding=0), dict(dilation=(2, 1), padding=2),
+     dict(kernel=1, padding=0)],
 )  # fmt: skip
 def test_numbers_match_the_strided_convolution(case):
+    """Strides along the columns only and by 3, a batch of 2 unpadded, dilated rows, a window
+    one column wide (its columns taken first)."""
     after = same_numbers_after(DepthwiseColumnsAfter(), _conv_module(**case))
     assert "strided_slice" in after.script()
 
@@ -93,3 +96,25 @@ def test_an_exported_mobile_block_matches_torch(tmp_path):
     compiled = api.compile(load_model(path), [cpu_device()])
     (got,) = api.run(compiled, {"x": x.numpy()})
     np.testing.assert_allclose(got, block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_window_one_column_wide_takes_the_input_columns_first():
+    """MobileOne's strided 1x1 depthwise branch: no column of the convolution is thrown away."""
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice(CPU, 0)]})
+
+        @R.function
+        def main(
+            x: R.Tensor((1, 8, 9, 17), "float32", "llvm:0"),
+            w: R.Tensor((8, 1, 1, 1), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 8, 5, 9), "float32", "llvm:0"):
+            with R.dataflow():
+                columns = R.strided_slice(x, axes=[3], begin=[0], end=[17], strides=[2])
+                y = R.nn.conv2d(columns, w, strides=[2, 1], groups=8)
+                R.output(y)
+            return y
+
+    after = same_numbers_after(DepthwiseColumnsAfter(), _conv_module(kernel=1, padding=0))
+    tvm.ir.assert_structural_equal(after, Expected)

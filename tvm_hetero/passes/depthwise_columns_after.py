@@ -29,8 +29,10 @@ class DepthwiseColumnsAfter:
     Runtime's time. With the row stride only, a vector of outputs reads consecutive columns
     (one vector load a tap); it computes ``s`` times the columns, but a depthwise tap is one
     multiply-add, and the subsample is a copy of the output's size that ``FuseOps`` fuses into
-    the kernel. Each layer alone, built and timed as a model (``benchmarks/cpu_kernels/
-    strided_depthwise.py``, Zen 4, two threads, 5 interleaved rounds): 1.15-1.45x faster;
+    the kernel (a window one column wide, without column padding, takes the input's columns
+    first: MobileOne's strided 1x1 branches). Each layer alone, built and timed as a model
+    (``benchmarks/cpu_kernels/strided_depthwise.py``, Zen 4, two threads, 5 interleaved
+    rounds): 1.15-1.45x faster;
     whole models in the same rounds (``before_and_now.py``): MobileNet v2 5.98 -> 5.79 ms,
     EfficientNet-B0 10.46 -> 10.19, MobileNet v3 large 5.43 -> 5.27 (ONNX Runtime 4.12, 7.31,
     3.88). The numbers are the same products in the same order.
@@ -70,13 +72,19 @@ def _columns_after(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | No
         return None
     a = call.attrs
     x, w = call.args
-    rows = rewriter.builder_.emit(
-        relax.op.nn.conv2d(
-            x, w, (int(a.strides[0]), 1), a.padding, a.dilation, a.groups,
-            "NCHW", "OIHW", "NCHW", a.out_dtype or None,
-        )
-    )  # fmt: skip
-    width = int(call.ty.shape.values[3])
     step = int(a.strides[1])
-    last = (width - 1) * step + 1  # one past the last column read
-    return relax.op.strided_slice(rows, axes=[3], begin=[0], end=[last], strides=[step])
+    if int(w.ty.shape.values[3]) == 1 and int(a.padding[1]) == int(a.padding[3]) == 0:
+        width = int(x.ty.shape.values[3])  # one column a window: take the columns first
+        x = rewriter.builder_.emit(
+            relax.op.strided_slice(x, axes=[3], begin=[0], end=[width], strides=[step])
+        )
+    rows = relax.op.nn.conv2d(
+        x, w, (int(a.strides[0]), 1), a.padding, a.dilation, a.groups,
+        "NCHW", "OIHW", "NCHW", a.out_dtype or None,
+    )  # fmt: skip
+    if not x.same_as(call.args[0]):
+        return rows
+    last = (int(call.ty.shape.values[3]) - 1) * step + 1  # one past the last column read
+    return relax.op.strided_slice(
+        rewriter.builder_.emit(rows), axes=[3], begin=[0], end=[last], strides=[step]
+    )
