@@ -74,8 +74,10 @@ def _columns_after(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | No
     a = call.attrs
     x, w = call.args
     step = int(a.strides[1])
-    if int(w.ty.shape.values[3]) == 1 and int(a.padding[1]) == int(a.padding[3]) == 0:
-        width = int(x.ty.shape.values[3])  # one column a window: take the columns first
+    # one column a window and no column padding: take the input's columns first
+    columns_first = int(w.ty.shape.values[3]) == 1 and int(a.padding[1]) == int(a.padding[3]) == 0
+    if columns_first:
+        width = int(x.ty.shape.values[3])
         x = rewriter.builder_.emit(
             relax.op.strided_slice(x, axes=[3], begin=[0], end=[width], strides=[step])
         )
@@ -83,7 +85,7 @@ def _columns_after(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | No
         x, w, (int(a.strides[0]), 1), a.padding, a.dilation, a.groups,
         "NCHW", "OIHW", "NCHW", a.out_dtype or None,
     )  # fmt: skip
-    if not x.same_as(call.args[0]):
+    if columns_first:
         return rows
     last = (int(call.ty.shape.values[3]) - 1) * step + 1  # one past the last column read
     return relax.op.strided_slice(

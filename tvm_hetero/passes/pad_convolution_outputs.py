@@ -108,9 +108,10 @@ def computed_output(
     if constant and groups < channels and tiled:
         return None  # its weights are packed by channel: the rule's vector is channels
     top, left, bottom, right = (int(p) for p in attrs.padding)
-    wide = channel_tile_width(width, channels, lanes, inputs, rows) if groups == 1 else None
-    if constant and wide is not None:  # a few columns more, and the weights are packed so
-        return (rows, wide), (top, left, bottom, right + stride[1] * (wide - width))
+    if constant and groups == 1:  # a few columns more, and the weights are packed by channel
+        wide = channel_tile_width(width, channels, lanes, inputs, rows)
+        if wide is not None:
+            return (rows, wide), (top, left, bottom, right + stride[1] * (wide - width))
     wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
     right += stride[1] * (wide - width)
     columns = int(data.shape.values[3]) + left + right  # of the padded input

@@ -193,7 +193,7 @@ def channel_tile_width(
     whose tile fills every accumulator (SqueezeNet's 13, 27 and 55 at 14, 28 and 56; a
     prime 17 at 21); ``None`` where none does."""
     most = min(math.floor(width * (1 + CHANNEL_VECTOR_EXTRA)), WIDE_CHANNEL_VECTORS[1])
-    for wide in range(width, max(width, most) + 1):
+    for wide in range(width, most + 1):  # none past 56 wide: channel_tiled refuses those
         if channel_tiled(wide, channels, lanes, None, inputs, rows):
             return wide
     return None
