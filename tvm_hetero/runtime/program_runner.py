@@ -28,16 +28,19 @@ if TYPE_CHECKING:
 
 def remote_ops(executor: Executor, device: int) -> list[dict[str, Any]]:
     """The program of remote worker ``device`` as it is sent there: its units and items, each
-    with the peers its value is pushed to (data-port addresses) and, for a unit, who makes
-    each of its inputs (a value that does not arrive in time blames its maker)."""
+    with the peers its value is pushed to (data-port addresses; and whether that peer's
+    program reads it, so it goes on the program link, or only the client downloads it) and,
+    for a unit, who makes each of its inputs (a value that does not arrive in time blames its
+    maker)."""
     programs, steps = executor.programs, executor.deployment.steps
     ops: list[dict[str, Any]] = []
     for i in programs.steps[device]:
         step = steps[i]
         pushes = [
-            [executor.workers[k].address[0], executor.workers[k].data_port, name]
+            [executor.workers[k].address[0], executor.workers[k].data_port, name,
+             any(name in steps[j].inputs for j in programs.steps[k])]
             for k, name in programs.sends[i]
-        ]
+        ]  # fmt: skip
         if step.kind == "unit":
             makers = {v: _maker(executor, v) for v in step.inputs}
             ops.append({"op": "unit", "step": i, "function": step.function, "out": step.name,

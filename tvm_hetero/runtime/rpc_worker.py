@@ -17,6 +17,8 @@ it (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s)``: keep
   this worker's program, then run it for every microbatch of a run (one call a run; the client
   sends inputs and takes outputs on the data port, whose server answers a name once it is held).
+  What a program sends a peer goes on a program link, read by the peer's program thread itself
+  (:mod:`.program_links`).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
   returns ``[arity, waited_s, item_arities]`` as JSON (``waited_s``: how long the unit waited
   here for inputs still arriving, which the client's timeline does not count as busy); a tuple's
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import json
 import os
 import queue
@@ -87,9 +90,12 @@ class _Session:
         self.server: Any = None
         self.fetcher: Any = None
         self.name = "a worker"
-        self.pushes: queue.SimpleQueue | None = None  # (host, port, name, array), sent in order
+        self.pushes: queue.SimpleQueue | None = None  # sends, made in order by the push thread
         self.program: list[dict] = []  # this worker's steps of a run (issue 60)
         self.functions: dict[str, Any] = {}
+        self.inlinks: Any = None  # program links: what peers' programs push to this one
+        self.outlinks: Any = None
+        self.spin_s = 0.0
 
     def write(self, file_name: str, offset: int, blob: bytearray) -> None:
         """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
@@ -121,9 +127,11 @@ class _Session:
 
     def data_port(self) -> int:
         """The port of this session's tensor server (started on first use)."""
+        from tvm_hetero.runtime.program_links import Inlinks
         from tvm_hetero.runtime.tensor_link import TensorFetcher, TensorServer
 
         if self.server is None:
+            self.inlinks = Inlinks()
             self.server = TensorServer(self._host_view, _BIND["host"], self._command)
             self.fetcher = TensorFetcher()
             self.puller = TensorFetcher()
@@ -186,19 +194,43 @@ class _Session:
             if not self.arrived.wait_for(
                 lambda: name in self.values or name in self.failed, timeout_s
             ):
-                if maker:  # the client reads "LinkError from NAME:" as the blame
-                    raise ConnectionError(f"LinkError from {maker}: {name!r} did not arrive "
-                                          f"within {timeout_s:g} s")  # fmt: skip
-                raise TimeoutError(f"value {name!r} did not arrive in {timeout_s:g} s")
+                raise _late(name, timeout_s, maker)
             if name in self.failed:
                 raise ConnectionError(self.failed.pop(name))
             return self.values[name]
+
+    def program_value(self, name: str, timeout_s: float, maker: str | None) -> Any:
+        """:meth:`value`, for the program thread: it reads its program links itself while it
+        waits (:mod:`~tvm_hetero.runtime.program_links`), polling them first for
+        ``spin_s``, then sleeping on them and on a wake-up for values that other threads
+        hold (the client's inputs, pulls)."""
+        links = self.inlinks
+        now = time.perf_counter()
+        deadline, spin_end = now + timeout_s, now + self.spin_s
+        while True:
+            with self.arrived:
+                self._roll(name)
+                if name in self.values:
+                    return self.values[name]
+                if name in self.failed:
+                    raise ConnectionError(self.failed.pop(name))
+                links.blocked = sleep = now >= spin_end
+            if now >= deadline:
+                raise _late(name, timeout_s, maker)
+            wait = min(deadline - now, 1.0) if sleep else 0.0
+            got = links.receive(wait, self._buffer, deadline - now)
+            links.blocked = False
+            for arrived, value in got:
+                self.hold(arrived, value.copyto(self.device) if self.gpu else value)
+            now = time.perf_counter()
 
     def hold(self, name: str, value: Any) -> None:
         with self.arrived:
             if self._roll(name):
                 self.values[name] = value
                 self.arrived.notify_all()
+                if self.inlinks is not None and self.inlinks.blocked:
+                    self.inlinks.wake()
 
     def call(self, function: str, out: str, *names: str) -> str:
         start = time.perf_counter()
@@ -224,17 +256,26 @@ class _Session:
         self._pusher()
         for index, host, port, name in json.loads(pushes):
             value = self._host_view(out if index < 0 else f"{out}.{index}")
-            self.pushes.put((host, int(port), name, value))
+            self.pushes.put(functools.partial(self._deliver, host, int(port), name, value))
         return said
 
     def load_program(self, ops: str) -> int:
         """Keep this worker's program (JSON: its units and items in order, each with the
         peers its value is pushed to, :func:`tvm_hetero.runtime.program_runner.remote_ops`);
         its length."""
+        from tvm_hetero.runtime.program_links import Outlinks, spin_seconds
+
         self.program = json.loads(ops)
         self.functions = {op["function"]: self.vm.module[op["function"]]
                           for op in self.program if op["op"] == "unit"}  # fmt: skip
         self._pusher()
+        if self.outlinks is not None:
+            self.outlinks.close()
+        self.outlinks = Outlinks(self.name)
+        for host, port, _, linked in (push for op in self.program for push in op["pushes"]):
+            if linked:
+                self.outlinks.open(host, int(port))
+        self.spin_s = spin_seconds()
         return len(self.program)
 
     def run_program(self, run: int, microbatches: int, wait_s: float) -> str:
@@ -249,14 +290,16 @@ class _Session:
                 start = time.perf_counter()
                 if op["op"] == "unit":
                     makers = op["from"]
-                    args = [self.value(prefix + n, wait_s, makers.get(n)) for n in op["inputs"]]
+                    args = [
+                        self.program_value(prefix + n, wait_s, makers.get(n)) for n in op["inputs"]
+                    ]
                     waited = time.perf_counter() - start
                     result = self.functions[op["function"]](*args)
                     if self.gpu:  # the timeline waits for the kernels
                         self.device.sync()
                 else:
                     waited = 0.0
-                    result = self.value(prefix + op["src"], wait_s)[op["index"]]
+                    result = self.program_value(prefix + op["src"], wait_s, None)[op["index"]]
                 self.hold(prefix + op["out"], result)
                 if op["pushes"]:
                     self._push(self._view(result), prefix, op["pushes"])
@@ -265,15 +308,24 @@ class _Session:
         return json.dumps(events)
 
     def _push(self, view: Any, prefix: str, pushes: list) -> None:
-        """Send ``view`` to each of ``pushes`` (``[host, port, name]``): a small tensor at once,
-        from this thread (it fits the socket's buffer, and the push thread's wake-up cost a
-        crossing more than the send), a large one from the push thread, so the program goes
-        on computing while it leaves."""
-        for host, port, name in pushes:
+        """Send ``view`` to each of ``pushes`` (``[host, port, name, linked]``): on the program
+        link where the peer's program reads it, else to its data port (an output the client
+        downloads there); a small tensor at once, from this thread (it fits the socket's
+        buffer, and the push thread's wake-up cost a crossing more than the send), a large one
+        from the push thread, so the program goes on computing while it leaves."""
+        for host, port, name, linked in pushes:
+            how = self._send_link if linked else self._deliver
+            send = functools.partial(how, host, int(port), prefix + name, view)
             if view.nbytes > INLINE_PUSH_BYTES:
-                self.pushes.put((host, int(port), prefix + name, view))
+                self.pushes.put(send)
             else:
-                self._deliver(host, int(port), prefix + name, view)
+                send()
+
+    def _send_link(self, host: str, port: int, name: str, array: Any) -> None:
+        """``array`` to the program of the worker at ``host:port``; one that cannot be reached
+        is dropped (its consumer's own wait fails, blaming this worker)."""
+        with contextlib.suppress(OSError):
+            self.outlinks.send(host, port, name, array)
 
     def _pusher(self) -> None:
         """Start the push thread (once)."""
@@ -286,7 +338,7 @@ class _Session:
         """Send what :meth:`call_push` queued; a consumer that cannot be reached fails its own
         call (its worker is gone) or, where the link alone broke, waits out its arrival timeout."""
         while True:
-            self._deliver(*self.pushes.get())
+            self.pushes.get()()
 
     def _deliver(self, host: str, port: int, name: str, array: Any) -> None:
         """Push ``array`` to the data port at ``host:port`` as ``name``; one that cannot be
@@ -312,15 +364,20 @@ class _Session:
 
         return value.numpy() if self.gpu else np.from_dlpack(value)
 
-    def _command(self, message: dict, conn: socket.socket) -> None:
+    def _command(self, message: dict, conn: socket.socket) -> bool:
         """A command from the client on the data port: ``{"pull": [host, port, src, out,
         peer]}`` asks worker ``peer`` for ``src`` at once (the data server's thread goes back to
         the next command), and it arrives as ``out``; ``{"put": out}`` is followed by the array
         itself, an input from the client (not over RPC, whose loop may be computing) or, with
         ``"from"``, a value that worker pushes. A failure is kept for the unit that reads
-        ``out``."""
+        ``out``. ``{"link": peer}``: the connection is a program link, read by the program
+        thread from now on (True: taken over)."""
+        from tvm_hetero.runtime.program_links import LINK
         from tvm_hetero.runtime.tensor_link import recv_array
 
+        if LINK in message:
+            self.inlinks.adopt(conn)
+            return True
         if "put" in message:
             allocate, done = self._receiver(message["put"], message.get("from", "the client"))
             try:
@@ -329,9 +386,10 @@ class _Session:
                 done(None, err)
                 raise  # the connection is out of step: the server drops it
             done(None, None)
-            return
+            return False
         host, port, src, out, peer = message["pull"]
         self._pull(host, int(port), src, out, peer)
+        return False
 
     def fetch(self, host: str, port: int, src: str, out: str) -> None:
         """The same pull, waited for (over RPC: a benchmark times it)."""
@@ -345,26 +403,14 @@ class _Session:
         self.puller.fetch_later(host, port, src, allocate, done)
 
     def _receiver(self, out: str, peer: str) -> tuple[Callable, Callable]:
-        """Where a tensor arriving as ``out`` goes (``allocate``) and what its arrival or
-        failure does (``done``). The last run's ``out`` is received into when its shape and
-        type match (the names restart every run, and a run's values are consumed before the
-        next run starts): fresh memory would cost a page fault per page."""
-        import numpy as np
-        import tvm
-
+        """Where a tensor arriving as ``out`` goes (``allocate``, :meth:`_buffer`) and what
+        its arrival or failure does (``done``)."""
         made = []
-        with self.arrived:
-            self._roll(out)
-            old = self.spare.get(out.partition("/")[2] or out)
-        cpu = tvm.cpu(0)
 
         def allocate(shape: tuple[int, ...], dtype: str) -> Any:  # straight into TVM's memory
-            reusable = (
-                isinstance(old, tvm.runtime.Tensor) and old.device == cpu
-                and tuple(old.shape) == tuple(shape) and str(old.dtype) == dtype
-            )  # fmt: skip
-            made.append(old if reusable else tvm.runtime.empty(shape, dtype, cpu))
-            return np.from_dlpack(made[0])
+            tensor, view = self._buffer(out, shape, dtype)
+            made.append(tensor)
+            return view
 
         def done(_: Any, err: BaseException | None) -> None:
             if err is None:
@@ -376,6 +422,34 @@ class _Session:
                     self.arrived.notify_all()
 
         return allocate, done
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]:
+        """A CPU tensor to receive value ``name`` into, and a numpy view of it: the last run's
+        value of that name where shape and type match (the names restart every run, and a
+        run's values are consumed before the next run starts; fresh memory would cost a
+        page fault per page)."""
+        import numpy as np
+        import tvm
+
+        with self.arrived:
+            self._roll(name)
+            old = self.spare.get(name.partition("/")[2] or name)
+        cpu = tvm.cpu(0)
+        reusable = (
+            isinstance(old, tvm.runtime.Tensor) and old.device == cpu
+            and tuple(old.shape) == tuple(shape) and str(old.dtype) == dtype
+        )  # fmt: skip
+        tensor = old if reusable else tvm.runtime.empty(shape, dtype, cpu)
+        return tensor, np.from_dlpack(tensor)
+
+
+def _late(name: str, timeout_s: float, maker: str | None) -> Exception:
+    """The error of value ``name`` not there within ``timeout_s``; one that a remote worker
+    ``maker`` sends blames that worker (the client reads "LinkError from NAME:" as the blame)."""
+    if maker:
+        return ConnectionError(f"LinkError from {maker}: {name!r} did not arrive within "
+                               f"{timeout_s:g} s")  # fmt: skip
+    return TimeoutError(f"value {name!r} did not arrive in {timeout_s:g} s")
 
 
 def register() -> None:

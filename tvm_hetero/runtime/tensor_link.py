@@ -122,12 +122,14 @@ class TensorServer:
         Address to listen on (the worker's own); port chosen by the system.
     on_command : callable, optional
         ``on_command(message, conn)`` for a JSON-object frame, run in the connection's thread
-        (a command that carries an array, :meth:`TensorFetcher.tell`, reads it from ``conn``).
+        (a command that carries an array, :meth:`TensorFetcher.tell`, reads it from ``conn``);
+        a true result means the owner has taken the connection over (a program link,
+        :mod:`.program_links`): the server reads no more of it.
     """
 
     def __init__(
         self, lookup: Callable[[str], np.ndarray], host: str = "127.0.0.1",
-        on_command: Callable[[dict, socket.socket], None] | None = None,
+        on_command: Callable[[dict, socket.socket], bool | None] | None = None,
     ) -> None:  # fmt: skip
         self._lookup, self._on_command = lookup, on_command
         self._sock = socket.create_server((host, 0))
@@ -144,28 +146,33 @@ class TensorServer:
             threading.Thread(target=self._serve, args=(_buffered(conn),), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            while True:
+        if not self._answer(conn):
+            conn.close()
+
+    def _answer(self, conn: socket.socket) -> bool:
+        """Serve ``conn`` until it closes (False) or a command takes it over (True)."""
+        while True:
+            try:
+                frame = _recv_frame(conn)
+            except (LinkError, OSError):
+                return False
+            if frame.startswith(b"{") and self._on_command is not None:
                 try:
-                    frame = _recv_frame(conn)
-                except (LinkError, OSError):
-                    return
-                if frame.startswith(b"{") and self._on_command is not None:
-                    try:
-                        self._on_command(json.loads(frame), conn)
-                    except (LinkError, OSError, ValueError):  # its array broke off
-                        return
-                    continue
-                name = frame.decode()
-                try:
-                    array = self._lookup(name)
-                except KeyError:
-                    _send_frame(conn, json.dumps({"error": f"no value {name!r} here"}).encode())
-                    continue
-                try:
-                    send_array(conn, array)
-                except OSError:
-                    return
+                    if self._on_command(json.loads(frame), conn):
+                        return True
+                except (LinkError, OSError, ValueError):  # its array broke off
+                    return False
+                continue
+            name = frame.decode()
+            try:
+                array = self._lookup(name)
+            except KeyError:
+                _send_frame(conn, json.dumps({"error": f"no value {name!r} here"}).encode())
+                continue
+            try:
+                send_array(conn, array)
+            except OSError:
+                return False
 
     def close(self) -> None:
         """Stop listening."""

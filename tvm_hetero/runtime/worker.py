@@ -65,9 +65,14 @@ def _allow_threads(threads: int) -> None:
 
 
 def use_threads(threads: int) -> None:
-    """Give the calling thread's TVM pool ``threads`` threads, not pinned."""
+    """Give the calling thread's TVM pool ``threads`` threads, not pinned by TVM: the calling
+    thread keeps the cores it was allowed (TVM's pool sets them to every core, which undid a
+    worker started under ``taskset``)."""
     _allow_threads(threads)
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     tvm.get_global_func("runtime.config_threadpool")(1, threads)
+    if allowed is not None:
+        os.sched_setaffinity(0, allowed)
 
 
 def configure_threads(spec: DeviceSpec) -> None:

@@ -1,0 +1,185 @@
+"""Program links: a remote worker's program sends its values straight to its peer's program."""
+
+import json
+import os
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tvm_hetero.runtime import program_links
+from tvm_hetero.runtime.program_links import LINK, Inlinks, Outlinks, quota_limited
+from tvm_hetero.runtime.tensor_link import _LEN, ONE_SEND_BYTES, TensorServer, _send_frame
+from tvm_hetero.runtime.worker import use_threads
+
+
+def _allocate(name, shape, dtype):
+    array = np.empty(shape, dtype)
+    return array, array
+
+
+@pytest.fixture
+def linked():
+    """A peer's data port whose link commands hand connections to its program's Inlinks (as
+    the worker's session does), and this side's Outlinks opened to it."""
+    inlinks, commands = Inlinks(), []
+
+    def command(message, conn):
+        commands.append(message)
+        if LINK in message:
+            inlinks.adopt(conn)
+            return True
+        return False
+
+    server = TensorServer(lambda name: np.zeros(1), on_command=command)
+    out = Outlinks("edge-a", timeout_s=5)
+    out.open(*server.address)
+    yield inlinks, out, server.address, commands
+    out.close()
+    server.close()
+    inlinks.close()
+
+
+def _collect(inlinks, names, within_s=5.0):
+    got, deadline = {}, time.perf_counter() + within_s
+    while set(names) - set(got) and time.perf_counter() < deadline:
+        got.update(inlinks.receive(0.5, _allocate, 5.0))
+    return got
+
+
+def test_values_arrive_bit_for_bit_in_the_order_sent_whatever_their_size(linked):
+    inlinks, out, (host, port), commands = linked
+    rng = np.random.default_rng(0)
+    sent = {
+        "1/0:a": rng.standard_normal((3, 5)).astype("float32"),
+        "1/0:scalar": np.array(7, "int64"),
+        "1/0:empty": np.zeros((0, 4), "float16"),
+        "1/1:strided": rng.standard_normal((6, 8)).astype("float32")[:, ::2],
+        "1/1:large": rng.integers(0, 255, ONE_SEND_BYTES * 3, dtype="uint8"),
+        "1/1:bool": rng.random(17) > 0.5,
+    }
+    for name, array in sent.items():
+        out.send(host, port, name, array)
+    got = _collect(inlinks, sent)
+    assert set(got) == set(sent)
+    for name, array in sent.items():
+        assert got[name].dtype == array.dtype and got[name].shape == array.shape
+        np.testing.assert_array_equal(got[name], array)
+    assert commands == [{LINK: "edge-a"}]  # the link's values never reached the server
+
+
+def test_values_sent_from_two_threads_on_one_link_stay_whole(linked):
+    inlinks, out, (host, port), _ = linked
+    big = np.arange(ONE_SEND_BYTES, dtype="int32")  # four sends' worth each
+    names = [f"1/0:{t}-{i}" for t in "ab" for i in range(20)]
+
+    def send(thread):
+        for i in range(20):
+            out.send(host, port, f"1/0:{thread}-{i}", big + i)
+
+    threads = [threading.Thread(target=send, args=(t,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    got = _collect(inlinks, names, within_s=20)
+    for t in threads:
+        t.join()
+    assert set(got) == set(names)
+    for name in names:
+        np.testing.assert_array_equal(got[name], big + int(name.rpartition("-")[2]))
+
+
+def test_a_sleeping_reader_wakes_at_once_for_a_value_or_a_wake(linked):
+    inlinks, out, (host, port), _ = linked
+    assert inlinks.receive(0.5, _allocate, 5.0) == []  # the link adopted (its own wake-up)
+    threading.Timer(0.2, inlinks.wake).start()
+    start = time.perf_counter()
+    assert inlinks.receive(10.0, _allocate, 5.0) == []
+    assert 0.15 < time.perf_counter() - start < 2.0
+    threading.Timer(0.2, out.send, (host, port, "1/0:x", np.ones(3, "float32"))).start()
+    start = time.perf_counter()
+    assert _collect(inlinks, ["1/0:x"])
+    assert time.perf_counter() - start < 2.0
+
+
+def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
+    inlinks, _, address, _ = linked
+    inlinks.receive(0.5, _allocate, 5.0)
+    fixture_link = dict(inlinks._links)
+    for close in (True, False):
+        conn = socket.create_connection(address)
+        _send_frame(conn, json.dumps({LINK: "edge-b"}).encode())
+        header = json.dumps(["1/0:v", [1 << 20], "float32"]).encode()
+        conn.sendall(_LEN.pack(len(header)) + header + b"\0" * 1000)  # 4 MiB promised
+        if close:
+            conn.close()
+        start = time.perf_counter()
+        got = []
+        while time.perf_counter() - start < 3:
+            got += inlinks.receive(0.1, _allocate, 0.3)
+        assert got == []
+        assert inlinks._links == fixture_link, "the link was not dropped"
+        conn.close()
+
+
+def test_sending_to_a_peer_that_is_gone_raises_and_an_unopened_one_is_refused(linked):
+    _, out, (host, port), _ = linked
+    with pytest.raises(KeyError):
+        out.send(host, port + 1, "1/0:v", np.ones(1))
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed_port = free.getsockname()[1]
+    with pytest.raises(ConnectionRefusedError):
+        out.open("127.0.0.1", closed_port)
+
+
+@pytest.mark.parametrize(
+    ("lines", "files", "limited"),
+    [
+        ("4:cpu,cpuacct:/tvm-hetero/e0\n", {"cpu,cpuacct/tvm-hetero/e0/cpu.cfs_quota_us": "45000"},
+         True),
+        ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1"}, False),
+        ("4:cpuacct,cpu:/a\n", {"cpu/a/cpu.cfs_quota_us": "20000"}, True),
+        ("0::/job\n", {"job/cpu.max": "60000 100000"}, True),
+        ("0::/\n", {"cpu.max": "max 100000"}, False),
+        ("7:blkio:/\n", {}, False),
+    ],
+)  # fmt: skip
+def test_a_cpu_quota_is_read_from_cgroup_v1_and_v2(tmp_path, lines, files, limited):
+    cgroups = tmp_path / "cgroup"
+    cgroups.write_text(lines)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text + "\n")
+    assert quota_limited(cgroups, tmp_path / "fs") is limited
+    assert quota_limited(tmp_path / "missing", tmp_path / "fs") is False
+
+
+def test_a_worker_spins_only_with_cores_of_its_own_and_no_quota(monkeypatch):
+    everything = set(range(os.cpu_count() or 1))
+    monkeypatch.setattr(program_links, "quota_limited", lambda: False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: everything)
+    assert program_links.spin_seconds() == 0.0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(list(everything)[:1]))
+    if len(everything) > 1:
+        assert program_links.spin_seconds() == program_links.SPIN_S
+    monkeypatch.setattr(program_links, "quota_limited", lambda: True)
+    assert program_links.spin_seconds() == 0.0
+
+
+def test_tvms_pool_leaves_the_calling_thread_on_the_cores_it_was_given():
+    """TVM's pool set its thread's affinity to every core: a worker started under ``taskset``
+    ran unpinned (and never spun)."""
+    one = {min(os.sched_getaffinity(0))}
+    result = []
+
+    def on_one_core():
+        os.sched_setaffinity(0, one)
+        use_threads(1)
+        result.append(os.sched_getaffinity(0))
+
+    thread = threading.Thread(target=on_one_core)
+    thread.start()
+    thread.join()
+    assert result == [one]

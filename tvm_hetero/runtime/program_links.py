@@ -1,0 +1,210 @@
+"""Program links: what a remote worker's program sends goes straight to its peer's program.
+
+A remote worker's program (``_Session.run_program`` in :mod:`.rpc_worker`) pushes each value a
+peer reads as soon as the step that made it ends. Through the data port (:mod:`.tensor_link`) a
+push reached the peer's server thread, which received it and woke the program thread: two
+wake-ups of a sleeping thread and two JSON frames a value. Here each worker opens, at program
+load, one connection to each peer whose program reads what it pushes and names itself on it (a
+``{"link": NAME}`` command); the peer's server hands that connection to its program thread, which
+reads its values itself, waiting on the links and on a wake-up pipe (for values that still come
+the other way: the client's inputs, pulls).
+
+Where the worker's process has cores of its own (pinned to fewer than the machine's, no CPU
+quota) the program thread first polls its links for :data:`SPIN_S` before it sleeps, as the
+native local programs do; a worker under a CPU quota (an emulated device) never spins.
+
+Wire format of a link, after its command: per value a frame (4-byte little-endian length, a JSON
+header ``[name, shape, dtype]``) and the raw bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tvm_hetero.runtime.tensor_link import (
+    _LEN,
+    ONE_SEND_BYTES,
+    LinkError,
+    _buffered,
+    _recv_exact,
+    _recv_frame,
+    _send_frame,
+)
+
+SPIN_S = 200e-6
+"""How long a worker with cores of its own polls before it sleeps (a wake from sleep costs about
+30 us on this host; a spin that ends in time costs well under one)."""
+LINK = "link"
+"""The command that makes a data-port connection a program link: ``{"link": SENDER}``."""
+
+
+def quota_limited(
+    cgroups: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> bool:
+    """Whether this process's cgroup (``cgroups``, its ``/proc`` file, under ``root``) caps
+    its CPU time: a v1 ``cpu.cfs_quota_us`` or a v2 ``cpu.max`` other than unlimited; False
+    where that cannot be read."""
+    try:
+        lines = cgroups.read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        names = controllers.split(",")
+        if "cpu" in names:
+            for mount in (controllers, "cpu"):
+                quota = root / mount / path.lstrip("/") / "cpu.cfs_quota_us"
+                if quota.is_file():
+                    return quota.read_text().strip() != "-1"
+        if controllers == "":  # v2
+            limit = root / path.lstrip("/") / "cpu.max"
+            if limit.is_file():
+                return not limit.read_text().startswith("max")
+    return False
+
+
+def spin_seconds() -> float:
+    """:data:`SPIN_S` where this process has cores of its own, else 0 (see the module)."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return 0.0
+    return SPIN_S if len(mine) < (os.cpu_count() or 1) and not quota_limited() else 0.0
+
+
+class Outlinks:
+    """This worker's links to the peers its program pushes to, by data-port address.
+
+    Parameters
+    ----------
+    name : str
+        This worker's device name, which a peer blames for a value that does not come.
+    timeout_s : float
+        Connecting, or a send the peer does not take, longer than this fails.
+    """
+
+    def __init__(self, name: str, timeout_s: float = 10.0) -> None:
+        self.name, self.timeout_s = name, timeout_s
+        self._links: dict[tuple[str, int], tuple[socket.socket, threading.Lock]] = {}
+        self._tails: dict[tuple, str] = {}  # a header's shape and type, by both
+
+    def open(self, host: str, port: int) -> None:
+        """Connect to the peer at ``host:port`` (once) and name this worker there."""
+        if (host, port) in self._links:
+            return
+        conn = _buffered(socket.create_connection((host, port), timeout=self.timeout_s))
+        conn.settimeout(self.timeout_s)
+        _send_frame(conn, json.dumps({LINK: self.name}).encode())
+        self._links[host, port] = (conn, threading.Lock())
+
+    def send(self, host: str, port: int, name: str, array: np.ndarray) -> None:
+        """``array`` to the peer's program as ``name`` (from any thread: one value at a time
+        a link). Raises ``OSError`` (``KeyError`` for a peer never opened)."""
+        conn, lock = self._links[host, port]
+        array = array if array.flags.c_contiguous else array.copy()
+        key = (array.shape, array.dtype)
+        if (tail := self._tails.get(key)) is None:  # str(dtype) alone took 6 us
+            tail = self._tails[key] = f', {json.dumps(list(array.shape))}, "{array.dtype}"]'
+        header = ("[" + json.dumps(name) + tail).encode()
+        head = _LEN.pack(len(header)) + header
+        data = memoryview(array).cast("B") if array.nbytes else b""
+        with lock:
+            if array.nbytes <= ONE_SEND_BYTES:
+                conn.sendall(head + bytes(data))
+            else:
+                conn.sendall(head)
+                conn.sendall(data)
+
+    def close(self) -> None:
+        """Close every link."""
+        for conn, _ in self._links.values():
+            conn.close()
+        self._links.clear()
+
+
+Allocate = Callable[[str, tuple[int, ...], str], tuple[Any, np.ndarray]]
+"""``allocate(name, shape, dtype)`` -> the value to hold and a writable numpy view of it."""
+
+
+class Inlinks:
+    """The links whose values this worker's program thread reads (see the module)."""
+
+    def __init__(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poller = select.poll()
+        self._poller.register(self._wake_r, select.POLLIN)
+        self._links: dict[int, socket.socket] = {}
+        self._new: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.blocked = False
+        """Set (under the owner's lock) while the program thread sleeps: who holds a value
+        then calls :meth:`wake`."""
+
+    def adopt(self, conn: socket.socket) -> None:
+        """Read ``conn`` (a link from a peer) from now on; any thread."""
+        with self._lock:
+            self._new.append(conn)
+        self.wake()
+
+    def wake(self) -> None:
+        """End the program thread's sleep in :meth:`receive`."""
+        os.write(self._wake_w, b"!")
+
+    def receive(
+        self, timeout_s: float, allocate: Allocate, within_s: float
+    ) -> list[tuple[str, Any]]:
+        """The values that arrived within ``timeout_s`` (0: those already there), each read
+        whole into ``allocate``'s memory, or none when woken or timed out. A value that has
+        begun to arrive must end within ``within_s``. A link that closed, broke or stalled
+        is dropped (its peer's values then do not come, and the reader's wait names the
+        peer)."""
+        self._take_new()
+        got = []
+        for fd, _ in self._poller.poll(max(0, round(timeout_s * 1e3 + 0.5)) if timeout_s else 0):
+            if fd == self._wake_r:
+                os.read(self._wake_r, 4096)
+                self._take_new()
+                continue
+            conn = self._links[fd]
+            try:
+                conn.settimeout(max(within_s, 1e-3))
+                name, shape, dtype = json.loads(_recv_frame(conn))
+                value, view = allocate(name, tuple(shape), dtype)
+                if view.nbytes:
+                    _recv_exact(conn, memoryview(view).cast("B"))
+            except (LinkError, OSError, ValueError, KeyError):
+                self._poller.unregister(fd)
+                del self._links[fd]
+                conn.close()
+                continue
+            got.append((name, value))
+        return got
+
+    def _take_new(self) -> None:
+        """Poll the links adopted since the last look too."""
+        with self._lock:
+            for conn in self._new:
+                self._links[conn.fileno()] = conn
+                self._poller.register(conn.fileno(), select.POLLIN)
+            self._new.clear()
+
+    def close(self) -> None:
+        """Close the links and the pipe."""
+        with self._lock:
+            links = [*self._links.values(), *self._new]
+            self._links.clear()
+            self._new.clear()
+        for conn in links:
+            conn.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
