@@ -214,6 +214,28 @@ def edgepipe_exported() -> str:
     )  # fmt: skip
 
 
+def edgepipe_torch() -> str:
+    """``benchmarks/edgepipe/torch_pipelining.py``: EdgePipe against torch.distributed.pipelining
+    with the same split on the same emulated cluster, ONNX Runtime on one of its devices."""
+    r = load("edgepipe_torch.json")
+    out = [(
+        f"{r['model']} ({r['image']} px)", r["case"], r["microbatches"],
+        " / ".join(f"{b - a + 1}" for a, b in r["torch_pieces"]),
+        f"{r['edgepipe_per_s']:.2f}", f"{r['edgepipe_steady_per_s']:.2f}",
+        f"{r['torch_per_s']:.2f}", f"{r['ort_one_device_per_s']:.2f}",
+        ratio(r["edgepipe_per_s"], r["torch_per_s"]),
+        ratio(r["edgepipe_per_s"], r["ort_one_device_per_s"]),
+    )]  # fmt: skip
+    return titled(
+        "edgepipe_torch.json", r,
+        ("model", "cluster", "microbatches", "pieces a stage", "EdgePipe /s", "(steady)",
+         "torch /s", "ORT one device /s", "vs torch", "vs ORT"),
+        out,
+        "- Rates of a whole batch, fill and drain included (EdgePipe's steady rate beside); "
+        "torch's stages are EdgePipe's, as pieces of the model (embedding, block halves, head).",
+    )  # fmt: skip
+
+
 def flexpie_latency() -> str:
     """``benchmarks/flexpie/latency.py``: the latest confirmed run of each cluster and model."""
     data = load("flexpie_latency.json")
@@ -332,6 +354,7 @@ SECTIONS = {
     "edgepipe-planner": edgepipe_planner,
     "edgepipe-throughput": edgepipe_throughput,
     "edgepipe-exported": edgepipe_exported,
+    "edgepipe-torch": edgepipe_torch,
     "flexpie-latency": flexpie_latency,
     "flexpie-ort": flexpie_ort,
     "flexpie-exported": flexpie_exported,

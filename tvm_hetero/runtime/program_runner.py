@@ -199,6 +199,7 @@ class ProgramRunner:
         """One remote worker's program for every run: one call, on its client thread."""
         ex, worker = self.ex, self.ex.workers[device]
         start = time.perf_counter()
+        ends: dict[int, float] = {}  # run -> when this worker's last step of it ended
         # judged later than the programs' own waits, which blame the worker they wait for
         grace = min(0.5 * ex.timeout_s, 5.0)
         for run in runs:
@@ -213,6 +214,7 @@ class ProgramRunner:
             steps = ex.deployment.steps
             for i, k, began, ended, waited, arity in answer:
                 run = runs[k]
+                ends[k] = max(ends.get(k, 0.0), start + ended)
                 name = steps[i].name
                 if steps[i].kind == "unit":
                     run.events.append(
@@ -224,17 +226,20 @@ class ProgramRunner:
                     run.values[name] = RemoteValue(held.worker, held.name, arity)
         for run in runs:
             run.running.pop(-1 - device, None)
-            self._end(run)
+            self._end(run, ends.get(run.index))
 
-    def _end(self, run: Run) -> None:
-        """A worker is done with ``run`` (a failed run's hand-overs are all set, so no program
-        waits for a value that will not come)."""
+    def _end(self, run: Run, at: float | None = None) -> None:
+        """A worker is done with ``run``, now or (a remote worker, which answers once for
+        every microbatch) when its last step of the run ended, ``at``; the run ends when its
+        last worker is done (a failed run's hand-overs are all set, so no program waits for a
+        value that will not come)."""
         if run.error is not None:
             release(run)
             run.done.set()
+        at = time.perf_counter() if at is None else at
         with run.lock:
             run.pending -= 1
+            run.end = max(run.end, at)
             finished = run.pending == 0
         if finished:
-            run.end = time.perf_counter()
             run.done.set()
