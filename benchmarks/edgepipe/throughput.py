@@ -32,6 +32,7 @@ Results: ``benchmarks/results/edgepipe_throughput.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import statistics
@@ -151,7 +152,10 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                 plan = strategy.to_plan(result.layers, problem, alone, "single")
                 built[key] = (device.name, api.compile(model, [device], plan).deployment)
             first, deployment = built[key]
-            deployment = deployment.with_hosts({first: device.host})
+            # on this device's worker, with its cores (which the worker is pinned to)
+            here = [dataclasses.replace(d, host=device.host, cores=device.cores)
+                    if d.name == first else d for d in deployment.devices]  # fmt: skip
+            deployment = dataclasses.replace(deployment, devices=tuple(here))
             # one device at a time, the median of --repeat batches of four (one batch of four
             # read some devices 10-25 % slow, and every bound with them)
             measured[device.name] = throughput(deployment, feeds[:4], args.repeat)[0]

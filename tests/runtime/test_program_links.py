@@ -123,6 +123,23 @@ def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
         conn.close()
 
 
+@pytest.mark.parametrize("header", [b"not json", b'["1/0:v", [-1], "float32"]', b'{"n": 1}'])
+def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, header):
+    inlinks, out, (host, port), _ = linked
+    inlinks.receive(0.5, _allocate, 5.0)
+    fixture_link = dict(inlinks._links)
+    with socket.create_connection((host, port)) as bad:
+        _send_frame(bad, json.dumps({LINK: "edge-b"}).encode())
+        bad.sendall(_LEN.pack(len(header)) + header + b"\0" * 64)
+        out.send(host, port, "1/0:good", np.arange(5.0))
+        got = _collect(inlinks, ["1/0:good"])
+        start = time.perf_counter()
+        while len(inlinks._links) > len(fixture_link) and time.perf_counter() - start < 3:
+            got.update(inlinks.receive(0.1, _allocate, 0.3))
+    np.testing.assert_array_equal(got["1/0:good"], np.arange(5.0))
+    assert inlinks._links == fixture_link
+
+
 def test_sending_to_a_peer_that_is_gone_raises_and_an_unopened_one_is_refused(linked):
     _, out, (host, port), _ = linked
     with pytest.raises(KeyError):

@@ -34,15 +34,13 @@ import tvm
 import tvm_ffi
 
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.program_links import SPIN_S
 from tvm_hetero.runtime.runs import Event, Timeline
 
 if TYPE_CHECKING:
     from tvm_hetero.runtime.executor import Executor
 
 SOURCE = Path(__file__).with_name("native") / "programs.c"
-SPIN_S = 200e-6
-"""How long a worker spins on a latch before it sleeps (a wake from sleep costs about 30 us
-on this host; a spin that ends in time costs well under one)."""
 
 UNIT, ITEM, ALIAS = 0, 1, 2
 OK, FAILED, TIMED_OUT = 0, 1, 2

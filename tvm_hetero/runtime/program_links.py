@@ -33,7 +33,6 @@ import numpy as np
 from tvm_hetero.runtime.tensor_link import (
     _LEN,
     ONE_SEND_BYTES,
-    LinkError,
     _buffered,
     _recv_exact,
     _recv_frame,
@@ -41,8 +40,9 @@ from tvm_hetero.runtime.tensor_link import (
 )
 
 SPIN_S = 200e-6
-"""How long a worker with cores of its own polls before it sleeps (a wake from sleep costs about
-30 us on this host; a spin that ends in time costs well under one)."""
+"""How long a program's worker with cores of its own spins (a native latch) or polls (a
+program link) before it sleeps: a wake from sleep costs about 30 us on this host, a spin that
+ends in time well under one."""
 LINK = "link"
 """The command that makes a data-port connection a program link: ``{"link": SENDER}``."""
 
@@ -182,7 +182,7 @@ class Inlinks:
                 value, view = allocate(name, tuple(shape), dtype)
                 if view.nbytes:
                     _recv_exact(conn, memoryview(view).cast("B"))
-            except (LinkError, OSError, ValueError, KeyError):
+            except Exception:  # closed, stalled, out of step, or a value no one can hold
                 self._poller.unregister(fd)
                 del self._links[fd]
                 conn.close()
