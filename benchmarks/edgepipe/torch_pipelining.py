@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -51,7 +50,7 @@ from vit_pieces import pieces, vit, weight_bytes  # noqa: E402
 from tvm_hetero import api  # noqa: E402
 from tvm_hetero.devices import ClusterSpec  # noqa: E402
 from tvm_hetero.emulation import control  # noqa: E402
-from tvm_hetero.emulation.layout import CGROUP_PARENT, cluster_tag, plan_layout  # noqa: E402
+from tvm_hetero.emulation.layout import cluster_tag, plan_layout  # noqa: E402
 from tvm_hetero.frontends import load_model  # noqa: E402
 from tvm_hetero.strategies.edgepipe import planner as strategy  # noqa: E402
 
@@ -92,17 +91,8 @@ def on_device(node, command: list[str]) -> subprocess.Popen:
     hosts = NETNS_ETC / node.namespace / "hosts"
     hosts.parent.mkdir(parents=True, exist_ok=True)
     hosts.write_text(f"127.0.0.1 localhost\n{node.identity} {socket.gethostname()}\n")
-    cmd = ["ip", "netns", "exec", node.namespace]
-    if node.cores:
-        cmd += ["taskset", "-c", ",".join(map(str, node.cores))]
-    groups = [control.CGROUP_ROOT / c / CGROUP_PARENT / node.namespace for c in control.CONTROLLERS]
-
-    def join() -> None:
-        for group in groups:
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-
-    return subprocess.Popen(cmd + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=HERE, preexec_fn=join)  # fmt: skip
+    return control.start_on_device(node, command, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=HERE)  # fmt: skip
 
 
 def finished(procs: list[subprocess.Popen], timeout_s: float) -> list[dict]:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.emulation.layout import CGROUP_PARENT, WORKER_PORT, Layout, Node, up_commands
@@ -136,12 +137,15 @@ def cfs_period_us(quota: float) -> int:
     return max(CFS_PERIOD_US, math.ceil(MIN_QUOTA_US / quota))
 
 
+def device_cgroups(node: Node) -> list[Path]:
+    """The cgroups of ``node``'s device, one a controller of :data:`CONTROLLERS`."""
+    return [CGROUP_ROOT / controller / CGROUP_PARENT / node.namespace for controller in CONTROLLERS]
+
+
 def _make_cgroups(node: Node) -> list[Path]:
-    made = []
-    for controller in CONTROLLERS:
-        path = CGROUP_ROOT / controller / CGROUP_PARENT / node.namespace
+    made = device_cgroups(node)
+    for path in made:
         path.mkdir(parents=True, exist_ok=True)
-        made.append(path)
     if node.cpu_quota is not None:
         period = cfs_period_us(node.cpu_quota)
         (made[0] / "cpu.cfs_period_us").write_text(str(period))
@@ -162,24 +166,31 @@ def _hold_memory(node: Node, memory_group: Path) -> None:
     (memory_group / "memory.limit_in_bytes").write_text(str(limit))
 
 
-def _start_worker(node: Node, groups: list[Path], logs: Path) -> subprocess.Popen:
+def start_on_device(node: Node, argv: list[str], **popen: Any) -> subprocess.Popen:
+    """``argv`` as a process of ``node``'s device: in its namespace, on its cores and in its
+    cgroups (made by :func:`up`); ``popen``: the rest of ``subprocess.Popen``'s arguments."""
     cmd = ["ip", "netns", "exec", node.namespace]
     if node.cores:
         cmd += ["taskset", "-c", ",".join(map(str, node.cores))]
-    cmd += [
-        sys.executable, "-m", "tvm_hetero.runtime.rpc_worker", "--host", node.identity,
-        "--port", str(WORKER_PORT), "--port-end", str(WORKER_PORT + 1),
-    ]  # fmt: skip
-    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # what an edge box has: the runtime only
+    groups = device_cgroups(node)
 
     def join_cgroups() -> None:
         for group in groups:
             (group / "cgroup.procs").write_text(str(os.getpid()))
 
+    return subprocess.Popen(cmd + argv, preexec_fn=join_cgroups, **popen)
+
+
+def _start_worker(node: Node, logs: Path) -> subprocess.Popen:
+    argv = [
+        sys.executable, "-m", "tvm_hetero.runtime.rpc_worker", "--host", node.identity,
+        "--port", str(WORKER_PORT), "--port-end", str(WORKER_PORT + 1),
+    ]  # fmt: skip
+    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # what an edge box has: the runtime only
     with open(logs / f"{node.device}.log", "w") as log:
-        return subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True, preexec_fn=join_cgroups,
+        return start_on_device(
+            node, argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,
         )  # fmt: skip
 
 
@@ -225,7 +236,7 @@ def up(
         procs, groups = [], []
         for node in layout.nodes:
             groups.append(_make_cgroups(node))
-            procs.append(_start_worker(node, groups[-1], logs))
+            procs.append(_start_worker(node, logs))
         for node, proc, made in zip(layout.nodes, procs, groups, strict=True):
             # a worker held to a tenth of a core takes ten times as long to start
             _wait_listening(node, proc, logs, timeout_s / min(1.0, node.cpu_quota or 1.0))

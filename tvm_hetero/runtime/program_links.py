@@ -32,11 +32,12 @@ import numpy as np
 
 from tvm_hetero.runtime.tensor_link import (
     _LEN,
-    ONE_SEND_BYTES,
     _buffered,
     _recv_exact,
     _recv_frame,
     _send_frame,
+    contiguous,
+    send_after,
 )
 
 SPIN_S = 200e-6
@@ -110,19 +111,13 @@ class Outlinks:
         """``array`` to the peer's program as ``name`` (from any thread: one value at a time
         a link). Raises ``OSError`` (``KeyError`` for a peer never opened)."""
         conn, lock = self._links[host, port]
-        array = array if array.flags.c_contiguous else array.copy()
+        array = contiguous(array)
         key = (array.shape, array.dtype)
         if (tail := self._tails.get(key)) is None:  # str(dtype) alone took 6 us
             tail = self._tails[key] = f', {json.dumps(list(array.shape))}, "{array.dtype}"]'
         header = ("[" + json.dumps(name) + tail).encode()
-        head = _LEN.pack(len(header)) + header
-        data = memoryview(array).cast("B") if array.nbytes else b""
         with lock:
-            if array.nbytes <= ONE_SEND_BYTES:
-                conn.sendall(head + bytes(data))
-            else:
-                conn.sendall(head)
-                conn.sendall(data)
+            send_after(conn, _LEN.pack(len(header)) + header, array)
 
     def close(self) -> None:
         """Close every link."""

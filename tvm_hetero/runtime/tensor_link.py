@@ -79,16 +79,26 @@ on loopback each send wakes the receiver, and a 32-byte push in three sends took
 worker's time on this host (``benchmarks/runtime/programs.py --remote``)."""
 
 
-def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> None:
-    """Header and bytes of one array (after the frames ``before``)."""
-    array = array if array.flags.c_contiguous else array.copy()  # (ascontiguousarray: 0-d -> 1-d)
-    header = json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)}).encode()
-    head = before + _LEN.pack(len(header)) + header
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order (``ascontiguousarray`` would make a 0-d array 1-d)."""
+    return array if array.flags.c_contiguous else array.copy()
+
+
+def send_after(sock: socket.socket, head: bytes, array: np.ndarray) -> None:
+    """``head``, then the bytes of C-contiguous ``array``: in one send up to
+    :data:`ONE_SEND_BYTES`."""
     if array.nbytes <= ONE_SEND_BYTES:
         sock.sendall(head + (memoryview(array).cast("B").tobytes() if array.nbytes else b""))
         return
     sock.sendall(head)
     sock.sendall(memoryview(array).cast("B"))
+
+
+def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> None:
+    """Header and bytes of one array (after the frames ``before``)."""
+    array = contiguous(array)
+    header = json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)}).encode()
+    send_after(sock, before + _LEN.pack(len(header)) + header, array)
 
 
 Allocate = Callable[[tuple[int, ...], str], np.ndarray]
