@@ -278,6 +278,11 @@ def strided_depthwise() -> str:
     return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
+def small_map_pointwise() -> str:
+    """``benchmarks/cpu_kernels/small_map_pointwise.py``: output channels as the columns."""
+    return _before_and_now("small_map_pointwise.jsonl", "1x1 convolution (in->out @side)")
+
+
 SECTIONS = {
     "corpus": corpus,
     "cpu-kernels": cpu_kernels,
@@ -296,5 +301,6 @@ SECTIONS = {
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
     "strided-depthwise": strided_depthwise,
+    "small-map-pointwise": small_map_pointwise,
     "softmax": softmax,
 }

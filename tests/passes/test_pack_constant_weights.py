@@ -7,12 +7,14 @@ import pytest
 import tvm
 from conftest import fused_kernels
 from tvm import relax
+from tvm.script import tirx as T
 
 from tvm_hetero._compat import PrimFunc, make_target
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.passes import PackConstantWeights
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu.common import largest_divisor, vector_lanes
+from tvm_hetero.schedules.cpu.matmul import panel_width
 
 CPU = make_target(cpu_device().target)
 W = np.random.default_rng(0).standard_normal((16, 32)).astype("float32")
@@ -316,3 +318,71 @@ def test_a_pointwise_head_over_a_1x1_map_gets_panels_the_matmul_rule_reads_in_pl
     assert "_reindex = T.sblock_alloc_buffer" not in kernel.script()  # no pack per call
     x = np.random.default_rng(5).standard_normal((1, 96, 1, 1)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+def _pointwise_module(channels: int, side: int, outputs: int = 64):
+    """``conv2d(x, V)`` 1x1 over a ``side`` x ``side`` map, fused, tagged for this CPU."""
+    x = relax.Var("x", relax.TensorType((1, channels, side, side), "float32"))
+    weights = np.random.default_rng(6).standard_normal((outputs, channels, 1, 1)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weights)))
+        bb.emit_func_output(out)
+    return fused_kernels(bb.get(), CPU), weights
+
+
+def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns():
+    """Over a 7 x 7 map (49 positions, no whole vector) the output channels are the matmul
+    rule's columns: the weights become ``[O / NR, I, NR]`` panels and the kernel names them as
+    ``B``; the rule reads image and weights in place (no pack per call), its tile runs along the
+    output channels, and the numbers equal the unpacked build's."""
+    nr = panel_width(CPU, 32, 64)
+    panels = 64 // nr
+
+    @T.prim_func(private=True, s_tir=True)
+    def expected(
+        x: T.Buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)), "float32"),
+        B: T.Buffer((T.int64(panels), T.int64(8), T.int64(nr)), "float32"),
+        conv2d_nchw: T.Buffer((T.int64(1), T.int64(64), T.int64(7), T.int64(7)), "float32"),
+    ):
+        T.func_attr({"op_pattern": 4, "target": CPU, "tirx.noalias": True,
+                     "tvm_hetero.columns_operand": 1})  # fmt: skip
+        pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)))
+        for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(7), T.int64(7)):
+            with T.sblock("pad_temp"):
+                v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+                pad_temp[v_i0, v_i1, v_i2, v_i3] = x[v_i0, v_i1, v_i2, v_i3]
+        for a0, a1, a2, a3, a4 in T.grid(
+            T.int64(1), T.int64(64), T.int64(7), T.int64(7), T.int64(8)
+        ):
+            with T.sblock("conv2d_nchw"):
+                v0, v1, v2, v3, v4 = T.axis.remap("SSSSR", [a0, a1, a2, a3, a4])
+                with T.init():
+                    conv2d_nchw[v0, v1, v2, v3] = T.float32(0.0)
+                conv2d_nchw[v0, v1, v2, v3] = (
+                    conv2d_nchw[v0, v1, v2, v3]
+                    + pad_temp[v0, v4, v2, v3] * B[v1 // T.int64(nr), v4, v1 % T.int64(nr)]
+                )
+
+    before, weights = _pointwise_module(8, 7)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    ((name, kernel),) = _kernels(after).items()
+    assert name.endswith("_panels"), name
+    tvm.ir.assert_structural_equal(kernel, expected)
+    packed = after["main"].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    np.testing.assert_array_equal(packed, weights[:, :, 0, 0].reshape(panels, nr, 8)
+                                  .transpose(0, 2, 1))  # fmt: skip
+    scheduled = schedule_kernels(after, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    text = next(iter(_kernels(scheduled).values())).script()
+    assert "_reindex = T.sblock_alloc_buffer" not in text  # neither operand packed per call
+    assert '(T.int64(1), T.int64(49), T.int64(64)), scope="local"' in text  # [batch, I, J]
+    x = np.random.default_rng(7).standard_normal((1, 8, 7, 7)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("side", [28, 27, 13])  # 784: whole vectors; 729: larger; 169: no tile
+def test_pointwise_convolutions_over_larger_maps_keep_the_image_as_columns(side):
+    before, _ = _pointwise_module(8, side)
+    tvm.ir.assert_structural_equal(PackConstantWeights()(before), before)

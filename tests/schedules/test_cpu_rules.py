@@ -624,3 +624,16 @@ def test_a_task_reading_more_input_than_a_slab_cuts_its_channels_in_blocks(
                                                                       (192, 192, 7, 1))]  # fmt: skip
         got = _run(schedule_kernels(small, "rules"), arrays)
         np.testing.assert_allclose(got, _run(small, arrays), rtol=1e-4, atol=1e-4)
+
+
+def test_rows_are_padded_only_where_no_tile_of_4_to_the_registers_rows_divides_them():
+    """A 7 x 7 map's 49 positions take tiles of 7 rows with AVX-512's 32 registers (padded to
+    52 for tiles of 4 before); with AVX2's 16 (tiles up to 4) they are padded; ViT's 197 tokens
+    are padded either way, and rows a tile of 4 divides never."""
+    from tvm_hetero.schedules.cpu.matmul import ROWS_PER_TILE, WIDE_ROWS_PER_TILE, padded_row_count
+
+    assert padded_row_count(49, WIDE_ROWS_PER_TILE) == 49
+    assert padded_row_count(49, ROWS_PER_TILE) == 52
+    assert padded_row_count(197, WIDE_ROWS_PER_TILE) == 200
+    assert padded_row_count(196, ROWS_PER_TILE) == 196
+    assert padded_row_count(31, ROWS_PER_TILE) == 31  # few rows: one-row tiles cost little

@@ -73,3 +73,26 @@ def test_windows_and_non_matmuls_are_declined(shapes, compute):
     sch, main = _block(*shapes, compute=compute)
     drop_unit_reductions(sch, main)
     assert gemm_form(sch.get(main)) is None
+
+
+def test_a_named_operand_is_b_whatever_the_output_runs_along():
+    """A 1x1 convolution whose weights are packed in panels of output channels
+    (``PackConstantWeights`` over a small map) names them as ``B``: the output channels are
+    ``J``, the image's positions ``I``, and the output is written transposed to the tile."""
+    nr = 16
+
+    def conv(x, w):
+        k = te.reduce_axis((0, 8), "k")
+        return te.compute(
+            (1, 32, 7, 7),
+            lambda n, f, y, z: te.sum(x[n, k, y, z] * w[f // nr, k, f % nr], axis=k),
+        )
+
+    sch, main = _block((1, 8, 7, 7), (32 // nr, 8, nr), compute=conv)
+    assert (gemm_form(sch.get(main)).a, gemm_form(sch.get(main)).b) == (1, 0)  # by the output
+    form = gemm_form(sch.get(main), columns="a1")
+    assert (form.a, form.b) == (0, 1)
+    # block [n, f, y, z, k] -> [batch, I = y * 7 + z, J = f, K = k]
+    assert _axes(form.block_map) == ["0", "i2*i3", "i1", "i4"]
+    assert _axes(form.c_map) == ["0", "i2*i3", "i1"]
+    assert gemm_form(sch.get(main), columns="nothing").b == 0  # a name it does not read

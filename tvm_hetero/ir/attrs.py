@@ -10,6 +10,11 @@ CALL_TIR_OP = "relax.call_tir"
 SCHEDULE_ATTR = "tvm_hetero.schedule"
 """PrimFunc attribute naming the schedule a kernel got (``rule:matmul``, ``tuned``...)."""
 
+COLUMNS_ATTR = "tvm_hetero.columns_operand"
+"""PrimFunc attribute (``PackConstantWeights``): the index of the parameter the CPU matmul rule
+takes as its tile's columns ``B`` (a 1x1 convolution over a small map: its weights, packed in
+panels of output channels, rather than the image the output's innermost axis indexes)."""
+
 SPLITS_ATTR = "tvm_hetero.op_splits"
 """Relax function attribute: ``{op id: {"dim": name, "shares": [units on vdevice 0, 1, ...]}}``,
 written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""

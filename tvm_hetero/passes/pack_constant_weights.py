@@ -16,12 +16,12 @@ from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.s_tir.schedule import ScheduleError
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.attrs import CALL_TIR_OP
+from tvm_hetero.ir.attrs import CALL_TIR_OP, COLUMNS_ATTR
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits, vector_lanes
 from tvm_hetero.schedules.cpu.conv import channel_tiled, conv_form, group_lanes, region_uses
 from tvm_hetero.schedules.cpu.gemm_form import drop_unit_reductions, gemm_form
-from tvm_hetero.schedules.cpu.matmul import panel_width
+from tvm_hetero.schedules.cpu.matmul import panel_width, weights_as_columns
 
 
 @tvm.transform.module_pass(opt_level=0, name="PackConstantWeights")
@@ -151,40 +151,56 @@ def _panel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing 
 def _pointwise_packed(
     sch: s_tir.Schedule, main, found: int, func: PrimFunc, target
 ) -> Packing | None:  # fmt: skip
-    """A 1x1 convolution over a 1x1 map (a model's head after global pooling) as the matmul
-    rule reads it: its output channels are the columns, so its ``[O, I, 1, 1]`` weights are
-    ``B``, laid out as ``[O / NR, I, NR]`` panels. Packed by channel for the convolution rule
-    instead, the matmul rule, which takes the kernel, repacked all of them into panels on every
-    call: GhostNet's 960 -> 1280 head took a third of the model's time. ``None`` where ``B`` is
-    not the weights (a larger map: the image is ``B``; rows of 1-5 columns keep the channel
+    """A 1x1 convolution's ``[O, I, 1, 1]`` weights as the matmul rule's ``[O / NR, I, NR]``
+    panels, the output channels its columns, where that beats the image as the columns:
+
+    - over a 1x1 map (a model's head after global pooling) the output channels are the
+      columns anyway. Packed by channel for the convolution rule instead, the matmul rule,
+      which takes the kernel, repacked all of them into panels on every call: GhostNet's
+      960 -> 1280 head took a third of the model's time;
+    - over a small map whose positions no whole vector divides (:func:`weights_as_columns`:
+      MobileNets' 14 x 14 and 7 x 7) the image's columns would be padded to whole vectors and
+      packed on every call; with the weights as panels, named as ``B`` (``COLUMNS_ATTR``), the
+      matmul rule reads both in place and writes its tile transposed.
+
+    ``None`` otherwise (larger maps: the image is ``B``; rows of 1-5 columns keep the channel
     packing and the convolution rule)."""
     block = sch.get(main)
     params = [str(p.name) for p in func.params]
-    read = block.reads[found]  # B, the read the output's columns index
-    if len(read.source.shape) != 4 or str(read.source.name) not in params:
-        return None
-    col, row, *window = (r.min for r in read.region)
     reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
-    shape = read.source.shape
-    if not all(isinstance(d, tirx.IntImm) for d in shape) or [int(d) for d in shape[2:]] != [1, 1]:
+    bits = output_bits(sch, main)
+    for index in (found, 1 - found):
+        read = block.reads[index]
+        shape = read.source.shape
+        if len(shape) != 4 or str(read.source.name) not in params:
+            continue
+        if not all(isinstance(d, tirx.IntImm) for d in shape) or tuple(shape[2:]) != (1, 1):
+            continue
+        col, row, *window = (r.min for r in read.region)
+        if any(not isinstance(w, tirx.IntImm) or int(w) != 0 for w in window):
+            continue
+        if not (isinstance(row, tirx.Var) and any(row.same_as(v) for v in reduce)):
+            continue
+        if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
+            continue
+        nr = panel_width(target, bits, int(shape[0]))
+        positions = math.prod(int(d) for d in block.writes[0].source.shape[2:])
+        if nr is None or (index != found and not weights_as_columns(target, bits, positions)):
+            return None
+        break
+    else:
         return None
-    if any(not isinstance(w, tirx.IntImm) or int(w) != 0 for w in window):
-        return None
-    if not (isinstance(row, tirx.Var) and any(row.same_as(v) for v in reduce)):
-        return None
-    if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
-        return None
-    nr = panel_width(target, output_bits(sch, main), int(shape[0]))
-    if nr is None:
-        return None
-    sch.transform_layout(main, ("read", found), lambda n, k, y, x: (n // nr, k + y + x, n % nr))
+    sch.transform_layout(main, ("read", index), lambda n, k, y, x: (n // nr, k + y + x, n % nr))
 
     def pack(w: np.ndarray) -> np.ndarray:
         n, k = w.shape[:2]
         return w.reshape(n // nr, nr, k).transpose(0, 2, 1)
 
     kernel = sch.mod["main"].with_attrs(func.attrs)
-    return Packing(params.index(str(read.source.name)), kernel, "panels", pack)
+    weights = params.index(str(read.source.name))
+    if index != found:
+        kernel = kernel.with_attr(COLUMNS_ATTR, weights)
+    return Packing(weights, kernel, "panels", pack)
 
 
 def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing | None:

@@ -4,8 +4,10 @@ dlight's ``get_index_map`` answers this for GPU matmuls, with two habits that co
 dearly: it counts an axis of extent 1 as no axis, so a batch-1 dense layer (``x[1, K] @ W``) has
 no ``I`` and is declined; and it takes the first read as ``A``, so a 1x1 convolution (data first)
 becomes ``C[H * W, C_out]``: the weights are packed per call and the output written transposed.
-Here ``B`` is the operand that the output's innermost axis indexes (its columns are the vector),
-``I`` may be absent, and reduction axes of extent 1 (a 1x1 window) are removed first.
+Here ``B`` is the operand that the output's innermost axis indexes (its columns are the vector)
+unless the caller names it (weights packed in panels of output channels for a 1x1 convolution
+over a small map: ``COLUMNS_ATTR``), ``I`` may be absent, and reduction axes of extent 1 (a 1x1
+window) are removed first.
 """
 
 from __future__ import annotations
@@ -34,13 +36,18 @@ class GemmForm:
     c_map: tirx.IndexMap
 
 
-def gemm_form(block: s_tir.SBlock) -> GemmForm | None:
-    """``block`` as a (batched) matmul, or ``None`` when it is not one."""
+def gemm_form(block: s_tir.SBlock, columns: str | None = None) -> GemmForm | None:
+    """``block`` as a (batched) matmul, or ``None`` when it is not one; ``columns``: the name of
+    the buffer to take as ``B`` where ``block`` reads it (else the read the output's innermost
+    axis indexes)."""
     if len(block.reads) != 2 or len(block.writes) != 1 or not _plain_indices(block):
         return None  # a window (y + ry), a stride (2 * y) or a slice
     axes = [_axes(region) for region in (*block.reads, block.writes[0])]
     innermost = _axes_of(block.writes[0].region[-1].min)
     b = 0 if innermost & axes[0] and not innermost & axes[1] else 1
+    named = [k for k, read in enumerate(block.reads) if str(read.source.name) == columns]
+    if columns is not None and len(named) == 1:
+        b = named[0]
     a_axes, b_axes, c_axes = axes[1 - b], axes[b], axes[2]
     traits = {}
     for iv in block.iter_vars:

@@ -9,6 +9,7 @@ from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
+from tvm_hetero.ir.attrs import COLUMNS_ATTR
 from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
@@ -65,7 +66,7 @@ class Matmul(CpuRule):
             return None
         main = reductions[0]
         drop_unit_reductions(sch, main)  # a 1x1 convolution's window (y + ry, ry < 1) is y
-        form = gemm_form(sch.get(main))
+        form = gemm_form(sch.get(main), _named_columns(func))
         if form is None:
             return None  # a convolution's window indices (y + ry) belong to the Conv rule
         reindex_a = sch.reindex(main, ("read", form.a))
@@ -83,7 +84,8 @@ class Matmul(CpuRule):
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
         bits = output_bits(sch, main)
         pack, a_pad = reindex_b, None
-        padded_rows, padded = padded_row_count(rows), padded_columns(target, bits, cols)
+        most = rows_per_tile(target)
+        padded_rows, padded = padded_row_count(rows, most), padded_columns(target, bits, cols)
         whole_columns = cols
         if (padded_rows, padded) != (rows, cols):  # whole tiles: A's pad rows and B's pad
             row_factor = ROWS_PER_TILE if padded_rows != rows else 1  # columns are zeros, C's
@@ -96,7 +98,7 @@ class Matmul(CpuRule):
         nr = panel_width(target, bits, cols)
         if nr is None:
             return None
-        mr = largest_divisor(rows, rows_per_tile(target))
+        mr = largest_divisor(rows, most)
 
         sch.compute_inline(reindex_a)
         keep = () if a_pad is None else (sch.get(a_pad).name_hint,)
@@ -134,6 +136,12 @@ class Matmul(CpuRule):
             sch.parallel(sch.fuse(*loops[:2]))
 
 
+def _named_columns(func: tirx.PrimFunc) -> str | None:
+    """The name of the parameter ``func``'s :data:`COLUMNS_ATTR` takes as ``B``, if any."""
+    index = func.attrs.get(COLUMNS_ATTR) if func.attrs else None
+    return None if index is None else str(func.params[int(index)].name)
+
+
 def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: bool) -> bool:
     """Pack ``B`` into its padded panels a panel at a time, ``NR`` consecutive columns of a row
     ``k`` read and written as one vector (``b, j0, k, j1``), the panels in parallel and the last
@@ -166,11 +174,12 @@ def rows_per_tile(target: Target) -> int:
     return WIDE_ROWS_PER_TILE if vector_bits(target) >= 512 else ROWS_PER_TILE
 
 
-def padded_row_count(rows: int) -> int:
+def padded_row_count(rows: int, most: int = ROWS_PER_TILE) -> int:
     """The rows the rule computes: ``rows``, or the next multiple of ``ROWS_PER_TILE`` where
-    the tile does not divide them and padding adds at most an eighth (ViT's 197 tokens: one-row
-    tiles load two vectors of ``B`` per two multiply-adds)."""
-    if rows % ROWS_PER_TILE == 0 or rows < 8 * ROWS_PER_TILE:
+    no tile of ``ROWS_PER_TILE`` to ``most`` rows divides them and padding adds at most an
+    eighth (ViT's 197 tokens: one-row tiles load two vectors of ``B`` per two multiply-adds;
+    a 7 x 7 map's 49 positions take tiles of 7 where AVX-512 has the registers)."""
+    if largest_divisor(rows, most) >= ROWS_PER_TILE or rows < 8 * ROWS_PER_TILE:
         return rows
     return -(-rows // ROWS_PER_TILE) * ROWS_PER_TILE
 
@@ -197,6 +206,26 @@ def panel_width(target: Target, dtype_bits: int, cols: int) -> int | None:
     if cols < MIN_COLS:
         return None
     return next((nr for nr in (2 * lanes, lanes) if cols % nr == 0), None)
+
+
+WEIGHT_COLUMNS_MAX_POSITIONS = 400
+"""The largest map (output positions) whose 1x1 convolution takes its output channels as the
+columns where no whole vector divides its positions (:func:`weights_as_columns`)."""
+
+
+def weights_as_columns(target: Target, dtype_bits: int, positions: int) -> bool:
+    """Whether a 1x1 convolution over ``positions`` output positions is computed with its output
+    channels as the tile's columns (its weights packed in panels at compile time, the tile
+    written transposed) rather than its image's positions: where no whole vector divides the
+    positions of a small map (14 x 14, 7 x 7), whose columns would be padded to whole vectors
+    (7 x 7 to 64) and the image packed on every call, and a tile of 4 rows or more divides the
+    positions (13 x 13's 169 would be padded to 172 rows, the image copied on every call:
+    SqueezeNet ran 1.07x slower so)."""
+    return (
+        positions <= WEIGHT_COLUMNS_MAX_POSITIONS
+        and padded_columns(target, dtype_bits, positions) != positions
+        and padded_row_count(positions, rows_per_tile(target)) == positions
+    )
 
 
 PANELS, STRIDED = "panels", "strided"
