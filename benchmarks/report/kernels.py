@@ -283,6 +283,11 @@ def small_map_pointwise() -> str:
     return _before_and_now("small_map_pointwise.jsonl", "1x1 convolution (in->out @side)")
 
 
+def pointwise_blocks() -> str:
+    """``benchmarks/cpu_kernels/pointwise_blocks.py``: row tiles over several small panels."""
+    return _before_and_now("pointwise_blocks.jsonl", "1x1 convolution (in->out @side)")
+
+
 SECTIONS = {
     "corpus": corpus,
     "cpu-kernels": cpu_kernels,
@@ -302,5 +307,6 @@ SECTIONS = {
     "resize": resize,
     "strided-depthwise": strided_depthwise,
     "small-map-pointwise": small_map_pointwise,
+    "pointwise-blocks": pointwise_blocks,
     "softmax": softmax,
 }

@@ -637,3 +637,32 @@ def test_rows_are_padded_only_where_no_tile_of_4_to_the_registers_rows_divides_t
     assert padded_row_count(197, WIDE_ROWS_PER_TILE) == 200
     assert padded_row_count(196, ROWS_PER_TILE) == 196
     assert padded_row_count(31, ROWS_PER_TILE) == 31  # few rows: one-row tiles cost little
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "block", "blocks", "row_tiles"),
+    [  # AVX2: panels of 16 columns, tiles of 4 rows
+        ((1, 16, 112, 112), (96, 16, 1, 1), 8, 98, 24),  # 1 KiB panels: 8 a block
+        ((1, 32, 56, 56), (192, 32, 1, 1), 7, 28, 48),  # 196 panels: 7 divides them
+        ((1, 144, 56, 56), (24, 144, 1, 1), 1, 196, 6),  # 9 KiB panels: one fills the budget
+        ((1, 96, 56, 56), (64, 96, 1, 1), 1, 196, 16),  # 6 KiB: 2 would fit, fewer than 4
+        ((1, 16, 64, 64), (96, 16, 1, 1), 8, 32, 24),  # rows 16 KiB apart, 16 of them: no copy
+        ((1, 48, 64, 64), (16, 48, 1, 1), 1, 256, 4),  # a panel the rule copies stays alone
+    ],
+)
+def test_a_row_tile_sweeps_several_small_panels(x_shape, w_shape, block, blocks, row_tiles):
+    """A 1x1 convolution of few input channels over a large map: each row tile computes up to
+    8 panels of columns (their ``B`` within 16 KiB, 4 of them at least) before the next row tile, so each output
+    row is written in runs of ``8 x NR`` columns, not one panel's; numbers unchanged."""
+    mod = _module([x_shape, w_shape], lambda bb, x, w: relax.op.nn.relu(relax.op.nn.conv2d(x, w)))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert f"in T.parallel(T.int64({blocks})):" in text, text
+    if block > 1:  # row tiles outside the block's panels, the reduction inside them
+        assert f"T.grid(T.int64({row_tiles}), T.int64({block})):" in text, text
+    else:
+        assert f"in range(T.int64({row_tiles})):" in text, text
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)

@@ -31,6 +31,12 @@ WIDE_ROWS_PER_TILE = 8
 rows up to it, as up to ``ROWS_PER_TILE`` with 16): 8 x 2 accumulators keep both
 FMA units busy (4 x 2 left a 1x1 convolution of 960 -> 160 channels over 32 x 32 at 1.5x ONNX
 Runtime's time, 8 x 2 at 1.0x: ``benchmarks/cpu_kernels/pointwise.py``)."""
+BLOCK_BYTES = 16 * 1024
+"""The most bytes of ``B`` a row tile sweeps across several panels (half of a 32 KiB L1)."""
+MAX_PANELS_PER_BLOCK, MIN_BLOCKS, MIN_PANELS_FIT = 8, 16, 4
+"""A block spans at most 8 panels, the columns keep at least 16 blocks for the threads, and
+blocks are made only where 4 panels fit (panels of 4 KiB or less: 32 input channels with
+AVX-512; ResNet-50's 64 -> 256 over 56 x 56, 8 KiB panels, ran no faster in blocks of 2)."""
 MIN_COLS = 8
 """Below this many output columns the rule leaves the kernel to dlight's GEMV or the fallback."""
 CACHE_WAY_BYTES, CACHE_WAYS, CACHE_LINE_BYTES = 64 * 1024, 8, 64
@@ -114,19 +120,26 @@ class Matmul(CpuRule):
         if a_pad is not None:
             self._schedule_pack(sch, a_pad, parallel)
 
+        copy = columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth)
+        block = 1 if copy else panels_per_block(cols // nr, depth * nr * bits // 8)
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
         i0, i1 = sch.split(i, [None, mr])
-        sch.reorder(batch, j0, i0, k, i1, j1)
+        tile = i0
+        if block > 1:  # a row tile writes `block` panels' columns before the next row tile
+            j0, tile = sch.split(j0, [None, block])
+            sch.reorder(batch, j0, i0, tile, k, i1, j1)
+        else:
+            sch.reorder(batch, j0, i0, k, i1, j1)
         panel = sch.fuse(batch, j0)
         if parallel:
             sch.parallel(panel)
-        if columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth):
+        if copy:
             _copy_panel(sch, main, panel)
         sch.unroll(i1)
         sch.vectorize(j1)
 
-        accumulate_in_registers(sch, main, i0, k, target)
+        accumulate_in_registers(sch, main, tile, k, target)
         return sch
 
     @staticmethod
@@ -166,6 +179,19 @@ def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: b
     if parallel:
         sch.parallel(j0)
     return True
+
+
+def panels_per_block(panels: int, panel_bytes: int) -> int:
+    """How many ``NR``-wide panels one row tile computes before the next row tile: 1, or where a
+    panel of ``B`` is small (a 1x1 convolution of few input channels over a large map) and at
+    least :data:`MIN_PANELS_FIT` fit in :data:`BLOCK_BYTES`, as many as fit (up to
+    :data:`MAX_PANELS_PER_BLOCK`, a divisor of ``panels`` that leaves :data:`MIN_BLOCKS`
+    blocks; a panel the rule copies stays alone). With one panel a block each row of a tile was
+    written 128 bytes at a time, a hundred rows apart: MobileNet-V2's 16 -> 96 over 112 x 112,
+    its output not in cache, took twice the time it takes in blocks of 8 panels
+    (``benchmarks/cpu_kernels/pointwise_blocks.py``)."""
+    fit = min(MAX_PANELS_PER_BLOCK, BLOCK_BYTES // max(panel_bytes, 1), panels // MIN_BLOCKS)
+    return largest_divisor(panels, fit) if fit >= MIN_PANELS_FIT else 1
 
 
 def rows_per_tile(target: Target) -> int:
