@@ -26,6 +26,7 @@ from tvm_hetero.passes import (
     GroupedConvolutionsByGroup,
     InferKernelVDevices,
     LegalizeWithFastMath,
+    MergeParallelConvolutions,
     OutlineDeviceUnits,
     OutlineSubgraphUnits,
     PackConstantWeights,
@@ -58,6 +59,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "SeparableResize": SeparableResize,
     "ExactCeilPools": ExactCeilPools,
     "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
+    "MergeParallelConvolutions": MergeParallelConvolutions,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
     "OutlineDeviceUnits": OutlineDeviceUnits,
     "OutlineSubgraphUnits": OutlineSubgraphUnits,
@@ -91,6 +93,7 @@ OWN_PASSES = (
     "SeparableResize",
     "ExactCeilPools",
     "DepthwiseColumnsAfter",
+    "MergeParallelConvolutions",
     "SubsampleStridedPointwise",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
@@ -229,7 +232,9 @@ PIPELINES: dict[str, Pipeline] = {
         Pipeline(
             "multi_device_lower",
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
-            "indexing op wrap its ids (none reads outside its table), subsample the input of "
+            "indexing op wrap its ids (none reads outside its table), merge sums of "
+            "convolutions of one input (and its batch normalization) into one convolution, "
+            "subsample the input of "
             "strided CPU 1x1 convolutions (then of stride 1), compute strided CPU depthwise "
             "convolutions along the rows with every column, then take their columns, compute "
             "pools whose windows fit "
@@ -249,6 +254,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
+                Step("MergeParallelConvolutions"),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
                 Step("DepthwiseColumnsAfter"),

@@ -9,6 +9,7 @@ from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
+from tvm_hetero.passes.merge_parallel_convolutions import MergeParallelConvolutions
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
@@ -33,6 +34,7 @@ __all__ = [
     "GroupedConvolutionsByGroup",
     "InferKernelVDevices",
     "LegalizeWithFastMath",
+    "MergeParallelConvolutions",
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",
