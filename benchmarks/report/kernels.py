@@ -279,12 +279,12 @@ def strided_depthwise() -> str:
 
 
 def small_map_pointwise() -> str:
-    """``benchmarks/cpu_kernels/small_map_pointwise.py``: output channels as the columns."""
+    """``benchmarks/cpu_kernels/pointwise_layers.py columns``: output channels as columns."""
     return _before_and_now("small_map_pointwise.jsonl", "1x1 convolution (in->out @side)")
 
 
 def pointwise_blocks() -> str:
-    """``benchmarks/cpu_kernels/pointwise_blocks.py``: row tiles over several small panels."""
+    """``benchmarks/cpu_kernels/pointwise_layers.py blocks``: row tiles over small panels."""
     return _before_and_now("pointwise_blocks.jsonl", "1x1 convolution (in->out @side)")
 
 

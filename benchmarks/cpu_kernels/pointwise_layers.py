@@ -1,0 +1,96 @@
+"""1x1 convolutions on one CPU, each layer with a change of the matmul rule's and without it,
+beside ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks [--runs 30]
+
+- ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
+  ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
+  (``PackConstantWeights`` with ``matmul.weights_as_columns``), or the image's positions as
+  before. Alone, a layer's weights stay in cache from one run to the next; inside a model they
+  do not, and the gain there is larger (the commit that made the change quotes whole models).
+  Results: ``benchmarks/results/small_map_pointwise.jsonl``.
+- ``blocks``: few input channels over large maps (MobileNet-V2's and EfficientNet-B0's layers at
+  112 x 112 and 56 x 56): a row tile over several panels of columns
+  (``matmul.panels_per_block``), or one as before. Results:
+  ``benchmarks/results/pointwise_blocks.jsonl``.
+
+Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
+whole CPU with the change and without it (``before``), run end to end by our executor beside
+ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians); outputs checked
+against ONNX Runtime's. One JSON line per case in the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from before_and_now import record_cases  # noqa: E402
+from onnx_models import export_case  # noqa: E402
+
+CHANGES = {  # change: ({name: (input channels, output channels, map side)}, results file)
+    "columns": (
+        {
+            "96->576 @14": (96, 576, 14),
+            "576->96 @14": (576, 96, 14),
+            "64->384 @14": (64, 384, 14),
+            "160->960 @7": (160, 960, 7),
+            "960->160 @7": (960, 160, 7),
+            "320->1280 @7": (320, 1280, 7),
+            "2048->512 @7": (2048, 512, 7),
+            "208->208 @14": (208, 208, 14),
+        },
+        "small_map_pointwise.jsonl",
+    ),
+    "blocks": (
+        {
+            "16->96 @112": (16, 96, 112),
+            "32->16 @112": (32, 16, 112),
+            "24->144 @56": (24, 144, 56),
+            "32->192 @56": (32, 192, 56),
+            "16->64 @112": (16, 64, 112),
+        },
+        "pointwise_blocks.jsonl",
+    ),
+}
+
+
+def pointwise(inputs: int, outputs: int) -> torch.nn.Module:
+    """A 1x1 convolution with ReLU6 after it."""
+    return torch.nn.Sequential(torch.nn.Conv2d(inputs, outputs, 1), torch.nn.ReLU6())
+
+
+def switch(change: str) -> tuple:
+    """What ``patch.object`` sets to build a case without ``change``."""
+    from tvm_hetero.passes import pack_constant_weights
+    from tvm_hetero.schedules.cpu import matmul
+
+    if change == "columns":
+        return (pack_constant_weights, "weights_as_columns", lambda *_: False)
+    return (matmul, "panels_per_block", lambda *_: 1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("change", choices=sorted(CHANGES))
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    cases, results = CHANGES[args.change]
+    record_cases(
+        cases,
+        lambda case, path: export_case(
+            lambda c=case: pointwise(*c[:2]), (1, case[0], case[2], case[2]), path
+        ),
+        switch(args.change),
+        args.runs,
+        results,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
