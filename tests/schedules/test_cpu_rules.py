@@ -666,3 +666,24 @@ def test_a_row_tile_sweeps_several_small_panels(x_shape, w_shape, block, blocks,
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
+
+
+def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
+    """``x * sigmoid(conv(s))``, the conv over a 1x1 map: the sigmoid is computed in the tile's
+    write-back, once a channel, and the broadcast multiply reads it (inlined into the multiply
+    it ran once for every element of the map); numbers unchanged."""
+    shapes = [(1, 4, 1, 1), (32, 4, 1, 1), (1, 32, 8, 8)]
+
+    def body(bb, s, w, x):
+        return relax.op.multiply(x, relax.op.sigmoid(bb.emit(relax.op.nn.conv2d(s, w))))
+
+    mod = _module(shapes, body)
+    scheduled = schedule_kernels(mod, "rules")
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    (line,) = [t for t in text.splitlines() if "T.sigmoid" in t]
+    assert "T.int64(0), T.int64(0)] = T.sigmoid(" in line, text  # written per channel
+    multiply = next(t for t in text.splitlines() if "T_multiply_intermediate[v_ax0" in t)
+    assert "sigmoid" not in multiply, text
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)

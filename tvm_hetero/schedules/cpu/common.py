@@ -102,12 +102,31 @@ def inline_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> Non
 
     Consumers are first inlined forward into their own consumers (``compute_inline``), then the
     rest reverse-inlined into ``block``: reverse-inlining a block whose result is read twice
-    (``x * erf(x)`` in GELU) loses one of the reads in 0.27.
+    (``x * erf(x)`` in GELU) loses one of the reads in 0.27. A consumer that a broadcast reads
+    (the ``sigmoid`` of a squeeze-excite step, per channel, that scales a whole map) is not
+    inlined forward: it would be computed again for every element of the map (EfficientNet's
+    squeeze-excite scales took several times their copy's time so); it joins ``block``.
     """
-    while apply_each(sch.compute_inline, _all_consumers(sch, block)) | apply_each(
-        sch.reverse_compute_inline, sch.get_consumers(block)
-    ):
+    while apply_each(
+        sch.compute_inline,
+        [c for c in _all_consumers(sch, block) if not _read_by_a_broadcast(sch, c)],
+    ) | apply_each(sch.reverse_compute_inline, sch.get_consumers(block)):
         pass
+
+
+def _read_by_a_broadcast(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:
+    """Whether a consumer of ``block`` runs over more points than ``block`` does."""
+    points = _points(sch, block)
+    return points is not None and any(
+        (more := _points(sch, c)) is not None and more > points for c in sch.get_consumers(block)
+    )
+
+
+def _points(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> int | None:
+    extents = [v.dom.extent for v in sch.get(block).iter_vars]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    return math.prod(int(e) for e in extents)
 
 
 def accumulate_in_registers(
