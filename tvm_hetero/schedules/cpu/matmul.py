@@ -188,7 +188,7 @@ def panels_per_block(panels: int, panel_bytes: int) -> int:
     :data:`MAX_PANELS_PER_BLOCK`, a divisor of ``panels`` that leaves :data:`MIN_BLOCKS`
     blocks; a panel the rule copies stays alone). With one panel a block each row of a tile was
     written 128 bytes at a time, a hundred rows apart: MobileNet-V2's 16 -> 96 over 112 x 112,
-    its output not in cache, took twice the time it takes in blocks of 8 panels
+    its output not in cache, took 1.5-2x the time it takes in blocks of 8 panels
     (``benchmarks/cpu_kernels/pointwise_layers.py blocks``)."""
     fit = min(MAX_PANELS_PER_BLOCK, BLOCK_BYTES // max(panel_bytes, 1), panels // MIN_BLOCKS)
     return largest_divisor(panels, fit) if fit >= MIN_PANELS_FIT else 1
