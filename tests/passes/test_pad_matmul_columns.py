@@ -79,3 +79,44 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
     mod = bb.get()
     mod.update_global_info("vdevice", [VDevice(make_target(HASWELL), 0, "global")])
     assert "strided_slice" in PadMatmulColumns()(mod).script()
+
+
+def _pointwise_module(channels=20, side=1, stride=1):
+    """``relu(conv2d(x, V))`` 1x1 over a ``side`` x ``side`` map, ``V`` constant."""
+    vdev = VDevice(make_target(HASWELL), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 32, side, side), "float32", vdev))
+    weights = np.random.default_rng(2).standard_normal((channels, 32, 1, 1)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(weights), stride))
+            y = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod, weights
+
+
+def test_a_pointwise_convolution_over_a_1x1_map_gets_whole_panels_of_channels():
+    """A squeeze-excite step's 1x1 convolution (20 output channels; with 8 lanes, 32): its
+    weights get zero output channels once, the output is cropped to the 20 before the ReLU, and
+    the numbers are the unpadded convolution's."""
+    before, weights = _pointwise_module()
+    after = PadMatmulColumns()(before)
+    conv, crop, relu = after["main"].body.blocks[0].bindings
+    padded = conv.value.args[1].value.numpy()
+    assert padded.shape == (32, 32, 1, 1)
+    np.testing.assert_array_equal(padded[:20], weights)
+    np.testing.assert_array_equal(padded[20:], 0)
+    assert crop.value.op.name == "relax.strided_slice" and relu.value.args[0].same_as(crop.var)
+    assert [int(d) for d in crop.var.ty.shape.values] == [1, 20, 1, 1]
+    x = np.random.default_rng(3).standard_normal((1, 32, 1, 1)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("channels", "side"), [(32, 1), (20, 7)], ids=["whole_panels", "larger_map"]
+)
+def test_other_pointwise_convolutions_stay(channels, side):
+    mod, _ = _pointwise_module(channels, side)
+    tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)
