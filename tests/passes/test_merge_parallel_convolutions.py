@@ -194,3 +194,17 @@ def test_a_normalization_in_training_mode_is_no_branch():
 
     names = [c.op.name for c in _calls(MergeParallelConvolutions()(_module(build)))]
     assert names.count("relax.nn.conv2d") == 1 and "relax.nn.batch_norm" in names
+
+
+def test_a_symbolic_batch_stays_and_does_not_fail():
+    """A pass in a user's pipeline may see a batch given at run time: the sum stays as it is
+    (its shapes were read as integers and the build failed)."""
+    batch = tvm.tirx.Var("n", "int64")
+    x = relax.Var("x", relax.TensorType((batch, 4, 6, 6), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(_conv(bb, x, W3), _conv(bb, x, W1)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    tvm.ir.assert_structural_equal(MergeParallelConvolutions()(mod), mod)

@@ -64,7 +64,6 @@ class _Branch:
 class _Merger(PyExprMutator):
     def __init__(self, mod: IRModule) -> None:
         super().__init__(mod)
-        self.mod_ = mod
         self.merged: dict[relax.Call, tuple[relax.Expr, np.ndarray | None]] = {}
 
     def visit_function_(self, func: relax.Function) -> relax.Expr:  # pylint: disable=arguments-renamed
@@ -115,11 +114,12 @@ def _terms(value: relax.Expr, values: dict, uses: dict, inner: set) -> list | No
     if _is_call(value, ADD_OP):
         a, b = value.args
         for conv, bias in ((a, b), (b, a)):
-            if _is_call(values.get(conv), CONV2D_OP) and _constant(bias, values) is not None:
+            constant = _constant(bias, values)
+            if _is_call(values.get(conv), CONV2D_OP) and constant is not None:
                 if uses.get(conv, 0) != 1:
                     return None
                 inner.add(conv)
-                return [(values[conv], _constant(bias, values))]
+                return [(values[conv], constant)]
         out = []
         for operand in (a, b):
             if not isinstance(operand, relax.Var) or operand not in values:
@@ -154,10 +154,9 @@ def _merge(terms: list) -> tuple[relax.Expr, np.ndarray | None] | None:
         return None
     a = first.attrs
     out_ty = first.ty
-    if x.ty.shape is None or out_ty.shape is None:
-        return None
-    shape = [int(d) for d in x.ty.shape.values]
-    out_shape = [int(d) for d in out_ty.shape.values]
+    shape, out_shape = _static_shape(x.ty), _static_shape(out_ty)
+    if shape is None or out_shape is None:
+        return None  # a symbolic batch: the window sizes and padding are fixed, the maps not
     strides = [int(s) for s in a.strides]
     groups = int(a.groups)
     branches = []
@@ -245,8 +244,16 @@ def _same_type(a, b) -> bool:
     return (
         str(a.dtype) == str(b.dtype)
         and a.vdevice == b.vdevice
-        and [int(d) for d in a.shape.values] == [int(d) for d in b.shape.values]
+        and (_static_shape(a) == _static_shape(b))
     )
+
+
+def _static_shape(ty) -> list[int] | None:
+    """``ty``'s shape as integers, or None where it is unknown or has a symbolic dimension."""
+    shape = getattr(ty, "shape", None)
+    if shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
+        return None
+    return [int(d) for d in shape.values]
 
 
 def _channel_vector(value: np.ndarray, channels: int) -> np.ndarray | None:
