@@ -386,3 +386,18 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
 def test_pointwise_convolutions_over_larger_maps_keep_the_image_as_columns(side):
     before, _ = _pointwise_module(8, side)
     tvm.ir.assert_structural_equal(PackConstantWeights()(before), before)
+
+
+def test_a_pointwise_convolution_over_a_map_of_symbolic_height_stays():
+    """A height given at run time: no size to weigh, the kernel stays (the map's positions were
+    read as integers and the pass failed)."""
+    height = tvm.tirx.Var("h", "int64")
+    x = relax.Var("x", relax.TensorType((1, 8, height, 7), "float32"))
+    weights = np.ones((64, 8, 1, 1), "float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weights)))
+        bb.emit_func_output(out)
+    before = fused_kernels(bb.get(), CPU)
+    tvm.ir.assert_structural_equal(PackConstantWeights()(before), before)

@@ -184,8 +184,7 @@ def _pointwise_packed(
         if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
             continue
         nr = panel_width(target, bits, int(shape[0]))
-        positions = math.prod(int(d) for d in block.writes[0].source.shape[2:])
-        if nr is None or (index != found and not weights_as_columns(target, bits, positions)):
+        if nr is None or (index != found and not _small_map(block, target, bits)):
             return None
         break
     else:
@@ -201,6 +200,14 @@ def _pointwise_packed(
     if index != found:
         kernel = kernel.with_attr(COLUMNS_ATTR, weights)
     return Packing(weights, kernel, "panels", pack)
+
+
+def _small_map(block: s_tir.SBlock, target, bits: int) -> bool:
+    """Whether ``block`` writes a map of static size that :func:`weights_as_columns` takes."""
+    spatial = block.writes[0].source.shape[2:]
+    if not all(isinstance(d, tirx.IntImm) for d in spatial):
+        return False  # a height or width given at run time
+    return weights_as_columns(target, bits, math.prod(int(d) for d in spatial))
 
 
 def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing | None:
