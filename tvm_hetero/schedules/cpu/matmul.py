@@ -121,13 +121,13 @@ class Matmul(CpuRule):
             self._schedule_pack(sch, a_pad, parallel)
 
         copy = columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth)
-        block = 1 if copy else panels_per_block(cols // nr, depth * nr * bits // 8)
+        per_block = 1 if copy else panels_per_block(cols // nr, depth * nr * bits // 8)
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
         i0, i1 = sch.split(i, [None, mr])
         tile = i0
-        if block > 1:  # a row tile writes `block` panels' columns before the next row tile
-            j0, tile = sch.split(j0, [None, block])
+        if per_block > 1:  # a row tile writes `per_block` panels' columns before the next one
+            j0, tile = sch.split(j0, [None, per_block])
             sch.reorder(batch, j0, i0, tile, k, i1, j1)
         else:
             sch.reorder(batch, j0, i0, k, i1, j1)
