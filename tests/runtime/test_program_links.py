@@ -42,6 +42,16 @@ def linked():
     inlinks.close()
 
 
+def _adopted(inlinks, within_s=5.0):
+    """The links ``inlinks`` reads once the fixture's own link is in (the peer's server
+    hands it over from its own thread, a moment after ``open`` returns)."""
+    deadline = time.perf_counter() + within_s
+    while not inlinks._links and time.perf_counter() < deadline:
+        inlinks.receive(0.05, _allocate, 5.0)
+    assert len(inlinks._links) == 1, "the fixture's link was not adopted"
+    return dict(inlinks._links)
+
+
 def _collect(inlinks, names, within_s=5.0):
     got, deadline = {}, time.perf_counter() + within_s
     while set(names) - set(got) and time.perf_counter() < deadline:
@@ -105,8 +115,7 @@ def test_a_sleeping_reader_wakes_at_once_for_a_value_or_a_wake(linked):
 
 def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
     inlinks, _, address, _ = linked
-    inlinks.receive(0.5, _allocate, 5.0)
-    fixture_link = dict(inlinks._links)
+    fixture_link = _adopted(inlinks)
     for close in (True, False):
         conn = socket.create_connection(address)
         _send_frame(conn, json.dumps({LINK: "edge-b"}).encode())
@@ -126,8 +135,7 @@ def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
 @pytest.mark.parametrize("header", [b"not json", b'["1/0:v", [-1], "float32"]', b'{"n": 1}'])
 def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, header):
     inlinks, out, (host, port), _ = linked
-    inlinks.receive(0.5, _allocate, 5.0)
-    fixture_link = dict(inlinks._links)
+    fixture_link = _adopted(inlinks)
     with socket.create_connection((host, port)) as bad:
         _send_frame(bad, json.dumps({LINK: "edge-b"}).encode())
         bad.sendall(_LEN.pack(len(header)) + header + b"\0" * 64)
