@@ -288,6 +288,11 @@ def pointwise_blocks() -> str:
     return _before_and_now("pointwise_blocks.jsonl", "1x1 convolution (in->out @side)")
 
 
+def concatenations() -> str:
+    """``benchmarks/cpu_kernels/concatenations.py``: a block per input (the pieces rule)."""
+    return _before_and_now("concatenations.jsonl", "concatenation")
+
+
 SECTIONS = {
     "corpus": corpus,
     "cpu-kernels": cpu_kernels,
@@ -308,5 +313,6 @@ SECTIONS = {
     "strided-depthwise": strided_depthwise,
     "small-map-pointwise": small_map_pointwise,
     "pointwise-blocks": pointwise_blocks,
+    "concatenations": concatenations,
     "softmax": softmax,
 }

@@ -5,15 +5,16 @@ from tvm_hetero.schedules.cpu.conv import Conv, Pool
 from tvm_hetero.schedules.cpu.fallback import Fallback
 from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.schedules.cpu.matmul import Matmul
+from tvm_hetero.schedules.cpu.pieces import Pieces
 from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 
-RULES_VERSION = 27
+RULES_VERSION = 28
 """Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
 
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
-    return (Matmul(), Conv(), Pool(), Gemv(), Reduction(), Injective(), Fallback())
+    return (Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(), Injective(), Fallback())
 
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Gemv",
     "Injective",
     "Matmul",
+    "Pieces",
     "Pool",
     "Reduction",
     "cpu_rules",

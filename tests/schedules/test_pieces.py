@@ -1,0 +1,124 @@
+"""The pieces rule: concatenations (and what is fused after them) as one block per input."""
+
+import numpy as np
+import pytest
+import tvm
+from conftest import fused_kernels
+from tvm import relax
+
+from tvm_hetero._compat import PrimFunc, make_target
+from tvm_hetero.build.tuning import _replays
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.schedules import kernel_choices, schedule_kernels
+from tvm_hetero.schedules.cpu.pieces import Pieces
+
+AVX512 = {**cpu_device().target, "mcpu": "znver4", "num-cores": 2}
+"""16 float lanes: the expected vectors are written for them (the code is only compiled and
+run where the host has AVX-512; elsewhere the schedule's text is checked alone)."""
+CPU = make_target(AVX512)
+SERIAL = make_target({**AVX512, "num-cores": 1})
+
+
+def _module(shapes, body, target=CPU):
+    bb = relax.BlockBuilder()
+    args = [relax.Var(f"a{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", args):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *args))
+        bb.emit_func_output(out)
+    return fused_kernels(bb.get(), target)
+
+
+def _concat(axis):
+    return lambda bb, *xs: relax.op.concat(xs, axis=axis)
+
+
+def _concat_scale_relu(bb, a, b, scale):
+    y = relax.op.multiply(relax.op.concat([a, b], axis=1), scale)
+    return relax.op.nn.relu(y)
+
+
+def _kernel_text(mod) -> str:
+    (text,) = [f.script() for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    return text
+
+
+def _host_has_avx512() -> bool:
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        return "avx512f" in info.read()
+
+
+CASES = {  # shapes, body, lanes of each piece's vector (in order), whether it runs in parallel
+    "squeezenet_fire": (  # 64 + 64 channels of 55 x 55: each input one run, whole vectors
+        [(1, 64, 55, 55), (1, 64, 55, 55)], _concat(1), [16, 16], True,
+    ),
+    "three_inputs_small": (  # 2, 3 and 4 channels of 5 x 5: runs of 50, 75, 100
+        [(1, 2, 5, 5), (1, 3, 5, 5), (1, 4, 5, 5)], _concat(1), [10, 15, 10], False,
+    ),
+    "last_axis": (  # rows of 24 + 40: each piece a run of its row
+        [(8, 24), (8, 40)], _concat(1), [12, 10], False,
+    ),
+    "then_channel_scale_relu": (  # the scale is read once a channel: a run of each map
+        [(1, 16, 8, 8), (1, 16, 8, 8), (1, 32, 1, 1)], _concat_scale_relu, [16, 16], False,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_input_is_a_block_of_whole_vectors_with_no_choice_left(case):
+    shapes, body, lanes, parallel = CASES[case]
+    mod = _module(shapes, body)
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:pieces"}
+    text = _kernel_text(scheduled)
+    assert "if_then_else" not in text, text
+    vectors = [int(line.split("T.int64(")[1].split(")")[0])
+               for line in text.splitlines() if "T.vectorized" in line]  # fmt: skip
+    assert vectors == lanes, text
+    assert ("T.parallel" in text) is parallel
+    if not _host_has_avx512():
+        return
+    rng = np.random.default_rng(0)
+    arrays = [tvm.runtime.tensor(rng.standard_normal(s).astype("float32")) for s in shapes]
+    got = relax.VirtualMachine(tvm.compile(scheduled, CPU), tvm.cpu())["main"](*arrays)
+    want = relax.VirtualMachine(tvm.compile(mod, CPU), tvm.cpu())["main"](*arrays)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_a_serial_target_gets_no_parallel_loop():
+    mod = _module([(1, 64, 55, 55), (1, 64, 55, 55)], _concat(1), SERIAL)
+    text = _kernel_text(schedule_kernels(mod, "rules"))
+    assert "T.parallel" not in text and "T.vectorized" in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda bb, x: relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1]),  # a choice over two axes
+        lambda bb, x: relax.op.nn.relu(x),  # no choice at all
+    ],
+)
+def test_kernels_without_a_choice_along_one_axis_are_not_this_rules(body):
+    mod = _module([(1, 4, 8, 8)], body)
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    assert Pieces().apply(func, CPU, False) is None
+
+
+def test_a_symbolic_concatenation_is_left_to_the_injective_rule():
+    n = tvm.tirx.Var("n", "int64")
+    mod = _module([(n, 4), (n, 4)], _concat(1))
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    assert Pieces().apply(func, CPU, False) is None
+
+
+def test_its_schedule_is_not_a_tuning_seed_while_a_replayable_one_is():
+    """A record is a trace replayed on the workload: the rule schedules a function of its own,
+    whose trace does not replay; the injective rule's does."""
+    concat = _module([(1, 4, 8, 8), (1, 4, 8, 8)], _concat(1))
+    (func,) = [f for _, f in concat.functions_items() if isinstance(f, PrimFunc)]
+    assert not _replays(Pieces().apply(func, CPU, False), func)
+    relu = _module([(1, 4, 8, 8)], lambda bb, x: relax.op.nn.relu(x))
+    (func,) = [f for _, f in relu.functions_items() if isinstance(f, PrimFunc)]
+    from tvm_hetero.schedules.cpu import Injective
+
+    assert _replays(Injective().apply(func, CPU, False), func)

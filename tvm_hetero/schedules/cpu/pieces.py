@@ -1,0 +1,244 @@
+"""Concatenations (and what is fused after them) on CPUs: one block per input, each a copy of
+contiguous memory."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+from tvm import ir, s_tir, tirx
+from tvm.s_tir.schedule import ScheduleError
+from tvm.sym.analyzer import Analyzer
+from tvm.target import Target
+
+from tvm_hetero.schedules.cpu.common import (
+    PARALLEL_MIN_ELEMENTS,
+    CpuRule,
+    is_serial,
+    is_spatial,
+    largest_divisor,
+    output_bits,
+    vector_lanes,
+    vectorize_parallel,
+)
+
+IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
+
+
+class Pieces(CpuRule):
+    """An element-wise kernel whose value is chosen piece by piece along one axis (TOPI's
+    ``concatenate``: ``if_then_else(64 <= c, b[c - 64], a[c])``), computed as one block per
+    piece, where the choice is known.
+
+    As one block, every vector of the output evaluated the choice, and its lanes were a
+    divisor of the innermost width (11 of SqueezeNet's 55): its concatenations over 55 x 55
+    maps ran at several times ONNX Runtime's time. In a piece the condition folds away, and
+    where every read is indexed as the output is from the chosen axis inward (a copy, or an
+    element-wise step after one), the axes from there inward are one run of memory, cut into
+    whole vectors (``benchmarks/cpu_kernels/concatenations.py``). The numbers are the same.
+
+    Notes
+    -----
+    Tried before :class:`~tvm_hetero.schedules.cpu.injective.Injective`: all-spatial
+    kernels whose blocks inline into one, static extents, thresholds that are constants.
+    The schedule is of a new function with the same parameters (its trace does not replay on
+    the kernel: ``build.tuning`` keeps only seeds that do).
+    """
+
+    name = "pieces"
+
+    def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+        sch = s_tir.Schedule(func)
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        if not blocks or any(not is_spatial(sch, b) for b in blocks):
+            return None
+        for block in blocks[:-1]:
+            try:
+                sch.compute_inline(block)
+            except ScheduleError:
+                return None
+        inlined = sch.mod["main"]
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        if len(blocks) != 1:
+            return None
+        block = blocks[0]
+        found = _cut(sch.get(block))
+        if found is None:
+            return None
+        axis, bounds = found
+        pieces = [_piece(sch.get(block), axis, lo, hi, k) for k, (lo, hi) in enumerate(bounds)]
+        out = s_tir.Schedule(inlined.with_body(_with_root(inlined, pieces)))
+        for piece in out.get_child_blocks(out.get_sblock("root")):
+            run = _run_from(out.get(piece), axis)
+            if run is None:
+                vectorize_parallel(out, piece, target)
+            else:
+                _flat_vectors(out, piece, run, target)
+        return out
+
+
+def _cut(block: s_tir.SBlock) -> tuple[int, list[tuple[int, int]]] | None:
+    """The axis whose constant thresholds choose ``block``'s value, and its pieces."""
+    store = block.body
+    names = [iv.var for iv in block.iter_vars]
+    if not isinstance(store, tirx.BufferStore) or len(store.indices) != len(names):
+        return None
+    if any(not i.same_as(v) for i, v in zip(store.indices, names, strict=True)):
+        return None
+    extents = [iv.dom.extent for iv in block.iter_vars]
+    if any(not isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    axes, thresholds = set(), set()
+    for node in _nodes(store.value):
+        if isinstance(node, ir.expr.Call) and node.op.same_as(IF_THEN_ELSE):
+            found = _threshold(node.args[0], names)
+            if found is None:
+                return None
+            axes.add(found[0])
+            thresholds.add(found[1])
+    if len(axes) != 1:
+        return None
+    (axis,) = axes
+    extent = int(extents[axis])
+    cuts = sorted({0, extent, *(t for t in thresholds if 0 < t < extent)})
+    if len(cuts) < 3:
+        return None
+    return axis, list(itertools.pairwise(cuts))
+
+
+def _threshold(cond, names: list) -> tuple[int, int] | None:
+    """``(axis, t)`` for a comparison of a block variable ``v`` with a constant (``t <= v``,
+    ``v < t``, ``v <= t - 1``, ...): the condition's value changes where ``v`` reaches ``t``."""
+    if not isinstance(cond, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)):
+        return None
+    var_left = isinstance(cond.a, tirx.Var)
+    var, const = (cond.a, cond.b) if var_left else (cond.b, cond.a)
+    if not isinstance(const, tirx.IntImm) or not isinstance(var, tirx.Var):
+        return None
+    inclusive = (
+        isinstance(cond, (tirx.LE, tirx.GT)) if var_left else isinstance(cond, (tirx.LT, tirx.GE))
+    )  # v <= t, v > t, t < v, t >= v: from t + 1 on
+    for k, v in enumerate(names):
+        if var.same_as(v):
+            return k, int(const.value) + int(inclusive)
+    return None
+
+
+def _piece(block: s_tir.SBlock, axis: int, lo: int, hi: int, k: int) -> tirx.Stmt:
+    """``block`` over ``lo <= v < hi`` on ``axis`` (its ``k``-th piece) as a loop nest of its
+    own variables, its choice folded."""
+    analyzer, iters, values = Analyzer(), [], {}
+    for j, iv in enumerate(block.iter_vars):
+        dtype = str(iv.var.ty)
+        var = tirx.Var(str(iv.var.name), iv.var.ty)
+        dom = iv.dom
+        if j == axis:
+            dom = ir.Range.from_min_extent(tirx.const(0, dtype), tirx.const(hi - lo, dtype))
+        iters.append(tirx.IterVar(dom, var, iv.iter_type))
+        analyzer.bind(var, dom)
+        values[iv.var] = var + tirx.const(lo, dtype) if j == axis else var
+    store = block.body
+    value = analyzer.simplify(_substitute(store.value, values))
+    indices = [analyzer.simplify(_substitute(i, values)) for i in store.indices]
+    body = tirx.BufferStore(store.buffer, value, indices)
+    buffers = {load.source: load.source for load in _loads(value)}
+    buffers[store.buffer] = store.buffer
+    name = f"{block.name_hint}_{k}"
+    piece = s_tir.SBlock(iters, [], [], name, body)
+    reads, writes = s_tir.analysis.get_sblock_read_write_region(piece, buffers)
+    piece = s_tir.SBlock(iters, reads, writes, name, body)
+    loops = [tirx.Var(f"ax{j}", iv.var.ty) for j, iv in enumerate(iters)]
+    nest: tirx.Stmt = s_tir.SBlockRealize(loops, True, piece)
+    for loop, iv in reversed(list(zip(loops, iters, strict=True))):
+        nest = tirx.For(loop, iv.dom.min, iv.dom.extent, tirx.ForKind.SERIAL, nest)
+    return nest
+
+
+def _with_root(func: tirx.PrimFunc, pieces: list[tirx.Stmt]) -> tirx.Stmt:
+    """``func``'s root block holding ``pieces`` in order."""
+    root = func.body.block
+    block = s_tir.SBlock([], [], [], root.name_hint, tirx.SeqStmt(pieces),
+                         alloc_buffers=root.alloc_buffers)  # fmt: skip
+    return s_tir.SBlockRealize([], True, block)
+
+
+def _run_from(block: s_tir.SBlock, axis: int) -> int | None:
+    """The outermost axis ``d`` (from the chosen ``axis`` inward) such that the axes from ``d``
+    inward are one run of memory in the output and in every buffer read, for given outer
+    indices: each read is indexed as the output there (on ``axis`` a constant shift is
+    allowed) with the output's extents inside ``d``, or does not vary there (a per-channel
+    scale); ``None`` when not even the innermost axis is."""
+    names = [iv.var for iv in block.iter_vars]
+    for d in range(axis, len(names)):
+        if all(_runs(load, block.body.buffer, names, d, axis) for load in _loads(block.body.value)):
+            return d
+    return None
+
+
+def _runs(load, out: tirx.Buffer, names: list, d: int, axis: int) -> bool:
+    """Whether ``load`` reads one run of memory as the output's axes from ``d`` inward run."""
+    inner = names[d:]
+    uses = [any(_uses(i, v) for v in inner) for i in load.indices]
+    if not any(uses):
+        return True  # the same element for the whole run
+    if len(load.indices) < len(inner):
+        return False
+    analyzer = Analyzer()
+    for j, var in enumerate(reversed(inner), start=1):
+        shift = analyzer.simplify(load.indices[-j] - var)
+        if not isinstance(shift, tirx.IntImm):
+            return False
+        if j == len(inner) and d == axis:
+            continue  # the chosen axis: a shift into the piece's input
+        if int(shift.value) != 0:
+            return False
+        if j < len(inner) and not analyzer.can_prove_equal(load.source.shape[-j], out.shape[-j]):
+            return False
+    return not any(uses[: len(load.indices) - len(inner)])
+
+
+def _uses(expr, var) -> bool:
+    return any(isinstance(n, tirx.Var) and n.same_as(var) for n in _nodes(expr))
+
+
+def _nodes(expr) -> Iterator:
+    """``expr`` and every expression inside it (the pinned TVM has no TIR visitor in Python)."""
+    yield expr
+    for field in _CHILDREN:
+        child = getattr(expr, field, None)
+        if isinstance(child, ir.expr.Expr):
+            yield from _nodes(child)
+        elif field in ("args", "indices") and child is not None:
+            for item in child:
+                yield from _nodes(item)
+
+
+_CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")
+
+
+def _loads(expr) -> list[ir.expr.TensorLoad]:
+    return [node for node in _nodes(expr) if isinstance(node, ir.expr.TensorLoad)]
+
+
+def _substitute(expr, values: dict):
+    """``expr`` with the variables in ``values`` replaced."""
+    names = list(values)
+    return tirx.IndexMap(names, [expr], None).map_indices([values[v] for v in names])[0]
+
+
+def _flat_vectors(sch: s_tir.Schedule, block, axis: int, target: Target) -> None:
+    """The loops from ``axis`` inward (a run of memory) fused, cut into the largest whole vectors,
+    the rest parallel."""
+    loops = sch.get_loops(block)
+    extents = [int(sch.get(loop).extent) for loop in loops]
+    run = math.prod(extents[axis:])
+    inner = sch.fuse(*loops[axis:]) if len(loops) - axis > 1 else loops[axis]
+    lanes = largest_divisor(run, vector_lanes(target, output_bits(sch, block)))
+    outer = loops[:axis]
+    if lanes > 1:
+        inner, vec = sch.split(inner, [None, lanes])
+        sch.vectorize(vec)
+    outer.append(inner)
+    if math.prod(extents) >= PARALLEL_MIN_ELEMENTS and not is_serial(target):
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
