@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tvm
 from scipy.special import erf
-from tvm import relax
+from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, VDevice, make_target
 from tvm_hetero.passes import LegalizeWithFastMath
@@ -80,4 +80,47 @@ def test_gpu_operators_legalize_as_tvm_does():
 
 def test_other_operators_legalize_as_tvm_does():
     mod = _module(relax.op.nn.relu)
+    tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))
+
+
+def _power(exponent):
+    return lambda v: relax.op.power(v, relax.const(exponent, "float32"))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_small_integer_power_is_a_product_of_its_base(n):
+    """Before: ``power(x, n)``, one ``powf`` call an element (LLVM keeps ``pow(x, 3.0)``).
+    Expected: one kernel ``x * x * ...``; numbers against numpy over negative bases too."""
+    x = np.linspace(-4, 4, 257).astype("float32")
+    fast = LegalizeWithFastMath()(_module(_power(float(n)), x.shape))
+    bb = relax.BlockBuilder()
+    arg = relax.Var("x", relax.TensorType(x.shape, "float32"))
+
+    def product(t):
+        out = t
+        for _ in range(n - 1):
+            out = topi.multiply(out, t)
+        return out
+
+    with bb.function("main", [arg]):
+        with bb.dataflow():
+            y = bb.emit_output(bb.call_te(product, arg, primfunc_name_hint="power"))
+        bb.emit_func_output(y)
+    expected = bb.get()
+    expected.update_global_info("vdevice", fast.global_infos["vdevice"])
+    tvm.ir.assert_structural_equal(fast, expected)
+    np.testing.assert_allclose(_run(fast, x), x.astype("float64") ** n, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        _power(2.5),  # not an integer
+        _power(7.0),  # a long product: TVM's legalization
+        lambda v: relax.op.power(v, v),  # not a constant
+        lambda v: relax.op.power(v, relax.const(np.full((2, 1), 3.0, "float32"))),  # broadcasts
+    ],
+)
+def test_other_powers_legalize_as_tvm_does(op):
+    mod = _module(op, (4,))
     tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))

@@ -1,4 +1,5 @@
-"""LegalizeWithFastMath: TVM's LegalizeOps, with vectorizable exp, tanh and erf on CPUs."""
+"""LegalizeWithFastMath: TVM's LegalizeOps, with vectorizable exp, tanh, erf and small powers on
+CPUs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 from collections.abc import Callable
 
 import tvm
+import tvm_ffi
 from tvm import relax, te, topi
 from tvm.ir import IRModule
 
@@ -52,7 +54,8 @@ class LegalizeWithFastMath:
     time, and every softmax, GELU and recurrent gate paid the same. The fast forms are plain
     arithmetic that vectorizes, within about 1e-6 relative of the exact functions
     (``tests/passes/test_legalize_with_fast_math.py`` measures them on a dense grid), which is
-    what ONNX Runtime's kernels do too.
+    what ONNX Runtime's kernels do too. ``power`` by a constant integer exponent of 2 to 4
+    (:data:`SMALL_POWERS`) is a product of its base (``_power``).
 
     Notes
     -----
@@ -64,12 +67,52 @@ class LegalizeWithFastMath:
         """The legalized module."""
         custom = {name: _on_cpu(mod, _fast_call(name, fn)) for name, fn in FAST.items()}
         custom["relax.nn.softmax"] = _on_cpu(mod, _fast_softmax)
+        custom["relax.power"] = _on_cpu(mod, _power)
         return relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
 
 
 def _fast_call(op: str, fn: Callable[..., te.Tensor]) -> Callable:
     name = op.rsplit(".", 1)[1]  # kernels named as TVM names them: sigmoid, fused_..._gelu
     return lambda bb, call: bb.call_te(fn, call.args[0], primfunc_name_hint=name)
+
+
+SMALL_POWERS = range(2, 5)
+"""Constant integer exponents ``power`` computes as products of its base."""
+
+
+def _power(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """``x ** n`` for a constant scalar ``n`` in :data:`SMALL_POWERS` as ``x * x * ...``: TVM
+    calls the C library's ``powf`` once per element (LLVM turns ``pow(x, 2.0)`` into a
+    product itself, not ``pow(x, 3.0)``), and GPT-2's GELU, ``x + 0.044715 * x ** 3``, took
+    ten times ONNX Runtime's whole GELU. Other exponents keep TVM's legalization."""
+    x, exponent = call.args
+    n = _scalar(exponent)
+    if n is None or n not in SMALL_POWERS or not _same_shape(call.ty, x.ty):
+        return call.op.get_attr("FLegalize")(bb, call)
+
+    def product(t: te.Tensor) -> te.Tensor:
+        out = t
+        for _ in range(int(n) - 1):
+            out = topi.multiply(out, t)
+        return out
+
+    return bb.call_te(product, x, primfunc_name_hint="power")
+
+
+def _scalar(expr: relax.Expr) -> float | None:
+    """The value of a constant of one element, else ``None``."""
+    if not isinstance(expr, tvm.ir.expr.Constant) or expr.value.numpy().size != 1:
+        return None
+    return float(expr.value.numpy().reshape(()))
+
+
+def _same_shape(a, b) -> bool:
+    """Whether two tensor types have the same static shape (the exponent broadcasts to none)."""
+    return bool(
+        getattr(a, "shape", None) is not None
+        and getattr(b, "shape", None) is not None
+        and tvm_ffi.structural_equal(a.shape, b.shape)
+    )
 
 
 def _fast_softmax(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
