@@ -54,6 +54,20 @@ def fused_kernels(mod: tvm.IRModule, target) -> tvm.IRModule:
     )
 
 
+def fused_body(shapes, body, target) -> tvm.IRModule:
+    """The fused kernels (:func:`fused_kernels`) of ``main(a0, a1, ...)`` = ``body(bb, *args)``
+    over float32 arguments of ``shapes``."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    args = [relax.Var(f"a{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", args):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *args))
+        bb.emit_func_output(out)
+    return fused_kernels(bb.get(), target)
+
+
 def same_numbers_after(rewrite, mod: tvm.IRModule) -> tvm.IRModule:
     """``rewrite(mod)``, checked to compute what ``mod`` does on random inputs (both legalized
     by TVM and built for the CPU); returns it."""

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_kernels
+from conftest import fused_body
 from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -24,13 +24,7 @@ SERIAL = make_target({**AVX2, "num-cores": 1})
 
 def _module(params, body, target=CPU):
     """Legalized, fused module of ``body(*vars)``, kernels tagged with ``target``."""
-    bb = relax.BlockBuilder()
-    args = [relax.Var(f"a{i}", relax.TensorType(s, "float32")) for i, s in enumerate(params)]
-    with bb.function("main", args):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *args))
-        bb.emit_func_output(out)
-    return fused_kernels(bb.get(), target)
+    return fused_body(params, body, target)
 
 
 def _crop(x, width):

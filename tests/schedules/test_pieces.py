@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_kernels
+from conftest import fused_body
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -20,13 +20,7 @@ SERIAL = make_target({**AVX512, "num-cores": 1})
 
 
 def _module(shapes, body, target=CPU):
-    bb = relax.BlockBuilder()
-    args = [relax.Var(f"a{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
-    with bb.function("main", args):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *args))
-        bb.emit_func_output(out)
-    return fused_kernels(bb.get(), target)
+    return fused_body(shapes, body, target)
 
 
 def _concat(axis):

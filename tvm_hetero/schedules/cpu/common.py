@@ -176,6 +176,21 @@ def vectorize_parallel(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, targ
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
+def spatial_inlined(func: tirx.PrimFunc) -> tuple[s_tir.Schedule, list] | None:
+    """A schedule of ``func`` with every block but the last inlined into its readers where it
+    can be, and the blocks left; ``None`` when a block reduces (not an element-wise kernel)."""
+    sch = s_tir.Schedule(func)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    if not blocks or any(not is_spatial(sch, b) for b in blocks):
+        return None
+    for block in blocks[:-1]:
+        try:
+            sch.compute_inline(block)
+        except ScheduleError:
+            continue
+    return sch, list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
 def _all_consumers(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> list:
     """Every block downstream of ``block``, each once (a block reached by two paths, such as the
     last multiply of GELU, would otherwise be inlined twice: the second time it is gone)."""

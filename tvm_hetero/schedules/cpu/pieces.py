@@ -8,7 +8,6 @@ import math
 from collections.abc import Iterator
 
 from tvm import ir, s_tir, tirx
-from tvm.s_tir.schedule import ScheduleError
 from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
@@ -16,9 +15,9 @@ from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_ELEMENTS,
     CpuRule,
     is_serial,
-    is_spatial,
     largest_divisor,
     output_bits,
+    spatial_inlined,
     vector_lanes,
     vectorize_parallel,
 )
@@ -49,20 +48,11 @@ class Pieces(CpuRule):
     name = "pieces"
 
     def schedule(self, func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-        sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        if not blocks or any(not is_spatial(sch, b) for b in blocks):
+        found = spatial_inlined(func)
+        if found is None or len(found[1]) != 1:
             return None
-        for block in blocks[:-1]:
-            try:
-                sch.compute_inline(block)
-            except ScheduleError:
-                return None
+        sch, (block,) = found
         inlined = sch.mod["main"]
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        if len(blocks) != 1:
-            return None
-        block = blocks[0]
         found = _cut(sch.get(block))
         if found is None:
             return None
