@@ -12,9 +12,9 @@ output in cache, inside a model they are not: the 1x1 convolutions over MobileNe
 and 14 x 14 maps were level with ONNX Runtime alone and 1.3-2.4x its time inside the model,
 which this view showed. Kernel times include the instrument's call, a Python callback around
 each kernel during which TVM's pool threads may go to sleep: a kernel of 100-300 us can read
-up to twice its time in a whole run (RegNet-X-400MF's 1x1 400 -> 400 layers read 170 us here
-and ran 83 us alone, level with ONNX Runtime's 106; its kernels summed 9.3 ms against 6.8 ms
-for the whole run), and ONNX Runtime's profiler inflates its nodes too. The two runtimes are
+up to twice its time in a whole run (RegNet-X-400MF's 1x1 400 -> 400 layers read 170 us here,
+twice their time alone; its kernels summed 9.3 ms against 6.8 ms for the whole run in
+``before_and_now.py``), and ONNX Runtime's profiler inflates its nodes too. The two runtimes are
 timed one after the other, not interleaved: compare long kernels and shares, not small gaps,
 and confirm a gap with the layer alone or ``before_and_now.py`` before acting on it.
 """
