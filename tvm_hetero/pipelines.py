@@ -267,6 +267,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
                 Step("CanonicalizeBindings"),
+                Step("DeadCodeElimination"),
                 Step("AnnotateTIROpPattern"),
                 Step("FuseOps"),
                 Step("FuseTIR"),

@@ -69,6 +69,35 @@ def test_fusion_stays_within_one_device_and_targets_are_restored():
     assert text.count("R.to_vdevice") == 3
 
 
+def test_an_inference_batch_norm_fuses_with_its_neighbours():
+    """``LegalizeWithFastMath`` returns the batch norm's tuple with its output inside; the
+    tuple goes unused once bindings are canonicalized and is dropped before fusion (left, it
+    was a second reader of the output, and DenseNet's ReLU after each concatenation and
+    normalization ran as a kernel of its own)."""
+    rng = np.random.default_rng(0)
+    stats = [relax.const(rng.uniform(0.5, 2, 8).astype("float32")) for _ in range(4)]
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((1, 4, 5, 5), "float32"))
+    b = relax.Var("b", relax.TensorType((1, 4, 5, 5), "float32"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            y = relax.op.nn.batch_norm(
+                relax.op.concat([a, b], axis=1), *stats, axis=1, training=False
+            )
+            out = bb.emit_output(relax.op.nn.relu(relax.TupleGetItem(y, 0)))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [I.vdevice("llvm", 0)])
+    kernels = [gv.name_hint for gv, f in lower(mod).functions_items()
+               if isinstance(f, tvm.tirx.PrimFunc)]  # fmt: skip
+    assert kernels == ["fused_concatenate_batch_norm_relu"], kernels
+    x = [rng.standard_normal((1, 4, 5, 5)).astype("float32") for _ in range(2)]
+    got = _run(mod, [tvm.cpu(0)], *x)
+    gamma, beta, mean, var = (s.value.numpy()[:, None, None] for s in stats)
+    want = (np.concatenate(x, 1) - mean) / np.sqrt(var + 1e-5) * gamma + beta
+    np.testing.assert_allclose(got, np.maximum(want, 0), rtol=1e-5, atol=1e-6)
+
+
 @I.ir_module
 class CpuAndCuda:
     I.module_global_infos(

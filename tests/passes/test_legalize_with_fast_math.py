@@ -124,3 +124,46 @@ def test_a_small_integer_power_is_a_product_of_its_base(n):
 def test_other_powers_legalize_as_tvm_does(op):
     mod = _module(op, (4,))
     tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))
+
+
+def _batch_norm(constants=True, training=False, center=True, scale=True):
+    """``batch_norm(x, ...)[0]`` over channels of 6, its statistics constants (or sums of
+    ``x``: not constants), and the constants."""
+    rng = np.random.default_rng(0)
+    stats = [rng.uniform(0.5, 2, 6).astype("float32") for _ in range(4)]
+
+    def op(v):
+        if constants:
+            args = [relax.const(s) for s in stats]
+        else:
+            args = [relax.op.sum(v, axis=[0, 2, 3])] * 4
+        out = relax.op.nn.batch_norm(v, *args, axis=1, epsilon=1e-5, center=center,
+                                     scale=scale, training=training)  # fmt: skip
+        return relax.TupleGetItem(out, 0)
+
+    return op, stats
+
+
+@pytest.mark.parametrize(("center", "scale"), [(True, True), (False, True), (True, False)])
+def test_an_inference_batch_norm_of_constants_is_one_multiply_add(center, scale):
+    """Before: TVM's kernel, ``(x - mean) / sqrt(var + eps) * gamma + beta`` an element.
+    Expected: ``x * a[c] + b[c]`` with ``a``, ``b`` folded; the same numbers."""
+    op, (gamma, beta, mean, var) = _batch_norm(center=center, scale=scale)
+    x = np.random.default_rng(1).standard_normal((2, 6, 3, 5)).astype("float32")
+    mod = _module(op, x.shape)
+    fast = LegalizeWithFastMath()(mod)
+    text = _kernel_text(fast)
+    assert "T.sqrt(" not in text, text
+    a = (gamma if scale else 1) / np.sqrt(var.astype("float64") + 1e-5)
+    b = (beta if center else 0) - mean * a
+    want = x * a[:, None, None] + b[:, None, None]
+    np.testing.assert_allclose(_run(fast, x), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        _run(fast, x), _run(relax.transform.LegalizeOps()(mod), x), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("op", [_batch_norm(training=True)[0], _batch_norm(constants=False)[0]])
+def test_other_batch_norms_legalize_as_tvm_does(op):
+    mod = _module(op, (2, 6, 3, 5))
+    tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))

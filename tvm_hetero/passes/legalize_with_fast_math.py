@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax, te, topi
@@ -55,7 +56,8 @@ class LegalizeWithFastMath:
     arithmetic that vectorizes, within about 1e-6 relative of the exact functions
     (``tests/passes/test_legalize_with_fast_math.py`` measures them on a dense grid), which is
     what ONNX Runtime's kernels do too. ``power`` by a constant integer exponent of 2 to 4
-    (:data:`SMALL_POWERS`) is a product of its base (``_power``).
+    (:data:`SMALL_POWERS`) is a product of its base (``_power``), and an inference
+    ``batch_norm`` of constant statistics one multiply-add (``_batch_norm``).
 
     Notes
     -----
@@ -68,6 +70,7 @@ class LegalizeWithFastMath:
         custom = {name: _on_cpu(mod, _fast_call(name, fn)) for name, fn in FAST.items()}
         custom["relax.nn.softmax"] = _on_cpu(mod, _fast_softmax)
         custom["relax.power"] = _on_cpu(mod, _power)
+        custom["relax.nn.batch_norm"] = _on_cpu(mod, _batch_norm, operand=0)
         return relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
 
 
@@ -99,6 +102,37 @@ def _power(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     return bb.call_te(product, x, primfunc_name_hint="power")
 
 
+def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """An inference ``batch_norm`` whose scale, shift and statistics are constants as
+    ``x * a[c] + b[c]`` with ``a`` and ``b`` folded at compile time; TVM's kernel computed
+    ``(x - mean) / sqrt(var + eps) * gamma + beta`` for every element (DenseNet's 58
+    normalizations after its concatenations, LeViT's). The moving statistics it also returns
+    are its constants, as TVM's kernel copies them. Anything else: TVM's legalization."""
+    x, gamma, beta, mean, var = call.args
+    attrs = call.attrs
+    stats = [_array(e) for e in (gamma, beta, mean, var)]
+    if bool(attrs.training) or any(a is None for a in stats):
+        return call.op.get_attr("FLegalize")(bb, call)
+    gamma_, beta_, mean_, var_ = (a.astype("float64") for a in stats)
+    a = (gamma_ if bool(attrs.scale) else 1.0) / np.sqrt(var_ + float(attrs.epsilon))
+    b = (beta_ if bool(attrs.center) else 0.0) - mean_ * a
+    axis = int(attrs.axis) % len(x.ty.shape)
+
+    def affine(t: te.Tensor, a_: te.Tensor, b_: te.Tensor) -> te.Tensor:
+        return te.compute(t.shape, lambda *i: t(*i) * a_[i[axis]] + b_[i[axis]], name="batch_norm")
+
+    out = bb.call_te(
+        affine, x, relax.const(a.astype(FLOAT32)), relax.const(b.astype(FLOAT32)),
+        primfunc_name_hint="batch_norm",
+    )  # fmt: skip
+    return relax.Tuple([out, mean, var])
+
+
+def _array(expr: relax.Expr) -> np.ndarray | None:
+    """A constant's values, else ``None``."""
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
 def _scalar(expr: relax.Expr) -> float | None:
     """The value of a constant of one element, else ``None``."""
     if not isinstance(expr, tvm.ir.expr.Constant) or expr.value.numpy().size != 1:
@@ -120,11 +154,12 @@ def _fast_softmax(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     return bb.call_te(topi.nn.fast_softmax, call.args[0], axis, primfunc_name_hint="softmax")
 
 
-def _on_cpu(mod: IRModule, fast: Callable) -> Callable:
-    """``fast`` for float32 operators on a CPU; TVM's own legalization for the rest."""
+def _on_cpu(mod: IRModule, fast: Callable, operand: int | None = None) -> Callable:
+    """``fast`` for float32 operators on a CPU; TVM's own legalization for the rest. The
+    output's type decides, or argument ``operand``'s (an operator returning a tuple)."""
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        ty = call.ty
+        ty = call.ty if operand is None else call.args[operand].ty
         if cpu_tensor_target(ty, mod) is not None and str(ty.dtype) == FLOAT32:
             return fast(bb, call)
         return call.op.get_attr("FLegalize")(bb, call)  # the op's registered legalization
