@@ -267,7 +267,6 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("InferKernelVDevices"),
                 Step("FoldConstant"),
                 Step("CanonicalizeBindings"),
-                Step("DeadCodeElimination"),
                 Step("AnnotateTIROpPattern"),
                 Step("FuseOps"),
                 Step("FuseTIR"),

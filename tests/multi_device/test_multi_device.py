@@ -70,10 +70,10 @@ def test_fusion_stays_within_one_device_and_targets_are_restored():
 
 
 def test_an_inference_batch_norm_fuses_with_its_neighbours():
-    """``LegalizeWithFastMath`` returns the batch norm's tuple with its output inside; the
-    tuple goes unused once bindings are canonicalized and is dropped before fusion (left, it
-    was a second reader of the output, and DenseNet's ReLU after each concatenation and
-    normalization ran as a kernel of its own)."""
+    """``LegalizeWithFastMath``'s batch norm is one kernel returning the operator's tuple, as
+    TVM's is (a tuple built around its output stayed bound until fusion, a second reader of
+    the output, and DenseNet's ReLU after each concatenation and normalization ran as a
+    kernel of its own)."""
     rng = np.random.default_rng(0)
     stats = [relax.const(rng.uniform(0.5, 2, 8).astype("float32")) for _ in range(4)]
     bb = relax.BlockBuilder()

@@ -106,8 +106,9 @@ def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     """An inference ``batch_norm`` whose scale, shift and statistics are constants as
     ``x * a[c] + b[c]`` with ``a`` and ``b`` folded at compile time; TVM's kernel computed
     ``(x - mean) / sqrt(var + eps) * gamma + beta`` for every element (DenseNet's 58
-    normalizations after its concatenations, LeViT's). The moving statistics it also returns
-    are its constants, as TVM's kernel copies them. Anything else: TVM's legalization."""
+    normalizations after its concatenations, LeViT's). Like TVM's, the kernel also returns
+    the moving statistics (copies of its constants): a tuple of the kernel's, so fusion sees
+    what it saw before. Anything else: TVM's legalization."""
     x, gamma, beta, mean, var = call.args
     attrs = call.attrs
     stats = [_array(e) for e in (gamma, beta, mean, var)]
@@ -118,14 +119,12 @@ def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     b = (beta_ if bool(attrs.center) else 0.0) - mean_ * a
     axis = int(attrs.axis) % len(x.ty.shape)
 
-    def affine(t: te.Tensor, a_: te.Tensor, b_: te.Tensor) -> te.Tensor:
-        return te.compute(t.shape, lambda *i: t(*i) * a_[i[axis]] + b_[i[axis]], name="batch_norm")
+    def affine(t, a_, b_, mean_t, var_t) -> list[te.Tensor]:
+        out = te.compute(t.shape, lambda *i: t(*i) * a_[i[axis]] + b_[i[axis]], name="batch_norm")
+        return [out, topi.identity(mean_t), topi.identity(var_t)]
 
-    out = bb.call_te(
-        affine, x, relax.const(a.astype(FLOAT32)), relax.const(b.astype(FLOAT32)),
-        primfunc_name_hint="batch_norm",
-    )  # fmt: skip
-    return relax.Tuple([out, mean, var])
+    constants = [relax.const(a.astype(FLOAT32)), relax.const(b.astype(FLOAT32))]
+    return bb.call_te(affine, x, *constants, mean, var, primfunc_name_hint="batch_norm")
 
 
 def _array(expr: relax.Expr) -> np.ndarray | None:
