@@ -79,10 +79,26 @@ def test_each_input_is_a_block_of_whole_vectors_with_no_choice_left(case):
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-def test_a_serial_target_gets_no_parallel_loop():
-    mod = _module([(1, 64, 55, 55), (1, 64, 55, 55)], _concat(1), SERIAL)
-    text = _kernel_text(schedule_kernels(mod, "rules"))
+def _transposed_first(bb, a, b):
+    return relax.op.concat([relax.op.permute_dims(a, [0, 1, 3, 2]), b], axis=1)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "body"),
+    [
+        ([(1, 64, 55, 55), (1, 64, 55, 55)], _concat(1)),  # runs of memory
+        ([(1, 64, 64, 64), (1, 64, 64, 64)], _transposed_first),  # a piece vectorized by row
+    ],
+)
+def test_a_serial_target_gets_the_pieces_with_no_parallel_loop(shapes, body):
+    """The rule's schedule is of a function of its own: a parallel step left for
+    ``CpuRule.apply`` to drop would have been replayed on the kernel as given (the piece
+    read transposed came back as one block choosing per element)."""
+    scheduled = schedule_kernels(_module(shapes, body, SERIAL), "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:pieces"}
+    text = _kernel_text(scheduled)
     assert "T.parallel" not in text and "T.vectorized" in text
+    assert "if_then_else" not in text, text
 
 
 @pytest.mark.parametrize(

@@ -151,13 +151,19 @@ def is_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:
     return all(v.iter_type == tirx.IterVar.DataPar for v in sch.get(block).iter_vars)
 
 
-def vectorize_parallel(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Target) -> None:
-    """Vectorize ``block``'s innermost loop and run the rest, fused, in parallel.
+def vectorize_parallel(
+    sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Target, start: int | None = None
+) -> None:
+    """Vectorize ``block``'s innermost loop and run the rest, fused, in parallel (serially on
+    a serial target, which a rule that schedules a function of its own cannot leave to
+    :meth:`CpuRule.apply`'s replay).
 
     The vector is cut from the innermost axis alone (its largest divisor up to the CPU's
     lanes), never from all loops fused: a vector of the fused loop that may cross a row
     (a width of 28 with 8 lanes) leaves every lane a division and a gather, and a broadcast add
     of ``(1, 64, 56, 28)`` ran 4.3x slower than the fix (AVX2: 8 lanes do not divide 28).
+    ``start``: the axes from it inward are fused into the vectorized loop instead, where the
+    caller knows they are one run of memory in every buffer (``pieces``).
     """
     loops = sch.get_loops(block)
     extents = const_extents(sch, loops)
@@ -165,14 +171,16 @@ def vectorize_parallel(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, targ
         return
     # trailing unit loops (the H and W of a (1, C, 1, 1) bias) join the last real axis
     last = max((k for k, e in enumerate(extents) if e > 1), default=len(loops) - 1)
-    inner = sch.fuse(*loops[last:]) if last < len(loops) - 1 else loops[-1]
-    outer = loops[:last]
-    lanes = largest_divisor(extents[last], vector_lanes(target, output_bits(sch, block)))
+    first = last if start is None else start
+    inner = sch.fuse(*loops[first:]) if first < len(loops) - 1 else loops[-1]
+    outer = loops[:first]
+    run = math.prod(extents[first:])
+    lanes = largest_divisor(run, vector_lanes(target, output_bits(sch, block)))
     if lanes > 1:
         inner, vec = sch.split(inner, [None, lanes])
         sch.vectorize(vec)
     outer.append(inner)
-    if math.prod(extents) >= PARALLEL_MIN_ELEMENTS:
+    if math.prod(extents) >= PARALLEL_MIN_ELEMENTS and not is_serial(target):
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 

@@ -4,7 +4,6 @@ contiguous memory."""
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 
 from tvm import ir, s_tir, tirx
@@ -12,13 +11,8 @@ from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
-    PARALLEL_MIN_ELEMENTS,
     CpuRule,
-    is_serial,
-    largest_divisor,
-    output_bits,
     spatial_inlined,
-    vector_lanes,
     vectorize_parallel,
 )
 
@@ -60,11 +54,7 @@ class Pieces(CpuRule):
         pieces = [_piece(sch.get(block), axis, lo, hi, k) for k, (lo, hi) in enumerate(bounds)]
         out = s_tir.Schedule(inlined.with_body(_with_root(inlined, pieces)))
         for piece in out.get_child_blocks(out.get_sblock("root")):
-            run = _run_from(out.get(piece), axis)
-            if run is None:
-                vectorize_parallel(out, piece, target)
-            else:
-                _flat_vectors(out, piece, run, target)
+            vectorize_parallel(out, piece, target, start=_run_from(out.get(piece), axis))
         return out
 
 
@@ -215,20 +205,3 @@ def _substitute(expr, values: dict):
     """``expr`` with the variables in ``values`` replaced."""
     names = list(values)
     return tirx.IndexMap(names, [expr], None).map_indices([values[v] for v in names])[0]
-
-
-def _flat_vectors(sch: s_tir.Schedule, block, axis: int, target: Target) -> None:
-    """The loops from ``axis`` inward (a run of memory) fused, cut into the largest whole vectors,
-    the rest parallel."""
-    loops = sch.get_loops(block)
-    extents = [int(sch.get(loop).extent) for loop in loops]
-    run = math.prod(extents[axis:])
-    inner = sch.fuse(*loops[axis:]) if len(loops) - axis > 1 else loops[axis]
-    lanes = largest_divisor(run, vector_lanes(target, output_bits(sch, block)))
-    outer = loops[:axis]
-    if lanes > 1:
-        inner, vec = sch.split(inner, [None, lanes])
-        sch.vectorize(vec)
-    outer.append(inner)
-    if math.prod(extents) >= PARALLEL_MIN_ELEMENTS and not is_serial(target):
-        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
