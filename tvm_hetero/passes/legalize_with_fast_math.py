@@ -12,6 +12,7 @@ import tvm_ffi
 from tvm import relax, te, topi
 from tvm.ir import IRModule
 
+from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.types import cpu_tensor_target
 
 FLOAT32 = "float32"
@@ -114,9 +115,7 @@ def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     stats = [_array(e) for e in (gamma, beta, mean, var)]
     if bool(attrs.training) or any(a is None for a in stats):
         return call.op.get_attr("FLegalize")(bb, call)
-    gamma_, beta_, mean_, var_ = (a.astype("float64") for a in stats)
-    a = (gamma_ if bool(attrs.scale) else 1.0) / np.sqrt(var_ + float(attrs.epsilon))
-    b = (beta_ if bool(attrs.center) else 0.0) - mean_ * a
+    a, b = scale_and_shift(attrs, stats)
     axis = int(attrs.axis) % len(x.ty.shape)
 
     def affine(t, a_, b_, mean_t, var_t) -> list[te.Tensor]:
@@ -134,9 +133,8 @@ def _array(expr: relax.Expr) -> np.ndarray | None:
 
 def _scalar(expr: relax.Expr) -> float | None:
     """The value of a constant of one element, else ``None``."""
-    if not isinstance(expr, tvm.ir.expr.Constant) or expr.value.numpy().size != 1:
-        return None
-    return float(expr.value.numpy().reshape(()))
+    value = _array(expr)
+    return None if value is None or value.size != 1 else float(value.reshape(()))
 
 
 def _same_shape(a, b) -> bool:

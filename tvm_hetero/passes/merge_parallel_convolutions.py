@@ -12,6 +12,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.mutate import mutate_functions
 
 CONV2D_OP, ADD_OP, BATCH_NORM_OP, RESHAPE_OP = (
@@ -230,14 +231,11 @@ def _norm_branch(call, strides, groups, shape, out_shape, vdevice) -> _Branch | 
     if call.ty.fields[0].vdevice != vdevice:
         return None
     channels = shape[1]
-    gamma, beta, mean, var = (p.astype("float64").reshape(-1) for p in params)
-    gamma = gamma if bool(a.scale) else np.ones(channels)
-    beta = beta if bool(a.center) else np.zeros(channels)
-    scale = gamma / np.sqrt(var + float(a.epsilon))
+    scale, shift = scale_and_shift(a, params)
     per_group = channels // groups
     weights = np.zeros((channels, per_group, 1, 1))
     weights[np.arange(channels), np.arange(channels) % per_group, 0, 0] = scale
-    return _Branch(weights, (0, 0, 0, 0), beta - mean * scale)
+    return _Branch(weights, (0, 0, 0, 0), shift)
 
 
 def _same_type(a, b) -> bool:
