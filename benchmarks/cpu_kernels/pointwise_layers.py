@@ -32,31 +32,23 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from before_and_now import record_cases  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
-CHANGES = {  # change: ({name: (input channels, output channels, map side)}, results file)
+CHANGES = {  # change: ([(input channels, output channels, map side)], results file)
     "columns": (
-        {
-            "96->576 @14": (96, 576, 14),
-            "576->96 @14": (576, 96, 14),
-            "64->384 @14": (64, 384, 14),
-            "160->960 @7": (160, 960, 7),
-            "960->160 @7": (960, 160, 7),
-            "320->1280 @7": (320, 1280, 7),
-            "2048->512 @7": (2048, 512, 7),
-            "208->208 @14": (208, 208, 14),
-        },
+        [(96, 576, 14), (576, 96, 14), (64, 384, 14), (160, 960, 7), (960, 160, 7),
+         (320, 1280, 7), (2048, 512, 7), (208, 208, 14)],
         "small_map_pointwise.jsonl",
     ),
     "blocks": (
-        {
-            "16->96 @112": (16, 96, 112),
-            "32->16 @112": (32, 16, 112),
-            "24->144 @56": (24, 144, 56),
-            "32->192 @56": (32, 192, 56),
-            "16->64 @112": (16, 64, 112),
-        },
+        [(16, 96, 112), (32, 16, 112), (24, 144, 56), (32, 192, 56), (16, 64, 112)],
         "pointwise_blocks.jsonl",
     ),
-}
+}  # fmt: skip
+
+
+def case_name(case: tuple[int, int, int]) -> str:
+    """A case as the results and report name it: ``96->576 @14``."""
+    inputs, outputs, side = case
+    return f"{inputs}->{outputs} @{side}"
 
 
 def pointwise(inputs: int, outputs: int) -> torch.nn.Module:
@@ -81,7 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     cases, results = CHANGES[args.change]
     record_cases(
-        cases,
+        {case_name(c): c for c in cases},
         lambda case, path: export_case(
             lambda c=case: pointwise(*c[:2]), (1, case[0], case[2], case[2]), path
         ),
