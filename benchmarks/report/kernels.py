@@ -278,6 +278,11 @@ def strided_depthwise() -> str:
     return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
+def depthwise_channel_vectors() -> str:
+    """``benchmarks/cpu_kernels/depthwise_channel_vectors.py``: a vector of channels a position."""
+    return _before_and_now("depthwise_channel_vectors.jsonl", "depthwise (channels @in /stride)")
+
+
 def small_map_pointwise() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py columns``: output channels as columns."""
     return _before_and_now("small_map_pointwise.jsonl", "1x1 convolution (in->out @side)")
@@ -311,6 +316,7 @@ SECTIONS = {
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
     "strided-depthwise": strided_depthwise,
+    "depthwise-channel-vectors": depthwise_channel_vectors,
     "small-map-pointwise": small_map_pointwise,
     "pointwise-blocks": pointwise_blocks,
     "concatenations": concatenations,

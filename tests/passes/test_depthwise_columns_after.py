@@ -118,3 +118,25 @@ def test_a_window_one_column_wide_takes_the_input_columns_first():
 
     after = same_numbers_after(DepthwiseColumnsAfter(), _conv_module(kernel=1, padding=0))
     tvm.ir.assert_structural_equal(after, Expected)
+
+
+@pytest.mark.parametrize(("channels", "rewritten"), [(16, False), (12, True)])
+def test_constant_weights_the_channel_tile_takes_stay(channels, rewritten):
+    """14 output columns with stride 2 and constant weights: with whole vectors of channels
+    (AVX2's 8 lanes) the convolution rule reads a vector of channels a position whatever the
+    stride, so the convolution stays; 12 channels are still rewritten."""
+    import numpy as np
+
+    vdev = VDevice(make_target(CPU), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, channels, 9, 28), "float32", vdev))
+    weights = np.random.default_rng(0).standard_normal((channels, 1, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = relax.const(weights)
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, 2, 1, groups=channels))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    after = DepthwiseColumnsAfter()(mod)
+    assert ("strided_slice" in after.script()) == rewritten

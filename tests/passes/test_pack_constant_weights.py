@@ -122,8 +122,8 @@ def _run(mod, x):
 @pytest.mark.parametrize("width", [1, 3, 5])
 def test_narrow_convolution_weights_are_packed_by_channel_and_numbers_stay(width):
     """Rows of 1-5 columns (a FlexPie column tile): the weights become ``[O / L, I, 3, 3, L]``
-    and the convolution rule's channel-vectorized tile reads them; outputs equal the unpacked
-    build's."""
+    and the convolution rule's channel-vectorized tile reads them, its accumulators laid out
+    a vector of channels a position; outputs equal the unpacked build's."""
     lanes = vector_lanes(CPU, 32)
     before, weights = _conv_module(width)
     after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
@@ -139,6 +139,10 @@ def test_narrow_convolution_weights_are_packed_by_channel_and_numbers_stay(width
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
     (tiled,) = _kernels(scheduled).values()
     assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()  # a vector of channels
+    accumulators = (
+        f"(T.int64(1), T.int64({32 // lanes}), T.int64(5), T.int64({width}), T.int64({lanes}))"
+    )
+    assert f'T.sblock_alloc_buffer({accumulators}, scope="local")' in tiled.script()
     x = np.random.default_rng(3).standard_normal((1, 16, 5, width)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
@@ -193,6 +197,42 @@ def test_grouped_convolutions_whose_groups_the_lanes_divide_are_packed_by_channe
     assert f"ff_1 in T.vectorized(T.int64({lanes}))" in tiled.script()
     x = np.random.default_rng(3).standard_normal((1, 4 * lanes, 6, width)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("width", "stride"), [(7, 1), (14, 2)])
+def test_depthwise_convolutions_over_narrow_rows_read_vectors_of_channels(width, stride):
+    """A depthwise 3x3 with rows of 7 output columns (a 7-wide map, a 14-wide one with stride
+    2): the weights ``[C / L, 1, 3, 3, L]``; the rule's copy that pads the input writes it
+    ``[N, C / L, H, W, L]``, a vector a position, inside the tile's loop nest; the accumulators are laid
+    out as the tile holds them; outputs equal the unpacked build's."""
+    lanes = vector_lanes(CPU, 32)
+    before = _grouped_module(4 * lanes, 1, width, stride)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    ((name, kernel),) = _kernels(after).items()
+    assert name.endswith("_channels")
+    assert f"(T.int64(4), T.int64(1), T.int64(3), T.int64(3), T.int64({lanes}))" in kernel.script()
+    scheduled = schedule_kernels(after, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (tiled,) = _kernels(scheduled).values()
+    text = tiled.script()
+    padded = f"(T.int64(1), T.int64(4), T.int64(8), T.int64({width + 2}), T.int64({lanes}))"
+    assert f"pad_temp = T.sblock_alloc_buffer({padded})" in text
+    rows = 6 // stride
+    accumulators = f"(T.int64(1), T.int64(4), T.int64({rows}), T.int64(7), T.int64({lanes}))"
+    assert f'T.sblock_alloc_buffer({accumulators}, scope="local")' in text
+    assert f"ff_1 in T.vectorized(T.int64({lanes}))" in text
+    assert len(re.findall(r"^    for ", text, re.MULTILINE)) == 1  # the copy is in the tile's nest
+    x = np.random.default_rng(3).standard_normal((1, 4 * lanes, 6, width)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("channels", "width"), [(32, 14), (32, 28), (12, 7)])
+def test_depthwise_convolutions_over_wide_rows_or_part_vectors_stay(channels, width):
+    """Rows wider than 7 columns with unit stride (the width-vectorized tile is as fast or
+    faster there) and channels no vector divides keep their weights (AVX2's 8 lanes)."""
+    avx2 = make_target({**cpu_device().target, "mcpu": "znver3"})
+    mod = _grouped_module(channels, 1, width, 1, avx2)
+    tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
 
 
 def test_with_avx512_groups_of_8_channels_are_vectors_of_8():

@@ -373,3 +373,30 @@ def test_avx2_and_grouped_convolutions_keep_whole_vectors(device, groups):
     body = PadConvolutionOutputs()(_constant_conv(13, device, groups)[0])["main"].body
     (wide, _) = body.blocks[0].bindings
     assert int(wide.var.ty.shape.values[3]) == 16
+
+
+@pytest.mark.parametrize(
+    ("width", "stride", "widened"), [(7, 1, None), (13, 1, 16), (27, 2, None), (56, 2, None)]
+)
+def test_depthwise_convolutions_the_channel_tile_takes_keep_their_width(width, stride, widened):
+    """A depthwise 3x3 of 16 channels (two AVX2 vectors) with constant weights gets the
+    channel-vectorized tile over rows of up to 7 output columns, 14 with a stride: not widened
+    (7, and 27 with stride 2: 14); 13 columns with unit stride are widened to 16; 28 strided
+    columns keep whole vectors (two of 14: the column stride reads lane by lane)."""
+    vdev = VDevice(make_target(HASWELL), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 16, 8, width), "float32", vdev))
+    weights = np.random.default_rng(0).standard_normal((16, 1, 3, 3)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(x, relax.const(weights), stride, padding=1, groups=16)
+            y = bb.emit_output(conv)
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    after = PadConvolutionOutputs()(mod)
+    if widened is None:
+        tvm.ir.assert_structural_equal(after, mod)
+    else:
+        (wide, _) = after["main"].body.blocks[0].bindings
+        assert int(wide.var.ty.shape.values[3]) == widened

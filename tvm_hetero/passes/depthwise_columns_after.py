@@ -10,6 +10,7 @@ from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.types import cpu_op_with_static_shapes
+from tvm_hetero.passes.grouped_convolutions_by_group import channel_vectorized
 
 CONV2D_OP = "relax.nn.conv2d"
 MIN_COLUMNS = 8
@@ -44,7 +45,11 @@ class DepthwiseColumnsAfter:
     vdevice's) and before ``PadConvolutionOutputs``. One input channel a group and as many
     output channels as input channels, no dilation along the width, at least
     :data:`MIN_COLUMNS` output columns, static shapes; the unfused
-    build (one operator, one kernel) keeps the convolution.
+    build (one operator, one kernel) keeps the convolution, and so does one with constant
+    weights that the convolution rule vectorizes by channel
+    (:func:`~tvm_hetero.schedules.cpu.conv.depthwise_channel_tiled`: output rows up to 14
+    columns, whole vectors of channels), whose tile reads one vector a position whatever the
+    stride.
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -69,8 +74,8 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
 
 
 def _columns_after(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    if not rewritten(call, rewriter.mod_):
-        return None
+    if not rewritten(call, rewriter.mod_) or channel_vectorized(rewriter, call):
+        return None  # the channel-vectorized tile reads a vector a position whatever the stride
     a = call.attrs
     x, w = call.args
     step = int(a.strides[1])

@@ -11,7 +11,7 @@ from tvm.relax.expr_functor import PyExprMutator
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_op_with_static_shapes, cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled
+from tvm_hetero.schedules.cpu.conv import channel_tiled, depthwise_channel_tiled
 
 CONV2D_OP = "relax.nn.conv2d"
 CONV1D_OP = "relax.nn.conv1d"
@@ -99,18 +99,22 @@ def by_group_1d(data: te.Tensor, weight: te.Tensor, strides, padding, dilation, 
 
 
 def channel_vectorized(rewriter: PyExprMutator, call: relax.Call) -> bool:
-    """Whether ``call``, a grouped 2-D convolution, keeps TOPI's kernel for the convolution
-    rule's channel-vectorized tile: constant weights and groups of output channels the CPU's
-    lanes divide (:func:`~tvm_hetero.schedules.cpu.conv.channel_tiled`; ``PackConstantWeights``
-    packs them by channel). A vector of one group's channels shares every input element: by
-    group, the register tile's channels ran RegNet-X's groups of 16 at up to 2.4x ONNX
-    Runtime's time on 56 x 56 maps with stride 2 (``benchmarks/cpu_kernels/grouped_convs.py``)."""
+    """Whether ``call``, a grouped or depthwise 2-D convolution (static shapes), keeps TOPI's
+    kernel for the convolution rule's channel-vectorized tile: constant weights and groups of
+    output channels the CPU's lanes divide (:func:`~tvm_hetero.schedules.cpu.conv.channel_tiled`;
+    ``PackConstantWeights`` packs them by channel), or a depthwise one over rows that tile takes
+    (:func:`~tvm_hetero.schedules.cpu.conv.depthwise_channel_tiled`). A vector of one group's
+    channels shares every input element: by group, the register tile's channels ran RegNet-X's
+    groups of 16 at up to 2.4x ONNX Runtime's time on 56 x 56 maps with stride 2
+    (``benchmarks/cpu_kernels/grouped_convs.py``)."""
     if call.op.name != CONV2D_OP or not isinstance(bound_value(rewriter, call.args[1]), Constant):
         return False
     target = cpu_tensor_target(call.ty, rewriter.mod_)
     channels, groups = int(call.ty.shape.values[1]), int(call.attrs.groups)
     width = int(call.ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(call.ty.dtype).bits)
+    if groups == channels == int(call.args[0].ty.shape.values[1]):
+        return depthwise_channel_tiled(width, channels, lanes, int(call.attrs.strides[1]))
     return channel_tiled(width, channels, lanes, channels // groups)
 
 

@@ -19,7 +19,15 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COLUMNS_ATTR
 from tvm_hetero.ir.bindings import op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits, vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled, conv_form, group_lanes, region_uses
+from tvm_hetero.schedules.cpu.conv import (
+    channel_tiled,
+    column_step,
+    conv_form,
+    depthwise_channel,
+    depthwise_channel_tiled,
+    group_lanes,
+    region_uses,
+)
 from tvm_hetero.schedules.cpu.gemm_form import drop_unit_reductions, gemm_form
 from tvm_hetero.schedules.cpu.matmul import panel_width, weights_as_columns
 
@@ -214,15 +222,19 @@ def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packin
     """A narrow convolution's ``[O, I, K...]`` weights as ``[O / L, I, K..., L]``."""
     block = sch.get(main)
     form = conv_form(block)
-    if form is None or form.channel is None:
+    if form is None:
         return None
     iters = block.iter_vars
     if any(not isinstance(v.dom.extent, tirx.IntImm) for v in iters):
         return None
+    depthwise = depthwise_channel(block, form)
+    channel = form.channel if depthwise is None else depthwise
+    if channel is None:
+        return None
     weights = form.weights
     if region_uses(weights, iters[form.spatial[-1]].var):
         return None  # both reads run along the width: not data and weights
-    if not weights.region[0].min.same_as(iters[form.channel].var):
+    if not weights.region[0].min.same_as(iters[channel].var):
         return None  # the weights are not indexed by the output channel first
     params = [str(p.name) for p in func.params]
     if str(weights.source.name) not in params or len(weights.source.shape) < 3:
@@ -235,8 +247,13 @@ def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packin
     inputs = window[0] if len(window) > 1 and math.prod(window[1:]) > 1 else 0
     width = int(iters[form.spatial[-1]].dom.extent)
     row = form.spatial[-2]
-    rows = int(iters[row].dom.extent) if row != form.channel else 1
-    if not channel_tiled(width, channels, lanes, form.group, inputs, rows):
+    rows = int(iters[row].dom.extent) if row != channel else 1
+    if depthwise is not None:
+        stride = column_step(form.data, iters[form.spatial[-1]].var) or 1
+        tiled = depthwise_channel_tiled(width, channels, lanes, stride)
+    else:
+        tiled = channel_tiled(width, channels, lanes, form.group, inputs, rows)
+    if not tiled:
         return None
     ndim = len(weights.source.shape)
     sch.transform_layout(

@@ -16,6 +16,7 @@ from tvm_hetero.schedules.cpu.conv import (
     channel_tile_width,
     channel_tiled,
     computed_rows,
+    depthwise_channel_tiled,
     vector_width,
 )
 
@@ -105,7 +106,9 @@ def computed_output(
     inputs = data.shape.values[1]
     inputs = int(inputs) if isinstance(inputs, tvm.tirx.IntImm) else 0
     tiled = channel_tiled(width, channels, lanes, group, inputs, rows)
-    if constant and groups < channels and tiled:
+    if groups == channels == inputs:
+        tiled = depthwise_channel_tiled(width, channels, lanes, stride[1])
+    if constant and tiled and (groups < channels or groups == inputs):
         return None  # its weights are packed by channel: the rule's vector is channels
     top, left, bottom, right = (int(p) for p in attrs.padding)
     if constant and groups == 1:  # a few columns more, and the weights are packed by channel

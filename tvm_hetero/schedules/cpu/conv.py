@@ -183,6 +183,61 @@ models in the same rounds (``before_and_now.py``): Inception v3 1.33 -> 1.18x ON
 time, SqueezeNet 1.39 -> 1.34x. A map 8 wide would need 14 columns (75 % more work)."""
 
 
+DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH = 7
+"""Depthwise convolutions (one input channel an output channel) with whole vectors of
+channels and output rows up to this many columns, twice as many with a column stride, get the
+channel-vectorized tile (:func:`depthwise_channel_tiled`): weights packed by channel as for
+:func:`channel_tiled`, and the copy that pads the input writes it with channels innermost
+(``[N, C / L, H, W, L]``) inside each task, so each position's input is one vector of the
+tile's channels and every lane is used. Along the width a 7-wide row filled 7 of 8 or 16
+lanes and read an unaligned vector per multiply-add, a strided row gathered its lanes or was
+computed twice as wide (``DepthwiseColumnsAfter``). Each layer alone against the
+width-vectorized tile (Zen 4, two threads, 5 interleaved rounds,
+``benchmarks/cpu_kernels/depthwise_channel_vectors.py``): 7-wide rows 1.4-1.8x faster,
+strided rows to 7 or 14 columns 1.4-3.8x; 14-wide rows with unit stride the same (5x5) or
+1.1-1.2x slower (3x3), built for AVX-512 and for AVX2 alike; wider maps 1.7-3x slower."""
+
+
+def depthwise_channel_tiled(width: int, channels: int, lanes: int, stride: int = 1) -> bool:
+    """Whether a depthwise convolution with rows of ``width`` output columns, ``channels``
+    channels and a column ``stride`` gets the channel-vectorized tile
+    (:data:`DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH`)."""
+    most = DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH * (2 if stride > 1 else 1)
+    return channels % lanes == 0 and width <= most
+
+
+def depthwise_channel(stmt: s_tir.stmt.SBlock, form: ConvForm) -> int | None:
+    """The spatial axis of ``stmt`` that is a depthwise convolution's channel (``form`` has no
+    channel axis, the weights' first index is that axis, optionally packed by channel
+    (``w[c // L, ..., c % L]``), they hold one input channel an output channel, and the data's
+    channel index is that axis plus at most a unit reduction); ``None`` otherwise."""
+    if form.channel is not None or form.weights is None or len(form.data.region) != 4:
+        return None
+    shape = form.weights.source.shape
+    if len(shape) < 4 or not isinstance(shape[1], tirx.IntImm) or int(shape[1]) != 1:
+        return None
+    iters, first = stmt.iter_vars, form.weights.region[0].min
+    for i in form.spatial[:-1]:
+        var = iters[i].var
+        packed = channel_packed_weights(form.weights, var) is not None
+        if not (first.same_as(var) or packed):
+            continue
+        index = form.data.region[1].min
+        rest = index.b if isinstance(index, tirx.Add) and index.a.same_as(var) else None
+        if index.same_as(var) or (rest is not None and _unit_reduction(stmt, rest)):
+            return i
+    return None
+
+
+def _unit_reduction(stmt: s_tir.stmt.SBlock, expr) -> bool:
+    """Whether ``expr`` is a reduction iterator of ``stmt`` of extent 1."""
+    return any(
+        v.var.same_as(expr) and isinstance(v.dom.extent, tirx.IntImm) and int(v.dom.extent) == 1
+        for v in stmt.iter_vars
+        if v.iter_type != tirx.IterVar.DataPar
+    )
+
+
 def channel_tile_width(
     width: int, channels: int, lanes: int, inputs: int, rows: int = 1
 ) -> int | None:  # fmt: skip
@@ -313,7 +368,9 @@ class Conv(CpuRule):
     Tile: ``CHANNELS_PER_TILE`` output channels (a spatial axis the data operand does not use,
     so one data vector is reused across them) by a vector of output columns, accumulated in
     registers over the reduction axes; the remaining leading spatial axes are the parallel loop.
-    Depthwise convolutions have no such channel axis and get a vector-only tile. Padding stays a
+    Depthwise convolutions have no such channel axis and get a vector-only tile, or, with
+    weights packed by channel (:func:`depthwise_channel_tiled`), a vector of channels a
+    position (:meth:`_depthwise_channel_vectors`). Padding stays a
     separate parallel pass so the inner loop has no bounds checks; epilogues are folded in.
     Rows of 1-3 columns (a 2 x 2 map, a tile cut by columns) get the same tile with vectors of
     their width: left to the reduction rule (accumulating in memory) they ran at 1.8-3.5
@@ -356,6 +413,17 @@ class Conv(CpuRule):
                 return self._channel_vectors(sch, main, loops, extents, tile, target)
             if form.group is not None:
                 channel = None  # no channel tile shares a grouped convolution's reads
+        else:
+            depthwise = depthwise_channel(stmt, form)
+            found = depthwise is not None and channel_packed_weights(
+                form.weights, stmt.iter_vars[depthwise].var
+            )
+            if found and extents[depthwise] % found == 0:
+                tile = (spatial, reduce, depthwise, found)
+                index = list(stmt.reads).index(data)
+                return self._depthwise_channel_vectors(
+                    sch, main, loops, extents, tile, index, target
+                )
         if channel is not None and _deinterleave(sch, main, stmt.reads.index(data), w):
             stmt = sch.get(main)
             data = next(r for r in stmt.reads if region_uses(r, w))
@@ -364,7 +432,7 @@ class Conv(CpuRule):
         row = spatial[-2]
         if channel is not None:
             rows = extents[row] if row != channel else 1
-            gathered = _column_step(data, w) != 1
+            gathered = column_step(data, w) != 1
             cw, rw, nv = register_tile(extents[channel], rows, extents[vec] // vw, gathered)
 
         v0, v1, v2 = sch.split(loops[vec], [None, nv, vw])
@@ -389,13 +457,32 @@ class Conv(CpuRule):
         nest = (outer, v0, reduction, [*tile, v1], v2)
         return _in_registers(sch, main, nest, tasks, target, block)
 
+    @classmethod
+    def _depthwise_channel_vectors(
+        cls, sch, main, loops, extents, tile, data: int, target: Target
+    ) -> s_tir.Schedule:  # fmt: skip
+        """The channel-vectorized tile of a depthwise convolution
+        (:func:`depthwise_channel_tiled`): its input, padded, is laid out with ``lanes``
+        channels innermost by a copy each task makes of the rows it reads
+        (:func:`_channels_innermost`), so each position's input is one vector of the tile's
+        channels, and the tile's accumulators are laid out the same way."""
+        lanes = tile[-1]
+        copy = _channels_innermost(sch, main, data, lanes)
+        cls._channel_vectors(sch, main, loops, extents, tile, target)
+        sch.compute_at(copy, sch.get_loops(main)[0])
+        sch.vectorize(sch.get_loops(copy)[-1])
+        return sch
+
     @staticmethod
     def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
         (:func:`channel_vector_tile`), each a vector of ``lanes`` output channels accumulated in
         registers; per reduction step one weight vector (contiguous in the packed layout) and
         one broadcast input element per position. No de-interleaving: inputs are read one
-        element at a time whatever the stride."""
+        element at a time whatever the stride. The accumulators are laid out as the tile holds
+        them, the channels' vector innermost (``[N, O / L, H, W, L]``; in the output's layout a
+        vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to 56 x 56 ran 2-5 %
+        slower, alone, Zen 4)."""
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
@@ -411,7 +498,13 @@ class Conv(CpuRule):
         w0, w1 = sch.split(loops[vec], [None, wt])
         tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
         reduction = [loops[i] for i in reduce]
-        return _in_registers(sch, main, (outer, w0, reduction, [*inner, w1], c1), tasks, target)
+        channel_var = sch.get(main).iter_vars[channel].var
+        _in_registers(sch, main, (outer, w0, reduction, [*inner, w1], c1), tasks, target)
+        indices = [r.min for r in sch.get(main).writes[0].region]
+        axis = next((i for i, index in enumerate(indices) if index.same_as(channel_var)), None)
+        if axis is not None:  # the accumulators as the tile holds them: a vector a position
+            sch.transform_layout(main, ("write", 0), _channels_last(len(indices), axis, lanes))
+        return sch
 
 
 def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | None:
@@ -483,15 +576,12 @@ def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
     convolutions ran 1.2-1.4x faster, its 7x7 stem 1.8x. Whether it did (not: unit stride,
     or a width the stride does not divide)."""
     read = sch.get(main).reads[index]
-    stride, width = _column_step(read, w), read.source.shape[-1]
+    stride, width = column_step(read, w), read.source.shape[-1]
     if stride is None or stride < 2:
         return False
     if not isinstance(width, tirx.IntImm) or int(width) % stride:
         return False
-    writers = [
-        p for p in sch.get_producers(main) if sch.get(p).writes[0].source.same_as(read.source)
-    ]
-    block = writers[0] if writers else sch.cache_read(main, index, "global")
+    block = _input_copy(sch, main, index)
     ndim = len(read.region)
     phases = tirx.IndexMap.from_func(
         lambda *i: (*i[:-1], i[-1] % stride, i[-1] // stride), ndim=ndim, index_dtype="int32"
@@ -500,7 +590,39 @@ def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
     return True
 
 
-def _column_step(region, var: tirx.Var) -> int | None:
+def _input_copy(sch: s_tir.Schedule, main, index: int):
+    """The block that writes ``main``'s read ``index`` (the copy that pads it), or a copy of it
+    made for the purpose: a block whose output layout may be changed."""
+    read = sch.get(main).reads[index]
+    writers = [
+        p for p in sch.get_producers(main) if sch.get(p).writes[0].source.same_as(read.source)
+    ]
+    return writers[0] if writers else sch.cache_read(main, index, "global")
+
+
+def _channels_innermost(sch: s_tir.Schedule, main, index: int, lanes: int):
+    """Lay a depthwise convolution's ``[N, C, H, W]`` input (read ``index`` of ``main``) out as
+    ``[N, C / L, H, W, L]`` (``lanes`` channels innermost) and return the block that writes it:
+    the copy that pads it (a copy is made where there is none), iterating in the new layout
+    (a vector of channels is read lane by lane, written whole)."""
+    block = _input_copy(sch, main, index)
+    blocked = _channels_last(4, 1, lanes)
+    sch.transform_layout(block, ("write", 0), blocked)
+    sch.transform_block_layout(block, blocked)
+    return block
+
+
+def _channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
+    """The layout of ``ndim`` axes with axis ``axis`` cut into blocks of ``lanes``, the lanes
+    innermost: ``[N, C, H, W] -> [N, C / L, H, W, L]`` for ``axis`` 1."""
+
+    def blocked(*i):
+        return (*i[:axis], i[axis] // lanes, *i[axis + 1 :], i[axis] % lanes)
+
+    return tirx.IndexMap.from_func(blocked, ndim=ndim)
+
+
+def column_step(region, var: tirx.Var) -> int | None:
     """How far ``region``'s innermost index moves per step of ``var`` (``w + kw``: 1,
     ``2 * w + kw``: 2), or ``None`` when it is not a constant multiple."""
     found = detect_linear_equation(region.region[-1].min, [var])
