@@ -20,7 +20,7 @@ from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.attrs import COPY_OP, ENTRY_FUNC, UNIT_DEVICE_ATTR
-from tvm_hetero.ir.bindings import iter_bindings
+from tvm_hetero.ir.bindings import calls_op, iter_bindings
 from tvm_hetero.ir.types import tensor_infos
 from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.runtime.deployment import Deployment, Step
@@ -86,7 +86,7 @@ def deployment_steps(outlined: tvm.IRModule) -> tuple[tuple[Step, ...], tuple[st
             device = int(unit.attrs[UNIT_DEVICE_ATTR])
             args = tuple(ids[a] for a in value.args)
             steps.append(Step("unit", name(b.var), args, device, value.op.name_hint))
-        elif isinstance(value.op, tvm.ir.Op) and value.op.name == COPY_OP:
+        elif calls_op(value, COPY_OP):
             dst = next(i for i, v in enumerate(vdevices) if vdevice_equal(v, b.var.ty.vdevice))
             nbytes = sum(t.nbytes or 0 for t in tensor_infos(b.var.ty))
             steps.append(Step("copy", name(b.var), (ids[value.args[0]],), dst, nbytes=nbytes))
@@ -118,6 +118,6 @@ def device_module(outlined: tvm.IRModule, index: int, vdevice: Any) -> tvm.IRMod
 class _DropCopies(relax.PyExprMutator):
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         call = self.visit_expr_post_order(call)
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == COPY_OP:
+        if calls_op(call, COPY_OP):
             return call.args[0]
         return call

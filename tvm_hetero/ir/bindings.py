@@ -80,3 +80,9 @@ def function_named(mod: tvm.IRModule, name: str, owner: str) -> relax.Function:
     if name not in names:
         raise ValueError(f"{owner}: no function {name!r}; functions: {names}")
     return mod[name]
+
+
+def calls_op(expr: relax.Expr, name: str) -> bool:
+    """Whether ``expr`` is a call of the Relax operator ``name`` (``relax.call_tir``,
+    ``relax.nn.conv2d``...)."""
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == name

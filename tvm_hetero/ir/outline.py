@@ -14,6 +14,7 @@ from tvm import relax
 
 from tvm_hetero._compat import TensorType, TupleType
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
+from tvm_hetero.ir.bindings import calls_op
 
 
 def plain_type(ty: relax.Type) -> relax.Type:
@@ -62,7 +63,7 @@ def substitute(
         return relax.TupleGetItem(inner, expr.index)
     if isinstance(expr, relax.Call):
         args = [substitute(a, remap, bb, mod, type_of, kernels) for a in expr.args]
-        if isinstance(expr.op, tvm.ir.Op) and expr.op.name == CALL_TIR_OP:
+        if calls_op(expr, CALL_TIR_OP):
             args[0] = kernels.add_func(mod[expr.args[0]], expr.args[0].name_hint)
         return relax.Call(expr.op, args, expr.attrs, [type_of(t) for t in expr.ty_args])
     return expr

@@ -11,6 +11,7 @@ import tvm
 from tvm import relax
 
 from tvm_hetero._compat import TensorType, TupleType
+from tvm_hetero.ir.bindings import calls_op
 
 Dim = int | str
 
@@ -100,7 +101,7 @@ def _plain(value: Any) -> Any:
 def cpu_op_with_static_shapes(call: Any, op: str, layouts: tuple, mod: tvm.IRModule) -> bool:
     """Whether ``call`` is ``op`` with ``(data, kernel, out)`` ``layouts``, its two operands
     and its output of static shapes, on a CPU vdevice (what the convolution rewrites take)."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == op):
+    if not calls_op(call, op):
         return False
     a = call.attrs
     if (a.data_layout, a.kernel_layout, a.out_layout) != layouts:

@@ -18,7 +18,7 @@ from tvm.ir import IRModule
 
 from tvm_hetero._compat import TensorType, TupleType, vdevice_equal
 from tvm_hetero.ir.attrs import COPY_OP, ENTRY_FUNC, UNIT_DEVICE_ATTR
-from tvm_hetero.ir.bindings import iter_bindings
+from tvm_hetero.ir.bindings import calls_op, iter_bindings
 from tvm_hetero.ir.outline import emit_group, leaf_inputs
 
 
@@ -75,21 +75,13 @@ def _index_of(ty: relax.Type, vdevices: list) -> int | None:
     raise ValueError(f"vdevice {ty.vdevice} is not declared")
 
 
-def _is_copy(value: relax.Expr) -> bool:
-    return (
-        isinstance(value, relax.Call)
-        and isinstance(value.op, tvm.ir.Op)
-        and (value.op.name == COPY_OP)
-    )
-
-
 def classify(func: relax.Function, bindings: list, vdevices: list) -> BindingGraph:
     g = BindingGraph()
     for p in func.params:
         g.device[p] = _index_of(p.ty, vdevices) or 0
     for b in bindings:
         reads = [v for v in relax.analysis.free_vars(b.value)]
-        if _is_copy(b.value):
+        if calls_op(b.value, COPY_OP):
             src = b.value.args[0]
             if isinstance(src, tvm.ir.expr.Constant) or src in g.const:
                 g.const.add(b.var)  # a weight for its consumer: copied into the unit with it

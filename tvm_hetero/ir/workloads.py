@@ -17,7 +17,7 @@ from tvm.ir.expr import Constant
 
 from tvm_hetero._compat import TensorType, VDevice
 from tvm_hetero.ir.attrs import CALL_TIR_OP, ENTRY_FUNC
-from tvm_hetero.ir.bindings import iter_bindings, op_bindings
+from tvm_hetero.ir.bindings import calls_op, iter_bindings, op_bindings
 from tvm_hetero.ir.outline import closure, outline_module, plain_type, used_outside
 from tvm_hetero.ir.types import TensorInfo, tensor_infos
 
@@ -31,14 +31,13 @@ def _single_call_module(
     call: relax.Call, params: list[relax.Var], args: list, src_mod: tvm.IRModule | None
 ) -> tvm.IRModule:
     bb = relax.BlockBuilder()
-    op = call.op
-    if isinstance(op, tvm.ir.Op) and op.name == CALL_TIR_OP:
+    if calls_op(call, CALL_TIR_OP):
         gv = bb.add_func(src_mod[call.args[0]], call.args[0].name_hint)
         args = [gv, *args[1:]]
     with bb.function(ENTRY_FUNC, params):
         with bb.dataflow():
             out = bb.emit_output(
-                relax.Call(op, args, call.attrs, [plain_type(t) for t in call.ty_args])
+                relax.Call(call.op, args, call.attrs, [plain_type(t) for t in call.ty_args])
             )
         bb.emit_func_output(out)
     return bb.get()
@@ -67,7 +66,7 @@ def op_module(mod: tvm.IRModule, node_id: str, func_name: str = ENTRY_FUNC) -> t
         return expr
 
     args = list(call.args)
-    if isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP:
+    if calls_op(call, CALL_TIR_OP):
         args = [args[0], lift(args[1]), *args[2:]]
     else:
         args = [lift(a) for a in args]
@@ -137,7 +136,7 @@ def resize(mod: tvm.IRModule, dim: Dim, size: int) -> tvm.IRModule:
         else remap.get(a, a)
         for a in call.args
     ]
-    if isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP:
+    if calls_op(call, CALL_TIR_OP):
         raise ValueError(
             "resize: kernels after legalization have fixed shapes; resize the Relax op"
         )

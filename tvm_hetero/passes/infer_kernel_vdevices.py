@@ -9,6 +9,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import TensorType, TupleType, VDevice, renew_defs
 from tvm_hetero.ir.attrs import CALL_TIR_OP
+from tvm_hetero.ir.bindings import calls_op
 
 
 @tvm.transform.module_pass(opt_level=0, name="InferKernelVDevices")
@@ -65,7 +66,7 @@ class _Repair(PyExprMutator):
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP):
+        if not calls_op(call, CALL_TIR_OP):
             return call
         vdev = _vdevice_of(call.args[1])
         if vdev is None:

@@ -13,6 +13,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero.ir.batch_norm import scale_and_shift
+from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import mutate_functions
 
 CONV2D_OP, ADD_OP, BATCH_NORM_OP, RESHAPE_OP = (
@@ -96,7 +97,7 @@ def _sums(func: relax.Function) -> dict[relax.Call, tuple]:
     relax.analysis.post_order_visit(func.body, count)
     found: dict[relax.Var, tuple[relax.Call, tuple, set]] = {}
     for var, value in values.items():
-        if not _is_call(value, ADD_OP):
+        if not calls_op(value, ADD_OP):
             continue
         inner: set[relax.Var] = set()
         terms = _terms(value, values, uses, inner)
@@ -112,11 +113,11 @@ def _sums(func: relax.Function) -> dict[relax.Call, tuple]:
 def _terms(value: relax.Expr, values: dict, uses: dict, inner: set) -> list | None:
     """The branches an add sums (each ``(call, bias or None)``), looking through adds whose
     result only this sum reads; ``inner`` collects the variables looked through."""
-    if _is_call(value, ADD_OP):
+    if calls_op(value, ADD_OP):
         a, b = value.args
         for conv, bias in ((a, b), (b, a)):
             constant = _constant(bias, values)
-            if _is_call(values.get(conv), CONV2D_OP) and constant is not None:
+            if calls_op(values.get(conv), CONV2D_OP) and constant is not None:
                 if uses.get(conv, 0) != 1:
                     return None
                 inner.add(conv)
@@ -133,12 +134,12 @@ def _terms(value: relax.Expr, values: dict, uses: dict, inner: set) -> list | No
                 return None
             out += more
         return out
-    if _is_call(value, CONV2D_OP):
+    if calls_op(value, CONV2D_OP):
         return [(value, None)]
     if isinstance(value, relax.TupleGetItem) and value.index == 0:
         norm = value.tuple_value
         norm = values.get(norm, norm) if isinstance(norm, relax.Var) else norm
-        if _is_call(norm, BATCH_NORM_OP):
+        if calls_op(norm, BATCH_NORM_OP):
             return [(norm, None)]
     return None
 
@@ -146,7 +147,7 @@ def _terms(value: relax.Expr, values: dict, uses: dict, inner: set) -> list | No
 def _merge(terms: list) -> tuple[relax.Expr, np.ndarray | None] | None:
     """``(conv2d(x, sum of the weights), the summed bias or None)`` for the branches, or None
     where they do not merge."""
-    convs = [call for call, _ in terms if _is_call(call, CONV2D_OP)]
+    convs = [call for call, _ in terms if calls_op(call, CONV2D_OP)]
     if not convs:
         return None
     first = convs[0]
@@ -164,7 +165,7 @@ def _merge(terms: list) -> tuple[relax.Expr, np.ndarray | None] | None:
     for call, bias in terms:
         branch = (
             _conv_branch(call, bias, strides, groups, out_ty)
-            if _is_call(call, CONV2D_OP)
+            if calls_op(call, CONV2D_OP)
             else _norm_branch(call, strides, groups, shape, out_shape, out_ty.vdevice)
         )
         if branch is None:
@@ -267,10 +268,6 @@ def _constant(expr: relax.Expr, values: dict) -> np.ndarray | None:
         expr = values.get(expr)
     if isinstance(expr, Constant):
         return expr.value.numpy()
-    if _is_call(expr, RESHAPE_OP) and isinstance(expr.args[0], Constant):
+    if calls_op(expr, RESHAPE_OP) and isinstance(expr.args[0], Constant):
         return expr.args[0].value.numpy().reshape([int(d) for d in expr.ty.shape.values])
     return None
-
-
-def _is_call(expr, op: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == op

@@ -17,7 +17,7 @@ from tvm.s_tir.schedule import ScheduleError
 
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COLUMNS_ATTR
-from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.bindings import calls_op, op_bindings
 from tvm_hetero.schedules.cpu.common import output_bits, vector_lanes
 from tvm_hetero.schedules.cpu.conv import (
     channel_tiled,
@@ -71,7 +71,7 @@ class PackConstantWeights:
             if not isinstance(func, relax.Function):
                 continue
             for b in op_bindings(func):
-                if isinstance(b.call.op, tvm.ir.Op) and b.call.op.name == CALL_TIR_OP:
+                if calls_op(b.call, CALL_TIR_OP):
                     calls.setdefault(b.call.args[0], []).append(b.call)
         packed = {}
         for gv, sites in calls.items():
@@ -290,7 +290,7 @@ class _Repacker(PyExprMutator):
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP):
+        if not calls_op(call, CALL_TIR_OP):
             return call
         found = self.packed.get(call.args[0])
         if found is None:

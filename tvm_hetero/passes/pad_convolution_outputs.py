@@ -8,6 +8,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
+from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
@@ -86,7 +87,7 @@ def computed_output(
     unit's weights on a device other than home, once ``build.deploy.device_module`` dropped
     their copy) count as the constants ``FoldConstant`` makes them, as ``PackConstantWeights``
     will see them."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
+    if not calls_op(call, CONV2D_OP):
         return None
     attrs = call.attrs
     if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NCHW", "OIHW", "NCHW"):

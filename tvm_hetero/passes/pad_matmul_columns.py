@@ -9,6 +9,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
+from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.matmul import padded_columns
@@ -69,9 +70,9 @@ def constant_weight(expr: relax.Expr, rewriter: PyExprMutator) -> np.ndarray | N
 
 
 def _padded(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    if isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP:
+    if calls_op(call, CONV2D_OP):
         return _padded_pointwise(rewriter, call)
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == MATMUL_OP):
+    if not calls_op(call, MATMUL_OP):
         return None
     ty = call.ty
     target = cpu_tensor_target(ty, rewriter.mod_)

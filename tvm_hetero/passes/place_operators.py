@@ -11,7 +11,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import TensorType, TupleType, VDevice, vdevice_equal
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC, HINT_OP
-from tvm_hetero.ir.bindings import function_named, op_bindings
+from tvm_hetero.ir.bindings import calls_op, function_named, op_bindings
 
 _DEVICE_OPS = (COPY_OP, HINT_OP)
 
@@ -101,7 +101,7 @@ class _Placer(PyExprMutator):
         # would fail device inference (operands on two devices).
         args = [self._move(self.visit_expr(a), vdev) for a in call.args]
         ty_args = call.ty_args
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == CALL_TIR_OP:
+        if calls_op(call, CALL_TIR_OP):
             ty_args = [_on(t, vdev) for t in ty_args]
         return relax.Call(call.op, args, call.attrs, ty_args)
 

@@ -8,6 +8,7 @@ from tvm import relax, te, tirx, topi
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator
 
+from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.split_dims import shape_of
 from tvm_hetero.ir.types import cpu_tensor_target
@@ -56,7 +57,7 @@ class SeparableResize:
 
 def rewritten(call: relax.Call, mod: IRModule) -> bool:
     """Whether ``call`` is a resize this pass separates (or drops: one to the input's size)."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == RESIZE_OP):
+    if not calls_op(call, RESIZE_OP):
         return False
     a = call.attrs
     if (a.method, a.layout) != ("linear", "NCHW") or a.coordinate_transformation_mode not in MODES:

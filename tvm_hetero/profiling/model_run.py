@@ -14,7 +14,7 @@ from tvm_hetero._compat import vdevice_equal
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
 from tvm_hetero.build.vdevices import cpu_threads, runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
-from tvm_hetero.ir.bindings import op_bindings
+from tvm_hetero.ir.bindings import calls_op, op_bindings
 from tvm_hetero.ir.types import tensor_infos
 from tvm_hetero.runtime.instrument import op_times
 from tvm_hetero.runtime.worker import use_threads
@@ -48,10 +48,9 @@ def kernel_sequence(lowered: tvm.IRModule) -> list[tuple[str, str]]:
     """``(binding id, VM symbol)`` of every kernel call and copy in ``main``, in run order."""
     seq = []
     for b in op_bindings(lowered[ENTRY_FUNC]):
-        op = b.call.op
-        if isinstance(op, tvm.ir.Op) and op.name == CALL_TIR_OP:
+        if calls_op(b.call, CALL_TIR_OP):
             seq.append((b.node_id, b.call.args[0].name_hint))
-        elif isinstance(op, tvm.ir.Op) and op.name == COPY_OP:
+        elif calls_op(b.call, COPY_OP):
             seq.append((b.node_id, COPY_SYMBOL))
     return seq
 
@@ -105,8 +104,7 @@ def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
 
     out = {}
     for b in op_bindings(mod[ENTRY_FUNC]):
-        op = b.call.op
-        if isinstance(op, tvm.ir.Op) and op.name == COPY_OP:
+        if calls_op(b.call, COPY_OP):
             (info,) = tensor_infos(b.call.args[0].ty)
             src = b.call.args[0].ty.vdevice
             out[b.node_id] = (
