@@ -283,6 +283,11 @@ def depthwise_channel_vectors() -> str:
     return _before_and_now("depthwise_channel_vectors.jsonl", "depthwise (channels @in /stride)")
 
 
+def max_pools() -> str:
+    """``benchmarks/cpu_kernels/max_pools.py``: rows, then columns."""
+    return _before_and_now("max_pools.jsonl", "max pool (channels @in)")
+
+
 def small_map_pointwise() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py columns``: output channels as columns."""
     return _before_and_now("small_map_pointwise.jsonl", "1x1 convolution (in->out @side)")
@@ -317,6 +322,7 @@ SECTIONS = {
     "resize": resize,
     "strided-depthwise": strided_depthwise,
     "depthwise-channel-vectors": depthwise_channel_vectors,
+    "max-pools": max_pools,
     "small-map-pointwise": small_map_pointwise,
     "pointwise-blocks": pointwise_blocks,
     "concatenations": concatenations,

@@ -167,3 +167,65 @@ def test_an_inference_batch_norm_of_constants_is_one_multiply_add(center, scale)
 def test_other_batch_norms_legalize_as_tvm_does(op):
     mod = _module(op, (2, 6, 3, 5))
     tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))
+
+
+def _max_pool(window=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), **kw):
+    return lambda v: relax.op.nn.max_pool2d(v, window, strides, padding, **kw)
+
+
+def _numpy_max_pool(x, window, strides, padding):
+    """The reference: ``x`` padded with -inf (top, left, bottom, right), each window's max."""
+    top, left, bottom, right = padding
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    rows = (padded.shape[2] - window[0]) // strides[0] + 1
+    cols = (padded.shape[3] - window[1]) // strides[1] + 1
+    out = np.full((*x.shape[:2], rows, cols), -np.inf, x.dtype)
+    for i in range(window[0]):
+        for j in range(window[1]):
+            taps = padded[:, :, i : i + strides[0] * rows : strides[0]]
+            out = np.maximum(out, taps[..., j : j + strides[1] * cols : strides[1]])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("shape", "window", "strides", "padding"),
+    [((1, 3, 9, 56), (3, 3), (2, 2), (1, 1, 1, 1)),  # ResNet's stem pool
+     ((2, 2, 7, 64), (3, 3), (2, 2), (0, 0, 0, 0)),  # Inception's, a batch of 2
+     ((1, 2, 7, 60), (4, 3), (1, 2), (0, 1, 2, 0)),  # uneven window, stride and padding
+     ((1, 2, 5, 30), (3, 3), (1, 1), (1, 1, 1, 1))],
+)  # fmt: skip
+def test_a_max_pool_is_rows_then_columns_and_matches(shape, window, strides, padding):
+    """Before: TVM's kernel, every window's maximum from a padded copy. Expected: one kernel,
+    marked for its rule and fused with nothing, of two stages: ``pool_rows`` (each input row's
+    window maxima along the columns), then ``pool_columns`` (the output, maxima of those down
+    the rows); the numbers of a numpy reference with -inf padding."""
+    from tvm_hetero.ir.attrs import SEPARABLE_POOL_ATTR
+
+    x = np.random.default_rng(2).standard_normal(shape).astype("float32")
+    fast = LegalizeWithFastMath()(_module(_max_pool(window, strides, padding), shape))
+    ((_, kernel),) = [(g, f) for g, f in fast.functions_items() if isinstance(f, PrimFunc)]
+    assert bool(kernel.attrs[SEPARABLE_POOL_ATTR]) and int(kernel.attrs["op_pattern"]) == 8
+    text = kernel.script()
+    assert 'T.sblock("pool_rows")' in text and 'T.sblock("pool_columns")' in text
+    assert "pad_temp" not in text  # no padded copy of the input
+    want = _numpy_max_pool(x, window, strides, padding)
+    np.testing.assert_array_equal(_run(fast, x), want)
+
+
+@pytest.mark.parametrize(
+    ("op", "shape"),
+    [(_max_pool(), (1, 2, 9, 14)),  # 7 output columns: TVM's kernel was faster
+     (_max_pool((2, 2), padding=0), (1, 2, 8, 64)),  # VGG's: no fewer comparisons
+     (_max_pool((3, 2)), (1, 2, 9, 60)),
+     (_max_pool(ceil_mode=True), (1, 2, 9, 60)),
+     (_max_pool(dilation=(2, 2)), (1, 2, 9, 60)),
+     (_max_pool(layout="NHWC"), (1, 9, 60, 2))],
+)  # fmt: skip
+def test_other_max_pools_legalize_as_tvm_does(op, shape):
+    mod = _module(op, shape)
+    tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))
+
+
+def test_a_gpu_max_pool_legalizes_as_tvm_does():
+    mod = _module(_max_pool(), (1, 2, 9, 60), device=CUDA)
+    tvm.ir.assert_structural_equal(LegalizeWithFastMath()(mod), relax.transform.LegalizeOps()(mod))

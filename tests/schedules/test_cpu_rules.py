@@ -1,12 +1,14 @@
 """CPU schedule rules: which rule takes which kernel, and equal numbers to TVM's default build."""
 
+import re
+
 import numpy as np
 import pytest
 import tvm
 from conftest import fused_body
 from tvm import relax, topi
 
-from tvm_hetero._compat import PrimFunc, make_target
+from tvm_hetero._compat import PrimFunc, VDevice, make_target
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
@@ -452,6 +454,39 @@ def test_a_1d_pool_runs_its_channels_in_parallel():
     scheduled = schedule_kernels(_module([(1, 64, 4000)], body), "rules")
     (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
     assert text.count("T.parallel(T.int64(64))") == 2, text  # the padding copy and the pool
+
+
+@pytest.mark.parametrize("target", [CPU, SERIAL], ids=["parallel", "serial"])
+def test_a_separable_max_pool_computes_each_maps_rows_in_its_task(target):
+    """A max pool ``LegalizeWithFastMath`` made two stages (ResNet's 3 x 3, stride 2, over
+    maps 60 wide): the ``separable_pool`` rule runs the (N, C) maps in parallel (serially on
+    a serial target), each task's row maxima computed inside it; TVM's numbers."""
+    from tvm_hetero.passes import LegalizeWithFastMath
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 3, 9, 60), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.max_pool2d(x, 3, 2, 1))
+        bb.emit_func_output(y)
+    plain = bb.get()
+    plain.update_global_info("vdevice", [VDevice(target, 0, "global")])  # the home device
+    mod = relax.transform.AnnotateTIROpPattern()(LegalizeWithFastMath()(plain))
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
+    tagged = tvm.IRModule(
+        {g: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
+         for g, f in mod.functions_items()}
+    )  # fmt: skip
+    scheduled = schedule_kernels(tagged, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:separable_pool"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    loops = re.findall(r"^    for (.*):$", text, re.MULTILINE)
+    assert len(loops) == 1  # one nest: the rows inside each map's task
+    assert ("T.parallel(T.int64(6))" in loops[0]) == (target is CPU)
+    assert text.index('T.sblock("pool_rows")') < text.index('T.sblock("pool_columns")')
+    a = np.random.default_rng(0).standard_normal((2, 3, 9, 60)).astype("float32")
+    want = _run(relax.transform.LegalizeOps()(plain), [a])
+    np.testing.assert_array_equal(_run(scheduled, [a], target), want)
 
 
 def test_large_matmul_is_parallel_and_vectorized_serial_target_is_not_parallel():

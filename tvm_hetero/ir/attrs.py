@@ -15,6 +15,11 @@ COLUMNS_ATTR = "tvm_hetero.columns_operand"
 takes as its tile's columns ``B`` (a 1x1 convolution over a small map: its weights, packed in
 panels of output channels, rather than the image the output's innermost axis indexes)."""
 
+SEPARABLE_POOL_ATTR = "tvm_hetero.separable_pool"
+"""PrimFunc attribute of a max pool legalized as two passes (``LegalizeWithFastMath``): the
+maximum along each input row's windows (block ``pool_rows``), then down the columns (block
+``pool_columns``); the ``separable_pool`` CPU rule schedules it."""
+
 SPLITS_ATTR = "tvm_hetero.op_splits"
 """Relax function attribute: ``{op id: {"dim": name, "shares": [units on vdevice 0, 1, ...]}}``,
 written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""

@@ -12,10 +12,13 @@ import tvm_ffi
 from tvm import relax, te, topi
 from tvm.ir import IRModule
 
+from tvm_hetero.ir.attrs import SEPARABLE_POOL_ATTR
 from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.types import cpu_tensor_target
 
 FLOAT32 = "float32"
+OPAQUE = 8
+"""TVM's ``kOpaque`` operator pattern: ``FuseOps`` fuses nothing with such a kernel."""
 
 
 def _sigmoid(x: te.Tensor) -> te.Tensor:
@@ -72,6 +75,7 @@ class LegalizeWithFastMath:
         custom["relax.nn.softmax"] = _on_cpu(mod, _fast_softmax)
         custom["relax.power"] = _on_cpu(mod, _power)
         custom["relax.nn.batch_norm"] = _on_cpu(mod, _batch_norm, operand=0)
+        custom["relax.nn.max_pool2d"] = _on_cpu(mod, _separable_max_pool)
         return relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
 
 
@@ -124,6 +128,81 @@ def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
 
     constants = [relax.const(a.astype(FLOAT32)), relax.const(b.astype(FLOAT32))]
     return bb.call_te(affine, x, *constants, mean, var, primfunc_name_hint="batch_norm")
+
+
+SEPARABLE_POOL_MIN_WIDTH = 28
+"""Output columns from which a max pool is legalized as two passes (:func:`separable_max_pool`).
+Each pool alone, Zen 4, two threads, interleaved with TVM's kernel under the pool rule and
+ONNX Runtime (``benchmarks/cpu_kernels/max_pools.py``): 3 x 3 windows with outputs 28-112
+wide ran as fast or 1.2-3x faster (ResNet's 64 x 112 x 112 with stride 2: 180 -> 61 us, ONNX
+Runtime 115), outputs 6-14 wide 1.2-2.5x slower (rows too short for the loop vectorizer to
+pay). 2 x 2 windows, whose maximum is as many comparisons either way, went from 1.5x faster
+(VGG's 64 x 224 x 224) to 5x slower (256 x 56 x 56): they keep TVM's kernel, as do windows
+narrower than 3 either way."""
+
+
+def _separable_max_pool(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """A 2-D max pool (NCHW, static shapes, no dilation, floor mode, a window of at least 3 x 3,
+    at least :data:`SEPARABLE_POOL_MIN_WIDTH` output columns) as the maximum along each
+    input row's windows, then down the columns of those maxima: a 3 x 3 window is 3 + 3
+    comparisons an output, not 9, and the row pass reads its row once where TVM's kernel
+    gathered every lane of a strided window from a padded copy of the input (ResNet's 3 x 3
+    pool with stride 2 took 1.6x ONNX Runtime's time alone, more inside the model). The
+    kernel carries :data:`~tvm_hetero.ir.attrs.SEPARABLE_POOL_ATTR` for its CPU rule and is
+    fused with nothing. Anything else: TVM's legalization."""
+    a, x = call.attrs, call.args[0]
+    shape = x.ty.shape
+    static = shape is not None and all(isinstance(d, tvm.tirx.IntImm) for d in shape.values)
+    plain = (a.layout, a.out_layout) == ("NCHW", "NCHW") and not bool(a.ceil_mode)
+    out = [int(d) for d in call.ty.shape.values] if static else []
+    wide = static and out[3] >= SEPARABLE_POOL_MIN_WIDTH
+    window = [int(v) for v in a.pool_size]
+    if not (wide and plain and min(window) >= 3 and all(int(d) == 1 for d in a.dilation)):
+        return call.op.get_attr("FLegalize")(bb, call)
+    strides = [int(v) for v in a.strides]
+    top, left, _, _ = (int(v) for v in a.padding)
+    attrs = {SEPARABLE_POOL_ATTR: True, "op_pattern": OPAQUE}
+    return bb.call_te(
+        separable_max_pool, x, window, strides, (top, left), out,
+        primfunc_name_hint="max_pool2d", primfunc_attrs=attrs,
+    )  # fmt: skip
+
+
+def separable_max_pool(
+    x: te.Tensor, window: list[int], strides: list[int], before: tuple[int, int], out: list[int]
+) -> te.Tensor:  # fmt: skip
+    """``out``-shaped max pool of ``x`` (NCHW) by ``window`` and ``strides``, ``before`` rows
+    and columns of padding first, as two stages: ``pool_rows`` (every input row, each output
+    column's window) and ``pool_columns`` (each output row's window of those)."""
+    n, c, height, width = (int(d) for d in x.shape)
+    lowest = tvm.tirx.min_value(x.dtype)
+
+    def window_max(read, start, size: int, extent: int):
+        terms = []
+        for k in range(size):
+            at = start + k
+            terms.append(
+                tvm.tirx.if_then_else(tvm.tirx.all(at >= 0, at < extent), read(at), lowest)
+            )
+        result = terms[0]
+        for term in terms[1:]:
+            result = tvm.tirx.max(result, term)
+        return result
+
+    rows = te.compute(
+        (n, c, height, out[3]),
+        lambda b, ch, y, col: window_max(
+            lambda at: x[b, ch, y, at], col * strides[1] - before[1], window[1], width
+        ),
+        name="pool_rows",
+    )
+    return te.compute(
+        out,
+        lambda b, ch, row, col: window_max(
+            lambda at: rows[b, ch, at, col], row * strides[0] - before[0], window[0], height
+        ),
+        name="pool_columns",
+    )
 
 
 def _array(expr: relax.Expr) -> np.ndarray | None:

@@ -7,14 +7,18 @@ from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.schedules.cpu.matmul import Matmul
 from tvm_hetero.schedules.cpu.pieces import Pieces
 from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
+from tvm_hetero.schedules.cpu.separable_pool import SeparablePool
 
-RULES_VERSION = 30
+RULES_VERSION = 31
 """Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
 
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
-    return (Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(), Injective(), Fallback())
+    return (
+        SeparablePool(), Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(), Injective(),
+        Fallback(),
+    )  # fmt: skip
 
 
 __all__ = [
@@ -28,5 +32,6 @@ __all__ = [
     "Pieces",
     "Pool",
     "Reduction",
+    "SeparablePool",
     "cpu_rules",
 ]
