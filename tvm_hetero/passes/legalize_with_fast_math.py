@@ -1,5 +1,5 @@
-"""LegalizeWithFastMath: TVM's LegalizeOps, with vectorizable exp, tanh, erf and small powers on
-CPUs."""
+"""LegalizeWithFastMath: TVM's LegalizeOps, with vectorizable exp, tanh, erf and small powers,
+folded batch norms and separable max pools on CPUs."""
 
 from __future__ import annotations
 
@@ -60,8 +60,10 @@ class LegalizeWithFastMath:
     arithmetic that vectorizes, within about 1e-6 relative of the exact functions
     (``tests/passes/test_legalize_with_fast_math.py`` measures them on a dense grid), which is
     what ONNX Runtime's kernels do too. ``power`` by a constant integer exponent of 2 to 4
-    (:data:`SMALL_POWERS`) is a product of its base (``_power``), and an inference
-    ``batch_norm`` of constant statistics one multiply-add (``_batch_norm``).
+    (:data:`SMALL_POWERS`) is a product of its base (``_power``), an inference
+    ``batch_norm`` of constant statistics one multiply-add (``_batch_norm``), and a max pool
+    with a window of 3 or more over wide rows its rows' maxima, then its columns'
+    (``_separable_max_pool``).
 
     Notes
     -----
@@ -134,8 +136,8 @@ SEPARABLE_POOL_MIN_WIDTH = 28
 """Output columns from which a max pool is legalized as two passes (:func:`separable_max_pool`).
 Each pool alone, Zen 4, two threads, interleaved with TVM's kernel under the pool rule and
 ONNX Runtime (``benchmarks/cpu_kernels/max_pools.py``): 3 x 3 windows with outputs 28-112
-wide ran as fast or 1.2-3x faster (ResNet's 64 x 112 x 112 with stride 2: 180 -> 61 us, ONNX
-Runtime 115), outputs 6-14 wide 1.2-2.5x slower (rows too short for the loop vectorizer to
+wide ran as fast or 1.2-3x faster (ResNet's 64 x 112 x 112 with stride 2: 173 -> 58 us, ONNX
+Runtime 129), outputs 6-14 wide 1.2-2.5x slower (rows too short for the loop vectorizer to
 pay). 2 x 2 windows, whose maximum is as many comparisons either way, went from 1.5x faster
 (VGG's 64 x 224 x 224) to 5x slower (256 x 56 x 56): they keep TVM's kernel, as do windows
 narrower than 3 either way."""
