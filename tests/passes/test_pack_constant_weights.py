@@ -7,6 +7,7 @@ import pytest
 import tvm
 from conftest import fused_kernels
 from tvm import relax
+from tvm.ir.expr import Constant
 from tvm.script import tirx as T
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -162,6 +163,13 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
     assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
+def _constant_argument(mod) -> np.ndarray:
+    """The values of the one constant ``main``'s kernel call passes."""
+    call = mod["main"].body.blocks[0].bindings[0].value
+    (constant,) = [f for f in call.args[1].fields if isinstance(f, Constant)]
+    return constant.value.numpy()
+
+
 def _grouped_module(channels: int, per_group: int, width: int, stride: int, target=CPU):
     """``relu(conv2d(x, V, groups))`` 3x3, ``per_group`` input and output channels a group, on
     a 6-row map ``width`` columns wide, legalized and fused for this CPU (``V`` constant)."""
@@ -211,6 +219,9 @@ def test_depthwise_convolutions_over_narrow_rows_read_vectors_of_channels(width,
     ((name, kernel),) = _kernels(after).items()
     assert name.endswith("_channels")
     assert f"(T.int64(4), T.int64(1), T.int64(3), T.int64(3), T.int64({lanes}))" in kernel.script()
+    weights = _constant_argument(before)
+    expected = weights.reshape(4, lanes, 1, 3, 3).transpose(0, 2, 3, 4, 1)
+    np.testing.assert_array_equal(_constant_argument(after), expected)
     scheduled = schedule_kernels(after, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
     (tiled,) = _kernels(scheduled).values()
