@@ -113,7 +113,8 @@ def channel_vectorized(rewriter: PyExprMutator, call: relax.Call) -> bool:
     channels, groups = int(call.ty.shape.values[1]), int(call.attrs.groups)
     width = int(call.ty.shape.values[3])
     lanes = vector_lanes(target, tvm.DataType(call.ty.dtype).bits)
-    if groups == channels == int(call.args[0].ty.shape.values[1]):
+    inputs = call.args[0].ty.shape.values[1]
+    if groups == channels and isinstance(inputs, tvm.tirx.IntImm) and int(inputs) == channels:
         return depthwise_channel_tiled(width, channels, lanes, int(call.attrs.strides[1]))
     return channel_tiled(width, channels, lanes, channels // groups)
 

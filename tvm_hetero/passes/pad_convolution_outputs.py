@@ -11,13 +11,13 @@ from tvm.relax.expr_functor import PyExprMutator
 from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
+from tvm_hetero.passes.grouped_convolutions_by_group import channel_vectorized
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import (
     MIN_WIDTH,
     channel_tile_width,
     channel_tiled,
     computed_rows,
-    depthwise_channel_tiled,
     vector_width,
 )
 
@@ -103,13 +103,13 @@ def computed_output(
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     constant = isinstance(bound_value(rewriter, call.args[1]), Constant)
     groups, stride = int(attrs.groups), [int(s) for s in attrs.strides]
-    group = channels // groups if 1 < groups < channels else None
     inputs = data.shape.values[1]
     inputs = int(inputs) if isinstance(inputs, tvm.tirx.IntImm) else 0
-    tiled = channel_tiled(width, channels, lanes, group, inputs, rows)
-    if groups == channels == inputs:
-        tiled = depthwise_channel_tiled(width, channels, lanes, stride[1])
-    if constant and tiled and (groups < channels or groups == inputs):
+    if groups > 1:
+        tiled = channel_vectorized(rewriter, call)  # grouped or depthwise, constant weights
+    else:
+        tiled = constant and channel_tiled(width, channels, lanes, None, inputs, rows)
+    if tiled:
         return None  # its weights are packed by channel: the rule's vector is channels
     top, left, bottom, right = (int(p) for p in attrs.padding)
     if constant and groups == 1:  # a few columns more, and the weights are packed by channel
