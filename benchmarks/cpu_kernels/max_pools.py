@@ -51,10 +51,7 @@ def main() -> int:
         pool = torch.nn.MaxPool2d(window, stride, padding)
         return export_case(lambda: pool, (1, channels, side, side), path)
 
-    def tvm_kernel(bb, call):
-        return call.op.get_attr("FLegalize")(bb, call)
-
-    off = (legalize_with_fast_math, "_separable_max_pool", tvm_kernel)
+    off = (legalize_with_fast_math, "_separable_max_pool", legalize_with_fast_math.tvm_legalized)
     record_cases(CASES, export, off, args.runs, "max_pools.jsonl")
     return 0
 

@@ -98,7 +98,7 @@ def _power(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     x, exponent = call.args
     n = _scalar(exponent)
     if n is None or n not in SMALL_POWERS or not _same_shape(call.ty, x.ty):
-        return call.op.get_attr("FLegalize")(bb, call)
+        return tvm_legalized(bb, call)
 
     def product(t: te.Tensor) -> te.Tensor:
         out = t
@@ -120,7 +120,7 @@ def _batch_norm(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     attrs = call.attrs
     stats = [_array(e) for e in (gamma, beta, mean, var)]
     if bool(attrs.training) or any(a is None for a in stats):
-        return call.op.get_attr("FLegalize")(bb, call)
+        return tvm_legalized(bb, call)
     a, b = scale_and_shift(attrs, stats)
     axis = int(attrs.axis) % len(x.ty.shape)
 
@@ -160,7 +160,7 @@ def _separable_max_pool(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     wide = static and out[3] >= SEPARABLE_POOL_MIN_WIDTH
     window = [int(v) for v in a.pool_size]
     if not (wide and plain and min(window) >= 3 and all(int(d) == 1 for d in a.dilation)):
-        return call.op.get_attr("FLegalize")(bb, call)
+        return tvm_legalized(bb, call)
     strides = [int(v) for v in a.strides]
     top, left, _, _ = (int(v) for v in a.padding)
     attrs = {SEPARABLE_POOL_ATTR: True, "op_pattern": OPAQUE}
@@ -232,6 +232,12 @@ def _fast_softmax(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
     return bb.call_te(topi.nn.fast_softmax, call.args[0], axis, primfunc_name_hint="softmax")
 
 
+def tvm_legalized(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """``call`` legalized as TVM's ``LegalizeOps`` does: its operator's registered
+    ``FLegalize``."""
+    return call.op.get_attr("FLegalize")(bb, call)
+
+
 def _on_cpu(mod: IRModule, fast: Callable, operand: int | None = None) -> Callable:
     """``fast`` for float32 operators on a CPU; TVM's own legalization for the rest. The
     output's type decides, or argument ``operand``'s (an operator returning a tuple)."""
@@ -240,6 +246,6 @@ def _on_cpu(mod: IRModule, fast: Callable, operand: int | None = None) -> Callab
         ty = call.ty if operand is None else call.args[operand].ty
         if cpu_tensor_target(ty, mod) is not None and str(ty.dtype) == FLOAT32:
             return fast(bb, call)
-        return call.op.get_attr("FLegalize")(bb, call)  # the op's registered legalization
+        return tvm_legalized(bb, call)
 
     return legalize
