@@ -35,14 +35,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpu)
 
 
-def fused_kernels(mod: tvm.IRModule, target) -> tvm.IRModule:
-    """``mod`` legalized and fused, each kernel tagged with ``target`` (as a build's kernels
-    reach the schedule rules)."""
+def fused_kernels(mod: tvm.IRModule, target, legalize=None) -> tvm.IRModule:
+    """``mod`` legalized (by ``legalize``, TVM's ``LegalizeOps`` by default) and fused, each
+    kernel tagged with ``target`` (as a build's kernels reach the schedule rules)."""
     from tvm import relax
 
     from tvm_hetero._compat import PrimFunc
 
-    mod = relax.transform.LegalizeOps()(mod)
+    mod = (legalize or relax.transform.LegalizeOps())(mod)
     mod = relax.transform.FuseTIR()(
         relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
     )

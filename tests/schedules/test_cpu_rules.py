@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_body
+from conftest import fused_body, fused_kernels
 from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, VDevice, make_target
@@ -471,13 +471,7 @@ def test_a_separable_max_pool_computes_each_maps_rows_in_its_task(target):
         bb.emit_func_output(y)
     plain = bb.get()
     plain.update_global_info("vdevice", [VDevice(target, 0, "global")])  # the home device
-    mod = relax.transform.AnnotateTIROpPattern()(LegalizeWithFastMath()(plain))
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
-    tagged = tvm.IRModule(
-        {g: f.with_attr("target", target) if isinstance(f, PrimFunc) else f
-         for g, f in mod.functions_items()}
-    )  # fmt: skip
-    scheduled = schedule_kernels(tagged, "rules")
+    scheduled = schedule_kernels(fused_kernels(plain, target, LegalizeWithFastMath()), "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:separable_pool"}
     (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
     loops = re.findall(r"^    for (.*):$", text, re.MULTILINE)
