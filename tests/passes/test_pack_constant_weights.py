@@ -59,8 +59,7 @@ def test_weight_and_kernel_become_panels_and_numbers_stay(rows):
     assert name == "matmul_panels"
     shape = f"(T.int64({32 // nr}), T.int64(16), T.int64({nr}))"
     assert f"B: T.Buffer({shape}, " in kernel.script()
-    call = after["main"].body.blocks[0].bindings[0].value
-    packed = call.args[1].fields[1].value.numpy()
+    packed = _constant_argument(after)
     np.testing.assert_array_equal(packed, W.reshape(16, 32 // nr, nr).transpose(1, 0, 2))
     # the rule reads the panels in place (no per-call pack) and computes the same numbers
     scheduled = schedule_kernels(after, "rules")
@@ -95,9 +94,7 @@ def test_kernels_called_by_units_are_packed_too():
     with tvm.transform.PassContext(instruments=[]):  # a hand-made two-function module
         after = PackConstantWeights()(outer)
     assert "matmul_panels" in _kernels(after)
-    packed = (
-        after[unit_gv.name_hint].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
-    )
+    packed = _constant_argument(after, unit_gv.name_hint)
     assert packed.shape[1] == 16 and packed.ndim == 3
 
 
@@ -132,8 +129,7 @@ def test_narrow_convolution_weights_are_packed_by_channel_and_numbers_stay(width
     assert name.endswith("_channels")
     shape = f"(T.int64({32 // lanes}), T.int64(16), T.int64(3), T.int64(3), T.int64({lanes}))"
     assert shape in kernel.script()
-    call = after["main"].body.blocks[0].bindings[0].value
-    packed = call.args[1].fields[1].value.numpy()
+    packed = _constant_argument(after)
     expected = weights.reshape(32 // lanes, lanes, 16, 3, 3).transpose(0, 2, 3, 4, 1)
     np.testing.assert_array_equal(packed, expected)
     scheduled = schedule_kernels(after, "rules")
@@ -163,9 +159,9 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
     assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
-def _constant_argument(mod) -> np.ndarray:
-    """The values of the one constant ``main``'s kernel call passes."""
-    call = mod["main"].body.blocks[0].bindings[0].value
+def _constant_argument(mod, function: str = "main") -> np.ndarray:
+    """The values of the one constant the first kernel call of ``function`` passes."""
+    call = mod[function].body.blocks[0].bindings[0].value
     (constant,) = [f for f in call.args[1].fields if isinstance(f, Constant)]
     return constant.value.numpy()
 
@@ -360,7 +356,7 @@ def test_a_pointwise_head_over_a_1x1_map_gets_panels_the_matmul_rule_reads_in_pl
     ((name, _),) = _kernels(after).items()
     assert name.endswith("_panels"), name
     nr = largest_divisor(128, 2 * vector_lanes(CPU, 32))
-    packed = after["main"].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    packed = _constant_argument(after)
     np.testing.assert_array_equal(packed, weights[:, :, 0, 0].reshape(128 // nr, nr, 96)
                                   .transpose(0, 2, 1))  # fmt: skip
     scheduled = schedule_kernels(after, "rules")
@@ -421,7 +417,7 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
     ((name, kernel),) = _kernels(after).items()
     assert name.endswith("_panels"), name
     tvm.ir.assert_structural_equal(kernel, expected)
-    packed = after["main"].body.blocks[0].bindings[0].value.args[1].fields[1].value.numpy()
+    packed = _constant_argument(after)
     np.testing.assert_array_equal(packed, weights[:, :, 0, 0].reshape(panels, nr, 8)
                                   .transpose(0, 2, 1))  # fmt: skip
     scheduled = schedule_kernels(after, "rules")
