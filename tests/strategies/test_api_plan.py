@@ -66,6 +66,9 @@ def test_profile_times_every_operator_once_per_device(tmp_path, cores, mlp):
     assert again["cpu@0"].keys() == times["cpu@0"].keys()
 
 
+# two pinned workers, a core each, timed a microsecond or two a hop: beside another test worker
+# every sample of the 8-hop chain fell below the one-unit chain's median once in a fresh-clone CI
+@pytest.mark.whole_machine
 def test_handoff_between_two_workers_is_measured_once_and_positive(tmp_path, cores):
     profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"))
     first = profiler.profile_handoff(*cores, hops=8, repeat=10)
