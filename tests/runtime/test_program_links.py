@@ -10,8 +10,15 @@ import numpy as np
 import pytest
 
 from tvm_hetero.runtime import program_links
-from tvm_hetero.runtime.program_links import LINK, Inlinks, Outlinks, quota_limited
-from tvm_hetero.runtime.tensor_link import _LEN, ONE_SEND_BYTES, TensorServer, _send_frame
+from tvm_hetero.runtime.program_links import (
+    LINK,
+    READ_BYTES,
+    Inlinks,
+    Outlinks,
+    header,
+    quota_limited,
+)
+from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, _send_frame
 from tvm_hetero.runtime.worker import use_threads
 
 
@@ -80,6 +87,20 @@ def test_values_arrive_bit_for_bit_in_the_order_sent_whatever_their_size(linked)
     assert commands == [{LINK: "edge-a"}]  # the link's values never reached the server
 
 
+def test_many_small_values_past_the_read_buffers_end_arrive_whole(linked):
+    """Values queued faster than read: one ``recv`` fills the reader's buffer with many, the
+    last one cut inside its header or its bytes."""
+    inlinks, out, (host, port), _ = linked
+    _adopted(inlinks)
+    names = [f"1/0:value-{i}" for i in range(4 * READ_BYTES // 48)]
+    for i, name in enumerate(names):
+        out.send(host, port, name, np.full(i % 5, i, "int32"))
+    got = _collect(inlinks, names, within_s=20)
+    assert set(got) == set(names)
+    for i, name in enumerate(names):
+        np.testing.assert_array_equal(got[name], np.full(i % 5, i, "int32"))
+
+
 def test_values_sent_from_two_threads_on_one_link_stay_whole(linked):
     inlinks, out, (host, port), _ = linked
     big = np.arange(ONE_SEND_BYTES, dtype="int32")  # four sends' worth each
@@ -119,8 +140,8 @@ def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
     for close in (True, False):
         conn = socket.create_connection(address)
         _send_frame(conn, json.dumps({LINK: "edge-b"}).encode())
-        header = json.dumps(["1/0:v", [1 << 20], "float32"]).encode()
-        conn.sendall(_LEN.pack(len(header)) + header + b"\0" * 1000)  # 4 MiB promised
+        promised = header("1/0:v", (1 << 20,), "float32", 4 << 20)
+        conn.sendall(promised + b"\0" * 1000)
         if close:
             conn.close()
         start = time.perf_counter()
@@ -132,13 +153,22 @@ def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
         conn.close()
 
 
-@pytest.mark.parametrize("header", [b"not json", b'["1/0:v", [-1], "float32"]', b'{"n": 1}'])
-def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, header):
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"not a header, and longer than one" * 3,
+        header("1/0:v", (-1,), "float32", 4),
+        header("1/0:v", (2,), "float32", 4),  # bytes that do not match its shape
+        header("1/0:v", (1,), "no such type", 4),
+        header("1/0:v", (1,), "float32", 4)[:-3] + b"\xff\xfe\xfd",  # not UTF-8
+    ],
+)
+def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, garbage):
     inlinks, out, (host, port), _ = linked
     fixture_link = _adopted(inlinks)
     with socket.create_connection((host, port)) as bad:
         _send_frame(bad, json.dumps({LINK: "edge-b"}).encode())
-        bad.sendall(_LEN.pack(len(header)) + header + b"\0" * 64)
+        bad.sendall(garbage + b"\0" * 64)
         out.send(host, port, "1/0:good", np.arange(5.0))
         got = _collect(inlinks, ["1/0:good"])
         start = time.perf_counter()
