@@ -208,6 +208,25 @@ def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, 
         interleaved_run_seconds([one], [3, 3])
 
 
+def test_a_handoff_is_the_apart_chains_runs_against_the_one_units_median_in_the_same_rounds(
+    monkeypatch,
+):
+    """Timed one after the other, a busy spell during the one-unit chain alone made every
+    handoff read 0."""
+    from tvm_hetero.runtime import executor
+
+    asked = []
+
+    def interleaved(deployments, repeats, rounds=5, **_):
+        asked.append((deployments, repeats, rounds))
+        return [(1e-3, 3e-3, 2e-3, 9e-3), (4e-3, 1e-3, 6e-3, 2.5e-3)]
+
+    monkeypatch.setattr(executor, "interleaved_run_seconds", interleaved)
+    got = executor.handoff_seconds("one", "apart", hops=2, repeat=4)
+    assert asked == [(["one", "apart"], [4, 4], 4)]  # no more rounds than runs
+    assert got == pytest.approx((0.75e-3, 0.0, 1.75e-3, 0.0))  # the one-unit median: 2.5 ms
+
+
 def test_a_pool_first_used_with_one_thread_can_later_use_every_core():
     """A one-core profile made the calling thread's TVM pool before a two-thread run: TVM caps a
     pool at TVM_NUM_THREADS as it was then, so the later run used one thread (2x slower) until

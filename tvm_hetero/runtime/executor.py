@@ -620,17 +620,18 @@ def interleaved_run_seconds(
 
 
 def handoff_seconds(
-    base: Deployment, apart: Deployment, hops: int, repeat: int
+    base: Deployment, apart: Deployment, hops: int, repeat: int, rounds: int = 5
 ) -> tuple[float, ...]:  # fmt: skip
     """What each handoff between two workers costs, one sample per run: ``apart`` (a chain of
-    tiny units alternating between them, ``hops`` handoffs) timed end to end against ``base``
-    (the same chain as one unit); both take one input, ``x``."""
-    inputs = {"x": np.zeros(tuple(base.inputs[0].shape), base.inputs[0].dtype)}
-    with Executor(base) as one:
-        base_ms = one.time(inputs, repeat=repeat, warmup=5).median_ms
-    with Executor(apart) as two:
-        samples = two.time(inputs, repeat=repeat, warmup=5).samples_ms
-    return tuple(max(0.0, (t - base_ms) / hops) * 1e-3 for t in samples)
+    tiny units alternating between them, ``hops`` handoffs) timed end to end against the
+    median of ``base`` (the same chain as one unit), the two in the same ``rounds``
+    (:func:`interleaved_run_seconds`): timed one after the other, a busy spell of the host
+    during ``base`` alone made every handoff read 0 (both take one input, ``x``)."""
+    base_s, apart_s = interleaved_run_seconds(
+        [base, apart], [repeat, repeat], rounds=max(1, min(rounds, repeat))
+    )
+    base_median = float(np.median(base_s))
+    return tuple(max(0.0, (t - base_median) / hops) for t in apart_s)
 
 
 def _start_worker(deployment: Deployment, k: int, inline: bool, timeout_s: float) -> Worker:
