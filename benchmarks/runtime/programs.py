@@ -181,6 +181,7 @@ def main() -> None:
         "commit": commit.stdout.strip(),
         "rounds": args.rounds,
         "runs": args.runs,
+        "command": " ".join(["benchmarks/runtime/programs.py", *sys.argv[1:]]),
         "median_us": us,
     }
     for mode in modes:
