@@ -165,7 +165,7 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
     assert sorted(one_run) == sorted((e.name, "program") for e in edges)
     readers = {s.device for s in deployment.steps if "ids" in s.inputs}
     assert len(sent) == len(deployment.inputs) * len(readers)
-    assert len(downloads) == 3 * len(deployment.outputs)
+    assert downloads == []  # the outputs came back with the program's answer
     assert {e.worker for e in units} == {e.name for e in edges}
     assert sorted({e.microbatch for e in units}) == [0, 1]
     for g, w in zip(got, _reference(model, first), strict=True):
@@ -173,6 +173,54 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
     for k, x in enumerate((first, second)):
         for g, w in zip(outputs[k], _reference(model, x), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
+    start_workers, monkeypatch
+):
+    """A tensor past ``RETURN_BYTES`` stays on its worker (a RemoteValue), and the client
+    downloads it through the data port: here every one, the answer's tensors dropped."""
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
+    deployment = api.compile(model, edges, placement).deployment
+    real_run, downloads, real_download = RemoteWorker.run_program, [], RemoteWorker.download
+
+    def none_back(self, *args):
+        events, _ = real_run(self, *args)
+        return events, {}
+
+    monkeypatch.setattr(RemoteWorker, "run_program", none_back)
+    monkeypatch.setattr(
+        RemoteWorker, "download",
+        lambda self, value: (downloads.append(value.name), real_download(self, value))[1],
+    )  # fmt: skip
+    inputs = _inputs(deployment)
+    with Executor(deployment) as ex:
+        assert ex.programs is not None
+        got = ex.run(inputs)
+    assert len(downloads) == len(deployment.outputs)
+    for g, w in zip(got, _reference(model, inputs), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_program_answer_brings_its_tensors_back_whole():
+    from tvm_hetero.runtime.rpc_worker import program_answer, read_program_answer
+
+    rng = np.random.default_rng(0)
+    arrays = {(0, "a"): rng.standard_normal((3, 4)).astype("float32"),
+              (1, "a"): np.array(7, "int64"), (1, "b"): np.zeros((0, 2), "float16"),
+              (0, "c"): rng.random(5) > 0.5}  # fmt: skip
+    events = [[0, 0, 0.5, 1.0, 0.0, -1]]
+    back = [[k, n, list(a.shape), str(a.dtype)] for (k, n), a in arrays.items()]
+    got_events, got = read_program_answer(
+        program_answer(events, back, [a.tobytes() for a in arrays.values()])
+    )
+    assert got_events == events and set(got) == set(arrays)
+    for key, array in arrays.items():
+        assert got[key].dtype == array.dtype and got[key].shape == array.shape
+        np.testing.assert_array_equal(got[key], array)
+        assert got[key].flags.writeable
 
 
 def test_an_unreachable_worker_is_named():

@@ -325,9 +325,10 @@ class Profiler:
         copy, for a GPU beside the CPU the copy of a tiny value and the wait for the GPU, for
         two remote workers the pull of a tiny value between them): a chain of ``hops + 1`` tiny
         units alternating between them, timed end to end against the same chain as one unit on
-        ``a``, the two in the same interleaved rounds. One sample per run, per handoff. ``setting``: as :meth:`profile_run` (two
-        emulated clusters' handoffs differ: 0.37 and 0.52 ms). With an offline runner both
-        chains are exported, compiled, for the box to time."""
+        ``a``, the two in the same interleaved rounds. One sample per run, per handoff.
+        ``setting``: as :meth:`profile_run` (two emulated clusters' handoffs differ: 0.37 and
+        0.52 ms). With an offline runner both chains are exported, compiled, for the box to
+        time."""
         if DeviceKind.SIMULATED in (a.kind, b.kind):
             raise ValueError(f"handoff: {a.name} or {b.name} is simulated (it runs nothing)")
         from tvm_hetero.build.compiled import compile_model

@@ -655,6 +655,8 @@ def _to_numpy(values: Sequence[Any]) -> list[np.ndarray]:
     for v in values:
         if isinstance(v, tvm.runtime.Tensor):
             out.append(v.numpy())
+        elif isinstance(v, np.ndarray):  # a remote program's answer brought it back
+            out.append(v)
         elif hasattr(v, "download"):  # a remote value
             out.extend([v.download()] if v.arity < 0 else _to_numpy([v[i] for i in range(v.arity)]))
         else:

@@ -5,7 +5,9 @@ value another local thread hands over, taking a value a remote worker made from 
 port (answered once it exists there), and sending what a remote worker reads to its data port as
 the step that made it ends. A remote worker is sent its program once, at load; a run is one call
 to it (``tvm_hetero.worker.run_program``) that runs every microbatch there, and its values go to
-its peers by push. The caller sends the inputs remote workers read, starts every worker, and waits.
+its peers by push; its answer brings back the outputs the caller takes when the run ends (up to
+``rpc_worker.RETURN_BYTES`` each: a download after the run was one more round trip). The caller
+sends the inputs remote workers read, starts every worker, and waits.
 """
 
 from __future__ import annotations
@@ -77,18 +79,26 @@ class ProgramRunner:
         # process reads have a placeholder here (one per step of a 1000-step model cost the
         # client a millisecond a run); a copy onto a device with no worker is the value where
         # its source is
-        read_here = set(executor.deployment.outputs)
-        for mine in self.local.values():
-            read_here.update(v for i in mine for v in steps[i].inputs)
+        outputs = set(executor.deployment.outputs)
+        read_locally = {v for mine in self.local.values() for i in mine for v in steps[i].inputs}
+        read_here = outputs | read_locally
         self.held_remotely, self.aliases = [], []
         for step in steps:
             if step.kind == "copy" and step.device not in executor.workers:
                 self.aliases.append((step.name, step.inputs[0]))
                 read_here.add(step.inputs[0])
+                for readers in (outputs, read_locally):
+                    if step.name in readers:
+                        readers.add(step.inputs[0])
         aliased = {name for name, _ in self.aliases}
+        # what each remote worker's answer brings back: the values the client takes only
+        # when the run has ended (read there meanwhile, a value stays a RemoteValue)
+        self.returns: dict[int, list[str]] = {k: [] for k in remote}
         for step, holder in zip(steps, programs.holder, strict=True):
             if holder in remote and step.name in read_here and step.name not in aliased:
                 self.held_remotely.append((step.name, holder))
+                if step.name in outputs and step.name not in read_locally:
+                    self.returns[holder].append(step.name)
         self.names = [s.name for s in steps]
         self.run_id = 0
         for k in remote:
@@ -205,7 +215,9 @@ class ProgramRunner:
         for run in runs:
             run.running[-1 - device] = start + grace
         try:
-            answer = worker.run_program(self.run_id, len(runs), ex.timeout_s)
+            answer, returned = worker.run_program(
+                self.run_id, len(runs), ex.timeout_s, self.returns[device]
+            )
         except BaseException as err:
             error = bare(err if isinstance(err, RunError) else RunError(f"run: {err}", worker.name))
             for run in runs:
@@ -224,6 +236,11 @@ class ProgramRunner:
                 held = run.values.get(name) if arity >= 0 else None
                 if held is not None:  # a tuple this process reads
                     run.values[name] = RemoteValue(held.worker, held.name, arity)
+            for (k, name), array in returned.items():
+                runs[k].values[name] = array
+                for alias, source in self.aliases:
+                    if source == name:
+                        runs[k].values[alias] = array
         for run in runs:
             run.running.pop(-1 - device, None)
             self._end(run, ends.get(run.index))

@@ -27,7 +27,7 @@ import tvm
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
-from tvm_hetero.runtime.rpc_worker import PREFIX
+from tvm_hetero.runtime.rpc_worker import PREFIX, read_program_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
 
@@ -270,11 +270,16 @@ class RemoteWorker:
         """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`)."""
         self._rpc("program load", lambda: self._remote["load_program"](json.dumps(ops)))
 
-    def run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
-        """Run the worker's program for ``microbatches`` of run ``run``: the one call a run;
-        per step, ``[step, microbatch, start, end, waited, arity]`` (seconds from its start)."""
-        call = self._remote["run_program"]
-        return json.loads(self._rpc("program", lambda: call(run, microbatches, wait_s)))
+    def run_program(
+        self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = ()
+    ) -> tuple[list[list], dict[tuple[int, str], np.ndarray]]:
+        """Run the worker's program for ``microbatches`` of run ``run``: the one call a run.
+        Per step, ``[step, microbatch, start, end, waited, arity]`` (seconds from its start);
+        and the tensors named in ``returns`` that came back with the answer, by
+        ``(microbatch, name)`` (one too large to come back is not there: download it)."""
+        call, names = self._remote["run_program"], json.dumps(list(returns))
+        answer = self._rpc("program", lambda: call(run, microbatches, wait_s, names))
+        return read_program_answer(bytes(answer))
 
     def _tell(self, message: dict, what: str, array: np.ndarray | None = None) -> None:
         try:

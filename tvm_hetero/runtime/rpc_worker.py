@@ -14,9 +14,11 @@ it (see :mod:`.tensor_link`).
 - ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s)``: keep
-  this worker's program, then run it for every microbatch of a run (one call a run; the client
-  sends inputs and takes outputs on the data port, whose server answers a name once it is held).
+- ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s,
+  returns)``: keep this worker's program, then run it for every microbatch of a run (one call a
+  run; the client sends inputs on the data port; the outputs it takes come back with the answer
+  up to ``RETURN_BYTES`` each, larger ones from the data port, whose server answers a name once
+  it is held).
   What a program sends a peer goes on a program link, read by the peer's program thread itself
   (:mod:`.program_links`).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
@@ -48,9 +50,11 @@ import contextlib
 import errno
 import functools
 import json
+import math
 import os
 import queue
 import socket
+import struct
 import sys
 import threading
 import time
@@ -66,6 +70,34 @@ INLINE_PUSH_BYTES = 256 * 2**10
 ARRIVAL_TIMEOUT_S = 120.0
 """How long a unit waits for a pulled input before it fails (the client's own timeout, ``run
 --timeout``, is usually shorter and names the worker first)."""
+
+
+RETURN_BYTES = 2**20
+"""A tensor the client takes at the end of a run comes back with the program's answer up to
+this size; a larger one is downloaded through the data port, as every value was."""
+
+
+def program_answer(events: list[list], back: list[list], blobs: list[bytes]) -> bytes:
+    """A program's answer: a 4-byte little-endian length, JSON ``[events, back]`` (``back``:
+    ``[microbatch, name, shape, dtype]`` of each tensor returned) and the tensors' bytes."""
+    head = json.dumps([events, back]).encode()
+    return struct.pack("<I", len(head)) + head + b"".join(blobs)
+
+
+def read_program_answer(answer: bytes) -> tuple[list[list], dict[tuple[int, str], Any]]:
+    """:func:`program_answer`'s events, and its tensors by ``(microbatch, name)`` as numpy
+    arrays of their own."""
+    import numpy as np
+
+    (size,) = struct.unpack_from("<I", answer)
+    events, back = json.loads(answer[4 : 4 + size])
+    at, arrays = 4 + size, {}
+    for mb, name, shape, dtype in back:
+        count = math.prod(shape)
+        array = np.frombuffer(answer, dtype, count, at).reshape(shape).copy()
+        arrays[mb, name] = array
+        at += array.nbytes
+    return events, arrays
 
 
 def _arity(value: Any) -> int:
@@ -279,11 +311,29 @@ class _Session:
         self.spin_s = spin_seconds()
         return len(self.program)
 
-    def run_program(self, run: int, microbatches: int, wait_s: float) -> str:
+    def run_program(self, run: int, microbatches: int, wait_s: float, returns: str) -> bytes:
         """Run the program for each microbatch of run ``run`` in turn (values named
         ``RUN/MICROBATCH:NAME``), waiting at most ``wait_s`` for each input that another
-        worker or the client sends; per step run, JSON ``[step, microbatch, start, end,
-        waited, arity]`` with seconds from this call's start."""
+        worker or the client sends. The answer (:func:`program_answer`): per step run,
+        ``[step, microbatch, start, end, waited, arity]`` with seconds from this call's start,
+        and each microbatch's tensors named in ``returns`` (JSON, the values the client takes
+        when the run ends) up to :data:`RETURN_BYTES` each, which the client then need not
+        download (a download was a round trip through the data port after the run)."""
+        events = self._run_program(run, microbatches, wait_s)
+        back, blobs = [], []
+        with self.arrived:
+            held = [(mb, name, self.values.get(f"{run}/{mb}:{name}"))
+                    for mb in range(microbatches) for name in json.loads(returns)]  # fmt: skip
+        for mb, name, value in held:
+            if value is not None and _arity(value) < 0:
+                view = self._view(value)
+                if view.nbytes <= RETURN_BYTES:
+                    back.append([mb, name, list(view.shape), str(view.dtype)])
+                    blobs.append(view.tobytes())
+        return program_answer(events, back, blobs)
+
+    def _run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
+        """:meth:`run_program`'s steps; their events."""
         t0, events = time.perf_counter(), []
         for mb in range(microbatches):
             prefix = f"{run}/{mb}:"
@@ -306,7 +356,7 @@ class _Session:
                     self._push(self._view(result), prefix, op["pushes"])
                 end = time.perf_counter()
                 events.append([op["step"], mb, start - t0, end - t0, waited, _arity(result)])
-        return json.dumps(events)
+        return events
 
     def _push(self, view: Any, prefix: str, pushes: list) -> None:
         """Send ``view`` to each of ``pushes`` (``[host, port, name, linked]``): on the program
