@@ -17,7 +17,8 @@ Per case: EdgePipe plans from layer times measured on each kind of device (on th
 themselves) and the links as probed (``cluster probe``; ``--declared-links``: the spec's rates);
 its plan, GPipe's even split and PipeDream's partitioner over
 ``--orders`` random device orders, and every device alone are compiled and run pipelined
-(``--microbatches`` in flight, one warm-up batch, the median of ``--repeat`` timed batches).
+(``--microbatches`` in flight); the plans are timed in ``--repeat`` interleaved rounds, each
+opened anew a round with one warm-up batch and one timed batch, and the median taken.
 Throughput is the steady rate, once the pipeline is full (microbatches leaving it per second:
 a stream's rate, as the paper measured over long runs); the batch's rate, fill and drain
 included, is kept beside it. The bound is the sum of the measured single-device rates of the
@@ -52,6 +53,10 @@ from tvm_hetero.frontends import load_model
 from tvm_hetero.plan import edgepipe
 from tvm_hetero.profiling.link_probe import measured_cluster, probe_link
 from tvm_hetero.runtime.executor import Executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from stamp import stamp
+
 from tvm_hetero.runtime.stats import pipeline_stats
 from tvm_hetero.strategies.edgepipe import planner as strategy
 
@@ -113,6 +118,27 @@ def throughput(deployment, feeds, repeat: int) -> tuple[float, float]:
     return statistics.median(r[0] for r in rates), statistics.median(r[1] for r in rates)
 
 
+def interleaved_rates(
+    deployments: list, feeds: list, rounds: int
+) -> list[list[tuple[float, float]] | RunError]:
+    """:func:`batch_rates` of each deployment in each of ``rounds`` rounds (each opened
+    anew a round: a remote worker serves one session at a time; one untimed batch after
+    opening); a deployment whose run failed keeps its error and is not run again."""
+    got: list[list[tuple[float, float]] | RunError] = [[] for _ in deployments]
+    for _ in range(rounds):
+        for k, deployment in enumerate(deployments):
+            if isinstance(got[k], RunError):
+                continue
+            try:
+                with Executor(deployment, timeout_s=300) as ex:
+                    batches = [ex.place_inputs(f) for f in feeds]
+                    ex.run_many(batches)
+                    got[k].append(batch_rates(ex, batches))
+            except RunError as err:
+                got[k] = err
+    return got
+
+
 def batch_rates(ex: Executor, batches: list) -> tuple[float, float]:
     """One timed batch of placed microbatches on an open executor: its steady rate and its
     whole batch's rate (microbatches per second)."""
@@ -169,39 +195,47 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                "links": [{"a": ln.a, "b": ln.b, "declared_mbps": d.bandwidth_mbps,
                           "planned_mbps": ln.bandwidth_mbps, "latency_ms": ln.latency_ms}
                          for ln, d in zip(links.links, cluster.links, strict=True)]}  # fmt: skip
-        compiled = {}
+        # every plan built first, then timed in rounds, one batch each a round, so a slow
+        # spell of the host falls on all of them (run one after the other, EdgePipe's three
+        # deployments read 72-77 % of the bound and PipeDream's, the same split, 83-97 %)
+        compiled, timed = {}, []
         for name, parts in rows.items():
-            entries = []
+            out["strategies"][name] = []
             for part, order in parts:
                 plan = strategy.to_plan(result.layers, problem, part, name)
                 used = list(plan.devices)
                 if not part.feasible:
-                    entries.append({"order": order, "devices": used, "fits": False})
+                    out["strategies"][name].append({"order": order, "devices": used, "fits": False})
                     print(f"  {name:>9}: a stage does not fit its device's memory", flush=True)
                     continue
                 key = (tuple(used), tuple(map(tuple, plan.layers)))
                 if key not in compiled:  # a plan met again (EdgePipe's runs) is built once
                     compiled[key] = api.compile(model, api.in_plan_order(devices, plan), plan)
-                try:
-                    rate, whole = throughput(compiled[key].deployment, feeds, args.repeat)
-                except RunError as err:  # a worker killed (memory) or lost: kept, not fatal
-                    entries.append({"order": order, "devices": used, "error": str(err)[:200]})
-                    print(f"  {name:>9} on {len(used)} devices: failed: {err}", flush=True)
-                    continue
-                alone_rates = [measured[n] for n in used]
-                bound = sum(alone_rates) if None not in alone_rates else float("nan")
-                entries.append({
-                    "order": order, "devices": used, "layers": [list(r) for r in plan.layers],
-                    "predicted_per_s": 1 / part.period_s if np.isfinite(part.period_s) else 0.0,
-                    "measured_per_s": rate, "batch_per_s": whole, "fits": True,
-                    "bound_per_s": bound if np.isfinite(bound) else None,
-                    "peak_stage_bytes": max(plan.memory_bytes),
-                })  # fmt: skip
-                print(f"  {name:>9} on {len(used)} devices {plan.layers}: {rate:.3f} /s "
-                      f"(batch {whole:.3f})"
-                      f"(predicted {entries[-1]['predicted_per_s']:.3f}, bound {bound:.3f}, "
-                      f"{rate / bound:.0%})", flush=True)  # fmt: skip
-            out["strategies"][name] = entries
+                timed.append((name, order, part, plan, compiled[key].deployment))
+        rates = interleaved_rates([t[-1] for t in timed], feeds, args.repeat)
+        for (name, order, part, plan, _), got in zip(timed, rates, strict=True):
+            used = list(plan.devices)
+            if isinstance(got, RunError):  # a worker killed (memory) or lost: kept, not fatal
+                out["strategies"][name].append(
+                    {"order": order, "devices": used, "error": str(got)[:200]}
+                )
+                print(f"  {name:>9} on {len(used)} devices: failed: {got}", flush=True)
+                continue
+            rate, whole = (statistics.median(r[i] for r in got) for i in (0, 1))
+            alone_rates = [measured[n] for n in used]
+            bound = sum(alone_rates) if None not in alone_rates else float("nan")
+            entry = {
+                "order": order, "devices": used, "layers": [list(r) for r in plan.layers],
+                "predicted_per_s": 1 / part.period_s if np.isfinite(part.period_s) else 0.0,
+                "measured_per_s": rate, "batch_per_s": whole, "fits": True,
+                "bound_per_s": bound if np.isfinite(bound) else None,
+                "peak_stage_bytes": max(plan.memory_bytes),
+            }  # fmt: skip
+            out["strategies"][name].append(entry)
+            print(f"  {name:>9} on {len(used)} devices {plan.layers}: {rate:.3f} /s "
+                  f"(batch {whole:.3f})"
+                  f"(predicted {entry['predicted_per_s']:.3f}, bound {bound:.3f}, "
+                  f"{rate / bound:.0%})", flush=True)  # fmt: skip
         return out
     finally:
         control.down(tag)
@@ -254,8 +288,9 @@ def main() -> None:
                 model = load_model("vit-base", **settings, batch=batch)
             print(f"{case}, microbatch size {batch}: {CASES[case]}", flush=True)
             measured = run_case(case, model, args, folder)
-            results.append({**measured, "batch": batch, "date": time.strftime("%Y-%m-%d %H:%M"),
-                            "repeat": args.repeat, "edgepipe_runs": args.edgepipe_runs})  # fmt: skip
+            results.append({**measured, "batch": batch, "microbatches": args.microbatches,
+                            "repeat": args.repeat,
+                            "edgepipe_runs": args.edgepipe_runs, **stamp()})  # fmt: skip
             out.write_text(json.dumps({"model": settings, "microbatches": args.microbatches,
                                        "cases": results}, indent=1) + "\n")  # fmt: skip
     print(f"wrote {out}")

@@ -4,7 +4,7 @@ the best single device and ONNX Runtime in the same rounds."""
 from __future__ import annotations
 
 from markdown import bullets, median, ms, ratio, share, table
-from sources import latest, load, source, titled
+from sources import FIELDS, latest, load, source, titled
 
 
 def optimize() -> str:
@@ -184,8 +184,11 @@ def edgepipe_throughput() -> str:
             ratio(mine, best["gpipe"]), ratio(mine, best["pipedream"]),
             share(mine, bound) if bound else None,
         ))  # fmt: skip
+    # a case measured later carries its own command, commit, host and date
+    stamped = {"rows": [{k: c[k] for k in FIELDS if k in c} if "commit" in c else {}
+                        for c in cases.values()]}  # fmt: skip
     return titled(
-        "edgepipe_throughput.json", data,
+        "edgepipe_throughput.json", stamped,
         ("case", "microbatch", "EdgePipe /s", "GPipe best /s", "PipeDream best /s", "vs GPipe",
          "vs PipeDream", "of bound"),
         out,
