@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+import struct
 import threading
 import time
 
@@ -11,15 +12,23 @@ import pytest
 
 from tvm_hetero.runtime import program_links
 from tvm_hetero.runtime.program_links import (
+    HEAD,
     LINK,
     READ_BYTES,
     Inlinks,
     Outlinks,
-    header,
     quota_limited,
 )
 from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, _send_frame
 from tvm_hetero.runtime.worker import use_threads
+
+
+def header(name, shape, dtype, nbytes):
+    """The header a link's value of ``name``, ``shape`` and ``dtype`` (``nbytes``) starts with,
+    written out here from ``HEAD``'s description (not by ``Outlinks``)."""
+    label, kind = name.encode(), dtype.encode()
+    dims = struct.pack(f"<{len(shape)}q", *shape)
+    return HEAD.pack(nbytes, len(label), len(shape), len(kind)) + label + dims + kind
 
 
 def _allocate(name, shape, dtype):

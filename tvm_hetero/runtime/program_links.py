@@ -58,15 +58,6 @@ READ_BYTES = 64 * 2**10
 """What a reader takes from a link in one ``recv``: small values whole, with their headers."""
 
 
-def header(name: str, shape: tuple[int, ...], dtype: str, nbytes: int) -> bytes:
-    """The header of a value ``name`` of ``shape`` and ``dtype`` (``nbytes`` of data)."""
-    label, kind = name.encode(), dtype.encode()
-    return (
-        HEAD.pack(nbytes, len(label), len(shape), len(kind)) + label
-        + struct.pack(f"<{len(shape)}q", *shape) + kind
-    )  # fmt: skip
-
-
 def quota_limited(
     cgroups: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
 ) -> bool:
