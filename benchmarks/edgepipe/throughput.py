@@ -22,7 +22,8 @@ opened anew a round with one warm-up batch and one timed batch, and the median t
 Throughput is the steady rate, once the pipeline is full (microbatches leaving it per second:
 a stream's rate, as the paper measured over long runs); the batch's rate, fill and drain
 included, is kept beside it. The bound is the sum of the measured single-device rates of the
-devices a plan uses.
+devices a plan uses; beside it, every device runs its whole model at the same time
+(``together``): what the host gives the devices when all are busy at once.
 ``vit-large-capped`` and ``vit-huge-capped``: ViT-Large / ViT-Huge (at 112 pixels) on devices
 whose ``memory_bytes`` no single one meets, enforced by each worker's memory cgroup (a stage
 must fit while its library loads: ``LOAD_COPIES`` times its weights); a run a worker does not
@@ -33,12 +34,14 @@ Results: ``benchmarks/results/edgepipe_throughput.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -118,6 +121,35 @@ def throughput(deployment, feeds, repeat: int) -> tuple[float, float]:
     return statistics.median(r[0] for r in rates), statistics.median(r[1] for r in rates)
 
 
+def together_rates(deployments: dict[str, object], feeds: list, repeat: int) -> dict[str, float]:
+    """Each device's rate (microbatches a second, whole batches) while every device runs its
+    whole model at once, ``repeat`` batches of ``feeds`` each, started together: what the host
+    gives the devices when all are busy, which the bound (each device's rate alone, summed)
+    assumes it gives. Devices that finish first leave the others more room: on unequal
+    devices the figure is generous."""
+    with contextlib.ExitStack() as stack:
+        executors = {n: stack.enter_context(Executor(d, timeout_s=300))
+                     for n, d in deployments.items()}  # fmt: skip
+        placed = {n: [ex.place_inputs(f) for f in feeds] for n, ex in executors.items()}
+        for n, ex in executors.items():
+            ex.run_many(placed[n])
+        start, rates = threading.Barrier(len(executors)), {}
+
+        def run(name: str) -> None:
+            start.wait()
+            began = time.perf_counter()
+            for _ in range(repeat):
+                executors[name].run_many(placed[name])
+            rates[name] = repeat * len(feeds) / (time.perf_counter() - began)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in executors]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return rates
+
+
 def interleaved_rates(
     deployments: list, feeds: list, rounds: int
 ) -> list[list[tuple[float, float]] | RunError]:
@@ -167,6 +199,7 @@ def run_case(case: str, model, args, folder: Path) -> dict:
         problem = result.problem
         measured: dict[str, float | None] = {}
         built: dict[str, tuple[str, object]] = {}  # compute class -> (device, deployment)
+        alone_builds: dict[str, object] = {}
         for d, device in enumerate(devices):  # every device alone; one build per class
             alone = edgepipe.evaluate(problem, [(0, problem.n_layers - 1, d)])
             if not alone.feasible:
@@ -185,13 +218,21 @@ def run_case(case: str, model, args, folder: Path) -> dict:
             # one device at a time, the median of --repeat batches of four (one batch of four
             # read some devices 10-25 % slow, and every bound with them)
             measured[device.name] = throughput(deployment, feeds[:4], args.repeat)[0]
+            alone_builds[device.name] = deployment
             print(f"  {device.name} alone: {measured[device.name]:.3f} /s", flush=True)
+        together = together_rates(alone_builds, feeds[:4], args.repeat)
+        print(
+            f"  every device at once, each the whole model: {sum(together.values()):.3f} /s "
+            f"({', '.join(f'{n} {r:.3f}' for n, r in together.items())})",
+            flush=True,
+        )
         rows = {"edgepipe": [(result.partition, None)] * args.edgepipe_runs}
         orders = edgepipe.random_orders(len(devices), args.orders, seed=1)
         rows["gpipe"] = [(edgepipe.gpipe(problem, o), o) for o in orders]
         rows["pipedream"] = [(edgepipe.pipedream(problem, o), o) for o in orders]
         out = {"case": case, "devices": spec.to_dict()["devices"], "plan_s": plan_s,
-               "search_s": result.search_s, "alone": measured, "strategies": {},
+               "search_s": result.search_s, "alone": measured, "together": together,
+               "strategies": {},
                "links": [{"a": ln.a, "b": ln.b, "declared_mbps": d.bandwidth_mbps,
                           "planned_mbps": ln.bandwidth_mbps, "latency_ms": ln.latency_ms}
                          for ln, d in zip(links.links, cluster.links, strict=True)]}  # fmt: skip
