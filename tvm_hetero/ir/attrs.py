@@ -15,6 +15,14 @@ COLUMNS_ATTR = "tvm_hetero.columns_operand"
 takes as its tile's columns ``B`` (a 1x1 convolution over a small map: its weights, packed in
 panels of output channels, rather than the image the output's innermost axis indexes)."""
 
+OP_PATTERN_ATTR = "op_pattern"
+"""PrimFunc attribute ``FuseOps`` reads a kernel's fusion pattern from (TVM's ``OpPatternKind``,
+which its Python API does not name; the two values used here follow)."""
+OUT_ELEMWISE_FUSABLE = 4
+"""``kOutEWiseFusable``: a kernel that takes element-wise consumers but no producers."""
+OPAQUE = 8
+"""``kOpaque``: ``FuseOps`` fuses nothing with the kernel."""
+
 SEPARABLE_POOL_ATTR = "tvm_hetero.separable_pool"
 """PrimFunc attribute of a max pool legalized as two passes (``LegalizeWithFastMath``): the
 maximum along each input row's windows (block ``pool_rows``), then down the columns (block

@@ -12,13 +12,11 @@ import tvm_ffi
 from tvm import relax, te, topi
 from tvm.ir import IRModule
 
-from tvm_hetero.ir.attrs import SEPARABLE_POOL_ATTR
+from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OPAQUE, SEPARABLE_POOL_ATTR
 from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.types import cpu_tensor_target
 
 FLOAT32 = "float32"
-OPAQUE = 8
-"""TVM's ``kOpaque`` operator pattern: ``FuseOps`` fuses nothing with such a kernel."""
 
 
 def _sigmoid(x: te.Tensor) -> te.Tensor:
@@ -163,7 +161,7 @@ def _separable_max_pool(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         return tvm_legalized(bb, call)
     strides = [int(v) for v in a.strides]
     top, left, _, _ = (int(v) for v in a.padding)
-    attrs = {SEPARABLE_POOL_ATTR: True, "op_pattern": OPAQUE}
+    attrs = {SEPARABLE_POOL_ATTR: True, OP_PATTERN_ATTR: OPAQUE}
     return bb.call_te(
         separable_max_pool, x, window, strides, (top, left), out,
         primfunc_name_hint="max_pool2d", primfunc_attrs=attrs,

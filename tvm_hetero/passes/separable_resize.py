@@ -8,6 +8,7 @@ from tvm import relax, te, tirx, topi
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator
 
+from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE
 from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.split_dims import shape_of
@@ -17,9 +18,6 @@ RESIZE_OP = "relax.image.resize2d"
 MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 """Coordinate transformations whose source position depends on one output index alone."""
 WIDTH_KERNEL, HEIGHT_KERNEL = "resize2d_width", "resize2d_height"
-OUT_ELEMWISE_FUSABLE = 4
-"""``FuseOps``' pattern for a kernel that takes element-wise consumers but no producers: the
-width pass is not fused back into the height pass (the CPU rules would inline it there)."""
 
 
 @tvm.transform.module_pass(opt_level=0, name="SeparableResize")
@@ -118,5 +116,7 @@ def _separated(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     )
     kernel = out.args[0]
     func = rewriter.builder_.get()[kernel]
-    rewriter.builder_.update_func(kernel, func.with_attr("op_pattern", OUT_ELEMWISE_FUSABLE))
+    # takes element-wise consumers, no producers: the width pass is not fused back into the
+    # height pass (the CPU rules would inline it there)
+    rewriter.builder_.update_func(kernel, func.with_attr(OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE))
     return out
