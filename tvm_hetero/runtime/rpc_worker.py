@@ -77,9 +77,10 @@ RETURN_BYTES = 2**20
 this size; a larger one is downloaded through the data port, as every value was."""
 
 
-def program_answer(events: list[list], back: list[list], blobs: list[bytes]) -> bytes:
+def program_answer(events: list[list], back: list[list], blobs: list[Any]) -> bytes:
     """A program's answer: a 4-byte little-endian length, JSON ``[events, back]`` (``back``:
-    ``[microbatch, name, shape, dtype]`` of each tensor returned) and the tensors' bytes."""
+    ``[microbatch, name, shape, dtype]`` of each tensor returned) and the tensors' bytes
+    (``blobs``: C-contiguous arrays or bytes, copied once, into the answer)."""
     head = json.dumps([events, back]).encode()
     return struct.pack("<I", len(head)) + head + b"".join(blobs)
 
@@ -329,7 +330,7 @@ class _Session:
                 view = self._view(value)
                 if view.nbytes <= RETURN_BYTES:
                     back.append([mb, name, list(view.shape), str(view.dtype)])
-                    blobs.append(view.tobytes())
+                    blobs.append(view)
         return program_answer(events, back, blobs)
 
     def _run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
