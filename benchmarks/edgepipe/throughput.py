@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -110,13 +111,21 @@ def spec_file(case: str, folder: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def warmed(deployment, feeds: list) -> Iterator[tuple[Executor, list]]:
+    """``deployment`` opened, ``feeds`` placed as a batch of microbatches and run once untimed;
+    the executor and the batch."""
+    with Executor(deployment, timeout_s=300) as ex:
+        batches = [ex.place_inputs(f) for f in feeds]
+        ex.run_many(batches)
+        yield ex, batches
+
+
 def throughput(deployment, feeds, repeat: int) -> tuple[float, float]:
     """Microbatches per second of a pipelined run: once the pipeline is full (one over the
     time between consecutive microbatches leaving it) and over the whole batch (fill and drain
     included); medians of ``repeat`` batches."""
-    with Executor(deployment, timeout_s=300) as ex:
-        batches = [ex.place_inputs(f) for f in feeds]
-        ex.run_many(batches)
+    with warmed(deployment, feeds) as (ex, batches):
         rates = [batch_rates(ex, batches) for _ in range(repeat)]
     return statistics.median(r[0] for r in rates), statistics.median(r[1] for r in rates)
 
@@ -128,21 +137,18 @@ def together_rates(deployments: dict[str, object], feeds: list, repeat: int) -> 
     assumes it gives. Devices that finish first leave the others more room: on unequal
     devices the figure is generous."""
     with contextlib.ExitStack() as stack:
-        executors = {n: stack.enter_context(Executor(d, timeout_s=300))
-                     for n, d in deployments.items()}  # fmt: skip
-        placed = {n: [ex.place_inputs(f) for f in feeds] for n, ex in executors.items()}
-        for n, ex in executors.items():
-            ex.run_many(placed[n])
-        start, rates = threading.Barrier(len(executors)), {}
+        opened = {n: stack.enter_context(warmed(d, feeds)) for n, d in deployments.items()}
+        start, rates = threading.Barrier(len(opened)), {}
 
         def run(name: str) -> None:
+            ex, batches = opened[name]
             start.wait()
             began = time.perf_counter()
             for _ in range(repeat):
-                executors[name].run_many(placed[name])
+                ex.run_many(batches)
             rates[name] = repeat * len(feeds) / (time.perf_counter() - began)
 
-        threads = [threading.Thread(target=run, args=(n,)) for n in executors]
+        threads = [threading.Thread(target=run, args=(n,)) for n in opened]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -162,9 +168,7 @@ def interleaved_rates(
             if isinstance(got[k], RunError):
                 continue
             try:
-                with Executor(deployment, timeout_s=300) as ex:
-                    batches = [ex.place_inputs(f) for f in feeds]
-                    ex.run_many(batches)
+                with warmed(deployment, feeds) as (ex, batches):
                     got[k].append(batch_rates(ex, batches))
             except RunError as err:
                 got[k] = err
