@@ -179,3 +179,25 @@ def test_a_name_is_kept_and_zoo_settings_are_refused_elsewhere(tmp_path):
         load_model(Identity, batch=4)
     with pytest.raises(ModelLoadError, match="apply to zoo models only"):
         load_model(tmp_path / "model.onnx", batch=4)
+
+
+def test_weight_bytes_counts_each_bound_constant_once():
+    from tvm import relax
+
+    from tvm_hetero.frontends.model import Model
+    from tvm_hetero.optimize import search
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 4), "float32"))
+    w = relax.const(np.ones((4, 4), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(x, w))
+            y = bb.emit(relax.op.matmul(y, w))  # the same weight again
+            y = bb.emit(relax.op.add(y, relax.const(np.ones(4, "float64").astype("float32"))))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    model = Model("m", bb.get(), (), "test")
+    assert model.weight_bytes() == 4 * 4 * 4 + 4 * 4
+    assert search._builds_fit(model, 5)  # a few hundred bytes fit anywhere
+    assert not search._builds_fit(model, 10**12)

@@ -3,6 +3,7 @@ alone, its build equal to the single-device build; a plug-in strategy from the t
 offered by ``plan``, ``compile --strategy`` and ``optimize``."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +46,32 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     reference = api.reference_outputs(model, inputs, cores[0])
     got = api.run(found.compiled, inputs)
     np.testing.assert_allclose(got[0], reference[0], rtol=1e-5, atol=1e-5)
+
+
+def test_builds_too_large_to_hold_are_saved_and_timed_apart(tmp_path, cores, monkeypatch):
+    """With ``in_memory=False`` (what a model whose candidates' builds would not fit in memory
+    gets) each build is saved and dropped, timed in a process of its own each round, and the
+    kept one compiled again: the same outputs as one device."""
+    monkeypatch.setattr(registry, "PACKAGES", {"eop": registry.PACKAGES["eop"]})
+    timed_apart = []
+
+    def spy(path, runs, warmup, microbatches=1):
+        timed_apart.append(Path(path).name)
+        return [10.0 - len(timed_apart)] * runs  # the later, the faster: EOP's plan is kept
+
+    monkeypatch.setattr("tvm_hetero.runtime.executor.time_saved", spy)
+    model = load_model("mlp:tiny")
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=4,
+                     rounds=2, in_memory=False)  # fmt: skip
+    timed = [e for e in found.entries if e.samples_s]
+    assert len(timed) == 4 and len(set(timed_apart)) == 4 and len(timed_apart) == 8
+    assert found.kept.name == "eop" and len(found.kept.devices) == 2
+    assert isinstance(found.compiled, api.CompiledModel)
+    assert found.compiled.placement == found.kept.plan
+    inputs = model.random_inputs()
+    reference = api.reference_outputs(model, inputs, cores[0])
+    np.testing.assert_allclose(api.run(found.compiled, inputs)[0], reference[0], rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
 
 
 def test_throughput_objective_times_edgepipe_and_latency_plans_as_a_stream(

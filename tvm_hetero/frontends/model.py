@@ -34,6 +34,23 @@ class Model:
     inputs: tuple[InputSpec, ...]
     source: str
 
+    def weight_bytes(self) -> int:
+        """Bytes of the constants bound in the module's Relax functions (its weights), each
+        counted once however often it is used."""
+        from tvm import relax
+
+        found: dict[tvm.runtime.Tensor, int] = {}
+
+        def visit(expr: tvm.ir.expr.Expr) -> None:
+            if isinstance(expr, tvm.ir.expr.GenericConst):
+                value = expr.value
+                found[value] = int(np.prod(value.shape)) * np.dtype(value.dtype).itemsize
+
+        for _, func in self.mod.functions_items():
+            if isinstance(func, relax.Function):
+                relax.analysis.post_order_visit(func.body, visit)
+        return sum(found.values())
+
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Deterministic random values for every input."""
         rng = np.random.default_rng(seed)

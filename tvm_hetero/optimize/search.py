@@ -7,9 +7,11 @@ the model."""
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,13 @@ from tvm_hetero.strategies.registry import strategies as registered
 
 FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
 """What a strategy that cannot handle a model raises: it drops out, the search goes on."""
+BUILD_MEMORY = 1.25
+"""Memory a build held, in its model's weights: 1.1 on ViT-Base (0.36 of 0.33 GiB freed when
+it was dropped), the rest a margin."""
+MEMORY_SHARE = 0.5
+"""Of the memory available when the search starts, what its builds may hold at once; the
+rest is for the model, the compiler's peaks (three times the weights on ViT-Huge) and the
+runs."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +145,11 @@ class _Search:
     settings: Mapping[str, Any]
     progress: Progress
     deadline: float
+    folder: Path | None = None
+    """Where builds are saved and dropped, to be timed apart (None: held in memory)."""
     entries: list[Entry] = field(default_factory=list)
     plans: dict[str, PlanResult] = field(default_factory=dict)
-    builds: dict[str, CompiledModel] = field(default_factory=dict)
+    builds: dict[str, CompiledModel | Path] = field(default_factory=dict)
 
     def over(self) -> bool:
         return time.monotonic() > self.deadline
@@ -194,12 +205,26 @@ class _Search:
                 status = f"failed (a bug): {type(err).__name__}: {err}"
                 self.entries.append(Entry(name, "strategy", (), status=status))
                 continue
-            self.plans[name] = result
             plan = result.plan
-            if result.compiled is not None:
-                self.builds[name] = result.compiled
+            if result.compiled is not None:  # held once, in the search's builds
+                self.keep(name, result.compiled)
+                result = replace(result, compiled=None)
+            self.plans[name] = result
             self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
                                       plan=plan))  # fmt: skip
+
+    def keep(self, name: str, compiled: CompiledModel) -> None:
+        """Hold a candidate's build, or save it to the search's folder and drop it."""
+        if self.folder is None:
+            self.builds[name] = compiled
+        else:
+            self.progress.step(f"saving {name}'s build", 0, None)
+            path = self.folder / f"{len(self.builds)}.tar"
+            self.builds[name] = compiled.deployment.save(path)
+
+    def candidates(self, top: int) -> int:
+        """How many candidates may be compiled: each device alone and ``top`` plans."""
+        return len({d.name for d in self.pool() if d.kind is not DeviceKind.SIMULATED}) + top
 
     def singles(self) -> None:
         """Each device alone (and one worker on every given CPU core set, when there are
@@ -248,22 +273,32 @@ class _Search:
             self.progress.step(f"compiling {entry.name}", n, len(picked))
             try:
                 if entry.name not in self.builds:
-                    devices = in_plan_order(self.pool(), entry.plan)
-                    self.builds[entry.name] = compile_model(
-                        self.model, devices, entry.plan, self.settings.get("options")
-                    )  # fmt: skip
+                    self.keep(entry.name, self.compile(entry))
             except FAILURES as err:
                 self.entries[k] = replace(entry, status=f"failed to build: {err}")
                 continue
             built.append(k)
         return built
 
+    def compile(self, entry: Entry) -> CompiledModel:
+        """The entry's plan compiled for its devices."""
+        devices = in_plan_order(self.pool(), entry.plan)  # type: ignore[arg-type]
+        return compile_model(self.model, devices, entry.plan, self.settings.get("options"))
+
+    def kept_build(self, entry: Entry) -> CompiledModel:
+        """The kept entry's build: held, or (saved to be timed apart) compiled again."""
+        build = self.builds[entry.name]
+        if isinstance(build, CompiledModel):
+            return build
+        self.progress.step(f"compiling {entry.name} again, to keep", 0, None)
+        return self.compile(entry)
+
 
 def optimize(
     model: Model, devices: Sequence[DeviceSpec], objective: str = "latency",
     budget_s: float = 600.0, settings: Mapping[str, Any] | None = None,
     progress: Progress | None = None, onnx: str | None = None, top: int = 3, runs: int = 50,
-    rounds: int = 5, microbatches: int = 8,
+    rounds: int = 5, microbatches: int = 8, in_memory: bool | None = None,
 ) -> OptimizeResult:  # fmt: skip
     """Find the fastest way to run ``model`` on ``devices``.
 
@@ -289,6 +324,12 @@ def optimize(
         Strategies' plans timed end to end, those with the lowest predicted time.
     runs, rounds
         Timed runs per candidate, spread over that many interleaved rounds.
+    in_memory
+        Hold every candidate's build in this process and time them all in it; False: save
+        each build and drop it, time each in a process of its own each round
+        (:mod:`tvm_hetero.runtime.apart`), and compile the kept one again. None: False when
+        the candidates' builds (:data:`BUILD_MEMORY` times the weights each) would take over
+        :data:`MEMORY_SHARE` of the memory available.
 
     Returns
     -------
@@ -303,6 +344,20 @@ def optimize(
     progress = progress or Progress()
     search = _Search(model, list(devices), objective, dict(settings or {}), progress,
                      start + budget_s)  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="tvm-hetero-optimize-") as folder:
+        if in_memory is False or (
+            in_memory is None and not _builds_fit(model, search.candidates(top))
+        ):  # fmt: skip
+            search.folder = Path(folder)
+        return _search(search, start, top, runs, rounds, microbatches, onnx)
+
+
+def _search(
+    search: _Search, start: float, top: int, runs: int, rounds: int, microbatches: int,
+    onnx: str | None,
+) -> OptimizeResult:  # fmt: skip
+    """:func:`optimize`'s steps, on its search."""
+    model, progress = search.model, search.progress
     search.plan_all()
     search.singles()
     search.same_as_single()
@@ -315,11 +370,12 @@ def optimize(
     progress.step(f"timing {len(timed) + len(peers)} candidates in {rounds} rounds", 0, None)
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
-    stream = microbatches if objective == "throughput" else 1
+    stream = microbatches if search.objective == "throughput" else 1
+    builds = [search.builds[e.name] for e in timed]
     try:
         samples = interleaved_run_seconds(
-            [search.builds[e.name].deployment for e in timed], [runs] * len(timed), rounds,
-            microbatches=stream, peers=[p for _, p in peers],
+            [b if isinstance(b, Path) else b.deployment for b in builds], [runs] * len(timed),
+            rounds, microbatches=stream, peers=[p for _, p in peers],
         )  # fmt: skip
     finally:
         for _, peer in peers:
@@ -334,9 +390,21 @@ def optimize(
     search.entries[best] = replace(search.entries[best], status="kept")
     kept = search.entries[best]
     return OptimizeResult(
-        model.name, objective, tuple(search.entries), kept, search.builds[kept.name],
+        model.name, search.objective, tuple(search.entries), kept, search.kept_build(kept),
         search.plans, time.monotonic() - start,
     )  # fmt: skip
+
+
+def _builds_fit(model: Model, candidates: int) -> bool:
+    """Whether ``candidates`` builds of ``model`` fit in :data:`MEMORY_SHARE` of the memory
+    available now (True where this system does not say)."""
+    try:
+        with open("/proc/meminfo") as info:
+            fields = dict(line.split(":", 1) for line in info)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return True
+    return candidates * BUILD_MEMORY * model.weight_bytes() <= MEMORY_SHARE * available
 
 
 def _offline(search: _Search, picked: list[int], runs: int, start: float) -> OptimizeResult:

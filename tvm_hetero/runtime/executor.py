@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ import tvm_ffi
 
 from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.apart import time_saved
 from tvm_hetero.runtime.deployment import Deployment, Step
 from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
@@ -571,8 +573,8 @@ on two cores the first runs after a switch took up to 20 times the median."""
 
 
 def interleaved_run_seconds(
-    deployments: Sequence[Deployment], repeats: Sequence[int], rounds: int = 5, warmup: int = 5,
-    microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
+    deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
+    warmup: int = 5, microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
@@ -583,20 +585,31 @@ def interleaved_run_seconds(
     each later round. ``microbatches``: each sample is the time per request
     of that many in flight (:meth:`Executor.time`). ``peers`` are other runtimes timed in the
     same rounds (``peer(runs, warmup)`` returns each run's seconds: ONNX Runtime's session),
-    ``max(repeats)`` runs each; their samples follow the deployments'."""
+    ``max(repeats)`` runs each; their samples follow the deployments'. A deployment given as
+    the path of its ``.tar`` is timed in a process of its own each round, after ``warmup``
+    runs the first round and :data:`SETTLE_RUNS` later
+    (:func:`~tvm_hetero.runtime.apart.time_saved`): what a search does with models too large
+    to hold all its candidates at once."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
     peer_repeat = max(repeats, default=1)
     peer_s: list[list[float]] = [[] for _ in peers]
     samples: list[list[float]] = [[] for _ in deployments]
-    remote = any(d.host is not None for dep in deployments for d in dep.devices)
+    remote = any(
+        d.host is not None for dep in deployments if isinstance(dep, Deployment)
+        for d in dep.devices
+    )  # fmt: skip
     with ExitStack() as stack:
         opened: dict[int, tuple[Executor, list]] = {}
         for r in range(rounds):
             for k, deployment in enumerate(deployments):
                 runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
                 if runs <= 0:
+                    continue
+                if not isinstance(deployment, Deployment):  # a fresh process: its first run
+                    settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)  # is the slow one
+                    samples[k] += time_saved(deployment, runs, settle, microbatches)
                     continue
                 with ExitStack() as this_round:
                     # a remote worker serves one session at a time: opened anew each round
