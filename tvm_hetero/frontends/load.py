@@ -17,6 +17,7 @@ from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.recurrent import RECURRENT_FORMS
 from tvm_hetero.ir.types import tensor_infos
+from tvm_hetero.runtime.memory import give_back_freed_memory
 
 SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}
 
@@ -70,6 +71,7 @@ def load_model(
             f"load_model: recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}"
         )
     model = _load(source, shapes, spec, example_args, overrides, recurrent == "loop")
+    give_back_freed_memory()  # the importers' copies of the weights, freed
     return dataclasses.replace(model, name=name) if name else model
 
 

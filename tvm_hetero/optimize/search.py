@@ -23,6 +23,7 @@ from tvm_hetero.errors import BuildError, RunError
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
+from tvm_hetero.runtime.memory import give_back_freed_memory
 from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
 from tvm_hetero.strategies.registry import strategies as registered
 
@@ -209,6 +210,7 @@ class _Search:
             if result.compiled is not None:  # held once, in the search's builds
                 self.keep(name, result.compiled)
                 result = replace(result, compiled=None)
+                self.freed()
             self.plans[name] = result
             self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
                                       plan=plan))  # fmt: skip
@@ -221,6 +223,12 @@ class _Search:
             self.progress.step(f"saving {name}'s build", 0, None)
             path = self.folder / f"{len(self.builds)}.tar"
             self.builds[name] = compiled.deployment.save(path)
+
+    def freed(self) -> None:
+        """A saved build's memory, now dropped, given back to the system (the compiler's
+        arrays of a few MiB leave the C heap's middle free but held)."""
+        if self.folder is not None:
+            give_back_freed_memory()
 
     def candidates(self, top: int) -> int:
         """How many candidates may be compiled: each device alone and ``top`` plans."""
@@ -274,6 +282,7 @@ class _Search:
             try:
                 if entry.name not in self.builds:
                     self.keep(entry.name, self.compile(entry))
+                    self.freed()
             except FAILURES as err:
                 self.entries[k] = replace(entry, status=f"failed to build: {err}")
                 continue
