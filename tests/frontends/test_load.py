@@ -185,7 +185,6 @@ def test_weight_bytes_counts_each_bound_constant_once():
     from tvm import relax
 
     from tvm_hetero.frontends.model import Model
-    from tvm_hetero.optimize import search
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((2, 4), "float32"))
@@ -199,5 +198,3 @@ def test_weight_bytes_counts_each_bound_constant_once():
         bb.emit_func_output(out)
     model = Model("m", bb.get(), (), "test")
     assert model.weight_bytes() == 4 * 4 * 4 + 4 * 4
-    assert search._builds_fit(model, 5)  # a few hundred bytes fit anywhere
-    assert not search._builds_fit(model, 10**12)

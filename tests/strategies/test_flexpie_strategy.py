@@ -495,3 +495,28 @@ def test_the_shipped_estimators_load_by_default():
 
     assert (DEFAULT_MODELS / "compute.meta.json").exists()
     assert Estimators.load() is not None
+
+
+def test_a_confirmation_too_large_to_hold_times_saved_builds_apart(devices, trained, monkeypatch):
+    """Builds that would not fit are saved and timed in processes of their own; the kept one is
+    not handed over (the caller compiles it again) and the saved files are removed."""
+    from tvm_hetero.build import held
+    from tvm_hetero.strategies.flexpie.confirm import ConfirmBuilds
+
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    monkeypatch.setattr(held, "builds_fit", lambda model, count: False)
+    apart = []
+
+    def spy(path, runs, warmup, microbatches=1):
+        apart.append(path)
+        return [float(len(apart))] * runs
+
+    monkeypatch.setattr("tvm_hetero.runtime.executor.time_saved", spy)
+    builds = ConfirmBuilds(model, devices, None, 3)
+    kept = confirm_by_measurement(result, model, devices, plans=2, repeat=3, build=builds)
+    timed = confirm_candidates(result.partitions(), 2)
+    assert len({str(p) for p in apart}) == len(timed) and list(kept.confirmed_s) == timed
+    assert kept.kept == timed[0]  # timed first each round, so the fastest here
+    assert builds.take(kept.plan) is None and not builds.held.folder.exists()

@@ -7,35 +7,26 @@ the model."""
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tvm_hetero.build.compiled import CompiledModel, compile_model, in_plan_order
+from tvm_hetero.build.held import HeldBuilds
 from tvm_hetero.devices.discover import merged_cpu
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import BuildError, RunError
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
-from tvm_hetero.runtime.memory import give_back_freed_memory
 from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
 from tvm_hetero.strategies.registry import strategies as registered
 
 FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
 """What a strategy that cannot handle a model raises: it drops out, the search goes on."""
-BUILD_MEMORY = 1.25
-"""Memory a build held, in its model's weights: 1.1 on ViT-Base (0.36 of 0.33 GiB freed when
-it was dropped), the rest a margin."""
-MEMORY_SHARE = 0.5
-"""Of the memory available when the search starts, what its builds may hold at once; the
-rest is for the model, the compiler's peaks (three times the weights on ViT-Huge) and the
-runs."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +137,9 @@ class _Search:
     settings: Mapping[str, Any]
     progress: Progress
     deadline: float
-    folder: Path | None = None
-    """Where builds are saved and dropped, to be timed apart (None: held in memory)."""
+    builds: HeldBuilds = field(repr=False)
     entries: list[Entry] = field(default_factory=list)
     plans: dict[str, PlanResult] = field(default_factory=dict)
-    builds: dict[str, CompiledModel | Path] = field(default_factory=dict)
 
     def over(self) -> bool:
         return time.monotonic() > self.deadline
@@ -208,31 +197,12 @@ class _Search:
                 continue
             plan = result.plan
             if result.compiled is not None:  # held once, in the search's builds
-                self.keep(name, result.compiled)
+                self.builds.add(name, result.compiled)
                 result = replace(result, compiled=None)
-                self.freed()
+                self.builds.dropped()
             self.plans[name] = result
             self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
                                       plan=plan))  # fmt: skip
-
-    def keep(self, name: str, compiled: CompiledModel) -> None:
-        """Hold a candidate's build, or save it to the search's folder and drop it."""
-        if self.folder is None:
-            self.builds[name] = compiled
-        else:
-            self.progress.step(f"saving {name}'s build", 0, None)
-            path = self.folder / f"{len(self.builds)}.tar"
-            self.builds[name] = compiled.deployment.save(path)
-
-    def freed(self) -> None:
-        """A saved build's memory, now dropped, given back to the system (the compiler's
-        arrays of a few MiB leave the C heap's middle free but held)."""
-        if self.folder is not None:
-            give_back_freed_memory()
-
-    def candidates(self, top: int) -> int:
-        """How many candidates may be compiled: each device alone and ``top`` plans."""
-        return len({d.name for d in self.pool() if d.kind is not DeviceKind.SIMULATED}) + top
 
     def singles(self) -> None:
         """Each device alone (and one worker on every given CPU core set, when there are
@@ -281,8 +251,8 @@ class _Search:
             self.progress.step(f"compiling {entry.name}", n, len(picked))
             try:
                 if entry.name not in self.builds:
-                    self.keep(entry.name, self.compile(entry))
-                    self.freed()
+                    self.builds.add(entry.name, self.compile(entry))
+                    self.builds.dropped()
             except FAILURES as err:
                 self.entries[k] = replace(entry, status=f"failed to build: {err}")
                 continue
@@ -296,8 +266,8 @@ class _Search:
 
     def kept_build(self, entry: Entry) -> CompiledModel:
         """The kept entry's build: held, or (saved to be timed apart) compiled again."""
-        build = self.builds[entry.name]
-        if isinstance(build, CompiledModel):
+        build = self.builds.compiled(entry.name)
+        if build is not None:
             return build
         self.progress.step(f"compiling {entry.name} again, to keep", 0, None)
         return self.compile(entry)
@@ -337,8 +307,7 @@ def optimize(
         Hold every candidate's build in this process and time them all in it; False: save
         each build and drop it, time each in a process of its own each round
         (:mod:`tvm_hetero.runtime.apart`), and compile the kept one again. None: False when
-        the candidates' builds (:data:`BUILD_MEMORY` times the weights each) would take over
-        :data:`MEMORY_SHARE` of the memory available.
+        the candidates' builds would not fit (:func:`~tvm_hetero.build.held.builds_fit`).
 
     Returns
     -------
@@ -351,13 +320,10 @@ def optimize(
         raise ValueError("optimize: give at least one device")
     start = time.monotonic()
     progress = progress or Progress()
-    search = _Search(model, list(devices), objective, dict(settings or {}), progress,
-                     start + budget_s)  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="tvm-hetero-optimize-") as folder:
-        if in_memory is False or (
-            in_memory is None and not _builds_fit(model, search.candidates(top))
-        ):  # fmt: skip
-            search.folder = Path(folder)
+    count = len({d.name for d in [*devices, merged_cpu(devices)] if d is not None}) + top
+    with HeldBuilds(model, count, in_memory) as builds:  # each device alone and the top plans
+        search = _Search(model, list(devices), objective, dict(settings or {}), progress,
+                         start + budget_s, builds)  # fmt: skip
         return _search(search, start, top, runs, rounds, microbatches, onnx)
 
 
@@ -380,11 +346,10 @@ def _search(
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     stream = microbatches if search.objective == "throughput" else 1
-    builds = [search.builds[e.name] for e in timed]
     try:
         samples = interleaved_run_seconds(
-            [b if isinstance(b, Path) else b.deployment for b in builds], [runs] * len(timed),
-            rounds, microbatches=stream, peers=[p for _, p in peers],
+            [search.builds.timed(e.name) for e in timed], [runs] * len(timed), rounds,
+            microbatches=stream, peers=[p for _, p in peers],
         )  # fmt: skip
     finally:
         for _, peer in peers:
@@ -402,18 +367,6 @@ def _search(
         model.name, search.objective, tuple(search.entries), kept, search.kept_build(kept),
         search.plans, time.monotonic() - start,
     )  # fmt: skip
-
-
-def _builds_fit(model: Model, candidates: int) -> bool:
-    """Whether ``candidates`` builds of ``model`` fit in :data:`MEMORY_SHARE` of the memory
-    available now (True where this system does not say)."""
-    try:
-        with open("/proc/meminfo") as info:
-            fields = dict(line.split(":", 1) for line in info)
-        available = int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return True
-    return candidates * BUILD_MEMORY * model.weight_bytes() <= MEMORY_SHARE * available
 
 
 def _offline(search: _Search, picked: list[int], runs: int, start: float) -> OptimizeResult:

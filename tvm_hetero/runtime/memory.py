@@ -24,3 +24,14 @@ def give_back_freed_memory() -> None:
     trim = _trim()
     if trim is not None:
         trim(0)  # type: ignore[operator]
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give without swapping (``MemAvailable``), or None where it does
+    not say."""
+    try:
+        with open("/proc/meminfo") as info:
+            fields = dict(line.split(":", 1) for line in info)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None

@@ -143,6 +143,7 @@ def confirm_by_measurement(
     seconds of both, keyed ``plan`` and ``baseline``.
     """
     from tvm_hetero.build.compiled import compile_model
+    from tvm_hetero.build.held import HeldBuilds
     from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     assignment, base_s = best_priority_assignment(dcg, costs)
@@ -150,8 +151,9 @@ def confirm_by_measurement(
     if dict(baseline.assignment) == dict(plan.assignment):
         return plan, {}
     pair = {"plan": plan, "baseline": baseline}
-    built = [compile_model(model, devices, p, options).deployment for p in pair.values()]
-    samples = interleaved_run_seconds(built, [repeat] * 2, rounds=3)
+    with HeldBuilds(model, len(pair)) as held:  # saved and timed apart if they do not fit
+        built = [held.add(k, compile_model(model, devices, p, options)) for k, p in pair.items()]
+        samples = interleaved_run_seconds(built, [repeat] * 2, rounds=3)
     seconds = {label: float(np.median(s)) for label, s in zip(pair, samples, strict=True)}
     if seconds["baseline"] < seconds["plan"]:
         kept = Placement(dcg.devices, baseline.assignment, f"{plan.strategy}-fallback", base_s)

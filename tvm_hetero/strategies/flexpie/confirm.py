@@ -15,6 +15,7 @@ import dataclasses
 import json
 import statistics
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tvm_hetero.build.multi_device import BuildOptions
@@ -36,7 +37,8 @@ timed besides)."""
 def confirm_by_measurement(
     result: FlexPieResult, model: Model, devices: Sequence[DeviceSpec],
     plans: int = CONFIRM_PLANS, options: BuildOptions | None = None, repeat: int = 15,
-    progress: Progress | None = None, build: Callable[[SpatialPlan], Deployment] | None = None,
+    progress: Progress | None = None,
+    build: Callable[[SpatialPlan], Deployment | Path] | None = None,
 ) -> FlexPieResult:  # fmt: skip
     """Compile FlexPie's plan, the ``plans - 1`` cheapest other ones by price (distinct) and the
     home device alone (:func:`~tvm_hetero.plan.flexpie.confirm_candidates`), run them on the
@@ -81,26 +83,35 @@ def confirm_by_measurement(
 class ConfirmBuilds:
     """The confirmation's default ``build``: compiles each plan it times for the devices in the
     plan's order and keeps it by partition, so that ``compile --strategy flexpie`` writes the
-    kept one as it was timed (:meth:`take`) instead of compiling it again."""
+    kept one as it was timed (:meth:`take`) instead of compiling it again. Builds of a model
+    too large to hold ``count`` of are saved and timed apart instead
+    (:class:`~tvm_hetero.build.held.HeldBuilds`); the kept one is then compiled again."""
 
     def __init__(
-        self, model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None
-    ) -> None:
-        self.model, self.devices, self.options = model, devices, options
-        self.compiled: dict[str, CompiledModel] = {}
+        self, model: Model, devices: Sequence[DeviceSpec], options: BuildOptions | None,
+        count: int = CONFIRM_PLANS + 1,
+    ) -> None:  # fmt: skip
+        from tvm_hetero.build.held import HeldBuilds
 
-    def __call__(self, plan: SpatialPlan) -> Deployment:
+        self.model, self.devices, self.options = model, devices, options
+        self.held = HeldBuilds(model, count)
+
+    def __call__(self, plan: SpatialPlan) -> Deployment | Path:
         from tvm_hetero.build.compiled import compile_model, in_plan_order
 
         used = in_plan_order(self.devices, plan)
-        compiled = compile_model(self.model, used, plan, self.options)
-        self.compiled[_partition_key(plan)] = compiled
-        return compiled.deployment
+        timed = self.held.add(_partition_key(plan), compile_model(self.model, used, plan,
+                                                                  self.options))  # fmt: skip
+        self.held.dropped()
+        return timed
 
     def take(self, plan: SpatialPlan) -> CompiledModel | None:
         """The ``CompiledModel`` of ``plan``'s partition, named as ``plan`` (the confirmation
-        compiled a baseline under its own name), or ``None``; the others are dropped."""
-        found, self.compiled = self.compiled.get(_partition_key(plan)), {}
+        compiled a baseline under its own name), or ``None`` (also when it was saved, not
+        held); the others are dropped."""
+        found = self.held.compiled(_partition_key(plan))
+        self.held.close()
+        self.held.builds.clear()
         if found is None:
             return None
         deployment = dataclasses.replace(found.deployment, plan=plan.to_dict())

@@ -41,7 +41,7 @@ def plan_result(
     )
     compiled = None
     if settings.confirm:
-        builds = ConfirmBuilds(model, devices, settings.options)
+        builds = ConfirmBuilds(model, devices, settings.options, settings.confirm_plans + 1)
         progress.step("confirming", 0, None)
         result = confirm_by_measurement(
             result, model, devices, settings.confirm_plans, settings.options,
