@@ -14,7 +14,8 @@ the ``-up.json`` file ``tvm-hetero cluster up`` wrote for a spec of ``clusters.p
 model is optimized twice: with an empty profile database (its time is ``optimize``'s own cost on
 a new model) and again with the database warm (``--once``: empty only). One JSON line per run:
 host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
-fastest candidate timed, to the best single device and to ONNX Runtime's best.
+fastest candidate timed, to the best single device and to ONNX Runtime's best, and the most
+memory the search and one child held.
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ def row(result, name: str, run: str, seconds: float) -> dict:
     }  # fmt: skip
 
 
+def peaks() -> dict:
+    """The most memory this process and any one child it waited for (a candidate timed apart)
+    have held resident so far, GiB."""
+    import resource
+
+    gib = 2**20  # ru_maxrss is in KiB on Linux
+    return {
+        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / gib,
+        "child_peak_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / gib,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["siamese-lstm", "bert-small"])
@@ -100,7 +113,7 @@ def main() -> int:
                 result = api.optimize(model, devices, args.objective, args.budget * 60,
                                       onnx=path, runs=args.runs, db=str(db), **settings)  # fmt: skip
                 line = {**stamp(), "host": cpu_model(), "devices": where, "objective": args.objective,
-                        **row(result, name, run, time.perf_counter() - start)}  # fmt: skip
+                        **row(result, name, run, time.perf_counter() - start), **peaks()}  # fmt: skip
                 with open(args.out, "a") as f:
                     f.write(json.dumps(line) + "\n")
                 print(f"{name} ({run}): kept {line['kept']} {line['kept_p50_ms']:.3f} ms, "
