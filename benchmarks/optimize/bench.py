@@ -15,7 +15,7 @@ model is optimized twice: with an empty profile database (its time is ``optimize
 a new model) and again with the database warm (``--once``: empty only). One JSON line per run:
 host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
 fastest candidate timed, to the best single device and to ONNX Runtime's best, and the most
-memory the search and one child held.
+memory the search held.
 """
 
 from __future__ import annotations
@@ -68,15 +68,11 @@ def row(result, name: str, run: str, seconds: float) -> dict:
 
 
 def peaks() -> dict:
-    """The most memory this process and any one child it waited for (a candidate timed apart)
-    have held resident so far, GiB."""
+    """The most memory this process has held resident so far, GiB (a child's own peak is not
+    counted: the system charges a child the parent's pages it was forked with)."""
     import resource
 
-    gib = 2**20  # ru_maxrss is in KiB on Linux
-    return {
-        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / gib,
-        "child_peak_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / gib,
-    }
+    return {"peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB
 
 
 def main() -> int:
