@@ -74,6 +74,27 @@ def test_builds_too_large_to_hold_are_saved_and_timed_apart(tmp_path, cores, mon
                                atol=1e-5)  # fmt: skip
 
 
+def test_a_device_alone_that_compiles_the_same_code_reuses_the_build(tmp_path, cores,
+                                                                    monkeypatch):  # fmt: skip
+    """``cpu@0`` and ``cpu@1`` (one core each, one target) compile the same code: the second
+    runs the first's build on its own core; ``cpu@0-1`` (two threads) is compiled."""
+    from tvm_hetero.optimize import search
+
+    monkeypatch.setattr(registry, "PACKAGES", {})  # each device alone
+    compiled, compile_model = [], search.compile_model
+
+    def counted(model, devices, *args):
+        compiled.append([d.name for d in devices])
+        return compile_model(model, devices, *args)
+
+    monkeypatch.setattr(search, "compile_model", counted)
+    model = load_model("mlp:tiny")
+    found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=4)
+    assert compiled == [["cpu@0"], ["cpu@0-1"]]
+    assert all(len(e.samples_s) == 4 for e in found.entries)
+    assert found.compiled.deployment.devices[0].name == found.kept.devices[0]
+
+
 def test_throughput_objective_times_edgepipe_and_latency_plans_as_a_stream(
     tmp_path, cores, monkeypatch
 ):  # fmt: skip
@@ -172,6 +193,7 @@ def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, mo
 
     def slow(self, model, devices, settings, progress):
         time.sleep(0.5)
+        progress.step("swept", 2, 2)  # a phase done: let through, its work is kept
         progress.step("sweeping", 1, 2)
         raise AssertionError("not stopped at its report past the deadline")
 

@@ -60,7 +60,8 @@ class HeldBuilds:
         self.close()
 
     def close(self) -> None:
-        """Remove the saved builds."""
+        """Drop every build and remove the saved ones."""
+        self.builds.clear()
         if self._remove is not None:
             self._remove()
 

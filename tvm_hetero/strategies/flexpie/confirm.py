@@ -111,7 +111,6 @@ class ConfirmBuilds:
         held); the others are dropped."""
         found = self.held.compiled(_partition_key(plan))
         self.held.close()
-        self.held.builds.clear()
         if found is None:
             return None
         deployment = dataclasses.replace(found.deployment, plan=plan.to_dict())
