@@ -221,8 +221,7 @@ class _Search:
 
     def pool(self) -> list[DeviceSpec]:
         """The devices any candidate may run on (the merged CPU included)."""
-        merged = merged_cpu(self.devices)
-        return self.devices + ([merged] if merged is not None else [])
+        return _pool(self.devices)
 
     def same_as_single(self) -> None:
         """A strategy whose plan runs everything on one device is that device alone."""
@@ -346,11 +345,17 @@ def optimize(
         raise ValueError("optimize: give at least one device")
     start = time.monotonic()
     progress = progress or Progress()
-    count = len({d.name for d in [*devices, merged_cpu(devices)] if d is not None}) + top
+    count = len({d.name for d in _pool(devices)}) + top
     with HeldBuilds(model, count, in_memory) as builds:  # each device alone and the top plans
         search = _Search(model, list(devices), objective, dict(settings or {}), progress,
                          start + budget_s, builds)  # fmt: skip
         return _search(search, start, top, runs, rounds, microbatches, onnx)
+
+
+def _pool(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
+    """``devices`` and, for CPU core sets, one worker on all their cores."""
+    merged = merged_cpu(devices)
+    return [*devices, *([merged] if merged is not None else [])]
 
 
 def _search(
@@ -417,10 +422,8 @@ def _offline(search: _Search, picked: list[int], runs: int, start: float) -> Opt
     best = min(records, key=lambda k: search.entries[k].p50_s)
     search.entries[best] = replace(search.entries[best], status="kept")
     kept = search.entries[best]
-    devices = in_plan_order(search.pool(), kept.plan)  # type: ignore[arg-type]
-    compiled = compile_model(search.model, devices, kept.plan, search.settings.get("options"))
     return OptimizeResult(
-        search.model.name, search.objective, tuple(search.entries), kept, compiled,
+        search.model.name, search.objective, tuple(search.entries), kept, search.compile(kept),
         search.plans, time.monotonic() - start,
     )  # fmt: skip
 

@@ -8,10 +8,10 @@ each round, here::
 
     python -m tvm_hetero.runtime.apart MODEL.tar RUNS WARMUP MICROBATCHES
 
-The child loads the deployment, places seeded random inputs (as
-:func:`~tvm_hetero.runtime.executor.interleaved_run_seconds` does), runs ``WARMUP`` runs, times
-``RUNS`` and prints ``{"samples_ms": [...]}`` as its last line of output; a failure is one
-line on its standard error and exit code 1.
+The child loads the deployment and times it with
+:func:`~tvm_hetero.runtime.executor.interleaved_run_seconds` in one round (seeded random
+inputs, ``WARMUP`` untimed runs, ``RUNS`` timed) and prints ``{"samples_ms": [...]}`` as its
+last line of output; a failure is one line on its standard error and exit code 1.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from pathlib import Path
 from tvm_hetero.errors import RunError
 
 STEP_TIMEOUT_S = 120.0
-"""What the child's executor waits for one step, as the search's in-process timing does."""
+"""What an executor timing candidates waits for one step, here and in the child
+(``interleaved_run_seconds``)."""
 START_S = 300.0
 """What the child may take to start and load its deployment, beyond its runs."""
 
@@ -51,19 +52,14 @@ def time_saved(
 
 
 def _time_here(path: str, runs: int, warmup: int, microbatches: int) -> list[float]:
-    import numpy as np
-
     from tvm_hetero.runtime.deployment import load
-    from tvm_hetero.runtime.executor import Executor
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
 
     with tempfile.TemporaryDirectory() as workdir:
-        deployment = load(path, workdir)
-        rng = np.random.default_rng(0)
-        inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
-        with Executor(deployment, timeout_s=STEP_TIMEOUT_S) as executor:
-            tensors = executor.place_inputs(inputs)
-            stats = executor.time(tensors, runs, warmup, microbatches=microbatches)
-    return list(stats.samples_ms)
+        seconds = interleaved_run_seconds(
+            [load(path, workdir)], [runs], rounds=1, warmup=warmup, microbatches=microbatches
+        )[0]
+    return [t * 1e3 for t in seconds]
 
 
 def main(argv: list[str]) -> int:

@@ -26,7 +26,7 @@ import tvm_ffi
 
 from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
-from tvm_hetero.runtime.apart import time_saved
+from tvm_hetero.runtime.apart import STEP_TIMEOUT_S, time_saved
 from tvm_hetero.runtime.deployment import Deployment, Step
 from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
@@ -618,7 +618,8 @@ def interleaved_run_seconds(
                         rng = np.random.default_rng(0)
                         inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
                         into = this_round if remote else stack
-                        executor = into.enter_context(Executor(deployment, timeout_s=120))
+                        opening = Executor(deployment, timeout_s=STEP_TIMEOUT_S)
+                        executor = into.enter_context(opening)
                         opened[k] = (executor, executor.place_inputs(inputs))
                     executor, tensors = opened[k]
                     settle = warmup if fresh else min(warmup, SETTLE_RUNS)
