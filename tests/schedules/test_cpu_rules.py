@@ -439,6 +439,43 @@ def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
     assert factors == splits
 
 
+@pytest.mark.parametrize("crop", [None, 30], ids=["whole", "cropped"])
+def test_a_depthwise_tile_is_rows_of_one_vector_with_its_taps_unrolled_and_input_padded_in_task(
+    crop,
+):
+    """A 3x3 depthwise convolution over 28 rows of 32 columns (8 lanes): tiles of 7 rows by one
+    vector, the window's 9 taps and the tile's rows unrolled below the tile loop, the tile
+    written back unrolled (a cropped last vector too), and the padding computed inside the
+    parallel task loop (an image's channel), not as a pass of its own; the numbers equal the
+    default schedule's."""
+
+    def body(bb, x, w):
+        y = relax.op.nn.conv2d(x, w, padding=1, groups=64)
+        return y if crop is None else _crop(y, crop)
+
+    shapes = [(1, 64, 28, 32), (64, 1, 3, 3)]
+    mod = _module(shapes, body)
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+
+    def loops(block):
+        found = sch.get_loops(sch.get_sblock(block))
+        return [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
+
+    serial, parallel, vectorized, unrolled = 0, 1, 2, 3
+    task = (parallel, 64)
+    taps = [(unrolled, 3), (unrolled, 3), (unrolled, 7), (vectorized, 8)]
+    assert loops("group_conv2d_nchw_update") == [task, (serial, 4), (serial, 4), (serial, 1), *taps]
+    written = "group_conv2d_nchw_local" if crop is None else "group_conv2d_nchw_intermediate_local"
+    assert loops(written)[-2:] == [(unrolled, 7), (vectorized, 8)]
+    assert loops("pad_temp")[0] == task
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
 def test_input_module_is_not_mutated():
     shapes, body, _ = CASES["matmul"]
     mod = _module(shapes, body)

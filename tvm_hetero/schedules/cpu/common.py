@@ -130,16 +130,30 @@ def _points(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> int | None:
 
 
 def accumulate_in_registers(
-    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, tile_loop, reduction_loop, target: Target
+    sch: s_tir.Schedule,
+    main: s_tir.schedule.SBlockRV,
+    tile_loop,
+    reduction_loop,
+    target: Target,
+    unrolled: bool = False,
 ) -> None:
     """Accumulate ``main``'s output tile in a local buffer under ``tile_loop``, write it back
     (vectorized, with the epilogues folded in) and initialise it outside ``reduction_loop``.
     An epilogue that cannot be folded in (one that broadcasts the result over a larger
-    domain) stays a loop nest of its own, vectorized and parallel."""
+    domain) stays a loop nest of its own, vectorized and parallel. ``unrolled``: the loops
+    that write the tile back are unrolled too, so that a tile of several rows whose last
+    vector is cropped (a ``T.where``) stays in registers; left as loops, LLVM kept such a
+    tile in memory and gathered it back."""
     acc = sch.cache_write(main, 0, "local")
     sch.reverse_compute_at(acc, tile_loop, preserve_unit_loops=True)
     inline_consumers(sch, acc)
-    sch.vectorize(sch.get_loops(acc)[-1])
+    loops = sch.get_loops(acc)
+    sch.vectorize(loops[-1])
+    if unrolled:
+        tile = sch.get(tile_loop)
+        below = next(k for k, loop in enumerate(loops) if sch.get(loop).same_as(tile)) + 1
+        for loop in loops[below:-1]:
+            sch.unroll(loop)
     sch.decompose_reduction(main, reduction_loop)
     for block in _all_consumers(sch, acc):
         if is_spatial(sch, block):
