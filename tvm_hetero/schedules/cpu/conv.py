@@ -208,9 +208,10 @@ vectors for 9 multiply-adds (a 3x3 window), most of them split across two cache 
 layer alone, against one row a tile (Zen 4, two threads, kernels timed alone, 7 interleaved
 rounds): MnasNet's and MobileNet's 3x3 of 72 channels at 56 x 56 1.27x faster, 32 at
 112 x 112 1.45x, 144 at 56 x 56 1.02-1.30x, 5x5 of 120 at 28 x 28 1.30x, a 3x3 of 96 with
-stride 2 at 112 x 112 1.17-1.6x (its rows computed by ``DepthwiseColumnsAfter``); 4 and 8 rows ran within 3 % of 7, two vectors a row slower. Whole
-models (``benchmarks/models/before_and_now.py``, the rule with this tile and without it in
-the same rounds): ConvNeXt-T 0.98 -> 0.91x ONNX Runtime's time, LR-ASPP 1.14 -> 1.05x,
+stride 2 at 112 x 112 1.17-1.6x (its rows computed by ``DepthwiseColumnsAfter``); 4 and 8
+rows ran within 3 % of 7, two vectors a row slower. Whole models
+(``benchmarks/models/before_and_now.py``, the rule with this tile and without it in the same
+rounds): ConvNeXt-T 0.98 -> 0.91x ONNX Runtime's time, LR-ASPP 1.14 -> 1.05x,
 EdgeNeXt 0.86 -> 0.82x, MnasNet 1.27 -> 1.23x, most others within 2 %."""
 
 
@@ -458,9 +459,7 @@ class Conv(CpuRule):
             rows = extents[row] if row != channel else 1
             gathered = column_step(data, w) != 1
             cw, rw, nv = register_tile(extents[channel], rows, extents[vec] // vw, gathered)
-        elif extents[vec] // vw >= DEPTHWISE_ROWS_MIN_VECTORS and _depthwise_rows(
-            stmt, form, data, w
-        ):
+        elif extents[vec] // vw >= DEPTHWISE_ROWS_MIN_VECTORS and _row_tiled(stmt, form, data, w):
             rw = largest_divisor(extents[row], DEPTHWISE_ROWS)
             tile = (spatial, reduce, rw, vw)
             return self._depthwise_rows(sch, main, loops, extents, tile, target)
@@ -685,7 +684,7 @@ def column_step(region, var: tirx.Var) -> int | None:
     return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
 
 
-def _depthwise_rows(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) -> bool:
+def _row_tiled(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) -> bool:
     """Whether ``stmt`` is a depthwise convolution over ``[N, C, H, W]`` whose columns it reads
     one apart (:data:`DEPTHWISE_ROWS`): not a grouped one, a pool or a strided read."""
     return depthwise_channel(stmt, form) is not None and column_step(data, w) == 1
@@ -693,16 +692,17 @@ def _depthwise_rows(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) 
 
 def _in_task(sch: s_tir.Schedule, producer, task) -> None:
     """Compute ``producer`` (the copy that pads the input) inside the parallel ``task`` loop,
-    the part that task reads, vectorized; where there is no task or it cannot move, a
-    parallel pass of its own as before."""
+    the part that task reads, its rows vectorized; where there is no task or it cannot move
+    there, a parallel pass of its own (:func:`_parallel_spatial`)."""
     if task is not None:
         try:
             sch.compute_at(producer, task)
-            sch.vectorize(sch.get_loops(producer)[-1])
-            return
         except ScheduleError:
-            pass
-    _parallel_spatial(sch, producer)
+            task = None
+    if task is None:
+        _parallel_spatial(sch, producer)
+        return
+    sch.vectorize(sch.get_loops(producer)[-1])
 
 
 def _parallel_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> None:
