@@ -89,9 +89,18 @@ def same_numbers_after(rewrite, mod: tvm.IRModule) -> tvm.IRModule:
 
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nothing listens on right now: each is held while the next
+    is chosen (one at a time, the kernel may hand the same port out twice, and the second
+    worker then finds its one-port range taken: ``no free port in [p, p + 1)``)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def start_server(args: list[str], wait_for: str, env: dict | None = None) -> subprocess.Popen:
@@ -162,7 +171,7 @@ def start_workers():
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
 
     def start(count: int = 1, extra: tuple[str, ...] = ()) -> list[tuple[int, subprocess.Popen]]:
-        ports = [free_port() for _ in range(count)]
+        ports = free_ports(count)
         new = [launch([*_worker_args(p), *extra], env) for p in ports]
         procs.extend(new)
         return [
