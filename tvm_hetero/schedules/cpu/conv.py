@@ -510,23 +510,13 @@ class Conv(CpuRule):
         unrolled; each task (an image's channel) pads its own input just before its rows."""
         spatial, reduce, rw, vw = tile
         vec, row = spatial[-1], spatial[-2]
-        producers = list(sch.get_producers(main))
         v0, v1 = sch.split(loops[vec], [None, vw])
         r0, r1 = sch.split(loops[row], [None, rw])
         outer = [loops[i] for i in spatial[:-2]] + [r0]
         tasks = outer[:-1] if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
         first, *taps = [loops[i] for i in reduce]
-        sch.reorder(*outer, v0, first, *taps, r1, v1)
-        task = sch.fuse(*tasks) if tasks else None
-        if task is not None:
-            sch.parallel(task)
-        for loop in (*taps, r1):
-            sch.unroll(loop)
-        sch.vectorize(v1)
-        accumulate_in_registers(sch, main, v0, first, target, unrolled=True)
-        for producer in producers:
-            _in_task(sch, producer, task)
-        return sch
+        return _in_registers(sch, main, (outer, v0, [first], [*taps, r1], v1), tasks, target,
+                             row_tile=True)  # fmt: skip
 
     @staticmethod
     def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
@@ -588,17 +578,20 @@ def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | 
 
 
 def _in_registers(
-    sch: s_tir.Schedule, main, nest: tuple, tasks: list, target, block: int | None = None
+    sch: s_tir.Schedule, main, nest: tuple, tasks: list, target, block: int | None = None,
+    row_tile: bool = False,
 ) -> s_tir.Schedule:  # fmt: skip
     """Finish a register tile: ``nest`` is ``(outer loops, tile loop, reduction loops, unrolled
     loops, vector loop)`` in that order; ``tasks`` (fused) run in parallel; the tile is
     accumulated in registers under the tile loop and the producers (padding) run in parallel.
     With ``block`` (:func:`channel_block`; ``tasks`` are then every outer loop), the first
     reduction axis is cut in blocks of ``block``, each outside the tile loop: the task's partial
-    sums are kept in a local buffer over the row's vectors."""
+    sums are kept in a local buffer over the row's vectors. ``row_tile`` (the depthwise row
+    tile, :data:`DEPTHWISE_ROWS`): the tile is written back unrolled and each task computes the
+    producers' part it reads (:func:`_in_task`)."""
     outer, tile, reduction, unrolled, vector = nest
     producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
-    anchor, first = tile, reduction[0]
+    anchor, first, fused = tile, reduction[0], None
     if block is None:
         sch.reorder(*outer, tile, *reduction, *unrolled, vector)
     else:
@@ -611,9 +604,9 @@ def _in_registers(
     for loop in unrolled:
         sch.unroll(loop)
     sch.vectorize(vector)
-    accumulate_in_registers(sch, main, anchor, first, target)
+    accumulate_in_registers(sch, main, anchor, first, target, unrolled=row_tile)
     for name in producers:
-        _parallel_spatial(sch, sch.get_sblock(name))
+        _in_task(sch, sch.get_sblock(name), fused if row_tile else None)
     return sch
 
 
