@@ -39,6 +39,7 @@ from tvm_hetero.passes import (
     SeparableResize,
     StripStageBoundaries,
     SubsampleStridedPointwise,
+    WinogradConvolutions,
     WrapIndices,
 )
 
@@ -58,6 +59,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
     "ExactCeilPools": ExactCeilPools,
+    "WinogradConvolutions": WinogradConvolutions,
     "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
     "MergeParallelConvolutions": MergeParallelConvolutions,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
@@ -234,7 +236,8 @@ PIPELINES: dict[str, Pipeline] = {
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), merge sums of "
             "convolutions of one input (and its batch normalization) into one convolution, "
-            "subsample the input of "
+            "compute CPU 3x3 convolutions of stride 1 over maps of 16 tiles or more as "
+            "Winograd's F(4x4, 3x3), subsample the input of "
             "strided CPU 1x1 convolutions (then of stride 1), compute strided CPU depthwise "
             "convolutions along the rows with every column, then take their columns, compute "
             "pools whose windows fit "
@@ -255,6 +258,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("MergeParallelConvolutions"),
+                Step("WinogradConvolutions"),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
                 Step("DepthwiseColumnsAfter"),

@@ -278,6 +278,11 @@ def strided_depthwise() -> str:
     return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
+def winograd() -> str:
+    """``benchmarks/cpu_kernels/winograd.py``: the convolution rule's kernel, or F(4x4, 3x3)."""
+    return _before_and_now("winograd.jsonl", "3x3 convolution (in -> out @side)")
+
+
 def depthwise_channel_vectors() -> str:
     """``benchmarks/cpu_kernels/depthwise_channel_vectors.py``: a vector of channels a position."""
     return _before_and_now("depthwise_channel_vectors.jsonl", "depthwise (channels @in /stride)")
@@ -321,6 +326,7 @@ SECTIONS = {
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
     "strided-depthwise": strided_depthwise,
+    "winograd": winograd,
     "depthwise-channel-vectors": depthwise_channel_vectors,
     "max-pools": max_pools,
     "small-map-pointwise": small_map_pointwise,

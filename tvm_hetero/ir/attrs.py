@@ -28,6 +28,11 @@ SEPARABLE_POOL_ATTR = "tvm_hetero.separable_pool"
 maximum along each input row's windows (block ``pool_rows``), then down the columns (block
 ``pool_columns``); the ``separable_pool`` CPU rule schedules it."""
 
+WINOGRAD_ATTR = "tvm_hetero.winograd"
+"""PrimFunc attribute of a transform of a Winograd convolution (``WinogradConvolutions``):
+``input`` (a tile's window ``B^T d B``) or ``output`` (a tile's products ``A^T m A``); the
+``winograd`` CPU rule schedules it."""
+
 SPLITS_ATTR = "tvm_hetero.op_splits"
 """Relax function attribute: ``{op id: {"dim": name, "shares": [units on vdevice 0, 1, ...]}}``,
 written by ``AnnotateOperatorSplits`` and realized by ``RealizeOperatorSplits``."""

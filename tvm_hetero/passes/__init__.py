@@ -22,6 +22,7 @@ from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.separable_resize import SeparableResize
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
+from tvm_hetero.passes.winograd_convolutions import WinogradConvolutions
 from tvm_hetero.passes.wrap_indices import WrapIndices
 
 __all__ = [
@@ -47,5 +48,6 @@ __all__ = [
     "SeparableResize",
     "StripStageBoundaries",
     "SubsampleStridedPointwise",
+    "WinogradConvolutions",
     "WrapIndices",
 ]

@@ -8,16 +8,17 @@ from tvm_hetero.schedules.cpu.matmul import Matmul
 from tvm_hetero.schedules.cpu.pieces import Pieces
 from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 from tvm_hetero.schedules.cpu.separable_pool import SeparablePool
+from tvm_hetero.schedules.cpu.winograd import Winograd
 
-RULES_VERSION = 32
+RULES_VERSION = 33
 """Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
 
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
     return (
-        SeparablePool(), Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(), Injective(),
-        Fallback(),
+        Winograd(), SeparablePool(), Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(),
+        Injective(), Fallback(),
     )  # fmt: skip
 
 
@@ -33,5 +34,6 @@ __all__ = [
     "Pool",
     "Reduction",
     "SeparablePool",
+    "Winograd",
     "cpu_rules",
 ]

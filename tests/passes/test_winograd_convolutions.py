@@ -1,0 +1,185 @@
+"""WinogradConvolutions: CPU 3x3 convolutions of stride 1 as Winograd's F(4 x 4, 3 x 3) or
+F(2 x 2, 3 x 3)."""
+
+import numpy as np
+import pytest
+import tvm
+from conftest import fused_kernels
+from tvm import relax, s_tir
+
+from tvm_hetero._compat import VDevice, make_target
+from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OPAQUE, WINOGRAD_ATTR
+from tvm_hetero.passes import WinogradConvolutions
+from tvm_hetero.passes.winograd_convolutions import matrices, tile_size, transformed_weights
+from tvm_hetero.schedules import kernel_choices, schedule_kernels
+
+CPU = {"kind": "llvm", "mcpu": "haswell"}
+"""8 float lanes: the channels below are whole vectors."""
+AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
+CUDA = {"kind": "cuda", "arch": "sm_80"}
+
+
+def _conv_module(channels=16, out=24, size=(16, 16), batch=1, padding=(1, 1, 1, 1), stride=1,
+                 dilation=1, groups=1, kernel=3, device=CPU, constant=True):  # fmt: skip
+    """``main(x) = conv2d(x, w)`` with ``w`` a seeded constant (a parameter unless
+    ``constant``)."""
+    vdev = VDevice(make_target(device), 0, "global")
+    x = relax.Var("x", relax.TensorType((batch, channels, *size), "float32", vdev))
+    w_shape = (out, channels // groups, kernel, kernel)
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal(w_shape).astype("float32")
+    params = [x]
+    if constant:
+        w = relax.const(weights)
+    else:
+        w = relax.Var("w", relax.TensorType(w_shape, "float32", vdev))
+        params.append(w)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            y = relax.op.nn.conv2d(x, w, stride, padding, dilation, groups)
+            out_var = bb.emit_output(y)
+        bb.emit_func_output(out_var)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
+def _run(mod, inputs):
+    vm = relax.VirtualMachine(tvm.compile(relax.transform.LegalizeOps()(mod)), tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
+
+
+def _inputs(mod):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal([int(d) for d in p.ty.shape.values]).astype("float32")
+            for p in mod["main"].params]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("size", "m", "tiles"), [((30, 31), 4, 8 * 8), ((14, 15), 2, 7 * 8)]
+)  # 4 x 4 tiles where they are 32 or more, else 2 x 2
+def test_the_convolution_becomes_transforms_around_the_products(size, m, tiles):
+    before = _conv_module(size=size)
+    text = before.script()
+    after = WinogradConvolutions()(before)
+    assert before.script() == text  # the input is not mutated
+    bindings = after["main"].body.blocks[0].bindings
+    ops = [b.value.op.name for b in bindings]
+    assert ops == ["relax.call_tir"] * 2 + ["relax.matmul"] + ["relax.call_tir"] * 2
+    names = [b.value.args[0].name_hint for b in bindings if b.value.op.name == "relax.call_tir"]
+    assert names == ["winograd_nhwc", "winograd_input", "winograd_output", "winograd_nchw"]
+    shapes = [[int(d) for d in b.var.ty.shape.values] for b in bindings]
+    side = m + 2
+    padded = [-(-v // m) * m + 2 for v in size]
+    assert shapes[0] == [1, *padded, 16]  # padded to whole tiles, channels last
+    assert shapes[1] == [side * side, tiles, 16]
+    assert shapes[2] == [side * side, tiles, 24]
+    assert shapes[3] == [tiles, m, m, 24]
+    assert shapes[4] == [1, 24, *size]
+    weights = bindings[2].value.args[1].value.numpy()
+    w = before["main"].body.blocks[0].bindings[0].value.args[1].value.numpy()
+    np.testing.assert_allclose(weights, transformed_weights(w, m), rtol=1e-6)
+    for name, kind in (("winograd_input", "input"), ("winograd_output", "output")):
+        (func,) = [f for gv, f in after.functions_items() if gv.name_hint == name]
+        assert (func.attrs[WINOGRAD_ATTR], int(func.attrs[OP_PATTERN_ATTR])) == (kind, OPAQUE)
+
+
+@pytest.mark.parametrize("m", [4, 2])
+def test_the_matrices_compute_a_tile_of_a_correlation(m):
+    """``A^T [(G g G^T) * (B^T d B)] A`` is the m x m valid correlation of an m + 2 window."""
+    a, b, g = matrices(m)
+    rng = np.random.default_rng(1)
+    d, w = rng.standard_normal((m + 2, m + 2)), rng.standard_normal((3, 3))
+    want = np.array([[np.sum(d[i : i + 3, j : j + 3] * w) for j in range(m)] for i in range(m)])
+    got = a.T @ ((g @ w @ g.T) * (b.T @ d @ b)) @ a
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [dict(), dict(size=(13, 21)), dict(padding=(0, 0, 0, 0), size=(18, 18)),
+     dict(padding=(2, 0, 1, 2)), dict(batch=2, size=(12, 12)), dict(channels=32, out=8),
+     dict(size=(29, 32)), dict(size=(26, 27), padding=(1, 2, 0, 1))],
+)  # fmt: skip
+def test_numbers_match_the_convolution(case):
+    """Equal up to rounding: Winograd's sums differ from the convolution's by about 1e-6 of
+    the output's scale."""
+    before = _conv_module(**case)
+    after = WinogradConvolutions()(before)
+    assert "winograd_input" in after.script()
+    inputs = _inputs(before)
+    want = _run(before, inputs)
+    got = _run(after, inputs)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [dict(stride=2), dict(dilation=2), dict(groups=2), dict(kernel=1, padding=(0, 0, 0, 0)),
+     dict(kernel=5, padding=(2, 2, 2, 2)), dict(channels=12), dict(out=20),
+     dict(size=(7, 7)), dict(size=(10, 11)), dict(device=CUDA), dict(constant=False)],
+)  # fmt: skip
+def test_other_convolutions_stay(case):
+    """Strided, dilated, grouped, not 3x3, channels that are not whole vectors (8 here), maps
+    of fewer than 32 tiles of 2 x 2, GPU convolutions and weights that are no constant."""
+    mod = _conv_module(**case)
+    tvm.ir.assert_structural_equal(WinogradConvolutions()(mod), mod)
+
+
+@pytest.mark.parametrize(
+    ("batch", "height", "width", "m"),
+    [(1, 56, 56, 4), (1, 28, 28, 4), (1, 22, 22, 4), (1, 20, 20, 2), (1, 14, 14, 2),
+     (1, 11, 12, 2), (1, 10, 11, 0), (1, 7, 7, 0), (2, 14, 14, 4), (2, 7, 7, 2)],
+)  # fmt: skip
+def test_the_tile_is_the_largest_that_cuts_the_batch_into_32_tiles_or_more(batch, height, width, m):
+    assert tile_size(batch, height, width) == m
+
+
+def test_avx512_takes_channels_in_vectors_of_16():
+    assert "winograd_input" in WinogradConvolutions()(_conv_module(device=AVX512, out=32)).script()
+    mod = _conv_module(device=AVX512, channels=24, out=32)
+    tvm.ir.assert_structural_equal(WinogradConvolutions()(mod), mod)
+
+
+@pytest.mark.parametrize(("size", "m", "tiles"), [((30, 31), 4, 64), ((16, 16), 2, 64)])
+def test_the_transforms_are_scheduled_a_tile_and_vector_a_task_positions_unrolled(size, m, tiles):
+    """The ``winograd`` rule: one parallel task a tile and vector of channels, the window's
+    positions of the second pass unrolled over one vector, the first pass inside the task in a
+    local buffer; the numbers equal TVM's default build of the same kernels."""
+    target = make_target(CPU)
+    mod = fused_kernels(WinogradConvolutions()(_conv_module(size=size)), target)
+    scheduled = schedule_kernels(mod, "rules")
+    rules = {c.kernel: c.label for c in kernel_choices(scheduled)}
+    assert (rules["winograd_input"], rules["winograd_output"]) == ("rule:winograd",) * 2
+    serial, parallel, vectorized, unrolled = 0, 1, 2, 3
+
+    def loops(kernel, block):
+        sch = s_tir.Schedule(scheduled[kernel])
+        found = sch.get_loops(sch.get_sblock(block))
+        return [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
+
+    side = m + 2
+    tasks = (parallel, tiles * 2)  # tiles x 2 vectors of 8 input channels
+    assert loops("winograd_input", "winograd_input") == [
+        tasks, (unrolled, side * side), (vectorized, 8)
+    ]  # fmt: skip
+    rows = loops("winograd_input", "winograd_rows")
+    assert rows[0] == tasks and rows[-1] == (vectorized, 8)
+    assert {kind for kind, _ in rows[1:-1]} <= {unrolled}
+    assert loops("winograd_output", "winograd_output") == [
+        (parallel, tiles * 3), (unrolled, m), (unrolled, m), (vectorized, 8)
+    ]  # fmt: skip
+    assert serial not in {kind for kind, _ in rows}
+    padded = [-(-v // m) * m + 2 for v in size]
+    shapes = {"winograd_input": [(1, *padded, 16), (side * side, tiles, 16)],
+              "winograd_output": [(side * side, tiles, 24), (tiles, m, m, 24)]}  # fmt: skip
+    for kernel, (shape, out_shape) in shapes.items():
+        x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+        outs = []
+        for func in (mod[kernel], scheduled[kernel]):
+            lib = tvm.compile(func.with_attr("global_symbol", "f"), target)
+            out = tvm.runtime.empty(out_shape, "float32")
+            lib["f"](tvm.runtime.tensor(x), out)
+            outs.append(out.numpy())
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
