@@ -54,6 +54,26 @@ def fused_kernels(mod: tvm.IRModule, target, legalize=None) -> tvm.IRModule:
     )
 
 
+def one_op_module(device: dict, params: list, op) -> tvm.IRModule:
+    """``main(*params) = op(*params)`` with every parameter and the result on one vdevice of
+    ``device`` (a target dict), which the module declares: a rewrite pass's test bed.
+    ``params`` are ``(name, shape)`` pairs of float32 tensors."""
+    from tvm import relax
+
+    from tvm_hetero._compat import VDevice, make_target
+
+    vdev = VDevice(make_target(device), 0, "global")
+    args = [relax.Var(n, relax.TensorType(s, "float32", vdev)) for n, s in params]
+    bb = relax.BlockBuilder()
+    with bb.function("main", args):
+        with bb.dataflow():
+            y = bb.emit_output(op(*args))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
 def fused_body(shapes, body, target) -> tvm.IRModule:
     """The fused kernels (:func:`fused_kernels`) of ``main(a0, a1, ...)`` = ``body(bb, *args)``
     over float32 arguments of ``shapes``."""

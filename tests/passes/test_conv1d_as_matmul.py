@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 import tvm
-from conftest import same_numbers_after
+from conftest import one_op_module, same_numbers_after
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_hetero import api
-from tvm_hetero._compat import VDevice, make_target
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.passes import Conv1dAsMatmul
@@ -20,18 +19,10 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 def _conv1d_module(length=9, stride=2, padding=(1, 1), dilation=1, groups=1, device=CPU,
                    channels=4, taps=3):  # fmt: skip
-    vdev = VDevice(make_target(device), 0, "global")
-    x = relax.Var("x", relax.TensorType((2, channels, length), "float32", vdev))
-    w = relax.Var("w", relax.TensorType((6, channels // groups, taps), "float32", vdev))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            conv = relax.op.nn.conv1d(x, w, stride, padding, dilation, groups)
-            y = bb.emit_output(conv)
-        bb.emit_func_output(y)
-    mod = bb.get()
-    mod.update_global_info("vdevice", [vdev])
-    return mod
+    params = [("x", (2, channels, length)), ("w", (6, channels // groups, taps))]
+    return one_op_module(
+        device, params, lambda x, w: relax.op.nn.conv1d(x, w, stride, padding, dilation, groups)
+    )
 
 
 def test_a_strided_padded_convolution_becomes_windows_and_a_product():

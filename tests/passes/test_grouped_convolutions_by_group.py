@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tvm
-from conftest import same_numbers_after
+from conftest import one_op_module, same_numbers_after
 from tvm import relax, s_tir
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 
@@ -19,18 +19,10 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 
 def _grouped_module(groups=4, stride=1, padding=(1, 1, 1, 1), dilation=1, device=CPU,
                     channels=8, size=9, out_dtype=None):  # fmt: skip
-    vdev = VDevice(make_target(device), 0, "global")
-    x = relax.Var("x", relax.TensorType((2, channels, size, size), "float32", vdev))
-    w = relax.Var("w", relax.TensorType((24, channels // groups, 3, 3), "float32", vdev))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            conv = relax.op.nn.conv2d(x, w, stride, padding, dilation, groups, out_dtype=out_dtype)
-            y = bb.emit_output(conv)
-        bb.emit_func_output(y)
-    mod = bb.get()
-    mod.update_global_info("vdevice", [vdev])
-    return mod
+    params = [("x", (2, channels, size, size)), ("w", (24, channels // groups, 3, 3))]
+    return one_op_module(device, params, lambda x, w: relax.op.nn.conv2d(
+        x, w, stride, padding, dilation, groups, out_dtype=out_dtype
+    ))  # fmt: skip
 
 
 def _uses(expr, var):

@@ -258,6 +258,23 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
         assert time.perf_counter() - start < 5
 
 
+def test_a_worker_left_in_a_call_serves_the_next_session_once_the_call_returns(start_workers):
+    """A run given up on while the worker computes (stopped here: a slow device's long unit)
+    ends its session when the call returns, not at the end of the client process."""
+    ((port, proc),) = start_workers(1)
+    edge = _edge("edge-a", port)
+    deployment = api.compile(load_zoo_model("mlp:tiny"), [edge]).deployment
+    inputs = _inputs(deployment)
+    with Executor(deployment, timeout_s=2) as ex:
+        ex.run(inputs)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        with pytest.raises(RunError, match="edge-a"):
+            ex.run(inputs)
+    os.killpg(proc.pid, signal.SIGCONT)  # the call returns: the session may end
+    session, _ = remote_worker.connect_worker(edge, timeout_s=30.0)
+    assert session.cpu(0).exist
+
+
 def test_a_worker_serving_another_session_is_named_within_the_timeout(start_workers):
     """A worker, like TVM's RPC server, serves one session at a time: a second one waits."""
     ((port, _),) = start_workers(1)

@@ -39,8 +39,9 @@ class WinogradConvolutions:
     :data:`MIN_TILES` tiles as Winograd's minimal filtering ``F(m x m, 3 x 3)``, ``m`` 4 or
     2 (:data:`TILES`, :func:`tile_size`).
 
-    ``conv2d(x, w)`` (NCHW, one group, no dilation, constant ``w (O, C, 3, 3)``, channels whole
-    vectors of the target) becomes four kernels and a product (``s = m + 2``):
+    ``conv2d(x, w)`` (NCHW, one group, no dilation, constant ``w (O, C, 3, 3)``, input and
+    output channels that whole vectors of the target hold with at most a third more, the rest
+    zeros: 24 in 32, not 3 in 16) becomes four kernels and a product (``s = m + 2``):
 
     1. ``winograd_nhwc``: ``x`` padded to whole tiles, channels innermost ``(N, H'', W'', C)``;
     2. ``winograd_input`` (:data:`~tvm_hetero.ir.attrs.WINOGRAD_ATTR` ``input``): each
@@ -65,7 +66,9 @@ class WinogradConvolutions:
     -----
     Run after ``RealizeVDevice`` and before ``PadConvolutionOutputs`` and ``LegalizeOps``.
     Strided, dilated, grouped, GPU and symbolic convolutions, weights that are no constant
-    and channels that are not whole vectors are left alone (the convolution rule takes them).
+    and channels that would be padded by more than a third are left alone (the convolution
+    rule takes them: a 3-channel stem over 224 x 224 would multiply 16 channels, five times
+    its own).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -90,7 +93,13 @@ def rewritten(rewriter: PyExprMutator, call: relax.Call) -> bool:
     o, c, kh, kw = (int(v) for v in call.args[1].ty.shape.values)
     n, _, h, w = (int(v) for v in call.ty.shape.values)
     lanes = vector_lanes(cpu_tensor_target(call.ty, rewriter.mod_), 32)
-    return (kh, kw) == (3, 3) and c % lanes == 0 and o % lanes == 0 and tile_size(n, h, w) > 0
+    fits = all(3 * _in_vectors(k, lanes) <= 4 * k for k in (c, o))
+    return (kh, kw) == (3, 3) and fits and tile_size(n, h, w) > 0
+
+
+def _in_vectors(channels: int, lanes: int) -> int:
+    """``channels`` rounded up to whole vectors of ``lanes``."""
+    return -(-channels // lanes) * lanes
 
 
 def tile_size(batch: int, height: int, width: int) -> int:
@@ -124,8 +133,10 @@ def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None
         return None
     bb, x = rewriter.builder_, call.args[0]
     w = bound_value(rewriter, call.args[1]).value.numpy()
-    n, c = (int(v) for v in x.ty.shape.values[:2])
+    lanes = vector_lanes(cpu_tensor_target(call.ty, rewriter.mod_), 32)
+    n = int(x.ty.shape.values[0])
     _, o, oh, ow = (int(v) for v in call.ty.shape.values)
+    c, wide = _in_vectors(w.shape[1], lanes), _in_vectors(o, lanes)
     size = tile_size(n, oh, ow)
     th, tw = -(-oh // size), -(-ow // size)
     top, left = int(call.attrs.padding[0]), int(call.attrs.padding[1])
@@ -141,28 +152,29 @@ def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None
         return bb.emit(relax.call_tir(gv, args, TensorType(shape, "float32", vdev)))
 
     padded = bb.emit(bb.call_te(
-        _channels_last, x, (th * size + 2, tw * size + 2), (top, left),
+        _channels_last, x, (th * size + 2, tw * size + 2, c), (top, left),
         primfunc_name_hint="winograd_nhwc",
     ))  # fmt: skip
     v = kernel(_input_kernel(padded.ty.shape, th, tw, b), "input", [padded], (side**2, tiles, c))
-    u = relax.const(transformed_weights(w, size))
-    m = bb.emit(relax.op.matmul(v, u))
-    z = kernel(_output_kernel(tiles, o, a), "output", [m], (tiles, size, size, o))
+    u = np.zeros((side * side, c, wide), w.dtype)  # channels past the model's are zeros
+    u[:, : w.shape[1], :o] = transformed_weights(w, size)
+    m = bb.emit(relax.op.matmul(v, relax.const(u)))
+    z = kernel(_output_kernel(tiles, wide, a), "output", [m], (tiles, size, size, wide))
     return bb.call_te(_in_nchw, z, (n, o, oh, ow), (th, tw), primfunc_name_hint="winograd_nchw")
 
 
-def _channels_last(x: te.Tensor, size: tuple[int, int], pad: tuple[int, int]) -> te.Tensor:
-    """``x (N, C, H, W)`` padded (``pad`` rows and columns before, to ``size`` in all) as
-    ``(N, H'', W'', C)``."""
+def _channels_last(x: te.Tensor, size: tuple[int, int, int], pad: tuple[int, int]) -> te.Tensor:
+    """``x (N, C, H, W)`` padded (``pad`` rows and columns before, to ``size`` rows, columns and
+    channels in all) as ``(N, H'', W'', C'')``."""
     n, c, h, w = (int(v) for v in x.shape)
     top, left = pad
     zero = tirx.const(0.0, x.dtype)
 
     def value(i, y, z, ch):
-        inside = tirx.all(y >= top, y < top + h, z >= left, z < left + w)
+        inside = tirx.all(y >= top, y < top + h, z >= left, z < left + w, ch < c)
         return tirx.if_then_else(inside, x[i, ch, y - top, z - left], zero)
 
-    return te.compute((n, *size, c), value, name="winograd_nhwc")
+    return te.compute((n, *size), value, name="winograd_nhwc")
 
 
 def _in_nchw(z: te.Tensor, shape: tuple, tiles: tuple[int, int]) -> te.Tensor:

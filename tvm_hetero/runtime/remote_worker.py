@@ -309,25 +309,32 @@ class RemoteWorker:
     def close(self) -> None:
         """Stop the client thread and end the session (the worker's session process exits).
 
-        A worker stuck in a call (stopped, unreachable) would block the release of every handle
-        of its session (each is a call to the worker): those are abandoned instead.
+        A worker still in a call (a long unit on a slow device, a run given up on, a worker
+        stopped or unreachable) would block the release of every handle of its session (each is
+        a call to the worker): those are released once that call returns, in a daemon thread,
+        and never while it does not. Held for the rest of the process instead, a worker that
+        was only slow stayed busy with the old session: an ``optimize`` search on the emulated
+        ring stopped a strategy over budget during a run of MT-DNN on devices of 0.6 core, and
+        two minutes later could not connect to those workers again ("no free worker").
         """
         self._teller.close()
         self._puller.close()
         handles = (self.session, self._remote, self.device)
         self.session, self._remote, self.device = None, {}, None
         if not self._thread.close(timeout_s=1.0):
-            _abandon(handles)
+            _release_after(self._thread, handles)
 
 
-def _abandon(handles: object) -> None:
-    """Keep ``handles`` alive, unreleased, for the rest of the process (a daemon thread's frame
-    is never torn down, not even at exit)."""
-    threading.Thread(target=_hold, args=(handles,), name="abandoned-session", daemon=True).start()
+def _release_after(jobs: JobThread, handles: object) -> None:
+    """Keep ``handles`` unreleased until ``jobs`` has ended, then let them go (a daemon
+    thread's frame: one that never ends is never torn down, not even at exit)."""
+    threading.Thread(
+        target=_hold_until, args=(jobs, handles), name="closing-session", daemon=True
+    ).start()
 
 
-def _hold(handles: object) -> None:
-    threading.Event().wait()
+def _hold_until(jobs: JobThread, handles: object) -> None:
+    jobs.join()
 
 
 def _first_line(err: BaseException) -> str:

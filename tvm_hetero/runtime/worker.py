@@ -141,6 +141,10 @@ class JobThread:
         """Jobs queued and not yet started."""
         return len(self._heap)
 
+    def join(self) -> None:
+        """Wait until the thread has ended (after :meth:`close`: its last job returned)."""
+        self._thread.join()
+
     def close(self, timeout_s: float = 10.0) -> bool:
         """Stop after the jobs already queued; False when a job is still stuck after
         ``timeout_s`` (on a dead peer: it is left to the daemon thread)."""
