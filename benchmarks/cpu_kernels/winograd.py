@@ -1,12 +1,13 @@
 """3x3 convolutions of stride 1 on one CPU: the convolution rule's kernel (``before``) and
-``WinogradConvolutions``' F(4 x 4, 3 x 3) (``now``), beside ONNX Runtime (issue 56).
+``WinogradConvolutions``' F(4 x 4, 3 x 3) or F(2 x 2, 3 x 3) (``now``), beside ONNX Runtime
+(issue 56).
 
     .venv/bin/python benchmarks/cpu_kernels/winograd.py [--runs 30] [--only NAME ...]
 
 Each case is a ``Conv2d`` 3x3, padding 1, with a bias and ReLU after it, exported to ONNX
 (batch 1): the 3x3 layers of ResNet-18 / -50, VGG-11, DenseNet-121 and GoogLeNet, and two over
-7 x 7 maps the pass leaves alone (fewer than 16 tiles; ``before`` and ``now`` are one kernel
-there). Compiled for the whole CPU with the pass and without it, run end to end by our executor
+7 x 7 maps the pass leaves alone (fewer than 32 tiles of 2 x 2; ``before`` and ``now`` are one
+kernel there); the 14 x 14 maps take F(2 x 2, 3 x 3). Compiled for the whole CPU with the pass and without it, run end to end by our executor
 beside ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians); outputs
 checked against ONNX Runtime's (``err``: the larger absolute error of the two builds). One JSON
 line per case in ``benchmarks/results/winograd.jsonl``.

@@ -136,7 +136,7 @@ def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None
     lanes = vector_lanes(cpu_tensor_target(call.ty, rewriter.mod_), 32)
     n = int(x.ty.shape.values[0])
     _, o, oh, ow = (int(v) for v in call.ty.shape.values)
-    c, wide = _in_vectors(w.shape[1], lanes), _in_vectors(o, lanes)
+    c_wide, o_wide = _in_vectors(w.shape[1], lanes), _in_vectors(o, lanes)
     size = tile_size(n, oh, ow)
     th, tw = -(-oh // size), -(-ow // size)
     top, left = int(call.attrs.padding[0]), int(call.attrs.padding[1])
@@ -152,14 +152,16 @@ def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None
         return bb.emit(relax.call_tir(gv, args, TensorType(shape, "float32", vdev)))
 
     padded = bb.emit(bb.call_te(
-        _channels_last, x, (th * size + 2, tw * size + 2, c), (top, left),
+        _channels_last, x, (th * size + 2, tw * size + 2, c_wide), (top, left),
         primfunc_name_hint="winograd_nhwc",
     ))  # fmt: skip
-    v = kernel(_input_kernel(padded.ty.shape, th, tw, b), "input", [padded], (side**2, tiles, c))
-    u = np.zeros((side * side, c, wide), w.dtype)  # channels past the model's are zeros
+    v = kernel(
+        _input_kernel(padded.ty.shape, th, tw, b), "input", [padded], (side**2, tiles, c_wide)
+    )
+    u = np.zeros((side * side, c_wide, o_wide), w.dtype)  # channels past the model's: zeros
     u[:, : w.shape[1], :o] = transformed_weights(w, size)
     m = bb.emit(relax.op.matmul(v, relax.const(u)))
-    z = kernel(_output_kernel(tiles, wide, a), "output", [m], (tiles, size, size, wide))
+    z = kernel(_output_kernel(tiles, o_wide, a), "output", [m], (tiles, size, size, o_wide))
     return bb.call_te(_in_nchw, z, (n, o, oh, ow), (th, tw), primfunc_name_hint="winograd_nchw")
 
 
@@ -208,8 +210,8 @@ def _combination(coefficients: np.ndarray, terms: list) -> tirx.PrimExpr:
 
 
 def _input_kernel(shape, th: int, tw: int, b: np.ndarray) -> PrimFunc:
-    """``V[(i, j), p, c] = (B^T d_p B)[i, j]``, ``d_p`` tile ``p``'s 6 x 6 window of
-    channel ``c``: rows (block ``winograd_rows``, ``B^T d``) then columns."""
+    """``V[(i, j), p, c] = (B^T d_p B)[i, j]``, ``d_p`` tile ``p``'s ``(m + 2) x (m + 2)``
+    window of channel ``c``: rows (block ``winograd_rows``, ``B^T d``) then columns."""
     n, _, _, c = (int(v) for v in shape)
     side = b.shape[0]
     m = side - 2
@@ -234,8 +236,8 @@ def _input_kernel(shape, th: int, tw: int, b: np.ndarray) -> PrimFunc:
 
 
 def _output_kernel(tiles: int, o: int, a: np.ndarray) -> PrimFunc:
-    """``Z[p, y, x, o] = (A^T m_p A)[y, x]``, ``m_p`` tile ``p``'s 6 x 6 products of channel
-    ``o``: columns (block ``winograd_columns``, ``A^T m``) then rows."""
+    """``Z[p, y, x, o] = (A^T m_p A)[y, x]``, ``m_p`` tile ``p``'s ``(m + 2) x (m + 2)``
+    products of channel ``o``: columns (block ``winograd_columns``, ``A^T m``) then rows."""
     side, size = a.shape
     m = te.placeholder((side * side, tiles, o), "float32", name="m")
 

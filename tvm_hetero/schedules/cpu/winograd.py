@@ -1,5 +1,5 @@
-"""The transforms of a Winograd convolution (``WinogradConvolutions``) on CPUs: a tile's 36
-positions unrolled, its channels in vectors."""
+"""The transforms of a Winograd convolution (``WinogradConvolutions``) on CPUs: the positions
+of a tile's window unrolled, its channels in vectors."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ then the block that writes the kernel's output."""
 
 class Winograd(CpuRule):
     """A kernel :data:`~tvm_hetero.ir.attrs.WINOGRAD_ATTR` names: one task a tile and vector of
-    channels, in which the first pass (36 vectors) is computed into a local buffer and the
-    second reads it, every position unrolled and the channels one vector.
+    channels, in which the first pass (a vector a position of the window: 36 for 4 x 4 tiles,
+    16 for 2 x 2) is computed into a local buffer and the second reads it, every position
+    unrolled and the channels one vector.
 
     Unrolled, each position's selection of its coefficients (``Select(e == k, ...)``) folds to
-    the one sum of its nonzero terms, and the window's 36 vectors are loaded once. The input
+    the one sum of its nonzero terms, and the window's vectors are loaded once. The input
     transform of ResNet-18's 128-channel 3x3 layer (49 tiles) took 17 us, the output's 15, the
     36 products 281 (one 28 x 28 layer's convolution: about 1.1 ms in the convolution rule's
     kernel; AMD EPYC Zen 4, 2 threads).
