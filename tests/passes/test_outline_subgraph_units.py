@@ -8,6 +8,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+from tvm_hetero._compat import TensorType
 from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.passes import OutlineDeviceUnits, OutlineSubgraphUnits
 from tvm_hetero.runtime.vm import make_vm, run
@@ -198,3 +199,96 @@ def test_units_call_kernels_by_the_modules_own_names():
     got = run(make_vm(build(after), devs), [x], devs[0])
     np.testing.assert_array_equal(ref[0], got[0])
     np.testing.assert_allclose(got[0], np.exp(np.maximum(x, 0)), rtol=1e-6)
+
+
+@I.ir_module
+class Gathered:
+    """Two branches' results gathered in a tuple that ``main`` then returns item by item (as
+    the output copies home leave a model that returns a tuple): ``t`` takes its first field's
+    device, llvm:0, and its item ``u`` lives on llvm:1."""
+
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((4, 8), F32, "llvm:0")):
+        with R.dataflow():
+            a = R.nn.relu(x)
+            a1 = R.to_vdevice(a, "llvm:1")
+            b = R.exp(a1)
+            c = R.sigmoid(a)
+            t = (c, b)
+            u = t[1]
+            v = t[0]
+            R.output(u, v)
+        return (v, u)
+
+
+@I.ir_module
+class GatheredUnits:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def unit0_d0(x: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            a = R.nn.relu(x)
+            R.output(a)
+        return a
+
+    @R.function
+    def unit1_d1(a1: R.Tensor((4, 8), F32, "llvm:1")) -> R.Tensor((4, 8), F32, "llvm:1"):
+        R.func_attr({"tvm_hetero.unit_device": 1})
+        with R.dataflow():
+            b = R.exp(a1)
+            u = b
+            R.output(u)
+        return u
+
+    @R.function
+    def unit2_d0(a: R.Tensor((4, 8), F32, "llvm:0")) -> R.Tensor((4, 8), F32, "llvm:0"):
+        R.func_attr({"tvm_hetero.unit_device": 0})
+        with R.dataflow():
+            c = R.sigmoid(a)
+            v = c
+            R.output(v)
+        return v
+
+    @R.function
+    def main(
+        x: R.Tensor((4, 8), F32, "llvm:0"),
+    ) -> R.Tuple(R.Tensor((4, 8), F32, "llvm:0"), R.Tensor((4, 8), F32, "llvm:1")):
+        cls = GatheredUnits
+        with R.dataflow():
+            a = cls.unit0_d0(x)
+            a1 = R.to_vdevice(a, "llvm:1")
+            u = cls.unit1_d1(a1)
+            v = cls.unit2_d0(a)
+            gv = (v, u)
+            R.output(u, v, gv)
+        return gv
+
+
+def _tuple_params(mod: tvm.IRModule) -> list[str]:
+    return [
+        f"{gv.name_hint}({p.name})"
+        for gv, func in mod.functions_items()
+        if "unit" in gv.name_hint
+        for p in func.params
+        if not isinstance(p.ty, TensorType)
+    ]
+
+
+def test_items_of_a_tuple_gathered_from_two_devices_are_read_as_its_fields():
+    # before, u was a unit of its own on llvm:1 taking the whole tuple from llvm:0: a remote
+    # worker cannot send a tuple, and DUET's plan for MT-DNN failed on workers that way
+    after = OutlineSubgraphUnits([["a"], ["b"], ["c"]])(Gathered)
+    tvm.ir.assert_structural_equal(after, GatheredUnits)
+    by_runs = OutlineDeviceUnits()(Gathered)
+    assert not _tuple_params(after) and not _tuple_params(by_runs)
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(F32)
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    ref = run(make_vm(build(Gathered), devs), [x], devs[0])
+    for mod in (after, by_runs):
+        got = run(make_vm(build(mod), devs), [x], devs[0])
+        for r, g in zip(ref, got, strict=True):
+            np.testing.assert_array_equal(r, g)

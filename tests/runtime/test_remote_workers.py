@@ -10,17 +10,21 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import free_port, start_server, wait_accepting
+import tvm
+from conftest import free_port, remote_cpus, start_server, wait_accepting
 
 from tvm_hetero import api
 from tvm_hetero.cli.main import main
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.errors import RunError
+from tvm_hetero.frontends import load_model
+from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.runtime.executor import Executor, interleaved_run_seconds
 from tvm_hetero.runtime.remote_worker import RemoteValue, RemoteWorker
+from tvm_hetero.strategies.duet import planner as duet_planner
 from tvm_hetero.zoo import load_zoo_model
 
 
@@ -173,6 +177,46 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
     for k, x in enumerate((first, second)):
         for g, w in zip(outputs[k], _reference(model, x), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _two_heads() -> tvm.IRModule:
+    """A trunk and two heads whose results the model returns as a tuple (MT-DNN's shape)."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class TwoHeads:
+        @R.function
+        def main(x: R.Tensor((4, 8), "float32")):
+            with R.dataflow():
+                a = R.nn.relu(x)
+                b = R.exp(R.multiply(a, a))
+                c = R.sigmoid(R.add(a, a))
+                gv = (b, c)
+                R.output(gv)
+            return gv
+
+    return TwoHeads
+
+
+@pytest.mark.parametrize("programs", [True, False])
+def test_heads_on_two_workers_return_their_tuple(start_workers, programs):
+    """A DUET plan with the heads on different workers: the output copies home read the tuple
+    the heads' results were gathered in item by item, and no worker is asked to send it whole
+    (it failed with "'Array' object has no attribute '__dlpack__'" on MT-DNN's workers)."""
+    edges = remote_cpus(start_workers(2))
+    model = load_model(_two_heads(), name="two-heads")
+    dg = duet_planner.duet_graph(OpGraph.from_module(model.mod))
+    assert len(dg.subgraphs) == 3
+    plan = duet_planner.to_plan(dg, edges, (0, 0, 1), "test")
+    deployment = api.compile(model, api.in_plan_order(edges, plan), plan).deployment
+    assert {s.device for s in deployment.units} == {0, 1}
+    x = _inputs(deployment)
+    with Executor(deployment, programs=programs) as ex:
+        assert (ex.programs is not None) == programs
+        got = ex.run(x)
+    for g, w in zip(got, _reference(model, x), strict=True):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(

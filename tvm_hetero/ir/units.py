@@ -41,6 +41,57 @@ def main_bindings(func: relax.Function, owner: str) -> list[relax.VarBinding]:
     return bindings
 
 
+def fold_known_items(func: relax.Function) -> relax.Function:
+    """``func`` with each item of a tuple that ``main`` builds itself (``t = (a, b); u = t[1]``)
+    read as the field (``u = b``), and a built tuple no longer read dropped.
+
+    A tuple gathered from values on several devices takes the first one's device; an item of
+    it that lives on another device would then be a unit of its own reading the whole tuple
+    from the first device: between two local CPUs a shared object, but no worker can send a
+    tuple to another box (DUET's plan for MT-DNN, whose ten heads' results ``main`` gathered in
+    a tuple and then returned item by item, failed on remote workers that way).
+    """
+    body = func.body
+    if not isinstance(body, relax.SeqExpr):
+        return func
+    built: dict[relax.Var, relax.Tuple] = {}
+    alias: dict[relax.Var, relax.Expr] = {}
+    blocks, folded = [], False
+    for block in body.blocks:
+        bindings = []
+        for b in block.bindings:
+            value = b.value if isinstance(b, relax.VarBinding) else None
+            if isinstance(value, relax.Var):
+                alias[b.var] = alias.get(value, value)
+            elif isinstance(value, relax.Tuple):
+                built[b.var] = value
+            elif isinstance(value, relax.TupleGetItem):
+                tup = alias.get(value.tuple_value, value.tuple_value)
+                if tup in built:
+                    field_ = built[tup].fields[value.index]
+                    b, folded = relax.VarBinding(b.var, field_), True
+                    if isinstance(field_, relax.Var):
+                        alias[b.var] = alias.get(field_, field_)
+            bindings.append(b)
+        blocks.append(bindings)
+    if not folded:
+        return func
+    read = set(relax.analysis.free_vars(body.body))
+    for bindings in reversed(blocks):  # drop built tuples (and chains) nothing reads now
+        kept = []
+        for b in reversed(bindings):
+            if b.var in built and b.var not in read:
+                continue
+            read |= set(relax.analysis.free_vars(b.value))
+            kept.append(b)
+        bindings[:] = reversed(kept)
+    new_blocks = [type(old)(bindings) for old, bindings in zip(body.blocks, blocks, strict=True)]
+    return relax.Function(
+        func.params, relax.SeqExpr(new_blocks, body.body), func.ret_ty,
+        func.is_pure, func.attrs, func.span,
+    )  # fmt: skip
+
+
 @dataclass
 class BindingGraph:
     """What each binding of ``main`` is: constant, copy or computation on a device."""

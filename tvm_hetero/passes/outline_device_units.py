@@ -8,7 +8,14 @@ from tvm.ir import IRModule
 
 from tvm_hetero.ir.attrs import ENTRY_FUNC
 from tvm_hetero.ir.bindings import function_named
-from tvm_hetero.ir.units import BindingGraph, Unit, classify, main_bindings, rewrite
+from tvm_hetero.ir.units import (
+    BindingGraph,
+    Unit,
+    classify,
+    fold_known_items,
+    main_bindings,
+    rewrite,
+)
 
 
 @tvm.transform.module_pass(opt_level=0, name="OutlineDeviceUnits")
@@ -50,6 +57,7 @@ class OutlineDeviceUnits:
         vdevices = list(mod.global_infos.get("vdevice", []))
         if not vdevices:
             raise ValueError("OutlineDeviceUnits: the module declares no vdevices; place it first")
+        func = fold_known_items(func)
         bindings = main_bindings(func, "OutlineDeviceUnits")
         graph = classify(func, bindings, vdevices)
         return rewrite(mod, func, bindings, graph, _segment(bindings, graph))

@@ -14,6 +14,7 @@ from tvm_hetero.ir.units import (
     BindingGraph,
     Unit,
     classify,
+    fold_known_items,
     group_of,
     main_bindings,
     rewrite,
@@ -67,6 +68,7 @@ class OutlineSubgraphUnits:
         unknown = sorted(set(self.group) - set(ids.values()))
         if unknown:
             raise ValueError(f"OutlineSubgraphUnits: unknown operator id(s) {unknown[:5]}")
+        func = fold_known_items(func)
         bindings = main_bindings(func, "OutlineSubgraphUnits")
         graph = classify(func, bindings, vdevices)
         units = self._units(bindings, graph, ids, func.body.body)
