@@ -219,6 +219,23 @@ def test_heads_on_two_workers_return_their_tuple(start_workers, programs):
         np.testing.assert_array_equal(g, w)
 
 
+def test_a_tuple_output_of_one_worker_is_taken_item_by_item_run_after_run(start_workers):
+    """A model that returns a tuple, whole on one remote worker: by programs, the client took
+    its items under names of run 0 while the worker was in the program's run 1, which it
+    dropped as late ("no value '0/i1' here": MT-DNN on one worker of the ring)."""
+    edges = remote_cpus(start_workers(1))
+    model = load_model(_two_heads(), name="two-heads")
+    deployment = api.compile(model, edges).deployment
+    first = _inputs(deployment)
+    second = [2 * a for a in first]
+    for programs in (True, False):
+        with Executor(deployment, programs=programs) as ex:
+            got = [ex.run(first), ex.run(second)]
+        for x, outputs in zip((first, second), got, strict=True):
+            for g, w in zip(outputs, _reference(model, x), strict=True):
+                np.testing.assert_array_equal(g, w)
+
+
 def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
     start_workers, monkeypatch
 ):

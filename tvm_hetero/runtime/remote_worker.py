@@ -276,7 +276,11 @@ class RemoteWorker:
         """Run the worker's program for ``microbatches`` of run ``run``: the one call a run.
         Per step, ``[step, microbatch, start, end, waited, arity]`` (seconds from its start);
         and the tensors named in ``returns`` that came back with the answer, by
-        ``(microbatch, name)`` (one too large to come back is not there: download it)."""
+        ``(microbatch, name)`` (one too large to come back is not there: download it). What
+        this process names there afterwards (an output tuple's item) is named in run ``run``:
+        the worker takes a name of an older run for a late arrival and drops it."""
+        with self._names_lock:
+            self._run, self._names = run, 0
         call, names = self._remote["run_program"], json.dumps(list(returns))
         answer = self._rpc("program", lambda: call(run, microbatches, wait_s, names))
         return read_program_answer(bytes(answer))
