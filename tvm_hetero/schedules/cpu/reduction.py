@@ -53,7 +53,8 @@ class Reduction(CpuRule):
         sch = dlight.cpu.Reduction().apply(func, target, False)
         if sch is None:
             return None
-        if recomputed(sch) == 1 and _rows(sch) > 1 and longest_sum(func) < LONG_SUM:
+        short = longest_sum(func) < LONG_SUM and not window_sums(func, vector_lanes(target, 32))
+        if recomputed(sch) == 1 and _rows(sch) > 1 and short:
             return sch
         return two_passes(func, target)
 
@@ -192,6 +193,22 @@ def longest_sum(func: tirx.PrimFunc) -> int:
     return longest
 
 
+def window_sums(func: tirx.PrimFunc, lanes: int) -> bool:
+    """Whether a reduction block of ``func`` sums over two axes or more, whole vectors of
+    ``lanes`` and at least four of them (a mean over a 28 x 28 map: dlight's one scalar chain
+    a row took 0.056 ms over 144 channels where ONNX Runtime takes 0.015)."""
+    sch = s_tir.Schedule(func)
+    for block in _blocks(sch):
+        extents = [v.dom.extent for v in sch.get(block).iter_vars
+                   if v.iter_type == tirx.IterVar.CommReduce]  # fmt: skip
+        if len(extents) < 2 or not all(isinstance(e, tirx.IntImm) for e in extents):
+            continue
+        count = math.prod(int(e) for e in extents)
+        if count % lanes == 0 and count >= 4 * lanes:
+            return True
+    return False
+
+
 def recomputed(sch: s_tir.Schedule) -> int:
     """How many times the most recomputed reduction block of ``sch`` runs over its own domain:
     the product of the constant extents of the loops around it that none of its iterators use."""
@@ -255,7 +272,7 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     ``lanes`` as dlight does. One scalar chain of adds waits on each add's latency."""
     kinds = [v.iter_type for v in sch.get(block).iter_vars]
     rows = next((k for k, kind in enumerate(kinds) if kind != tirx.IterVar.DataPar), len(kinds))
-    inner = sch.get_loops(block)[-1]
+    inner = _whole_window(sch, block, rows, lanes) or sch.get_loops(block)[-1]
     extents = const_extents(sch, [inner])
     if not extents or extents[0] <= lanes:
         _parallel_rows(sch, block, rows)
@@ -272,6 +289,32 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     sch.annotate(lane, "pragma_auto_unroll_max_step", lanes)
     sch.annotate(lane, "pragma_unroll_explicit", 1)
     _parallel_rows(sch, block, rows)
+
+
+def _whole_window(
+    sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, rows: int, lanes: int
+) -> s_tir.schedule.LoopRV | None:
+    """The reduction loops fused into one where the innermost is no whole number of vectors
+    but all of them are, and they walk the last axes of everything the block reads in order
+    (one run of memory: a squeeze-excite's mean over a 56 x 56 map is 3,136 consecutive
+    floats, whose rows of 56 are not whole vectors of 16). Summed row by row, each such sum
+    was one scalar chain: the mean over 144 x 56 x 56 took 0.21 ms where ONNX Runtime
+    takes 0.05. None where it does not apply."""
+    loops = sch.get_loops(block)[rows:]
+    extents = const_extents(sch, loops)
+    if len(loops) < 2 or extents is None or extents[-1] % lanes == 0:
+        return None
+    if math.prod(extents) % lanes or math.prod(extents) < 4 * lanes:
+        return None
+    stmt = sch.get(block)
+    axes = [v.var for v in stmt.iter_vars[rows:]]
+    for region in stmt.reads:
+        tail = [r.min for r in region.region[-len(axes) :]]
+        if len(region.region) < len(axes) or any(
+            not (isinstance(t, tirx.Var) and t.same_as(a)) for t, a in zip(tail, axes, strict=True)
+        ):
+            return None
+    return sch.fuse(*loops)
 
 
 def _parallel_rows(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, rows: int) -> None:
