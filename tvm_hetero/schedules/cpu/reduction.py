@@ -181,32 +181,30 @@ LONG_SUM = 2048
 transformer's layer norm over 768 keeps dlight's schedule, a group norm's 25,088 does not)."""
 
 
-def longest_sum(func: tirx.PrimFunc) -> int:
-    """The most elements any reduction block of ``func`` sums into one output (1 for none)."""
+def _sum_extents(func: tirx.PrimFunc) -> list[list[int]]:
+    """Per block of ``func`` whose reduction extents are constants, those extents (none for a
+    spatial block)."""
     sch = s_tir.Schedule(func)
-    longest = 1
+    found = []
     for block in _blocks(sch):
         extents = [v.dom.extent for v in sch.get(block).iter_vars
                    if v.iter_type == tirx.IterVar.CommReduce]  # fmt: skip
         if all(isinstance(e, tirx.IntImm) for e in extents):
-            longest = max(longest, math.prod(int(e) for e in extents))
-    return longest
+            found.append([int(e) for e in extents])
+    return found
+
+
+def longest_sum(func: tirx.PrimFunc) -> int:
+    """The most elements any reduction block of ``func`` sums into one output (1 for none)."""
+    return max((math.prod(e) for e in _sum_extents(func)), default=1)
 
 
 def window_sums(func: tirx.PrimFunc, lanes: int) -> bool:
     """Whether a reduction block of ``func`` sums over two axes or more, whole vectors of
     ``lanes`` and at least four of them (a mean over a 28 x 28 map: dlight's one scalar chain
     a row took 0.056 ms over 144 channels where ONNX Runtime takes 0.015)."""
-    sch = s_tir.Schedule(func)
-    for block in _blocks(sch):
-        extents = [v.dom.extent for v in sch.get(block).iter_vars
-                   if v.iter_type == tirx.IterVar.CommReduce]  # fmt: skip
-        if len(extents) < 2 or not all(isinstance(e, tirx.IntImm) for e in extents):
-            continue
-        count = math.prod(int(e) for e in extents)
-        if count % lanes == 0 and count >= 4 * lanes:
-            return True
-    return False
+    counts = [math.prod(e) for e in _sum_extents(func) if len(e) >= 2]
+    return any(count % lanes == 0 and count >= 4 * lanes for count in counts)
 
 
 def recomputed(sch: s_tir.Schedule) -> int:
