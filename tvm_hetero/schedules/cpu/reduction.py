@@ -200,11 +200,11 @@ def longest_sum(func: tirx.PrimFunc) -> int:
 
 
 def window_sums(func: tirx.PrimFunc, lanes: int) -> bool:
-    """Whether a reduction block of ``func`` sums over two axes or more, whole vectors of
-    ``lanes`` and at least four of them (a mean over a 28 x 28 map: dlight's one scalar chain
-    a row took 0.056 ms over 144 channels where ONNX Runtime takes 0.015)."""
+    """Whether a reduction block of ``func`` sums over two axes or more, in partial sums of
+    :func:`_lane_width` (a mean over a 28 x 28 map: dlight's one scalar chain a row took
+    0.056 ms over 144 channels where ONNX Runtime takes 0.015)."""
     counts = [math.prod(e) for e in _sum_extents(func) if len(e) >= 2]
-    return any(count % lanes == 0 and count >= 4 * lanes for count in counts)
+    return any(_lane_width(count, lanes) is not None for count in counts)
 
 
 def recomputed(sch: s_tir.Schedule) -> int:
@@ -265,9 +265,10 @@ def two_passes(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
 
 
 def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: int) -> None:
-    """Sum ``block``'s innermost reduction loop in ``lanes`` vector accumulators (``rfactor``:
-    partial sums per lane, then the lanes summed), where it divides; else unroll it by
-    ``lanes`` as dlight does. One scalar chain of adds waits on each add's latency."""
+    """Sum ``block``'s innermost reduction loop in vector accumulators (``rfactor``: partial
+    sums per lane, then the lanes summed), ``lanes`` of them where they divide it, else its
+    largest divisor below (:func:`_lane_width`); else unroll it by ``lanes`` as dlight does.
+    One scalar chain of adds waits on each add's latency."""
     kinds = [v.iter_type for v in sch.get(block).iter_vars]
     rows = next((k for k, kind in enumerate(kinds) if kind != tirx.IterVar.DataPar), len(kinds))
     inner = _whole_window(sch, block, rows, lanes) or sch.get_loops(block)[-1]
@@ -275,8 +276,9 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     if not extents or extents[0] <= lanes:
         _parallel_rows(sch, block, rows)
         return
-    _, lane = sch.split(inner, [None, lanes])
-    if extents[0] % lanes == 0 and extents[0] >= 4 * lanes:
+    width = _lane_width(extents[0], lanes)
+    _, lane = sch.split(inner, [None, width or lanes])
+    if width is not None:
         try:
             partial = sch.rfactor(lane, factor_axis=0)
             sch.vectorize(sch.get_loops(partial)[-1])
@@ -289,20 +291,31 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     _parallel_rows(sch, block, rows)
 
 
+def _lane_width(count: int, lanes: int) -> int | None:
+    """How many partial sums a sum of ``count`` elements keeps: ``lanes`` where they divide
+    it, else its largest divisor below (a 14 x 14 map's 196 in 14), at least
+    :data:`MIN_ROW_LANES` and a quarter of ``count`` at most; None where none is."""
+    width = largest_divisor(count, lanes)
+    return width if width >= MIN_ROW_LANES and count >= 4 * width else None
+
+
 def _whole_window(
     sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, rows: int, lanes: int
 ) -> s_tir.schedule.LoopRV | None:
-    """The reduction loops fused into one where the innermost is no whole number of vectors
-    but all of them are, and they walk the last axes of everything the block reads in order
+    """The reduction loops fused into one where together they are summed in wider partial
+    sums than the innermost alone (:func:`_lane_width`: 16 for 56 x 56, whose rows of 56 take
+    14; 7 for 7 x 7, whose rows take none), and they walk the last axes of everything the
+    block reads in order
     (one run of memory: a squeeze-excite's mean over a 56 x 56 map is 3,136 consecutive
     floats, whose rows of 56 are not whole vectors of 16). Summed row by row, each such sum
     was one scalar chain: the mean over 144 x 56 x 56 took 0.21 ms where ONNX Runtime
     takes 0.05. None where it does not apply."""
     loops = sch.get_loops(block)[rows:]
     extents = const_extents(sch, loops)
-    if len(loops) < 2 or extents is None or extents[-1] % lanes == 0:
+    if len(loops) < 2 or extents is None:
         return None
-    if math.prod(extents) % lanes or math.prod(extents) < 4 * lanes:
+    row, whole = _lane_width(extents[-1], lanes), _lane_width(math.prod(extents), lanes)
+    if whole is None or row == lanes or (row or 0) >= whole:
         return None
     stmt = sch.get(block)
     axes = [v.var for v in stmt.iter_vars[rows:]]
