@@ -37,11 +37,13 @@ class Reduction(CpuRule):
     of ``(1, 1, C*H*W)`` broadcast back over its ``C*H*W`` elements, whose unit axes the loop
     nest lost), the sum over all elements ran once per element: ``GroupNorm(1, 64)`` over
     ``28 x 28`` took 1.3 s against ONNX Runtime's 0.08 ms. Then, where there is one row only
-    (nothing for dlight to run in parallel), and where a row sums :data:`LONG_SUM` elements or
+    (nothing for dlight to run in parallel), where a row sums :data:`LONG_SUM` elements or
     more (every sum one scalar chain of adds: ``InstanceNorm2d`` over 56 x 56 ran 4.2x ONNX
-    Runtime's time), each reduction runs once at the root, its rows in parallel and each row
-    summed in vector lanes, the element-wise steps are inlined into their consumers, and the
-    last block runs vectorized and in parallel (:func:`two_passes`).
+    Runtime's time), and where a sum over a map takes partial sums in lanes
+    (:func:`window_sums`: a squeeze-excite's mean), each reduction runs once at the root, its
+    rows in parallel and each row summed in vector lanes, the element-wise steps are inlined
+    into their consumers, and the last block runs vectorized and in parallel
+    (:func:`two_passes`).
     """
 
     name = "reduction"
@@ -53,7 +55,8 @@ class Reduction(CpuRule):
         sch = dlight.cpu.Reduction().apply(func, target, False)
         if sch is None:
             return None
-        short = longest_sum(func) < LONG_SUM and not window_sums(func, vector_lanes(target, 32))
+        sums = sum_extents(func)
+        short = longest_sum(sums) < LONG_SUM and not window_sums(sums, vector_lanes(target, 32))
         if recomputed(sch) == 1 and _rows(sch) > 1 and short:
             return sch
         return two_passes(func, target)
@@ -181,7 +184,7 @@ LONG_SUM = 2048
 transformer's layer norm over 768 keeps dlight's schedule, a group norm's 25,088 does not)."""
 
 
-def _sum_extents(func: tirx.PrimFunc) -> list[list[int]]:
+def sum_extents(func: tirx.PrimFunc) -> list[list[int]]:
     """Per block of ``func`` whose reduction extents are constants, those extents (none for a
     spatial block)."""
     sch = s_tir.Schedule(func)
@@ -194,16 +197,18 @@ def _sum_extents(func: tirx.PrimFunc) -> list[list[int]]:
     return found
 
 
-def longest_sum(func: tirx.PrimFunc) -> int:
-    """The most elements any reduction block of ``func`` sums into one output (1 for none)."""
-    return max((math.prod(e) for e in _sum_extents(func)), default=1)
+def longest_sum(sums: list[list[int]]) -> int:
+    """The most elements any reduction block sums into one output (1 for none); ``sums``:
+    :func:`sum_extents` of the kernel."""
+    return max((math.prod(e) for e in sums), default=1)
 
 
-def window_sums(func: tirx.PrimFunc, lanes: int) -> bool:
-    """Whether a reduction block of ``func`` sums over two axes or more, in partial sums of
+def window_sums(sums: list[list[int]], lanes: int) -> bool:
+    """Whether a reduction block sums over two axes or more, in partial sums of
     :func:`_lane_width` (a mean over a 28 x 28 map: dlight's one scalar chain a row took
-    0.056 ms over 144 channels where ONNX Runtime takes 0.015)."""
-    counts = [math.prod(e) for e in _sum_extents(func) if len(e) >= 2]
+    0.056 ms over 144 channels where ONNX Runtime takes 0.015); ``sums``: :func:`sum_extents`
+    of the kernel."""
+    counts = [math.prod(e) for e in sums if len(e) >= 2]
     return any(_lane_width(count, lanes) is not None for count in counts)
 
 
@@ -302,14 +307,12 @@ def _lane_width(count: int, lanes: int) -> int | None:
 def _whole_window(
     sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, rows: int, lanes: int
 ) -> s_tir.schedule.LoopRV | None:
-    """The reduction loops fused into one where together they are summed in wider partial
-    sums than the innermost alone (:func:`_lane_width`: 16 for 56 x 56, whose rows of 56 take
-    14; 7 for 7 x 7, whose rows take none), and they walk the last axes of everything the
-    block reads in order
-    (one run of memory: a squeeze-excite's mean over a 56 x 56 map is 3,136 consecutive
-    floats, whose rows of 56 are not whole vectors of 16). Summed row by row, each such sum
-    was one scalar chain: the mean over 144 x 56 x 56 took 0.21 ms where ONNX Runtime
-    takes 0.05. None where it does not apply."""
+    """The reduction loops fused into one where together they take wider partial sums than
+    the innermost alone (:func:`_lane_width`: 16 for a 56 x 56 map, whose rows of 56 take 14;
+    7 for 7 x 7, whose rows take none) and they walk the last axes of everything the block
+    reads in order, one run of memory (a squeeze-excite's mean over 56 x 56 is 3,136
+    consecutive floats). Summed row by row, each such sum was one scalar chain: the mean over
+    144 x 56 x 56 took 0.21 ms where ONNX Runtime takes 0.05. None where it does not apply."""
     loops = sch.get_loops(block)[rows:]
     extents = const_extents(sch, loops)
     if len(loops) < 2 or extents is None:
