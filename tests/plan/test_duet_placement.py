@@ -108,6 +108,20 @@ def test_correction_keeps_only_measured_gains_within_its_budget():
         duet.correct(costs, (0, 0, 0, 0), measure, budget=0)
 
 
+def test_correction_stops_when_asked_with_the_best_so_far():
+    costs = _fork_join([(1.0, 1.0)] * 4)
+    calls = []
+
+    def measure(a):
+        calls.append(a)
+        return 10.0 - 0.1 * len(calls)
+
+    fixed = duet.correct(costs, (0, 0, 0, 0), measure, 50, stop=lambda: len(calls) >= 3)
+    assert len(calls) == 3 and fixed.assignment == calls[-1]  # the start, then two moves
+    at_once = duet.correct(costs, (0, 0, 0, 0), measure, 50, stop=lambda: True)
+    assert at_once.trials == (((0, 0, 0, 0), at_once.seconds),)  # the start is always measured
+
+
 def test_baselines_and_ideal_limit():
     costs = _fork_join([(1.0, 2.0), (2.0, 1.0), (1.0, 1.0)])
     b = duet.baselines(costs, seed=3)

@@ -176,6 +176,30 @@ def test_plan_with_measurements_corrects_within_budget_and_round_trips(tmp_path,
     assert duet.predicted_s(result.costs, result.correction.assignment) > 0
 
 
+def test_place_stops_when_its_time_is_up_and_keeps_its_best_measured(tmp_path, workers):
+    """With the time left at zero after two runs (the start and one move), no further run starts:
+    two trials, no single device run that the correction had not run, and the plan kept is
+    the faster trial (a split, or its device alone)."""
+    model = load_model("siamese-lstm:tiny")
+    profiler = strategy.profiler_for(tmp_path / "p.jsonl")
+    dg, costs = strategy.measure_costs(model, workers, profiler)
+    runs, run = [], profiler.profile_run
+    profiler.profile_run = lambda *a, **k: runs.append(a) or run(*a, **k)
+    result = strategy.place(
+        model, workers, dg, costs, profiler, budget=12, repeat=3,
+        time_left=lambda: 100.0 if len(runs) < 2 else 0.0,
+    )  # fmt: skip
+    trials = dict(result.correction.trials)
+    assert len(trials) == 2 and result.cut_short
+    alone = {(d,) * len(dg.subgraphs): w.name for d, w in enumerate(workers)}
+    assert set(result.singles) == {alone[a] for a in trials if a in alone}
+    assert result.plan.measured_s == min(trials.values())
+    used = duet.devices_used(result.correction.assignment)
+    assert len(result.plan.devices) == len(used)
+    untimed = strategy.place(model, workers, dg, costs, profiler, budget=2, repeat=3)
+    assert not untimed.cut_short and set(untimed.singles) == {"cpu@0", "cpu@1", "cpu@0-1"}
+
+
 @pytest.mark.slow  # 41 s: keeps make test under 15 minutes; make test-slow runs it
 def test_torchvision_googlenet_inception_branches_compile_and_match(workers):
     """GoogLeNet (torchvision, random weights) at 64x64: each inception module is a multi-path

@@ -117,6 +117,33 @@ def test_confirmation_keeps_the_plan_that_ran_fastest_end_to_end(devices, traine
     assert plan.strategy in ("flexpie", "flexpie-single")  # FlexPie's or the home device's
 
 
+def test_confirmation_compiles_no_plan_past_its_time_left(devices, trained):
+    """No compile after FlexPie's own starts past the time left: with none left FlexPie's plan
+    is returned untimed; with time for one more, only the first two are timed."""
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    timed = confirm_candidates(result.partitions(), 3)
+    assert len(timed) >= 3
+    built = []
+
+    def build(plan):
+        built.append(plan.strategy)
+        return api.compile(model, api.in_plan_order(devices, plan), plan).deployment
+
+    none_left = confirm_by_measurement(
+        result, model, devices, plans=3, repeat=3, build=build, time_left=lambda: 0.0
+    )
+    assert none_left is result and built == ["flexpie"]
+    answers = iter([1e3])
+    built.clear()
+    one_more = confirm_by_measurement(
+        result, model, devices, plans=3, repeat=3, build=build,
+        time_left=lambda: next(answers, 0.0),
+    )  # fmt: skip
+    assert built == timed[:2] and list(one_more.confirmed_s) == timed[:2]
+
+
 def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):
     """The probe (a conv chain, every layer a segment) is cut in each scheme, run on the
     workers once and kept; a scheme's per-segment term is its measured time less its price,

@@ -205,6 +205,33 @@ def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, mo
     assert found.kept.kind == "single"
 
 
+def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
+    tmp_path, cores, toy, monkeypatch
+):  # fmt: skip
+    """Reading the time left, a strategy's reports past its share are let through (its plan
+    is kept) until it is a whole share late; then it is stopped as any other."""
+    import time
+
+    late_by = {"toy": 0.25}
+    plan = type(toy).plan
+
+    def winding(self, model, devices, settings, progress):
+        while progress.time_left() > -late_by["toy"]:
+            time.sleep(0.02)
+        progress.step("last run", 1, 2)
+        return plan(self, model, devices, settings, progress)
+
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
+    monkeypatch.setattr(type(toy), "plan", winding)
+    kept = optimize(load_model("mlp:tiny"), cores, budget_s=0.5, runs=3,
+                    settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    assert kept.entries[0].plan is not None and not kept.entries[0].status.startswith("stopped")
+    late_by["toy"] = 0.75
+    stopped = optimize(load_model("mlp:tiny"), cores, budget_s=0.5, runs=3,
+                       settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    assert stopped.entries[0].status == "stopped: over its 0.5 s of the budget while last run"
+
+
 def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy, monkeypatch):
     """A strategy that would plan forever is stopped at its share (half the budget with two),
     and the one after it still plans: it is not starved."""

@@ -210,13 +210,16 @@ def correct(
     start: Assignment,
     measure: Callable[[Assignment], float],
     budget: int = 12,
+    stop: Callable[[], bool] | None = None,
 ) -> Correction:
     """Step 3 (Algorithm 1), as a Kernighan-Lin pass per phase: from the best assignment so far,
     the move or swap of unlocked subgraphs the cost model ranks best is made and measured, its
     subgraphs locked, and so on until the phase's subgraphs are all locked; the best measured
     assignment is kept. Passes repeat while one finds a faster one. A move the model ranks well
     is made even when it measures slower, so the pass can climb out of a local minimum (KL's
-    point); only measured gains are kept. ``budget`` caps the measurements (the start included).
+    point); only measured gains are kept. ``budget`` caps the measurements (the start included);
+    ``stop``, asked before each measurement after the start's, ends the correction early (its
+    time is up) with the best assignment measured so far.
     """
     if budget < 1:
         raise ValueError(f"correct: budget must be >= 1, got {budget}")
@@ -235,12 +238,16 @@ def correct(
         [s for s in range(costs.n_subgraphs) if costs.phase[s] == p]
         for p in sorted(set(costs.phase))
     ]
+
+    def more() -> bool:
+        return len(measured) < budget and not (stop and stop())
+
     gain = True
-    while gain and len(measured) < budget:
+    while gain and more():
         gain = False
         for group in groups:
             current, unlocked = best, set(group)
-            while unlocked and len(measured) < budget:
+            while unlocked and more():
                 candidates = list(_moves(current, sorted(unlocked), costs.n_devices))
                 if not candidates:
                     break

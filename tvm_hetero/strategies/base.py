@@ -40,6 +40,15 @@ class Progress:
     def say(self, text: str) -> None:
         """One line for the user."""
 
+    def time_left(self) -> float | None:
+        """Seconds left of the strategy's share of a search's budget; None without a budget.
+
+        A strategy that reads it winds down by itself: it starts no measurement that would not
+        end in time and returns its best plan so far. The search then stops it only once it is
+        a whole share late, where it stops one that never reads it at its first report past
+        the share."""
+        return None
+
     def __call__(self, what: str, done: int, total: int | None) -> None:
         """Planners take a plain ``progress(what, done, total)``: this object is one."""
         self.step(what, done, total)

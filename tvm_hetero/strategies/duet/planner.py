@@ -8,6 +8,7 @@ placement); this module measures what they consume and turns an assignment into 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +181,7 @@ class EndToEnd:
     progress: Progress | None = None
     expected_runs: int = 0
     runs: int = 0
+    run_s: float = 0.0
 
     def __call__(self, assignment: Assignment) -> float:
         """Measured seconds of ``assignment``."""
@@ -193,12 +195,19 @@ class EndToEnd:
         from tvm_hetero.build.compiled import in_plan_order
 
         devices = devices or in_plan_order(self.devices, plan)
+        began = time.monotonic()
         record = self.profiler.profile_run(self.model, devices, plan, repeat=self.repeat)
         self.runs += 1
+        self.run_s += time.monotonic() - began
         if self.progress:
             total = max(self.expected_runs, self.runs)
             self.progress("end-to-end runs (compile and time)", self.runs, total)
         return record.median_s
+
+    def out_of_time(self, time_left: Callable[[], float | None] | None) -> bool:
+        """Whether another run, as long as the average so far, would end past ``time_left``."""
+        left = time_left() if time_left else None
+        return left is not None and left < self.run_s / max(self.runs, 1)
 
 
 @dataclass(frozen=True)
@@ -218,7 +227,10 @@ class DuetResult:
     correction : duet.Correction
         Every measured trial.
     singles : dict[str, float]
-        Measured seconds of each single-device build (by device name).
+        Measured seconds of each single-device build (by device name); those the time left
+        did not reach are absent.
+    cut_short : bool
+        Whether the time left ended the correction or the singles early.
     """
 
     plan: SubgraphPlan
@@ -227,6 +239,7 @@ class DuetResult:
     start: str
     correction: duet.Correction
     singles: dict[str, float]
+    cut_short: bool = False
 
 
 def measure_costs(
@@ -242,27 +255,43 @@ def measure_costs(
 def place(
     model: Model, devices: Sequence[DeviceSpec], dg: DuetGraph, costs: SubgraphCosts,
     profiler: Profiler, budget: int = 12, repeat: int = 30, progress: Progress | None = None,
+    time_left: Callable[[], float | None] | None = None,
 ) -> DuetResult:  # fmt: skip
     """Greedy (or Ideal where enumeration is cheap) corrected by at most ``budget`` end-to-end
     runs, then the fallback: every single device (and, for CPU workers, one worker on all their
-    cores) run, and the fastest kept. Each run is ``repeat`` samples (:class:`EndToEnd`)."""
+    cores) run, and the fastest kept. Each run is ``repeat`` samples (:class:`EndToEnd`).
+
+    With ``time_left`` (seconds, None for no limit) no run starts that would end past it, by
+    the runs' average so far: the correction keeps the best it measured and the singles not
+    reached are left out (a search that asks times every device alone itself)."""
     label, start = duet.start_point(costs)
     timer = EndToEnd(model, devices, dg, profiler, repeat, progress=progress)
     timer.expected_runs = budget + len(devices) + (merged_cpu(devices) is not None)
-    fixed = duet.correct(costs, start, timer, budget)
-    singles = _singles(dg, devices, timer)
-    best_single = min(singles, key=singles.__getitem__)
+    stopped = []
+
+    def stop() -> bool:
+        stopped.append(timer.out_of_time(time_left))
+        return stopped[-1]
+
+    fixed = duet.correct(costs, start, timer, budget, stop)
+    singles = _singles(dg, devices, timer, time_left)
+    cut_short = any(stopped) or len(singles) < len(devices) + (merged_cpu(devices) is not None)
     assignment, measured = fixed.assignment, fixed.seconds
     predicted = duet.predicted_s(costs, assignment)
-    if len(duet.devices_used(assignment)) > 1 and measured < singles[best_single]:
+    best_single = min(singles, key=singles.__getitem__, default=None)
+    if len(duet.devices_used(assignment)) > 1 and (
+        best_single is None or measured < singles[best_single]
+    ):
         plan = to_plan(dg, devices, assignment, "duet", predicted, measured)
+    elif best_single is None:  # the correction's best runs on one device
+        plan = to_plan(dg, devices, assignment, "duet-fallback", None, measured)
     else:
         zeros = (0,) * len(dg.subgraphs)
         plan = SubgraphPlan(
             (best_single,), dg.subgraphs, zeros, dg.phase, "duet-fallback", None,
             singles[best_single],
         )  # fmt: skip
-    return DuetResult(plan, dg, costs, label, fixed, singles)
+    return DuetResult(plan, dg, costs, label, fixed, singles, cut_short)
 
 
 def plan_with_measurements(
@@ -277,13 +306,19 @@ def plan_with_measurements(
     return place(model, devices, dg, costs, profiler, budget, repeat, progress)
 
 
-def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> dict[str, float]:
-    """Measured seconds of each device alone, and of the CPU workers merged into one."""
+def _singles(
+    dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd,
+    time_left: Callable[[], float | None] | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Measured seconds of each device alone, and of the CPU workers merged into one; one
+    already measured by the correction is not run again, and none is run past ``time_left``."""
     out = {}
     for d, device in enumerate(devices):
-        out[device.name] = timer((d,) * len(dg.subgraphs))
+        alone = (d,) * len(dg.subgraphs)
+        if alone in timer.seconds or not timer.out_of_time(time_left):
+            out[device.name] = timer(alone)
     merged = merged_cpu(devices)
-    if merged is not None:
+    if merged is not None and not timer.out_of_time(time_left):
         plan = SubgraphPlan(
             (merged.name,), dg.subgraphs, (0,) * len(dg.subgraphs), dg.phase, "single"
         )

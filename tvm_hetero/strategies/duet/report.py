@@ -37,21 +37,11 @@ def plan_result(
     progress.step("end-to-end runs", 0, None)
     result = strategy.place(
         model, devices, dg, costs, profiler, settings.correction_runs, settings.trial_runs,
-        progress,
+        progress, progress.time_left,
     )  # fmt: skip
     stop_if_exported(settings, profiler)
+    progress.say(_outcome(result))
     plan, singles = result.plan, result.singles
-    best = min(singles, key=singles.__getitem__)
-    if plan.strategy == "duet-fallback":
-        progress.say(
-            f"fallback: no split measured faster than {best} alone "
-            f"({singles[best] * 1e3:.3f} ms); the plan runs the model there"
-        )
-    else:
-        progress.say(
-            f"DUET measured {plan.measured_s * 1e3:.3f} ms against {best} alone "
-            f"{singles[best] * 1e3:.3f} ms ({singles[best] / plan.measured_s:.2f}x)"
-        )
     candidates = [
         Candidate(label, duet.predicted_s(costs, a)) for label, a in duet.baselines(costs).items()
     ]
@@ -60,6 +50,27 @@ def plan_result(
     predicted = duet.predicted_s(costs, result.correction.assignment)
     return PlanResult(
         plan, plan.predicted_s or predicted, tuple(candidates), measured_counts(profiler), result
+    )
+
+
+def _outcome(result: strategy.DuetResult) -> str:
+    """One line: what DUET kept against the fastest device alone it measured."""
+    plan, singles = result.plan, result.singles
+    runs = len(result.correction.trials)
+    cut = f"its share of the budget ended the correction after {runs} run(s); "
+    cut = cut if result.cut_short else ""
+    best = min(singles, key=singles.__getitem__, default=None)
+    if best is None:
+        kept = "a split" if plan.strategy == "duet" else "one device"
+        return f"{cut}DUET measured {plan.measured_s * 1e3:.3f} ms ({kept}), no device alone"
+    if plan.strategy == "duet-fallback":
+        return (
+            f"{cut}fallback: no split measured faster than {best} alone "
+            f"({singles[best] * 1e3:.3f} ms); the plan runs the model there"
+        )
+    return (
+        f"{cut}DUET measured {plan.measured_s * 1e3:.3f} ms against {best} alone "
+        f"{singles[best] * 1e3:.3f} ms ({singles[best] / plan.measured_s:.2f}x)"
     )
 
 

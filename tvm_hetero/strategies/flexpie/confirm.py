@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,13 +40,16 @@ def confirm_by_measurement(
     plans: int = CONFIRM_PLANS, options: BuildOptions | None = None, repeat: int = 15,
     progress: Progress | None = None,
     build: Callable[[SpatialPlan], Deployment | Path] | None = None,
+    time_left: Callable[[], float | None] | None = None,
 ) -> FlexPieResult:  # fmt: skip
     """Compile FlexPie's plan, the ``plans - 1`` cheapest other ones by price (distinct) and the
     home device alone (:func:`~tvm_hetero.plan.flexpie.confirm_candidates`), run them on the
     devices in interleaved rounds (``repeat`` runs each, after a warm-up; a slow spell of the
     machine falls on all) and keep the fastest by median. ``build`` compiles a plan (default
     :class:`ConfirmBuilds`: ``api.compile`` for the devices in the plan's order; a benchmark
-    passes its kept builds).
+    passes its kept builds). With ``time_left`` (seconds, None for no limit) no compile starts
+    after FlexPie's own that would end past it, by the compiles' average so far; those not
+    compiled are not timed.
 
     Returns
     -------
@@ -62,11 +66,19 @@ def confirm_by_measurement(
     names = confirm_candidates(partitions, plans)
     if len(names) < 2:
         return result
-    deployments = []
+    deployments, spent = [], 0.0
     for k, name in enumerate(names):
+        left = time_left() if time_left and k else None
+        if left is not None and left < spent / k:
+            names = names[:k]
+            break
         if progress:
             progress(f"compiling {name} to time it", k, len(names) + 1)
+        began = time.monotonic()
         deployments.append(build(to_plan(result.geometry, devices, partitions[name], name)))
+        spent += time.monotonic() - began
+    if len(names) < 2:
+        return result
     if progress:
         progress(f"timing {len(names)} plans end to end", len(names), len(names) + 1)
     samples = interleaved_run_seconds(deployments, [repeat] * len(names), rounds=3)

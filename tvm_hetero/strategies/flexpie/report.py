@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
-from tvm_hetero.plan.flexpie import scores
+from tvm_hetero.plan.flexpie import confirm_candidates, scores
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.strategies.base import Candidate, PlanResult, Progress
 from tvm_hetero.strategies.flexpie import planner as strategy
@@ -43,12 +43,18 @@ def plan_result(
     if settings.confirm:
         builds = ConfirmBuilds(model, devices, settings.options, settings.confirm_plans + 1)
         progress.step("confirming", 0, None)
+        wanted = len(confirm_candidates(result.partitions(), settings.confirm_plans))
         result = confirm_by_measurement(
             result, model, devices, settings.confirm_plans, settings.options,
-            progress=progress, build=builds,
+            progress=progress, build=builds, time_left=progress.time_left,
         )  # fmt: skip
         compiled = builds.take(result.plan)
-        if not result.confirmed_s:
+        if len(result.confirmed_s) < wanted and wanted > 1:
+            progress.say(
+                f"confirmed {len(result.confirmed_s)} of {wanted} plans: its share of the "
+                "budget ended the compiles"
+            )
+        elif not result.confirmed_s:
             progress.say("confirmed: no other plan to time (FlexPie's is the only one)")
     found = times(result)
     candidates = tuple(
