@@ -41,3 +41,18 @@ def test_measure_plan_every_strategy_and_time_the_key_operators(tmp_path, two_cp
         eop.measure_inputs(model, two_cpus, profiler, samples=2)
     with pytest.raises(ValueError, match="exactly two devices"):
         eop.measure_inputs(model, two_cpus[:1], profiler)
+
+
+def test_sweeps_stop_when_the_time_left_is_spent(tmp_path, two_cpus):
+    """With no time left after the first sweep, only the longest key operator is swept; the
+    others stay whole on the home device and EOP still plans."""
+    model = load_zoo_model("mlp:tiny", batch=16, sizes=[32, 64, 64, 8])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=MeasureConfig(3, 2))
+    every = eop.measure_inputs(model, two_cpus, profiler, key_share=1.0, samples=3)
+    assert len(every.keys) >= 2 and not every.unswept
+    cut = eop.measure_inputs(model, two_cpus, profiler, 1.0, 3, time_left=lambda: 0.0)
+    swept = [k.node_id for k in cut.keys]
+    assert len(swept) == 1 and sorted(swept + list(cut.unswept)) == sorted(
+        k.node_id for k in every.keys
+    )
+    assert eop.plan(cut).predicted_s > 0

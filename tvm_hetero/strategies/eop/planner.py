@@ -9,6 +9,7 @@ database), copies between the devices and slice/concat on the home device. Plann
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,8 @@ class EopInputs:
     """What the EOP planner and its baselines consume, measured on two devices.
 
     ``devices`` has the home device (the faster one over the whole model) first; ``op_s`` holds
-    every operator's time on each of them; ``fits`` reports each fitted pattern.
+    every operator's time on each of them; ``fits`` reports each fitted pattern; ``unswept``
+    names the key operators the time left did not reach (whole on the home device).
     """
 
     devices: tuple[str, str]
@@ -64,6 +66,7 @@ class EopInputs:
     link: Link
     op_s: tuple[dict[str, float], dict[str, float]]
     fits: tuple[dict, ...] = field(default_factory=tuple)
+    unswept: tuple[str, ...] = ()
 
     @property
     def rest_s(self) -> float:
@@ -75,8 +78,13 @@ class EopInputs:
 def measure_inputs(
     model: Model, devices: Sequence[DeviceSpec], profiler: Profiler,
     key_share: float = DEFAULT_KEY_SHARE, samples: int = 6, progress: Progress | None = None,
+    time_left: Callable[[], float | None] | None = None,
 ) -> EopInputs:  # fmt: skip
-    """Measure everything EOP needs for ``model`` on the two ``devices`` (any order)."""
+    """Measure everything EOP needs for ``model`` on the two ``devices`` (any order).
+
+    The key operators are swept longest first; with ``time_left`` (seconds, None for no limit)
+    no sweep starts that would end past it by the sweeps' average so far, and the operators
+    not swept stay whole on the home device (key operators no longer)."""
     if len(devices) != 2:
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
@@ -92,10 +100,17 @@ def measure_inputs(
     store = PatternStore(Path(profiler.db.path).with_name("patterns.json"))
     swept: dict[str, list] = {}  # key operator -> (dimension, its patterns home and other)
     fits = []
-    key_bindings = [b for b in bindings if b.node_id in key_ids]
-    for i, b in enumerate(key_bindings):
+    longest = sorted(
+        (b for b in bindings if b.node_id in key_ids), key=lambda b: -op_s[0][b.node_id]
+    )
+    spent = 0.0
+    for i, b in enumerate(longest):
+        left = time_left() if time_left and i else None
+        if left is not None and left < spent / i:
+            break
         if progress:
-            progress(b.node_id, i, len(key_bindings))
+            progress(b.node_id, i, len(longest))
+        began = time.monotonic()
         for dim in _dims(b.call).values():
             patterns = []
             for dev in (home, other):
@@ -103,8 +118,10 @@ def measure_inputs(
                 patterns.append(pattern)
                 fits.append(fit)
             swept.setdefault(b.node_id, []).append((dim, patterns))
+        spent += time.monotonic() - began
     if progress:
-        progress("done", len(key_bindings), len(key_bindings))
+        progress("done", len(longest), len(longest))
+    key_bindings = [b for b in bindings if b.node_id in swept]
     store.save()
     whole = {  # each key operator whole, along its first dimension
         n: (p0.predict(dim.extent), p1.predict(dim.extent))
@@ -130,7 +147,8 @@ def measure_inputs(
         for k in (0, 1)
     )
     link = _link(home, other, profiler)
-    return EopInputs((home.name, other.name), tuple(keys), link, leveled, tuple(fits))
+    unswept = tuple(b.node_id for b in longest if b.node_id not in swept)
+    return EopInputs((home.name, other.name), tuple(keys), link, leveled, tuple(fits), unswept)
 
 
 def _op_seconds(model: Model, dev: DeviceSpec, profiler: Profiler) -> dict[str, float]:

@@ -51,10 +51,15 @@ def measure(
     def step(node: str, done: int, total: int) -> None:
         progress.step(f"sweeping {node}", done, total)
 
-    inputs = eop.measure_inputs(model, devices, profiler, key_share, settings.samples, step)
+    inputs = eop.measure_inputs(
+        model, devices, profiler, key_share, settings.samples, step,
+        None if exporting else progress.time_left,
+    )  # fmt: skip
     stop_if_exported(settings, profiler)
+    cut = len(inputs.unswept)
+    cut_short = f" ({cut} more left whole: its share of the budget ended the sweeps)" if cut else ""
     progress.say(
-        f"{len(inputs.keys)} key operators; {profiler.misses} workloads measured, "
+        f"{len(inputs.keys)} key operators{cut_short}; {profiler.misses} workloads measured, "
         f"{profiler.hits} from {profiler.db.path}"
     )
     return inputs, profiler
