@@ -42,6 +42,8 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     assert names["flexpie"].status.startswith("not applicable: no spatial layers")
     assert names["duet"].status.startswith("not applicable: no branches")
     assert names["eop"].samples_s and names["als"].predicted_s is not None
+    assert list(found.phases) == ["planning", "compiling", "timing"]  # the kept build held
+    assert 0 < sum(found.phases.values()) <= found.seconds
     inputs = model.random_inputs()
     reference = api.reference_outputs(model, inputs, cores[0])
     got = api.run(found.compiled, inputs)
@@ -68,6 +70,7 @@ def test_builds_too_large_to_hold_are_saved_and_timed_apart(tmp_path, cores, mon
     assert found.kept.name == "eop" and len(found.kept.devices) == 2
     assert isinstance(found.compiled, api.CompiledModel)
     assert found.compiled.placement == found.kept.plan
+    assert list(found.phases)[-1] == "compiling the kept one again"
     inputs = model.random_inputs()
     reference = api.reference_outputs(model, inputs, cores[0])
     np.testing.assert_allclose(api.run(found.compiled, inputs)[0], reference[0], rtol=1e-5,
@@ -182,8 +185,9 @@ def test_plug_in_offered_by_plan_compile_and_optimize(tmp_path, capsys, toy):
                  "--runs", "5", "-o", str(best), "--report", str(report), "--db", db,
                  "--plot", str(tmp_path / "c.png")]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "│ toy " in out and "kept" in out
+    assert "│ toy " in out and "kept" in out and "The search took" in out
     assert best.exists() and "| toy |" in report.read_text()
+    assert "(planning " in report.read_text()
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert "Warning" not in out
 

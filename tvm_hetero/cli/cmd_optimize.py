@@ -41,7 +41,7 @@ def _core_set(cores: list[int]) -> str:
 def shown(model, devices, **given) -> api.OptimizeResult:
     """``api.optimize`` with a progress bar, then its candidates' table, why some were left out
     and the verdict, printed (what ``optimize`` and ``demo`` show)."""
-    from tvm_hetero.optimize.report import candidates_table, left_out, verdict
+    from tvm_hetero.optimize.report import candidates_table, left_out, took, verdict
 
     with progress_bar() as bar:
         result = api.optimize(model, devices, progress=BarProgress(bar), **given)
@@ -49,6 +49,7 @@ def shown(model, devices, **given) -> api.OptimizeResult:
     out.print(candidates_table(result))
     out.print(_reasons_grid(left_out(result)))
     out.print(f"[bold]{verdict(result)}[/]")
+    out.print(f"[dim]The search took {result.seconds:.0f} s{took(result)}.[/]")
     return result
 
 

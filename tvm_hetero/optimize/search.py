@@ -91,6 +91,9 @@ class OptimizeResult:
         Each strategy's own result, for its report and chart.
     seconds : float
         How long the search took.
+    phases : dict[str, float]
+        Its seconds by phase, in order: ``planning``, ``compiling``, ``timing`` (and
+        ``compiling the kept one again`` where its build was not held).
     """
 
     model: str
@@ -100,6 +103,7 @@ class OptimizeResult:
     compiled: CompiledModel = field(repr=False)
     plans: dict[str, PlanResult] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
     def best(self, kind: str) -> Entry | None:
         """The fastest measured entry of ``kind``."""
@@ -374,13 +378,21 @@ def _search(
 ) -> OptimizeResult:  # fmt: skip
     """:func:`optimize`'s steps, on its search."""
     model, progress = search.model, search.progress
+    phases, mark = {}, [start]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases[name], mark[0] = now - mark[0], now
+
     search.plan_all()
     search.singles()
     search.same_as_single()
     picked = search.to_time(top)
     if search.settings.get("offline"):
         return _offline(search, picked, runs, start)
+    phase("planning")
     built = search.build(picked)
+    phase("compiling")
     peers = _peers(onnx, search, model)
     timed = [search.entries[k] for k in built]
     progress.step(f"timing {len(timed) + len(peers)} candidates in {rounds} rounds", 0, None)
@@ -404,9 +416,14 @@ def _search(
     best = min(ours, key=lambda k: search.entries[k].p50_s)
     search.entries[best] = replace(search.entries[best], status="kept")
     kept = search.entries[best]
+    phase("timing")
+    held = search.builds.compiled(kept.name) is not None
+    build = search.kept_build(kept)
+    if not held:
+        phase("compiling the kept one again")
     return OptimizeResult(
-        model.name, search.objective, tuple(search.entries), kept, search.kept_build(kept),
-        search.plans, time.monotonic() - start,
+        model.name, search.objective, tuple(search.entries), kept, build, search.plans,
+        time.monotonic() - start, phases,
     )  # fmt: skip
 
 
