@@ -15,7 +15,6 @@ import json
 import re
 import socket
 import struct
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import tvm
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.rpc_worker import PREFIX, read_program_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher
 from tvm_hetero.runtime.worker import JobThread
@@ -158,11 +158,8 @@ class RemoteWorker:
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
         )
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(library) if isinstance(library, str | Path) else Path(tmp) / "lib.so"
-            if not isinstance(library, str | Path):
-                library.export_library(str(path))
-            self._rpc("upload", lambda: self._upload(path, "lib.so"))
+        path = Path(library) if isinstance(library, str | Path) else exported_library(library)
+        self._rpc("upload", lambda: self._upload(path, "lib.so"))
         self.data_port = self._rpc(
             "load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict()))
         )
