@@ -378,11 +378,13 @@ def _search(
 ) -> OptimizeResult:  # fmt: skip
     """:func:`optimize`'s steps, on its search."""
     model, progress = search.model, search.progress
-    phases, mark = {}, [start]
+    phases: dict[str, float] = {}
+    mark = start
 
     def phase(name: str) -> None:
+        nonlocal mark
         now = time.monotonic()
-        phases[name], mark[0] = now - mark[0], now
+        phases[name], mark = now - mark, now
 
     search.plan_all()
     search.singles()

@@ -11,8 +11,10 @@ and a line in :mod:`tvm_hetero.strategies.registry`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +54,28 @@ class Progress:
     def __call__(self, what: str, done: int, total: int | None) -> None:
         """Planners take a plain ``progress(what, done, total)``: this object is one."""
         self.step(what, done, total)
+
+
+class Pace:
+    """Pieces of a strategy's work (a compile, a sweep, an end-to-end run), timed as they run
+    against its time left (:meth:`Progress.time_left`, or None without a budget)."""
+
+    def __init__(self, time_left: Callable[[], float | None] | None) -> None:
+        self.time_left, self.pieces, self.spent_s = time_left, 0, 0.0
+
+    def room(self) -> bool:
+        """Whether one more piece, as long as the average so far, would end in time (the
+        first always would: there is nothing to go by)."""
+        left = self.time_left() if self.time_left and self.pieces else None
+        return left is None or left >= self.spent_s / self.pieces
+
+    @contextlib.contextmanager
+    def piece(self) -> Iterator[None]:
+        """Time one piece (counted when it ends)."""
+        began = time.monotonic()
+        yield
+        self.spent_s += time.monotonic() - began
+        self.pieces += 1
 
 
 class _Callback(Progress):

@@ -8,7 +8,6 @@ placement); this module measures what they consume and turns an assignment into 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from tvm_hetero.plan.duet import INPUTS, OUTPUTS, Assignment, Link, SubgraphCost
 from tvm_hetero.plan.phases import phases
 from tvm_hetero.plan.subgraph_plan import SubgraphPlan
 from tvm_hetero.profiling.profiler import Profiler, profiler_for
+from tvm_hetero.strategies.base import Pace
 from tvm_hetero.strategies.eop.planner import crossings
 
 Progress = Callable[[str, int, int], None]
@@ -180,8 +180,7 @@ class EndToEnd:
     seconds: dict[Assignment, float] = field(default_factory=dict)
     progress: Progress | None = None
     expected_runs: int = 0
-    runs: int = 0
-    run_s: float = 0.0
+    pace: Pace = field(default_factory=lambda: Pace(None))
 
     def __call__(self, assignment: Assignment) -> float:
         """Measured seconds of ``assignment``."""
@@ -195,19 +194,12 @@ class EndToEnd:
         from tvm_hetero.build.compiled import in_plan_order
 
         devices = devices or in_plan_order(self.devices, plan)
-        began = time.monotonic()
-        record = self.profiler.profile_run(self.model, devices, plan, repeat=self.repeat)
-        self.runs += 1
-        self.run_s += time.monotonic() - began
+        with self.pace.piece():
+            record = self.profiler.profile_run(self.model, devices, plan, repeat=self.repeat)
         if self.progress:
-            total = max(self.expected_runs, self.runs)
-            self.progress("end-to-end runs (compile and time)", self.runs, total)
+            runs = self.pace.pieces
+            self.progress("end-to-end runs (compile and time)", runs, max(self.expected_runs, runs))
         return record.median_s
-
-    def out_of_time(self, time_left: Callable[[], float | None] | None) -> bool:
-        """Whether another run, as long as the average so far, would end past ``time_left``."""
-        left = time_left() if time_left else None
-        return left is not None and left < self.run_s / max(self.runs, 1)
 
 
 @dataclass(frozen=True)
@@ -267,14 +259,15 @@ def place(
     label, start = duet.start_point(costs)
     timer = EndToEnd(model, devices, dg, profiler, repeat, progress=progress)
     timer.expected_runs = budget + len(devices) + (merged_cpu(devices) is not None)
+    timer.pace = Pace(time_left)
     stopped = []
 
     def stop() -> bool:
-        stopped.append(timer.out_of_time(time_left))
+        stopped.append(not timer.pace.room())
         return stopped[-1]
 
     fixed = duet.correct(costs, start, timer, budget, stop)
-    singles = _singles(dg, devices, timer, time_left)
+    singles = _singles(dg, devices, timer)
     cut_short = any(stopped) or len(singles) < len(devices) + (merged_cpu(devices) is not None)
     assignment, measured = fixed.assignment, fixed.seconds
     predicted = duet.predicted_s(costs, assignment)
@@ -306,19 +299,17 @@ def plan_with_measurements(
     return place(model, devices, dg, costs, profiler, budget, repeat, progress)
 
 
-def _singles(
-    dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd,
-    time_left: Callable[[], float | None] | None = None,
-) -> dict[str, float]:  # fmt: skip
+def _singles(dg: DuetGraph, devices: Sequence[DeviceSpec], timer: EndToEnd) -> dict[str, float]:
     """Measured seconds of each device alone, and of the CPU workers merged into one; one
-    already measured by the correction is not run again, and none is run past ``time_left``."""
+    already measured by the correction is not run again, and none is run past the timer's
+    time left (its :class:`Pace`)."""
     out = {}
     for d, device in enumerate(devices):
         alone = (d,) * len(dg.subgraphs)
-        if alone in timer.seconds or not timer.out_of_time(time_left):
+        if alone in timer.seconds or timer.pace.room():
             out[device.name] = timer(alone)
     merged = merged_cpu(devices)
-    if merged is not None and not timer.out_of_time(time_left):
+    if merged is not None and timer.pace.room():
         plan = SubgraphPlan(
             (merged.name,), dg.subgraphs, (0,) * len(dg.subgraphs), dg.phase, "single"
         )

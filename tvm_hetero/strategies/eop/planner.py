@@ -9,7 +9,6 @@ database), copies between the devices and slice/concat on the home device. Plann
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.measure import random_args
+from tvm_hetero.strategies.base import Pace
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
@@ -103,22 +103,20 @@ def measure_inputs(
     longest = sorted(
         (b for b in bindings if b.node_id in key_ids), key=lambda b: -op_s[0][b.node_id]
     )
-    spent = 0.0
+    pace = Pace(time_left)
     for i, b in enumerate(longest):
-        left = time_left() if time_left and i else None
-        if left is not None and left < spent / i:
+        if not pace.room():
             break
         if progress:
             progress(b.node_id, i, len(longest))
-        began = time.monotonic()
-        for dim in _dims(b.call).values():
-            patterns = []
-            for dev in (home, other):
-                pattern, fit = _pattern(model, b.node_id, dim, dev, profiler, store, samples)
-                patterns.append(pattern)
-                fits.append(fit)
-            swept.setdefault(b.node_id, []).append((dim, patterns))
-        spent += time.monotonic() - began
+        with pace.piece():
+            for dim in _dims(b.call).values():
+                patterns = []
+                for dev in (home, other):
+                    pattern, fit = _pattern(model, b.node_id, dim, dev, profiler, store, samples)
+                    patterns.append(pattern)
+                    fits.append(fit)
+                swept.setdefault(b.node_id, []).append((dim, patterns))
     if progress:
         progress("done", len(longest), len(longest))
     key_bindings = [b for b in bindings if b.node_id in swept]

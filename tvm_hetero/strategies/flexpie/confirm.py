@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.strategies.base import Pace
 from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
 if TYPE_CHECKING:
@@ -66,17 +66,15 @@ def confirm_by_measurement(
     names = confirm_candidates(partitions, plans)
     if len(names) < 2:
         return result
-    deployments, spent = [], 0.0
+    deployments, pace = [], Pace(time_left)
     for k, name in enumerate(names):
-        left = time_left() if time_left and k else None
-        if left is not None and left < spent / k:
+        if not pace.room():
             names = names[:k]
             break
         if progress:
             progress(f"compiling {name} to time it", k, len(names) + 1)
-        began = time.monotonic()
-        deployments.append(build(to_plan(result.geometry, devices, partitions[name], name)))
-        spent += time.monotonic() - began
+        with pace.piece():
+            deployments.append(build(to_plan(result.geometry, devices, partitions[name], name)))
     if len(names) < 2:
         return result
     if progress:
