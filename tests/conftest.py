@@ -183,16 +183,18 @@ def _worker_args(port: int) -> list[str]:
 
 
 @pytest.fixture
-def start_workers():
+def start_workers(tmp_path_factory):
     """Start ``count`` ``tvm-hetero worker`` processes at once on loopback, with the TVM runtime
-    library only (``extra``: more flags); returns ``[(port, process)]``; all are killed (process
-    group) at the end."""
+    library only (``extra``: more flags; each keeps its libraries in a test folder unless
+    ``extra`` says where); returns ``[(port, process)]``; all are killed (process group) at the
+    end."""
     procs: list[subprocess.Popen] = []
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
 
     def start(count: int = 1, extra: tuple[str, ...] = ()) -> list[tuple[int, subprocess.Popen]]:
         ports = free_ports(count)
-        new = [launch([*_worker_args(p), *extra], env) for p in ports]
+        cache = () if "--cache" in extra else ("--cache", str(tmp_path_factory.mktemp("cache")))
+        new = [launch([*_worker_args(p), *cache, *extra], env) for p in ports]
         procs.extend(new)
         return [
             (p, wait_until_started(proc, "listening on"))

@@ -19,7 +19,7 @@ from tvm_hetero.runtime.program_links import (
     Outlinks,
     quota_limited,
 )
-from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, _send_frame
+from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, send_frame
 from tvm_hetero.runtime.worker import use_threads
 
 
@@ -148,7 +148,7 @@ def test_a_link_cut_or_stalled_inside_a_value_is_dropped_not_hung_on(linked):
     fixture_link = _adopted(inlinks)
     for close in (True, False):
         conn = socket.create_connection(address)
-        _send_frame(conn, json.dumps({LINK: "edge-b"}).encode())
+        send_frame(conn, json.dumps({LINK: "edge-b"}).encode())
         promised = header("1/0:v", (1 << 20,), "float32", 4 << 20)
         conn.sendall(promised + b"\0" * 1000)
         if close:
@@ -176,7 +176,7 @@ def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, garba
     inlinks, out, (host, port), _ = linked
     fixture_link = _adopted(inlinks)
     with socket.create_connection((host, port)) as bad:
-        _send_frame(bad, json.dumps({LINK: "edge-b"}).encode())
+        send_frame(bad, json.dumps({LINK: "edge-b"}).encode())
         bad.sendall(garbage + b"\0" * 64)
         out.send(host, port, "1/0:good", np.arange(5.0))
         got = _collect(inlinks, ["1/0:good"])

@@ -76,7 +76,6 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
     monkeypatch.setattr(RemoteWorker, "move", move)
     monkeypatch.setattr(RemoteWorker, "call", call)
     monkeypatch.setattr(RemoteWorker, "_rpc", rpc)
-    monkeypatch.setattr(remote_worker, "UPLOAD_CHUNK_BYTES", 4096)  # each library in pieces
     other = [x * 0.5 + 1 if x.dtype.kind == "f" else x for x in inputs]
     with Executor(deployment, programs=False) as ex:  # by dataflow: the client calls each unit
         got = ex.run(inputs)
@@ -351,13 +350,25 @@ def test_a_worker_serving_another_session_is_named_within_the_timeout(start_work
     assert again.cpu(0).exist
 
 
-def test_deployments_on_one_worker_are_timed_in_interleaved_rounds(start_workers):
-    ((port, _),) = start_workers(1)
+def test_deployments_on_one_worker_are_timed_in_interleaved_rounds(start_workers, monkeypatch):
+    (port, _), (other_port, _) = start_workers(2)
     model = load_zoo_model("mlp:tiny")
     edge = _edge("edge-a", port)
     one, two = (api.compile(model, [edge]).deployment for _ in range(2))
-    found = interleaved_run_seconds([one, two], [3, 2], rounds=2, warmup=1)
-    assert [len(s) for s in found] == [3, 2] and all(t > 0 for s in found for t in s)
+    apart = api.compile(model, [_edge("edge-b", other_port)]).deployment
+    sessions, real_init = [], RemoteWorker.__init__
+
+    def init(self, spec, *args, **kwargs):
+        real_init(self, spec, *args, **kwargs)
+        sessions.append((spec.name, self.sent_library))
+
+    monkeypatch.setattr(RemoteWorker, "__init__", init)
+    found = interleaved_run_seconds([one, two, apart], [3, 2, 2], rounds=2, warmup=1)
+    assert [len(s) for s in found] == [3, 2, 2] and all(t > 0 for s in found for t in s)
+    # one and two take turns on edge-a, a new session each turn, and the worker keeps each
+    # library from the first; apart has edge-b to itself: opened once
+    assert [name for name, _ in sessions] == ["edge-a", "edge-a", "edge-b", "edge-a", "edge-a"]
+    assert sessions[0][1] is True and [sent for _, sent in sessions[3:]] == [False, False]
 
 
 def test_command_line_compile_check_and_run_on_workers_of_a_cluster_file(

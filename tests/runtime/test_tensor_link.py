@@ -16,7 +16,7 @@ from tvm_hetero.runtime.tensor_link import (
     MissingValue,
     TensorFetcher,
     TensorServer,
-    _recv_frame,
+    recv_frame,
     send_array,
 )
 
@@ -79,7 +79,7 @@ def _answer_after_two_requests(listener: socket.socket, arrays: dict) -> None:
     """A peer that answers nothing until two requests have arrived, then both, in order."""
     conn, _ = listener.accept()
     with conn:
-        names = [_recv_frame(conn).decode() for _ in range(2)]
+        names = [recv_frame(conn).decode() for _ in range(2)]
         for name in names:
             send_array(conn, arrays[name])
 

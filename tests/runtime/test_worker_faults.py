@@ -15,6 +15,8 @@ from tvm_hetero.devices import cpu_device
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime import remote_worker
 from tvm_hetero.runtime.executor import Executor
+from tvm_hetero.runtime.tensor_link import LinkError
+from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.zoo import load_zoo_model
 
 SIGNALS = [
@@ -118,9 +120,11 @@ def test_connecting_to_a_busy_worker_honours_the_run_timeout(start_workers):
 def test_a_client_cannot_write_outside_the_session_folder(start_workers, tmp_path, name):
     ((port, proc),) = start_workers(1)
     session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
-    write = session.get_function("tvm_hetero.worker.write")
-    with pytest.raises(Exception, match="not a plain file name"):  # raised over RPC
-        write(name, 0, bytearray(b"x"))
+    data_port = session.get_function("tvm_hetero.worker.data_port")()
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"x")
+    with pytest.raises(LinkError, match="not a plain file name"):  # the worker's answer
+        upload("127.0.0.1", data_port, library, name, timeout_s=10.0)
     assert not (tmp_path / "escaped.so").exists()
     assert not Path("/tmp/escaped.so").exists()
     assert _fingerprint(session)  # the session goes on

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from tvm_hetero.devices.spec import split_address
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.rpc_worker import CACHE_BYTES
 from tvm_hetero.strategies.base import WorkloadsExported
 from tvm_hetero.strategies.flags import number as _number
 from tvm_hetero.strategies.registry import PACKAGES
@@ -369,6 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracker", type=_address, metavar="HOST:PORT", help="report to a TVM RPC tracker"
     )
     worker.add_argument("--key", default="", help="the key clients ask the tracker for")
+    worker.add_argument(
+        "--cache", metavar="DIR", help="keep uploaded libraries here for later sessions, by "
+        "content (default: a temporary folder, removed when the worker stops)",
+    )  # fmt: skip
+    worker.add_argument(
+        "--cache-gb", type=_number(float, 0), default=CACHE_BYTES / 1e9, metavar="GB",
+        help=f"most the cache holds, least recently used dropped first; 0 keeps none "
+        f"(default {CACHE_BYTES / 1e9:g})",
+    )  # fmt: skip
 
     traces = cmd["collect-traces"]
     traces.add_argument(

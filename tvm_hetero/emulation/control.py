@@ -185,6 +185,7 @@ def _start_worker(node: Node, logs: Path) -> subprocess.Popen:
     argv = [
         sys.executable, "-m", "tvm_hetero.runtime.rpc_worker", "--host", node.identity,
         "--port", str(WORKER_PORT), "--port-end", str(WORKER_PORT + 1),
+        "--cache", str(logs / f"{node.device}-libraries"),  # removed with the logs by down
     ]  # fmt: skip
     env = dict(os.environ, TVM_USE_RUNTIME_LIB="1")  # what an edge box has: the runtime only
     with open(logs / f"{node.device}.log", "w") as log:

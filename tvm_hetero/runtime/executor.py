@@ -572,6 +572,19 @@ workers of the one timed before may still spin for a while (TVM's thread pools w
 on two cores the first runs after a switch took up to 20 times the median."""
 
 
+def _opened(deployment: Deployment) -> tuple[Executor, list]:
+    """An executor of ``deployment`` (the caller closes it) and random inputs placed on it."""
+    executor = Executor(deployment, timeout_s=STEP_TIMEOUT_S)
+    try:
+        rng = np.random.default_rng(0)
+        return executor, executor.place_inputs(
+            {spec.name: spec.random(rng) for spec in deployment.inputs}
+        )
+    except BaseException:
+        executor.close()
+        raise
+
+
 def interleaved_run_seconds(
     deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
     warmup: int = 5, microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
@@ -579,10 +592,10 @@ def interleaved_run_seconds(
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
     of them, not on whichever was being timed (on a GPU box, one trial's 30 runs measured 3.33
-    ms and its mirror image's 2.04). Deployments on remote workers, each of which serves one
-    session at a time, are loaded one at a time, again each round, with ``warmup`` runs each
-    time; local ones are loaded once, warmed up ``warmup`` runs, and :data:`SETTLE_RUNS` runs
-    each later round. ``microbatches``: each sample is the time per request
+    ms and its mirror image's 2.04). Each deployment is loaded once, warmed up ``warmup`` runs,
+    and :data:`SETTLE_RUNS` runs each later round, except that a remote worker serves one session
+    at a time: a deployment is let go when another needs one of its workers, and loaded again
+    (``warmup`` runs) in its next turn. ``microbatches``: each sample is the time per request
     of that many in flight (:meth:`Executor.time`). ``peers`` are other runtimes timed in the
     same rounds (``peer(runs, warmup)`` returns each run's seconds: ONNX Runtime's session),
     ``max(repeats)`` runs each; their samples follow the deployments'. A deployment given as
@@ -596,12 +609,13 @@ def interleaved_run_seconds(
     peer_repeat = max(repeats, default=1)
     peer_s: list[list[float]] = [[] for _ in peers]
     samples: list[list[float]] = [[] for _ in deployments]
-    remote = any(
-        d.host is not None for dep in deployments if isinstance(dep, Deployment)
-        for d in dep.devices
-    )  # fmt: skip
+    hosts = [
+        {d.host for d in dep.devices if d.host} if isinstance(dep, Deployment) else set()
+        for dep in deployments
+    ]
     with ExitStack() as stack:
         opened: dict[int, tuple[Executor, list]] = {}
+        stack.callback(lambda: [executor.close() for executor, _ in opened.values()])
         for r in range(rounds):
             for k, deployment in enumerate(deployments):
                 runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
@@ -611,20 +625,15 @@ def interleaved_run_seconds(
                     settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)  # is the slow one
                     samples[k] += time_saved(deployment, runs, settle, microbatches)
                     continue
-                with ExitStack() as this_round:
-                    # a remote worker serves one session at a time: opened anew each round
-                    fresh = remote or k not in opened
-                    if fresh:
-                        rng = np.random.default_rng(0)
-                        inputs = {spec.name: spec.random(rng) for spec in deployment.inputs}
-                        into = this_round if remote else stack
-                        opening = Executor(deployment, timeout_s=STEP_TIMEOUT_S)
-                        executor = into.enter_context(opening)
-                        opened[k] = (executor, executor.place_inputs(inputs))
-                    executor, tensors = opened[k]
-                    settle = warmup if fresh else min(warmup, SETTLE_RUNS)
-                    stats = executor.time(tensors, runs, settle, microbatches=microbatches)
-                    samples[k] += stats.samples_ms
+                fresh = k not in opened
+                if fresh:  # a worker serves one session at a time: one on these workers goes
+                    for j in [j for j in opened if hosts[j] & hosts[k]]:  # (others stay: a
+                        opened.pop(j)[0].close()  # session each round loaded a library each
+                    opened[k] = _opened(deployment)  # round, GPT-2's 619 MB for seconds)
+                executor, tensors = opened[k]
+                settle = warmup if fresh else min(warmup, SETTLE_RUNS)
+                stats = executor.time(tensors, runs, settle, microbatches=microbatches)
+                samples[k] += stats.samples_ms
             settle = min(warmup, SETTLE_RUNS)
             for k, peer in enumerate(peers):
                 runs = -(-peer_repeat * (r + 1) // rounds) - len(peer_s[k])

@@ -40,9 +40,9 @@ import numpy as np
 from tvm_hetero.runtime.tensor_link import (
     _buffered,
     _recv_exact,
-    _send_frame,
     contiguous,
     send_after,
+    send_frame,
 )
 
 SPIN_S = 200e-6
@@ -114,7 +114,7 @@ class Outlinks:
             return
         conn = _buffered(socket.create_connection((host, port), timeout=self.timeout_s))
         conn.settimeout(self.timeout_s)
-        _send_frame(conn, json.dumps({LINK: self.name}).encode())
+        send_frame(conn, json.dumps({LINK: self.name}).encode())
         self._links[host, port] = (conn, threading.Lock())
 
     def send(self, host: str, port: int, name: str, array: np.ndarray) -> None:

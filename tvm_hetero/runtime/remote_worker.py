@@ -1,9 +1,9 @@
 """A worker on another machine (or process): a TVM RPC session to ``tvm-hetero worker``.
 
-The client uploads the device's library once and then drives it by name: a unit's inputs and
-result stay on the worker as named values (:class:`RemoteValue`); a value another worker needs is
-pulled by that worker straight from this one (:mod:`.tensor_link`), never through the client. The
-client sends the model's inputs and receives its outputs only.
+The client uploads the device's library once (:mod:`.uploads`) and then drives it by name: a
+unit's inputs and result stay on the worker as named values (:class:`RemoteValue`); a value
+another worker needs is pulled by that worker straight from this one (:mod:`.tensor_link`),
+never through the client. The client sends the model's inputs and receives its outputs only.
 
 One TVM RPC session is not safe to share between threads, so every use of it holds the worker's
 lock; the worker's jobs run on its own thread like a local worker's.
@@ -29,13 +29,10 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.rpc_worker import PREFIX, read_program_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher
+from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("write", "load", "call", "call_push", "item", "load_program", "run_program")
-UPLOAD_CHUNK_BYTES = 16 * 2**20
-"""A library goes to its worker in pieces of this size (``tvm_hetero.worker.write``): TVM RPC's
-``upload`` holds a whole file in the worker two or three times over while it arrives, which
-killed a worker held to the memory its stage of ViT-Large fitted."""
+_FUNCTIONS = ("data_port", "load", "call", "call_push", "item", "load_program", "run_program")
 
 
 def _connect_within(timeout_s: float, where: str, *address: Any) -> Any:
@@ -159,21 +156,14 @@ class RemoteWorker:
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
         )
         path = Path(library) if isinstance(library, str | Path) else exported_library(library)
-        self._rpc("upload", lambda: self._upload(path, "lib.so"))
-        self.data_port = self._rpc(
-            "load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict()))
-        )
+        self.data_port = self._rpc("connect", lambda: int(self._remote["data_port"]()))
+        self.sent_library = self._rpc(
+            "upload", lambda: upload(self.address[0], self.data_port, path, "lib.so", timeout_s)
+        )  # False: the worker kept these bytes from an earlier session
+        self._rpc("load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict())))
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
         self._teller = TensorFetcher()  # pull commands to this worker's data port
         self._puller = TensorFetcher(timeout_s)  # downloads from it
-
-    def _upload(self, path: Path, name: str) -> None:
-        """``path`` into the worker's file ``name``, :data:`UPLOAD_CHUNK_BYTES` at a time."""
-        with open(path, "rb") as library:
-            offset = 0
-            while chunk := library.read(UPLOAD_CHUNK_BYTES):
-                self._remote["write"](name, offset, bytearray(chunk))
-                offset += len(chunk)
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
         """``fn()`` under the lock; a failure is this worker's, or a peer's when this worker

@@ -11,7 +11,9 @@ other workers pull the values they consume and into which they push what their u
 it (see :mod:`.tensor_link`).
 
 - ``tvm_hetero.fingerprint(kind, index, threads)``: the device as the profile database keys it.
-- ``tvm_hetero.worker.write(file, offset, blob)``: a piece of an uploaded file.
+- ``tvm_hetero.worker.data_port()``: the port of the session's data server (started then), where
+  the client uploads the device's library (an ``upload`` command, :mod:`.uploads`: plain TCP,
+  and a library the worker kept from an earlier session, by its SHA-256, is not sent again).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
 - ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s,
@@ -46,6 +48,7 @@ it (see :mod:`.tensor_link`).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import errno
 import functools
@@ -53,9 +56,12 @@ import json
 import math
 import os
 import queue
+import shutil
+import signal
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -70,6 +76,13 @@ INLINE_PUSH_BYTES = 256 * 2**10
 ARRIVAL_TIMEOUT_S = 120.0
 """How long a unit waits for a pulled input before it fails (the client's own timeout, ``run
 --timeout``, is usually shorter and names the worker first)."""
+
+
+UPLOAD_STALL_S = 60.0
+"""An upload whose bytes stop arriving this long fails (its session goes on)."""
+CACHE_BYTES = 4 * 10**9
+"""Uploaded libraries a worker keeps for later sessions by default (``--cache-gb``)."""
+_STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
 RETURN_BYTES = 2**20
@@ -130,16 +143,6 @@ class _Session:
         self.outlinks: Any = None
         self.spin_s = 0.0
         self.received: dict[str, tuple] = {}  # tensors made to receive into (_buffer)
-
-    def write(self, file_name: str, offset: int, blob: bytearray) -> None:
-        """Write ``blob`` at ``offset`` of the session's file ``file_name`` (a piece of an
-        upload: TVM RPC's own upload holds the whole file in this process at once, and a
-        stage's library is mostly its weights)."""
-
-        path = _work_file(file_name)
-        with open(path, "r+b" if offset else "wb") as out:
-            out.seek(offset)
-            out.write(blob)
 
     def load(self, file_name: str, spec_json: str) -> int:
         import tvm
@@ -423,13 +426,18 @@ class _Session:
         itself, an input from the client (not over RPC, whose loop may be computing) or, with
         ``"from"``, a value that worker pushes. A failure is kept for the unit that reads
         ``out``. ``{"link": peer}``: the connection is a program link, read by the program
-        thread from now on (True: taken over)."""
+        thread from now on (True: taken over). ``{"upload": file, ...}``: a library
+        (:func:`~.uploads.receive`)."""
         from tvm_hetero.runtime.program_links import LINK
         from tvm_hetero.runtime.tensor_link import recv_array
+        from tvm_hetero.runtime.uploads import UPLOAD, receive
 
         if LINK in message:
             self.inlinks.adopt(conn)
             return True
+        if UPLOAD in message:
+            receive(message, conn, _work_file, _STORE[0] if _STORE else None, UPLOAD_STALL_S)
+            return False
         if "put" in message:
             allocate, done = self._receiver(message["put"], message.get("from", "the client"))
             try:
@@ -518,7 +526,7 @@ def register() -> None:
 
     session = _Session()
     functions = {
-        "write": session.write,
+        "data_port": session.data_port,
         "load": session.load,
         "call": session.call,
         "call_push": session.call_push,
@@ -534,13 +542,25 @@ def register() -> None:
 
 
 def serve(
-    host: str, port: int, port_end: int, key: str = "", tracker: tuple[str, int] | None = None
-) -> None:
+    host: str, port: int, port_end: int, key: str = "", tracker: tuple[str, int] | None = None,
+    cache: Path | None = None, cache_bytes: int = CACHE_BYTES,
+) -> None:  # fmt: skip
     """Bind the first free port in ``[port, port_end)`` and serve forever (one fork per session);
-    with ``tracker``, report to TVM's RPC tracker under ``key``."""
+    with ``tracker``, report to TVM's RPC tracker under ``key``. Uploaded libraries are kept in
+    folder ``cache`` up to ``cache_bytes`` for later sessions (default: a temporary folder removed
+    when the worker exits)."""
     from tvm.rpc import server as rpc_server
 
+    from tvm_hetero.runtime.uploads import LibraryStore
+
     _BIND["host"] = host
+    if cache is None and cache_bytes > 0:
+        cache = Path(tempfile.mkdtemp(prefix="tvm-hetero-worker-"))
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(cache, True))
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # atexit runs on SIGTERM too
+    if cache is not None:
+        _STORE[:] = [LibraryStore(cache, cache_bytes)]
     register()
     # TVM's loop forks a process per session and raises, ending the worker, when one dies
     # abnormally; a killed worker left its session serving. The pinned wheel's two functions
@@ -587,7 +607,6 @@ def _dying_with(worker_pid: int, serve_loop: Callable) -> Callable:
     def session(*args: Any) -> None:
         if sys.platform.startswith("linux"):
             import ctypes
-            import signal
 
             pr_set_pdeathsig = 1
             ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
@@ -620,8 +639,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9190)
     parser.add_argument("--port-end", type=int, default=9290)
     parser.add_argument("--key", default="")
+    parser.add_argument("--cache", type=Path, help="folder of uploaded libraries kept")
+    parser.add_argument("--cache-gb", type=float, default=CACHE_BYTES / 1e9)
     args = parser.parse_args(argv)
-    serve(args.host, args.port, args.port_end, args.key)
+    cache_bytes = int(args.cache_gb * 1e9)
+    serve(args.host, args.port, args.port_end, args.key, None, args.cache, cache_bytes)
     return 0
 
 

@@ -61,7 +61,7 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
         got += n
 
 
-def _recv_frame(sock: socket.socket) -> bytes:
+def recv_frame(sock: socket.socket) -> bytes:
     head = bytearray(_LEN.size)
     _recv_exact(sock, memoryview(head))
     body = bytearray(_LEN.unpack(head)[0])
@@ -69,7 +69,7 @@ def _recv_frame(sock: socket.socket) -> bytes:
     return bytes(body)
 
 
-def _send_frame(sock: socket.socket, body: bytes) -> None:
+def send_frame(sock: socket.socket, body: bytes) -> None:
     sock.sendall(_LEN.pack(len(body)) + body)
 
 
@@ -112,7 +112,7 @@ def _numpy_empty(shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 def recv_array(sock: socket.socket, allocate: Allocate = _numpy_empty) -> np.ndarray:
     """One array sent by :func:`send_array` (or the peer's error, raised)."""
-    header = json.loads(_recv_frame(sock))
+    header = json.loads(recv_frame(sock))
     if "error" in header:
         raise MissingValue(header["error"])
     out = allocate(tuple(header["shape"]), header["dtype"])
@@ -163,7 +163,7 @@ class TensorServer:
         """Serve ``conn`` until it closes (False) or a command takes it over (True)."""
         while True:
             try:
-                frame = _recv_frame(conn)
+                frame = recv_frame(conn)
             except (LinkError, OSError):
                 return False
             if frame.startswith(b"{") and self._on_command is not None:
@@ -177,7 +177,7 @@ class TensorServer:
             try:
                 array = self._lookup(name)
             except KeyError:
-                _send_frame(conn, json.dumps({"error": f"no value {name!r} here"}).encode())
+                send_frame(conn, json.dumps({"error": f"no value {name!r} here"}).encode())
                 continue
             try:
                 send_array(conn, array)
@@ -271,7 +271,7 @@ class TensorFetcher:
             try:
                 if pipe is None or pipe.broken is not None:
                     pipe = self._pipes[key] = _Pipe(self._connect(key), f"{host}:{port}")
-                _send_frame(pipe.conn, name.encode())
+                send_frame(pipe.conn, name.encode())
             except OSError as err:
                 if pipe is not None:
                     self._pipes.pop(key, None)
@@ -306,7 +306,7 @@ class TensorFetcher:
                 conn = self._told.get(key) or self._told.setdefault(key, self._connect(key))
                 command = json.dumps(message).encode()
                 if array is None:
-                    _send_frame(conn, command)
+                    send_frame(conn, command)
                 else:
                     send_array(conn, array, _LEN.pack(len(command)) + command)
             except OSError as err:
