@@ -55,6 +55,7 @@ def row(result, name: str, run: str, seconds: float) -> dict:
     return {
         "model": name, "run": run, "search_s": round(seconds, 1),
         "phases_s": {k: round(v, 1) for k, v in result.phases.items()},
+        "cut": result.cut,
         "kept": result.kept.name, "kept_p50_ms": result.kept.p50_s * 1e3,
         "kept_vs_fastest": result.kept.p50_s / fastest,
         "kept_vs_best_single": single.p50_s / result.kept.p50_s,

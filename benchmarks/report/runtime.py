@@ -84,8 +84,28 @@ def cluster() -> str:
     )  # fmt: skip
 
 
+def uploads() -> str:
+    """``benchmarks/cluster/uploads.py``: a library to a worker, ours against TVM RPC's."""
+    data = load("uploads.json")
+    what = {
+        "tvm_rpc_upload": "TVM RPC's upload",
+        "ours_sent": "data port, bytes new to the worker",
+        "ours_kept": "data port, bytes the worker kept",
+    }
+    rpc = next(r["median_s"] for r in data["rows"] if r["method"] == "tvm_rpc_upload")
+    rows = [
+        (what[r["method"]], ms(r["median_s"], seconds=True),
+         None if r["method"] == "ours_kept" else f"{r['mib_per_s']:.0f}",  # nothing moved
+         ratio(rpc, r["median_s"]))
+        for r in data["rows"]
+    ]  # fmt: skip
+    header = (f"{data['bytes'] >> 20} MiB library", "median ms", "MiB/s", "TVM RPC's time / it")
+    return titled("uploads.json", data, header, rows)
+
+
 SECTIONS = {
     "runtime-programs": runtime_programs,
     "runtime-real-models": runtime_real_models,
     "cluster": cluster,
+    "uploads": uploads,
 }

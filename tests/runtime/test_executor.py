@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -206,6 +207,15 @@ def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, 
     assert len(run_seconds(one, 4, warmup=0)) == 4
     with pytest.raises(ValueError, match="one repeat"):
         interleaved_run_seconds([one], [3, 3])
+    # a deadline past: the first round only; a far one: every round
+    now = time.monotonic()
+    assert [len(s) for s in interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=now)] == [
+        3, 1,
+    ]  # fmt: skip
+    far = now + 600
+    assert [len(s) for s in interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=far)] == [
+        7, 3,
+    ]  # fmt: skip
 
 
 def test_a_handoff_is_the_apart_chains_runs_against_the_one_units_median_in_the_same_rounds(

@@ -12,7 +12,8 @@ from tvm_hetero import api
 from tvm_hetero.cli.main import main
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.frontends import load_model
-from tvm_hetero.optimize.search import optimize
+from tvm_hetero.optimize.report import took
+from tvm_hetero.optimize.search import PLANNING_SHARE, optimize
 from tvm_hetero.runtime.deployment import read_manifest
 from tvm_hetero.strategies import registry
 
@@ -203,8 +204,9 @@ def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, mo
 
     monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
     monkeypatch.setattr(type(toy), "plan", slow)
-    found = optimize(load_model("mlp:tiny"), cores, budget_s=0.2, runs=3,
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=0.4, runs=3,
                      settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    assert PLANNING_SHARE == 0.5  # of 0.4 s
     assert found.entries[0].status == "stopped: over its 0.2 s of the budget while sweeping"
     assert found.kept.kind == "single"
 
@@ -227,20 +229,48 @@ def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
 
     monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
     monkeypatch.setattr(type(toy), "plan", winding)
-    kept = optimize(load_model("mlp:tiny"), cores, budget_s=0.5, runs=3,
+    kept = optimize(load_model("mlp:tiny"), cores, budget_s=1.0, runs=3,
                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
     assert kept.entries[0].plan is not None and not kept.entries[0].status.startswith("stopped")
     late_by["toy"] = 0.75
-    stopped = optimize(load_model("mlp:tiny"), cores, budget_s=0.5, runs=3,
+    stopped = optimize(load_model("mlp:tiny"), cores, budget_s=1.0, runs=3,
                        settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
     assert stopped.entries[0].status == "stopped: over its 0.5 s of the budget while last run"
+
+
+def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypatch):
+    """A plan made after the budget's end is not compiled; each device alone is, and timed in
+    one round, not all five: the search ends near its budget, and says what it cut."""
+    import time
+
+    plan = type(toy).plan
+
+    def late(self, model, devices, settings, progress):
+        time.sleep(0.5)  # past the whole budget, with no report to be stopped at
+        return plan(self, model, devices, settings, progress)
+
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
+    monkeypatch.setattr(type(toy), "plan", late)
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=0.4, runs=10, rounds=5,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    entries = {e.name: e for e in found.entries}
+    assert entries["toy"].plan is not None
+    assert entries["toy"].status == "not timed: the budget ended first"
+    singles = [e for e in found.entries if e.kind == "single"]
+    assert singles and all(len(e.samples_s) == 2 for e in singles)  # the first round's
+    assert found.cut == "timed 2 of 10 runs each"
+    assert "the budget's end: timed 2 of 10 runs each" in took(found)
+    roomy = optimize(load_model("mlp:tiny"), cores, budget_s=600, runs=10, rounds=5,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    assert roomy.cut == "" and all(len(e.samples_s) == 10 for e in roomy.entries if e.samples_s)
+    assert "budget" not in {e.name: e for e in roomy.entries}["toy"].status
 
 
 def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy, monkeypatch):
     """A strategy that would plan forever is stopped at its share (half the budget with two),
     and the one after it still plans: it is not starved."""
     monkeypatch.setattr(registry, "PACKAGES", {"toy_slow": "toy_slow", "toy": "toy_strategy"})
-    found = optimize(load_model("mlp:tiny"), cores, budget_s=1.0, runs=3,
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=2.0, runs=3,
                      settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
     status = {e.name: e.status for e in found.entries}
     assert status["toy_slow"].startswith("stopped: over its 0.5 s of the budget while step")

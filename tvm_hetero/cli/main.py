@@ -301,8 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     opt.add_argument(
         "--budget", type=_number(float, 0.0, low_open=True), default=10.0, metavar="MINUTES",
-        help="minutes the search may take (default 10): strategies not started by then are "
-        "skipped, plans not compiled by then are not timed; each device alone always is",
+        help="minutes the search may take (default 10): the strategies plan in the first "
+        "half, the candidates are compiled and timed in the rest (fewer runs if need be); "
+        "each device alone always is",
     )  # fmt: skip
     opt.add_argument("--output", "-o", required=True, metavar="FILE", help="the fastest, a .tar")
     opt.add_argument("--report", metavar="MD", help="write the candidates and verdict (Markdown)")

@@ -127,11 +127,13 @@ def markdown(result: OptimizeResult, devices: list[str]) -> str:
 
 
 def took(result: OptimizeResult) -> str:
-    """Where the search's time went, ``" (planning 12 s, compiling 30 s, timing 8 s)"``; empty
-    where no phase was recorded."""
+    """Where the search's time went and what its budget cut short, ``" (planning 12 s,
+    compiling 30 s, timing 8 s; the budget's end: timed 8 of 20 runs each)"``; empty where no
+    phase was recorded."""
     if not result.phases:
         return ""
-    return " (" + ", ".join(f"{name} {s:.0f} s" for name, s in result.phases.items()) + ")"
+    cut = f"; the budget's end: {result.cut}" if result.cut else ""
+    return " (" + ", ".join(f"{name} {s:.0f} s" for name, s in result.phases.items()) + cut + ")"
 
 
 def plot(result: OptimizeResult, path: str | Path) -> Path:

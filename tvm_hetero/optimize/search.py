@@ -27,6 +27,11 @@ from tvm_hetero.strategies.registry import strategies as registered
 
 FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
 """What a strategy that cannot handle a model raises: it drops out, the search goes on."""
+PLANNING_SHARE = 0.5
+"""The part of the budget the strategies plan in; compiling and timing the candidates take the
+rest and what planning left. Before, the budget bounded planning alone and the candidates were
+compiled and timed after it: searches on the emulated clusters took two to four times their
+budget."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,8 @@ class OptimizeResult:
     phases : dict[str, float]
         Its seconds by phase, in order: ``planning``, ``compiling``, ``timing`` (and
         ``compiling the kept one again`` where its build was not held).
+    cut : str
+        What the budget's end cut short (``"timed 8 of 20 runs each"``), empty if nothing.
     """
 
     model: str
@@ -104,6 +111,7 @@ class OptimizeResult:
     plans: dict[str, PlanResult] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    cut: str = ""
 
     def best(self, kind: str) -> Entry | None:
         """The fastest measured entry of ``kind``."""
@@ -154,7 +162,8 @@ class _Search:
     objective: str
     settings: Mapping[str, Any]
     progress: Progress
-    deadline: float
+    deadline: float  # of planning
+    end: float  # of the search
     builds: HeldBuilds = field(repr=False)
     entries: list[Entry] = field(default_factory=list)
     plans: dict[str, PlanResult] = field(default_factory=dict)
@@ -259,12 +268,16 @@ class _Search:
         return singles + ranked[:top]
 
     def build(self, picked: list[int]) -> list[int]:
-        """Compile each picked entry (a strategy's own build reused; a plan made within the
-        budget is compiled and timed even past it); those that fail to build drop out with the
-        reason. Returns those built."""
+        """Compile each picked entry (a strategy's own build reused); a plan not compiled by
+        the budget's end is not timed (each device alone always is); those that fail to build
+        drop out with the reason. Returns those built."""
         built = []
         for n, k in enumerate(picked):
             entry = self.entries[k]
+            late = time.monotonic() > self.end and entry.name not in self.builds
+            if late and entry.kind == "strategy":
+                self.entries[k] = replace(entry, status="not timed: the budget ended first")
+                continue
             self.progress.step(f"compiling {entry.name}", n, len(picked))
             try:
                 twin = self.twin(entry, built)
@@ -328,9 +341,11 @@ def optimize(
         ``latency``: one request at a time; ``throughput``: a stream, ``microbatches`` requests
         in flight (EdgePipe plans for it; the others run with requests in flight too).
     budget_s
-        Seconds the planning may take: a strategy still planning then is stopped at its next
-        progress report and one not started is skipped; the plans made are compiled and timed
-        after it, beside each device alone.
+        Seconds the search may take. The strategies plan in :data:`PLANNING_SHARE` of it (one
+        still planning then is stopped at its next progress report, one not started is
+        skipped); the plans made are compiled and timed beside each device alone in the rest:
+        a plan not compiled by the end is not timed, and no round of timing starts that would
+        end past it (the first always runs, and each device alone is always compiled).
     settings
         Every strategy's settings by name (``db``, ``options``, ``cluster``, ``offline``, and
         each one's flags); each strategy reads the ones it takes.
@@ -362,7 +377,7 @@ def optimize(
     count = len({d.name for d in _pool(devices)}) + top
     with HeldBuilds(model, count, in_memory) as builds:  # each device alone and the top plans
         search = _Search(model, list(devices), objective, dict(settings or {}), progress,
-                         start + budget_s, builds)  # fmt: skip
+                         start + budget_s * PLANNING_SHARE, start + budget_s, builds)  # fmt: skip
         return _search(search, start, top, runs, rounds, microbatches, onnx)
 
 
@@ -404,7 +419,7 @@ def _search(
     try:
         samples = interleaved_run_seconds(
             [search.builds.timed(e.name) for e in timed], [runs] * len(timed), rounds,
-            microbatches=stream, peers=[p for _, p in peers],
+            microbatches=stream, peers=[p for _, p in peers], deadline=search.end,
         )  # fmt: skip
     finally:
         for _, peer in peers:
@@ -423,9 +438,11 @@ def _search(
     build = search.kept_build(kept)
     if not held:
         phase("compiling the kept one again")
+    fewest = min((len(s) for s in samples[: len(built)]), default=runs)
+    cut = f"timed {fewest} of {runs} runs each" if fewest < runs else ""
     return OptimizeResult(
         model.name, search.objective, tuple(search.entries), kept, build, search.plans,
-        time.monotonic() - start, phases,
+        time.monotonic() - start, phases, cut,
     )  # fmt: skip
 
 

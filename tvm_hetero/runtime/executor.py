@@ -588,6 +588,7 @@ def _opened(deployment: Deployment) -> tuple[Executor, list]:
 def interleaved_run_seconds(
     deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
     warmup: int = 5, microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
+    deadline: float | None = None,
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
@@ -602,7 +603,9 @@ def interleaved_run_seconds(
     the path of its ``.tar`` is timed in a process of its own each round, after ``warmup``
     runs the first round and :data:`SETTLE_RUNS` later
     (:func:`~tvm_hetero.runtime.apart.time_saved`): what a search does with models too large
-    to hold all its candidates at once."""
+    to hold all its candidates at once. ``deadline`` (``time.monotonic()``): no round starts
+    that would end past it by the last round's length, so each has fewer samples (the first
+    round always runs)."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
@@ -616,7 +619,13 @@ def interleaved_run_seconds(
     with ExitStack() as stack:
         opened: dict[int, tuple[Executor, list]] = {}
         stack.callback(lambda: [executor.close() for executor, _ in opened.values()])
+        began = time.monotonic()
         for r in range(rounds):
+            if r and deadline is not None:
+                now = time.monotonic()
+                if now + (now - began) > deadline:  # the last round's length again
+                    break
+                began = now
             for k, deployment in enumerate(deployments):
                 runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
                 if runs <= 0:
