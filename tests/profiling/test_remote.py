@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import signal
 
@@ -51,6 +52,27 @@ def test_profile_through_a_real_rpc_worker(tmp_path, worker, two_cpus):
     # multi-device executables go through set_input / invoke_stateful over RPC
     copies = profiler.profile_transfer(two_cpus[0], two_cpus[1], [4096])
     assert copies[0].median_s > 0
+
+
+def test_a_profiler_timing_here_times_a_remote_device_on_its_worker(
+    tmp_path, worker, two_cpus, monkeypatch
+):  # fmt: skip
+    """A device with a host is timed on its worker, the library sent over the data port; before,
+    it was timed in this process under the worker's name (a device of a third of a core
+    measured at a whole one)."""
+    from tvm_hetero.runtime import uploads
+
+    sent, real = [], uploads.upload
+    monkeypatch.setattr(uploads, "upload", lambda *a: sent.append(a) or real(*a))
+    remote = dataclasses.replace(two_cpus[0], name="edge", host=f"127.0.0.1:{worker}")
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST)  # its runner: this process
+    record = profiler.profile_op(load_zoo_model("mlp:tiny").mod, "matmul", remote)
+    assert record.fingerprint["host"] == f"127.0.0.1:{worker}" and record.median_s > 0
+    assert len(sent) == 1 and sent[0][1] != worker  # the data port, not the RPC port
+    local = profiler.profile_op(load_zoo_model("mlp:tiny").mod, "matmul", two_cpus[0])
+    assert local.fingerprint["host"] == "local" and len(sent) == 1
+    again = profiler.profile_op(load_zoo_model("mlp:tiny").mod, "matmul", remote)
+    assert again == record and profiler.hits == 1  # served from the database, by its worker's key
 
 
 def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server, two_cpus):

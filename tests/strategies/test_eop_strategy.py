@@ -56,3 +56,33 @@ def test_sweeps_stop_when_the_time_left_is_spent(tmp_path, two_cpus):
         k.node_id for k in every.keys
     )
     assert eop.plan(cut).predicted_s > 0
+
+
+def test_a_crossing_between_machines_is_priced_by_the_clusters_path():
+    """Between two workers of a cluster: its path (the slowest link's bandwidth, the latencies
+    summed), not a copy timed in this process; no measurement is made. Without a cluster, or
+    for workers of one process, the profiler measures as before."""
+    import dataclasses
+
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.devices.cluster import ClusterSpec, Link, Topology
+
+    a, b, c = (dataclasses.replace(cpu_device(0), name=n, host=f"10.0.0.{k}:9190")
+               for k, n in enumerate("abc", 1))  # fmt: skip
+    cluster = ClusterSpec((a, b, c), (Link("a", "b", 100.0, 2.0), Link("b", "c", 40.0, 0.5)),
+                          Topology.RING)  # fmt: skip
+
+    class Unmeasured:
+        def __getattr__(self, name):
+            raise AssertionError(f"measured: {name}")
+
+    fit = eop.crossing(a, c, Unmeasured(), cluster)
+    hops = cluster.route("a", "c")
+    assert fit.latency_s == pytest.approx(sum(ln.latency_ms for ln in hops) / 1e3)
+    assert fit.bandwidth_bps == pytest.approx(min(ln.bandwidth_mbps for ln in hops) * 1e6 / 8)
+    assert eop.route_fit(a, b, cluster).bandwidth_bps == pytest.approx(12.5e6)
+    assert set(eop.crossings([a, b, c], Unmeasured(), cluster=cluster)) == {
+        (i, j) for i in range(3) for j in range(3) if i != j
+    }
+    with pytest.raises(AssertionError, match="measured"):
+        eop.crossing(a, c, Unmeasured())  # no cluster: the fitted copies, measured

@@ -36,12 +36,12 @@ from tvm_hetero.pipelines import get_pipeline
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.model_run import op_times_workload
 from tvm_hetero.profiling.offline import PLACEHOLDER_S
-from tvm_hetero.records import ProfileRecord, RecordKind, json_key
+from tvm_hetero.records import Fingerprint, ProfileRecord, RecordKind, json_key
 from tvm_hetero.runtime.device import vdevice_runtime_device
 from tvm_hetero.runtime.instrument import op_times
 from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, Timing, random_args, serves
 from tvm_hetero.runtime.memory import give_back_freed_memory
-from tvm_hetero.runtime.timer import LocalRunner, Runner
+from tvm_hetero.runtime.timer import LocalRunner, Runner, runners_for
 from tvm_hetero.runtime.worker import use_threads
 
 DEFAULT_DB = ".tvm-hetero/profiles.jsonl"
@@ -120,11 +120,35 @@ class Profiler:
     options: BuildOptions = field(default_factory=BuildOptions)
     hits: int = 0
     misses: int = 0
+    _remote_fps: dict[str, Fingerprint] = field(default_factory=dict, repr=False)
 
     @property
     def mode(self) -> str:
         """The compile mode recorded with every measurement."""
         return self.options.mode_key
+
+    def _remote(self, devices: Sequence[DeviceSpec]) -> DeviceSpec | None:
+        """The one remote device of ``devices`` that this profiler, timing in this process,
+        times on its own worker instead (None otherwise). Before, DUET's subgraphs on an
+        emulated cluster's devices of 0.3 to 0.9 core were all timed here at a whole core, under
+        each device's name, and its plans were priced as if the devices were alike."""
+        alone = len(devices) == 1 and devices[0].worker_id is not None
+        return devices[0] if alone and isinstance(self.runner, LocalRunner) else None
+
+    def _runner_of(self, devices: Sequence[DeviceSpec]) -> Runner:
+        """The runner that times a workload on ``devices``: :meth:`_remote`'s worker (a session
+        for this measurement alone: a worker serves one at a time), else the profiler's."""
+        remote = self._remote(devices)
+        return self.runner if remote is None else runners_for([remote])[remote.name]
+
+    def _fingerprint(self, device: DeviceSpec) -> Fingerprint:
+        """The device as the records key it: a remote one as its worker describes it (asked
+        once)."""
+        if self._remote([device]) is None:
+            return self.runner.fingerprint(device)
+        if device.name not in self._remote_fps:
+            self._remote_fps[device.name] = self._runner_of([device]).fingerprint(device)
+        return self._remote_fps[device.name]
 
     def measure(
         self, mod: tvm.IRModule, device: DeviceSpec, kind: RecordKind, workload: dict,
@@ -147,11 +171,11 @@ class Profiler:
         def measure() -> Timing:
             mod = placed()
             refs = [device_ref(d) for d in devices]
-            if isinstance(self.runner, LocalRunner):  # the pool the kernels were built for
+            runner = self._runner_of(devices)
+            if isinstance(runner, LocalRunner):  # the pool the kernels were built for
                 use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))
-            return self.runner.time(
-                build(mod, self.options), refs, random_args(input_infos(mod)), config
-            )
+            args = random_args(input_infos(mod))
+            return runner.time(build(mod, self.options), refs, args, config)
 
         def export() -> dict:
             mod = placed()
@@ -176,7 +200,7 @@ class Profiler:
         With an offline runner a missing record is ``export()``-ed to be timed elsewhere and a
         placeholder (with what ``export`` returns in its ``extra``) is returned, not stored.
         """
-        fp = self.runner.fingerprint(device)
+        fp = self._fingerprint(device)
         found = self.db.lookup(kind, key, target, self.mode, fp.key)
         if found is not None and serves(
             config, found.repeat, found.number, found.median_s, found.extra.get("sample_ms")

@@ -15,6 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.discover import merged_cpu
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
@@ -121,22 +122,26 @@ def _edges(graph: OpGraph, where: dict[str, int]) -> tuple[tuple[int, int, int],
     return tuple((s, d, b) for (s, d, _), b in edges.items())
 
 
-def links(devices: Sequence[DeviceSpec], profiler: Profiler) -> dict[tuple[int, int], Link]:
+def links(
+    devices: Sequence[DeviceSpec], profiler: Profiler, cluster: ClusterSpec | None = None
+) -> dict[tuple[int, int], Link]:
     """The cost of passing a tensor between each ordered pair of devices (EOP's
     :func:`~tvm_hetero.strategies.eop.planner.crossing`: the runtime's handoff between workers
-    of one process, plus the bytes at the fitted copy bandwidth where a copy is made)."""
+    of one process, plus the bytes at the fitted copy bandwidth where a copy is made; between
+    machines the ``cluster``'s path)."""
     return {
         pair: Link(fit.latency_s, 1.0 / fit.bandwidth_bps)
-        for pair, fit in crossings(devices, profiler).items()
+        for pair, fit in crossings(devices, profiler, cluster=cluster).items()
     }
 
 
 def subgraph_costs(
     model: Model, devices: Sequence[DeviceSpec], dg: DuetGraph, profiler: Profiler,
-    progress: Progress | None = None,
+    progress: Progress | None = None, cluster: ClusterSpec | None = None,
 ) -> SubgraphCosts:  # fmt: skip
     """Every subgraph compiled standalone as the build compiles it and timed on every device
-    (records kept in the profiler's database), and the links between the devices."""
+    (a remote one on its worker; records kept in the profiler's database), and the links
+    between the devices (:func:`links`)."""
     total = len(dg.subgraphs) * len(devices)
     seconds = []
     for s, nodes in enumerate(dg.subgraphs):
@@ -146,7 +151,7 @@ def subgraph_costs(
             if progress:
                 progress("subgraphs", s * len(devices) + d + 1, total)
         seconds.append(tuple(row))
-    return SubgraphCosts(tuple(seconds), dg.edges, links(devices, profiler), dg.phase)
+    return SubgraphCosts(tuple(seconds), dg.edges, links(devices, profiler, cluster), dg.phase)
 
 
 def to_plan(
@@ -236,12 +241,12 @@ class DuetResult:
 
 def measure_costs(
     model: Model, devices: Sequence[DeviceSpec], profiler: Profiler,
-    progress: Progress | None = None,
+    progress: Progress | None = None, cluster: ClusterSpec | None = None,
 ) -> tuple[DuetGraph, SubgraphCosts]:  # fmt: skip
     """DUET's steps before any end-to-end run: the phases' subgraphs and their compiler-aware
     costs on every device, links included (what an offline box times in its first round)."""
     dg = duet_graph(OpGraph.from_module(model.mod))
-    return dg, subgraph_costs(model, devices, dg, profiler, progress)
+    return dg, subgraph_costs(model, devices, dg, profiler, progress, cluster)
 
 
 def place(

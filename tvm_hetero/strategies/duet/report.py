@@ -32,7 +32,7 @@ def plan_result(
     pass of the correction with the single devices."""
     profiler = profiler_of(settings, progress)
     progress.step("subgraphs compiled and timed", 0, None)
-    dg, costs = strategy.measure_costs(model, devices, profiler, progress)
+    dg, costs = strategy.measure_costs(model, devices, profiler, progress, settings.cluster)
     stop_if_exported(settings, profiler)
     progress.step("end-to-end runs", 0, None)
     result = strategy.place(

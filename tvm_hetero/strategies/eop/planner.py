@@ -19,6 +19,7 @@ from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
 from tvm_hetero.costmodel.patterns import Pattern, PatternStore, sample_sizes
 from tvm_hetero.costmodel.transfer import TransferFit, fit_transfer
+from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.attrs import ENTRY_FUNC
@@ -242,15 +243,22 @@ def _link(home: DeviceSpec, other: DeviceSpec, profiler: Profiler) -> Link:
     return Link(there.seconds, back.seconds, fit_transfer(COPY_SIZES, local).seconds, concurrent)
 
 
-def crossing(src: DeviceSpec, dst: DeviceSpec, profiler: Profiler) -> TransferFit:
+def crossing(
+    src: DeviceSpec, dst: DeviceSpec, profiler: Profiler, cluster: ClusterSpec | None = None
+) -> TransferFit:
     """What passing a tensor from a worker on ``src`` to one on ``dst`` costs the runtime.
 
     CPU workers of one process share memory: the measured handoff, no copy. A GPU beside the
     CPU: the handoff (the executor's steps, the copy of a tiny value, the wait for the GPU:
     39-41 us a crossing on the H200 box, where a bare copy takes 4-10) plus the bytes at the
-    bandwidth fitted to measured copies. Between machines: the line fitted to measured copies."""
+    bandwidth fitted to measured copies. Between machines: the ``cluster``'s path between them
+    (:func:`route_fit`), else the line fitted to measured copies (timed in this process: a
+    copy in memory, which said nothing of a 1 Gbit/s link)."""
     if src.kind is dst.kind is DeviceKind.CPU and src.colocated(dst):
         return TransferFit(profiler.profile_handoff(src, dst).median_s, float("inf"), 0.0)
+    routed = None if src.colocated(dst) or cluster is None else route_fit(src, dst, cluster)
+    if routed is not None:
+        return routed
     fit = fit_transfer(
         COPY_SIZES, [r.median_s for r in profiler.profile_transfer(src, dst, COPY_SIZES)]
     )
@@ -260,13 +268,24 @@ def crossing(src: DeviceSpec, dst: DeviceSpec, profiler: Profiler) -> TransferFi
     return fit
 
 
+def route_fit(src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec) -> TransferFit | None:
+    """The ``cluster``'s path from ``src`` to ``dst`` as a link, as EdgePipe prices it: the
+    slowest link's bandwidth, the latencies summed; None where no path joins them."""
+    path = cluster.route(src.name, dst.name)
+    if not path:
+        return None
+    bandwidth = min(ln.bandwidth_mbps for ln in path) * 1e6 / 8
+    return TransferFit(sum(ln.latency_ms for ln in path) / 1e3, bandwidth, 0.0)
+
+
 def crossings(
-    devices: Sequence[DeviceSpec], profiler: Profiler, local_only: bool = False
-) -> dict[tuple[int, int], TransferFit]:
+    devices: Sequence[DeviceSpec], profiler: Profiler, local_only: bool = False,
+    cluster: ClusterSpec | None = None,
+) -> dict[tuple[int, int], TransferFit]:  # fmt: skip
     """:func:`crossing` for each ordered pair of ``devices`` (by index); with ``local_only``,
     only the pairs of workers of one process."""
     return {
-        (a, b): crossing(src, dst, profiler)
+        (a, b): crossing(src, dst, profiler, cluster)
         for a, src in enumerate(devices)
         for b, dst in enumerate(devices)
         if a != b and (src.colocated(dst) or not local_only)
