@@ -75,6 +75,22 @@ def test_a_profiler_timing_here_times_a_remote_device_on_its_worker(
     assert again == record and profiler.hits == 1  # served from the database, by its worker's key
 
 
+def test_a_worker_is_free_again_as_soon_as_a_measurement_on_it_ends(tmp_path, worker, two_cpus):
+    """Each measurement's session ends with it: left to the garbage collector, one lived on to
+    its timeout and the next measurement on that worker waited 59 s to connect."""
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.runtime.remote_worker import connect_worker
+    from tvm_hetero.strategies.duet.planner import duet_graph
+
+    model = load_zoo_model("mt-dnn:tiny")
+    remote = dataclasses.replace(two_cpus[0], name="edge", host=f"127.0.0.1:{worker}")
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=FAST)
+    for nodes in duet_graph(OpGraph.from_module(model.mod)).subgraphs[:4]:
+        assert profiler.profile_subgraph(model.mod, nodes, remote).median_s > 0
+        session, _ = connect_worker(remote, timeout_s=5.0)  # RunError "no free worker" if held
+        del session
+
+
 def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server, two_cpus):
     runner = RPCRunner("127.0.0.1", plain_server)
     assert runner.fingerprint(two_cpus[0]).name == "unknown cpu"
