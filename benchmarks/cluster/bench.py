@@ -64,7 +64,9 @@ def raw_tcp_seconds(nbytes: int, repeat: int) -> float:
 
 def start_worker(port: int) -> subprocess.Popen:
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
-    args = ["-m", "tvm_hetero.cli.main", "worker", "--port", str(port), "--port-end", str(port + 1)]
+    # killed at the end: no folder of kept libraries to leave behind
+    args = ["-m", "tvm_hetero.cli.main", "worker", "--port", str(port), "--port-end",
+            str(port + 1), "--cache-gb", "0"]  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         start_new_session=True, env=env,

@@ -76,7 +76,7 @@ def _start_workers(n: int) -> list[tuple[int, subprocess.Popen]]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        args = ["worker", "--port", str(port), "--port-end", str(port + 1)]
+        args = ["worker", "--port", str(port), "--port-end", str(port + 1), "--cache-gb", "0"]
         proc = subprocess.Popen(
             ["taskset", "-c", str(core), sys.executable, "-m", "tvm_hetero.cli.main", *args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

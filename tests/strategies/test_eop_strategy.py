@@ -86,3 +86,22 @@ def test_a_crossing_between_machines_is_priced_by_the_clusters_path():
     }
     with pytest.raises(AssertionError, match="measured"):
         eop.crossing(a, c, Unmeasured())  # no cluster: the fitted copies, measured
+
+
+def test_eop_does_not_apply_to_a_clusters_workers(tmp_path):
+    """Its per-operator runs are timed in this process: on a cluster's devices they were timed
+    here under the workers' names. The profiler refuses them too."""
+    import dataclasses
+
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.strategies.eop import STRATEGY
+
+    model = load_zoo_model("mlp:tiny")
+    remote = [dataclasses.replace(cpu_device(k), name=f"e{k}", host=f"10.0.0.{k + 1}:9190")
+              for k in range(2)]  # fmt: skip
+    assert "cluster" in STRATEGY.applicable(model, remote, None)
+    assert STRATEGY.applicable(model, [cpu_device(0), cpu_device(1)], None) is None
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"))
+    profiler._remote_fps[remote[0].name] = profiler.runner.fingerprint(remote[0])  # no worker
+    with pytest.raises(ValueError, match="not over RPC"):
+        profiler.profile_op_times(model.mod, remote[:1])

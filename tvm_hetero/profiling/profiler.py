@@ -330,7 +330,7 @@ class Profiler:
         config = MeasureConfig(repeat=runs, min_repeat_ms=0)
 
         def measure() -> Timing:
-            if not isinstance(self.runner, LocalRunner):
+            if not isinstance(self.runner, LocalRunner) or any(d.worker_id for d in devices):
                 raise ValueError("per-operator runs are timed here or offline, not over RPC")
             work = op_times_workload(placed, self.options)
             use_threads(max((d.threads or os.cpu_count() or 1) for d in devices))

@@ -41,6 +41,8 @@ class Eop(Strategy):
     ) -> str | None:  # fmt: skip
         if len(devices) != 2:
             return f"cuts operators between exactly two devices ({len(devices)} given)"
+        if any(d.host is not None for d in devices):
+            return "its per-operator runs are timed in this process, not on a cluster's workers"
         return None
 
 
