@@ -133,6 +133,16 @@ class ClusterSpec:
             here = there
         return path
 
+    def path_rate(self, a: str, b: str) -> tuple[float, float] | None:
+        """``(bytes per second, seconds of latency)`` from ``a`` to ``b`` along :meth:`route`:
+        the slowest link's bandwidth, the latencies summed (what EdgePipe and DUET price a
+        crossing between machines at); ``None`` when no links join them."""
+        path = self.route(a, b)
+        if not path:
+            return None
+        bandwidth_mbps = min(ln.bandwidth_mbps for ln in path)
+        return bandwidth_mbps * 1e6 / 8, sum(ln.latency_ms for ln in path) / 1e3
+
     @classmethod
     def uniform(
         cls, devices: list[DeviceSpec], topology: Topology | str, bandwidth_mbps: float,

@@ -8,7 +8,6 @@ cost one layer's profiling and a second run costs nothing.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -150,7 +149,7 @@ class Profiler:
         if device.name not in self._remote_fps:
             runner = self._runner_of([device])
             self._remote_fps[device.name] = runner.fingerprint(device)
-            _end_session(runner)
+            runner.close()  # type: ignore[attr-defined]
         return self._remote_fps[device.name]
 
     def measure(
@@ -181,8 +180,8 @@ class Profiler:
             try:
                 return runner.time(build(mod, self.options), refs, args, config)
             finally:
-                if runner is not self.runner:
-                    _end_session(runner)
+                if runner is not self.runner:  # a session of this measurement's own
+                    runner.close()  # type: ignore[attr-defined]
 
         def export() -> dict:
             mod = placed()
@@ -471,15 +470,6 @@ def _describe(node) -> dict:
         "attrs": {k: v for k, v in node.attrs.items() if isinstance(v, int | float | str | list)},
         "flops": node.flops,
     }
-
-
-def _end_session(runner: Runner) -> None:
-    """End a worker's session now (a worker serves one at a time): what the measurement made
-    holds it in reference cycles, and left to the collector it lived on until its timeout, so
-    the next measurement on that worker waited 59 s to connect (every other subgraph of
-    MT-DNN's DUET costs on the emulated mesh)."""
-    runner.session = None  # type: ignore[attr-defined]
-    gc.collect()
 
 
 def profiler_for(

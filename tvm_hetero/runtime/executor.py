@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -612,13 +611,12 @@ def interleaved_run_seconds(
     peer_repeat = max(repeats, default=1)
     peer_s: list[list[float]] = [[] for _ in peers]
     samples: list[list[float]] = [[] for _ in deployments]
-    hosts = [
-        {d.host for d in dep.devices if d.host} if isinstance(dep, Deployment) else set()
-        for dep in deployments
-    ]
-    with ExitStack() as stack:
-        opened: dict[int, tuple[Executor, list]] = {}
-        stack.callback(lambda: [executor.close() for executor, _ in opened.values()])
+    workers = [
+        {d.worker_id for d in dep.devices if d.worker_id} if isinstance(dep, Deployment)
+        else set() for dep in deployments
+    ]  # fmt: skip
+    opened: dict[int, tuple[Executor, list]] = {}
+    try:
         began = time.monotonic()
         for r in range(rounds):
             if r and deadline is not None:
@@ -635,10 +633,13 @@ def interleaved_run_seconds(
                     samples[k] += time_saved(deployment, runs, settle, microbatches)
                     continue
                 fresh = k not in opened
-                if fresh:  # a worker serves one session at a time: one on these workers goes
-                    for j in [j for j in opened if hosts[j] & hosts[k]]:  # (others stay: a
-                        opened.pop(j)[0].close()  # session each round loaded a library each
-                    opened[k] = _opened(deployment)  # round, GPT-2's 619 MB for seconds)
+                if fresh:
+                    # a worker serves one session at a time: a deployment holding one of these
+                    # workers is let go, the others stay loaded (a session opened each round
+                    # loaded its library each round, seconds for GPT-2's 619 MB)
+                    for j in [j for j in opened if workers[j] & workers[k]]:
+                        opened.pop(j)[0].close()
+                    opened[k] = _opened(deployment)
                 executor, tensors = opened[k]
                 settle = warmup if fresh else min(warmup, SETTLE_RUNS)
                 stats = executor.time(tensors, runs, settle, microbatches=microbatches)
@@ -648,6 +649,9 @@ def interleaved_run_seconds(
                 runs = -(-peer_repeat * (r + 1) // rounds) - len(peer_s[k])
                 if runs > 0:
                     peer_s[k] += [t * 1e3 for t in peer(runs, warmup if r == 0 else settle)]
+    finally:
+        for executor, _ in opened.values():
+            executor.close()
     return [tuple(t * 1e-3 for t in ms) for ms in samples + peer_s]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import tempfile
 import time
@@ -137,6 +138,14 @@ class RPCRunner:
 
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
         return remote_fingerprint(self.session, spec, self.where)
+
+    def close(self) -> None:
+        """End the session now (a server serves one at a time): what a measurement made holds
+        it in reference cycles, and left to the collector it lived on until its timeout, so the
+        next measurement on that worker waited 59 s to connect (every other subgraph of
+        MT-DNN's DUET costs on the emulated mesh)."""
+        self.session = None
+        gc.collect()
 
 
 def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprint:

@@ -205,14 +205,13 @@ def link_table(
                 if fit is not None:
                     bandwidth[a][b], latency[a][b] = fit.bandwidth_bps, fit.latency_s
                 continue
-            path = cluster.route(src.name, dst.name) if cluster else None
-            if path is None:
+            found = cluster.path_rate(src.name, dst.name) if cluster else None
+            if found is None:
                 raise ValueError(
                     f"no link joins {src.name} and {dst.name}: give a cluster file (--cluster) "
                     "whose links join them"
                 )
-            bandwidth[a][b] = min(ln.bandwidth_mbps for ln in path) * 1e6 / 8
-            latency[a][b] = sum(ln.latency_ms for ln in path) / 1e3
+            bandwidth[a][b], latency[a][b] = found
     return bandwidth, latency
 
 

@@ -271,11 +271,11 @@ def crossing(
 def route_fit(src: DeviceSpec, dst: DeviceSpec, cluster: ClusterSpec) -> TransferFit | None:
     """The ``cluster``'s path from ``src`` to ``dst`` as a link, as EdgePipe prices it: the
     slowest link's bandwidth, the latencies summed; None where no path joins them."""
-    path = cluster.route(src.name, dst.name)
-    if not path:
+    found = cluster.path_rate(src.name, dst.name)
+    if found is None:
         return None
-    bandwidth = min(ln.bandwidth_mbps for ln in path) * 1e6 / 8
-    return TransferFit(sum(ln.latency_ms for ln in path) / 1e3, bandwidth, 0.0)
+    bandwidth, latency = found
+    return TransferFit(latency, bandwidth, 0.0)
 
 
 def crossings(
