@@ -144,6 +144,30 @@ def test_confirmation_compiles_no_plan_past_its_time_left(devices, trained):
     assert built == timed[:2] and list(one_more.confirmed_s) == timed[:2]
 
 
+def test_confirmation_times_no_round_past_its_time_left(devices, trained, monkeypatch):
+    """The plans compiled, their timing gets the time left as its deadline: one round when none
+    is left (a sample each of ``repeat=3`` over three rounds), every round without a limit
+    (fails with the rounds not given the deadline)."""
+    from tvm_hetero.runtime import executor
+
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    timing, samples = executor.interleaved_run_seconds, []
+
+    def recorded(*args, **kwargs):
+        samples.append(timing(*args, **kwargs))
+        return samples[-1]
+
+    monkeypatch.setattr(executor, "interleaved_run_seconds", recorded)
+    answers = iter([1e3])  # room for the second compile, then none for the rounds
+    confirm_by_measurement(result, model, devices, plans=2, repeat=3,
+                           time_left=lambda: next(answers, 0.0))  # fmt: skip
+    confirm_by_measurement(result, model, devices, plans=2, repeat=3)
+    assert [len(s) for s in samples[0]] == [1, 1]  # the two compiled, one round
+    assert {len(s) for s in samples[1]} == {3}
+
+
 def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):
     """The probe (a conv chain, every layer a segment) is cut in each scheme, run on the
     workers once and kept; a scheme's per-segment term is its measured time less its price,

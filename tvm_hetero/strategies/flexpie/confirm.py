@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,8 +49,11 @@ def confirm_by_measurement(
     machine falls on all) and keep the fastest by median. ``build`` compiles a plan (default
     :class:`ConfirmBuilds`: ``api.compile`` for the devices in the plan's order; a benchmark
     passes its kept builds). With ``time_left`` (seconds, None for no limit) no compile starts
-    after FlexPie's own that would end past it, by the compiles' average so far; those not
-    compiled are not timed.
+    after FlexPie's own that would end past it, by the compiles' average so far (those not
+    compiled are not timed), and no round of timing starts that would end past it (the first
+    always runs): ViT-Base's four plans on the emulated mesh took 243 s to time, 133 s past
+    FlexPie's share of a six-minute search, every turn on the shared workers a library loaded
+    and warmed up again.
 
     Returns
     -------
@@ -79,7 +83,11 @@ def confirm_by_measurement(
         return result
     if progress:
         progress(f"timing {len(names)} plans end to end", len(names), len(names) + 1)
-    samples = interleaved_run_seconds(deployments, [repeat] * len(names), rounds=3)
+    left = time_left() if time_left else None
+    deadline = None if left is None else time.monotonic() + left
+    samples = interleaved_run_seconds(
+        deployments, [repeat] * len(names), rounds=3, deadline=deadline
+    )
     seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True)}
     timed = dataclasses.replace(result, confirmed_s=seconds)
     kept = timed.kept  # the fastest
