@@ -216,6 +216,11 @@ def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, 
     assert [len(s) for s in interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=far)] == [
         7, 3,
     ]  # fmt: skip
+    # with least=1 a deadline past stops the first round too, once one deployment has samples
+    cut = interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=now, least=1)
+    assert [len(s) for s in cut] == [3, 0]
+    kept = interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=far, least=1)
+    assert [len(s) for s in kept] == [7, 3]
 
 
 def test_a_handoff_is_the_apart_chains_runs_against_the_one_units_median_in_the_same_rounds(

@@ -142,12 +142,21 @@ def test_confirmation_compiles_no_plan_past_its_time_left(devices, trained):
         time_left=lambda: next(answers, 0.0),
     )  # fmt: skip
     assert built == timed[:2] and list(one_more.confirmed_s) == timed[:2]
+    # a compile leaves room for the first round of timing it and those before it: FlexPie's
+    # plan priced 20 s a run (6 runs of its first turn), 100 s left: no second compile
+    slow = dataclasses.replace(result.partition, gather_s=result.partition.gather_s + 20.0)
+    built.clear()
+    alone = confirm_by_measurement(
+        dataclasses.replace(result, partition=slow), model, devices, plans=3, repeat=3,
+        build=build, time_left=lambda: 100.0,
+    )  # fmt: skip
+    assert built == ["flexpie"] and not alone.confirmed_s
 
 
 def test_confirmation_times_no_round_past_its_time_left(devices, trained, monkeypatch):
     """The plans compiled, their timing gets the time left as its deadline: one round when none
-    is left (a sample each of ``repeat=3`` over three rounds), every round without a limit
-    (fails with the rounds not given the deadline)."""
+    is left (a sample each of ``repeat=3`` over three rounds), and of it only the first two
+    plans' turns; every round without a limit (fails with the rounds not given the deadline)."""
     from tvm_hetero.runtime import executor
 
     folder, estimators = trained
@@ -164,8 +173,13 @@ def test_confirmation_times_no_round_past_its_time_left(devices, trained, monkey
     confirm_by_measurement(result, model, devices, plans=2, repeat=3,
                            time_left=lambda: next(answers, 0.0))  # fmt: skip
     confirm_by_measurement(result, model, devices, plans=2, repeat=3)
+    answers = iter([1e3, 1e3])  # three compiled, none left for the rounds: two timed
+    three = confirm_by_measurement(result, model, devices, plans=3, repeat=3,
+                                   time_left=lambda: next(answers, 0.0))  # fmt: skip
     assert [len(s) for s in samples[0]] == [1, 1]  # the two compiled, one round
     assert {len(s) for s in samples[1]} == {3}
+    assert [len(s) for s in samples[2]] == [1, 1, 0]
+    assert list(three.confirmed_s) == confirm_candidates(result.partitions(), 3)[:2]
 
 
 def test_a_tiled_segment_costs_what_its_probe_leaves_unpriced_in_its_scheme(devices, trained):

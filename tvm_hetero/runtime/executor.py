@@ -587,7 +587,7 @@ def _opened(deployment: Deployment) -> tuple[Executor, list]:
 def interleaved_run_seconds(
     deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
     warmup: int = 5, microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
-    deadline: float | None = None,
+    deadline: float | None = None, least: int | None = None,
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
@@ -604,7 +604,10 @@ def interleaved_run_seconds(
     (:func:`~tvm_hetero.runtime.apart.time_saved`): what a search does with models too large
     to hold all its candidates at once. ``deadline`` (``time.monotonic()``): no round starts
     that would end past it by the last round's length, so each has fewer samples (the first
-    round always runs)."""
+    round always runs); with ``least`` too, no deployment's turn of the first round starts past
+    it once ``least`` of them have samples, and those not reached have none (a search's
+    confirmation of ViT-Large's plans, seconds a run on the emulated mesh: one round of four
+    plans took minutes past its share)."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
@@ -626,7 +629,7 @@ def interleaved_run_seconds(
                 began = now
             for k, deployment in enumerate(deployments):
                 runs = -(-repeats[k] * (r + 1) // rounds) - len(samples[k])
-                if runs <= 0:
+                if runs <= 0 or (not r and _cut(samples, deadline, least)):
                     continue
                 if not isinstance(deployment, Deployment):  # a fresh process: its first run
                     settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)  # is the slow one
@@ -653,6 +656,13 @@ def interleaved_run_seconds(
         for executor, _ in opened.values():
             executor.close()
     return [tuple(t * 1e-3 for t in ms) for ms in samples + peer_s]
+
+
+def _cut(samples: Sequence[list], deadline: float | None, least: int | None) -> bool:
+    """Whether the first round stops here: past ``deadline`` with ``least`` timed."""
+    if deadline is None or least is None or time.monotonic() <= deadline:
+        return False
+    return sum(1 for s in samples if s) >= least
 
 
 def handoff_seconds(

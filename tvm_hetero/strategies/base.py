@@ -63,11 +63,12 @@ class Pace:
     def __init__(self, time_left: Callable[[], float | None] | None) -> None:
         self.time_left, self.pieces, self.spent_s = time_left, 0, 0.0
 
-    def room(self) -> bool:
-        """Whether one more piece, as long as the average so far, would end in time (the
-        first always would: there is nothing to go by)."""
+    def room(self, after: float = 0.0) -> bool:
+        """Whether one more piece, as long as the average so far, and ``after`` seconds of
+        work that must follow it would end in time (the first always would: there is nothing
+        to go by)."""
         left = self.time_left() if self.time_left and self.pieces else None
-        return left is None or left >= self.spent_s / self.pieces
+        return left is None or left >= self.spent_s / self.pieces + after
 
     @contextlib.contextmanager
     def piece(self) -> Iterator[None]:

@@ -31,6 +31,8 @@ from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_pl
 if TYPE_CHECKING:
     from tvm_hetero.build.compiled import CompiledModel
 
+ROUNDS, WARMUP = 3, 5
+"""The confirmation's interleaved rounds and the untimed runs of each plan's first turn."""
 CONFIRM_PLANS = 3
 """Plans timed by default: FlexPie's and the two cheapest other ones (the home device alone is
 timed besides)."""
@@ -49,11 +51,13 @@ def confirm_by_measurement(
     machine falls on all) and keep the fastest by median. ``build`` compiles a plan (default
     :class:`ConfirmBuilds`: ``api.compile`` for the devices in the plan's order; a benchmark
     passes its kept builds). With ``time_left`` (seconds, None for no limit) no compile starts
-    after FlexPie's own that would end past it, by the compiles' average so far (those not
-    compiled are not timed), and no round of timing starts that would end past it (the first
-    always runs): ViT-Base's four plans on the emulated mesh took 243 s to time, 133 s past
-    FlexPie's share of a six-minute search, every turn on the shared workers a library loaded
-    and warmed up again.
+    after FlexPie's own that would end past it with the first turns of timing it and those
+    before it (:data:`WARMUP` runs and a round's, each as long as its price), by the compiles'
+    average so far; those not compiled are not timed. No round of timing starts that would end
+    past it either, and of the first no plan's turn once two are timed: ViT-Base's four plans
+    on the emulated mesh took 243 s to time, 133 s past FlexPie's share of a six-minute
+    search, each turn on the shared workers a library loaded and warmed up again; ViT-Large's
+    first two turns, a 1.2 GB library sent to each worker a plan, 229 s.
 
     Returns
     -------
@@ -71,8 +75,10 @@ def confirm_by_measurement(
     if len(names) < 2:
         return result
     deployments, pace = [], Pace(time_left)
+    first = WARMUP + -(-repeat // ROUNDS)  # runs of a plan's first turn
+    turns_s = [first * partitions[name].predicted_s for name in names]
     for k, name in enumerate(names):
-        if not pace.room():
+        if not pace.room(after=sum(turns_s[: k + 1])):
             names = names[:k]
             break
         if progress:
@@ -86,9 +92,9 @@ def confirm_by_measurement(
     left = time_left() if time_left else None
     deadline = None if left is None else time.monotonic() + left
     samples = interleaved_run_seconds(
-        deployments, [repeat] * len(names), rounds=3, deadline=deadline
+        deployments, [repeat] * len(names), ROUNDS, WARMUP, deadline=deadline, least=2
     )
-    seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True)}
+    seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True) if s}
     timed = dataclasses.replace(result, confirmed_s=seconds)
     kept = timed.kept  # the fastest
     if progress:

@@ -52,7 +52,7 @@ def plan_result(
         if len(result.confirmed_s) < wanted and wanted > 1:
             progress.say(
                 f"confirmed {len(result.confirmed_s)} of {wanted} plans: its share of the "
-                "budget ended the compiles"
+                "budget ended the compiles or their timing"
             )
         elif not result.confirmed_s:
             progress.say("confirmed: no other plan to time (FlexPie's is the only one)")
