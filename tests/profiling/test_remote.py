@@ -91,6 +91,22 @@ def test_a_worker_is_free_again_as_soon_as_a_measurement_on_it_ends(tmp_path, wo
         del session
 
 
+def test_closed_runners_free_their_workers_at_once(tmp_path, worker, two_cpus):
+    """What FlexPie's and EdgePipe's measurements on a cluster's workers end with: every
+    session of their runners ends at once, though a profiler still holds the runner (dropped
+    instead, the worker stays held until the session's timeout)."""
+    from tvm_hetero.runtime.remote_worker import connect_worker
+    from tvm_hetero.runtime.timer import close_runners, runners_for
+
+    remote = dataclasses.replace(two_cpus[0], name="edge", host=f"127.0.0.1:{worker}")
+    runners = runners_for([remote, dataclasses.replace(remote, name="edge-too")])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), runners["edge"], FAST)
+    assert profiler.profile_op(load_zoo_model("mlp:tiny").mod, "matmul", remote).median_s > 0
+    close_runners(runners)
+    session, _ = connect_worker(remote, timeout_s=5.0)  # RunError "no free worker" if held
+    del session
+
+
 def test_plain_tvm_rpc_server_works_without_our_functions(tmp_path, plain_server, two_cpus):
     runner = RPCRunner("127.0.0.1", plain_server)
     assert runner.fingerprint(two_cpus[0]).name == "unknown cpu"

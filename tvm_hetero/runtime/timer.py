@@ -7,7 +7,7 @@ import gc
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -146,6 +146,15 @@ class RPCRunner:
         MT-DNN's DUET costs on the emulated mesh)."""
         self.session = None
         gc.collect()
+
+
+def close_runners(runners: Mapping[str, Runner]) -> None:
+    """End every remote session of ``runners`` now (:meth:`RPCRunner.close`): dropped instead, a
+    session held in reference cycles lives on to its timeout and the worker, serving one at a
+    time, keeps the next measurement waiting."""
+    for runner in {id(r): r for r in runners.values()}.values():
+        if isinstance(runner, RPCRunner):
+            runner.close()
 
 
 def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprint:

@@ -29,7 +29,7 @@ from tvm_hetero.plan.pipeline_plan import PipelinePlan
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import DEFAULT_DB, Profiler, profiler_for
 from tvm_hetero.runtime.measure import PROFILE_CONFIG, MeasureConfig, for_device
-from tvm_hetero.runtime.timer import runners_for
+from tvm_hetero.runtime.timer import close_runners, runners_for
 from tvm_hetero.strategies.duet.planner import attach_side_ops
 from tvm_hetero.strategies.eop.planner import crossings
 
@@ -174,7 +174,7 @@ def layer_seconds(
                     progress(f"layers on {device.name}", done, total)
             measured[key] = row
     finally:
-        runners.clear()  # end the sessions: a worker serves one at a time
+        close_runners(runners)
     return [measured[compute_class(d)] for d in devices]
 
 

@@ -632,7 +632,7 @@ def whole_op_seconds(
     time, and no module of it alone is well formed) is left out, priced 0."""
     from tvm_hetero.ir.bindings import op_bindings
     from tvm_hetero.profiling.profiler import profiler_for
-    from tvm_hetero.runtime.timer import runners_for
+    from tvm_hetero.runtime.timer import close_runners, runners_for
 
     ids = {b.var: b.node_id for b in op_bindings(model.mod["main"])}
     unknown = [
@@ -649,7 +649,7 @@ def whole_op_seconds(
             b.value: profiler.profile_op(model.mod, ids[b.var], device).median_s for b in unknown
         }
     finally:
-        runners.clear()
+        close_runners(runners)
 
 
 def handoff_seconds(

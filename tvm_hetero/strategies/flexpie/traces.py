@@ -145,7 +145,7 @@ def collect(
     from tvm_hetero.ir.workloads import concat_module, tile_op_module
     from tvm_hetero.profiling.profiler import profiler_for
     from tvm_hetero.runtime.measure import PROFILE_CONFIG, for_device
-    from tvm_hetero.runtime.timer import runners_for
+    from tvm_hetero.runtime.timer import close_runners, runners_for
     from tvm_hetero.strategies.edgepipe.planner import compute_class
     from tvm_hetero.strategies.flexpie.planner import device_features
 
@@ -195,7 +195,7 @@ def collect(
             for kind in counts:
                 counts[kind] += append_traces(out, (r for r in rows if r["estimator"] == kind))
     finally:
-        runners.clear()
+        close_runners(runners)
     counts["sync"] += append_traces(out, sync_traces(devices, cluster, db, options, progress))
     return counts
 
