@@ -29,3 +29,23 @@ def test_builds_are_held_while_they_fit_and_saved_when_they_do_not(monkeypatch):
     folder = saved.folder
     del saved  # collected: its folder goes too
     assert not folder.exists()
+
+
+def test_builds_after_one_that_leaves_no_room_for_another_are_saved(monkeypatch):
+    """Held while another as large as the average so far fits in half the memory the system
+    had at the start; from the first that leaves no such room, saved. An explicit choice
+    (``in_memory``) is kept whatever the memory."""
+    model = load_model("mlp:tiny")
+    compiled = api.compile(model, [resolve_device("cpu@0")])
+    gib = 2**30
+    free = iter([10 * gib, 10 * gib, 8 * gib, 6 * gib])  # fit?, start, after one, after two
+    monkeypatch.setattr(held, "available_bytes", lambda: next(free))
+    with HeldBuilds(model, 3) as builds:
+        assert builds.folder is None
+        assert isinstance(builds.add("a", compiled), Deployment)  # 2 + 2 GiB <= 5: room
+        assert isinstance(builds.add("b", compiled), Deployment)  # 4 + 2 > 5: the next saved
+        assert builds.folder is not None and isinstance(builds.add("c", compiled), Path)
+        assert builds.compiled("b") is compiled and builds.compiled("c") is None
+    monkeypatch.setattr(held, "available_bytes", lambda: gib)  # fits at the start, then full
+    with HeldBuilds(model, 3, in_memory=True) as chosen:
+        assert all(isinstance(chosen.add(n, compiled), Deployment) for n in "abc")

@@ -369,3 +369,36 @@ def test_a_chain_over_two_workers_is_handed_over_only_where_it_must_be(anywhere)
     assert queued[2] == ({0: 1, 1: 0} if anywhere else {0: 2, 1: 1})
     np.testing.assert_array_equal(outputs[0], outputs[1])
     np.testing.assert_array_equal(outputs[0], outputs[2])
+
+
+def test_a_saved_deployment_is_timed_with_no_remote_one_held_here(monkeypatch, tmp_path):
+    """A saved build times in a child process that connects to its workers itself: a remote
+    deployment loaded here is let go before (a worker serves one session at a time), a local
+    one stays loaded."""
+    import dataclasses
+
+    from tvm_hetero.runtime import executor
+
+    deployment = api.compile(load_zoo_model("mlp:tiny"), [resolve_device("cpu@0")]).deployment
+    edge = dataclasses.replace(deployment.devices[0], name="edge", host="127.0.0.1:9")
+    remote = dataclasses.replace(deployment, devices=(edge,))
+    events = []
+
+    class Loaded:
+        def __init__(self, name):
+            self.name = name
+
+        def time(self, tensors, runs, warmup, microbatches=1):
+            events.append(f"run {self.name}")
+            return type("Stats", (), {"samples_ms": [1.0] * runs})()
+
+        def close(self):
+            events.append(f"close {self.name}")
+
+    names = {id(remote): "remote", id(deployment): "local"}
+    monkeypatch.setattr(executor, "_opened", lambda d: (Loaded(names[id(d)]), []))
+    monkeypatch.setattr(executor, "time_saved", lambda *a: events.append("saved") or [1.0])
+    held = interleaved_run_seconds([remote, deployment, tmp_path / "x.tar"], [2, 2, 2], 2, 1)
+    assert [len(s) for s in held] == [2, 2, 2]
+    assert events == ["run remote", "run local", "close remote", "saved",
+                      "run remote", "run local", "close remote", "saved", "close local"]  # fmt: skip

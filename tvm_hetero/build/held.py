@@ -7,7 +7,9 @@ once the allocator's freed pages are given back), and the pinned TVM never frees
 loaded, so a saved build cannot be loaded back into the searching process either: when the
 builds would not fit, :class:`HeldBuilds` saves each to its folder and drops it, and the
 search times the saved file in a process of its own
-(:func:`~tvm_hetero.runtime.executor.interleaved_run_seconds` takes the path).
+(:func:`~tvm_hetero.runtime.executor.interleaved_run_seconds` takes the path). Whether they fit
+is judged before the first (by the weights) and after each held one (by the memory the system
+has left), so that builds larger than their weights, a device's copy of them each, are saved.
 """
 
 from __future__ import annotations
@@ -41,17 +43,40 @@ def builds_fit(model: Model, count: int) -> bool:
 
 class HeldBuilds:
     """Up to ``count`` builds of ``model`` by name: held (``in_memory`` True, or None and
-    :func:`builds_fit`), or saved to a temporary folder and dropped. The folder goes on
-    :meth:`close` (or leaving it as a context), or when the object is collected."""
+    :func:`builds_fit`), or saved to a temporary folder and dropped. With ``in_memory`` None,
+    the builds after one that leaves no room for another (:meth:`_room_for_another`, by the
+    memory the system has) are saved too. The folder goes on :meth:`close` (or leaving it as
+    a context), or when the object is collected."""
 
     def __init__(self, model: Model, count: int, in_memory: bool | None = None) -> None:
         keep = builds_fit(model, count) if in_memory is None else in_memory
-        self.folder = None if keep else Path(tempfile.mkdtemp(prefix="tvm-hetero-builds-"))
+        self.folder: Path | None = None
         self.builds: dict[str, CompiledModel | Path] = {}
-        self._remove = (
-            None if self.folder is None
-            else weakref.finalize(self, shutil.rmtree, str(self.folder), True)
-        )  # fmt: skip
+        self._remove: weakref.finalize | None = None
+        self._start = available_bytes() if in_memory is None and keep else None
+        if not keep:
+            self._save_from_now()
+
+    def _save_from_now(self) -> None:
+        """Save the builds added from now on to a folder of their own."""
+        self.folder = Path(tempfile.mkdtemp(prefix="tvm-hetero-builds-"))
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+
+    def _room_for_another(self) -> bool:
+        """Whether one more build, as large as those held so far took on average (the memory
+        the system had when this began, less what it has now), stays within
+        :data:`MEMORY_SHARE` of it. A build holds its model's weights once a device that
+        computes with all of them: FlexPie's tiles over the emulated parameter server of four
+        held ViT-Large's four times, and its confirmation was killed for memory at 19.5 GB on
+        a 24 GiB host holding :data:`BUILD_MEMORY` times the weights a build to fit."""
+        if self._start is None:
+            return True
+        give_back_freed_memory()
+        now = available_bytes()
+        if now is None:
+            return True
+        used = max(0, self._start - now)
+        return used + used / len(self.builds) <= MEMORY_SHARE * self._start
 
     def __enter__(self) -> HeldBuilds:
         return self
@@ -73,6 +98,8 @@ class HeldBuilds:
         returns what to time: the deployment, or the saved file."""
         if self.folder is None:
             self.builds[name] = compiled
+            if not self._room_for_another():
+                self._save_from_now()
             return compiled.deployment
         path = compiled.deployment.save(self.folder / f"{len(self.builds)}.tar")
         self.builds[name] = path

@@ -601,8 +601,9 @@ def interleaved_run_seconds(
     ``max(repeats)`` runs each; their samples follow the deployments'. A deployment given as
     the path of its ``.tar`` is timed in a process of its own each round, after ``warmup``
     runs the first round and :data:`SETTLE_RUNS` later
-    (:func:`~tvm_hetero.runtime.apart.time_saved`): what a search does with models too large
-    to hold all its candidates at once. ``deadline`` (``time.monotonic()``): no round starts
+    (:func:`~tvm_hetero.runtime.apart.time_saved`), every deployment loaded here on remote
+    workers let go first: what a search does with models too large to hold all its
+    candidates at once. ``deadline`` (``time.monotonic()``): no round starts
     that would end past it by the last round's length, so each has fewer samples (the first
     round always runs); with ``least`` too, no deployment's turn of the first round starts past
     it once ``least`` of them have samples, and those not reached have none (a search's
@@ -632,7 +633,10 @@ def interleaved_run_seconds(
                 if runs <= 0 or (not r and _cut(samples, deadline, least)):
                     continue
                 if not isinstance(deployment, Deployment):  # a fresh process: its first run
-                    settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)  # is the slow one
+                    # is the slow one; its workers (unknown here) may be held by one loaded
+                    for j in [j for j in opened if workers[j]]:
+                        opened.pop(j)[0].close()
+                    settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)
                     samples[k] += time_saved(deployment, runs, settle, microbatches)
                     continue
                 fresh = k not in opened
