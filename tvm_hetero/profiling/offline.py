@@ -79,6 +79,9 @@ class OfflineRunner:
         results = self.folder / RESULTS
         return db.merge(ProfileDB(results, strict=True)) if results.is_file() else 0
 
+    def close(self) -> None:
+        """Nothing held open: records are exchanged through the folder."""
+
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
         """The box's fingerprint of ``spec`` (from its results), else a placeholder that no
         record matches."""

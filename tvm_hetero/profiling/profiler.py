@@ -149,7 +149,7 @@ class Profiler:
         if device.name not in self._remote_fps:
             runner = self._runner_of([device])
             self._remote_fps[device.name] = runner.fingerprint(device)
-            runner.close()  # type: ignore[attr-defined]
+            runner.close()
         return self._remote_fps[device.name]
 
     def measure(
@@ -181,7 +181,7 @@ class Profiler:
                 return runner.time(build(mod, self.options), refs, args, config)
             finally:
                 if runner is not self.runner:  # a session of this measurement's own
-                    runner.close()  # type: ignore[attr-defined]
+                    runner.close()
 
         def export() -> dict:
             mod = placed()

@@ -39,6 +39,9 @@ class Runner(Protocol):
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
         """The fingerprint of a device as this runner sees it."""
 
+    def close(self) -> None:
+        """End what the runner holds open now (a remote session); nothing for this process."""
+
 
 class LocalRunner:
     """Times executables in this process."""
@@ -60,6 +63,9 @@ class LocalRunner:
         kind = "cuda" if spec.kind.value == "cuda" else "cpu"
         fp = local_fingerprint(kind, spec.index, spec.threads, spec.target.get("mcpu", ""))
         return with_quota(fp, spec)
+
+    def close(self) -> None:
+        """Nothing held open: executables run in this process."""
 
 
 class RPCRunner:
@@ -149,12 +155,11 @@ class RPCRunner:
 
 
 def close_runners(runners: Mapping[str, Runner]) -> None:
-    """End every remote session of ``runners`` now (:meth:`RPCRunner.close`): dropped instead, a
+    """End every session of ``runners`` now (:meth:`RPCRunner.close`): dropped instead, a
     session held in reference cycles lives on to its timeout and the worker, serving one at a
     time, keeps the next measurement waiting."""
     for runner in {id(r): r for r in runners.values()}.values():
-        if isinstance(runner, RPCRunner):
-            runner.close()
+        runner.close()
 
 
 def remote_fingerprint(session: Any, spec: DeviceSpec, where: str) -> Fingerprint:
