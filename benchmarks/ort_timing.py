@@ -12,7 +12,7 @@ import onnxruntime as ort
 def cpu_session(path: str | Path, intra: int, inter: int = 1, parallel: bool = False):
     """An ``onnxruntime.InferenceSession`` on the CPU with ``intra`` / ``inter`` op threads
     (``parallel``: ``ORT_PARALLEL``, branches at once)."""
-    from tvm_hetero.optimize.peer import session_options
+    from tvm_hetero.runtime.onnx_session import session_options
 
     opts = session_options(intra, inter)  # threads stop spinning when a run ends
     if parallel:

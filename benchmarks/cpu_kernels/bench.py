@@ -55,7 +55,7 @@ def ort_seconds(
     """ONNX Runtime's median seconds on the same file and inputs, and its outputs."""
     import onnxruntime as ort
 
-    from tvm_hetero.optimize.peer import session_options
+    from tvm_hetero.runtime.onnx_session import session_options
 
     sess = ort.InferenceSession(
         str(path), session_options(threads), providers=["CPUExecutionProvider"]

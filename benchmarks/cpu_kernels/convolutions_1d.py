@@ -79,9 +79,10 @@ def measure(name: str, label: str, runs: int) -> dict:
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer
     from tvm_hetero.passes import conv1d_as_matmul, grouped_convolutions_by_group
     from tvm_hetero.runtime.executor import interleaved_run_seconds
+    from tvm_hetero.runtime.onnx_session import session_options
 
     device = resolve_device("cpu")
     with tempfile.TemporaryDirectory() as tmp:

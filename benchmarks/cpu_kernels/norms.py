@@ -62,9 +62,10 @@ def main() -> int:
     from tvm_hetero import api
     from tvm_hetero.devices import resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer, session_options
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer
     from tvm_hetero.records import cpu_model
     from tvm_hetero.runtime.executor import interleaved_run_seconds
+    from tvm_hetero.runtime.onnx_session import session_options
 
     device = resolve_device("cpu")
     rows = []

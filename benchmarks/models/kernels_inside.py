@@ -74,7 +74,7 @@ def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[
     """``(op type, median microseconds, output shape)`` of each ONNX Runtime node, in order."""
     import onnxruntime as ort
 
-    from tvm_hetero.optimize.peer import session_options
+    from tvm_hetero.runtime.onnx_session import session_options
 
     with tempfile.TemporaryDirectory() as tmp:
         options = session_options(threads, 1)

@@ -8,14 +8,15 @@ device and ONNX Runtime on one device, all measured in the same interleaved roun
 Models: the demo's ONNX files (``tvm_hetero.zoo.onnx_files``: the Siamese LSTM over 16 steps,
 BERT-small); any model of the corpus of models no one here wrote (``benchmarks/models/zoo.py``,
 exported to ONNX at its small size; ``NAME-symbolic`` exported with a symbolic batch, given as
-1); and ``zoo:NAME``, a zoo model at its paper size (no ONNX file, so no ONNX Runtime line). On
-two one-core CPU workers (``cpu@0``, ``cpu@1``), or on a running emulated cluster (``--cluster``:
-the ``-up.json`` file ``tvm-hetero cluster up`` wrote for a spec of ``clusters.py``). Each
-model is optimized twice: with an empty profile database (its time is ``optimize``'s own cost on
-a new model) and again with the database warm (``--once``: empty only). One JSON line per run:
-host, model, every candidate (predicted, p50, p99, status), the kept one, its ratio to the
-fastest candidate timed, to the best single device and to ONNX Runtime's best, and the most
-memory the search held.
+1); and ``zoo:NAME``, a zoo model at its paper size (ONNX Runtime runs its torch twin,
+``benchmarks/torch_twins.py``: the same layers and shapes, its own random weights; a model with
+no twin, such as the ViTs, has no ONNX Runtime line). On two one-core CPU workers (``cpu@0``,
+``cpu@1``), or on a running emulated cluster (``--cluster``: the ``-up.json`` file ``tvm-hetero
+cluster up`` wrote for a spec of ``clusters.py``). Each model is optimized twice: with an empty
+profile database (its time is ``optimize``'s own cost on a new model) and again with the
+database warm (``--once``: empty only). One JSON line per run: host, model, every candidate
+(predicted, p50, p99, status), the kept one, its ratio to the fastest candidate timed, to the
+best single device and to ONNX Runtime's best, and the most memory the search held.
 """
 
 from __future__ import annotations
@@ -37,7 +38,13 @@ def loaded(name: str, work: Path):
     from tvm_hetero.zoo.onnx_files import ONNX_MODELS, write_onnx
 
     if name.startswith("zoo:"):
-        return load_model(name.removeprefix("zoo:")), None
+        from torch_twins import TWINS, onnx_twin
+
+        spec = name.removeprefix("zoo:")
+        if spec.split(":")[0] not in TWINS:
+            return load_model(spec), None
+        twin, _ = onnx_twin(spec, work)  # ONNX Runtime's model: same layers, its own weights
+        return load_model(spec), str(twin)
     if name in ONNX_MODELS:
         path = str(write_onnx(name, work / f"{name}.onnx"))
         return load_model(path, name=name), path

@@ -60,7 +60,7 @@ def _ort_chain(size: int):
         [helper.make_tensor_value_info(f"h{CHAIN}", TensorProto.FLOAT, [size])], [one],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    from tvm_hetero.optimize.peer import session_options
+    from tvm_hetero.runtime.onnx_session import session_options
 
     session = ort.InferenceSession(model.SerializeToString(), session_options(1))
     onnx.checker.check_model(model)

@@ -163,7 +163,7 @@ def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores, monkey
 
 def test_onnx_runtime_sessions_stop_spinning_when_a_run_ends():
     """Left spinning, ONNX Runtime's threads slowed the next round of ours on the same cores."""
-    from tvm_hetero.optimize.peer import session_options
+    from tvm_hetero.runtime.onnx_session import session_options
 
     opts = session_options(2)
     assert opts.get_session_config_entry("session.force_spinning_stop") == "1"

@@ -3,11 +3,13 @@ cores with the same threads, timed in the same rounds."""
 
 from __future__ import annotations
 
-import os
+import contextlib
+import gc
+import json
 import queue
 import threading
-import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +27,6 @@ def onnxruntime_missing(source: Any) -> str | None:
     except ImportError:
         return "onnxruntime is not installed (pip install onnxruntime)"
     return None
-
-
-def session_options(intra: int = 0, inter: int = 1):
-    """ONNX Runtime's session options as every timing beside ours sets them: ``intra`` /
-    ``inter`` op threads (0: ONNX Runtime's choice), errors only in the log, and the threads'
-    spinning stopped when a run ends (``session.force_spinning_stop``). By default ONNX
-    Runtime's pool threads keep spinning after a run; timed in rounds beside ours on the same
-    cores, they slowed our next round (a 1-D max pool: 0.4 ms alone, 4 ms after ONNX
-    Runtime's round). Spinning within a run, which ONNX Runtime's latency gains from, stays."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = intra, inter
-    opts.log_severity_level = 3
-    opts.add_session_config_entry("session.force_spinning_stop", "1")
-    return opts
 
 
 class OnnxRuntimePeer:
@@ -63,30 +49,17 @@ class OnnxRuntimePeer:
 
     def _serve(self, path: str) -> None:
         try:
-            import onnxruntime as ort
+            from tvm_hetero.runtime.onnx_session import OnnxSession
 
-            cores = self.device.cores
-            if cores:
-                os.sched_setaffinity(0, cores)  # this thread; the session's threads inherit it
-            opts = session_options(self.device.threads or len(cores or ()) or 0)
-            session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-            names = [i.name for i in session.get_inputs()]  # the model's inputs, in order
-            feeds = dict(zip(names, self.inputs, strict=True))
+            cores = self.device.cores or ()
+            session = OnnxSession(path, self.device.threads or 0, cores, self.inputs)
         except BaseException as err:  # reported to the caller, not lost in this thread
             self._done.put(err)
             return
         self._done.put(None)
         while (job := self._jobs.get()) is not None:
-            runs, warmup = job
             try:
-                for _ in range(warmup):
-                    session.run(None, feeds)
-                samples = []
-                for _ in range(runs):
-                    start = time.perf_counter()
-                    session.run(None, feeds)
-                    samples.append(time.perf_counter() - start)
-                self._done.put(samples)
+                self._done.put(session.timed(*job))
             except BaseException as err:
                 self._done.put(err)
 
@@ -101,3 +74,91 @@ class OnnxRuntimePeer:
         """End the session's thread."""
         self._jobs.put(None)
         self._thread.join(timeout=10)
+
+
+class RemoteOnnxRuntimePeer:
+    """ONNX Runtime on a cluster's device: its worker runs the session (on the device's cores and
+    threads, inside whatever namespace and CPU quota the worker has), the ONNX file uploaded
+    there once (the worker keeps it by content). Called like :class:`OnnxRuntimePeer`. A worker
+    serves one session at a time, so :func:`~tvm_hetero.runtime.executor.interleaved_run_seconds`
+    lets this peer go (:meth:`release`) when a candidate needs its worker (``worker_id``), and
+    the next call opens it again, with the first call's warm-up.
+
+    Raises
+    ------
+    RunError
+        When the worker cannot be reached or cannot run ONNX Runtime (not installed there, a
+        file it refuses), naming the device.
+    """
+
+    def __init__(
+        self, path: str | Path, device: DeviceSpec, inputs: Sequence[np.ndarray],
+        timeout_s: float = 60.0,
+    ) -> None:  # fmt: skip
+        if device.kind is not DeviceKind.CPU:
+            raise ValueError(f"ONNX Runtime runs on a CPU, not {device.name}")
+        self.path, self.device, self.inputs = Path(path), device, list(inputs)
+        self.worker_id, self.timeout_s = device.worker_id, timeout_s
+        self._time: Any = None
+        self._session: Any = None
+        self._warmup = 0
+
+    def open(self) -> None:
+        """Connect, upload the file, open the session there (nothing when it is open)."""
+        from tvm_hetero.runtime.remote_worker import connect_worker
+
+        if self._session is not None:
+            return
+        self._session, address = connect_worker(self.device, self.timeout_s)
+        with self._failing("opening ONNX Runtime"):
+            self._time = self._opened(address)
+
+    def _opened(self, address: tuple[str, int]) -> Any:
+        """The worker's timing function, once the file is there and its session open."""
+        import tvm
+
+        from tvm_hetero.runtime.rpc_worker import PREFIX
+        from tvm_hetero.runtime.uploads import upload
+
+        port = int(self._session.get_function(PREFIX + "data_port")())
+        upload(address[0], port, self.path, "model.onnx", self.timeout_s)
+        dev = self._session.cpu(0)
+        tensors = [tvm.runtime.tensor(a, dev) for a in self.inputs]
+        spec = json.dumps(self.device.to_dict())
+        self._session.get_function(PREFIX + "onnxruntime_open")("model.onnx", spec, *tensors)
+        return self._session.get_function(PREFIX + "onnxruntime_time")
+
+    def __call__(self, runs: int, warmup: int = 0) -> list[float]:
+        self._warmup = max(self._warmup, warmup)
+        fresh = self._session is None
+        self.open()
+        with self._failing("timing ONNX Runtime"):
+            return json.loads(self._time(runs, self._warmup if fresh else warmup))
+
+    @contextlib.contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        """Errors of ``what`` as a :class:`RunError` naming the device; the session let go."""
+        from tvm_hetero.errors import RunError
+
+        try:
+            yield
+        except (RuntimeError, OSError) as err:  # TVMError, a link's or the upload's error
+            traceback.clear_frames(err.__traceback__)  # their tensors hold the session
+            self.release()
+            where = f"{self.device.name} ({self.device.host})"
+            raise RunError(f"{what} on {where} failed: {_said(err)}", self.device.name) from None
+
+    def release(self) -> None:
+        """End the session on the worker now (it serves one at a time)."""
+        self._time = self._session = None
+        gc.collect()  # what the session's calls made holds it in reference cycles
+
+    close = release
+
+
+def _said(err: BaseException) -> str:
+    """The line of ``err`` that says what went wrong (an RPC error's first line only says that
+    the worker raised)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.endswith("Error caught from RPC call:")]
+    return next((ln for ln in lines if "Error" in ln), lines[-1] if lines else repr(err))

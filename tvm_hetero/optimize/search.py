@@ -352,7 +352,9 @@ def optimize(
     progress
         Where the search reports (a bar on the command line).
     onnx
-        The model's ONNX file: ONNX Runtime on each CPU alone is timed beside the candidates.
+        The model's ONNX file: ONNX Runtime on each CPU alone is timed beside the candidates
+        (a cluster's by its worker, which needs ``onnxruntime`` there: a worker without it
+        adds an entry saying so).
     top
         Strategies' plans timed end to end, those with the lowest predicted time.
     runs, rounds
@@ -475,8 +477,15 @@ def _offline(search: _Search, picked: list[int], runs: int, start: float) -> Opt
 
 
 def _peers(onnx: str | None, search: _Search, model: Model) -> list[tuple[DeviceSpec, Any]]:
-    """ONNX Runtime on each CPU that runs the model alone, when it can run the model here."""
-    from tvm_hetero.optimize.peer import OnnxRuntimePeer, onnxruntime_missing
+    """ONNX Runtime on each CPU that runs the model alone, when it can run the model here: in
+    this process for this machine's CPUs, by the worker for a cluster's (a worker that cannot,
+    without ``onnxruntime`` say, adds an entry saying so instead)."""
+    from tvm_hetero.errors import RunError
+    from tvm_hetero.optimize.peer import (
+        OnnxRuntimePeer,
+        RemoteOnnxRuntimePeer,
+        onnxruntime_missing,
+    )
 
     if onnx is None or onnxruntime_missing(onnx) or search.settings.get("offline"):
         return []
@@ -485,9 +494,22 @@ def _peers(onnx: str | None, search: _Search, model: Model) -> list[tuple[Device
     cpus = [
         by_name[e.devices[0]] for e in search.entries
         if e.kind == "single" and by_name[e.devices[0]].kind is DeviceKind.CPU
-        and by_name[e.devices[0]].host is None
     ]  # fmt: skip
-    return [(d, OnnxRuntimePeer(onnx, d, inputs)) for d in cpus]
+    peers: list[tuple[DeviceSpec, Any]] = []
+    for device in cpus:
+        if device.host is None:
+            peers.append((device, OnnxRuntimePeer(onnx, device, inputs)))
+            continue
+        peer = RemoteOnnxRuntimePeer(onnx, device, inputs)
+        try:
+            peer.open()  # what a worker lacks is said now, not in the middle of the rounds
+        except RunError as err:
+            peer.close()
+            entry = Entry(f"ORT on {device.name}", "peer", (device.name,), status=f"failed: {err}")
+            search.entries.append(entry)
+            continue
+        peers.append((device, peer))
+    return peers
 
 
 def settings_names() -> set[str]:

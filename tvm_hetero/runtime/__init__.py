@@ -10,6 +10,7 @@ compiler, and ``tests/runtime/test_runtime_only.py`` runs this package with
   deployment's units on them as soon as their inputs exist and records the timeline
 - :mod:`.vm`, :mod:`.timer`, :mod:`.measure`: one VM, ``time_evaluator`` runners, adaptive timing
 - :mod:`.offline_runner`, :mod:`.rpc_worker`: timing on machines with the runtime only
+- :mod:`.onnx_session`: ONNX Runtime, the peer, run here or by a cluster's worker
 """
 
 import os
@@ -23,6 +24,6 @@ this host, 2026-11-29): whatever ran next on that core (ONNX Runtime timed besid
 candidate, the user's work) lost it meanwhile, and ONNX Runtime on two threads timed after our
 rounds took three times its time in some processes. Two thousand turns still span the gaps
 between one request's kernels; ONNX Runtime's threads likewise stop spinning when a run ends
-(``optimize.peer.session_options``)."""
+(``runtime.onnx_session.session_options``)."""
 
 os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(POOL_SPIN_COUNT))

@@ -598,9 +598,11 @@ def interleaved_run_seconds(
     (``warmup`` runs) in its next turn. ``microbatches``: each sample is the time per request
     of that many in flight (:meth:`Executor.time`). ``peers`` are other runtimes timed in the
     same rounds (``peer(runs, warmup)`` returns each run's seconds: ONNX Runtime's session),
-    ``max(repeats)`` runs each; their samples follow the deployments'. A deployment given as
-    the path of its ``.tar`` is timed in a process of its own each round, after ``warmup``
-    runs the first round and :data:`SETTLE_RUNS` later
+    ``max(repeats)`` runs each; their samples follow the deployments'. A peer with a
+    ``worker_id`` runs on that remote worker: it is let go (``peer.release()``) when a
+    deployment needs the worker, and a deployment holding it is let go before the peer's
+    turn. A deployment given as the path of its ``.tar`` is timed in a process of its own
+    each round, after ``warmup`` runs the first round and :data:`SETTLE_RUNS` later
     (:func:`~tvm_hetero.runtime.apart.time_saved`), every deployment loaded here on remote
     workers let go first: what a search does with models too large to hold all its
     candidates at once. ``deadline`` (``time.monotonic()``): no round starts
@@ -620,6 +622,13 @@ def interleaved_run_seconds(
         else set() for dep in deployments
     ]  # fmt: skip
     opened: dict[int, tuple[Executor, list]] = {}
+    peer_workers = [getattr(peer, "worker_id", None) for peer in peers]  # a worker's: remote
+
+    def release_peers(held: set[str] | None) -> None:  # those on ``held`` (None: any worker)
+        for peer, worker in zip(peers, peer_workers, strict=True):
+            if worker and (held is None or worker in held):
+                peer.release()  # type: ignore[attr-defined]
+
     try:
         began = time.monotonic()
         for r in range(rounds):
@@ -636,6 +645,7 @@ def interleaved_run_seconds(
                     # is the slow one; its workers (unknown here) may be held by one loaded
                     for j in [j for j in opened if workers[j]]:
                         opened.pop(j)[0].close()
+                    release_peers(None)
                     settle = warmup if r == 0 else min(warmup, SETTLE_RUNS)
                     samples[k] += time_saved(deployment, runs, settle, microbatches)
                     continue
@@ -646,6 +656,7 @@ def interleaved_run_seconds(
                     # loaded its library each round, seconds for GPT-2's 619 MB)
                     for j in [j for j in opened if workers[j] & workers[k]]:
                         opened.pop(j)[0].close()
+                    release_peers(workers[k])
                     opened[k] = _opened(deployment)
                 executor, tensors = opened[k]
                 settle = warmup if fresh else min(warmup, SETTLE_RUNS)
@@ -655,6 +666,8 @@ def interleaved_run_seconds(
             for k, peer in enumerate(peers):
                 runs = -(-peer_repeat * (r + 1) // rounds) - len(peer_s[k])
                 if runs > 0:
+                    for j in [j for j in opened if peer_workers[k] in workers[j]]:
+                        opened.pop(j)[0].close()  # the peer's worker serves it next
                     peer_s[k] += [t * 1e3 for t in peer(runs, warmup if r == 0 else settle)]
     finally:
         for executor, _ in opened.values():

@@ -40,6 +40,10 @@ it (see :mod:`.tensor_link`).
   worker for a value at once (requests to one peer are pipelined, see
   :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it. A ``put`` command
   there brings an input from the client, or a value another worker pushes, the same way.
+- ``tvm_hetero.worker.onnxruntime_open(file, spec_json, *inputs)`` / ``onnxruntime_time(runs,
+  warmup)``: ONNX Runtime on an uploaded ONNX file, on the device of the spec, timed run by run
+  (the peer an ``optimize`` search times beside its candidates on a cluster's device; needs
+  ``onnxruntime`` on the worker).
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat, drain, idle_s)``:
   a link probe's payload, and pulls of it from another worker timed here (``tvm-hetero cluster
   probe``; the sync traces of :mod:`tvm_hetero.strategies.flexpie.traces`).
@@ -143,6 +147,7 @@ class _Session:
         self.outlinks: Any = None
         self.spin_s = 0.0
         self.received: dict[str, tuple] = {}  # tensors made to receive into (_buffer)
+        self.onnx: Any = None  # ONNX Runtime beside us on this device (onnxruntime_open)
 
     def load(self, file_name: str, spec_json: str) -> int:
         import tvm
@@ -161,6 +166,25 @@ class _Session:
             configure_threads(spec)
         self.vm = VirtualMachine(tvm.runtime.load_module(path), self.device)
         return self.data_port()
+
+    def onnxruntime_open(self, file_name: str, spec_json: str, *inputs: Any) -> int:
+        """Open ONNX Runtime on the uploaded ONNX file on the spec's cores with its threads,
+        fed ``inputs`` (tensors sent with the call, in the model's input order); their count."""
+        from tvm_hetero.devices.spec import DeviceSpec
+        from tvm_hetero.runtime.onnx_session import OnnxSession
+
+        spec = DeviceSpec.from_dict(json.loads(spec_json))
+        self.name = spec.name
+        arrays = [t.numpy() for t in inputs]
+        self.onnx = OnnxSession(_work_file(file_name), spec.threads or 0, spec.cores or (), arrays)
+        return len(arrays)
+
+    def onnxruntime_time(self, runs: int, warmup: int) -> str:
+        """``warmup`` untimed runs of the open ONNX Runtime session, then each of ``runs``
+        runs' seconds, as JSON."""
+        if self.onnx is None:
+            raise ValueError("worker: no ONNX Runtime session is open (onnxruntime_open first)")
+        return json.dumps(self.onnx.timed(int(runs), int(warmup)))
 
     def data_port(self) -> int:
         """The port of this session's tensor server (started on first use)."""
@@ -536,6 +560,8 @@ def register() -> None:
         "load_program": session.load_program,
         "run_program": session.run_program,
         "probe": session.probe,
+        "onnxruntime_open": session.onnxruntime_open,
+        "onnxruntime_time": session.onnxruntime_time,
     }
     for name, fn in functions.items():
         tvm.register_global_func(PREFIX + name, fn, override=True)
