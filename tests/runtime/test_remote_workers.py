@@ -130,20 +130,29 @@ def test_three_workers_run_a_partitioned_model_and_match(start_workers, monkeypa
 def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_ends(
     start_workers, monkeypatch
 ):
-    """The same three workers by programs: each is sent its program once and then one call a
-    run (for any number of microbatches); the client sends the inputs (each once a worker that
+    """The same three workers by programs: each is sent its program once and then one message
+    a run on its data port (for any number of microbatches, the client's inputs it reads in
+    the same send; no TVM RPC in a run); the client sends the inputs (each once a worker that
     reads it) and takes the outputs; every other tensor goes worker to worker. Outputs equal
     the single-device build, microbatch by microbatch."""
     edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("abc", start_workers(3), strict=True)]
     model = load_zoo_model("bert-small:tiny")
     placement = api.placement_from_rules(model, edges, {"matmul": "edge-b", "nn.softmax": "edge-c"})
     deployment = api.compile(model, edges, placement).deployment
-    calls, puts, downloads = [], [], []
+    calls, rpcs, puts, downloads = [], [], [], []
     real_rpc, real_put, real_download = RemoteWorker._rpc, RemoteWorker.put, RemoteWorker.download
+    real_run = RemoteWorker.run_program
     monkeypatch.setattr(
-        RemoteWorker, "_rpc", lambda self, what, fn: (calls.append((self.name, what)),
+        RemoteWorker, "_rpc", lambda self, what, fn: (rpcs.append((self.name, what)),
                                                       real_rpc(self, what, fn))[1]
     )  # fmt: skip
+
+    def run_program(self, run, microbatches, wait_s, returns=(), inputs=(), answer_s=None):
+        calls.append((self.name, "program"))
+        puts.extend(name for name, _ in inputs)
+        return real_run(self, run, microbatches, wait_s, returns, inputs, answer_s)
+
+    monkeypatch.setattr(RemoteWorker, "run_program", run_program)
     monkeypatch.setattr(
         RemoteWorker, "put", lambda self, name, v: (puts.append(name), real_put(self, name, v))[1]
     )
@@ -154,14 +163,15 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
     first, second = _inputs(deployment), [x * 0 + 1 for x in _inputs(deployment)]
     with Executor(deployment) as ex:
         assert ex.programs is not None
-        loaded = list(calls)
-        calls.clear()
+        loaded = list(rpcs)
+        rpcs.clear()
         got = ex.run(first)
         one_run, sent = list(calls), list(puts)
         batches = [ex.place_inputs(first), ex.place_inputs(second)]
         calls.clear()
         both = ex.run_many(batches)
         assert sorted(calls) == sorted((e.name, "program") for e in edges)
+        assert rpcs == []
         outputs = [ex.outputs_of(values) for values in both]
         units = [e for e in ex.timeline.events if e.kind == "unit"]
     assert sorted(w for w, what in loaded if what == "program load") == [e.name for e in edges]

@@ -111,6 +111,7 @@ class ProgramRunner:
         start = time.perf_counter()
         workers = len(self.local) + len(programs.remote)
         runs = [Run(workers, (), k, start) for k in range(len(batches))]
+        starts: dict[int, list[tuple[str, Any]]] = {k: [] for k in programs.remote}
         for run, tensors in zip(runs, batches, strict=True):
             run.values.update(zip((i.name for i in ex.deployment.inputs), tensors, strict=True))
             run.latches = [Latch() for _ in range(programs.handovers)]
@@ -120,14 +121,22 @@ class ProgramRunner:
             for name, source in self.aliases:
                 if isinstance(run.values.get(source), RemoteValue):
                     run.values[name] = run.values[source]
-            for value, k, name in programs.start_sends:
-                ex.workers[k].put(prefix + name, run.values[value])
+            for value, k, name in programs.start_sends:  # sent with k's run, ahead of it
+                starts[k].append((prefix + name, run.values[value]))
             if not ex.deployment.steps:
                 run.done.set()
+        if not self.local and len(programs.remote) == 1:  # a remote worker alone: asked from
+            # this thread (its client thread's hand-over and wake-up, each way, cost more than
+            # the round trip to the worker: benchmarks/runtime/programs.py --remote)
+            (device,) = programs.remote
+            self._remote(runs, device, starts[device], inline=True)
+            return ex.finish(runs, start)
         for device, steps in self.local.items():
             ex.workers[device].submit(lambda steps=steps: self._local(runs, steps))
         for device in programs.remote:
-            ex.workers[device].submit(lambda device=device: self._remote(runs, device))
+            ex.workers[device].submit(
+                lambda device=device: self._remote(runs, device, starts[device])
+            )  # fmt: skip
         return ex.finish(runs, start)
 
     def _local(self, runs: list[Run], steps: tuple[int, ...]) -> None:
@@ -205,8 +214,12 @@ class ProgramRunner:
                   end - run.start, run.index)
         )  # fmt: skip
 
-    def _remote(self, runs: list[Run], device: int) -> None:
-        """One remote worker's program for every run: one call, on its client thread."""
+    def _remote(
+        self, runs: list[Run], device: int, inputs: list[tuple[str, Any]], inline: bool = False
+    ) -> None:  # fmt: skip
+        """One remote worker's program for every run: one call with the client's ``inputs``
+        it reads, on its client thread, or (``inline``) on the caller's, which no watchdog
+        then looks after: the answer is awaited as long as the watchdog would have."""
         ex, worker = self.ex, self.ex.workers[device]
         start = time.perf_counter()
         ends: dict[int, float] = {}  # run -> when this worker's last step of it ended
@@ -214,12 +227,17 @@ class ProgramRunner:
         grace = min(0.5 * ex.timeout_s, 5.0)
         for run in runs:
             run.running[-1 - device] = start + grace
+        answer_s = ex.timeout_s + grace if inline else None
         try:
             answer, returned = worker.run_program(
-                self.run_id, len(runs), ex.timeout_s, self.returns[device]
+                self.run_id, len(runs), ex.timeout_s, self.returns[device], inputs, answer_s
             )
         except BaseException as err:
-            error = bare(err if isinstance(err, RunError) else RunError(f"run: {err}", worker.name))
+            late = answer_s is not None and time.perf_counter() - start >= answer_s
+            failure = ex.overdue(device) if late else err  # late: what the watchdog would say
+            error = bare(
+                failure if isinstance(failure, RunError) else RunError(f"run: {err}", worker.name)
+            )  # fmt: skip
             for run in runs:
                 run.error = run.error or error
         else:

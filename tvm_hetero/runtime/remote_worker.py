@@ -11,6 +11,7 @@ lock; the worker's jobs run on its own thread like a local worker's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -27,12 +28,12 @@ import tvm
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
-from tvm_hetero.runtime.rpc_worker import PREFIX, read_program_answer
-from tvm_hetero.runtime.tensor_link import TensorFetcher
+from tvm_hetero.runtime.rpc_worker import PREFIX, RUN, read_program_answer
+from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_frame
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
 
-_FUNCTIONS = ("data_port", "load", "call", "call_push", "item", "load_program", "run_program")
+_FUNCTIONS = ("data_port", "load", "call", "call_push", "item", "load_program")
 
 
 def _connect_within(timeout_s: float, where: str, *address: Any) -> Any:
@@ -163,6 +164,8 @@ class RemoteWorker:
         self._rpc("load", lambda: self._remote["load"]("lib.so", json.dumps(spec.to_dict())))
         self._thread = JobThread(f"tvm-hetero:{spec.name}", lambda: None)
         self._teller = TensorFetcher()  # pull commands to this worker's data port
+        self._runs = TensorFetcher(timeout_s)  # program runs there (run_program)
+        self._given_up = False  # a run's answer was not awaited to its end
         self._puller = TensorFetcher(timeout_s)  # downloads from it
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -250,27 +253,41 @@ class RemoteWorker:
     def put(self, name: str, value: Any) -> None:
         """Send ``value`` (a tensor or array of this process) to be held there as ``name``,
         through the data port, not waiting for the worker."""
-        array = value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
-        self._tell({"put": name}, f"upload of {name.partition(':')[2] or name}", array)
+        self._tell({"put": name}, f"upload of {name.partition(':')[2] or name}", _array(value))
 
     def load_program(self, ops: list[dict[str, Any]]) -> None:
         """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`)."""
         self._rpc("program load", lambda: self._remote["load_program"](json.dumps(ops)))
 
     def run_program(
-        self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = ()
-    ) -> tuple[list[list], dict[tuple[int, str], np.ndarray]]:
-        """Run the worker's program for ``microbatches`` of run ``run``: the one call a run.
-        Per step, ``[step, microbatch, start, end, waited, arity]`` (seconds from its start);
-        and the tensors named in ``returns`` that came back with the answer, by
-        ``(microbatch, name)`` (one too large to come back is not there: download it). What
-        this process names there afterwards (an output tuple's item) is named in run ``run``:
-        the worker takes a name of an older run for a late arrival and drops it."""
+        self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),
+        inputs: Sequence[tuple[str, Any]] = (), answer_s: float | None = None,
+    ) -> tuple[list[list], dict[tuple[int, str], np.ndarray]]:  # fmt: skip
+        """Run the worker's program for ``microbatches`` of run ``run``: one message each way,
+        on the worker's data port (``inputs``, the client's values it reads as ``(name,
+        tensor or array)``, sent ahead of the command on the same connection, so they are held
+        there when the program starts; TVM RPC's round trip cost more than the rest of a
+        small model's run; ``answer_s``: how long the answer is awaited, None: until it comes
+        or :meth:`close`). Per step, ``[step, microbatch, start, end, waited, arity]``
+        (seconds from its start); and the tensors named in ``returns`` that came back with the
+        answer, by ``(microbatch, name)`` (one too large to come back is not there: download
+        it). What this process names there afterwards (an output tuple's item) is named in
+        run ``run``: the worker takes a name of an older run for a late arrival and drops it."""
         with self._names_lock:
             self._run, self._names = run, 0
-        call, names = self._remote["run_program"], json.dumps(list(returns))
-        answer = self._rpc("program", lambda: call(run, microbatches, wait_s, names))
-        return read_program_answer(bytes(answer))
+        puts = [(name, _array(value)) for name, value in inputs]
+        message = {RUN: [run, microbatches, wait_s, list(returns)]}
+        try:
+            answer = self._runs.ask(self.address[0], self.data_port, message, puts, answer_s)
+        except OSError as err:
+            self._given_up = True  # the worker may still be in the run (stopped, slow)
+            raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None
+        if answer[:1] != b"\0":
+            said = answer[1:].decode(errors="replace")
+            peer = re.search(r"LinkError from (\S+):", said)  # a late value: its maker's
+            blame = peer.group(1) if peer else self.name
+            raise RunError(f"worker {self.where}: program failed: {said}", blame)
+        return read_program_answer(memoryview(answer)[1:])
 
     def _tell(self, message: dict, what: str, array: np.ndarray | None = None) -> None:
         try:
@@ -310,10 +327,23 @@ class RemoteWorker:
         """
         self._teller.close()
         self._puller.close()
+        self._runs.close()  # a run still awaited ends now
         handles = (self.session, self._remote, self.device)
         self.session, self._remote, self.device = None, {}, None
         if not self._thread.close(timeout_s=1.0):
             _release_after(self._thread, handles)
+        elif self._given_up:  # the worker may be in that run still (stopped, slow): ending
+            # the session now would wait for it, holding the GIL (TVM RPC's shutdown)
+            address = (self.address[0], self.data_port)
+            threading.Thread(
+                target=_release_when_answering, args=(address, handles), daemon=True,
+                name="closing-session",
+            ).start()  # fmt: skip
+
+
+def _array(value: Any) -> np.ndarray:
+    """A tensor or array of this process as numpy."""
+    return value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
 
 
 def _release_after(jobs: JobThread, handles: object) -> None:
@@ -326,6 +356,13 @@ def _release_after(jobs: JobThread, handles: object) -> None:
 
 def _hold_until(jobs: JobThread, handles: object) -> None:
     jobs.join()
+
+
+def _release_when_answering(address: tuple[str, int], handles: object) -> None:
+    """Let ``handles`` go once the worker's data port answers (at once for a dead worker)."""
+    with contextlib.suppress(OSError), socket.create_connection(address) as sock:
+        send_frame(sock, json.dumps({RUN: [0, 0, 0.0, []]}).encode())  # a run of nothing
+        recv_frame(sock)  # answered once the worker runs again
 
 
 def _first_line(err: BaseException) -> str:

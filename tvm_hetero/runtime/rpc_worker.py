@@ -16,11 +16,12 @@ it (see :mod:`.tensor_link`).
   and a library the worker kept from an earlier session, by its SHA-256, is not sent again).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.load_program(ops)`` / ``run_program(run, microbatches, wait_s,
-  returns)``: keep this worker's program, then run it for every microbatch of a run (one call a
-  run; the client sends inputs on the data port; the outputs it takes come back with the answer
-  up to ``RETURN_BYTES`` each, larger ones from the data port, whose server answers a name once
-  it is held).
+- ``tvm_hetero.worker.load_program(ops)``, then a ``run`` command on the data port (or
+  ``run_program(run, microbatches, wait_s, returns)`` over RPC): keep this worker's program,
+  then run it for every microbatch of a run (one message a run: the client's inputs go ahead of
+  the command in the same send; no TVM RPC round trip; the outputs it takes come back with the
+  answer up to ``RETURN_BYTES`` each, larger ones from the data port, whose server answers a
+  name once it is held).
   What a program sends a peer goes on a program link, read by the peer's program thread itself
   (:mod:`.program_links`).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
@@ -89,6 +90,8 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
+RUN = "run"
+"""The data port's command that runs the program (:meth:`_Session._run_command`)."""
 RETURN_BYTES = 2**20
 """A tensor the client takes at the end of a run comes back with the program's answer up to
 this size; a larger one is downloaded through the data port, as every value was."""
@@ -102,13 +105,15 @@ def program_answer(events: list[list], back: list[list], blobs: list[Any]) -> by
     return struct.pack("<I", len(head)) + head + b"".join(blobs)
 
 
-def read_program_answer(answer: bytes) -> tuple[list[list], dict[tuple[int, str], Any]]:
+def read_program_answer(
+    answer: bytes | memoryview,
+) -> tuple[list[list], dict[tuple[int, str], Any]]:
     """:func:`program_answer`'s events, and its tensors by ``(microbatch, name)`` as numpy
     arrays of their own."""
     import numpy as np
 
     (size,) = struct.unpack_from("<I", answer)
-    events, back = json.loads(answer[4 : 4 + size])
+    events, back = json.loads(bytes(answer[4 : 4 + size]))
     at, arrays = 4 + size, {}
     for mb, name, shape, dtype in back:
         count = math.prod(shape)
@@ -148,6 +153,8 @@ class _Session:
         self.spin_s = 0.0
         self.received: dict[str, tuple] = {}  # tensors made to receive into (_buffer)
         self.onnx: Any = None  # ONNX Runtime beside us on this device (onnxruntime_open)
+        self.spec: Any = None  # the device loaded (load)
+        self.pooled = threading.local()  # whether this thread's TVM pool is the device's
 
     def load(self, file_name: str, spec_json: str) -> int:
         import tvm
@@ -158,7 +165,7 @@ class _Session:
         from tvm_hetero.runtime.worker import configure_threads
 
         spec = DeviceSpec.from_dict(json.loads(spec_json))
-        self.name = spec.name
+        self.name, self.spec = spec.name, spec
         path = _work_file(file_name)
         self.device = runtime_device(spec)
         self.gpu = spec.kind is DeviceKind.CUDA
@@ -360,6 +367,22 @@ class _Session:
                     blobs.append(view)
         return program_answer(events, back, blobs)
 
+    def _run_command(self, run: int, microbatches: int, wait_s: float, returns: list) -> bytes:
+        """:meth:`run_program` for the data port's ``run`` command: its answer after a zero
+        byte, or a one byte and the error (this thread's TVM pool set to the device's cores and
+        threads first, once: TVM keeps a pool per calling thread)."""
+        try:
+            if not getattr(self.pooled, "done", False) and self.spec is not None:
+                from tvm_hetero.devices.spec import DeviceKind
+                from tvm_hetero.runtime.worker import configure_threads
+
+                if self.spec.kind is DeviceKind.CPU:
+                    configure_threads(self.spec)
+                self.pooled.done = True
+            return b"\0" + self.run_program(run, microbatches, wait_s, json.dumps(returns))
+        except Exception as err:  # the client's run fails, naming it; the worker serves on
+            return b"\1" + f"{type(err).__name__}: {err}".encode()
+
     def _run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
         """:meth:`run_program`'s steps; their events."""
         t0, events = time.perf_counter(), []
@@ -451,9 +474,12 @@ class _Session:
         ``"from"``, a value that worker pushes. A failure is kept for the unit that reads
         ``out``. ``{"link": peer}``: the connection is a program link, read by the program
         thread from now on (True: taken over). ``{"upload": file, ...}``: a library
-        (:func:`~.uploads.receive`)."""
+        (:func:`~.uploads.receive`). ``{"run": [run, microbatches, wait_s, returns]}``: a run
+        of the program in this thread (:meth:`_run_command`), answered on ``conn``: the
+        client's inputs for it came before it on the same connection, so they are held when it
+        starts, and the run is one message each way."""
         from tvm_hetero.runtime.program_links import LINK
-        from tvm_hetero.runtime.tensor_link import recv_array
+        from tvm_hetero.runtime.tensor_link import recv_array, send_frame
         from tvm_hetero.runtime.uploads import UPLOAD, receive
 
         if LINK in message:
@@ -461,6 +487,9 @@ class _Session:
             return True
         if UPLOAD in message:
             receive(message, conn, _work_file, _STORE[0] if _STORE else None, UPLOAD_STALL_S)
+            return False
+        if RUN in message:
+            send_frame(conn, self._run_command(*message[RUN]))
             return False
         if "put" in message:
             allocate, done = self._receiver(message["put"], message.get("from", "the client"))

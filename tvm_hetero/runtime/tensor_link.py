@@ -18,12 +18,13 @@ before the last answer has arrived; answers come in the order asked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -69,8 +70,12 @@ def recv_frame(sock: socket.socket) -> bytes:
     return bytes(body)
 
 
+def _frame(body: bytes) -> bytes:
+    return _LEN.pack(len(body)) + body
+
+
 def send_frame(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(_LEN.pack(len(body)) + body)
+    sock.sendall(_frame(body))
 
 
 ONE_SEND_BYTES = 64 * 2**10
@@ -246,6 +251,7 @@ class TensorFetcher:
         self.timeout_s = timeout_s
         self._pipes: dict[tuple[str, int], _Pipe] = {}
         self._told: dict[tuple[str, int], socket.socket] = {}
+        self._asked: dict[tuple[str, int], socket.socket] = {}
         self._lock = threading.Lock()
 
     def _connect(self, key: tuple[str, int]) -> socket.socket:
@@ -315,9 +321,53 @@ class TensorFetcher:
                     dropped.close()
                 raise _link_error(f"telling {host}:{port}", err) from None
 
+    def ask(
+        self, host: str, port: int, message: dict,
+        puts: Sequence[tuple[str, np.ndarray]] = (), answer_s: float | None = None,
+    ) -> bytes:  # fmt: skip
+        """Send each of ``puts`` (a name and its array, held there as :meth:`tell`'s ``put``
+        command is) and then ``message`` on a connection kept for asking (not :meth:`tell`'s:
+        a put told while the answer is awaited must not wait for it), all in one send when
+        small, and return the one frame the owner answers, awaited ``answer_s`` (None: with
+        no limit, a program's run takes what it takes and the caller's watchdog judges it;
+        :meth:`close` ends the wait). A connection that broke or was not answered in time is
+        dropped (an answer coming late would be out of step); the next ask reconnects."""
+        key = (host, port)
+        with self._lock:
+            conn = self._asked.get(key)
+            if conn is None:
+                conn = self._asked[key] = self._connect(key)
+        try:
+            conn.settimeout(answer_s)
+            pending = b""  # small frames leave together: each send wakes the owner's thread
+            for name, array in puts:
+                array = contiguous(array)
+                command = json.dumps({"put": name}).encode()
+                head = json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)})
+                pending += _frame(command) + _frame(head.encode())
+                if array.nbytes > ONE_SEND_BYTES:
+                    conn.sendall(pending)
+                    conn.sendall(memoryview(array).cast("B"))
+                    pending = b""
+                elif array.nbytes:
+                    pending += memoryview(array).cast("B").tobytes()
+            conn.sendall(pending + _frame(json.dumps(message).encode()))
+            return recv_frame(conn)
+        except OSError as err:
+            with self._lock:
+                if self._asked.get(key) is conn:
+                    del self._asked[key]
+            conn.close()
+            raise _link_error(f"asking {host}:{port}", err) from None
+
     def close(self) -> None:
         """Close every connection."""
         with self._lock:
+            for conn in self._asked.values():
+                with contextlib.suppress(OSError):  # wakes a thread waiting there for an answer
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            self._asked.clear()
             for pipe in self._pipes.values():
                 pipe.conn.close()
                 pipe.pending.put(None)
