@@ -457,3 +457,16 @@ def test_workers_of_a_tracker_are_requested_by_key(start_workers, tracker):
     with pytest.raises(RunError, match=r"no free worker for a \(127.*key gpu-box\) within 1 s"):
         RemoteWorker(nobody, deployment.libraries[0], timeout_s=1)
     assert time.perf_counter() - start < 5
+
+
+def test_a_worker_of_another_protocol_is_refused_naming_it(start_workers, monkeypatch):
+    """An older worker would not answer a run on its data port: refused at connect."""
+    ((port, _),) = start_workers(1)
+    edge = _edge("edge-a", port)
+    deployment = api.compile(load_zoo_model("mlp:tiny"), [edge]).deployment
+    monkeypatch.setattr(remote_worker, "PROTOCOL", remote_worker.PROTOCOL + 1)
+    with pytest.raises(RunError, match=r"worker edge-a \(127\.0\.0\.1:\d+\) speaks protocol "):
+        Executor(deployment)
+    monkeypatch.undo()
+    with Executor(deployment) as ex:  # the worker serves the next session
+        ex.run(_inputs(deployment))

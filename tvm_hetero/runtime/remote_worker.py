@@ -28,7 +28,7 @@ import tvm
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
-from tvm_hetero.runtime.rpc_worker import PREFIX, RUN, read_program_answer
+from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, read_program_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_frame
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
@@ -153,6 +153,7 @@ class RemoteWorker:
         self._names = 0
         self._run = 0  # names are RUN/NAME: the worker lets the last run's values go
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
+        _check_protocol(self.session, self.where, self.name)
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
         )
@@ -339,6 +340,20 @@ class RemoteWorker:
                 target=_release_when_answering, args=(address, handles), daemon=True,
                 name="closing-session",
             ).start()  # fmt: skip
+
+
+def _check_protocol(session: Any, where: str, name: str) -> None:
+    """Refuse a worker that speaks another protocol than this client (an older tvm-hetero:
+    its data port would not answer a run, and the run would wait out its timeout)."""
+    try:
+        theirs = int(session.get_function(PREFIX + "protocol")())
+    except (AttributeError, RuntimeError):
+        theirs = 1
+    if theirs != PROTOCOL:
+        raise RunError(
+            f"worker {where} speaks protocol {theirs}, this client {PROTOCOL}: restart it "
+            "with this tvm-hetero (tvm-hetero worker, or cluster down and up)", name,
+        )  # fmt: skip
 
 
 def _array(value: Any) -> np.ndarray:

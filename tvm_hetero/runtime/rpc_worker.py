@@ -90,6 +90,9 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
+PROTOCOL = 2
+"""What the client and the worker speak (2: runs on the data port, ONNX Runtime there); a
+client refuses a worker of another, which would not understand it (restart the worker)."""
 RUN = "run"
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
 RETURN_BYTES = 2**20
@@ -589,6 +592,7 @@ def register() -> None:
         "load_program": session.load_program,
         "run_program": session.run_program,
         "probe": session.probe,
+        "protocol": lambda: PROTOCOL,
         "onnxruntime_open": session.onnxruntime_open,
         "onnxruntime_time": session.onnxruntime_time,
     }
