@@ -219,3 +219,17 @@ def remote_cpus(ports: list[tuple[int, subprocess.Popen]]) -> list:
                             threads=1)
         for k, (p, _) in enumerate(ports)
     ]  # fmt: skip
+
+
+def mlp_onnx(path):
+    """A 16 -> 32 -> 8 ReLU MLP (batch 4, input ``x``) exported to ONNX at ``path``."""
+    import warnings
+
+    import torch
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
+                          dynamo=False)  # fmt: skip
+    return path

@@ -2,11 +2,11 @@
 alone, its build equal to the single-device build; a plug-in strategy from the test tree
 offered by ``plan``, ``compile --strategy`` and ``optimize``."""
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import mlp_onnx
 
 from tvm_hetero import api
 from tvm_hetero.cli.main import main
@@ -143,16 +143,8 @@ def test_a_strategy_that_fails_drops_out_and_over_budget_ones_are_not_planned(
 
 
 def test_onnx_runtime_is_timed_beside_in_the_same_rounds(tmp_path, cores, monkeypatch):
-    import torch
-
     monkeypatch.setattr(registry, "PACKAGES", {})  # each device alone and ONNX Runtime
-
-    path = tmp_path / "mlp.onnx"
-    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-        torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
-                          dynamo=False)  # fmt: skip
+    path = mlp_onnx(tmp_path / "mlp.onnx")
     model = load_model(str(path))
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=10,
                      onnx=str(path))  # fmt: skip

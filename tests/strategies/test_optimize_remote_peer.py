@@ -2,8 +2,7 @@
 worker (real ``tvm-hetero worker`` processes on loopback), in the same rounds as the candidates
 that need the same worker; a worker that cannot run it is said, not fatal."""
 
-import warnings
-
+import conftest
 import pytest
 from conftest import remote_cpus
 
@@ -16,15 +15,7 @@ from tvm_hetero.strategies import registry
 
 @pytest.fixture
 def mlp_onnx(tmp_path):
-    import torch
-
-    path = tmp_path / "mlp.onnx"
-    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-        torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
-                          dynamo=False)  # fmt: skip
-    return path
+    return conftest.mlp_onnx(tmp_path / "mlp.onnx")
 
 
 def test_onnx_runtime_runs_on_each_workers_device_in_the_same_rounds(
