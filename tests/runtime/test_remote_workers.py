@@ -131,8 +131,8 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
     start_workers, monkeypatch
 ):
     """The same three workers by programs: each is sent its program once and then one message
-    a run on its data port (for any number of microbatches, the client's inputs it reads in
-    the same send; no TVM RPC in a run); the client sends the inputs (each once a worker that
+    a run on its data port (for any number of microbatches, the client's inputs it reads
+    ahead of it on the same connection; no TVM RPC in a run); the client sends the inputs (each once a worker that
     reads it) and takes the outputs; every other tensor goes worker to worker. Outputs equal
     the single-device build, microbatch by microbatch."""
     edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("abc", start_workers(3), strict=True)]

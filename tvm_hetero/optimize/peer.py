@@ -139,6 +139,7 @@ class RemoteOnnxRuntimePeer:
     def _failing(self, what: str) -> Iterator[None]:
         """Errors of ``what`` as a :class:`RunError` naming the device; the session let go."""
         from tvm_hetero.errors import RunError
+        from tvm_hetero.runtime.remote_worker import error_line
 
         try:
             yield
@@ -146,7 +147,8 @@ class RemoteOnnxRuntimePeer:
             traceback.clear_frames(err.__traceback__)  # their tensors hold the session
             self.release()
             where = f"{self.device.name} ({self.device.host})"
-            raise RunError(f"{what} on {where} failed: {_said(err)}", self.device.name) from None
+            said = f"{what} on {where} failed: {error_line(err)}"
+            raise RunError(said, self.device.name) from None
 
     def release(self) -> None:
         """End the session on the worker now (it serves one at a time)."""
@@ -154,11 +156,3 @@ class RemoteOnnxRuntimePeer:
         gc.collect()  # what the session's calls made holds it in reference cycles
 
     close = release
-
-
-def _said(err: BaseException) -> str:
-    """The line of ``err`` that says what went wrong (an RPC error's first line only says that
-    the worker raised)."""
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.endswith("Error caught from RPC call:")]
-    return next((ln for ln in lines if "Error" in ln), lines[-1] if lines else repr(err))

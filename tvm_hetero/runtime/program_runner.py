@@ -3,11 +3,12 @@
 A local worker's thread runs its program for every microbatch in turn, waiting on a latch for a
 value another local thread hands over, taking a value a remote worker made from that worker's data
 port (answered once it exists there), and sending what a remote worker reads to its data port as
-the step that made it ends. A remote worker is sent its program once, at load; a run is one call
-to it (``tvm_hetero.worker.run_program``) that runs every microbatch there, and its values go to
-its peers by push; its answer brings back the outputs the caller takes when the run ends (up to
-``rpc_worker.RETURN_BYTES`` each: a download after the run was one more round trip). The caller
-sends the inputs remote workers read, starts every worker, and waits.
+the step that made it ends. A remote worker is sent its program once, at load; a run is one message
+to it (a ``run`` command on its data port, the inputs it reads ahead of it) that runs every
+microbatch there, and its values go to its peers by push; its answer brings back the outputs the
+caller takes when the run ends (up to ``rpc_worker.RETURN_BYTES`` each: a download after the run
+was one more round trip). The caller starts every worker and waits; a remote worker alone is
+asked from the caller's thread.
 """
 
 from __future__ import annotations

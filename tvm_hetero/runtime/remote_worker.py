@@ -97,7 +97,7 @@ def connect_worker(spec: DeviceSpec, timeout_s: float = 10.0) -> tuple[Any, tupl
     except (RuntimeError, OSError) as err:
         if isinstance(err, RunError):
             raise RunError(f"cannot reach worker {where}: {err}", spec.name) from None
-        raise RunError(f"cannot reach worker {where}: {_first_line(err)}", spec.name) from None
+        raise RunError(f"cannot reach worker {where}: {error_line(err)}", spec.name) from None
 
 
 @dataclass(frozen=True)
@@ -380,6 +380,9 @@ def _release_when_answering(address: tuple[str, int], handles: object) -> None:
         recv_frame(sock)  # answered once the worker runs again
 
 
-def _first_line(err: BaseException) -> str:
+def error_line(err: BaseException) -> str:
+    """The line of ``err`` that says what went wrong: the first naming an error, else the
+    first (an RPC error's heading, which only says that the worker raised, is not one)."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.endswith("Error caught from RPC call:")]
     return next((ln for ln in lines if "Error" in ln), lines[0] if lines else type(err).__name__)

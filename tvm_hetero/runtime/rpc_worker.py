@@ -16,12 +16,11 @@ it (see :mod:`.tensor_link`).
   and a library the worker kept from an earlier session, by its SHA-256, is not sent again).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.load_program(ops)``, then a ``run`` command on the data port (or
-  ``run_program(run, microbatches, wait_s, returns)`` over RPC): keep this worker's program,
-  then run it for every microbatch of a run (one message a run: the client's inputs go ahead of
-  the command in the same send; no TVM RPC round trip; the outputs it takes come back with the
-  answer up to ``RETURN_BYTES`` each, larger ones from the data port, whose server answers a
-  name once it is held).
+- ``tvm_hetero.worker.load_program(ops)``, then a ``run`` command on the data port (``[run,
+  microbatches, wait_s, returns]``): keep this worker's program, then run it for every microbatch
+  of a run (one message a run: the client's inputs go ahead of the command on the same connection;
+  no TVM RPC round trip; the outputs it takes come back with the answer up to ``RETURN_BYTES``
+  each, larger ones from the data port, whose server answers a name once it is held).
   What a program sends a peer goes on a program link, read by the peer's program thread itself
   (:mod:`.program_links`).
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
@@ -349,19 +348,19 @@ class _Session:
         self.spin_s = spin_seconds()
         return len(self.program)
 
-    def run_program(self, run: int, microbatches: int, wait_s: float, returns: str) -> bytes:
+    def run_program(self, run: int, microbatches: int, wait_s: float, returns: list) -> bytes:
         """Run the program for each microbatch of run ``run`` in turn (values named
         ``RUN/MICROBATCH:NAME``), waiting at most ``wait_s`` for each input that another
         worker or the client sends. The answer (:func:`program_answer`): per step run,
         ``[step, microbatch, start, end, waited, arity]`` with seconds from this call's start,
-        and each microbatch's tensors named in ``returns`` (JSON, the values the client takes
-        when the run ends) up to :data:`RETURN_BYTES` each, which the client then need not
+        and each microbatch's tensors named in ``returns`` (the values the client takes when
+        the run ends) up to :data:`RETURN_BYTES` each, which the client then need not
         download (a download was a round trip through the data port after the run)."""
         events = self._run_program(run, microbatches, wait_s)
         back, blobs = [], []
         with self.arrived:
             held = [(mb, name, self.values.get(f"{run}/{mb}:{name}"))
-                    for mb in range(microbatches) for name in json.loads(returns)]  # fmt: skip
+                    for mb in range(microbatches) for name in returns]  # fmt: skip
         for mb, name, value in held:
             if value is not None and _arity(value) < 0:
                 view = self._view(value)
@@ -382,7 +381,7 @@ class _Session:
                 if self.spec.kind is DeviceKind.CPU:
                     configure_threads(self.spec)
                 self.pooled.done = True
-            return b"\0" + self.run_program(run, microbatches, wait_s, json.dumps(returns))
+            return b"\0" + self.run_program(run, microbatches, wait_s, returns)
         except Exception as err:  # the client's run fails, naming it; the worker serves on
             return b"\1" + f"{type(err).__name__}: {err}".encode()
 
@@ -590,7 +589,6 @@ def register() -> None:
         "fetch": session.fetch,
         "fill": session.fill,
         "load_program": session.load_program,
-        "run_program": session.run_program,
         "probe": session.probe,
         "protocol": lambda: PROTOCOL,
         "onnxruntime_open": session.onnxruntime_open,

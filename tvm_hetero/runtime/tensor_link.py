@@ -70,12 +70,8 @@ def recv_frame(sock: socket.socket) -> bytes:
     return bytes(body)
 
 
-def _frame(body: bytes) -> bytes:
-    return _LEN.pack(len(body)) + body
-
-
 def send_frame(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(_frame(body))
+    sock.sendall(_LEN.pack(len(body)) + body)
 
 
 ONE_SEND_BYTES = 64 * 2**10
@@ -326,12 +322,12 @@ class TensorFetcher:
         puts: Sequence[tuple[str, np.ndarray]] = (), answer_s: float | None = None,
     ) -> bytes:  # fmt: skip
         """Send each of ``puts`` (a name and its array, held there as :meth:`tell`'s ``put``
-        command is) and then ``message`` on a connection kept for asking (not :meth:`tell`'s:
-        a put told while the answer is awaited must not wait for it), all in one send when
-        small, and return the one frame the owner answers, awaited ``answer_s`` (None: with
-        no limit, a program's run takes what it takes and the caller's watchdog judges it;
-        :meth:`close` ends the wait). A connection that broke or was not answered in time is
-        dropped (an answer coming late would be out of step); the next ask reconnects."""
+        command is) and then ``message`` on a connection kept for asking (not :meth:`tell`'s: a
+        put told while the answer is awaited must not wait for it), and return the one frame the
+        owner answers, awaited ``answer_s`` (None: with no limit, a program's run takes what it
+        takes and the caller's watchdog judges it; :meth:`close` ends the wait). A connection
+        that broke or was not answered in time is dropped (an answer coming late would be out of
+        step); the next ask reconnects."""
         key = (host, port)
         with self._lock:
             conn = self._asked.get(key)
@@ -339,19 +335,10 @@ class TensorFetcher:
                 conn = self._asked[key] = self._connect(key)
         try:
             conn.settimeout(answer_s)
-            pending = b""  # small frames leave together: each send wakes the owner's thread
             for name, array in puts:
-                array = contiguous(array)
                 command = json.dumps({"put": name}).encode()
-                head = json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)})
-                pending += _frame(command) + _frame(head.encode())
-                if array.nbytes > ONE_SEND_BYTES:
-                    conn.sendall(pending)
-                    conn.sendall(memoryview(array).cast("B"))
-                    pending = b""
-                elif array.nbytes:
-                    pending += memoryview(array).cast("B").tobytes()
-            conn.sendall(pending + _frame(json.dumps(message).encode()))
+                send_array(conn, array, _LEN.pack(len(command)) + command)
+            send_frame(conn, json.dumps(message).encode())
             return recv_frame(conn)
         except OSError as err:
             with self._lock:
