@@ -1,6 +1,7 @@
 """ONNX Runtime beside ``optimize``'s candidates on a cluster's devices: run by each device's
-worker (real ``tvm-hetero worker`` processes on loopback), in the same rounds as the candidates
-that need the same worker; a worker that cannot run it is said, not fatal."""
+worker (real ``tvm-hetero worker`` processes on loopback), each run timed from the client as
+the candidates' are, in the same rounds as the candidates that need the same worker; a worker
+that cannot run it is said, not fatal."""
 
 import conftest
 import pytest
@@ -76,3 +77,36 @@ def test_a_file_the_worker_refuses_fails_naming_the_device_and_the_worker_serves
         assert len(peer(2)) == 2
     finally:
         peer.close()
+
+
+def test_each_run_sends_its_inputs_and_brings_onnx_runtimes_outputs_back(
+    tmp_path, mlp_onnx, start_workers
+):  # fmt: skip
+    import numpy as np
+    import onnxruntime as ort
+
+    (edge,) = remote_cpus(start_workers(1))
+    local = ort.InferenceSession(str(mlp_onnx), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    peer = RemoteOnnxRuntimePeer(mlp_onnx, edge, [np.zeros((4, 16), "float32")], timeout_s=20)
+    try:
+        for _ in range(3):  # new inputs each run: the answer is this run's, not the first's
+            x = rng.standard_normal((4, 16), dtype=np.float32)
+            peer.inputs = [x]
+            (out,) = peer.run()
+            np.testing.assert_allclose(out, local.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    finally:
+        peer.close()
+
+
+def test_inputs_the_model_does_not_take_fail_naming_the_device(mlp_onnx, start_workers):
+    import numpy as np
+
+    (edge,) = remote_cpus(start_workers(1))
+    two = [np.ones((4, 16), "float32")] * 2
+    with pytest.raises(RunError, match=r"opening ONNX Runtime on edge-0.*takes 1 inputs, got 2"):
+        RemoteOnnxRuntimePeer(mlp_onnx, edge, two, timeout_s=20).open()
+    wrong = RemoteOnnxRuntimePeer(mlp_onnx, edge, [np.ones((4, 7), "float32")], timeout_s=20)
+    with pytest.raises(RunError, match="running ONNX Runtime on edge-0") as err:
+        wrong(2)
+    assert err.value.device == "edge-0"

@@ -8,6 +8,7 @@ import gc
 import json
 import queue
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -79,16 +80,18 @@ class OnnxRuntimePeer:
 class RemoteOnnxRuntimePeer:
     """ONNX Runtime on a cluster's device: its worker runs the session (on the device's cores and
     threads, inside whatever namespace and CPU quota the worker has), the ONNX file uploaded
-    there once (the worker keeps it by content). Called like :class:`OnnxRuntimePeer`. A worker
-    serves one session at a time, so :func:`~tvm_hetero.runtime.executor.interleaved_run_seconds`
-    lets this peer go (:meth:`release`) when a candidate needs its worker (``worker_id``), and
-    the next call opens it again, with the first call's warm-up.
+    there once (the worker keeps it by content). Called like :class:`OnnxRuntimePeer`, but each
+    run is timed here, as our candidates' runs on a cluster are: the inputs go to the worker's
+    data port with the command, the outputs come back in its answer. A worker serves one
+    session at a time, so :func:`~tvm_hetero.runtime.executor.interleaved_run_seconds` lets this
+    peer go (:meth:`release`) when a candidate needs its worker (``worker_id``), and the next
+    call opens it again, with the first call's warm-up.
 
     Raises
     ------
     RunError
         When the worker cannot be reached or cannot run ONNX Runtime (not installed there, a
-        file it refuses), naming the device.
+        file it refuses, inputs it refuses), naming the device.
     """
 
     def __init__(
@@ -97,43 +100,70 @@ class RemoteOnnxRuntimePeer:
     ) -> None:  # fmt: skip
         if device.kind is not DeviceKind.CPU:
             raise ValueError(f"ONNX Runtime runs on a CPU, not {device.name}")
-        self.path, self.device, self.inputs = Path(path), device, list(inputs)
+        self.path, self.device = Path(path), device
+        self.inputs = [np.ascontiguousarray(a) for a in inputs]
         self.worker_id, self.timeout_s = device.worker_id, timeout_s
-        self._time: Any = None
         self._session: Any = None
+        self._asker: Any = None
+        self._port: tuple[str, int] = ("", 0)
         self._warmup = 0
 
     def open(self) -> None:
         """Connect, upload the file, open the session there (nothing when it is open)."""
-        from tvm_hetero.runtime.remote_worker import connect_worker
+        from tvm_hetero.runtime.remote_worker import check_protocol, connect_worker
 
         if self._session is not None:
             return
         self._session, address = connect_worker(self.device, self.timeout_s)
         with self._failing("opening ONNX Runtime"):
-            self._time = self._opened(address)
+            check_protocol(self._session, f"{self.device.name} ({address[0]})", self.device.name)
+            self._port = (address[0], self._opened(address[0]))
 
-    def _opened(self, address: tuple[str, int]) -> Any:
-        """The worker's timing function, once the file is there and its session open."""
-        import tvm
-
+    def _opened(self, host: str) -> int:
+        """The worker's data port, once the file is there and its session open."""
         from tvm_hetero.runtime.rpc_worker import PREFIX
+        from tvm_hetero.runtime.tensor_link import TensorFetcher
         from tvm_hetero.runtime.uploads import upload
 
         port = int(self._session.get_function(PREFIX + "data_port")())
-        upload(address[0], port, self.path, "model.onnx", self.timeout_s)
-        dev = self._session.cpu(0)
-        tensors = [tvm.runtime.tensor(a, dev) for a in self.inputs]
+        upload(host, port, self.path, "model.onnx", self.timeout_s)
         spec = json.dumps(self.device.to_dict())
-        self._session.get_function(PREFIX + "onnxruntime_open")("model.onnx", spec, *tensors)
-        return self._session.get_function(PREFIX + "onnxruntime_time")
+        takes = self._session.get_function(PREFIX + "onnxruntime_open")("model.onnx", spec)
+        if takes != len(self.inputs):
+            raise ValueError(f"{self.path.name} takes {takes} inputs, got {len(self.inputs)}")
+        self._asker = TensorFetcher(self.timeout_s)
+        return port
+
+    def run(self) -> list[np.ndarray]:
+        """One run there, its outputs in the model's order (the session opened first)."""
+        self.open()
+        with self._failing("running ONNX Runtime"):
+            return self._ask()
+
+    def _ask(self) -> list[np.ndarray]:
+        """One run there, from here: the inputs sent, the outputs back."""
+        from tvm_hetero.runtime.rpc_worker import ONNXRUNTIME, read_program_answer
+
+        message = {ONNXRUNTIME: len(self.inputs)}
+        answer = self._asker.ask(*self._port, message, answer_s=self.timeout_s, after=self.inputs)
+        if answer[:1] != b"\0":
+            raise RuntimeError(answer[1:].decode(errors="replace"))
+        outputs = read_program_answer(memoryview(answer)[1:])[1]
+        return [outputs[0, str(i)] for i in range(len(outputs))]
 
     def __call__(self, runs: int, warmup: int = 0) -> list[float]:
         self._warmup = max(self._warmup, warmup)
         fresh = self._session is None
         self.open()
-        with self._failing("timing ONNX Runtime"):
-            return json.loads(self._time(runs, self._warmup if fresh else warmup))
+        with self._failing("running ONNX Runtime"):
+            for _ in range(self._warmup if fresh else warmup):
+                self._ask()
+            samples = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                self._ask()
+                samples.append(time.perf_counter() - start)
+            return samples
 
     @contextlib.contextmanager
     def _failing(self, what: str) -> Iterator[None]:
@@ -143,16 +173,20 @@ class RemoteOnnxRuntimePeer:
 
         try:
             yield
-        except (RuntimeError, OSError) as err:  # TVMError, a link's or the upload's error
+        except (RuntimeError, OSError, ValueError) as err:  # TVMError, a link's, the upload's
             traceback.clear_frames(err.__traceback__)  # their tensors hold the session
             self.release()
+            if isinstance(err, RunError):  # check_protocol's, which says it all
+                raise RunError(str(err), self.device.name) from None
             where = f"{self.device.name} ({self.device.host})"
             said = f"{what} on {where} failed: {error_line(err)}"
             raise RunError(said, self.device.name) from None
 
     def release(self) -> None:
         """End the session on the worker now (it serves one at a time)."""
-        self._time = self._session = None
+        if self._asker is not None:
+            self._asker.close()
+        self._asker = self._session = None
         gc.collect()  # what the session's calls made holds it in reference cycles
 
     close = release

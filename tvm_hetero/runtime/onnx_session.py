@@ -1,11 +1,13 @@
 """ONNX Runtime, the runtime a user would deploy instead, run as every timing beside ours runs it:
 on a device's cores with its threads, the same inputs, each run timed on its own. Used here
 (:class:`tvm_hetero.optimize.peer.OnnxRuntimePeer`) and on a cluster's worker, inside the
-emulated or real device the worker is (``tvm_hetero.worker.onnxruntime_open``)."""
+emulated or real device the worker is (``tvm_hetero.worker.onnxruntime_open``, run by the data
+port's ``onnxruntime`` command)."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,9 +40,10 @@ def session_options(intra: int = 0, inter: int = 1) -> Any:
 
 class OnnxSession:
     """An ONNX Runtime CPU session of ``path`` on ``cores`` (pinned: the calling thread, whose
-    affinity the session's pool threads inherit; none: as the thread is) with ``threads``
+    affinity the session's pool threads inherit, and each thread that runs it, as ONNX
+    Runtime's caller is one of its intra-op threads; none: as the threads are) with ``threads``
     intra-op threads (0: one a core of ``cores``, or ONNX Runtime's choice), fed ``inputs`` in
-    the model's input order.
+    the model's input order (:meth:`timed`; :meth:`run` takes its own).
 
     Raises
     ------
@@ -49,21 +52,38 @@ class OnnxSession:
     """
 
     def __init__(
-        self, path: str | Path, threads: int, cores: Sequence[int], inputs: Sequence[np.ndarray]
-    ) -> None:
+        self, path: str | Path, threads: int, cores: Sequence[int],
+        inputs: Sequence[np.ndarray] | None = None,
+    ) -> None:  # fmt: skip
         import onnxruntime as ort
 
-        if cores:
-            os.sched_setaffinity(0, cores)
+        self.cores, self._pinned = tuple(cores), threading.local()
+        self._pin()
         opts = session_options(threads or len(cores) or 0)
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        declared = self.session.get_inputs()
-        if len(declared) != len(inputs):
-            raise ValueError(f"{Path(path).name} takes {len(declared)} inputs, got {len(inputs)}")
-        self.feeds = {
+        self.name, self.declared = Path(path).name, self.session.get_inputs()
+        self.feeds = self.feed(inputs) if inputs is not None else {}
+
+    def _pin(self) -> None:
+        """This thread on the session's cores (once a thread)."""
+        if self.cores and not getattr(self._pinned, "done", False):
+            os.sched_setaffinity(0, self.cores)
+            self._pinned.done = True
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """``inputs`` by the model's input names, as the types it declares (an exporter's
+        int64 ids given as a zoo model's int32: ONNX Runtime takes its own type)."""
+        if len(self.declared) != len(inputs):
+            raise ValueError(f"{self.name} takes {len(self.declared)} inputs, got {len(inputs)}")
+        return {
             i.name: np.asarray(a).astype(_TYPES.get(i.type, np.asarray(a).dtype), copy=False)
-            for i, a in zip(declared, inputs, strict=True)
-        }  # an exporter's int64 ids given as a zoo model's int32 (ONNX Runtime takes its type)
+            for i, a in zip(self.declared, inputs, strict=True)
+        }
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """One run on ``inputs`` (this thread pinned first); the outputs."""
+        self._pin()
+        return self.session.run(None, self.feed(inputs))
 
     def timed(self, runs: int, warmup: int = 0) -> list[float]:
         """``warmup`` untimed runs, then each of ``runs`` runs' seconds."""

@@ -153,7 +153,7 @@ class RemoteWorker:
         self._names = 0
         self._run = 0  # names are RUN/NAME: the worker lets the last run's values go
         self._remote = {f: self.session.get_function(PREFIX + f) for f in _FUNCTIONS}
-        _check_protocol(self.session, self.where, self.name)
+        check_protocol(self.session, self.where, self.name)
         self.device = (
             self.session.cuda(spec.index) if spec.kind is DeviceKind.CUDA else self.session.cpu(0)
         )
@@ -342,7 +342,7 @@ class RemoteWorker:
             ).start()  # fmt: skip
 
 
-def _check_protocol(session: Any, where: str, name: str) -> None:
+def check_protocol(session: Any, where: str, name: str) -> None:
     """Refuse a worker that speaks another protocol than this client (an older tvm-hetero:
     its data port would not answer a run, and the run would wait out its timeout)."""
     try:

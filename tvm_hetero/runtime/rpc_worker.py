@@ -40,10 +40,11 @@ it (see :mod:`.tensor_link`).
   worker for a value at once (requests to one peer are pipelined, see
   :class:`~.tensor_link.TensorFetcher`); a unit that reads it waits for it. A ``put`` command
   there brings an input from the client, or a value another worker pushes, the same way.
-- ``tvm_hetero.worker.onnxruntime_open(file, spec_json, *inputs)`` / ``onnxruntime_time(runs,
-  warmup)``: ONNX Runtime on an uploaded ONNX file, on the device of the spec, timed run by run
-  (the peer an ``optimize`` search times beside its candidates on a cluster's device; needs
-  ``onnxruntime`` on the worker).
+- ``tvm_hetero.worker.onnxruntime_open(file, spec_json)``: ONNX Runtime on an uploaded ONNX
+  file, on the device of the spec (the peer an ``optimize`` search times beside its candidates
+  on a cluster's device; needs ``onnxruntime`` on the worker); an ``onnxruntime`` command on
+  the data port runs it on the inputs that follow the command and answers with its outputs, as
+  a run of our program is answered, so the client times both alike.
 - ``tvm_hetero.worker.fill(name, nbytes)`` / ``probe(host, port, src, repeat, drain, idle_s)``:
   a link probe's payload, and pulls of it from another worker timed here (``tvm-hetero cluster
   probe``; the sync traces of :mod:`tvm_hetero.strategies.flexpie.traces`).
@@ -89,11 +90,14 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
-PROTOCOL = 2
-"""What the client and the worker speak (2: runs on the data port, ONNX Runtime there); a
-client refuses a worker of another, which would not understand it (restart the worker)."""
+PROTOCOL = 3
+"""What the client and the worker speak (2: runs on the data port; 3: ONNX Runtime's runs
+there too); a client refuses a worker of another, which would not understand it (restart the
+worker)."""
 RUN = "run"
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
+ONNXRUNTIME = "onnxruntime"
+"""The data port's command that runs ONNX Runtime (:meth:`_Session._onnxruntime_command`)."""
 RETURN_BYTES = 2**20
 """A tensor the client takes at the end of a run comes back with the program's answer up to
 this size; a larger one is downloaded through the data port, as every value was."""
@@ -176,24 +180,32 @@ class _Session:
         self.vm = VirtualMachine(tvm.runtime.load_module(path), self.device)
         return self.data_port()
 
-    def onnxruntime_open(self, file_name: str, spec_json: str, *inputs: Any) -> int:
-        """Open ONNX Runtime on the uploaded ONNX file on the spec's cores with its threads,
-        fed ``inputs`` (tensors sent with the call, in the model's input order); their count."""
+    def onnxruntime_open(self, file_name: str, spec_json: str) -> int:
+        """Open ONNX Runtime on the uploaded ONNX file on the spec's cores with its threads;
+        the number of inputs it takes."""
         from tvm_hetero.devices.spec import DeviceSpec
         from tvm_hetero.runtime.onnx_session import OnnxSession
 
         spec = DeviceSpec.from_dict(json.loads(spec_json))
         self.name = spec.name
-        arrays = [t.numpy() for t in inputs]
-        self.onnx = OnnxSession(_work_file(file_name), spec.threads or 0, spec.cores or (), arrays)
-        return len(arrays)
+        self.onnx = OnnxSession(_work_file(file_name), spec.threads or 0, spec.cores or ())
+        self.data_port()
+        return len(self.onnx.declared)
 
-    def onnxruntime_time(self, runs: int, warmup: int) -> str:
-        """``warmup`` untimed runs of the open ONNX Runtime session, then each of ``runs``
-        runs' seconds, as JSON."""
-        if self.onnx is None:
-            raise ValueError("worker: no ONNX Runtime session is open (onnxruntime_open first)")
-        return json.dumps(self.onnx.timed(int(runs), int(warmup)))
+    def _onnxruntime_command(self, inputs: list[Any]) -> bytes:
+        """One run of the open ONNX Runtime session on ``inputs`` for the data port's
+        ``onnxruntime`` command: a zero byte and its outputs as a program's answer returns
+        tensors (named by their index), or a one byte and the error."""
+        try:
+            if self.onnx is None:
+                raise ValueError("no ONNX Runtime session is open (onnxruntime_open first)")
+            import numpy as np
+
+            outputs = [np.ascontiguousarray(o) for o in self.onnx.run(inputs)]
+            back = [[0, str(i), list(o.shape), str(o.dtype)] for i, o in enumerate(outputs)]
+            return b"\0" + program_answer([], back, outputs)
+        except Exception as err:  # the client's run fails, naming it; the worker serves on
+            return b"\1" + f"{type(err).__name__}: {err}".encode()
 
     def data_port(self) -> int:
         """The port of this session's tensor server (started on first use)."""
@@ -479,7 +491,9 @@ class _Session:
         (:func:`~.uploads.receive`). ``{"run": [run, microbatches, wait_s, returns]}``: a run
         of the program in this thread (:meth:`_run_command`), answered on ``conn``: the
         client's inputs for it came before it on the same connection, so they are held when it
-        starts, and the run is one message each way."""
+        starts, and the run is one message each way. ``{"onnxruntime": count}``, followed by
+        ``count`` arrays: ONNX Runtime run on them (:meth:`_onnxruntime_command`), answered
+        the same way."""
         from tvm_hetero.runtime.program_links import LINK
         from tvm_hetero.runtime.tensor_link import recv_array, send_frame
         from tvm_hetero.runtime.uploads import UPLOAD, receive
@@ -492,6 +506,10 @@ class _Session:
             return False
         if RUN in message:
             send_frame(conn, self._run_command(*message[RUN]))
+            return False
+        if ONNXRUNTIME in message:
+            inputs = [recv_array(conn) for _ in range(int(message[ONNXRUNTIME]))]
+            send_frame(conn, self._onnxruntime_command(inputs))
             return False
         if "put" in message:
             allocate, done = self._receiver(message["put"], message.get("from", "the client"))
@@ -592,7 +610,6 @@ def register() -> None:
         "probe": session.probe,
         "protocol": lambda: PROTOCOL,
         "onnxruntime_open": session.onnxruntime_open,
-        "onnxruntime_time": session.onnxruntime_time,
     }
     for name, fn in functions.items():
         tvm.register_global_func(PREFIX + name, fn, override=True)

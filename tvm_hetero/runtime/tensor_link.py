@@ -320,9 +320,11 @@ class TensorFetcher:
     def ask(
         self, host: str, port: int, message: dict,
         puts: Sequence[tuple[str, np.ndarray]] = (), answer_s: float | None = None,
+        after: Sequence[np.ndarray] = (),
     ) -> bytes:  # fmt: skip
         """Send each of ``puts`` (a name and its array, held there as :meth:`tell`'s ``put``
-        command is) and then ``message`` on a connection kept for asking (not :meth:`tell`'s: a
+        command is), ``message`` and the arrays ``after`` it (which the command reads) on a
+        connection kept for asking (not :meth:`tell`'s: a
         put told while the answer is awaited must not wait for it), and return the one frame the
         owner answers, awaited ``answer_s`` (None: with no limit, a program's run takes what it
         takes and the caller's watchdog judges it; :meth:`close` ends the wait). A connection
@@ -339,6 +341,8 @@ class TensorFetcher:
                 command = json.dumps({"put": name}).encode()
                 send_array(conn, array, _LEN.pack(len(command)) + command)
             send_frame(conn, json.dumps(message).encode())
+            for array in after:
+                send_array(conn, array)
             return recv_frame(conn)
         except OSError as err:
             with self._lock:
