@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import tvm
@@ -176,6 +177,47 @@ def wait_accepting(port: int, timeout_s: float = 30) -> None:
             if time.monotonic() > deadline:
                 pytest.fail(f"nothing accepts connections on port {port}")
             time.sleep(0.05)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``proc``'s process group (``SIGSTOP``) and wait until every thread of each of its
+    processes has stopped: a group stop takes hold as each thread next runs, and under load a
+    run sent right after the signal was served by a worker's session not yet stopped (the
+    test expecting it to fail did not see it fail, and its executor's close then hung)."""
+    os.killpg(proc.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = [
+            _state(t) for pid in _group(proc.pid) for t in Path(f"/proc/{pid}/task").iterdir()
+        ]
+        if states and all(s in "Tt" for s in states if s):
+            return
+        time.sleep(0.002)
+    pytest.fail(f"process group {proc.pid} did not stop within 30 s")
+
+
+def _stat_fields(path: Path) -> list[str]:
+    """The fields of a ``stat`` file after its command name (which may hold spaces)."""
+    try:
+        return path.read_text().rpartition(")")[2].split()
+    except OSError:  # gone meanwhile
+        return []
+
+
+def _state(task: Path) -> str:
+    fields = _stat_fields(task / "stat")
+    return fields[0] if fields else ""
+
+
+def _group(pgid: int) -> list[int]:
+    """The processes of process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(entry / "stat")
+            if len(fields) > 2 and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
 
 
 def _worker_args(port: int) -> list[str]:

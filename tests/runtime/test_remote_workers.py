@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import tvm
-from conftest import free_port, remote_cpus, start_server, wait_accepting
+from conftest import free_port, remote_cpus, start_server, stop_group, wait_accepting
 
 from tvm_hetero import api
 from tvm_hetero.cli.main import main
@@ -312,7 +312,7 @@ def test_a_dead_or_silent_worker_fails_the_run_naming_it_within_the_timeout(star
     (dep_b, in_b), (dep_c, in_c) = runs
     with Executor(dep_b, timeout_s=2) as ex:
         ex.run(in_b)
-        os.killpg(proc_b.pid, signal.SIGSTOP)  # alive, silent
+        stop_group(proc_b)  # alive, silent
         start = time.perf_counter()
         # edge-a waits for what edge-b sends it, and says so first; edge-b is blamed
         with pytest.raises(RunError, match=r"from edge-b: .* did not arrive within 2 s") as err:
@@ -337,7 +337,7 @@ def test_a_worker_left_in_a_call_serves_the_next_session_once_the_call_returns(s
     inputs = _inputs(deployment)
     with Executor(deployment, timeout_s=2) as ex:
         ex.run(inputs)
-        os.killpg(proc.pid, signal.SIGSTOP)
+        stop_group(proc)
         with pytest.raises(RunError, match="edge-a"):
             ex.run(inputs)
     os.killpg(proc.pid, signal.SIGCONT)  # the call returns: the session may end

@@ -28,6 +28,7 @@ import tvm
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
+from tvm_hetero.runtime.instrument import CPU_DEVICE
 from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, read_program_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_frame
 from tvm_hetero.runtime.uploads import upload
@@ -331,11 +332,15 @@ class RemoteWorker:
         self._runs.close()  # a run still awaited ends now
         handles = (self.session, self._remote, self.device)
         self.session, self._remote, self.device = None, {}, None
+        address = (self.address[0], self.data_port)
         if not self._thread.close(timeout_s=1.0):
             _release_after(self._thread, handles)
-        elif self._given_up:  # the worker may be in that run still (stopped, slow): ending
-            # the session now would wait for it, holding the GIL (TVM RPC's shutdown)
-            address = (self.address[0], self.data_port)
+        elif self._given_up or not _answers(address, CLOSE_PING_S):
+            # the worker may be in a run still (stopped, slow): ending the session now would
+            # wait for it, holding the GIL (TVM RPC's shutdown). A run given up on says so;
+            # the ping finds the rest: a client thread that had not yet asked when the run
+            # failed left no mark, and Executor.close hung on a stopped worker (1 in 7 runs
+            # of tests/runtime under load)
             threading.Thread(
                 target=_release_when_answering, args=(address, handles), daemon=True,
                 name="closing-session",
@@ -357,8 +362,14 @@ def check_protocol(session: Any, where: str, name: str) -> None:
 
 
 def _array(value: Any) -> np.ndarray:
-    """A tensor or array of this process as numpy."""
-    return value.numpy() if isinstance(value, tvm.runtime.Tensor) else np.asarray(value)
+    """A tensor or array of this process as numpy: a CPU tensor's own memory, no copy (sent at
+    once, while the tensor lives; its copy was a tenth of a small model's run on a worker)."""
+    if not isinstance(value, tvm.runtime.Tensor):
+        return np.asarray(value)
+    if value.device.dlpack_device_type() == CPU_DEVICE:
+        with contextlib.suppress(BufferError, TypeError, RuntimeError):  # a type numpy lacks
+            return np.from_dlpack(value)
+    return value.numpy()
 
 
 def _release_after(jobs: JobThread, handles: object) -> None:
@@ -373,11 +384,27 @@ def _hold_until(jobs: JobThread, handles: object) -> None:
     jobs.join()
 
 
+CLOSE_PING_S = 1.0
+"""How long closing a session waits for the worker's data port to answer before it lets the
+session go from a thread of its own, once the worker answers."""
+
+
+def _answers(address: tuple[str, int], within_s: float | None) -> bool:
+    """Whether the worker's data port answers a run of nothing within ``within_s`` (None: at
+    all, waited for; a dead worker does not)."""
+    try:
+        with socket.create_connection(address, timeout=within_s) as sock:
+            sock.settimeout(within_s)
+            send_frame(sock, json.dumps({RUN: [0, 0, 0.0, []]}).encode())
+            recv_frame(sock)
+        return True
+    except OSError:
+        return False
+
+
 def _release_when_answering(address: tuple[str, int], handles: object) -> None:
     """Let ``handles`` go once the worker's data port answers (at once for a dead worker)."""
-    with contextlib.suppress(OSError), socket.create_connection(address) as sock:
-        send_frame(sock, json.dumps({RUN: [0, 0, 0.0, []]}).encode())  # a run of nothing
-        recv_frame(sock)  # answered once the worker runs again
+    _answers(address, None)
 
 
 def error_line(err: BaseException) -> str:

@@ -95,10 +95,15 @@ def send_after(sock: socket.socket, head: bytes, array: np.ndarray) -> None:
     sock.sendall(memoryview(array).cast("B"))
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+"""numpy's names of dtypes, kept: naming one anew cost more than the rest of a small send."""
+
+
 def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> None:
     """Header and bytes of one array (after the frames ``before``)."""
     array = contiguous(array)
-    header = json.dumps({"shape": list(array.shape), "dtype": str(array.dtype)}).encode()
+    dtype = _DTYPE_NAMES.get(array.dtype) or _DTYPE_NAMES.setdefault(array.dtype, str(array.dtype))
+    header = json.dumps({"shape": list(array.shape), "dtype": dtype}).encode()
     send_after(sock, before + _LEN.pack(len(header)) + header, array)
 
 
