@@ -338,9 +338,8 @@ class RemoteWorker:
         elif self._given_up or not _answers(address, CLOSE_PING_S):
             # the worker may be in a run still (stopped, slow): ending the session now would
             # wait for it, holding the GIL (TVM RPC's shutdown). A run given up on says so;
-            # the ping finds the rest: a client thread that had not yet asked when the run
-            # failed left no mark, and Executor.close hung on a stopped worker (1 in 7 runs
-            # of tests/runtime under load)
+            # the ping finds the rest: a worker stopped after its last run ended leaves no
+            # mark, and Executor.close hung on one (tests/runtime under load, 9451462)
             threading.Thread(
                 target=_release_when_answering, args=(address, handles), daemon=True,
                 name="closing-session",
@@ -363,7 +362,8 @@ def check_protocol(session: Any, where: str, name: str) -> None:
 
 def _array(value: Any) -> np.ndarray:
     """A tensor or array of this process as numpy: a CPU tensor's own memory, no copy (sent at
-    once, while the tensor lives; its copy was a tenth of a small model's run on a worker)."""
+    once, while the tensor lives; the copy cost zoo:lstm's run on a loopback worker some tens
+    of microseconds of about three hundred)."""
     if not isinstance(value, tvm.runtime.Tensor):
         return np.asarray(value)
     if value.device.dlpack_device_type() == CPU_DEVICE:

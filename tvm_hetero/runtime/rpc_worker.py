@@ -189,7 +189,6 @@ class _Session:
         spec = DeviceSpec.from_dict(json.loads(spec_json))
         self.name = spec.name
         self.onnx = OnnxSession(_work_file(file_name), spec.threads or 0, spec.cores or ())
-        self.data_port()
         return len(self.onnx.declared)
 
     def _onnxruntime_command(self, inputs: list[Any]) -> bytes:
