@@ -30,7 +30,7 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
 from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, read_program_answer
-from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_frame
+from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_command
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
 
@@ -395,7 +395,7 @@ def _answers(address: tuple[str, int], within_s: float | None) -> bool:
     try:
         with socket.create_connection(address, timeout=within_s) as sock:
             sock.settimeout(within_s)
-            send_frame(sock, json.dumps({RUN: [0, 0, 0.0, []]}).encode())
+            send_command(sock, {RUN: [0, 0, 0.0, []]})
             recv_frame(sock)
         return True
     except OSError:

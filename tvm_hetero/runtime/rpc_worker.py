@@ -193,18 +193,15 @@ class _Session:
 
     def _onnxruntime_command(self, inputs: list[Any]) -> bytes:
         """One run of the open ONNX Runtime session on ``inputs`` for the data port's
-        ``onnxruntime`` command: a zero byte and its outputs as a program's answer returns
-        tensors (named by their index), or a one byte and the error."""
-        try:
-            if self.onnx is None:
-                raise ValueError("no ONNX Runtime session is open (onnxruntime_open first)")
-            import numpy as np
+        ``onnxruntime`` command: its outputs as a program's answer returns tensors (named by
+        their index)."""
+        if self.onnx is None:
+            raise ValueError("no ONNX Runtime session is open (onnxruntime_open first)")
+        import numpy as np
 
-            outputs = [np.ascontiguousarray(o) for o in self.onnx.run(inputs)]
-            back = [[0, str(i), list(o.shape), str(o.dtype)] for i, o in enumerate(outputs)]
-            return b"\0" + program_answer([], back, outputs)
-        except Exception as err:  # the client's run fails, naming it; the worker serves on
-            return b"\1" + f"{type(err).__name__}: {err}".encode()
+        outputs = [np.ascontiguousarray(o) for o in self.onnx.run(inputs)]
+        back = [[0, str(i), list(o.shape), str(o.dtype)] for i, o in enumerate(outputs)]
+        return program_answer([], back, outputs)
 
     def data_port(self) -> int:
         """The port of this session's tensor server (started on first use)."""
@@ -381,20 +378,17 @@ class _Session:
         return program_answer(events, back, blobs)
 
     def _run_command(self, run: int, microbatches: int, wait_s: float, returns: list) -> bytes:
-        """:meth:`run_program` for the data port's ``run`` command: its answer after a zero
-        byte, or a one byte and the error (this thread's TVM pool set to the device's cores and
-        threads first, once: TVM keeps a pool per calling thread)."""
-        try:
-            if not getattr(self.pooled, "done", False) and self.spec is not None:
-                from tvm_hetero.devices.spec import DeviceKind
-                from tvm_hetero.runtime.worker import configure_threads
+        """:meth:`run_program` for the data port's ``run`` command (this thread's TVM pool
+        set to the device's cores and threads first, once: TVM keeps a pool per calling
+        thread)."""
+        if not getattr(self.pooled, "done", False) and self.spec is not None:
+            from tvm_hetero.devices.spec import DeviceKind
+            from tvm_hetero.runtime.worker import configure_threads
 
-                if self.spec.kind is DeviceKind.CPU:
-                    configure_threads(self.spec)
-                self.pooled.done = True
-            return b"\0" + self.run_program(run, microbatches, wait_s, returns)
-        except Exception as err:  # the client's run fails, naming it; the worker serves on
-            return b"\1" + f"{type(err).__name__}: {err}".encode()
+            if self.spec.kind is DeviceKind.CPU:
+                configure_threads(self.spec)
+            self.pooled.done = True
+        return self.run_program(run, microbatches, wait_s, returns)
 
     def _run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
         """:meth:`run_program`'s steps; their events."""
@@ -504,11 +498,11 @@ class _Session:
             receive(message, conn, _work_file, _STORE[0] if _STORE else None, UPLOAD_STALL_S)
             return False
         if RUN in message:
-            send_frame(conn, self._run_command(*message[RUN]))
+            send_frame(conn, _status(lambda: self._run_command(*message[RUN])))
             return False
         if ONNXRUNTIME in message:
             inputs = [recv_array(conn) for _ in range(int(message[ONNXRUNTIME]))]
-            send_frame(conn, self._onnxruntime_command(inputs))
+            send_frame(conn, _status(lambda: self._onnxruntime_command(inputs)))
             return False
         if "put" in message:
             allocate, done = self._receiver(message["put"], message.get("from", "the client"))
@@ -575,6 +569,15 @@ class _Session:
         view = np.from_dlpack(tensor)
         self.received[base] = (tensor, view, shape, dtype)
         return tensor, view
+
+
+def _status(answer: Callable[[], bytes]) -> bytes:
+    """A data port command's answer after a zero byte, or a one byte and its error (the
+    client's run fails, naming it; the worker serves on)."""
+    try:
+        return b"\0" + answer()
+    except Exception as err:
+        return b"\1" + f"{type(err).__name__}: {err}".encode()
 
 
 def _late(name: str, timeout_s: float, maker: str | None) -> Exception:

@@ -107,6 +107,16 @@ def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> N
     send_after(sock, before + _LEN.pack(len(header)) + header, array)
 
 
+def send_command(sock: socket.socket, message: dict, array: np.ndarray | None = None) -> None:
+    """A JSON command for the owner of a data port, and ``array`` after it (in one send with
+    the command where it is small: :func:`send_after`)."""
+    command = json.dumps(message).encode()
+    if array is None:
+        send_frame(sock, command)
+    else:
+        send_array(sock, array, _LEN.pack(len(command)) + command)
+
+
 Allocate = Callable[[tuple[int, ...], str], np.ndarray]
 """Where received bytes go: ``allocate(shape, dtype)`` -> a writable C-contiguous array (a view
 of a TVM tensor's memory saves a copy)."""
@@ -311,11 +321,7 @@ class TensorFetcher:
         with self._lock:
             try:
                 conn = self._told.get(key) or self._told.setdefault(key, self._connect(key))
-                command = json.dumps(message).encode()
-                if array is None:
-                    send_frame(conn, command)
-                else:
-                    send_array(conn, array, _LEN.pack(len(command)) + command)
+                send_command(conn, message, array)
             except OSError as err:
                 dropped = self._told.pop(key, None)
                 if dropped is not None:
@@ -329,12 +335,12 @@ class TensorFetcher:
     ) -> bytes:  # fmt: skip
         """Send each of ``puts`` (a name and its array, held there as :meth:`tell`'s ``put``
         command is), ``message`` and the arrays ``after`` it (which the command reads) on a
-        connection kept for asking (not :meth:`tell`'s: a
-        put told while the answer is awaited must not wait for it), and return the one frame the
-        owner answers, awaited ``answer_s`` (None: with no limit, a program's run takes what it
-        takes and the caller's watchdog judges it; :meth:`close` ends the wait). A connection
-        that broke or was not answered in time is dropped (an answer coming late would be out of
-        step); the next ask reconnects."""
+        connection kept for asking (not :meth:`tell`'s: a put told while the answer is awaited
+        must not wait for it), and return the one frame the owner answers, awaited
+        ``answer_s`` (None: with no limit, a program's run takes what it takes and the
+        caller's watchdog judges it; :meth:`close` ends the wait). A connection that broke or
+        was not answered in time is dropped (an answer coming late would be out of step); the
+        next ask reconnects."""
         key = (host, port)
         with self._lock:
             conn = self._asked.get(key)
@@ -343,9 +349,8 @@ class TensorFetcher:
         try:
             conn.settimeout(answer_s)
             for name, array in puts:
-                command = json.dumps({"put": name}).encode()
-                send_array(conn, array, _LEN.pack(len(command)) + command)
-            send_frame(conn, json.dumps(message).encode())
+                send_command(conn, {"put": name}, array)
+            send_command(conn, message)
             for array in after:
                 send_array(conn, array)
             return recv_frame(conn)
