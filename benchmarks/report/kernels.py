@@ -303,6 +303,11 @@ def pointwise_blocks() -> str:
     return _before_and_now("pointwise_blocks.jsonl", "1x1 convolution (in->out @side)")
 
 
+def wide_outputs() -> str:
+    """``benchmarks/cpu_kernels/wide_outputs.py``: row tiles over packed panels in L2."""
+    return _before_and_now("wide_outputs.jsonl", "matmul (M x K @ K x N)")
+
+
 def concatenations() -> str:
     """``benchmarks/cpu_kernels/concatenations.py``: a block per input (the pieces rule)."""
     return _before_and_now("concatenations.jsonl", "concatenation")
@@ -331,6 +336,7 @@ SECTIONS = {
     "max-pools": max_pools,
     "small-map-pointwise": small_map_pointwise,
     "pointwise-blocks": pointwise_blocks,
+    "wide-outputs": wide_outputs,
     "concatenations": concatenations,
     "softmax": softmax,
 }

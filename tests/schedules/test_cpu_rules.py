@@ -753,6 +753,36 @@ def test_a_row_tile_sweeps_several_small_panels(x_shape, w_shape, block, blocks,
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "block", "blocks"),
+    [((128, 256), (2048, 256), 8, 16),  # 16 KiB panels, packed: 8 in L2's 256 KiB
+     ((128, 256), (512, 256), 1, 32),  # 32 panels: a block of 4 would leave 8 blocks
+     ((128, 2048), (2048, 2048), 1, 128)],  # 128 KiB panels: 2 fit, fewer than 4
+)  # fmt: skip
+def test_a_row_tile_sweeps_packed_panels_that_fit_l2_where_the_output_is_wide(
+    x_shape, w_shape, block, blocks
+):
+    """A wide output over a short ``K`` (a decoder's vocabulary): where no 4 panels fit L1's
+    block but 4 of ``B``'s packed panels fit ``L2_BLOCK_BYTES``, each row tile computes up to 8
+    of them before the next row tile (AVX2: 16-column panels, 4-row tiles; ``x @ w.T`` as a
+    dense layer reads it, ``w`` packed per call); numbers unchanged. An image read in place
+    (strided) never takes L2 blocks (``test_a_row_tile_sweeps_several_small_panels``, its 9 KiB
+    case)."""
+    mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
+    scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert f"in T.parallel(T.int64({blocks})):" in text, text
+    tiles = x_shape[0] // 4
+    if block > 1:
+        assert f"T.grid(T.int64({tiles}), T.int64({block})):" in text, text
+    else:
+        assert f"in range(T.int64({tiles})):" in text, text
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
+
+
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
     """``x * sigmoid(conv(s))``, the conv over a 1x1 map: the sigmoid is computed in the tile's
     write-back, once a channel, and the broadcast multiply reads it (inlined into the multiply

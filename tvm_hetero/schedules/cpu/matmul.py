@@ -33,10 +33,13 @@ FMA units busy (4 x 2 left a 1x1 convolution of 960 -> 160 channels over 32 x 32
 Runtime's time, 8 x 2 at 1.0x: ``benchmarks/cpu_kernels/pointwise.py``)."""
 BLOCK_BYTES = 16 * 1024
 """The most bytes of ``B`` a row tile sweeps across several panels (half of a 32 KiB L1)."""
+L2_BLOCK_BYTES = 256 * 1024
+"""The most bytes of ``B`` a row tile sweeps where no block of panels fits ``BLOCK_BYTES``: a
+quarter of a 1 MiB L2 (half of Zen 3's 512 KiB)."""
 MAX_PANELS_PER_BLOCK, MIN_BLOCKS, MIN_PANELS_FIT = 8, 16, 4
 """A block spans at most 8 panels, the columns keep at least 16 blocks for the threads, and
-blocks are made only where 4 panels fit (panels of 4 KiB or less: 32 input channels with
-AVX-512; ResNet-50's 64 -> 256 over 56 x 56, 8 KiB panels, ran no faster in blocks of 2)."""
+blocks are made only where 4 panels fit (in ``BLOCK_BYTES``: panels of 4 KiB or less, 32 input
+channels with AVX-512; else in ``L2_BLOCK_BYTES``: 64 KiB or less, 512 rows)."""
 MIN_COLS = 8
 """Below this many output columns the rule leaves the kernel to dlight's GEMV or the fallback."""
 CACHE_WAY_BYTES, CACHE_WAYS, CACHE_LINE_BYTES = 64 * 1024, 8, 64
@@ -121,7 +124,8 @@ class Matmul(CpuRule):
             self._schedule_pack(sch, a_pad, parallel)
 
         copy = columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth)
-        per_block = 1 if copy else panels_per_block(cols // nr, depth * nr * bits // 8)
+        panel_bytes = depth * nr * bits // 8
+        per_block = 1 if copy else panels_per_block(cols // nr, panel_bytes, columns != STRIDED)
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
         i0, i1 = sch.split(i, [None, mr])
@@ -181,17 +185,25 @@ def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: b
     return True
 
 
-def panels_per_block(panels: int, panel_bytes: int) -> int:
-    """How many ``NR``-wide panels one row tile computes before the next row tile: 1, or where a
-    panel of ``B`` is small (a 1x1 convolution of few input channels over a large map) and at
-    least :data:`MIN_PANELS_FIT` fit in :data:`BLOCK_BYTES`, as many as fit (up to
+def panels_per_block(panels: int, panel_bytes: int, packed: bool = True) -> int:
+    """How many ``NR``-wide panels one row tile computes before the next row tile: 1, or where
+    at least :data:`MIN_PANELS_FIT` panels of ``B`` fit in :data:`BLOCK_BYTES` (L1: a 1x1
+    convolution of few input channels over a large map) or else, where ``B`` is ``packed`` in
+    panels, in :data:`L2_BLOCK_BYTES` (a wide output over a short ``K``: a decoder's
+    vocabulary; an image read in place, its rows a stride apart, ran MobileNet-V2 1.5x slower
+    so), as many as fit (up to
     :data:`MAX_PANELS_PER_BLOCK`, a divisor of ``panels`` that leaves :data:`MIN_BLOCKS`
     blocks; a panel the rule copies stays alone). With one panel a block each row of a tile was
     written 128 bytes at a time, a hundred rows apart: MobileNet-V2's 16 -> 96 over 112 x 112,
     its output not in cache, took 1.5-2x the time it takes in blocks of 8 panels
-    (``benchmarks/cpu_kernels/pointwise_layers.py blocks``)."""
-    fit = min(MAX_PANELS_PER_BLOCK, BLOCK_BYTES // max(panel_bytes, 1), panels // MIN_BLOCKS)
-    return largest_divisor(panels, fit) if fit >= MIN_PANELS_FIT else 1
+    (``benchmarks/cpu_kernels/pointwise_layers.py blocks``); a 128 x 256 by 256 x 8000 matmul,
+    its 4 MB output not in L2, took 1.1-1.2x ONNX Runtime's time in panels alone, level with
+    it in blocks of 5 (``benchmarks/cpu_kernels/wide_outputs.py``)."""
+    for block_bytes in (BLOCK_BYTES, L2_BLOCK_BYTES) if packed else (BLOCK_BYTES,):
+        fit = min(MAX_PANELS_PER_BLOCK, block_bytes // max(panel_bytes, 1), panels // MIN_BLOCKS)
+        if fit >= MIN_PANELS_FIT:
+            return largest_divisor(panels, fit)
+    return 1
 
 
 def rows_per_tile(target: Target) -> int:

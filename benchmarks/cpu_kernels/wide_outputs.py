@@ -1,0 +1,54 @@
+"""Matmuls with wide outputs over a short ``K`` on one CPU, with the matmul rule's L2 blocks of
+panels and without them, beside ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/cpu_kernels/wide_outputs.py [--runs 30]
+
+A small decoder's vocabulary (``128 x 256`` by ``256 x 8000``) writes an output larger than
+L2; in panels of 32 columns alone each row of a register tile is written 128 bytes at a time,
+rows 32 KB apart. With blocks (``matmul.L2_BLOCK_BYTES``) a row tile sweeps up to 8 panels
+(``B``'s block in L2) before the next row tile. Each case is a ``Linear(K, N, bias=False)``
+over ``(1, M, K)``, exported to ONNX, compiled for the whole CPU with the change and without it
+(``before``), run end to end by our executor beside ONNX Runtime on the same cores and threads
+in interleaved rounds (medians); outputs checked against ONNX Runtime's. The last two cases
+are controls the change leaves alone (panels of 96 KB: fewer than 4 fit the block). One JSON
+line per case in ``benchmarks/results/wide_outputs.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from before_and_now import record_cases  # noqa: E402
+from onnx_models import export_case  # noqa: E402
+
+CASES = [(128, 256, 8000), (128, 64, 8000), (128, 256, 4096), (128, 512, 2048),
+         (128, 768, 3072), (197, 768, 3072)]  # fmt: skip
+"""``(M, K, N)``: rows, depth and output columns."""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+
+    from tvm_hetero.schedules.cpu import matmul
+
+    record_cases(
+        {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in CASES},
+        lambda case, path: export_case(
+            lambda c=case: torch.nn.Linear(c[1], c[2], bias=False), (1, case[0], case[1]), path
+        ),
+        (matmul, "L2_BLOCK_BYTES", 0),
+        args.runs,
+        "wide_outputs.jsonl",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
