@@ -293,6 +293,22 @@ def test_a_program_answer_brings_its_tensors_back_whole():
         assert got[key].flags.writeable
 
 
+def test_a_status_answer_is_the_program_answer_or_what_the_worker_said():
+    from tvm_hetero.runtime.rpc_worker import (
+        WorkerSaid,
+        program_answer,
+        read_status_answer,
+    )
+
+    events, array = [[0, 0, 0.0, 1.0, 0.0, -1]], np.arange(3, dtype="float32")
+    body = program_answer(events, [[0, "y", [3], "float32"]], [array.tobytes()])
+    got_events, got = read_status_answer(b"\0" + body)
+    assert got_events == events
+    np.testing.assert_array_equal(got[0, "y"], array)
+    with pytest.raises(WorkerSaid, match=r"^LinkError from e1: late$"):
+        read_status_answer(b"\1LinkError from e1: late")
+
+
 def test_an_unreachable_worker_is_named():
     edge = _edge("edge-a", free_port())
     model = load_zoo_model("mlp:tiny")

@@ -142,13 +142,11 @@ class RemoteOnnxRuntimePeer:
 
     def _ask(self) -> list[np.ndarray]:
         """One run there, from here: the inputs sent, the outputs back."""
-        from tvm_hetero.runtime.rpc_worker import ONNXRUNTIME, read_program_answer
+        from tvm_hetero.runtime.rpc_worker import ONNXRUNTIME, read_status_answer
 
         message = {ONNXRUNTIME: len(self.inputs)}
         answer = self._asker.ask(*self._port, message, answer_s=self.timeout_s, after=self.inputs)
-        if answer[:1] != b"\0":
-            raise RuntimeError(answer[1:].decode(errors="replace"))
-        outputs = read_program_answer(memoryview(answer)[1:])[1]
+        outputs = read_status_answer(answer)[1]  # a worker's failure: WorkerSaid, a RuntimeError
         return [outputs[0, str(i)] for i in range(len(outputs))]
 
     def __call__(self, runs: int, warmup: int = 0) -> list[float]:

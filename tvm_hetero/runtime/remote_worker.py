@@ -29,7 +29,7 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
-from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, read_program_answer
+from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, WorkerSaid, read_status_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_command
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
@@ -284,12 +284,12 @@ class RemoteWorker:
         except OSError as err:
             self._given_up = True  # the worker may still be in the run (stopped, slow)
             raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None
-        if answer[:1] != b"\0":
-            said = answer[1:].decode(errors="replace")
-            peer = re.search(r"LinkError from (\S+):", said)  # a late value: its maker's
+        try:
+            return read_status_answer(answer)
+        except WorkerSaid as err:
+            peer = re.search(r"LinkError from (\S+):", str(err))  # a late value: its maker's
             blame = peer.group(1) if peer else self.name
-            raise RunError(f"worker {self.where}: program failed: {said}", blame)
-        return read_program_answer(memoryview(answer)[1:])
+            raise RunError(f"worker {self.where}: program failed: {err}", blame) from None
 
     def _tell(self, message: dict, what: str, array: np.ndarray | None = None) -> None:
         try:

@@ -129,6 +129,19 @@ def read_program_answer(
     return events, arrays
 
 
+class WorkerSaid(RuntimeError):
+    """A worker's answer of a failed command: the line it said (a status byte of 1)."""
+
+
+def read_status_answer(answer: bytes) -> tuple[list[list], dict[tuple[int, str], Any]]:
+    """A data-port command's answer (``run``, ``onnxruntime``): a status byte, then
+    :func:`read_program_answer`'s events and tensors (status 0), or what the worker said
+    (:class:`WorkerSaid`)."""
+    if answer[:1] != b"\0":
+        raise WorkerSaid(answer[1:].decode(errors="replace"))
+    return read_program_answer(memoryview(answer)[1:])
+
+
 def _arity(value: Any) -> int:
     """-1 for a tensor, the element count for a tuple."""
     import tvm
