@@ -740,16 +740,23 @@ def test_a_row_tile_sweeps_several_small_panels(x_shape, w_shape, block, blocks,
     8 panels of columns (their ``B`` within 16 KiB, 4 of them at least) before the next row tile, so each output
     row is written in runs of ``8 x NR`` columns, not one panel's; numbers unchanged."""
     mod = _module([x_shape, w_shape], lambda bb, x, w: relax.op.nn.relu(relax.op.nn.conv2d(x, w)))
+    _check_panel_blocks(mod, [x_shape, w_shape], block, blocks, row_tiles)
+
+
+def _check_panel_blocks(mod, shapes, block: int, blocks: int, row_tiles: int) -> None:
+    """``mod``'s one kernel is the matmul rule's, its parallel loop over ``blocks`` blocks of
+    ``block`` panels, ``row_tiles`` row tiles outside a block's panels (the reduction inside
+    them), and its numbers the default build's."""
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
     (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
     assert f"in T.parallel(T.int64({blocks})):" in text, text
-    if block > 1:  # row tiles outside the block's panels, the reduction inside them
+    if block > 1:
         assert f"T.grid(T.int64({row_tiles}), T.int64({block})):" in text, text
     else:
         assert f"in range(T.int64({row_tiles})):" in text, text
     rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
 
 
@@ -769,18 +776,7 @@ def test_a_row_tile_sweeps_packed_panels_that_fit_l2_where_the_output_is_wide(
     (strided) never takes L2 blocks (``test_a_row_tile_sweeps_several_small_panels``, its 9 KiB
     case)."""
     mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
-    scheduled = schedule_kernels(mod, "rules")
-    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
-    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
-    assert f"in T.parallel(T.int64({blocks})):" in text, text
-    tiles = x_shape[0] // 4
-    if block > 1:
-        assert f"T.grid(T.int64({tiles}), T.int64({block})):" in text, text
-    else:
-        assert f"in range(T.int64({tiles})):" in text, text
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape)]
-    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
+    _check_panel_blocks(mod, [x_shape, w_shape], block, blocks, x_shape[0] // 4)
 
 
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
