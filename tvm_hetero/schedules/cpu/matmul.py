@@ -190,15 +190,14 @@ def panels_per_block(panels: int, panel_bytes: int, packed: bool = True) -> int:
     at least :data:`MIN_PANELS_FIT` panels of ``B`` fit in :data:`BLOCK_BYTES` (L1: a 1x1
     convolution of few input channels over a large map) or else, where ``B`` is ``packed`` in
     panels, in :data:`L2_BLOCK_BYTES` (a wide output over a short ``K``: a decoder's
-    vocabulary; an image read in place, its rows a stride apart, ran MobileNet-V2 1.5x slower
-    so), as many as fit (up to
-    :data:`MAX_PANELS_PER_BLOCK`, a divisor of ``panels`` that leaves :data:`MIN_BLOCKS`
-    blocks; a panel the rule copies stays alone). With one panel a block each row of a tile was
-    written 128 bytes at a time, a hundred rows apart: MobileNet-V2's 16 -> 96 over 112 x 112,
-    its output not in cache, took 1.5-2x the time it takes in blocks of 8 panels
-    (``benchmarks/cpu_kernels/pointwise_layers.py blocks``); a 128 x 256 by 256 x 8000 matmul,
-    its 4 MB output not in L2, took 1.1-1.2x ONNX Runtime's time in panels alone, level with
-    it in blocks of 5 (``benchmarks/cpu_kernels/wide_outputs.py``)."""
+    vocabulary; with an image read in place, its rows a stride apart, MobileNet-V2 ran 1.5x
+    slower in one run), as many as fit (up to :data:`MAX_PANELS_PER_BLOCK`, a divisor of
+    ``panels`` that leaves :data:`MIN_BLOCKS` blocks; a panel the rule copies stays alone).
+    With one panel a block each row of a tile was written 128 bytes at a time, a hundred rows
+    apart: MobileNet-V2's 16 -> 96 over 112 x 112, its output not in cache, took 1.5-2x the
+    time it takes in blocks of 8 panels (``benchmarks/cpu_kernels/pointwise_layers.py
+    blocks``); a 128 x 256 by 256 x 8000 matmul, its 4 MB output not in L2, took 3.09 ms in
+    panels alone and 2.93 in blocks of 5, ONNX Runtime 2.74 (``wide_outputs.py``)."""
     for block_bytes in (BLOCK_BYTES, L2_BLOCK_BYTES) if packed else (BLOCK_BYTES,):
         fit = min(MAX_PANELS_PER_BLOCK, block_bytes // max(panel_bytes, 1), panels // MIN_BLOCKS)
         if fit >= MIN_PANELS_FIT:
