@@ -57,7 +57,13 @@ def render() -> dict[Path, str]:
     lines += [f"- `relax.transform.{n}`" for n in PASSES if n not in OWN_PASSES]
     lines += ["", "## Named pipelines", ""]
     for p in PIPELINES.values():
-        params = ", ".join(f"`{x}`" for x in p.params) or "none"
+        params = (
+            ", ".join(
+                f"`{x}`" + (f" (default `{p.defaults[x]!r}`)" if x in p.defaults else "")
+                for x in p.params
+            )
+            or "none"
+        )
         steps = " -> ".join(s.name for s in p.steps)
         lines += [f"### `{p.name}` (`passes/pipelines/{p.name}.toml`)", "", p.description, "",
                   f"Parameters: {params}.", "", f"`{steps}`", ""]  # fmt: skip

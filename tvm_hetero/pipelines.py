@@ -122,6 +122,8 @@ class Pipeline:
     description: str
     params: tuple[str, ...]
     steps: tuple[Step, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Values of the parameters a caller may leave out."""
 
     def to_dict(self) -> dict[str, Any]:
         """TOML-friendly form."""
@@ -129,6 +131,7 @@ class Pipeline:
             "name": self.name,
             "description": self.description,
             "params": list(self.params),
+            **({"defaults": self.defaults} if self.defaults else {}),
             "passes": [
                 {"name": s.name, **({"args": s.args} if s.args else {})} for s in self.steps
             ],
@@ -143,10 +146,14 @@ class Pipeline:
             raise ValueError(
                 f"pipeline {data['name']!r}: unknown pass(es) {unknown}; known: {sorted(PASSES)}"
             )
-        return cls(data["name"], data.get("description", ""), tuple(data.get("params", [])), steps)
+        return cls(
+            data["name"], data.get("description", ""), tuple(data.get("params", [])), steps,
+            dict(data.get("defaults", {})),
+        )  # fmt: skip
 
     def build(self, **params: Any) -> tvm.transform.Sequential:
-        """Instantiate the passes with ``params`` bound."""
+        """Instantiate the passes with ``params`` bound (those left out take their defaults)."""
+        params = {**self.defaults, **params}
         missing = sorted(set(self.params) - set(params))
         extra = sorted(set(params) - set(self.params))
         if missing or extra:
@@ -236,8 +243,10 @@ PIPELINES: dict[str, Pipeline] = {
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), merge sums of "
             "convolutions of one input (and its batch normalization) into one convolution, "
-            "compute CPU 3x3 convolutions of stride 1 over maps of 32 tiles or more as "
-            "Winograd's F(4x4, 3x3) or F(2x2, 3x3), subsample the input of "
+            "compute CPU 3x3 convolutions of stride 1 as Winograd's F(4x4, 3x3) or "
+            "F(2x2, 3x3) where winograd_tiles (measured on the CPU: build.conv_choices) says "
+            "so, or, for convolutions it does not name, over maps of 32 tiles or more; "
+            "subsample the input of "
             "strided CPU 1x1 convolutions (then of stride 1), compute strided CPU depthwise "
             "convolutions along the rows with every column, then take their columns, compute "
             "pools whose windows fit "
@@ -252,13 +261,13 @@ PIPELINES: dict[str, Pipeline] = {
             "literal tuples (TVM's FuseOps drops the binding of an (x,)[0]), fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",
-            (),
+            ("winograd_tiles",),
             (
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("MergeParallelConvolutions"),
-                Step("WinogradConvolutions"),
+                Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
                 Step("DepthwiseColumnsAfter"),
@@ -278,6 +287,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("PackConstantWeights"),
                 Step("DeadCodeElimination"),
             ),
+            {"winograd_tiles": {}},
         ),
         Pipeline(
             "multi_device_lower_unfused",

@@ -10,7 +10,13 @@ from tvm import relax, s_tir
 from tvm_hetero._compat import make_target
 from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OPAQUE, WINOGRAD_ATTR
 from tvm_hetero.passes import WinogradConvolutions
-from tvm_hetero.passes.winograd_convolutions import matrices, tile_size, transformed_weights
+from tvm_hetero.passes.winograd_convolutions import (
+    candidates,
+    matrices,
+    tile_size,
+    transformed_weights,
+    workload_key,
+)
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 
 CPU = {"kind": "llvm", "mcpu": "haswell"}
@@ -176,3 +182,59 @@ def test_the_transforms_are_scheduled_a_tile_and_vector_a_task_positions_unrolle
             lib["f"](tvm.runtime.tensor(x), out)
             outs.append(out.numpy())
         np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+
+
+def _key(mod):
+    call = mod["main"].body.blocks[0].bindings[0].value
+    return workload_key(call, str(make_target(CPU)))
+
+
+def _tile_of(after):
+    """The tile size of the rewritten convolution (0: left alone)."""
+    bindings = after["main"].body.blocks[0].bindings
+    shapes = [[int(d) for d in b.var.ty.shape.values] for b in bindings]
+    return shapes[3][1] if len(bindings) == 5 else 0
+
+
+@pytest.mark.parametrize(("size", "tile"), [((30, 31), 0), ((30, 31), 2), ((14, 15), 4),
+                                            ((7, 7), 2), ((7, 7), 4)])  # fmt: skip
+def test_a_measured_tile_wins_over_the_static_rule(size, tile):
+    """``tiles`` names the size by workload key, 0 leaving the convolution to the rule's
+    kernel, whatever the map (a 7 x 7 map the static rule leaves alone takes 2 x 2 tiles);
+    the numbers still equal the convolution's."""
+    before = _conv_module(size=size)
+    after = WinogradConvolutions(tiles={_key(before): tile})(before)
+    assert _tile_of(after) == tile
+    if tile == 0:
+        tvm.ir.assert_structural_equal(after, before)
+        return
+    inputs = _inputs(before)
+    want = _run(before, inputs)
+    assert np.abs(_run(after, inputs) - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_a_convolution_the_tiles_do_not_name_takes_the_static_rule():
+    before = _conv_module(size=(30, 31))
+    other = workload_key(_conv_module(size=(14, 15))["main"].body.blocks[0].bindings[0].value,
+                         str(make_target(CPU)))  # fmt: skip
+    assert _tile_of(WinogradConvolutions(tiles={other: 0})(before)) == 4
+    assert _key(before) != other
+
+
+def test_tiles_other_than_4_2_or_0_are_refused():
+    with pytest.raises(ValueError, match="tiles must be 0 or one of"):
+        WinogradConvolutions(tiles={"k": 3})
+
+
+def test_the_key_names_shapes_padding_and_target():
+    key = _key(_conv_module(size=(30, 31), padding=(2, 0, 1, 2)))
+    assert key.startswith("1x16x30x31 * 24x16x3x3 pad 2,0,1,2 | ")
+    assert key.endswith(str(make_target(CPU))) and "haswell" in key
+
+
+def test_candidates_are_every_convolution_the_pass_could_rewrite_whatever_its_map():
+    """The 7 x 7 map (too few tiles for the static rule) is a candidate; strided, grouped and
+    GPU convolutions are not."""
+    assert list(candidates(_conv_module(size=(7, 7)))) == [_key(_conv_module(size=(7, 7)))]
+    for case in (dict(stride=2), dict(groups=2), dict(device=CUDA), dict(channels=4)):
+        assert candidates(_conv_module(**case)) == {}

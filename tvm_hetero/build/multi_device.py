@@ -37,6 +37,10 @@ class CpuSchedule(StrEnum):
     """Records of a MetaSchedule tuning database where it has them, the rules elsewhere."""
 
 
+CONV3X3 = ("rule", "measure")
+"""How CPU 3x3 convolutions of stride 1 are chosen (``BuildOptions.conv3x3``)."""
+
+
 def normalize_cpu_schedule(value: str | CpuSchedule) -> CpuSchedule:
     """Parse a schedule mode, listing the allowed ones on error."""
     try:
@@ -63,6 +67,17 @@ class BuildOptions:
     cuda_archs : tuple of str
         GPU architectures (``sm_80``, ``sm_90``) whose device code the library carries (one fat
         binary); empty: each CUDA device's own ``arch``.
+    conv3x3 : str
+        How CPU 3x3 convolutions of stride 1 are computed: ``"measure"`` (the default), each
+        shape of :data:`~tvm_hetero.build.conv_choices.MIN_FLOPS` or more timed on this CPU
+        all three ways (4 x 4 or 2 x 2 Winograd tiles, or the convolution rule's kernel) and
+        the fastest kept (:mod:`~tvm_hetero.build.conv_choices`: once per machine and shape);
+        ``"rule"``, Winograd's tiles where ``WinogradConvolutions``' static rule takes them.
+    conv_cache : str or None
+        The file ``"measure"`` keeps its choices in; None: ``conv_choices.cache_path()``.
+    winograd_tiles : tuple of (str, int)
+        Tile sizes fixed by workload key (what measuring builds each way with); they win over
+        the rule and the measured choice.
     cuda_graph : bool
         A library of one CUDA device captures its runs of kernels over planned memory as CUDA
         graphs on the first call and replays them after (``RewriteCUDAGraph``); ``False``
@@ -75,9 +90,14 @@ class BuildOptions:
     fuse: bool = True
     cuda_archs: tuple[str, ...] = ()
     cuda_graph: bool = True
+    conv3x3: str = "measure"
+    conv_cache: str | None = None
+    winograd_tiles: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
+        if self.conv3x3 not in CONV3X3:
+            raise ValueError(f"unknown conv3x3 {self.conv3x3!r}; choose from {', '.join(CONV3X3)}")
         if self.cpu_schedule is CpuSchedule.METASCHEDULE:
             if not self.ms_database:
                 raise ValueError(
@@ -98,7 +118,8 @@ class BuildOptions:
         if self.cpu_schedule is CpuSchedule.RULES:
             from tvm_hetero.schedules.cpu import RULES_VERSION
 
-            return f"rules:v{RULES_VERSION}"
+            static = "+static3x3" if self.conv3x3 == "rule" else ""
+            return f"rules:v{RULES_VERSION}{static}"
         if self.cpu_schedule is not CpuSchedule.METASCHEDULE:
             return self.cpu_schedule.value
         import hashlib
@@ -118,7 +139,15 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     options = options or BuildOptions()
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
-    mod = get_pipeline("multi_device_lower" if options.fuse else "multi_device_lower_unfused")(mod)
+    if options.fuse:
+        tiles = dict(options.winograd_tiles)
+        if options.conv3x3 == "measure":
+            from tvm_hetero.build.conv_choices import measured_tiles
+
+            tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
+        mod = get_pipeline("multi_device_lower", winograd_tiles=tiles)(mod)
+    else:
+        mod = get_pipeline("multi_device_lower_unfused")(mod)
     database = None
     cpu = options.cpu_schedule.value
     if options.cpu_schedule is CpuSchedule.METASCHEDULE:

@@ -123,12 +123,16 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
 def build_options(args: argparse.Namespace):
     """The build options the command line asks for: CPU schedules (``--cpu-schedule``,
     ``--tuning-db``), the GPU archs to carry device code for (``--cuda-arch``) and whether GPU
-    units capture CUDA graphs (``--cuda-graph``)."""
+    units capture CUDA graphs (``--cuda-graph``), how CPU 3x3 convolutions are chosen
+    (``--conv3x3``)."""
     from tvm_hetero.build.multi_device import BuildOptions
 
     archs = tuple(getattr(args, "cuda_arch", None) or ())
     graph = getattr(args, "cuda_graph", True)
-    return BuildOptions(args.cpu_schedule, args.tuning_db, cuda_archs=archs, cuda_graph=graph)
+    conv3x3 = getattr(args, "conv3x3", "measure")
+    return BuildOptions(
+        args.cpu_schedule, args.tuning_db, cuda_archs=archs, cuda_graph=graph, conv3x3=conv3x3
+    )
 
 
 def check_offline(args: argparse.Namespace) -> None:

@@ -115,6 +115,20 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_schedule_args(p: argparse.ArgumentParser) -> None:
+    """How CPU kernels are scheduled: ``--cpu-schedule``, ``--tuning-db``, ``--conv3x3``."""
+    p.add_argument(
+        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"],
+        help="schedule of CPU kernels",
+    )  # fmt: skip
+    p.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    p.add_argument(
+        "--conv3x3", default="measure", choices=["measure", "rule"],
+        help="CPU 3x3 convolutions: time each shape as Winograd 4x4, 2x2 tiles or direct on "
+        "this CPU once and keep the fastest (measure, the default), or the static rule",
+    )  # fmt: skip
+
+
 def _add_device_args(p: argparse.ArgumentParser, default: list[str] | None = None) -> None:
     p.add_argument(
         "--device", action="append", default=default, metavar="DEV",
@@ -172,11 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the first device gets the rest",
     )  # fmt: skip
     cmd["compile"].add_argument("--output", "-o", required=True, metavar="FILE", help="output .tar")
-    cmd["compile"].add_argument(
-        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"],
-        help="schedule of CPU kernels",
-    )  # fmt: skip
-    cmd["compile"].add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    _add_schedule_args(cmd["compile"])
     cmd["compile"].add_argument(
         "--check", action="store_true",
         help="run once and compare with the single-device build; on a difference beyond "
@@ -248,10 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--e2e-repeat", type=_number(int, 1), default=100, help="runs for --end-to-end"
     )
     prof.add_argument("--plot", metavar="PNG", help="per-operator bars and transfer curves")
-    prof.add_argument(
-        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
-    )
-    prof.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    _add_schedule_args(prof)
     prof.add_argument(
         "--minimal-runs", action="store_true",
         help="show the device-mapped graph, its DA edges and the fewest whole-model profiling "
@@ -279,10 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_strategy_args(plan)
     plan.add_argument("--output", "-o", metavar="JSON", help="write the plan")
     plan.add_argument("--plot", metavar="PNG", help="device timeline of the plan")
-    plan.add_argument(
-        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
-    )
-    plan.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    _add_schedule_args(plan)
 
     cmd["compile"].add_argument("--plan", metavar="JSON", help="plan from tvm-hetero plan")
     cmd["compile"].add_argument(
@@ -316,10 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument(
         "--runs", type=_number(int, 1), default=50, help="timed runs per candidate (default 50)"
     )
-    opt.add_argument(
-        "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"]
-    )
-    opt.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    _add_schedule_args(opt)
     _add_strategy_args(opt)
 
     _add_device_args(cmd["demo"])

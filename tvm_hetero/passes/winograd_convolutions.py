@@ -3,7 +3,8 @@ F(2 x 2, 3 x 3)."""
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Mapping
+from functools import cache, partial
 
 import numpy as np
 import tvm
@@ -62,6 +63,13 @@ class WinogradConvolutions:
     channels or more (``benchmarks/cpu_kernels/winograd.py``; AMD EPYC Zen 4, 2 threads); the
     numbers differ by rounding, about ``1e-6`` of the output's scale.
 
+    Parameters
+    ----------
+    tiles : mapping of str to int, optional
+        The tile size of each convolution by its :func:`workload_key`, measured on the target
+        (``build.conv_choices``): 4, 2, or 0 to leave it to the convolution rule. A convolution
+        the mapping does not name takes :func:`tile_size`'s static choice.
+
     Notes
     -----
     Run after ``RealizeVDevice`` and before ``PadConvolutionOutputs`` and ``LegalizeOps``.
@@ -71,13 +79,53 @@ class WinogradConvolutions:
     its own).
     """
 
+    def __init__(self, tiles: Mapping[str, int] | None = None) -> None:
+        bad = {k: v for k, v in (tiles or {}).items() if v not in (0, *TILES)}
+        if bad:
+            raise ValueError(f"WinogradConvolutions: tiles must be 0 or one of {TILES}: {bad}")
+        self.tiles = dict(tiles or {})
+
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return a new module with the convolutions rewritten (``mod`` when none is)."""
-        return rewrite_calls(mod, _as_winograd)
+        return rewrite_calls(mod, partial(_as_winograd, tiles=self.tiles))
 
 
-def rewritten(rewriter: PyExprMutator, call: relax.Call) -> bool:
-    """Whether ``call`` is a convolution this pass rewrites."""
+def workload_key(call: relax.Call, target: str) -> str:
+    """What a measured tile size is kept under: the target, the input's and the weight's
+    shapes and the padding (``1x64x56x56 * 64x64x3x3 pad 1,1,1,1 | llvm -mcpu=...``)."""
+    dims = ["x".join(str(int(v)) for v in a.ty.shape.values) for a in call.args[:2]]
+    pads = ",".join(str(int(v)) for v in call.attrs.padding)
+    return f"{dims[0]} * {dims[1]} pad {pads} | {target}"
+
+
+def candidates(mod: IRModule) -> dict[str, relax.Call]:
+    """Each convolution this pass could compute as Winograd's (whatever the size of its map),
+    one a :func:`workload_key`: what a build measures to choose :class:`WinogradConvolutions`'
+    ``tiles``."""
+    found: dict[str, relax.Call] = {}
+
+    def collect(rewriter: PyExprMutator, call: relax.Call) -> None:
+        if eligible(rewriter, call):
+            target = str(cpu_tensor_target(call.ty, rewriter.mod_))
+            found.setdefault(workload_key(call, target), call)
+
+    rewrite_calls(mod, collect)
+    return found
+
+
+def rewritten(rewriter: PyExprMutator, call: relax.Call, tiles: Mapping[str, int]) -> int:
+    """The tile size this pass computes ``call`` with: 0 when it leaves it alone."""
+    if not eligible(rewriter, call):
+        return 0
+    key = workload_key(call, str(cpu_tensor_target(call.ty, rewriter.mod_)))
+    if key in tiles:
+        return tiles[key]
+    n, _, h, w = (int(v) for v in call.ty.shape.values)
+    return tile_size(n, h, w)
+
+
+def eligible(rewriter: PyExprMutator, call: relax.Call) -> bool:
+    """Whether ``call`` is a convolution this pass can rewrite, whatever its map."""
     layouts = ("NCHW", "OIHW", "NCHW")
     if not cpu_op_with_static_shapes(call, CONV2D_OP, layouts, rewriter.mod_):
         return False
@@ -91,10 +139,9 @@ def rewritten(rewriter: PyExprMutator, call: relax.Call) -> bool:
     if not isinstance(bound_value(rewriter, call.args[1]), Constant):
         return False
     o, c, kh, kw = (int(v) for v in call.args[1].ty.shape.values)
-    n, _, h, w = (int(v) for v in call.ty.shape.values)
     lanes = vector_lanes(cpu_tensor_target(call.ty, rewriter.mod_), 32)
     fits = all(3 * _in_vectors(k, lanes) <= 4 * k for k in (c, o))
-    return (kh, kw) == (3, 3) and fits and tile_size(n, h, w) > 0
+    return (kh, kw) == (3, 3) and fits
 
 
 def _in_vectors(channels: int, lanes: int) -> int:
@@ -128,8 +175,11 @@ def transformed_weights(w: np.ndarray, tile: int) -> np.ndarray:
     return u.reshape((tile + 2) ** 2, c, o).astype(w.dtype)
 
 
-def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    if not rewritten(rewriter, call):
+def _as_winograd(
+    rewriter: PyExprMutator, call: relax.Call, tiles: Mapping[str, int]
+) -> relax.Expr | None:
+    size = rewritten(rewriter, call, tiles)
+    if not size:
         return None
     bb, x = rewriter.builder_, call.args[0]
     w = bound_value(rewriter, call.args[1]).value.numpy()
@@ -137,7 +187,6 @@ def _as_winograd(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None
     n = int(x.ty.shape.values[0])
     _, o, oh, ow = (int(v) for v in call.ty.shape.values)
     c_wide, o_wide = _in_vectors(w.shape[1], lanes), _in_vectors(o, lanes)
-    size = tile_size(n, oh, ow)
     th, tw = -(-oh // size), -(-ow // size)
     top, left = int(call.attrs.padding[0]), int(call.attrs.padding[1])
     a, b, _ = matrices(size)

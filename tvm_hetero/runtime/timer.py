@@ -207,3 +207,44 @@ def runners_for(devices: Sequence[DeviceSpec], remote: str | None = None) -> dic
             sessions[where] = _runner(d, where)
         runners[d.name] = sessions[where]
     return runners
+
+
+def cold_rounds(
+    executables: Sequence[tvm.runtime.Executable], args: Sequence[np.ndarray], rounds: int,
+) -> list[list[float]]:  # fmt: skip
+    """Seconds of one run of each executable's ``main`` on this CPU, in ``rounds`` interleaved
+    rounds (``[round][executable]``), as a layer runs inside a model: before each run the
+    last-level cache is written over (the other layers' weights evicted the layer's own), then
+    the inputs are written (the layer before made them, so they are in cache)."""
+    vms = [VirtualMachine(ex, tvm.cpu()) for ex in executables]
+    tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in args]
+    mains = [vm[ENTRY_FUNC] for vm in vms]
+    for main in mains:
+        main(*tensors)  # warm-up: first-run allocations
+    sweep = np.zeros(2 * last_level_cache_bytes() // 4, "float32")
+    times = []
+    for _ in range(rounds):
+        row = []
+        for main in mains:
+            sweep += 1.0
+            for tensor, a in zip(tensors, args, strict=True):
+                tensor.copyfrom(a)
+            start = time.perf_counter()
+            main(*tensors)
+            row.append(time.perf_counter() - start)
+        times.append(row)
+    return times
+
+
+def last_level_cache_bytes() -> int:
+    """The largest cache of CPU 0 as Linux reports it (``/sys/.../cache/index*/size``); 32 MiB
+    when it does not."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return max(sizes, default=32 << 20)

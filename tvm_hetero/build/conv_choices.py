@@ -1,0 +1,307 @@
+"""How each CPU 3x3 convolution of stride 1 is computed, measured on this CPU and kept.
+
+``WinogradConvolutions`` can compute a convolution as Winograd's ``F(4 x 4, 3 x 3)``, as
+``F(2 x 2, 3 x 3)``, or leave it to the convolution rule. Its static rule (4 where the map has
+32 tiles of 4 x 4, else 2 where it has 32 of 2 x 2, else the rule's kernel) was measured on one
+CPU; which is fastest depends on the CPU's caches and vectors, the channels and the map. With
+``BuildOptions(conv3x3="measure")`` (the default) a build compiles each such convolution of at
+least :data:`MIN_FLOPS` alone (with a bias and ReLU, as the model fuses it) all three ways,
+times them on this CPU and keeps the fastest (where it beats the static rule's way by
+:data:`MARGIN`) in a cache file that later builds read (an entry a convolution, keyed by the
+workload, the target, the CPU and the CPU rules' version): a shape is measured once per
+machine.
+
+The timing runs in a process of its own (``python -m tvm_hetero.build.conv_choices``), so no
+thread pool of the building process runs beside it, and is kept only when the rest of the
+machine stayed quiet meanwhile (:data:`MAX_OTHER_SHARE`): Winograd's kernels are parallel with
+a barrier each, and with one of two cores taken by another process they ran 17 ms where they
+take 0.5 (the convolution rule's one kernel: 5.7 ms), which would have been kept for good.
+
+A convolution whose target is not this CPU (another ``mcpu``: a build for an edge box), one
+that is smaller, and one measured while the machine was busy take the static rule, as every
+convolution does with ``conv3x3="rule"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_hetero._compat import TensorType, VDevice, host_cpu_name
+from tvm_hetero.build.multi_device import BuildOptions, build
+from tvm_hetero.passes import winograd_convolutions as winograd
+from tvm_hetero.pipelines import PIPELINES, Pipeline
+from tvm_hetero.runtime.measure import random_args
+from tvm_hetero.runtime.timer import cold_rounds
+from tvm_hetero.runtime.worker import use_threads
+
+log = logging.getLogger(__name__)
+
+WAYS = (*winograd.TILES, 0)
+"""What is measured: each Winograd tile size, then 0, the convolution rule's kernel."""
+MIN_FLOPS = 50e6
+"""Smallest convolution measured (floating-point operations of its direct form, a run):
+below, the ways differ by microseconds and the static rule decides without a measurement
+(over 14 x 14 maps, 32 channels to 64 or 128 ran 0.10-0.18 ms each way)."""
+MARGIN = 0.1
+"""How much faster than the static rule's way another must run alone to be chosen: a layer
+alone is not the layer in its model (Inception v3's 448 -> 384 over 8 x 8 ran 0.3 ms faster
+alone in 2 x 2 tiles than as the rule's kernel, 0.1 ms faster in the model; ResNet-26D's
+32 -> 64 over 112 x 112 ran level alone in 4 x 4 tiles and as the rule's kernel, and the rule's
+kernel 0.6-2 ms slower in the model)."""
+ROUNDS = 15
+"""Interleaved rounds a shape is timed in, one run of each way a round."""
+MAX_OTHER_SHARE = 0.1
+"""Most of the machine's CPU time (all cores) that others may use while the measuring process
+runs for its figures to be kept; a quiet host used 0.3 %."""
+TIMEOUT_S = 60.0
+"""How long the measuring process may take, and as long again a shape."""
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A convolution to measure: shapes, padding, target, and the key it is kept under."""
+
+    key: str
+    data: tuple[int, ...]
+    weight: tuple[int, ...]
+    padding: tuple[int, ...]
+    target: str
+
+    @classmethod
+    def of(cls, key: str, call: relax.Call) -> Workload:
+        """The workload of ``call`` (a candidate of ``WinogradConvolutions``)."""
+        data, weight = (tuple(int(d) for d in a.ty.shape.values) for a in call.args[:2])
+        padding = tuple(int(p) for p in call.attrs.padding)
+        return cls(key, data, weight, padding, key.split(" | ", 1)[1])
+
+    @property
+    def output_map(self) -> tuple[int, int]:
+        """Rows and columns of the output."""
+        _, _, h, w = self.data
+        top, left, bottom, right = self.padding
+        return h + top + bottom - self.weight[2] + 1, w + left + right - self.weight[3] + 1
+
+    @property
+    def flops(self) -> float:
+        """Floating-point operations of the convolution computed directly: 2 a multiply-add."""
+        o, c, kh, kw = self.weight
+        return 2.0 * self.data[0] * o * math.prod(self.output_map) * c * kh * kw
+
+    @property
+    def static_tile(self) -> int:
+        """The way the static rule takes (``winograd_convolutions.tile_size``)."""
+        return winograd.tile_size(self.data[0], *self.output_map)
+
+
+Measure = Callable[[Sequence[Workload]], "dict[str, dict[int, float]] | None"]
+"""Each workload's milliseconds a way, or None when no figure may be kept."""
+
+
+def cache_path() -> Path:
+    """Where choices are kept: ``$XDG_CACHE_HOME`` (or ``~/.cache``)
+    ``/tvm-hetero/conv3x3.json``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tvm-hetero" / "conv3x3.json"
+
+
+def convolutions(mod: tvm.IRModule) -> dict[str, relax.Call]:
+    """The convolutions of ``mod`` that ``WinogradConvolutions`` may rewrite, by workload key,
+    as the lowering pipeline hands them to it (after the passes that come before it); none,
+    without running those passes, when ``mod`` has no 2-D convolution."""
+    if not _convolves(mod):
+        return {}
+    steps = PIPELINES["multi_device_lower"].steps
+    before = steps[: [s.name for s in steps].index("WinogradConvolutions")]
+    return winograd.candidates(Pipeline("head", "", (), before).build()(mod))
+
+
+def _convolves(mod: tvm.IRModule) -> bool:
+    """Whether a Relax function of ``mod`` calls ``conv2d``."""
+    found: list[relax.Call] = []
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == winograd.CONV2D_OP:
+            found.append(expr)
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function) and not found:
+            relax.analysis.post_order_visit(func, visit)
+    return bool(found)
+
+
+def measured_tiles(
+    mod: tvm.IRModule, cache: str | Path | None, measure: Measure | None = None
+) -> dict[str, int]:
+    """The tile size (4, 2 or 0) of each convolution of ``mod`` on this CPU, measured
+    (``measure``, default :func:`measure_apart`) where the cache file (:func:`cache_path` when
+    ``cache`` is None) does not have it: the fastest way, where it ran at least :data:`MARGIN`
+    faster than the static rule's; convolutions left to the static rule are not named."""
+    from tvm_hetero.schedules.cpu import RULES_VERSION
+
+    path = Path(cache) if cache is not None else cache_path()
+    host = host_cpu_name()
+    kept = _read(path)
+    mine: dict[str, str] = {}  # workload key -> cache key
+    wanted: list[Workload] = []
+    for key, call in convolutions(mod).items():
+        work = Workload.of(key, call)
+        mcpu = str(tvm.target.Target(work.target).attrs.get("mcpu", ""))
+        if mcpu not in ("", host) or work.flops < MIN_FLOPS:
+            continue  # not this CPU, or too small to matter: the static rule
+        mine[key] = f"{key} | {host} | rules v{RULES_VERSION}"
+        if mine[key] not in kept:
+            wanted.append(work)
+    if wanted:
+        times = (measure or measure_apart)(wanted) or {}
+        static = {w.key: w.static_tile for w in wanted}
+        new = {mine[k]: _choice(ms, static[k]) for k, ms in times.items() if k in mine}
+        kept.update(new)
+        if new:
+            _write(path, new)
+    return {key: int(kept[c]["tile"]) for key, c in mine.items() if c in kept}
+
+
+def _choice(ms: Mapping[int, float], static: int) -> dict:
+    """The kept entry of one workload's times: the fastest way where it beats the static
+    rule's by :data:`MARGIN`, else the rule's, and every way's time."""
+    best = min(ms, key=ms.get)
+    if static in ms and ms[best] > (1 - MARGIN) * ms[static]:
+        best = static
+    return {"tile": best, "ms": {str(k): round(v, 4) for k, v in ms.items()}}
+
+
+def measure_apart(workloads: Sequence[Workload]) -> dict[str, dict[int, float]] | None:
+    """:func:`time_ways` of each workload in a process of its own; None when it failed or when
+    other processes used more than :data:`MAX_OTHER_SHARE` of the CPU meanwhile (logged: the
+    static rule decides this build, and the next one measures again)."""
+    what = f"{len(workloads)} 3x3 convolution shape(s)"
+    log.info("timing %s on this CPU, three ways each (once per machine)", what)
+    request = json.dumps([asdict(w) for w in workloads])
+    package = str(Path(__file__).resolve().parents[2])  # this tvm_hetero, however imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [package, *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    before, children, start = _busy_seconds(), os.times(), time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tvm_hetero.build.conv_choices"], input=request, env=env,
+            capture_output=True, text=True, timeout=TIMEOUT_S * (1 + len(workloads)), check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        log.warning("timing %s took too long; the static rule decides them", what)
+        return None
+    wall, after = time.monotonic() - start, os.times()
+    theirs = (after.children_user + after.children_system) - (
+        children.children_user + children.children_system
+    )
+    share = max(0.0, _busy_seconds() - before - theirs) / (wall * (os.cpu_count() or 1))
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        log.warning("timing %s failed (%s); the static rule decides them", what, last)
+        return None
+    if share > MAX_OTHER_SHARE:
+        log.warning("timing %s: other work took %.0f%% of the CPU meanwhile; the static rule "
+                    "decides them this time", what, 100 * share)  # fmt: skip
+        return None
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return {k: {int(w): ms for w, ms in v.items()} for k, v in answer.items()}
+
+
+def _busy_seconds() -> float:
+    """CPU seconds every core spent busy since boot (``/proc/stat``: user, nice, system, irq,
+    softirq and steal, which a hypervisor gave to others); 0 where there is no such file."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def time_ways(work: Workload) -> dict[int, float]:
+    """Median milliseconds of the workload (with a bias and ReLU after it) alone, each of
+    :data:`WAYS`, on this CPU with the target's threads (its ``num-cores``): :data:`ROUNDS`
+    interleaved rounds of ``runtime.timer.cold_rounds``, each run after the last-level cache
+    was written over and the input written again (in a model the other layers' weights evict
+    a layer's own, Winograd's 4x (``F(4, 3)``) or 1.8x (``F(2, 3)``) the convolution's, and
+    the layer before leaves the input in cache)."""
+    mod = _one_layer(work)
+    key = winograd.workload_key(mod["main"].body.blocks[0].bindings[0].value, work.target)
+    cores = int(tvm.target.Target(work.target).attrs.get("num-cores", 0))
+    use_threads(cores or os.cpu_count() or 1)
+    fixed = [BuildOptions(conv3x3="rule", winograd_tiles=((key, w),)) for w in WAYS]
+    executables = [build(mod, options) for options in fixed]
+    rounds = cold_rounds(executables, random_args([(work.data, "float32")]), ROUNDS)
+    return {w: float(np.median([r[k] for r in rounds])) * 1e3 for k, w in enumerate(WAYS)}
+
+
+def _one_layer(work: Workload) -> tvm.IRModule:
+    """``main(x) = relu(conv2d(x, w) + b)`` on one vdevice of the workload's target, seeded
+    weights."""
+    rng = np.random.default_rng(0)
+    vdev = VDevice(tvm.target.Target(work.target), 0, "global")
+    x = relax.Var("x", TensorType(work.data, "float32", vdev))
+    w = relax.const(rng.standard_normal(work.weight).astype("float32") * 0.1)
+    b = relax.const(rng.standard_normal((1, work.weight[0], 1, 1)).astype("float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, w, padding=work.padding))
+            y = bb.emit(relax.op.add(y, b))
+            y = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    return mod
+
+
+def _read(path: Path) -> dict[str, dict]:
+    """The choices kept in ``path``; none when it is missing, of another format or unreadable
+    (a damaged cache is measured again, never trusted)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return {}
+    choices = data.get("choices")
+    ok = isinstance(choices, dict) and all(
+        isinstance(v, dict) and v.get("tile") in WAYS for v in choices.values()
+    )
+    return dict(choices) if ok else {}
+
+
+def _write(path: Path, new: Mapping[str, dict]) -> None:
+    """Add ``new`` to the choices in ``path``, written whole (another build's choices kept)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "choices": {**_read(path), **new}}
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(f.name, path)
+
+
+def main() -> int:
+    """The measuring process: workloads as JSON on stdin, their times as JSON on stdout."""
+    logging.disable(logging.WARNING)
+    works = [Workload(w["key"], *(tuple(w[k]) for k in ("data", "weight", "padding")),
+                      w["target"]) for w in json.loads(sys.stdin.read())]  # fmt: skip
+    print(json.dumps({w.key: time_ways(w) for w in works}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
