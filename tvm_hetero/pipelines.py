@@ -151,6 +151,20 @@ class Pipeline:
             dict(data.get("defaults", {})),
         )  # fmt: skip
 
+    def split(self, step: str) -> tuple[Pipeline, Pipeline]:
+        """The steps before the first ``step`` and the rest, each with the parameters (and
+        defaults) its steps name: to look at the module between them."""
+        at = [s.name for s in self.steps].index(step)
+        halves = []
+        for name, steps in ((f"{self.name}[:{step}]", self.steps[:at]),
+                            (f"{self.name}[{step}:]", self.steps[at:])):  # fmt: skip
+            named = {v[1:] for s in steps for v in s.args.values()
+                     if isinstance(v, str) and v.startswith("$")}  # fmt: skip
+            params = tuple(p for p in self.params if p in named)
+            defaults = {k: v for k, v in self.defaults.items() if k in named}
+            halves.append(Pipeline(name, self.description, params, steps, defaults))
+        return halves[0], halves[1]
+
     def build(self, **params: Any) -> tvm.transform.Sequential:
         """Instantiate the passes with ``params`` bound (those left out take their defaults)."""
         params = {**self.defaults, **params}

@@ -13,6 +13,7 @@ from tvm import relax
 from tvm_hetero._compat import HOST_TRIPLE, host_cpu_name
 from tvm_hetero.build import conv_choices
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
+from tvm_hetero.passes.winograd_convolutions import candidates
 
 HOST = {"kind": "llvm", "mtriple": HOST_TRIPLE, "mcpu": host_cpu_name(), "num-cores": 2}
 OTHER = {"kind": "llvm", "mcpu": "cortex-a72", "mtriple": "aarch64-linux-gnu"}
@@ -72,7 +73,7 @@ def test_the_fastest_way_is_chosen_and_the_times_kept(tmp_path, small_floor, tim
     cache = tmp_path / "conv3x3.json"
     fake = Fake(times)
     mod = _conv_module()
-    (key,) = conv_choices.convolutions(mod)
+    (key,) = candidates(mod)
     assert conv_choices.measured_tiles(mod, cache, fake) == {key: tile}
     assert len(fake.calls) == 1
     kept = json.loads(cache.read_text())["choices"]
@@ -138,9 +139,9 @@ def test_small_convolutions_and_other_cpus_are_not_measured(tmp_path):
     assert fake.calls == [] and not cache.exists()
 
 
-def test_a_module_without_convolutions_runs_no_pass_to_find_none():
+def test_a_module_without_convolutions_has_none_to_measure():
     mod = one_op_module(HOST, [("x", (4, 4))], relax.op.nn.relu)
-    assert conv_choices.convolutions(mod) == {}
+    assert candidates(mod) == {}
 
 
 def test_the_build_computes_the_kept_choice(tmp_path, small_floor):
@@ -171,7 +172,7 @@ def test_a_measurement_that_keeps_nothing_leaves_the_static_rule_and_no_file(tmp
 
 
 def _workload(**kwargs):
-    ((key, call),) = conv_choices.convolutions(_conv_module(**kwargs)).items()
+    ((key, call),) = candidates(_conv_module(**kwargs)).items()
     return conv_choices.Workload.of(key, call)
 
 
@@ -181,7 +182,7 @@ def test_a_workload_is_what_the_measuring_process_rebuilds():
                                                       (1, 1, 1, 1))  # fmt: skip
     assert work.target == str(tvm.target.Target(HOST)) and work.key.endswith(work.target)
     layer = conv_choices._one_layer(work)
-    assert conv_choices.convolutions(layer).keys() == {work.key}
+    assert candidates(layer).keys() == {work.key}
 
 
 def test_time_ways_times_each_way_on_this_cpu():
@@ -218,3 +219,16 @@ def test_static_builds_record_their_own_mode():
 def _run(ex, x):
     vm = relax.VirtualMachine(ex, tvm.cpu())
     return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def test_lower_runs_the_pipeline_in_two_halves_around_the_winograd_pass():
+    """``lower`` looks at the module between the halves (the candidates as the pass sees
+    them) without running the passes before it twice."""
+    from tvm_hetero.pipelines import PIPELINES
+
+    whole = PIPELINES["multi_device_lower"]
+    head, tail = whole.split("WinogradConvolutions")
+    assert head.steps + tail.steps == whole.steps
+    assert tail.steps[0].name == "WinogradConvolutions"
+    assert (head.params, head.defaults) == ((), {})
+    assert (tail.params, tail.defaults) == (("winograd_tiles",), {"winograd_tiles": {}})

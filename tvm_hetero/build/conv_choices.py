@@ -43,7 +43,7 @@ from tvm import relax
 from tvm_hetero._compat import TensorType, VDevice, host_cpu_name
 from tvm_hetero.build.multi_device import BuildOptions, build
 from tvm_hetero.passes import winograd_convolutions as winograd
-from tvm_hetero.pipelines import PIPELINES, Pipeline
+from tvm_hetero.runtime.device import cache_home
 from tvm_hetero.runtime.measure import random_args
 from tvm_hetero.runtime.timer import cold_rounds
 from tvm_hetero.runtime.worker import use_threads
@@ -114,41 +114,16 @@ Measure = Callable[[Sequence[Workload]], "dict[str, dict[int, float]] | None"]
 
 
 def cache_path() -> Path:
-    """Where choices are kept: ``$XDG_CACHE_HOME`` (or ``~/.cache``)
-    ``/tvm-hetero/conv3x3.json``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tvm-hetero" / "conv3x3.json"
-
-
-def convolutions(mod: tvm.IRModule) -> dict[str, relax.Call]:
-    """The convolutions of ``mod`` that ``WinogradConvolutions`` may rewrite, by workload key,
-    as the lowering pipeline hands them to it (after the passes that come before it); none,
-    without running those passes, when ``mod`` has no 2-D convolution."""
-    if not _convolves(mod):
-        return {}
-    steps = PIPELINES["multi_device_lower"].steps
-    before = steps[: [s.name for s in steps].index("WinogradConvolutions")]
-    return winograd.candidates(Pipeline("head", "", (), before).build()(mod))
-
-
-def _convolves(mod: tvm.IRModule) -> bool:
-    """Whether a Relax function of ``mod`` calls ``conv2d``."""
-    found: list[relax.Call] = []
-
-    def visit(expr: relax.Expr) -> None:
-        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == winograd.CONV2D_OP:
-            found.append(expr)
-
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function) and not found:
-            relax.analysis.post_order_visit(func, visit)
-    return bool(found)
+    """Where choices are kept: ``conv3x3.json`` in ``runtime.device.cache_home()``."""
+    return cache_home() / "conv3x3.json"
 
 
 def measured_tiles(
     mod: tvm.IRModule, cache: str | Path | None, measure: Measure | None = None
 ) -> dict[str, int]:
-    """The tile size (4, 2 or 0) of each convolution of ``mod`` on this CPU, measured
+    """The tile size (4, 2 or 0) of each convolution of ``mod`` (as the lowering pipeline
+    hands it to ``WinogradConvolutions``: ``lower`` runs the passes before it first) on this
+    CPU, measured
     (``measure``, default :func:`measure_apart`) where the cache file (:func:`cache_path` when
     ``cache`` is None) does not have it: the fastest way, where it ran at least :data:`MARGIN`
     faster than the static rule's; convolutions left to the static rule are not named."""
@@ -158,7 +133,7 @@ def measured_tiles(
     host = host_cpu_name()
     kept = _read(path)
     mine: dict[str, tuple[str, Workload]] = {}  # workload key -> cache key, workload
-    for key, call in convolutions(mod).items():
+    for key, call in winograd.candidates(mod).items():
         work = Workload.of(key, call)
         mcpu = str(tvm.target.Target(work.target).attrs.get("mcpu", ""))
         if mcpu not in ("", host) or work.flops < MIN_FLOPS:
@@ -239,10 +214,9 @@ def time_ways(work: Workload) -> dict[int, float]:
     a layer's own, Winograd's 4x (``F(4, 3)``) or 1.8x (``F(2, 3)``) the convolution's, and
     the layer before leaves the input in cache)."""
     mod = _one_layer(work)
-    key = winograd.workload_key(mod["main"].body.blocks[0].bindings[0].value, work.target)
     cores = int(tvm.target.Target(work.target).attrs.get("num-cores", 0))
     use_threads(cores or os.cpu_count() or 1)
-    fixed = [BuildOptions(conv3x3="rule", winograd_tiles=((key, w),)) for w in WAYS]
+    fixed = [BuildOptions(conv3x3="rule", winograd_tiles=((work.key, w),)) for w in WAYS]
     executables = [build(mod, options) for options in fixed]
     rounds = cold_rounds(executables, random_args([(work.data, "float32")]), ROUNDS)
     return {w: float(np.median([r[k] for r in rounds])) * 1e3 for k, w in enumerate(WAYS)}

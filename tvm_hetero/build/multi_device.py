@@ -18,7 +18,7 @@ from tvm import relax
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
-from tvm_hetero.pipelines import get_pipeline
+from tvm_hetero.pipelines import PIPELINES, get_pipeline
 from tvm_hetero.schedules import schedule_kernels
 
 log = logging.getLogger(__name__)
@@ -140,12 +140,14 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
     if options.fuse:
+        head, tail = PIPELINES["multi_device_lower"].split("WinogradConvolutions")
+        mod = head.build()(mod)
         tiles = dict(options.winograd_tiles)
         if options.conv3x3 == "measure":
             from tvm_hetero.build.conv_choices import measured_tiles
 
             tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
-        mod = get_pipeline("multi_device_lower", winograd_tiles=tiles)(mod)
+        mod = tail.build(winograd_tiles=tiles)(mod)
     else:
         mod = get_pipeline("multi_device_lower_unfused")(mod)
     database = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import tvm
 
@@ -39,6 +40,13 @@ def runtime_device(spec: DeviceSpec) -> tvm.runtime.Device:
                 raise
             raise SpecError(f"{spec.name}: {err}") from None
     raise SpecError(f"{spec.name}: a simulated device cannot run code (it only has costs)")
+
+
+def cache_home() -> Path:
+    """Where tvm-hetero keeps what it learned on this machine (built helpers, measured
+    choices): ``$XDG_CACHE_HOME/tvm-hetero``, else ``~/.cache/tvm-hetero``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tvm-hetero"
 
 
 def usable_cores() -> set[int]:

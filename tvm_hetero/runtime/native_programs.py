@@ -50,8 +50,9 @@ _why_not: str | None = None
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tvm-hetero" / "native"
+    from tvm_hetero.runtime.device import cache_home
+
+    return cache_home() / "native"
 
 
 def _build(source: Path) -> Path:
