@@ -215,13 +215,14 @@ def cold_rounds(
     """Seconds of one run of each executable's ``main`` on this CPU, in ``rounds`` interleaved
     rounds (``[round][executable]``), as a layer runs inside a model: before each run the
     last-level cache is written over (the other layers' weights evicted the layer's own), then
-    the inputs are written (the layer before made them, so they are in cache)."""
+    the inputs are written (the layer before made them, so they are in cache). The sweep is
+    :func:`sweep_bytes` long."""
     vms = [VirtualMachine(ex, tvm.cpu()) for ex in executables]
     tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in args]
     mains = [vm[ENTRY_FUNC] for vm in vms]
     for main in mains:
         main(*tensors)  # warm-up: first-run allocations
-    sweep = np.zeros(2 * last_level_cache_bytes() // 4, "float32")
+    sweep = np.zeros(sweep_bytes() // 4, "float32")
     times = []
     for _ in range(rounds):
         row = []
@@ -234,6 +235,19 @@ def cold_rounds(
             row.append(time.perf_counter() - start)
         times.append(row)
     return times
+
+
+SWEEP_MAX_BYTES = 64 << 20
+"""The most bytes :func:`cold_rounds` writes before each run. A VM reports its socket's last
+level cache, not its share: 300 MiB on a 2-core Intel Xeon (Emerald Rapids), where sweeping
+twice that took about 0.15 s a run and GoogLeNet's first compile, which measures nine 3x3
+convolutions 45 runs each, 65 s of wall time (the goal is under 60)."""
+
+
+def sweep_bytes() -> int:
+    """Bytes written over the cache before each run of :func:`cold_rounds`: twice the last
+    level cache, at most :data:`SWEEP_MAX_BYTES` (twice Zen 4's 32 MiB)."""
+    return min(2 * last_level_cache_bytes(), SWEEP_MAX_BYTES)
 
 
 def last_level_cache_bytes() -> int:
