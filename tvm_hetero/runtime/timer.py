@@ -213,10 +213,10 @@ def cold_rounds(
     executables: Sequence[tvm.runtime.Executable], args: Sequence[np.ndarray], rounds: int,
 ) -> list[list[float]]:  # fmt: skip
     """Seconds of one run of each executable's ``main`` on this CPU, in ``rounds`` interleaved
-    rounds (``[round][executable]``), as a layer runs inside a model: before each run the
-    last-level cache is written over (the other layers' weights evicted the layer's own), then
-    the inputs are written (the layer before made them, so they are in cache). The sweep is
-    :func:`sweep_bytes` long."""
+    rounds (``[round][executable]``), as a layer runs inside a model: before each run
+    :func:`sweep_bytes` are written over the cache (the other layers' weights evicted the
+    layer's own), then the inputs are written (the layer before made them, so they are in
+    cache)."""
     vms = [VirtualMachine(ex, tvm.cpu()) for ex in executables]
     tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in args]
     mains = [vm[ENTRY_FUNC] for vm in vms]
