@@ -158,8 +158,7 @@ class Pipeline:
         halves = []
         for name, steps in ((f"{self.name}[:{step}]", self.steps[:at]),
                             (f"{self.name}[{step}:]", self.steps[at:])):  # fmt: skip
-            named = {v[1:] for s in steps for v in s.args.values()
-                     if isinstance(v, str) and v.startswith("$")}  # fmt: skip
+            named = {_param_name(v) for s in steps for v in s.args.values()} - {None}
             params = tuple(p for p in self.params if p in named)
             defaults = {k: v for k, v in self.defaults.items() if k in named}
             halves.append(Pipeline(name, self.description, params, steps, defaults))
@@ -181,8 +180,14 @@ class Pipeline:
         return tvm.transform.Sequential(passes, name=self.name)
 
 
+def _param_name(value: Any) -> str | None:
+    """The pipeline parameter a step argument names (``"$winograd_tiles"``), if any."""
+    return value[1:] if isinstance(value, str) and value.startswith("$") else None
+
+
 def _bind(value: Any, params: dict[str, Any]) -> Any:
-    return params[value[1:]] if isinstance(value, str) and value.startswith("$") else value
+    name = _param_name(value)
+    return value if name is None else params[name]
 
 
 PIPELINES: dict[str, Pipeline] = {

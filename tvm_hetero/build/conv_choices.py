@@ -123,10 +123,10 @@ def measured_tiles(
 ) -> dict[str, int]:
     """The tile size (4, 2 or 0) of each convolution of ``mod`` (as the lowering pipeline
     hands it to ``WinogradConvolutions``: ``lower`` runs the passes before it first) on this
-    CPU, measured
-    (``measure``, default :func:`measure_apart`) where the cache file (:func:`cache_path` when
-    ``cache`` is None) does not have it: the fastest way, where it ran at least :data:`MARGIN`
-    faster than the static rule's; convolutions left to the static rule are not named."""
+    CPU, measured (``measure``, default :func:`measure_apart`) where the cache file
+    (:func:`cache_path` when ``cache`` is None) does not have it: the fastest way, where it ran
+    at least :data:`MARGIN` faster than the static rule's; convolutions left to the static
+    rule are not named."""
     from tvm_hetero.schedules.cpu import RULES_VERSION
 
     path = Path(cache) if cache is not None else cache_path()

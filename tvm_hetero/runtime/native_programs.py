@@ -34,6 +34,7 @@ import tvm
 import tvm_ffi
 
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime.device import cache_home
 from tvm_hetero.runtime.program_links import SPIN_S
 from tvm_hetero.runtime.runs import Event, Timeline
 
@@ -50,8 +51,6 @@ _why_not: str | None = None
 
 
 def _cache_dir() -> Path:
-    from tvm_hetero.runtime.device import cache_home
-
     return cache_home() / "native"
 
 
