@@ -14,12 +14,14 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
+from tvm_hetero.schedules.cpu.matmul import row_groups
 from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
-AVX2 = {**cpu_device().target, "mcpu": "znver3"}
-"""The schedules' expected tiles are written for 256-bit vectors (8 float lanes): the target is
-pinned, not the host's (an AVX-512 host has 16 lanes and other tiles); znver3 code runs on any
-later x86 CPU with AVX2."""
+AVX2 = {**cpu_device().target, "mcpu": "znver3", "num-cores": 2}
+"""The schedules' expected tiles are written for 256-bit vectors (8 float lanes) and two threads:
+the target is pinned, not the host's (an AVX-512 host has 16 lanes and other tiles, a host of
+more cores other shares of the parallel loops); znver3 code runs on any later x86 CPU with
+AVX2."""
 CPU = make_target(AVX2)
 SERIAL = make_target({**AVX2, "num-cores": 1})
 
@@ -777,6 +779,45 @@ def test_a_row_tile_sweeps_packed_panels_that_fit_l2_where_the_output_is_wide(
     case)."""
     mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
     _check_panel_blocks(mod, [x_shape, w_shape], block, blocks, x_shape[0] // 4)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "tasks", "row_tiles"),
+    [  # AVX2: panels of 16 columns (8 where 16 do not divide them), 49 tiles of 4 rows
+        ((1, 576, 14, 14), (96, 576, 1, 1), 6, 49),  # 6 panels: even already
+        ((1, 576, 14, 14), (40, 576, 1, 1), 35, 7),  # 5 panels of 8: 7 groups of 7 row tiles
+        ((1, 576, 14, 14), (8, 576, 1, 1), 49, 1),  # 1 panel: 7 groups leave 4 and 3
+    ],
+)
+def test_few_panels_share_their_row_tiles_between_the_threads(x_shape, w_shape, tasks, row_tiles):
+    """A 1x1 convolution over a small map with its output channels as the columns (weights
+    packed at build time) has few panels; where they would leave one of the two threads idle
+    for a share of the run, each panel's row tiles are cut into groups and the parallel loop
+    runs over panels and groups; numbers unchanged."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal(w_shape).astype("float32")
+    mod = _module([x_shape], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))))  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    _check_panel_blocks(mod, [x_shape], 1, tasks, row_tiles)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "row_tiles", "cores", "groups"),
+    [(6, 28, 2, 1), (3, 28, 2, 2), (5, 28, 2, 2), (1, 7, 2, 7), (1, 1, 2, 1), (3, 28, 1, 1),
+     (3, 28, 0, 1), (15, 28, 2, 1), (6, 28, 4, 2), (3, 9, 2, 9), (3, 6, 2, 2)],
+)  # fmt: skip
+def test_row_groups_even_out_the_threads(tasks, row_tiles, cores, groups):
+    """The fewest groups (a divisor of the row tiles) that leave the busiest of ``cores``
+    threads at most a tenth over an even share; none where that holds already, the target is
+    serial or its cores are unknown, or the row tiles cannot be cut."""
+    assert row_groups(tasks, row_tiles, cores) == groups
+    if groups > 1:
+        assert row_tiles % groups == 0
+        busiest = -(-tasks * groups // cores) * cores / (tasks * groups)
+        assert busiest <= 1.1 or groups == row_tiles
 
 
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
