@@ -2,6 +2,7 @@
 alone, its build equal to the single-device build; a plug-in strategy from the test tree
 offered by ``plan``, ``compile --strategy`` and ``optimize``."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -252,10 +253,13 @@ def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypa
     assert singles and all(len(e.samples_s) == 2 for e in singles)  # the first round's
     assert found.cut == "timed 2 of 10 runs each"
     assert "the budget's end: timed 2 of 10 runs each" in took(found)
+    assert found.budget_s == pytest.approx(0.4) and found.seconds > 0.5
+    assert re.search(r"; [\d.]+ s over its 0\.4 s budget\)$", took(found)), took(found)
     roomy = optimize(load_model("mlp:tiny"), cores, budget_s=600, runs=10, rounds=5,
                      settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
     assert roomy.cut == "" and all(len(e.samples_s) == 10 for e in roomy.entries if e.samples_s)
     assert "budget" not in {e.name: e for e in roomy.entries}["toy"].status
+    assert "over its" not in took(roomy)
 
 
 def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy, monkeypatch):

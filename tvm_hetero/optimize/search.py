@@ -101,6 +101,8 @@ class OptimizeResult:
         ``compiling the kept one again`` where its build was not held).
     cut : str
         What the budget's end cut short (``"timed 8 of 20 runs each"``), empty if nothing.
+    budget_s : float
+        The seconds it was given (0: not recorded).
     """
 
     model: str
@@ -112,6 +114,7 @@ class OptimizeResult:
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     cut: str = ""
+    budget_s: float = 0.0
 
     def best(self, kind: str) -> Entry | None:
         """The fastest measured entry of ``kind``."""
@@ -444,7 +447,7 @@ def _search(
     cut = f"timed {fewest} of {runs} runs each" if fewest < runs else ""
     return OptimizeResult(
         model.name, search.objective, tuple(search.entries), kept, build, search.plans,
-        time.monotonic() - start, phases, cut,
+        time.monotonic() - start, phases, cut, search.end - start,
     )  # fmt: skip
 
 
