@@ -14,7 +14,7 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
-from tvm_hetero.schedules.cpu.matmul import row_groups
+from tvm_hetero.schedules.cpu.matmul import A_CACHED_BYTES, row_groups
 from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3", "num-cores": 2}
@@ -818,6 +818,25 @@ def test_row_groups_even_out_the_threads(tasks, row_tiles, cores, groups):
         assert row_tiles % groups == 0
         busiest = -(-tasks * groups // cores) * cores / (tasks * groups)
         assert busiest <= 1.1 or groups == row_tiles
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "block", "tasks", "row_tiles"),
+    [((2048, 256), (512, 256), 8, 4, 512),  # A 2 MiB: 4 blocks of 8 panels of 16 KiB
+     ((2048, 1024), (128, 1024), 8, 2, 256),  # one block of all 8: two groups of row tiles
+     ((2048, 2048), (128, 2048), 4, 2, 512),  # 128 KiB panels: 4 fill 512 KiB
+     ((512, 256), (512, 256), 1, 32, 128)],  # A 512 KiB stays cached: panels alone
+)  # fmt: skip
+def test_a_row_tile_sweeps_blocks_of_panels_where_a_is_larger_than_l2(
+    x_shape, w_shape, block, tasks, row_tiles
+):
+    """Where ``A`` (one batch's rows) is over :data:`A_CACHED_BYTES`, each panel's pass over
+    it read it from beyond L2 again: row tiles sweep blocks of packed panels up to
+    :data:`WIDE_A_BLOCK_BYTES` instead, the threads sharing the row tiles where the blocks are
+    too few (AVX2: panels of 16 columns, tiles of 4 rows); numbers unchanged."""
+    assert (x_shape[0] * x_shape[1] * 4 > A_CACHED_BYTES) == (block > 1)
+    mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
+    _check_panel_blocks(mod, [x_shape, w_shape], block, tasks, row_tiles)
 
 
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():

@@ -126,7 +126,10 @@ class Matmul(CpuRule):
 
         copy = columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth)
         panel_bytes = depth * nr * bits // 8
-        per_block = 1 if copy else panels_per_block(cols // nr, panel_bytes, columns != STRIDED)
+        a_bytes = rows * depth * bits // 8
+        per_block = (
+            1 if copy else panels_per_block(cols // nr, panel_bytes, columns != STRIDED, a_bytes)
+        )
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
         i0, i1 = sch.split(i, [None, mr])
@@ -193,7 +196,16 @@ def _pack_in_vectors(sch: s_tir.Schedule, pack, nr: int, whole: int, parallel: b
     return True
 
 
-def panels_per_block(panels: int, panel_bytes: int, packed: bool = True) -> int:
+A_CACHED_BYTES = 1024 * 1024
+"""The most bytes of ``A`` (one batch's rows) the rule lets every panel read again: above it
+``A`` comes from beyond L2 for each panel, and row tiles sweep blocks of packed panels that
+fit :data:`WIDE_A_BLOCK_BYTES` instead (:func:`panels_per_block`)."""
+WIDE_A_BLOCK_BYTES = 512 * 1024
+"""The most bytes of ``B``'s packed panels a row tile sweeps where ``A`` is larger than
+:data:`A_CACHED_BYTES`: half of Zen 4's 1 MiB L2, a quarter of Sapphire Rapids' 2 MiB."""
+
+
+def panels_per_block(panels: int, panel_bytes: int, packed: bool = True, a_bytes: int = 0) -> int:
     """How many ``NR``-wide panels one row tile computes before the next row tile: 1, or where
     at least :data:`MIN_PANELS_FIT` panels of ``B`` fit in :data:`BLOCK_BYTES` (L1: a 1x1
     convolution of few input channels over a large map) or else, where ``B`` is ``packed`` in
@@ -205,7 +217,20 @@ def panels_per_block(panels: int, panel_bytes: int, packed: bool = True) -> int:
     apart: MobileNet-V2's 16 -> 96 over 112 x 112, its output not in cache, took 1.5-2x the
     time it takes in blocks of 8 panels (``benchmarks/cpu_kernels/pointwise_layers.py
     blocks``); a 128 x 256 by 256 x 8000 matmul, its 4 MB output not in L2, took 3.09 ms in
-    panels alone and 2.93 in blocks of 5, ONNX Runtime 2.74 (``wide_outputs.py``)."""
+    panels alone and 2.93 in blocks of 5, ONNX Runtime 2.74 (``wide_outputs.py``).
+
+    Where ``A`` (``a_bytes``, one batch's rows) is over :data:`A_CACHED_BYTES`, each panel
+    read it again from L3 or memory: packed panels are taken in blocks that fit
+    :data:`WIDE_A_BLOCK_BYTES`, with no floor on the blocks (the threads share a block's row
+    tiles, :func:`row_groups`), so ``A`` is read once a block. Each end to end beside ONNX
+    Runtime, two runs (Intel Xeon Emerald Rapids, 2 threads): SegFormer's 16384 x 32 by
+    32 x 128 1.64-1.65x -> 1.14-1.17x its time, SqueezeNet's 1x1 of 512 -> 1000 over 13 x 13
+    (the weights as ``A``) 1.39-1.47x -> 1.22-1.28x, Whisper's 1500 x 256 by 256 x 1536
+    1.26-1.30x -> 1.18-1.21x."""
+    if packed and a_bytes > A_CACHED_BYTES:
+        fit = min(MAX_PANELS_PER_BLOCK, WIDE_A_BLOCK_BYTES // max(panel_bytes, 1), panels)
+        if fit >= 2:
+            return largest_divisor(panels, fit)
     for block_bytes in (BLOCK_BYTES, L2_BLOCK_BYTES) if packed else (BLOCK_BYTES,):
         fit = min(MAX_PANELS_PER_BLOCK, block_bytes // max(panel_bytes, 1), panels // MIN_BLOCKS)
         if fit >= MIN_PANELS_FIT:
