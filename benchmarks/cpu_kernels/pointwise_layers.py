@@ -1,7 +1,7 @@
 """1x1 convolutions on one CPU, each layer with a change of the matmul rule's and without it,
 beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks|groups [--runs 30]
 
 - ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
   ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
@@ -13,6 +13,11 @@ beside ONNX Runtime (issue 56).
   112 x 112 and 56 x 56): a row tile over several panels of columns
   (``matmul.panels_per_block``), or one as before. Results:
   ``benchmarks/results/pointwise_blocks.jsonl``.
+- ``groups``: few output channels over small maps, their weights as the columns (MnasNet's and
+  MobileNet-V2's 576 -> 96 and 480 -> 96 over 14 x 14: three panels for two threads): each
+  panel's row tiles cut into groups the threads share (``matmul.row_groups``), or the panels
+  alone as before; the last case has an even count of panels already (a control). Results:
+  ``benchmarks/results/pointwise_groups.jsonl``.
 
 Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
 whole CPU with the change and without it (``before``), run end to end by our executor beside
@@ -42,6 +47,10 @@ CHANGES = {  # change: ([(input channels, output channels, map side)], results f
         [(16, 96, 112), (32, 16, 112), (24, 144, 56), (32, 192, 56), (16, 64, 112)],
         "pointwise_blocks.jsonl",
     ),
+    "groups": (
+        [(576, 96, 14), (480, 96, 14), (480, 80, 14), (1152, 160, 7), (960, 320, 7)],
+        "pointwise_groups.jsonl",
+    ),
 }  # fmt: skip
 
 
@@ -63,6 +72,8 @@ def switch(change: str) -> tuple:
 
     if change == "columns":
         return (pack_constant_weights, "weights_as_columns", lambda *_: False)
+    if change == "groups":
+        return (matmul, "row_groups", lambda *_: 1)
     return (matmul, "panels_per_block", lambda *_: 1)
 
 

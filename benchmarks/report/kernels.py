@@ -308,6 +308,16 @@ def wide_outputs() -> str:
     return _before_and_now("wide_outputs.jsonl", "matmul (M x K @ K x N)")
 
 
+def pointwise_groups() -> str:
+    """``benchmarks/cpu_kernels/pointwise_layers.py groups``: row tiles shared by the threads."""
+    return _before_and_now("pointwise_groups.jsonl", "1x1 convolution (in->out @side)")
+
+
+def tall_inputs() -> str:
+    """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
+    return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
+
+
 def concatenations() -> str:
     """``benchmarks/cpu_kernels/concatenations.py``: a block per input (the pieces rule)."""
     return _before_and_now("concatenations.jsonl", "concatenation")
@@ -337,6 +347,8 @@ SECTIONS = {
     "small-map-pointwise": small_map_pointwise,
     "pointwise-blocks": pointwise_blocks,
     "wide-outputs": wide_outputs,
+    "pointwise-groups": pointwise_groups,
+    "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
 }
