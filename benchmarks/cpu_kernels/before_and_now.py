@@ -63,3 +63,22 @@ def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> No
                   f"  ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x"
                   f"  err {row['max_abs_error']:.1e}")  # fmt: skip
     append_rows(rows, results)
+
+
+def record_linear_cases(
+    cases: list[tuple[int, int, int]], off: tuple, runs: int, results: str
+) -> None:
+    """:func:`record_cases` of matmuls: each ``(M, K, N)`` of ``cases`` a ``Linear(K, N,
+    bias=False)`` over ``(1, M, K)``, named ``MxK @ KxN``."""
+    import torch
+    from onnx_models import export_case
+
+    record_cases(
+        {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in cases},
+        lambda case, path: export_case(
+            lambda c=case: torch.nn.Linear(c[1], c[2], bias=False), (1, case[0], case[1]), path
+        ),
+        off,
+        runs,
+        results,
+    )

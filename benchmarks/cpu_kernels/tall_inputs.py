@@ -21,11 +21,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from before_and_now import record_linear_cases  # noqa: E402
 
 CASES = [(16384, 32, 128), (1500, 256, 1536), (1500, 1536, 256), (2048, 1024, 1024),
          (197, 768, 3072)]  # fmt: skip
@@ -39,15 +36,7 @@ def main() -> int:
 
     from tvm_hetero.schedules.cpu import matmul
 
-    record_cases(
-        {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in CASES},
-        lambda case, path: export_case(
-            lambda c=case: torch.nn.Linear(c[1], c[2], bias=False), (1, case[0], case[1]), path
-        ),
-        (matmul, "A_CACHED_BYTES", 1 << 60),
-        args.runs,
-        "tall_inputs.jsonl",
-    )
+    record_linear_cases(CASES, (matmul, "A_CACHED_BYTES", 1 << 60), args.runs, "tall_inputs.jsonl")
     return 0
 
 

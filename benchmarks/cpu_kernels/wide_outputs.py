@@ -20,11 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from before_and_now import record_linear_cases  # noqa: E402
 
 CASES = [(128, 256, 8000), (128, 64, 8000), (128, 256, 4096), (128, 512, 2048),
          (128, 768, 3072), (197, 768, 3072)]  # fmt: skip
@@ -38,15 +35,7 @@ def main() -> int:
 
     from tvm_hetero.schedules.cpu import matmul
 
-    record_cases(
-        {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in CASES},
-        lambda case, path: export_case(
-            lambda c=case: torch.nn.Linear(c[1], c[2], bias=False), (1, case[0], case[1]), path
-        ),
-        (matmul, "L2_BLOCK_BYTES", 0),
-        args.runs,
-        "wide_outputs.jsonl",
-    )
+    record_linear_cases(CASES, (matmul, "L2_BLOCK_BYTES", 0), args.runs, "wide_outputs.jsonl")
     return 0
 
 
