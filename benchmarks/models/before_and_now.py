@@ -47,10 +47,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    import torch
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, export
+    from zoo import CORPUS, exported_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -64,12 +63,7 @@ def main() -> int:
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"{name}.onnx"
-            names = export(name, path, False)
-            torch.manual_seed(0)
-            _, example = CORPUS[name].build(False)
-            feeds = {n: a.numpy() for n, a in zip(names, example, strict=True)}
-            shapes = {n: list(a.shape) for n, a in feeds.items()}  # a symbolic batch: the example's
-            given = shapes if CORPUS[name].symbolic else None
+            given, feeds = exported_feeds(name, path)  # a symbolic batch: the example's
             model = load_model(path, shapes=given)
             feeds = {s.name: feeds[s.name] for s in model.inputs}
             now = api.compile(model, [device])

@@ -50,22 +50,15 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, export
+    from zoo import CORPUS, exported_feeds
 
     row: dict = {"model": name, "source": CORPUS[name].source, "stage": "export"}
     path = work / f"{name}{'-small' if small else ''}.onnx"
     try:
-        import torch
-
-        names = export(name, path, small)
-        torch.manual_seed(0)
-        _, args = CORPUS[name].build(small)
-        feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
+        given, feeds = exported_feeds(name, path, small)  # a symbolic batch: the example's
         row["stage"] = "import"
         start = time.perf_counter()
-        symbolic = CORPUS[name].symbolic  # the batch given as the example's
-        model = load_model(path, shapes={n: list(a.shape) for n, a in zip(names, args, strict=True)}
-                           if symbolic else None)  # fmt: skip
+        model = load_model(path, shapes=given)
         row["import_s"] = time.perf_counter() - start
         feeds = {s.name: feeds[s.name] for s in model.inputs}  # inputs the export kept
         row["stage"] = "compile"

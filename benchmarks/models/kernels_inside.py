@@ -95,7 +95,7 @@ def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[
 
 
 def main() -> int:
-    from zoo import CORPUS, export
+    from zoo import CORPUS, exported_feeds
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", choices=sorted(CORPUS), metavar="MODEL")
@@ -103,7 +103,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
-    import torch
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -111,11 +110,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{args.model}.onnx"
-        names = export(args.model, path, False)
-        torch.manual_seed(0)
-        _, example = CORPUS[args.model].build(False)
-        feeds = {n: a.numpy() for n, a in zip(names, example, strict=True)}
-        model = load_model(path)
+        given, feeds = exported_feeds(args.model, path)
+        model = load_model(path, shapes=given)
         feeds = {i.name: feeds[i.name] for i in model.inputs}
         compiled = api.compile(model, [cpu_device(threads=args.threads)])
         ours = our_kernels(compiled, feeds, args.runs)

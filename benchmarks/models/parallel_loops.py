@@ -48,7 +48,7 @@ def parallel_extents(lowered) -> dict[str, list[int]]:
 
 
 def main() -> int:
-    from zoo import CORPUS, export
+    from zoo import CORPUS, exported_feeds
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", choices=sorted(CORPUS), metavar="MODEL")
@@ -56,7 +56,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--share", type=float, default=0.005)
     args = parser.parse_args()
-    import torch
     from kernels_inside import our_kernels
 
     from tvm_hetero import api
@@ -67,11 +66,8 @@ def main() -> int:
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"{name}.onnx"
-            names = export(name, path, False)
-            torch.manual_seed(0)
-            _, example = CORPUS[name].build(False)
-            feeds = {n: a.numpy() for n, a in zip(names, example, strict=True)}
-            model = load_model(path)
+            given, feeds = exported_feeds(name, path)
+            model = load_model(path, shapes=given)
             feeds = {i.name: feeds[i.name] for i in model.inputs}
             compiled = api.compile(model, [cpu_device(threads=args.threads)])
             calls = our_kernels(compiled, feeds, args.runs)

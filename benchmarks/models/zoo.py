@@ -343,6 +343,18 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     return names
 
 
+def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, dict]:
+    """``CORPUS[name]`` exported to ``path`` (:func:`export`); returns the shapes to give
+    ``load_model`` (a symbolic batch as the example's, else None) and the example inputs by
+    input name (the loaded model may keep fewer of them)."""
+    names = export(name, path, small)
+    torch.manual_seed(0)
+    _, args = CORPUS[name].build(small)
+    feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
+    shapes = {n: list(a.shape) for n, a in feeds.items()} if CORPUS[name].symbolic else None
+    return shapes, feeds
+
+
 def _torchscript_export(module, args, path, names, symbolic: bool = False) -> None:
     axes = {n: {0: "batch"} for n in names} if symbolic else None
     torch.onnx.export(module.eval(), args, str(path), input_names=list(names), dynamo=False,
