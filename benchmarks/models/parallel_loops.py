@@ -8,11 +8,11 @@ Compiles each model for the CPU as ``api.compile`` does, times every kernel insi
 (``kernels_inside.our_kernels``) and reads the scheduled kernels (``build.multi_device.lower``
 of the placed module). A kernel is listed when it takes at least ``--share`` of the model's
 kernel time and none of its parallel loops splits evenly over ``--threads`` threads: the
-busiest thread would have over a tenth more than an even share (a loop of 3 tasks on 2
-threads: 2 and 1), or it has no parallel loop at all. TVM hands each thread an equal block of a
-parallel loop up front, so such a kernel runs as long as its busiest thread. This is how the
-matmul rule's few-panel 1x1 convolutions over small maps were found (``matmul.row_groups``).
-Prints only; nothing is written.
+busiest thread would have over a tenth more than an even share (``matmul.MAX_IMBALANCE``; a
+loop of 3 tasks on 2 threads: 2 and 1), or it has no parallel loop at all. TVM hands each
+thread an equal block of a parallel loop up front, so such a kernel runs as long as its busiest
+thread. This is how the matmul rule's few-panel 1x1 convolutions over small maps were found
+(``matmul.row_groups``). Prints only; nothing is written.
 """
 
 from __future__ import annotations
@@ -26,14 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-UNEVEN = 1.1
-"""The most work the busiest thread may have over an even share for a loop to count as even."""
 PARALLEL = re.compile(r"T\.parallel\((?:T\.int64\()?(\d+)")
-
-
-def busiest(extent: int, threads: int) -> float:
-    """The busiest thread's work over an even share, ``extent`` tasks on ``threads``."""
-    return -(-extent // threads) * threads / extent
 
 
 def parallel_extents(lowered) -> dict[str, list[int]]:
@@ -62,6 +55,7 @@ def main() -> int:
     from tvm_hetero.build.multi_device import lower
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
+    from tvm_hetero.schedules.cpu.matmul import MAX_IMBALANCE, busiest_share
 
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
@@ -79,11 +73,12 @@ def main() -> int:
         uneven = [
             (us, kernel) for kernel, us in by_kernel.items()
             if us >= args.share * total
-            and min((busiest(e, args.threads) for e in extents.get(kernel, [])), default=2.0)
-            > UNEVEN
+            and min((busiest_share(e, args.threads) for e in extents.get(kernel, [])),
+                    default=2.0) > MAX_IMBALANCE
         ]  # fmt: skip
+        idle = sum(us for us, _ in uneven) / total
         print(f"{name}: {total:.0f} us in {len(calls)} kernel calls; "
-              f"{sum(us for us, _ in uneven) / total:.0%} in kernels that leave a thread idle")  # fmt: skip
+              f"{idle:.0%} in kernels that leave a thread idle")  # fmt: skip
         for us, kernel in sorted(uneven, reverse=True):
             loops = extents.get(kernel) or "none"
             print(f"  {us:8.0f} us  {kernel[:44]:44}  parallel loops: {loops}")

@@ -253,17 +253,19 @@ def row_groups(tasks: int, row_tiles: int, cores: int) -> int:
     panels: MnasNet's 576 -> 96 over 14 x 14 had three, two on one thread and one on the
     other, so one thread worked twice as long as the other; cut into two groups of row tiles,
     six tasks split three and three."""
-
-    def imbalance(n: int) -> float:
-        return -(-n // cores) * cores / n
-
-    if cores <= 1 or imbalance(tasks) <= MAX_IMBALANCE:
+    if cores <= 1 or busiest_share(tasks, cores) <= MAX_IMBALANCE:
         return 1
     divisors = [g for g in range(2, row_tiles + 1) if row_tiles % g == 0]
-    fit = [g for g in divisors if imbalance(tasks * g) <= MAX_IMBALANCE]
+    fit = [g for g in divisors if busiest_share(tasks * g, cores) <= MAX_IMBALANCE]
     if fit:
         return fit[0]
-    return min(divisors, key=lambda g: (imbalance(tasks * g), g), default=1)
+    return min(divisors, key=lambda g: (busiest_share(tasks * g, cores), g), default=1)
+
+
+def busiest_share(tasks: int, threads: int) -> float:
+    """The busiest thread's work over an even share where a parallel loop of ``tasks`` equal
+    tasks runs on ``threads`` (TVM hands each thread a block of them up front): 3 on 2, 4/3."""
+    return -(-tasks // threads) * threads / tasks
 
 
 def rows_per_tile(target: Target) -> int:
