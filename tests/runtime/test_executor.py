@@ -187,6 +187,23 @@ def test_percentiles_of_timed_runs(branches):
     assert stats.median_ms <= stats.p99_ms <= stats.p999_ms <= max(stats.samples_ms)
 
 
+def test_a_warm_up_of_slow_runs_stops_after_its_seconds(branches, monkeypatch):
+    """Five warm-up runs where each is fast; one where a run takes longer than the warm-up's
+    seconds (ViT-Large's runs of seconds on a cluster's devices), the timed runs unchanged."""
+    from tvm_hetero.runtime import stats
+
+    model, inputs = branches
+    with Executor(api.compile(model, [resolve_device("cpu")]).deployment) as executor:
+        runs, run_many = [], executor.run_many
+        monkeypatch.setattr(executor, "run_many", lambda b: runs.append(1) or run_many(b))
+        assert len(executor.time(inputs, repeat=3, warmup=5).samples_ms) == 3
+        assert len(runs) == 5 + 3
+        monkeypatch.setattr(stats, "WARMUP_S", 0.0)
+        runs.clear()
+        assert len(executor.time(inputs, repeat=3, warmup=5).samples_ms) == 3
+        assert len(runs) == 1 + 3
+
+
 def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, monkeypatch):
     model, _ = branches
     one = api.compile(model, [resolve_device("cpu")]).deployment

@@ -3,7 +3,7 @@
 import pytest
 
 from tvm_hetero.runtime.executor import Event, Timeline
-from tvm_hetero.runtime.stats import pipeline_stats
+from tvm_hetero.runtime.stats import pipeline_stats, warm_up
 
 
 def test_a_units_wait_for_its_input_is_not_busy_time():
@@ -23,3 +23,18 @@ def test_a_units_wait_for_its_input_is_not_busy_time():
     assert stats.utilisation("b") == pytest.approx(0.65)
     assert stats.latency_s == pytest.approx((3.0, 4.0))
     assert stats.steady_s == pytest.approx(2.0)
+
+
+def test_a_warm_up_stops_once_its_runs_took_its_seconds(monkeypatch):
+    import tvm_hetero.runtime.stats as stats
+
+    clock = [0.0]
+
+    def run(took: float):
+        return lambda: clock.__setitem__(0, clock[0] + took)
+
+    monkeypatch.setattr(stats.time, "perf_counter", lambda: clock[0])
+    assert warm_up(run(0.1), 5, seconds=1.0) == 5  # fast runs: all of them
+    assert warm_up(run(0.4), 5, seconds=1.0) == 3  # 0.4, 0.8, then 1.2 >= 1.0
+    assert warm_up(run(3.0), 5, seconds=1.0) == 1  # one slow run is enough
+    assert warm_up(run(3.0), 0, seconds=1.0) == 0

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.runtime.stats import warm_up
 
 
 def onnxruntime_missing(source: Any) -> str | None:
@@ -154,8 +155,7 @@ class RemoteOnnxRuntimePeer:
         fresh = self._session is None
         self.open()
         with self._failing("running ONNX Runtime"):
-            for _ in range(self._warmup if fresh else warmup):
-                self._ask()
+            warm_up(self._ask, self._warmup if fresh else warmup)
             samples = []
             for _ in range(runs):
                 start = time.perf_counter()

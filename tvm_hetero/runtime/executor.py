@@ -31,7 +31,7 @@ from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
 from tvm_hetero.runtime.programs import NotProgrammable, Programs, worker_programs
 from tvm_hetero.runtime.runs import Event, Run, Timeline, bare, release
-from tvm_hetero.runtime.stats import LatencyStats
+from tvm_hetero.runtime.stats import LatencyStats, warm_up
 from tvm_hetero.runtime.worker import LocalWorker, Worker
 
 
@@ -503,8 +503,7 @@ class Executor:
         )
         tensors = list(inputs) if placed else self.place_inputs(inputs)
         batches = [tensors] * microbatches
-        for _ in range(warmup):
-            self.run_many(batches)
+        warm_up(lambda: self.run_many(batches), warmup)
         samples = []
         for _ in range(repeat):
             start = time.perf_counter()

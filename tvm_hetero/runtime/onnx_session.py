@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tvm_hetero.runtime.stats import warm_up
+
 _TYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_,
@@ -86,9 +88,9 @@ class OnnxSession:
         return self.session.run(None, self.feed(inputs))
 
     def timed(self, runs: int, warmup: int = 0) -> list[float]:
-        """``warmup`` untimed runs, then each of ``runs`` runs' seconds."""
-        for _ in range(warmup):
-            self.session.run(None, self.feeds)
+        """Up to ``warmup`` untimed runs (:func:`~tvm_hetero.runtime.stats.warm_up`), then
+        each of ``runs`` runs' seconds."""
+        warm_up(lambda: self.session.run(None, self.feeds), warmup)
         samples = []
         for _ in range(runs):
             start = time.perf_counter()
