@@ -3,7 +3,7 @@
 import pytest
 
 from tvm_hetero.runtime.executor import Event, Timeline
-from tvm_hetero.runtime.stats import pipeline_stats, warm_up
+from tvm_hetero.runtime.stats import pipeline_stats, warm_up, warm_up_runs
 
 
 def test_a_units_wait_for_its_input_is_not_busy_time():
@@ -38,3 +38,6 @@ def test_a_warm_up_stops_once_its_runs_took_its_seconds(monkeypatch):
     assert warm_up(run(0.4), 5, seconds=1.0) == 3  # 0.4, 0.8, then 1.2 >= 1.0
     assert warm_up(run(3.0), 5, seconds=1.0) == 1  # one slow run is enough
     assert warm_up(run(3.0), 0, seconds=1.0) == 0
+    # what a planner expects of it: the same counts
+    assert [warm_up_runs(5, t) for t in (0.1, 0.4, 3.0)] == [5, 3, 1]
+    assert warm_up_runs(0, 3.0) == 0

@@ -143,14 +143,23 @@ def test_confirmation_compiles_no_plan_past_its_time_left(devices, trained):
     )  # fmt: skip
     assert built == timed[:2] and list(one_more.confirmed_s) == timed[:2]
     # a compile leaves room for the first round of timing it and those before it: FlexPie's
-    # plan priced 20 s a run (6 runs of its first turn), 100 s left: no second compile
-    slow = dataclasses.replace(result.partition, gather_s=result.partition.gather_s + 20.0)
+    # plan priced 60 s a run (2 runs of its first turn: one to warm up, a round's one), 100 s
+    # left: no second compile; at 30 s a run (60 s of the 100) there is room for one
+    slow = dataclasses.replace(result.partition, gather_s=result.partition.gather_s + 60.0)
     built.clear()
     alone = confirm_by_measurement(
         dataclasses.replace(result, partition=slow), model, devices, plans=3, repeat=3,
         build=build, time_left=lambda: 100.0,
     )  # fmt: skip
     assert built == ["flexpie"] and not alone.confirmed_s
+    slower = dataclasses.replace(result.partition, gather_s=result.partition.gather_s + 30.0)
+    built.clear()
+    answers = iter([100.0])  # then none left: no third compile
+    confirm_by_measurement(
+        dataclasses.replace(result, partition=slower), model, devices, plans=3, repeat=3,
+        build=build, time_left=lambda: next(answers, 0.0),
+    )  # fmt: skip
+    assert built == timed[:2]
 
 
 def test_confirmation_times_no_round_past_its_time_left(devices, trained, monkeypatch):

@@ -13,6 +13,7 @@ from tvm_hetero import api
 from tvm_hetero.cli.main import main
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.frontends import load_model
+from tvm_hetero.optimize import search
 from tvm_hetero.optimize.report import took
 from tvm_hetero.optimize.search import PLANNING_SHARE, optimize
 from tvm_hetero.runtime.deployment import read_manifest
@@ -24,6 +25,13 @@ def toy(monkeypatch):
     """The toy strategy of ``toy_strategy`` registered for one test."""
     monkeypatch.setitem(registry.PACKAGES, "toy", "toy_strategy")
     return registry.get_strategy("toy")
+
+
+@pytest.fixture
+def no_floor(monkeypatch):
+    """Planning in its share from the search's start, with no device compiled and run first:
+    for the tests of the shares, whose budgets are shorter than a compile."""
+    monkeypatch.setattr(search._Search, "floor", lambda *args: None)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +52,7 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     assert names["flexpie"].status.startswith("not applicable: no spatial layers")
     assert names["duet"].status.startswith("not applicable: no branches")
     assert names["eop"].samples_s and names["als"].predicted_s is not None
-    assert list(found.phases) == ["planning", "compiling", "timing"]  # the kept build held
+    assert list(found.phases) == ["each device alone", "planning", "compiling", "timing"]
     assert 0 < sum(found.phases.values()) <= found.seconds
     inputs = model.random_inputs()
     reference = api.reference_outputs(model, inputs, cores[0])
@@ -68,7 +76,9 @@ def test_builds_too_large_to_hold_are_saved_and_timed_apart(tmp_path, cores, mon
     found = optimize(model, cores, settings={"db": str(tmp_path / "db.jsonl")}, runs=4,
                      rounds=2, in_memory=False)  # fmt: skip
     timed = [e for e in found.entries if e.samples_s]
-    assert len(timed) == 4 and len(set(timed_apart)) == 4 and len(timed_apart) == 8
+    # each device alone run once apart before planning, then four candidates in two rounds
+    assert len(timed) == 4 and len(set(timed_apart)) == 4 and len(timed_apart) == 3 + 8
+    assert set(timed_apart[:3]) == set(timed_apart[3:6]) and "3.tar" not in timed_apart[:3]
     assert found.kept.name == "eop" and len(found.kept.devices) == 2
     assert isinstance(found.compiled, api.CompiledModel)
     assert found.compiled.placement == found.kept.plan
@@ -181,12 +191,14 @@ def test_plug_in_offered_by_plan_compile_and_optimize(tmp_path, capsys, toy):
     out = capsys.readouterr().out
     assert "│ toy " in out and "kept" in out and "The search took" in out
     assert best.exists() and "| toy |" in report.read_text()
-    assert "(planning " in report.read_text()
+    assert "(each device alone " in report.read_text() and ", planning " in report.read_text()
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert "Warning" not in out
 
 
-def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, monkeypatch):
+def test_a_strategy_planning_past_the_budget_is_stopped(
+    tmp_path, cores, toy, monkeypatch, no_floor
+):
     import time
 
     def slow(self, model, devices, settings, progress):
@@ -205,7 +217,7 @@ def test_a_strategy_planning_past_the_budget_is_stopped(tmp_path, cores, toy, mo
 
 
 def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
-    tmp_path, cores, toy, monkeypatch
+    tmp_path, cores, toy, monkeypatch, no_floor
 ):  # fmt: skip
     """Reading the time left, a strategy's reports past its share are let through (its plan
     is kept) until it is a whole share late; then it is stopped as any other."""
@@ -231,7 +243,7 @@ def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
     assert stopped.entries[0].status == "stopped: over its 0.5 s of the budget while last run"
 
 
-def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypatch):
+def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypatch, no_floor):
     """A plan made after the budget's end is not compiled; each device alone is, and timed in
     one round, not all five: the search ends near its budget, and says what it cut."""
     import time
@@ -262,7 +274,9 @@ def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypa
     assert "over its" not in took(roomy)
 
 
-def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy, monkeypatch):
+def test_each_strategy_plans_within_its_share_of_the_budget(
+    tmp_path, cores, toy, monkeypatch, no_floor
+):
     """A strategy that would plan forever is stopped at its share (half the budget with two),
     and the one after it still plans: it is not starved."""
     monkeypatch.setattr(registry, "PACKAGES", {"toy_slow": "toy_slow", "toy": "toy_strategy"})
@@ -271,3 +285,53 @@ def test_each_strategy_plans_within_its_share_of_the_budget(tmp_path, cores, toy
     status = {e.name: e.status for e in found.entries}
     assert status["toy_slow"].startswith("stopped: over its 0.5 s of the budget while step")
     assert {e.name: e for e in found.entries}["toy"].plan is not None
+
+
+def test_each_device_alone_is_compiled_and_run_once_before_planning_which_leaves_time_to_time(
+    tmp_path, cores, toy, monkeypatch
+):  # fmt: skip
+    """Each device alone is compiled and run once first; planning then ends where compiling
+    and timing what must follow would no longer fit: no time to plan where the devices alone
+    are slow to load (one turn of timing each), the whole share where they are quick."""
+    import time
+
+    from tvm_hetero.runtime import executor
+
+    steps, shares = [], []
+    plan = type(toy).plan
+
+    def recorded(self, model, devices, settings, progress):
+        shares.append(progress.time_left())
+        return plan(self, model, devices, settings, progress)
+
+    class Steps(search.Progress):
+        def step(self, what, done, total):
+            steps.append(what)
+
+    monkeypatch.setattr(registry, "PACKAGES", {"toy": "toy_strategy"})
+    monkeypatch.setattr(type(toy), "plan", recorded)
+    db = {"db": str(tmp_path / "db.jsonl")}
+    roomy = optimize(load_model("mlp:tiny"), cores, budget_s=60, runs=3, settings=db,
+                     progress=Steps())  # fmt: skip
+    planned = steps.index("planning with toy")
+    assert steps.index("compiling cpu@0 alone") < steps.index("running cpu@0-1 alone once")
+    assert steps.index("running cpu@0-1 alone once") < planned
+    assert [s for s in steps[planned:] if s.startswith("compiling")] == ["compiling toy"]
+    floor = roomy.phases["each device alone"]
+    assert shares[0] == pytest.approx((60 - floor) * PLANNING_SHARE, abs=1.0)
+    assert roomy.entries[0].name == "toy" and roomy.entries[0].samples_s
+    timed = executor.interleaved_run_seconds
+
+    def slow_to_load(deployments, repeats, rounds=5, **kwargs):
+        if list(repeats) == [1] and rounds == 1:  # the floor's run of a device alone
+            time.sleep(1.0)
+        return timed(deployments, repeats, rounds, **kwargs)
+
+    monkeypatch.setattr(executor, "interleaved_run_seconds", slow_to_load)
+    slow = optimize(load_model("mlp:tiny"), cores, budget_s=6, runs=3, settings=db)
+    # three devices alone, each turn over a second: their timing, and the toy's plan compiled
+    # and timed, need more than the 6 s less the floor's 3 and more
+    status = slow.entries[0].status
+    assert re.fullmatch(r"not planned: each device alone took \d+ s, and timing them leaves "
+                        r"no time to plan \(try --budget \d+\)", status), status  # fmt: skip
+    assert len(shares) == 1 and slow.kept.kind == "single"

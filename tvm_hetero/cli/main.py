@@ -305,9 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     opt.add_argument(
         "--budget", type=_number(float, 0.0, low_open=True), default=10.0, metavar="MINUTES",
-        help="minutes the search may take (default 10): the strategies plan in the first "
-        "half, the candidates are compiled and timed in the rest (fewer runs if need be); "
-        "each device alone always is",
+        help="minutes the search may take (default 10): each device alone is compiled and "
+        "run once, the strategies plan in half of the rest (less where timing the "
+        "candidates needs more), the candidates are compiled and timed in the rest (fewer "
+        "runs if need be)",
     )  # fmt: skip
     opt.add_argument("--output", "-o", required=True, metavar="FILE", help="the fastest, a .tar")
     opt.add_argument("--report", metavar="MD", help="write the candidates and verdict (Markdown)")

@@ -128,10 +128,10 @@ def markdown(result: OptimizeResult, devices: list[str]) -> str:
 
 def took(result: OptimizeResult) -> str:
     """Where the search's time went, what its budget cut short and by how much it overran
-    the budget, ``" (planning 12 s, compiling 30 s, timing 8 s; the budget's end: timed 8 of
-    20 runs each; 10 s over its 50 s budget)"``; empty where no phase was recorded. A search
-    overruns where each device alone, always compiled and timed once, takes more than the
-    budget leaves after planning (ViT-Large on devices of part of a core: minutes)."""
+    the budget, ``" (each device alone 3 s, planning 12 s, compiling 30 s, timing 8 s; the
+    budget's end: timed 8 of 20 runs each; 10 s over its 50 s budget)"``; empty where no
+    phase was recorded. A search overruns where each device alone, always compiled and timed
+    once, takes more than the budget (ViT-Large on devices of part of a core: minutes)."""
     if not result.phases:
         return ""
     notes = [f"the budget's end: {result.cut}"] if result.cut else []

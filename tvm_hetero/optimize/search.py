@@ -6,6 +6,7 @@ the model."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -20,18 +21,21 @@ from tvm_hetero.devices.discover import merged_cpu
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import BuildError, RunError
 from tvm_hetero.frontends.model import Model
+from tvm_hetero.optimize.peer import onnxruntime_missing
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
+from tvm_hetero.runtime.stats import warm_up_runs
 from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
 from tvm_hetero.strategies.registry import strategies as registered
 
 FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
 """What a strategy that cannot handle a model raises: it drops out, the search goes on."""
 PLANNING_SHARE = 0.5
-"""The part of the budget the strategies plan in; compiling and timing the candidates take the
-rest and what planning left. Before, the budget bounded planning alone and the candidates were
-compiled and timed after it: searches on the emulated clusters took two to four times their
-budget."""
+"""The part of the budget left after each device alone was compiled and run once that the
+strategies plan in (less where compiling and timing the candidates would not fit in the
+rest: :meth:`_Search.floor`); compiling and timing them take the rest and what planning left.
+Before, the budget bounded planning alone and the candidates were compiled and timed after
+it: searches on the emulated clusters took two to four times their budget."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,9 @@ class OptimizeResult:
     seconds : float
         How long the search took.
     phases : dict[str, float]
-        Its seconds by phase, in order: ``planning``, ``compiling``, ``timing`` (and
-        ``compiling the kept one again`` where its build was not held).
+        Its seconds by phase, in order: ``each device alone`` (compiled and run once; not
+        offline), ``planning``, ``compiling``, ``timing`` (and ``compiling the kept one
+        again`` where its build was not held).
     cut : str
         What the budget's end cut short (``"timed 8 of 20 runs each"``), empty if nothing.
     budget_s : float
@@ -170,6 +175,10 @@ class _Search:
     builds: HeldBuilds = field(repr=False)
     entries: list[Entry] = field(default_factory=list)
     plans: dict[str, PlanResult] = field(default_factory=dict)
+    compile_s: list[float] = field(default_factory=list)  # each compile's, as it ends
+    floor_s: float = 0.0  # of the budget, what compiling each device alone and a run took
+    reserve_s: float = 0.0  # what compiling and timing the candidates will take, estimated
+    floor_took_all: bool = False  # the floor left planning no time
 
     def over(self) -> bool:
         return time.monotonic() > self.deadline
@@ -200,7 +209,7 @@ class _Search:
         for k, name in enumerate(applying):
             strategy = found[name]
             if self.over():
-                self.entries.append(Entry(name, "strategy", (), status="not planned: over budget"))
+                self.entries.append(Entry(name, "strategy", (), status=self.not_planned()))
                 continue
             share = (self.deadline - time.monotonic()) / (len(applying) - k)
             self.progress.step(f"planning with {name}", k, len(applying))
@@ -233,6 +242,55 @@ class _Search:
             self.plans[name] = result
             self.entries.append(Entry(name, "strategy", tuple(plan.devices), result.predicted_s,
                                       plan=plan))  # fmt: skip
+
+    def floor(self, top: int, runs: int, rounds: int, peers: bool) -> None:
+        """Each device alone compiled and run once before any strategy plans (each is always
+        compiled and timed: the floor of the search): how long a compile and a turn of
+        timing take here, measured, ends planning early enough that compiling and timing
+        ``top`` plans, each device alone and (``peers``) ONNX Runtime on each CPU, as long as
+        that CPU's turn, fit in the rest of the budget, where planning's share would leave
+        them too little. ViT-Large's searches on the emulated clusters, planning in half of
+        a six-minute budget, took eleven to seventeen minutes (compiling each candidate, a
+        1.2 GB library sent to each worker, runs of seconds)."""
+        from tvm_hetero.runtime.executor import WARMUP_RUNS, interleaved_run_seconds
+
+        began = time.monotonic()
+        singles = [k for k, e in enumerate(self.entries) if e.kind == "single"]
+        by_name = {d.name: d for d in self.pool()}
+        per_round = -(-runs // rounds)
+        turns: dict[str, float] = {}
+        for n, k in enumerate(self.build(singles)):
+            entry = self.entries[k]
+            self.progress.step(f"running {entry.name} once", n, len(singles))
+            start = time.monotonic()
+            (ran,) = interleaved_run_seconds([self.builds.timed(entry.name)], [1], 1, warmup=1)
+            run_s = ran[0]
+            load_s = max(0.0, time.monotonic() - start - 2 * run_s)  # a warm-up and a run
+            turns[entry.devices[0]] = (
+                load_s + (warm_up_runs(WARMUP_RUNS, run_s) + per_round) * run_s
+            )
+        self.floor_s = time.monotonic() - began
+        if not turns:
+            return
+        cpus = [t for name, t in turns.items() if by_name[name].kind is DeviceKind.CPU]
+        compile_s = statistics.mean(self.compile_s) if self.compile_s else 0.0
+        again = compile_s if self.builds.folder is not None else 0.0  # the kept one, saved
+        self.reserve_s = (
+            sum(turns.values()) + (sum(cpus) if peers else 0.0)
+            + top * (compile_s + statistics.mean(turns.values())) + again
+        )  # fmt: skip
+        now = time.monotonic()
+        self.deadline = min(now + (self.end - now) * PLANNING_SHARE, self.end - self.reserve_s)
+        self.floor_took_all = self.deadline <= now
+
+    def not_planned(self) -> str:
+        """Why a strategy was not planned: the budget's end, and where the floor left no
+        time to plan, how long a budget would leave planning its share."""
+        if not self.floor_took_all:
+            return "not planned: over budget"
+        needed = (self.floor_s + self.reserve_s) / (1 - PLANNING_SHARE)
+        return (f"not planned: each device alone took {self.floor_s:.0f} s, and timing "
+                f"them leaves no time to plan (try --budget {math.ceil(needed / 60)})")  # fmt: skip
 
     def singles(self) -> None:
         """Each device alone (and one worker on every given CPU core set, when there are
@@ -267,7 +325,7 @@ class _Search:
         )  # fmt: skip
         for k in ranked[top:]:
             self.entries[k] = replace(self.entries[k], status=f"not timed: not in the top {top}")
-        singles = [k for k, e in enumerate(self.entries) if e.kind == "single"]
+        singles = [k for k, e in enumerate(self.entries) if e.kind == "single" and not e.status]
         return singles + ranked[:top]
 
     def build(self, picked: list[int]) -> list[int]:
@@ -281,13 +339,15 @@ class _Search:
             if late and entry.kind == "strategy":
                 self.entries[k] = replace(entry, status="not timed: the budget ended first")
                 continue
-            self.progress.step(f"compiling {entry.name}", n, len(picked))
             try:
                 twin = self.twin(entry, built)
                 if twin is not None:
                     self.builds.add(entry.name, twin)
-                elif entry.name not in self.builds:
+                elif entry.name not in self.builds:  # (held: compiled before planning)
+                    self.progress.step(f"compiling {entry.name}", n, len(picked))
+                    began = time.monotonic()
                     self.builds.add(entry.name, self.compile(entry))
+                    self.compile_s.append(time.monotonic() - began)
                     self.builds.dropped()
             except FAILURES as err:
                 self.entries[k] = replace(entry, status=f"failed to build: {err}")
@@ -344,11 +404,13 @@ def optimize(
         ``latency``: one request at a time; ``throughput``: a stream, ``microbatches`` requests
         in flight (EdgePipe plans for it; the others run with requests in flight too).
     budget_s
-        Seconds the search may take. The strategies plan in :data:`PLANNING_SHARE` of it (one
-        still planning then is stopped at its next progress report, one not started is
-        skipped); the plans made are compiled and timed beside each device alone in the rest:
-        a plan not compiled by the end is not timed, and no round of timing starts that would
-        end past it (the first always runs, and each device alone is always compiled).
+        Seconds the search may take. Each device alone is compiled and run once first; the
+        strategies then plan in :data:`PLANNING_SHARE` of what is left, or less where
+        compiling and timing the candidates, as long as that run says, would not fit in the
+        rest (one still planning then is stopped at its next progress report, one not started
+        is skipped); the plans made are compiled and timed beside each device alone in the
+        rest: a plan not compiled by the end is not timed, and no round of timing starts that
+        would end past it (the first always runs).
     settings
         Every strategy's settings by name (``db``, ``options``, ``cluster``, ``offline``, and
         each one's flags); each strategy reads the ones it takes.
@@ -406,8 +468,12 @@ def _search(
         now = time.monotonic()
         phases[name], mark = now - mark, now
 
-    search.plan_all()
     search.singles()
+    if not search.settings.get("offline"):
+        search.floor(top, runs, rounds, bool(onnx) and not onnxruntime_missing(onnx))
+        phase("each device alone")
+    search.plan_all()
+    search.entries.sort(key=lambda e: e.kind != "strategy")  # strategies first, as they came
     search.same_as_single()
     picked = search.to_time(top)
     if search.settings.get("offline"):
@@ -484,11 +550,7 @@ def _peers(onnx: str | None, search: _Search, model: Model) -> list[tuple[Device
     this process for this machine's CPUs, by the worker for a cluster's (a worker that cannot,
     without ``onnxruntime`` say, adds an entry saying so instead)."""
     from tvm_hetero.errors import RunError
-    from tvm_hetero.optimize.peer import (
-        OnnxRuntimePeer,
-        RemoteOnnxRuntimePeer,
-        onnxruntime_missing,
-    )
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer, RemoteOnnxRuntimePeer
 
     if onnx is None or onnxruntime_missing(onnx) or search.settings.get("offline"):
         return []

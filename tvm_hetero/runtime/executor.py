@@ -558,7 +558,14 @@ def _topological_order(deps: Sequence[int], succ: Sequence[Sequence[int]]) -> li
     return order
 
 
-def run_seconds(deployment: Deployment, repeat: int, warmup: int = 5) -> tuple[float, ...]:
+WARMUP_RUNS = 5
+"""Untimed runs of a deployment before its first timed one (fewer where they take over a
+second: :func:`~tvm_hetero.runtime.stats.warm_up`)."""
+
+
+def run_seconds(
+    deployment: Deployment, repeat: int, warmup: int = WARMUP_RUNS
+) -> tuple[float, ...]:
     """One sample per run of ``deployment`` end to end on the concurrent runtime, its inputs
     drawn with seed 0 from its input specs (what ``Model.random_inputs`` draws)."""
     return interleaved_run_seconds([deployment], [repeat], rounds=1, warmup=warmup)[0]
@@ -585,7 +592,8 @@ def _opened(deployment: Deployment) -> tuple[Executor, list]:
 
 def interleaved_run_seconds(
     deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
-    warmup: int = 5, microbatches: int = 1, peers: Sequence[Callable[[int, int], list[float]]] = (),
+    warmup: int = WARMUP_RUNS, microbatches: int = 1,
+    peers: Sequence[Callable[[int, int], list[float]]] = (),
     deadline: float | None = None, least: int | None = None,
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,14 @@ def warm_up(run: Callable[[], object], runs: int, seconds: float | None = None) 
             return done
         run()
     return runs
+
+
+def warm_up_runs(runs: int, run_s: float) -> int:
+    """How many runs :func:`warm_up` makes of at most ``runs``, each ``run_s`` seconds long:
+    for a planner's estimate of a turn of timing."""
+    if runs < 1:
+        return 0
+    return min(runs, max(1, math.ceil(WARMUP_S / run_s))) if run_s > 0 else runs
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.stats import warm_up_runs
 from tvm_hetero.strategies.base import Pace
 from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
@@ -52,12 +53,13 @@ def confirm_by_measurement(
     :class:`ConfirmBuilds`: ``api.compile`` for the devices in the plan's order; a benchmark
     passes its kept builds). With ``time_left`` (seconds, None for no limit) no compile starts
     after FlexPie's own that would end past it with the first turns of timing it and those
-    before it (:data:`WARMUP` runs and a round's, each as long as its price), by the compiles'
-    average so far; those not compiled are not timed. No round of timing starts that would end
-    past it either, and of the first no plan's turn once two are timed: ViT-Base's four plans
-    on the emulated mesh took 243 s to time, 133 s past FlexPie's share of a six-minute
-    search, each turn on the shared workers a library loaded and warmed up again; ViT-Large's
-    first two turns, a 1.2 GB library sent to each worker a plan, 229 s.
+    before it (its warm-up, :data:`WARMUP` runs or a second's, and a round's runs, each as
+    long as its price), by the compiles' average so far; those not compiled are not timed. No
+    round of timing starts that would end past it either, and of the first no plan's turn once
+    two are timed: ViT-Base's four plans on the emulated mesh took 243 s to time, 133 s past
+    FlexPie's share of a six-minute search, each turn on the shared workers a library loaded
+    and warmed up again; ViT-Large's first two turns, a 1.2 GB library sent to each worker a
+    plan, 229 s.
 
     Returns
     -------
@@ -75,8 +77,10 @@ def confirm_by_measurement(
     if len(names) < 2:
         return result
     deployments, pace = [], Pace(time_left)
-    first = WARMUP + -(-repeat // ROUNDS)  # runs of a plan's first turn
-    turns_s = [first * partitions[name].predicted_s for name in names]
+    turns_s = [
+        (warm_up_runs(WARMUP, p.predicted_s) + -(-repeat // ROUNDS)) * p.predicted_s
+        for p in (partitions[name] for name in names)
+    ]  # a plan's first turn: its warm-up and a round's runs
     for k, name in enumerate(names):
         if not pace.room(after=sum(turns_s[: k + 1])):
             names = names[:k]
