@@ -179,21 +179,17 @@ class _Search:
     floor_s: float = 0.0  # of the budget, what compiling each device alone and a run took
     reserve_s: float = 0.0  # what compiling and timing the candidates will take, estimated
     floor_took_all: bool = False  # the floor left planning no time
+    applying: list[str] = field(default_factory=list)  # the strategies that apply, in order
 
     def over(self) -> bool:
         return time.monotonic() > self.deadline
 
-    def plan_all(self) -> None:
-        """Every registered strategy asked whether it applies, and planned when it does, each
-        within an equal share of the budget left (what one leaves unused passes to the next), so
-        a slow strategy early in the registry cannot starve the others. For devices reached
-        offline, the first strategy that exports workloads for the box ends the search's round
-        (its results, merged next time, let it plan; then the next one asks)."""
+    def ask(self) -> None:
+        """Every registered strategy asked whether it applies: those that do are
+        :attr:`applying`, the others entries with the reason."""
         offline = self.settings.get("offline")
         cluster = self.settings.get("cluster")
-        found = registered()
-        applying = []
-        for name, strategy in found.items():
+        for name, strategy in registered().items():
             why = None
             # a plan for one request serves a stream too (requests in flight overlap where
             # its devices are free); a pipeline for a stream is not a plan for one request
@@ -203,9 +199,17 @@ class _Search:
                 why = "cannot plan for devices reached only offline"
             why = why or strategy.applicable(self.model, self.devices, cluster)
             if why is None:
-                applying.append(name)
+                self.applying.append(name)
             else:
                 self.entries.append(Entry(name, "strategy", (), status=f"not applicable: {why}"))
+
+    def plan_all(self) -> None:
+        """Each strategy that applies (:meth:`ask`) planned, each
+        within an equal share of the budget left (what one leaves unused passes to the next), so
+        a slow strategy early in the registry cannot starve the others. For devices reached
+        offline, the first strategy that exports workloads for the box ends the search's round
+        (its results, merged next time, let it plan; then the next one asks)."""
+        found, applying = registered(), self.applying
         for k, name in enumerate(applying):
             strategy = found[name]
             if self.over():
@@ -275,9 +279,10 @@ class _Search:
         cpus = [t for name, t in turns.items() if by_name[name].kind is DeviceKind.CPU]
         compile_s = statistics.mean(self.compile_s) if self.compile_s else 0.0
         again = compile_s if self.builds.folder is not None else 0.0  # the kept one, saved
+        plans = min(top, len(self.applying))
         self.reserve_s = (
             sum(turns.values()) + (sum(cpus) if peers else 0.0)
-            + top * (compile_s + statistics.mean(turns.values())) + again
+            + plans * (compile_s + statistics.mean(turns.values())) + again
         )  # fmt: skip
         now = time.monotonic()
         self.deadline = min(now + (self.end - now) * PLANNING_SHARE, self.end - self.reserve_s)
@@ -468,12 +473,14 @@ def _search(
         now = time.monotonic()
         phases[name], mark = now - mark, now
 
+    search.ask()
     search.singles()
     if not search.settings.get("offline"):
         search.floor(top, runs, rounds, bool(onnx) and not onnxruntime_missing(onnx))
         phase("each device alone")
     search.plan_all()
-    search.entries.sort(key=lambda e: e.kind != "strategy")  # strategies first, as they came
+    order = {name: k for k, name in enumerate(registered())}
+    search.entries.sort(key=lambda e: (e.kind != "strategy", order.get(e.name, 0)))
     search.same_as_single()
     picked = search.to_time(top)
     if search.settings.get("offline"):
