@@ -57,7 +57,7 @@ def optimize() -> str:
             "from the client that our runs there pay (`in worker`, before 158cebd).",
             f"Strategies that applied: {reached['applied']}; of them {reached['timed']} "
             f"had a plan timed, {reached['one device']} planned one device (timed as that "
-            f"device), {reached['over budget']} stopped over their share of the budget, "
+            f"device), {reached['over budget']} stopped at or not started within the budget, "
             f"{reached['below the top']} were not timed (predicted slower than the top three) "
             f"and {reached['failed']} failed. The kept candidate is the fastest measured by "
             "construction; a strategy stopped early is a candidate never weighed.",

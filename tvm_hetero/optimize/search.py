@@ -293,7 +293,7 @@ class _Search:
         time to plan, how long a budget would leave planning its share."""
         if not self.floor_took_all:
             return "not planned: over budget"
-        needed = (self.floor_s + self.reserve_s) / (1 - PLANNING_SHARE)
+        needed = self.floor_s + self.reserve_s / (1 - PLANNING_SHARE)  # its share: the rest
         return (f"not planned: each device alone took {self.floor_s:.0f} s, and timing "
                 f"them leaves no time to plan (try --budget {math.ceil(needed / 60)})")  # fmt: skip
 
