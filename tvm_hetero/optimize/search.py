@@ -204,11 +204,11 @@ class _Search:
                 self.entries.append(Entry(name, "strategy", (), status=f"not applicable: {why}"))
 
     def plan_all(self) -> None:
-        """Each strategy that applies (:meth:`ask`) planned, each
-        within an equal share of the budget left (what one leaves unused passes to the next), so
-        a slow strategy early in the registry cannot starve the others. For devices reached
-        offline, the first strategy that exports workloads for the box ends the search's round
-        (its results, merged next time, let it plan; then the next one asks)."""
+        """Each strategy that applies (:meth:`ask`) planned within an equal share of the budget
+        left (what one leaves unused passes to the next), so a slow strategy early in the
+        registry cannot starve the others. For devices reached offline, the first strategy
+        that exports workloads for the box ends the search's round (its results, merged next
+        time, let it plan; then the next one asks)."""
         found, applying = registered(), self.applying
         for k, name in enumerate(applying):
             strategy = found[name]
@@ -250,12 +250,13 @@ class _Search:
     def floor(self, top: int, runs: int, rounds: int, peers: bool) -> None:
         """Each device alone compiled and run once before any strategy plans (each is always
         compiled and timed: the floor of the search): how long a compile and a turn of
-        timing take here, measured, ends planning early enough that compiling and timing
-        ``top`` plans, each device alone and (``peers``) ONNX Runtime on each CPU, as long as
-        that CPU's turn, fit in the rest of the budget, where planning's share would leave
-        them too little. ViT-Large's searches on the emulated clusters, planning in half of
-        a six-minute budget, took eleven to seventeen minutes (compiling each candidate, a
-        1.2 GB library sent to each worker, runs of seconds)."""
+        timing take here, measured, ends planning early enough that compiling and timing the
+        plans (``top``, or as many strategies as apply), each device alone and (``peers``)
+        ONNX Runtime on each CPU, as long as that CPU's turn, fit in the rest of the budget,
+        where planning's share would leave them too little. ViT-Large's searches on the
+        emulated clusters, planning in half of a six-minute budget, took eleven to seventeen
+        minutes (compiling each candidate, a 1.2 GB library sent to each worker, runs of
+        seconds)."""
         from tvm_hetero.runtime.executor import WARMUP_RUNS, interleaved_run_seconds
 
         began = time.monotonic()
