@@ -3,7 +3,7 @@
 import pytest
 
 from tvm_hetero.runtime.executor import Event, Timeline
-from tvm_hetero.runtime.stats import pipeline_stats, warm_up, warm_up_runs
+from tvm_hetero.runtime.stats import first_turn_s, pipeline_stats, warm_up, warm_up_runs
 
 
 def test_a_units_wait_for_its_input_is_not_busy_time():
@@ -41,3 +41,5 @@ def test_a_warm_up_stops_once_its_runs_took_its_seconds(monkeypatch):
     # what a planner expects of it: the same counts
     assert [warm_up_runs(5, t) for t in (0.1, 0.4, 3.0)] == [5, 3, 1]
     assert warm_up_runs(0, 3.0) == 0
+    assert first_turn_s(3.0, 5, 4) == 15.0  # one run to warm up, four timed
+    assert first_turn_s(0.1, 5, 4) == pytest.approx(0.9)  # five to warm up

@@ -24,7 +24,7 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.optimize.peer import onnxruntime_missing
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
-from tvm_hetero.runtime.stats import warm_up_runs
+from tvm_hetero.runtime.stats import first_turn_s
 from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
 from tvm_hetero.strategies.registry import strategies as registered
 
@@ -257,7 +257,7 @@ class _Search:
         emulated clusters, planning in half of a six-minute budget, took eleven to seventeen
         minutes (compiling each candidate, a 1.2 GB library sent to each worker, runs of
         seconds)."""
-        from tvm_hetero.runtime.executor import WARMUP_RUNS, interleaved_run_seconds
+        from tvm_hetero.runtime.executor import WARMUP_RUNS, run_seconds
 
         began = time.monotonic()
         singles = [k for k, e in enumerate(self.entries) if e.kind == "single"]
@@ -268,12 +268,9 @@ class _Search:
             entry = self.entries[k]
             self.progress.step(f"running {entry.name} once", n, len(singles))
             start = time.monotonic()
-            (ran,) = interleaved_run_seconds([self.builds.timed(entry.name)], [1], 1, warmup=1)
-            run_s = ran[0]
+            (run_s,) = run_seconds(self.builds.timed(entry.name), 1, warmup=1)
             load_s = max(0.0, time.monotonic() - start - 2 * run_s)  # a warm-up and a run
-            turns[entry.devices[0]] = (
-                load_s + (warm_up_runs(WARMUP_RUNS, run_s) + per_round) * run_s
-            )
+            turns[entry.devices[0]] = load_s + first_turn_s(run_s, WARMUP_RUNS, per_round)
         self.floor_s = time.monotonic() - began
         if not turns:
             return

@@ -564,10 +564,11 @@ second: :func:`~tvm_hetero.runtime.stats.warm_up`)."""
 
 
 def run_seconds(
-    deployment: Deployment, repeat: int, warmup: int = WARMUP_RUNS
+    deployment: Deployment | Path, repeat: int, warmup: int = WARMUP_RUNS
 ) -> tuple[float, ...]:
     """One sample per run of ``deployment`` end to end on the concurrent runtime, its inputs
-    drawn with seed 0 from its input specs (what ``Model.random_inputs`` draws)."""
+    drawn with seed 0 from its input specs (what ``Model.random_inputs`` draws); a saved one
+    (its ``.tar``) in a process of its own (:func:`interleaved_run_seconds`)."""
     return interleaved_run_seconds([deployment], [repeat], rounds=1, warmup=warmup)[0]
 
 

@@ -53,6 +53,12 @@ def warm_up_runs(runs: int, run_s: float) -> int:
     return min(runs, max(1, math.ceil(WARMUP_S / run_s))) if run_s > 0 else runs
 
 
+def first_turn_s(run_s: float, warmup: int, runs: int) -> float:
+    """Seconds of a deployment's first turn in interleaved rounds, each run ``run_s`` long:
+    its warm-up (:func:`warm_up_runs` of at most ``warmup``) and ``runs`` timed runs."""
+    return (warm_up_runs(warmup, run_s) + runs) * run_s
+
+
 @dataclass(frozen=True)
 class LatencyStats:
     """Latency of repeated end-to-end runs, in milliseconds (one sample per run)."""

@@ -25,7 +25,7 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
-from tvm_hetero.runtime.stats import warm_up_runs
+from tvm_hetero.runtime.stats import first_turn_s
 from tvm_hetero.strategies.base import Pace
 from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
@@ -78,9 +78,8 @@ def confirm_by_measurement(
         return result
     deployments, pace = [], Pace(time_left)
     turns_s = [
-        (warm_up_runs(WARMUP, p.predicted_s) + -(-repeat // ROUNDS)) * p.predicted_s
-        for p in (partitions[name] for name in names)
-    ]  # a plan's first turn: its warm-up and a round's runs
+        first_turn_s(partitions[name].predicted_s, WARMUP, -(-repeat // ROUNDS)) for name in names
+    ]
     for k, name in enumerate(names):
         if not pace.room(after=sum(turns_s[: k + 1])):
             names = names[:k]
