@@ -2,7 +2,7 @@
 device and ONNX Runtime on one device, all measured in the same interleaved rounds (issue 55).
 
     .venv/bin/python benchmarks/optimize/bench.py [--models siamese-lstm bert-small ...]
-        [--budget 5] [--runs 50] [--once] [--cluster SPEC-UP.json]
+        [--budget 5] [--runs 50] [--once] [--cluster SPEC-UP.json] [--steps FILE]
         [--objective latency|throughput] [--out benchmarks/results/optimize.jsonl]
 
 Models: the demo's ONNX files (``tvm_hetero.zoo.onnx_files``: the Siamese LSTM over 16 steps,
@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tvm_hetero.strategies.base import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks" / "models"), str(ROOT / "benchmarks")]
@@ -76,6 +78,25 @@ def row(result, name: str, run: str, seconds: float) -> dict:
     }  # fmt: skip
 
 
+class StepLog(Progress):
+    """A search's progress as lines of a file: the second since the search began, the step
+    (``done/total``) and what it is doing, and each line said to the user; where the budget
+    went, step by step."""
+
+    def __init__(self, path: str, start: float) -> None:
+        self.path, self.start = path, start
+
+    def write(self, text: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(f"{time.perf_counter() - self.start:8.1f}  {text}\n")
+
+    def step(self, what: str, done: int, total: int | None) -> None:
+        self.write(f"{done}/{total}  {what}")
+
+    def say(self, text: str) -> None:
+        self.write(f"said: {text}")
+
+
 def peaks() -> dict:
     """The most memory this process has held resident so far, GiB (a child's own peak is not
     counted: the system charges a child the parent's pages it was forked with)."""
@@ -93,6 +114,7 @@ def main() -> int:
     parser.add_argument("--cluster", help="a running cluster's spec (default cpu@0 + cpu@1)")
     parser.add_argument("--objective", default="latency", choices=["latency", "throughput"])
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/optimize.jsonl"))
+    parser.add_argument("--steps", help="write each progress step, with its second, to this file")
     args = parser.parse_args()
     from stamp import stamp
 
@@ -115,7 +137,8 @@ def main() -> int:
             db = work / f"{name.replace(':', '_')}.jsonl"
             for run in ("empty database", "warm database")[: 1 if args.once else 2]:
                 start = time.perf_counter()
-                result = api.optimize(model, devices, args.objective, args.budget * 60,
+                steps = StepLog(args.steps, start) if args.steps else None
+                result = api.optimize(model, devices, args.objective, args.budget * 60, steps,
                                       onnx=path, runs=args.runs, db=str(db), **settings)  # fmt: skip
                 line = {**stamp(), "host": cpu_model(), "devices": where, "objective": args.objective,
                         **row(result, name, run, time.perf_counter() - start), **peaks()}  # fmt: skip

@@ -162,6 +162,37 @@ def test_confirmation_compiles_no_plan_past_its_time_left(devices, trained):
     assert built == timed[:2]
 
 
+def test_a_search_prices_the_confirmation_s_compiles_and_loads_by_what_it_measured(
+    devices, trained
+):  # fmt: skip
+    """With a search's costs FlexPie's own compile is priced too (the search's compile): a
+    compile longer than the time left leaves the plan untimed and nothing compiled; and each
+    turn is priced with its loads on the plan's devices: loads of 40 s a device leave 100 s
+    no room for a second plan, which the same 100 s without them have."""
+    from tvm_hetero.strategies.base import SearchCosts
+
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
+    timed = confirm_candidates(result.partitions(), 2)
+    built = []
+
+    def build(plan):
+        built.append(plan.strategy)
+        return api.compile(model, api.in_plan_order(devices, plan), plan).deployment
+
+    def confirm(costs, left=100.0):
+        built.clear()
+        return confirm_by_measurement(result, model, devices, plans=2, repeat=3, build=build,
+                                      time_left=lambda: left, costs=costs)  # fmt: skip
+
+    assert confirm(SearchCosts(150.0, {})) is result and built == []
+    assert confirm(SearchCosts(1.0, {})).confirmed_s and built == timed
+    slow = SearchCosts(1.0, {d.name: 40.0 for d in devices})
+    assert confirm(slow) is result and built == ["flexpie"]
+    assert confirm(slow, left=1e3).confirmed_s and built == timed
+
+
 def test_confirmation_times_no_round_past_its_time_left(devices, trained, monkeypatch):
     """The plans compiled, their timing gets the time left as its deadline: one round when none
     is left (a sample each of ``repeat=3`` over three rounds), and of it only the first two

@@ -24,8 +24,13 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.optimize.peer import onnxruntime_missing
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
-from tvm_hetero.runtime.stats import first_turn_s
-from tvm_hetero.strategies.base import OBJECTIVES, PlanResult, Progress, WorkloadsExported
+from tvm_hetero.strategies.base import (
+    OBJECTIVES,
+    PlanResult,
+    Progress,
+    SearchCosts,
+    WorkloadsExported,
+)
 from tvm_hetero.strategies.registry import strategies as registered
 
 FAILURES = (ValueError, BuildError, RunError, NotImplementedError)
@@ -141,10 +146,13 @@ class _Budgeted(Progress):
     (DUET's correction on MT-DNN over the emulated ring of three, each run a compile and a
     remote upload, was stopped mid-run at its share and its measured plans lost)."""
 
-    def __init__(self, inner: Progress, share: float) -> None:
-        self.inner, self.share = inner, share
+    def __init__(self, inner: Progress, share: float, costs: SearchCosts | None = None) -> None:
+        self.inner, self.share, self.measured = inner, share, costs
         self.deadline = time.monotonic() + share
         self.winding_down = False
+
+    def costs(self) -> SearchCosts | None:
+        return self.measured
 
     def step(self, what: str, done: int, total: int | None) -> None:
         finished = total is not None and done >= total
@@ -179,6 +187,7 @@ class _Search:
     floor_s: float = 0.0  # of the budget, what compiling each device alone and a run took
     reserve_s: float = 0.0  # what compiling and timing the candidates will take, estimated
     floor_took_all: bool = False  # the floor left planning no time
+    costs: SearchCosts | None = None  # what the floor measured, for the strategies
     applying: list[str] = field(default_factory=list)  # the strategies that apply, in order
 
     def over(self) -> bool:
@@ -220,7 +229,7 @@ class _Search:
             try:
                 known = vars(strategy.settings())
                 given = {key: v for key, v in self.settings.items() if key in known}
-                budgeted = _Budgeted(self.progress, share)
+                budgeted = _Budgeted(self.progress, share, self.costs)
                 result = strategy.plan(
                     self.model, self.devices, strategy.settings(**given), budgeted
                 )
@@ -263,24 +272,31 @@ class _Search:
         singles = [k for k, e in enumerate(self.entries) if e.kind == "single"]
         by_name = {d.name: d for d in self.pool()}
         per_round = -(-runs // rounds)
-        turns: dict[str, float] = {}
+        run_s: dict[str, float] = {}
+        load_s: dict[str, float] = {}
         for n, k in enumerate(self.build(singles)):
             entry = self.entries[k]
             self.progress.step(f"running {entry.name} once", n, len(singles))
             start = time.monotonic()
-            (run_s,) = run_seconds(self.builds.timed(entry.name), 1, warmup=1)
-            load_s = max(0.0, time.monotonic() - start - 2 * run_s)  # a warm-up and a run
-            turns[entry.devices[0]] = load_s + first_turn_s(run_s, WARMUP_RUNS, per_round)
+            (seconds,) = run_seconds(self.builds.timed(entry.name), 1, warmup=1)
+            name = entry.devices[0]
+            run_s[name] = seconds
+            load_s[name] = max(0.0, time.monotonic() - start - 2 * seconds)  # a warm-up, a run
         self.floor_s = time.monotonic() - began
-        if not turns:
+        if not run_s:
             return
-        cpus = [t for name, t in turns.items() if by_name[name].kind is DeviceKind.CPU]
         compile_s = statistics.mean(self.compile_s) if self.compile_s else 0.0
+        self.costs = SearchCosts(compile_s, load_s)
+        turns = {n: self.costs.turn_s([n], s, WARMUP_RUNS, per_round) for n, s in run_s.items()}
+        cpus = [t for name, t in turns.items() if by_name[name].kind is DeviceKind.CPU]
         again = compile_s if self.builds.folder is not None else 0.0  # the kept one, saved
         plans = min(top, len(self.applying))
+        given = [d.name for d in self.devices]  # a plan may load on every one
+        plan_turn_s = self.costs.turn_s(given, statistics.mean(run_s.values()), WARMUP_RUNS,
+                                        per_round)  # fmt: skip
         self.reserve_s = (
             sum(turns.values()) + (sum(cpus) if peers else 0.0)
-            + plans * (compile_s + statistics.mean(turns.values())) + again
+            + plans * (compile_s + plan_turn_s) + again
         )  # fmt: skip
         now = time.monotonic()
         self.deadline = min(now + (self.end - now) * PLANNING_SHARE, self.end - self.reserve_s)

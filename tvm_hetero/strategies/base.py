@@ -14,7 +14,7 @@ import argparse
 import contextlib
 import importlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +42,11 @@ class Progress:
     def say(self, text: str) -> None:
         """One line for the user."""
 
+    def costs(self) -> SearchCosts | None:
+        """What the search measured here before planning (:class:`SearchCosts`), for a
+        strategy that compiles and times plans itself to price them; None outside a search."""
+        return None
+
     def time_left(self) -> float | None:
         """Seconds left of the strategy's share of a search's budget; None without a budget.
 
@@ -56,19 +61,47 @@ class Progress:
         self.step(what, done, total)
 
 
+@dataclass(frozen=True)
+class SearchCosts:
+    """What a search measured before its strategies plan, compiling each device alone and
+    running it once: a compile of the model here (the mean of those compiles), and loading a
+    build on each device (on a cluster's worker: the library sent and loaded), seconds by
+    device name. A strategy that compiles and times plans itself prices them by these
+    (FlexPie's confirmation: on the emulated ring of three, each turn of a ViT-Large plan
+    loaded a 1.2 GB library on three workers, 40-57 s, where it had priced a turn 7 s of
+    runs and timed three plans 106 s past its share)."""
+
+    compile_s: float
+    load_s: Mapping[str, float]
+
+    def turn_s(self, devices: Iterable[str], run_s: float, warmup: int, runs: int) -> float:
+        """Seconds of a plan's first turn of timing on ``devices`` (by name): loading it on
+        each, one after the other, then its warm-up and ``runs`` runs of ``run_s``
+        (:func:`~tvm_hetero.runtime.stats.first_turn_s`)."""
+        from tvm_hetero.runtime.stats import first_turn_s
+
+        loads = sum(self.load_s.get(name, 0.0) for name in set(devices))
+        return loads + first_turn_s(run_s, warmup, runs)
+
+
 class Pace:
     """Pieces of a strategy's work (a compile, a sweep, an end-to-end run), timed as they run
-    against its time left (:meth:`Progress.time_left`, or None without a budget)."""
+    against its time left (:meth:`Progress.time_left`, or None without a budget).
+    ``first_s``: what the first piece is expected to take (a search's compile), or None."""
 
-    def __init__(self, time_left: Callable[[], float | None] | None) -> None:
+    def __init__(
+        self, time_left: Callable[[], float | None] | None, first_s: float | None = None
+    ) -> None:  # fmt: skip
         self.time_left, self.pieces, self.spent_s = time_left, 0, 0.0
+        self.first_s = first_s
 
     def room(self, after: float = 0.0) -> bool:
         """Whether one more piece, as long as the average so far, and ``after`` seconds of
-        work that must follow it would end in time (the first always would: there is nothing
-        to go by)."""
-        left = self.time_left() if self.time_left and self.pieces else None
-        return left is None or left >= self.spent_s / self.pieces + after
+        work that must follow it would end in time (the first always would without
+        ``first_s``: there is nothing to go by)."""
+        piece_s = self.spent_s / self.pieces if self.pieces else self.first_s
+        left = self.time_left() if self.time_left and piece_s is not None else None
+        return left is None or left >= piece_s + after  # type: ignore[operator]
 
     @contextlib.contextmanager
     def piece(self) -> Iterator[None]:

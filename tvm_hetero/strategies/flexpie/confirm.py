@@ -26,7 +26,7 @@ from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
 from tvm_hetero.runtime.stats import first_turn_s
-from tvm_hetero.strategies.base import Pace
+from tvm_hetero.strategies.base import Pace, SearchCosts
 from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def confirm_by_measurement(
     plans: int = CONFIRM_PLANS, options: BuildOptions | None = None, repeat: int = 15,
     progress: Progress | None = None,
     build: Callable[[SpatialPlan], Deployment | Path] | None = None,
-    time_left: Callable[[], float | None] | None = None,
+    time_left: Callable[[], float | None] | None = None, costs: SearchCosts | None = None,
 ) -> FlexPieResult:  # fmt: skip
     """Compile FlexPie's plan, the ``plans - 1`` cheapest other ones by price (distinct) and the
     home device alone (:func:`~tvm_hetero.plan.flexpie.confirm_candidates`), run them on the
@@ -59,7 +59,11 @@ def confirm_by_measurement(
     two are timed: ViT-Base's four plans on the emulated mesh took 243 s to time, 133 s past
     FlexPie's share of a six-minute search, each turn on the shared workers a library loaded
     and warmed up again; ViT-Large's first two turns, a 1.2 GB library sent to each worker a
-    plan, 229 s.
+    plan, 229 s. With a search's ``costs`` (:class:`~tvm_hetero.strategies.base.SearchCosts`)
+    FlexPie's own compile is priced too, as long as the search's, and each turn with its
+    loads on the plan's devices; where FlexPie's own plan and its turn would not fit it is
+    returned untimed (the search compiles and times it after planning, as it does every
+    plan).
 
     Returns
     -------
@@ -76,10 +80,14 @@ def confirm_by_measurement(
     names = confirm_candidates(partitions, plans)
     if len(names) < 2:
         return result
-    deployments, pace = [], Pace(time_left)
+    plans_of = {name: to_plan(result.geometry, devices, partitions[name], name) for name in names}
+    deployments, pace = [], Pace(time_left, costs.compile_s if costs else None)
+    runs = -(-repeat // ROUNDS)
     turns_s = [
-        first_turn_s(partitions[name].predicted_s, WARMUP, -(-repeat // ROUNDS)) for name in names
-    ]
+        costs.turn_s(plans_of[name].devices, partitions[name].predicted_s, WARMUP, runs)
+        if costs else first_turn_s(partitions[name].predicted_s, WARMUP, runs)
+        for name in names
+    ]  # fmt: skip
     for k, name in enumerate(names):
         if not pace.room(after=sum(turns_s[: k + 1])):
             names = names[:k]
@@ -87,7 +95,7 @@ def confirm_by_measurement(
         if progress:
             progress(f"compiling {name} to time it", k, len(names) + 1)
         with pace.piece():
-            deployments.append(build(to_plan(result.geometry, devices, partitions[name], name)))
+            deployments.append(build(plans_of[name]))
     if len(names) < 2:
         return result
     if progress:

@@ -46,7 +46,7 @@ def plan_result(
         wanted = len(confirm_candidates(result.partitions(), settings.confirm_plans))
         result = confirm_by_measurement(
             result, model, devices, settings.confirm_plans, settings.options,
-            progress=progress, build=builds, time_left=progress.time_left,
+            progress=progress, build=builds, time_left=progress.time_left, costs=progress.costs(),
         )  # fmt: skip
         compiled = builds.take(result.plan)
         if len(result.confirmed_s) < wanted and wanted > 1:
