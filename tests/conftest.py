@@ -129,13 +129,13 @@ def start_server(args: list[str], wait_for: str, env: dict | None = None) -> sub
     return wait_until_started(launch(args, env), wait_for)
 
 
-def launch(args: list[str], env: dict | None = None) -> subprocess.Popen:
+def launch(args: list[str], env: dict | None = None, cwd: Path | None = None) -> subprocess.Popen:
     """``python ARGS`` in its own process group, its output piped, with every signal unblocked
     and at its default action (a signal ignored or blocked in the test process would be
     inherited through fork and exec: a server's sessions would then survive it)."""
     return subprocess.Popen(
         [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, env=env, preexec_fn=_default_signals,
+        start_new_session=True, env=env, preexec_fn=_default_signals, cwd=cwd,
     )  # fmt: skip
 
 
@@ -228,15 +228,17 @@ def _worker_args(port: int) -> list[str]:
 def start_workers(tmp_path_factory):
     """Start ``count`` ``tvm-hetero worker`` processes at once on loopback, with the TVM runtime
     library only (``extra``: more flags; each keeps its libraries in a test folder unless
-    ``extra`` says where); returns ``[(port, process)]``; all are killed (process group) at the
-    end."""
+    ``extra`` says where; ``cwd``: the folder they start in); returns ``[(port, process)]``;
+    all are killed (process group) at the end."""
     procs: list[subprocess.Popen] = []
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
 
-    def start(count: int = 1, extra: tuple[str, ...] = ()) -> list[tuple[int, subprocess.Popen]]:
+    def start(
+        count: int = 1, extra: tuple[str, ...] = (), cwd: Path | None = None
+    ) -> list[tuple[int, subprocess.Popen]]:  # fmt: skip
         ports = free_ports(count)
         cache = () if "--cache" in extra else ("--cache", str(tmp_path_factory.mktemp("cache")))
-        new = [launch([*_worker_args(p), *cache, *extra], env) for p in ports]
+        new = [launch([*_worker_args(p), *cache, *extra], env, cwd) for p in ports]
         procs.extend(new)
         return [
             (p, wait_until_started(proc, "listening on"))

@@ -105,6 +105,25 @@ def test_a_killed_worker_takes_its_session_with_it(start_workers):
     del session
 
 
+def test_a_worker_serves_on_when_the_folder_it_started_in_is_deleted(start_workers, tmp_path):
+    """The folder a worker started in is deleted under it (a cluster brought up from a
+    benchmark's clone, the clone made again): sessions before and after run, and the worker
+    lives (TVM's loop asked for the folder before each session and its error ended it)."""
+    import shutil
+
+    started_in = tmp_path / "clone"
+    started_in.mkdir()
+    ((port, proc),) = start_workers(1, cwd=started_in)
+    for k in range(2):
+        session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+        assert _fingerprint(session)
+        del session
+        if not k:
+            shutil.rmtree(started_in)
+    time.sleep(0.5)
+    assert proc.poll() is None, "the worker died"
+
+
 def test_connecting_to_a_busy_worker_honours_the_run_timeout(start_workers):
     ((port, _),) = start_workers(1)
     busy, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)

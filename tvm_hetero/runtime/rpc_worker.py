@@ -637,7 +637,8 @@ def serve(
     """Bind the first free port in ``[port, port_end)`` and serve forever (one fork per session);
     with ``tracker``, report to TVM's RPC tracker under ``key``. Uploaded libraries are kept in
     folder ``cache`` up to ``cache_bytes`` for later sessions (default: a temporary folder removed
-    when the worker exits)."""
+    when the worker exits). The worker works in that folder (or the system's temporary one),
+    not in the one it was started in, which may be deleted under it."""
     from tvm.rpc import server as rpc_server
 
     from tvm_hetero.runtime.uploads import LibraryStore
@@ -649,7 +650,9 @@ def serve(
         atexit.register(lambda: os.getpid() == owner and shutil.rmtree(cache, True))
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # atexit runs on SIGTERM too
     if cache is not None:
+        cache = Path(cache).resolve()  # it works in it: a relative path would move with it
         _STORE[:] = [LibraryStore(cache, cache_bytes)]
+    os.chdir(cache if cache is not None else tempfile.gettempdir())  # a folder of its own
     register()
     # TVM's loop forks a process per session and raises, ending the worker, when one dies
     # abnormally; a killed worker left its session serving. The pinned wheel's two functions
@@ -675,18 +678,34 @@ def serve(
 def _surviving(serving: Callable) -> Callable:
     """TVM's ``_serving`` (serve one client in a forked process, wait for it), reporting a
     session that died (killed, crashed in a kernel) and listening on, instead of raising. The
-    client's connection is closed at once: it learns of the death, not by its timeout."""
+    client's connection is closed at once: it learns of the death, not by its timeout. A
+    worker whose working folder was deleted under it serves from the system's temporary
+    folder: TVM's loop asks for the folder before each session, and its error had ended the
+    worker (a cluster brought up from a benchmark's clone, the clone made again)."""
 
     def serve_one(sock: socket.socket, addr: Any, opts: dict, load_library: Any) -> None:
-        cwd = os.getcwd()
+        cwd = _existing_cwd()
         try:
             serving(sock, addr, opts, load_library)
+        except FileNotFoundError:  # the folder deleted while it served: TVM's loop went back
+            _existing_cwd()
         except RuntimeError as err:  # "Child process N exited unsuccessfully ..."
-            os.chdir(cwd)
+            with contextlib.suppress(FileNotFoundError):
+                os.chdir(cwd)
+            _existing_cwd()
             sock.close()
             print(f"tvm-hetero worker: the session of {addr[0]} ended: {err}", flush=True)
 
     return serve_one
+
+
+def _existing_cwd() -> str:
+    """The working folder, or the system's temporary folder, moved to, where it was deleted."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        os.chdir(tempfile.gettempdir())
+        return os.getcwd()
 
 
 def _dying_with(worker_pid: int, serve_loop: Callable) -> Callable:
