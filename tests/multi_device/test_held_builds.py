@@ -49,3 +49,41 @@ def test_builds_after_one_that_leaves_no_room_for_another_are_saved(monkeypatch)
     monkeypatch.setattr(held, "available_bytes", lambda: gib)  # fits at the start, then full
     with HeldBuilds(model, 3, in_memory=True) as chosen:
         assert all(isinstance(chosen.add(n, compiled), Deployment) for n in "abc")
+
+
+def test_a_twin_device_alone_shares_a_held_build_and_copies_a_saved_one(monkeypatch, tmp_path):
+    """``cpu@1`` alone is ``cpu@0``'s code: held, the same library on its device; saved, a
+    copy of the file naming ``cpu@1`` and its plan, its library byte for byte, which loads
+    and runs on ``cpu@1`` with ``cpu@0``'s outputs."""
+    import tarfile
+
+    import numpy as np
+
+    from tvm_hetero.plan.placement import Placement
+    from tvm_hetero.runtime.deployment import load
+
+    model = load_model("mlp:tiny")
+    cpu0, cpu1 = resolve_device("cpu@0"), resolve_device("cpu@1")
+    compiled = api.compile(model, [cpu0])
+    plan = Placement(("cpu@1",), {}, "single")
+    with HeldBuilds(model, 2) as kept:
+        kept.add("cpu@0 alone", compiled)
+        deployment = kept.twin("cpu@0 alone", "cpu@1 alone", cpu1, plan)
+        twin = kept.compiled("cpu@1 alone")
+        assert deployment.devices == (cpu1,) and twin.devices == (cpu1,)
+        assert twin.placement == plan and twin.deployment.libraries is compiled.deployment.libraries
+    monkeypatch.setattr(held, "available_bytes", lambda: 1000)  # nothing fits: saved
+    with HeldBuilds(model, 2) as saved:
+        first = saved.add("cpu@0 alone", compiled)
+        path = saved.twin("cpu@0 alone", "cpu@1 alone", cpu1, plan)
+        assert path != first and path.parent == first.parent and saved.timed("cpu@1 alone") == path
+        manifest = read_manifest(path)
+        assert [d["name"] for d in manifest["devices"]] == ["cpu@1"]
+        assert manifest["plan"] == plan.to_dict()
+        with tarfile.open(first) as a, tarfile.open(path) as b:
+            assert a.extractfile("lib0.so").read() == b.extractfile("lib0.so").read()
+        inputs = model.random_inputs()
+        copy = load(path, tmp_path)
+        assert copy.devices[0].name == "cpu@1"
+        np.testing.assert_allclose(api.run(copy, inputs)[0], api.run(compiled, inputs)[0],
+                                   rtol=1e-6)  # fmt: skip

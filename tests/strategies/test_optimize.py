@@ -110,6 +110,33 @@ def test_a_device_alone_that_compiles_the_same_code_reuses_the_build(tmp_path, c
     assert found.compiled.deployment.devices[0].name == found.kept.devices[0]
 
 
+def test_a_saved_device_alone_serves_its_twin_without_a_compile(tmp_path, cores, monkeypatch):
+    """Builds saved (too large to hold): ``cpu@1`` alone is still not compiled, its build a
+    copy of ``cpu@0``'s file naming ``cpu@1``, and each is timed apart on its own device."""
+    from tvm_hetero.optimize import search
+    from tvm_hetero.runtime.deployment import read_manifest
+
+    monkeypatch.setattr(registry, "PACKAGES", {})  # each device alone
+    compiled, compile_model, timed_on = [], search.compile_model, {}
+
+    def counted(model, devices, *args):
+        compiled.append([d.name for d in devices])
+        return compile_model(model, devices, *args)
+
+    def spy(path, runs, warmup, microbatches=1):
+        device = read_manifest(path)["devices"][0]["name"]
+        timed_on[device] = timed_on.get(device, 0) + runs
+        return [1.0] * runs
+
+    monkeypatch.setattr(search, "compile_model", counted)
+    monkeypatch.setattr("tvm_hetero.runtime.executor.time_saved", spy)
+    found = optimize(load_model("mlp:tiny"), cores, settings={"db": str(tmp_path / "db.jsonl")},
+                     runs=2, rounds=1, in_memory=False)  # fmt: skip
+    assert compiled[:2] == [["cpu@0"], ["cpu@0-1"]]  # (then the kept one, again)
+    assert timed_on == {"cpu@0": 1 + 2, "cpu@1": 1 + 2, "cpu@0-1": 1 + 2}  # once, then timed
+    assert all(len(e.samples_s) == 2 for e in found.entries)
+
+
 def test_throughput_objective_times_edgepipe_and_latency_plans_as_a_stream(
     tmp_path, cores, monkeypatch
 ):  # fmt: skip

@@ -17,11 +17,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tvm_hetero.build.compiled import CompiledModel
+from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
-from tvm_hetero.runtime.deployment import Deployment
+from tvm_hetero.runtime.deployment import Deployment, retargeted
 from tvm_hetero.runtime.memory import available_bytes, give_back_freed_memory
 
 BUILD_MEMORY = 1.25
@@ -52,6 +55,7 @@ class HeldBuilds:
         keep = builds_fit(model, count) if in_memory is None else in_memory
         self.folder: Path | None = None
         self.builds: dict[str, CompiledModel | Path] = {}
+        self.twins: set[str] = set()  # builds that share another's library (:meth:`twin`)
         self._remove: weakref.finalize | None = None
         self._start = available_bytes() if in_memory is None and keep else None
         if not keep:
@@ -76,7 +80,7 @@ class HeldBuilds:
         if now is None:
             return True
         used = max(0, self._start - now)
-        return used + used / len(self.builds) <= MEMORY_SHARE * self._start
+        return used + used / (len(self.builds) - len(self.twins)) <= MEMORY_SHARE * self._start
 
     def __enter__(self) -> HeldBuilds:
         return self
@@ -104,6 +108,24 @@ class HeldBuilds:
         path = compiled.deployment.save(self.folder / f"{len(self.builds)}.tar")
         self.builds[name] = path
         return path
+
+    def twin(self, source: str, name: str, device: DeviceSpec, plan: Any) -> Deployment | Path:
+        """``source``'s build, for one device, as ``name``'s on ``device`` (of the same kind
+        and target: the same code), with no compile: held, the build with its device and
+        ``plan`` replaced (its library shared); saved, a copy of its file with its manifest's
+        (:func:`~tvm_hetero.runtime.deployment.retargeted`: ViT-Large's four devices alone on
+        the emulated parameter server, saved, were compiled one by one, half a minute each).
+        Returns what to time, as :meth:`add`."""
+        build = self.builds[source]
+        self.twins.add(name)
+        if isinstance(build, CompiledModel):
+            deployment = replace(build.deployment, devices=(device,), plan=plan.to_dict())
+            self.builds[name] = replace(build, deployment=deployment, devices=(device,),
+                                        placement=plan)  # fmt: skip
+            return deployment
+        out = build.with_name(f"{len(self.builds)}.tar")  # in the saved builds' folder
+        self.builds[name] = retargeted(build, out, (device,), plan.to_dict())
+        return self.builds[name]
 
     def timed(self, name: str) -> Deployment | Path:
         """What to time for ``name``: its deployment, or its saved file."""

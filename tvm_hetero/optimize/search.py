@@ -361,7 +361,8 @@ class _Search:
             try:
                 twin = self.twin(entry, built)
                 if twin is not None:
-                    self.builds.add(entry.name, twin)
+                    device = {d.name: d for d in self.pool()}[entry.devices[0]]
+                    self.builds.twin(twin, entry.name, device, entry.plan)
                 elif entry.name not in self.builds:  # (held: compiled before planning)
                     self.progress.step(f"compiling {entry.name}", n, len(picked))
                     began = time.monotonic()
@@ -374,23 +375,22 @@ class _Search:
             built.append(k)
         return built
 
-    def twin(self, entry: Entry, built: list[int]) -> CompiledModel | None:
-        """A device alone whose code another device alone, built and held, already is (the
-        same kind and target: ``cpu@0`` and ``cpu@1``, a cluster's like devices): that build
-        on this device, with no compile; None otherwise."""
+    def twin(self, entry: Entry, built: list[int]) -> str | None:
+        """For a device alone, another device alone already built (held or saved) whose code
+        its own would be (the same kind and target: ``cpu@0`` and ``cpu@1``, a cluster's like
+        devices), by name; its build serves this device with no compile
+        (:meth:`HeldBuilds.twin`). None otherwise."""
         if entry.kind != "single" or entry.name in self.builds:
             return None
         by_name = {d.name: d for d in self.pool()}
         device = by_name[entry.devices[0]]
         for k in built:
             other = self.entries[k]
-            held = self.builds.compiled(other.name)
-            if other.kind != "single" or held is None:
+            if other.kind != "single" or other.name not in self.builds:
                 continue
-            if (held.devices[0].kind, held.devices[0].target) == (device.kind, device.target):
-                plan = entry.plan
-                deployment = replace(held.deployment, devices=(device,), plan=plan.to_dict())
-                return replace(held, deployment=deployment, devices=(device,), placement=plan)
+            theirs = by_name[other.devices[0]]
+            if (theirs.kind, theirs.target) == (device.kind, device.target):
+                return other.name
         return None
 
     def compile(self, entry: Entry) -> CompiledModel:

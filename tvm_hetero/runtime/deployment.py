@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import sys
@@ -204,6 +205,34 @@ class Deployment:
         return path
 
 
+def retargeted(
+    path: str | Path, out: str | Path, devices: tuple[DeviceSpec, ...], plan: dict[str, Any]
+) -> Path:  # fmt: skip
+    """A copy at ``out`` of the saved deployment ``path`` for ``devices`` (each of the kind
+    and target of the one it replaces: the same code) and ``plan``: its manifest rewritten,
+    its libraries copied as they are, without loading them (the pinned TVM never frees a
+    library it loaded). ``out`` appears whole or not at all."""
+    data = read_manifest(path)
+    if len(devices) != len(data["devices"]):
+        raise ValueError(f"{len(devices)} devices for a deployment on {len(data['devices'])}")
+    data = {**data, "devices": [d.to_dict() for d in devices], "plan": plan}
+    body = json.dumps(data, indent=1).encode()
+    out = Path(out)
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with tarfile.open(path) as source, tarfile.open(partial, "w") as tar:
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+            for member in source.getmembers():
+                if member.name != MANIFEST:
+                    tar.addfile(member, source.extractfile(member))
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out
+
+
 SAVE_NOISE = "Warning: Scope Saving"
 """What TVM 0.27 prints to the process's stderr, four times a library, when it saves an
 executable that a VM has run: nothing the user can act on."""
@@ -296,4 +325,4 @@ def load(path: str | Path, workdir: str | Path) -> Deployment:
     return Deployment.from_manifest(data, libraries)
 
 
-__all__ = ["ArtifactError", "Deployment", "InputSpec", "SpecError", "Step", "load"]
+__all__ = ["ArtifactError", "Deployment", "InputSpec", "SpecError", "Step", "load", "retargeted"]
