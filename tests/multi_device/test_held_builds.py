@@ -1,14 +1,17 @@
 """Builds held while they fit, saved and dropped when they do not: what is timed, what is kept,
 and the folder removed."""
 
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 from tvm_hetero import api
 from tvm_hetero.build import held
 from tvm_hetero.build.held import HeldBuilds, builds_fit
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.frontends import load_model
-from tvm_hetero.runtime.deployment import Deployment, read_manifest
+from tvm_hetero.runtime.deployment import Deployment, read_manifest, retargeted
 
 
 def test_builds_are_held_while_they_fit_and_saved_when_they_do_not(monkeypatch):
@@ -87,3 +90,7 @@ def test_a_twin_device_alone_shares_a_held_build_and_copies_a_saved_one(monkeypa
         assert copy.devices[0].name == "cpu@1"
         np.testing.assert_allclose(api.run(copy, inputs)[0], api.run(compiled, inputs)[0],
                                    rtol=1e-6)  # fmt: skip
+        other = dataclasses.replace(cpu1, target={"kind": "llvm", "mcpu": "generic"})
+        with pytest.raises(ValueError, match="not of cpu@0's kind and target"):
+            retargeted(first, tmp_path / "other.tar", (other,), plan.to_dict())
+        assert not (tmp_path / "other.tar").exists()
