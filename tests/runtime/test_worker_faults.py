@@ -107,18 +107,21 @@ def test_a_killed_worker_takes_its_session_with_it(start_workers):
 
 def test_a_worker_serves_on_when_the_folder_it_started_in_is_deleted(start_workers, tmp_path):
     """The folder a worker started in is deleted under it (a cluster brought up from a
-    benchmark's clone, the clone made again): sessions before and after run, and the worker
-    lives (TVM's loop asked for the folder before each session and its error ended it)."""
+    benchmark's clone, the clone made again), then its own folder while a session is open:
+    every session runs, and the worker lives (TVM's loop asked for the folder before each
+    session and went back to it after, and either error ended the worker)."""
     import shutil
 
-    started_in = tmp_path / "clone"
+    started_in, own = tmp_path / "clone", tmp_path / "own"
     started_in.mkdir()
-    ((port, proc),) = start_workers(1, cwd=started_in)
-    for k in range(2):
+    ((port, proc),) = start_workers(1, extra=("--cache", str(own)), cwd=started_in)
+    for k in range(3):
         session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
         assert _fingerprint(session)
+        if k == 1:
+            shutil.rmtree(own)  # while the session is open
         del session
-        if not k:
+        if k == 0:
             shutil.rmtree(started_in)
     time.sleep(0.5)
     assert proc.poll() is None, "the worker died"

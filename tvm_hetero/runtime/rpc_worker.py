@@ -687,14 +687,15 @@ def _surviving(serving: Callable) -> Callable:
         cwd = _existing_cwd()
         try:
             serving(sock, addr, opts, load_library)
-        except FileNotFoundError:  # the folder deleted while it served: TVM's loop went back
-            _existing_cwd()
+        except FileNotFoundError:  # its folder deleted while it served: TVM's loop, going
+            sock.close()  # back to it, raised before closing the client's connection
         except RuntimeError as err:  # "Child process N exited unsuccessfully ..."
+            sock.close()
+            print(f"tvm-hetero worker: the session of {addr[0]} ended: {err}", flush=True)
+        finally:
             with contextlib.suppress(FileNotFoundError):
                 os.chdir(cwd)
             _existing_cwd()
-            sock.close()
-            print(f"tvm-hetero worker: the session of {addr[0]} ended: {err}", flush=True)
 
     return serve_one
 
