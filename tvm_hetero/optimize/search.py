@@ -361,8 +361,7 @@ class _Search:
             try:
                 twin = self.twin(entry, built)
                 if twin is not None:
-                    device = {d.name: d for d in self.pool()}[entry.devices[0]]
-                    self.builds.twin(twin, entry.name, device, entry.plan)
+                    self.builds.twin(twin[0], entry.name, twin[1], entry.plan)
                 elif entry.name not in self.builds:  # (held: compiled before planning)
                     self.progress.step(f"compiling {entry.name}", n, len(picked))
                     began = time.monotonic()
@@ -375,11 +374,11 @@ class _Search:
             built.append(k)
         return built
 
-    def twin(self, entry: Entry, built: list[int]) -> str | None:
+    def twin(self, entry: Entry, built: list[int]) -> tuple[str, DeviceSpec] | None:
         """For a device alone, another device alone already built (held or saved) whose code
         its own would be (the same kind and target: ``cpu@0`` and ``cpu@1``, a cluster's like
-        devices), by name; its build serves this device with no compile
-        (:meth:`HeldBuilds.twin`). None otherwise."""
+        devices): its name and this entry's device; its build serves this device with no
+        compile (:meth:`HeldBuilds.twin`). None otherwise."""
         if entry.kind != "single" or entry.name in self.builds:
             return None
         by_name = {d.name: d for d in self.pool()}
@@ -390,7 +389,7 @@ class _Search:
                 continue
             theirs = by_name[other.devices[0]]
             if (theirs.kind, theirs.target) == (device.kind, device.target):
-                return other.name
+                return other.name, device
         return None
 
     def compile(self, entry: Entry) -> CompiledModel:

@@ -215,11 +215,12 @@ def retargeted(
     data = read_manifest(path)
     if len(devices) != len(data["devices"]):
         raise ValueError(f"{len(devices)} devices for a deployment on {len(data['devices'])}")
-    for old, new in zip(data["devices"], (d.to_dict() for d in devices), strict=True):
+    given = [d.to_dict() for d in devices]
+    for old, new in zip(data["devices"], given, strict=True):
         if (old["kind"], old.get("target")) != (new["kind"], new.get("target")):
             raise ValueError(f"{new['name']} is not of {old['name']}'s kind and target: its "
                              "code would differ; compile for it")  # fmt: skip
-    data = {**data, "devices": [d.to_dict() for d in devices], "plan": plan}
+    data = {**data, "devices": given, "plan": plan}
     body = json.dumps(data, indent=1).encode()
     out = Path(out)
     partial = out.with_name(out.name + ".partial")

@@ -25,7 +25,6 @@ from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.flexpie import confirm_candidates
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.runtime.deployment import Deployment
-from tvm_hetero.runtime.stats import first_turn_s
 from tvm_hetero.strategies.base import Pace, SearchCosts
 from tvm_hetero.strategies.flexpie.planner import FlexPieResult, Progress, to_plan
 
@@ -82,12 +81,11 @@ def confirm_by_measurement(
         return result
     plans_of = {name: to_plan(result.geometry, devices, partitions[name], name) for name in names}
     deployments, pace = [], Pace(time_left, costs.compile_s if costs else None)
-    runs = -(-repeat // ROUNDS)
+    runs, loads = -(-repeat // ROUNDS), costs or SearchCosts(0.0, {})  # no search: no loads
     turns_s = [
-        costs.turn_s(plans_of[name].devices, partitions[name].predicted_s, WARMUP, runs)
-        if costs else first_turn_s(partitions[name].predicted_s, WARMUP, runs)
+        loads.turn_s(plans_of[name].devices, partitions[name].predicted_s, WARMUP, runs)
         for name in names
-    ]  # fmt: skip
+    ]
     for k, name in enumerate(names):
         if not pace.room(after=sum(turns_s[: k + 1])):
             names = names[:k]
