@@ -32,6 +32,9 @@ compiled models the runtime runs."""
 
 def run_folder(folder: str | Path) -> tuple[int, list[str]]:
     """Time every entry of the manifest; returns (records written, errors)."""
+    from tvm_hetero.runtime.without_torch import import_tvm_without_torch
+
+    import_tvm_without_torch()  # the box's runtime never holds a torch tensor
     folder = Path(folder)
     manifest = json.loads((folder / MANIFEST).read_text())
     if manifest.get("format") != FORMAT:
