@@ -23,6 +23,7 @@ from tvm_hetero.passes import (
     DeclareVDevices,
     DepthwiseColumnsAfter,
     ExactCeilPools,
+    FoldConstantKernels,
     GroupedConvolutionsByGroup,
     InferKernelVDevices,
     LegalizeWithFastMath,
@@ -59,6 +60,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
     "ExactCeilPools": ExactCeilPools,
+    "FoldConstantKernels": FoldConstantKernels,
     "WinogradConvolutions": WinogradConvolutions,
     "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
     "MergeParallelConvolutions": MergeParallelConvolutions,
@@ -94,6 +96,7 @@ OWN_PASSES = (
     "PadMatmulColumns",
     "SeparableResize",
     "ExactCeilPools",
+    "FoldConstantKernels",
     "DepthwiseColumnsAfter",
     "MergeParallelConvolutions",
     "SubsampleStridedPointwise",
@@ -276,7 +279,8 @@ PIPELINES: dict[str, Pipeline] = {
             "one along the height, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
-            "fold kernels of constants (weight transposes) at compile time, take items of "
+            "fold kernels of constants (weight transposes) at compile time (a round's kernels "
+            "in one build, then TVM's folding for what that build could not), take items of "
             "literal tuples (TVM's FuseOps drops the binding of an (x,)[0]), fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",
@@ -297,6 +301,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
+                Step("FoldConstantKernels"),
                 Step("FoldConstant"),
                 Step("CanonicalizeBindings"),
                 Step("AnnotateTIROpPattern"),
@@ -325,6 +330,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
+                Step("FoldConstantKernels"),
                 Step("FoldConstant"),
                 Step("RestoreKernelTargets"),
                 Step("PackConstantWeights"),

@@ -6,6 +6,7 @@ from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.depthwise_columns_after import DepthwiseColumnsAfter
 from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
+from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
@@ -32,6 +33,7 @@ __all__ = [
     "DeclareVDevices",
     "DepthwiseColumnsAfter",
     "ExactCeilPools",
+    "FoldConstantKernels",
     "GroupedConvolutionsByGroup",
     "InferKernelVDevices",
     "LegalizeWithFastMath",
