@@ -32,6 +32,20 @@ def corpus() -> str:
     ])  # fmt: skip
 
 
+def compile_time() -> str:
+    """``benchmarks/models/compile_time.py``: compile time with constants folded a round in one
+    build, against TVM's folding alone and ONNX Runtime's session creation."""
+    rows = list(latest(load("compile_time.jsonl"), "model").values())
+    out = [
+        (r["model"], r["source"], f"{r['before_s']:.1f}", f"{r['now_s']:.1f}",
+         ratio(r["now_s"], r["before_s"]), f"{r['ort_s']:.2f}", ratio(r["now_s"], r["ort_s"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "from", "before s", "now s", "now / before", "ORT session s",
+              "now / ORT")  # fmt: skip
+    return titled("compile_time.jsonl", rows, header, out)
+
+
 def cpu_kernels() -> str:
     """``benchmarks/cpu_kernels/bench.py``: operators and small models, rules and ORT."""
     data = load("cpu_kernels_prepacked.json")
@@ -325,6 +339,7 @@ def concatenations() -> str:
 
 SECTIONS = {
     "corpus": corpus,
+    "compile-time": compile_time,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,
     "convolutions-1d": convolutions_1d,

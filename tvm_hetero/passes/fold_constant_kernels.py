@@ -40,14 +40,14 @@ class FoldConstantKernels:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return ``mod`` with every kernel of constants replaced by its value."""
+        calls = _Folder(mod, {}).foldable(mod)
         for _ in range(MAX_ROUNDS):
-            calls = _Folder(mod, {}).foldable(mod)
-            if not calls:
-                break
-            values = _evaluate(mod, calls)
+            values = _evaluate(mod, calls) if calls else None
             if values is None:
                 break
-            mod = _Folder(mod, values).fold(mod)
+            folder = _Folder(mod, values)
+            mod = folder.fold(mod)
+            calls = folder.calls  # those the round's values made foldable: the next round's
         return mod
 
 
@@ -73,8 +73,8 @@ def _key(call: relax.Call) -> Key | None:
 
 @mutator
 class _Folder(PyExprMutator):
-    """Variables bound to constants replaced by the constants; with ``values``, each foldable
-    call replaced by its value; without, the foldable calls gathered."""
+    """Variables bound to constants replaced by the constants, each foldable call with a value
+    in ``values`` replaced by it, and the other foldable calls gathered."""
 
     def __init__(self, mod: IRModule, values: dict[Key, tvm.runtime.Tensor]) -> None:
         super().__init__(mod)
