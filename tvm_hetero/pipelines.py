@@ -279,8 +279,8 @@ PIPELINES: dict[str, Pipeline] = {
             "one along the height, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
-            "fold kernels of constants (weight transposes) at compile time (a round's kernels "
-            "in one build, then TVM's folding for what that build could not), take items of "
+            "fold kernels of constants (weight transposes) at compile time (all in one build, "
+            "then TVM's folding for what that build could not), take items of "
             "literal tuples (TVM's FuseOps drops the binding of an (x,)[0]), fuse within one "
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",

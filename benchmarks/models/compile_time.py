@@ -1,12 +1,13 @@
 """Compile time of exported models: kernels of constants folded by TVM's ``FoldConstant`` alone
-(a build each) and by ``FoldConstantKernels`` first (a round's kernels in one build), with ONNX
+(a build each) and by ``FoldConstantKernels`` first (all of them in one build), with ONNX
 Runtime's session creation on the same file beside.
 
     .venv/bin/python benchmarks/models/compile_time.py [--only resnet18 bert ...] [--rounds 2]
 
 Each model of ``zoo.CORPUS`` named is exported to ONNX and, in a process of its own, imported
 once, compiled once to warm what a first compile caches (the 3x3 convolutions' timed choices),
-then compiled ``--rounds`` times each way, the two ways interleaved, and its ONNX Runtime
+then compiled ``--rounds`` times each way, the two ways interleaved (which goes first alternates
+by round), and its ONNX Runtime
 session created as many times (all optimisations, the same threads); the medians are kept.
 Appends a line per model to ``benchmarks/results/compile_time.jsonl``.
 """
@@ -59,9 +60,9 @@ def measure(name: str, work: Path, rounds: int, threads: int) -> dict:
 
     compile_s(True)  # warm: the 3x3 choices timed once per machine, caches filled
     before, now, ort = [], [], []
-    for _ in range(rounds):
-        before.append(compile_s(False))
-        now.append(compile_s(True))
+    for k in range(rounds):  # the order alternates: a second compile in a process ran slower
+        for fold_first in (False, True) if k % 2 == 0 else (True, False):
+            (now if fold_first else before).append(compile_s(fold_first))
         start = time.perf_counter()
         cpu_session(path, threads)
         ort.append(time.perf_counter() - start)
