@@ -10,6 +10,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import PrimFunc, TensorType
 from tvm_hetero.ir.attrs import CALL_TIR_OP
+from tvm_hetero.ir.bindings import calls_op, iter_bindings
 
 
 @tvm.transform.module_pass(opt_level=0, name="FoldConstantKernels")
@@ -56,9 +57,7 @@ class FoldConstantKernels:
 def _foldable(call: relax.Expr) -> bool:
     """Whether ``call`` is a ``call_tir`` with one static-shape tensor output, no TIR
     arguments."""
-    if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op)):
-        return False
-    if call.op.name != CALL_TIR_OP or len(call.args) != 2 or len(call.ty_args) != 1:
+    if not calls_op(call, CALL_TIR_OP) or len(call.args) != 2 or len(call.ty_args) != 1:
         return False
     out = call.ty_args[0]
     return (
@@ -74,19 +73,16 @@ def _constant_calls(
     """Add to ``calls`` the calls of ``func``'s top binding blocks computed from constants
     alone, with their variables, in binding order (each after the calls its arguments come
     from), and to ``bound`` the variables bound to constants."""
-    if not isinstance(func.body, relax.SeqExpr):
-        return
     known = {var for var, _ in calls}
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            value = getattr(binding, "value", None)
-            if isinstance(value, Constant):
-                bound[binding.var] = value
-            elif _foldable(value) and all(
-                isinstance(a, Constant) or a in known or a in bound for a in value.args[1].fields
-            ):
-                known.add(binding.var)
-                calls.append((binding.var, value))
+    for _, _, binding in iter_bindings(func):
+        value = getattr(binding, "value", None)
+        if isinstance(value, Constant):
+            bound[binding.var] = value
+        elif _foldable(value) and all(
+            isinstance(a, Constant) or a in known or a in bound for a in value.args[1].fields
+        ):
+            known.add(binding.var)
+            calls.append((binding.var, value))
 
 
 def _evaluate(
