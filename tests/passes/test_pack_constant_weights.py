@@ -159,6 +159,40 @@ def test_a_channel_vectorized_tile_accumulates_at_most_112_floats(mcpu, tile):
     assert unrolled == tile * 2  # rows and columns unrolled: accumulated, then written back
 
 
+@pytest.mark.parametrize(
+    ("mcpu", "width", "channels", "vectors"),
+    [("znver4", 7, 64, 2), ("znver4", 7, 32, 2), ("znver4", 7, 48, 1), ("znver4", 1, 32, 1),
+     ("znver3", 5, 64, 1)],
+)  # fmt: skip
+def test_with_avx512_a_channel_tile_computes_two_vectors_of_channels(
+    mcpu, width, channels, vectors
+):
+    """With AVX-512 a channel-vectorized tile holds two vectors of output channels at each of
+    its positions where 32 divide the channels and the parallel loop keeps two tasks a core
+    (five 1 x 7 row tiles of 32 or 64 channels; not one 5 x 1 tile of 32 channels, 48
+    channels, or AVX2's registers): two weight vectors a step, one broadcast input each
+    (built only: the host may lack AVX-512)."""
+    target = make_target({**cpu_device().target, "mcpu": mcpu, "num-cores": 2})
+    mod, _ = _conv_module(width, channels, target=target)
+    packed = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    (tiled,) = _kernels(schedule_kernels(packed, "rules")).values()
+    text = tiled.script()
+    lanes = vector_lanes(target, 32)
+    vector = "ff_2" if vectors > 1 else "ff_1"
+    assert f"for {vector} in T.vectorized(T.int64({lanes}))" in text
+    assert ("for ff_1 in T.unroll(T.int64(2))" in text) == (vectors > 1)
+
+
+@pytest.mark.skipif(vector_lanes(CPU, 32) < 16, reason="the two-vector tile needs AVX-512")
+def test_a_two_vector_channel_tile_matches_the_unpacked_build():
+    before, _ = _conv_module(7, 64)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    (tiled,) = _kernels(schedule_kernels(after, "rules")).values()
+    assert "for ff_1 in T.unroll(T.int64(2))" in tiled.script()
+    x = np.random.default_rng(4).standard_normal((1, 16, 5, 7)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
 def _constant_argument(mod, function: str = "main") -> np.ndarray:
     """The values of the one constant the first kernel call of ``function`` passes."""
     call = mod[function].body.blocks[0].bindings[0].value

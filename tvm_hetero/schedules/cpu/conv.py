@@ -18,8 +18,10 @@ from tvm_hetero.schedules.cpu.common import (
     CpuRule,
     accumulate_in_registers,
     const_extents,
+    cpu_cores,
     largest_divisor,
     output_bits,
+    vector_bits,
     vector_lanes,
 )
 
@@ -72,6 +74,26 @@ at 3 x 4 and 7 x 2 and of 256 at 14 x 3 ran at 10 GFLOP/s in tiles of 12-14 posi
 positions, 4 x 2: 13) and at 180-207 in tiles of 6-7, while the same tiles built for AVX2 ran at
 69-120; the width-vectorized tile's 8 vectors of 16 are not affected (180-220 GFLOP/s). An Intel
 Xeon (family 6, model 207) ran the same tiles 32-40x slower at 14 positions than at 7."""
+
+
+WIDE_CHANNEL_TILE_VECTORS = 2
+"""Vectors of output channels a channel-vectorized tile of a convolution (not grouped or
+depthwise) computes with AVX-512's 32 registers, where they divide the channels
+(:func:`channel_tile_vectors`): each broadcast input element then feeds two FMAs, 14
+accumulators for up to 7 positions. One vector a tile read one weight vector and one broadcast
+for every FMA (``benchmarks/cpu_kernels/channel_tiles.py``)."""
+
+
+def channel_tile_vectors(channels: int, lanes: int, target: Target, tasks: int) -> int:
+    """Vectors of ``lanes`` output channels in a channel-vectorized tile of a convolution of
+    ``channels`` output channels (not grouped or depthwise) whose parallel loop has ``tasks``
+    tasks for each vector of channels (its images' row tiles): :data:`WIDE_CHANNEL_TILE_VECTORS`
+    with 32 vector registers where they divide ``channels`` and leave every core two tasks or
+    more, else 1."""
+    wide = WIDE_CHANNEL_TILE_VECTORS
+    if vector_bits(target) < 512 or channels % (wide * lanes):
+        return 1
+    return wide if tasks * channels // (wide * lanes) >= 2 * cpu_cores(target) else 1
 
 
 def channel_accumulators(lanes: int) -> int:
@@ -435,7 +457,8 @@ class Conv(CpuRule):
             whole = lanes is not None and extents[channel] % lanes == 0
             if whole and (form.group is None or form.group % lanes == 0):
                 tile = (spatial, reduce, channel, lanes)
-                return self._channel_vectors(sch, main, loops, extents, tile, target)
+                shared = form.group is None  # a group's channels read inputs of their own
+                return self._channel_vectors(sch, main, loops, extents, tile, target, shared)
             if form.group is not None:
                 channel = None  # no channel tile shares a grouped convolution's reads
         else:
@@ -519,23 +542,32 @@ class Conv(CpuRule):
                              row_tile=True)  # fmt: skip
 
     @staticmethod
-    def _channel_vectors(sch, main, loops, extents, tile, target: Target) -> s_tir.Schedule:
+    def _channel_vectors(
+        sch, main, loops, extents, tile, target: Target, shared: bool = False
+    ) -> s_tir.Schedule:
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
-        (:func:`channel_vector_tile`), each a vector of ``lanes`` output channels accumulated in
-        registers; per reduction step one weight vector (contiguous in the packed layout) and
-        one broadcast input element per position. No de-interleaving: inputs are read one
-        element at a time whatever the stride. The accumulators are laid out as the tile holds
-        them, the channels' vector innermost (``[N, O / L, H, W, L]``; in the output's layout a
-        vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to 56 x 56 ran 2-5 %
-        slower, alone, Zen 4)."""
+        (:func:`channel_vector_tile`), each ``vectors`` vectors of ``lanes`` output channels
+        (:func:`channel_tile_vectors`, where the channels ``shared`` their inputs, else one)
+        accumulated in registers; per reduction step a weight vector for each (contiguous in
+        the packed layout) and one broadcast input element per position. No de-interleaving:
+        inputs are read one element at a time whatever the stride. The accumulators are laid
+        out as the tile holds them, the channels' vector innermost (``[N, O / L, H, W, L]``; in
+        the output's layout a vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to
+        56 x 56 ran 2-5 % slower, alone, Zen 4)."""
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
         rt, wt = channel_vector_tile(rows, extents[vec], lanes)
         outer = [loops[i] for i in spatial[:-1]]
-        c0, c1 = sch.split(loops[channel], [None, lanes])
-        outer[spatial.index(channel)] = c0
+        apart = math.prod(extents[i] for i in spatial[:-2] if i != channel) * (rows // rt)
+        vectors = channel_tile_vectors(extents[channel], lanes, target, apart) if shared else 1
         inner = []
+        if vectors > 1:
+            c0, cm, c1 = sch.split(loops[channel], [None, vectors, lanes])
+            inner.append(cm)
+        else:
+            c0, c1 = sch.split(loops[channel], [None, lanes])
+        outer[spatial.index(channel)] = c0
         if row != channel:
             r0, r1 = sch.split(loops[row], [None, rt])
             outer[spatial.index(row)] = r0
