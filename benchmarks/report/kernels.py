@@ -292,6 +292,11 @@ def strided_depthwise() -> str:
     return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
+def channel_tiles() -> str:
+    """``benchmarks/cpu_kernels/channel_tiles.py``: two vectors of channels a tile, or one."""
+    return _before_and_now("channel_tiles.jsonl", "convolution (in->out @map)")
+
+
 def winograd() -> str:
     """``benchmarks/cpu_kernels/winograd.py``: the convolution rule's kernel, or F(4x4, 3x3)."""
     return _before_and_now("winograd.jsonl", "3x3 convolution (in -> out @side)")
@@ -366,4 +371,5 @@ SECTIONS = {
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
+    "channel-tiles": channel_tiles,
 }
