@@ -15,7 +15,7 @@ from tvm_hetero.devices import cpu_device
 from tvm_hetero.passes import PackConstantWeights
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu.common import largest_divisor, vector_lanes
-from tvm_hetero.schedules.cpu.matmul import panel_width
+from tvm_hetero.schedules.cpu.matmul import depth_block, panel_width, rows_per_tile
 
 CPU = make_target(cpu_device().target)
 W = np.random.default_rng(0).standard_normal((16, 32)).astype("float32")
@@ -460,6 +460,39 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
     assert "_reindex = T.sblock_alloc_buffer" not in text  # neither operand packed per call
     assert '(T.int64(1), T.int64(49), T.int64(64)), scope="local"' in text  # [batch, I, J]
     x = np.random.default_rng(7).standard_normal((1, 8, 7, 7)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("depth", "row_tiles", "block"),
+    [(1024, 28, 128), (2048, 7, 128), (576, 14, 96), (256, 28, 128), (96, 7, None),
+     (1024, 1, None), (1031, 7, None)],
+)  # fmt: skip
+def test_a_deep_panel_read_by_several_row_tiles_is_cut_in_blocks_of_16_kib(depth, row_tiles, block):
+    """Panels of 32 floats a row: blocks of at most 128 rows, a divisor of the depth and at
+    least 32 rows (a prime depth has none); a panel of 16 KiB or less (96 rows), or one row
+    tile, stays whole."""
+    assert depth_block(depth, depth * 32 * 4, row_tiles) == block
+
+
+def test_a_deep_pointwise_convolution_over_a_small_map_sums_its_depth_in_blocks():
+    """512 -> 64 channels over 7 x 7, the weights as the columns: each 64 KiB panel is summed
+    in 4 blocks of 128 input channels, each block over the panel's 7 row tiles; the panel's
+    49 x 32 partial sums are initialised before the first block and written back after the
+    last; numbers equal the unpacked build's."""
+    before, _ = _pointwise_module(512, 7)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    scheduled = schedule_kernels(after, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
+    text = next(iter(_kernels(scheduled).values())).script()
+    nr = panel_width(CPU, 32, 64)
+    tiles = 49 // largest_divisor(49, rows_per_tile(CPU))
+    grid = rf"for \w+, \w+, \w+ in T.grid\(T.int64\(4\), T.int64\({tiles}\), T.int64\(128\)\)"
+    assert re.search(grid, text), text
+    init, back = rf"_init in range\(T.int64\({tiles}\)\)", r"T.grid\(T.int64\(1\), T.int64\(49\)\)"
+    assert re.search(init, text) and re.search(back, text)
+    assert f"in T.vectorized(T.int64({nr}))" in text
+    x = np.random.default_rng(8).standard_normal((1, 512, 7, 7)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
 
