@@ -1,7 +1,7 @@
 """1x1 convolutions over small maps summed in blocks of their depth, or over the whole depth at
 once, beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/depth_blocks.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/depth_blocks.py [--runs 30] [--only CASE ...]
 
 A 1x1 convolution over a small map (14 x 14, 7 x 7) takes its weights as the matmul rule's
 columns; a panel of them deeper than 16 KiB is now summed in blocks of at most 16 KiB, each
@@ -54,9 +54,10 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", nargs="+", choices=sorted(CASES), metavar="CASE")
     args = parser.parse_args()
     record_cases(
-        CASES,
+        {name: case for name, case in CASES.items() if name in (args.only or CASES)},
         lambda case, path: export_case(
             lambda c=case: pairs(c[0], c[1], c[3]), (1, case[0], case[2], case[2]), path
         ),

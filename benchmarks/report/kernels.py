@@ -297,6 +297,11 @@ def channel_tiles() -> str:
     return _before_and_now("channel_tiles.jsonl", "convolution (in->out @map)")
 
 
+def depth_blocks() -> str:
+    """``benchmarks/cpu_kernels/depth_blocks.py``: panels summed in blocks of their depth."""
+    return _before_and_now("depth_blocks.jsonl", "1x1 convolutions (in->out @side)")
+
+
 def winograd() -> str:
     """``benchmarks/cpu_kernels/winograd.py``: the convolution rule's kernel, or F(4x4, 3x3)."""
     return _before_and_now("winograd.jsonl", "3x3 convolution (in -> out @side)")
@@ -372,4 +377,5 @@ SECTIONS = {
     "concatenations": concatenations,
     "softmax": softmax,
     "channel-tiles": channel_tiles,
+    "depth-blocks": depth_blocks,
 }
