@@ -56,7 +56,8 @@ class Matmul(CpuRule):
     (``reindex``). Where consecutive columns of ``B`` are not consecutive in memory it is packed
     per call into panels ``[batch, J / NR, K, NR]`` so the innermost
     loop reads it contiguously; each ``MR x NR`` output tile accumulates in registers over the
-    whole ``K`` (``cache_write`` to ``local``), ``NR`` is vectorized and ``MR`` unrolled, and the
+    whole ``K`` (``cache_write`` to ``local``; a small map's 1x1 convolution over a deep panel in
+    blocks of ``K``, :func:`depth_block`), ``NR`` is vectorized and ``MR`` unrolled, and the
     ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``;
     one read in place whose rows would evict each other from their few cache sets is copied
     into a buffer of its own first, :func:`_copy_panel`). ``MR`` is up to 8 rows with AVX-512's
@@ -147,9 +148,10 @@ class Matmul(CpuRule):
             panel = sch.fuse(batch, j0, group)
         else:
             panel = sch.fuse(batch, j0)
-        block = depth_block(depth, panel_bytes, rows // mr // groups)
+        in_place = per_block == 1 and not copy and _named_columns(func) is not None
+        block = depth_block(depth, panel_bytes, rows // mr // groups) if in_place else None
         depth_outer = None
-        if block is not None and per_block == 1 and not copy and _named_columns(func):
+        if block is not None:
             depth_outer, k = sch.split(k, [None, block])
             sch.reorder(depth_outer, i0)  # a block of the panel stays in L1 over the row tiles
         if parallel:
