@@ -3,6 +3,8 @@ interleaved rounds: the row a before / now benchmark records."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -63,6 +65,21 @@ def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> No
                   f"  ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x"
                   f"  err {row['max_abs_error']:.1e}")  # fmt: skip
     append_rows(rows, results)
+
+
+def case_command(
+    doc: str, cases: dict, export, off: Callable[[], tuple], results: str
+) -> int:  # fmt: skip
+    """A before / now benchmark's command line (``--runs``, ``--only CASE ...``; ``doc``'s first
+    paragraph as its description): the chosen ``cases`` measured by :func:`record_cases` with
+    the change off as ``off()`` returns it (the object, attribute and value to patch)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", nargs="+", choices=sorted(cases), metavar="CASE")
+    args = parser.parse_args()
+    chosen = {name: case for name, case in cases.items() if not args.only or name in args.only}
+    record_cases(chosen, export, off(), args.runs, results)
+    return 0
 
 
 def record_linear_cases(

@@ -1,7 +1,7 @@
 """Channel-vectorized convolution tiles of two vectors of output channels against one, beside
 ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/channel_tiles.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/channel_tiles.py [--runs 30] [--only CASE ...]
 
 With AVX-512 the convolution rule's channel-vectorized tile (up to 7 output positions, each a
 vector of 16 output channels) now computes two vectors of channels at each position where 32
@@ -18,14 +18,13 @@ without AVX-512 both builds are the same. Results: ``benchmarks/results/channel_
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, kernel, stride, input height, width)
@@ -47,21 +46,15 @@ def convolution(inputs: int, outputs: int, kernel: int, stride: int) -> torch.nn
 
 
 def main() -> int:
-    from tvm_hetero.schedules.cpu import conv
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import conv
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    record_cases(
-        CASES,
-        lambda case, path: export_case(
-            lambda c=case: convolution(*c[:4]), (1, case[0], *case[4:]), path
-        ),
-        (conv, "WIDE_CHANNEL_TILE_VECTORS", 1),
-        args.runs,
-        "channel_tiles.jsonl",
-    )
-    return 0
+        return (conv, "WIDE_CHANNEL_TILE_VECTORS", 1)
+
+    def export(case, path):
+        return export_case(lambda c=case: convolution(*c[:4]), (1, case[0], *case[4:]), path)
+
+    return case_command(__doc__, CASES, export, off, "channel_tiles.jsonl")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Concatenations on one CPU, with the pieces rule and without it, beside ONNX Runtime
 (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/concatenations.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/concatenations.py [--runs 30] [--only CASE ...]
 
 Each case concatenates copies of its input ``x`` along an axis (SqueezeNet's fire modules over
 55 x 55 to 13 x 13, Inception's four branches at 35 x 35, a ViT's class token before its 196
@@ -14,14 +14,13 @@ Runtime's. One JSON line per case in ``benchmarks/results/concatenations.jsonl``
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (input shape, copies, axis)
@@ -45,19 +44,15 @@ class Concatenation(torch.nn.Module):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.schedules.cpu import pieces
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import pieces
 
-    record_cases(
-        CASES,
-        lambda case, path: export_case(lambda c=case: Concatenation(*c[1:]), case[0], path),
-        (pieces, "_cut", lambda *_: None),
-        args.runs,
-        "concatenations.jsonl",
-    )
-    return 0
+        return (pieces, "_cut", lambda *_: None)
+
+    def export(case, path):
+        return export_case(lambda c=case: Concatenation(*c[1:]), case[0], path)
+
+    return case_command(__doc__, CASES, export, off, "concatenations.jsonl")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,13 @@ Runtime's. Results: ``benchmarks/results/depth_blocks.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (input channels, inner channels or 0 for one layer, map side, pairs)
@@ -50,22 +49,17 @@ def pairs(channels: int, inner: int, count: int) -> torch.nn.Module:
 
 
 def main() -> int:
-    from tvm_hetero.schedules.cpu import matmul
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--only", nargs="+", choices=sorted(CASES), metavar="CASE")
-    args = parser.parse_args()
-    record_cases(
-        {name: case for name, case in CASES.items() if name in (args.only or CASES)},
-        lambda case, path: export_case(
-            lambda c=case: pairs(c[0], c[1], c[3]), (1, case[0], case[2], case[2]), path
-        ),
-        (matmul, "DEPTH_BLOCK_BYTES", 1 << 40),
-        args.runs,
-        "depth_blocks.jsonl",
-    )
-    return 0
+        return (matmul, "DEPTH_BLOCK_BYTES", 1 << 40)
+
+    def export(case, path):
+        channels, inner, side, count = case
+        shape = (1, channels, side, side)
+        return export_case(lambda: pairs(channels, inner, count), shape, path)
+
+    return case_command(__doc__, CASES, export, off, "depth_blocks.jsonl")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 kernel (a vector of output columns) and its channel-vectorized one (a vector of channels a
 position, the padded input laid out channels innermost), beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/depthwise_channel_vectors.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/depthwise_channel_vectors.py [--runs 30] [--only CASE ...]
 
 Each case is a depthwise ``Conv2d`` with 'same' padding and ReLU6 after it, exported to ONNX
 (batch 1): the layers of MnasNet, EfficientNet-B0 and the MobileNets whose output rows are 7 or
@@ -16,14 +16,13 @@ our executor beside ONNX Runtime on the same cores and threads, in 5 interleaved
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (channels, window, stride, input side)
@@ -47,19 +46,17 @@ def depthwise(channels: int, window: int, stride: int) -> torch.nn.Module:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.schedules.cpu import conv
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import conv
+
+        return (conv, "DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH", 0)
 
     def export(case, path):
         channels, window, stride, side = case
         shape = (1, channels, side, side)
         return export_case(lambda: depthwise(channels, window, stride), shape, path)
 
-    off = (conv, "DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH", 0)
-    record_cases(CASES, export, off, args.runs, "depthwise_channel_vectors.jsonl")
-    return 0
+    return case_command(__doc__, CASES, export, off, "depthwise_channel_vectors.jsonl")
 
 
 if __name__ == "__main__":

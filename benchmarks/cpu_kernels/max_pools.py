@@ -3,7 +3,7 @@ copy, strided windows gathered lane by lane) and the separable one (``LegalizeWi
 each input row's window maxima, then down the columns, under the ``separable_pool`` rule),
 beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/max_pools.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/max_pools.py [--runs 30] [--only CASE ...]
 
 Each case is a ``MaxPool2d`` exported to ONNX (batch 1): the pools of ResNet / DenseNet,
 Inception v3, GoogLeNet and SqueezeNet, and three that keep TVM's kernel (output rows under
@@ -17,14 +17,13 @@ executor beside ONNX Runtime on the same cores and threads, in 5 interleaved rou
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (channels, input side, window, stride, padding)
@@ -41,19 +40,17 @@ CASES = {  # name: (channels, input side, window, stride, padding)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.passes import legalize_with_fast_math
+    def off() -> tuple:
+        from tvm_hetero.passes import legalize_with_fast_math as legalize
+
+        return (legalize, "_separable_max_pool", legalize.tvm_legalized)
 
     def export(case, path):
         channels, side, window, stride, padding = case
         pool = torch.nn.MaxPool2d(window, stride, padding)
         return export_case(lambda: pool, (1, channels, side, side), path)
 
-    off = (legalize_with_fast_math, "_separable_max_pool", legalize_with_fast_math.tvm_legalized)
-    record_cases(CASES, export, off, args.runs, "max_pools.jsonl")
-    return 0
+    return case_command(__doc__, CASES, export, off, "max_pools.jsonl")
 
 
 if __name__ == "__main__":

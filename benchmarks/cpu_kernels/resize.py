@@ -1,7 +1,7 @@
 """Bilinear resizes on one CPU: TVM's kernel, ``SeparableResize``'s two passes, and ONNX Runtime
 (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/resize.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/resize.py [--runs 30] [--only CASE ...]
 
 Each case is ``F.interpolate(x, size, mode="bilinear")`` exported to ONNX (batch 1): the
 upsamples of LR-ASPP's and SegFormer's heads and one to the input's own size (SegFormer's
@@ -13,14 +13,13 @@ end by our executor beside ONNX Runtime on the same cores and threads, in 5 inte
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 
@@ -42,20 +41,15 @@ CASES = {  # name: (output size, input shape)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.passes import separable_resize
+    def off() -> tuple:
+        from tvm_hetero.passes import separable_resize
 
-    off = (separable_resize, "rewritten", lambda *_: False)
-    record_cases(
-        CASES,
-        lambda case, path: export_case(lambda size=case[0]: Upsample(size), case[1], path),
-        off,
-        args.runs,
-        "resize.jsonl",
-    )
-    return 0
+        return (separable_resize, "rewritten", lambda *_: False)
+
+    def export(case, path):
+        return export_case(lambda size=case[0]: Upsample(size), case[1], path)
+
+    return case_command(__doc__, CASES, export, off, "resize.jsonl")
 
 
 if __name__ == "__main__":

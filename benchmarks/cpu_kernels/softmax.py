@@ -1,7 +1,7 @@
 """Softmax over attention rows on one CPU: dlight's row schedule, rows reduced in vector lanes
 (``reduction.rows_in_vectors``), and ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/softmax.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/softmax.py [--runs 30] [--only CASE ...]
 
 Each case is ``torch.softmax(x, dim=-1)`` over attention scores (batch 1, heads x rows x
 keys) exported to ONNX: BERT's 12 x 128 x 128, ViT's 197 keys (a prime: no vector divides the
@@ -14,14 +14,13 @@ outputs checked against ONNX Runtime's. One JSON line per case in
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 
@@ -39,20 +38,15 @@ CASES = {  # name: input shape
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.schedules.cpu import reduction
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import reduction
 
-    off = (reduction, "rows_in_vectors", lambda *_: None)
-    record_cases(
-        CASES,
-        lambda shape, path: export_case(Softmax, shape, path),
-        off,
-        args.runs,
-        "softmax.jsonl",
-    )
-    return 0
+        return (reduction, "rows_in_vectors", lambda *_: None)
+
+    def export(shape, path):
+        return export_case(Softmax, shape, path)
+
+    return case_command(__doc__, CASES, export, off, "softmax.jsonl")
 
 
 if __name__ == "__main__":

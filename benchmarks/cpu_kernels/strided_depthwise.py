@@ -2,7 +2,7 @@
 column) and ``DepthwiseColumnsAfter``'s (rows with every column, then the columns), and ONNX
 Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/strided_depthwise.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/strided_depthwise.py [--runs 30] [--only CASE ...]
 
 Each case is a depthwise ``Conv2d`` with stride 2 and ReLU6 after it, exported to ONNX (batch
 1): the strided layers of MobileNet v2 / v3, MnasNet and EfficientNet-B0 (3x3 and 5x5). Compiled
@@ -14,14 +14,13 @@ checked against ONNX Runtime's. One JSON line per case in
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (channels, window, input shape)
@@ -43,20 +42,15 @@ def depthwise(channels: int, window: int) -> torch.nn.Module:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    from tvm_hetero.passes import depthwise_columns_after
+    def off() -> tuple:
+        from tvm_hetero.passes import depthwise_columns_after
 
-    off = (depthwise_columns_after, "rewritten", lambda *_: False)
-    record_cases(
-        CASES,
-        lambda case, path: export_case(lambda c=case: depthwise(*c[:2]), case[2], path),
-        off,
-        args.runs,
-        "strided_depthwise.jsonl",
-    )
-    return 0
+        return (depthwise_columns_after, "rewritten", lambda *_: False)
+
+    def export(case, path):
+        return export_case(lambda c=case: depthwise(*c[:2]), case[2], path)
+
+    return case_command(__doc__, CASES, export, off, "strided_depthwise.jsonl")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 ``WinogradConvolutions``' F(4 x 4, 3 x 3) or F(2 x 2, 3 x 3) (``now``), beside ONNX Runtime
 (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/winograd.py [--runs 30] [--only NAME ...]
+    .venv/bin/python benchmarks/cpu_kernels/winograd.py [--runs 30] [--only CASE ...]
 
 Each case is a ``Conv2d`` 3x3, padding 1, with a bias and ReLU after it, exported to ONNX
 (batch 1): the 3x3 layers of ResNet-18 / -50, VGG-11, DenseNet-121 and GoogLeNet, and two over
@@ -15,14 +15,13 @@ line per case in ``benchmarks/results/winograd.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_cases  # noqa: E402
+from before_and_now import case_command  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, map)
@@ -47,22 +46,15 @@ def conv_relu(inputs: int, outputs: int) -> torch.nn.Module:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--only", nargs="+", choices=sorted(CASES), metavar="NAME")
-    args = parser.parse_args()
-    from tvm_hetero.passes import winograd_convolutions
+    def off() -> tuple:
+        from tvm_hetero.passes import winograd_convolutions
 
-    cases = {k: v for k, v in CASES.items() if not args.only or k in args.only}
-    off = (winograd_convolutions, "rewritten", lambda *_: False)
-    record_cases(
-        cases,
-        lambda c, path: export_case(lambda c=c: conv_relu(*c[:2]), (1, c[0], c[2], c[2]), path),
-        off,
-        args.runs,
-        "winograd.jsonl",
-    )
-    return 0
+        return (winograd_convolutions, "rewritten", lambda *_: False)
+
+    def export(c, path):
+        return export_case(lambda c=c: conv_relu(*c[:2]), (1, c[0], c[2], c[2]), path)
+
+    return case_command(__doc__, CASES, export, off, "winograd.jsonl")
 
 
 if __name__ == "__main__":
