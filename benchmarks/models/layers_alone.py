@@ -65,7 +65,8 @@ def one_node(path: Path, node, shape: tuple, out: Path) -> np.ndarray:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [inits[name] for name in node.input[1:] if name],
     )  # fmt: skip
-    onnx.save(helper.make_model(graph, opset_imports=model.opset_import), str(out))
+    alone = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    onnx.save(alone, str(out))
     return np.random.default_rng(0).standard_normal(shape).astype("float32")
 
 
