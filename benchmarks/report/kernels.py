@@ -46,6 +46,21 @@ def compile_time() -> str:
     return titled("compile_time.jsonl", rows, header, out)
 
 
+def layers_alone() -> str:
+    """``benchmarks/models/layers_alone.py``: a model's convolutions alone, summed, against the
+    whole model, ours and ONNX Runtime's."""
+    rows = list(latest(load("layers_alone.jsonl"), "model").values())
+    out = [
+        (r["model"], ms(r["layers_ours_ms"]), ms(r["layers_ort_ms"]),
+         ratio(r["layers_ours_ms"], r["layers_ort_ms"]), ms(r["whole_ours_ms"]),
+         ms(r["whole_ort_ms"]), ratio(r["whole_ours_ms"], r["whole_ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "convolutions alone ms", "ORT ms", "ours / ORT", "whole model ms",
+              "ORT ms", "ours / ORT")  # fmt: skip
+    return titled("layers_alone.jsonl", rows, header, out)
+
+
 def cpu_kernels() -> str:
     """``benchmarks/cpu_kernels/bench.py``: operators and small models, rules and ORT."""
     data = load("cpu_kernels_prepacked.json")
@@ -378,4 +393,5 @@ SECTIONS = {
     "softmax": softmax,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
+    "layers-alone": layers_alone,
 }
