@@ -1,5 +1,5 @@
 """A corpus model's convolutions each alone against the whole model, ours and ONNX Runtime's:
-whether a gap lies in the layers or between them (issue 56).
+what each runtime gains or loses by running the layers together (issue 56).
 
     .venv/bin/python benchmarks/models/layers_alone.py MODEL [--runs 20] [--threads 2]
 
@@ -9,9 +9,10 @@ one-node ONNX file with the first such node's weights. Each is compiled for the 
 ``api.compile`` does and timed end to end beside ONNX Runtime on the same file, inputs and
 threads, interleaved (medians of ``--runs``); then the whole model the same way. Sums weigh
 each convolution by how many nodes share it. Alone, a layer's weights and input stay in cache
-from one run to the next; inside the model they do not, and each layer's input was just
-written, half of it by the other thread: a sum of layers alone well under the whole model means
-the time goes between layers, not into them. Prints a table; one JSON line per model in
+from one run to the next, and ONNX Runtime converts each one-node model's input to its blocked
+channel layout (NCHWc) and back; inside the model neither holds. Compare each runtime's whole
+model with its own layers alone (what running them together gains or loses), and the layers'
+ratios with care. Prints a table; one JSON line per model in
 ``benchmarks/results/layers_alone.jsonl``.
 """
 

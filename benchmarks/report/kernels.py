@@ -49,14 +49,14 @@ def compile_time() -> str:
 def layers_alone() -> str:
     """``benchmarks/models/layers_alone.py``: a model's convolutions alone, summed, against the
     whole model, ours and ONNX Runtime's."""
-    rows = list(latest(load("layers_alone.jsonl"), "model").values())
+    rows = list(latest(load("layers_alone.jsonl"), lambda r: (r["model"], r["threads"])).values())
     out = [
-        (r["model"], ms(r["layers_ours_ms"]), ms(r["layers_ort_ms"]),
+        (r["model"], str(r["threads"]), ms(r["layers_ours_ms"]), ms(r["layers_ort_ms"]),
          ratio(r["layers_ours_ms"], r["layers_ort_ms"]), ms(r["whole_ours_ms"]),
          ms(r["whole_ort_ms"]), ratio(r["whole_ours_ms"], r["whole_ort_ms"]))
         for r in rows
     ]  # fmt: skip
-    header = ("model", "convolutions alone ms", "ORT ms", "ours / ORT", "whole model ms",
+    header = ("model", "threads", "convolutions alone ms", "ORT ms", "ours / ORT", "whole ms",
               "ORT ms", "ours / ORT")  # fmt: skip
     return titled("layers_alone.jsonl", rows, header, out)
 
