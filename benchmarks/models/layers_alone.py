@@ -67,7 +67,7 @@ def one_node(path: Path, node, shape: tuple, out: Path) -> np.ndarray:
         [inits[name] for name in node.input[1:] if name],
     )  # fmt: skip
     alone = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
-    onnx.save(alone, str(out))
+    onnx.save(onnx.shape_inference.infer_shapes(alone), str(out))  # the output's shape too
     return np.random.default_rng(0).standard_normal(shape).astype("float32")
 
 
