@@ -30,13 +30,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cpu_kernels")]
 
 
-def convolutions(path: Path) -> list[tuple[tuple, list]]:
-    """``(key, nodes)`` for each distinct ``Conv`` of the ONNX file at ``path``, in first-use
-    order: the key is its input and weight shapes and attributes, the nodes every node that
-    shares it."""
+def convolutions(model) -> list[tuple[tuple, list]]:  # model: onnx.ModelProto
+    """``(key, nodes)`` for each distinct ``Conv`` of ``model``, in first-use order: the key is
+    its input and weight shapes and attributes, the nodes every node that shares it."""
     import onnx
 
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    model = onnx.shape_inference.infer_shapes(model)
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
               for v in [*model.graph.value_info, *model.graph.input]}  # fmt: skip
     weights = {t.name: list(t.dims) for t in model.graph.initializer}
@@ -51,13 +50,13 @@ def convolutions(path: Path) -> list[tuple[tuple, list]]:
     return list(found.items())
 
 
-def one_node(path: Path, node, shape: tuple, out: Path) -> np.ndarray:
-    """``node`` (a ``Conv`` of the file at ``path`` whose input has ``shape``) as an ONNX file of
-    its own at ``out``, its weights and bias as initializers; returns a seeded input for it."""
+def one_node(model, node, shape: tuple, out: Path) -> np.ndarray:
+    """``node`` (a ``Conv`` of ``model``, an ``onnx.ModelProto``, whose input has ``shape``) as
+    an ONNX file of its own at ``out``, its weights and bias as initializers; returns a seeded
+    input for it."""
     import onnx
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(path))
     inits = {t.name: t for t in model.graph.initializer}
     conv = helper.make_node("Conv", ["x", *node.input[1:]], ["y"], name="conv")
     conv.attribute.extend(node.attribute)
@@ -89,6 +88,7 @@ def timed(path: Path, feeds: dict, device, runs: int, shapes=None) -> tuple[floa
 
 
 def main() -> int:
+    import onnx
     from onnx_models import append_rows
     from stamp import stamp
     from zoo import CORPUS, exported_feeds
@@ -107,9 +107,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{args.model}.onnx"
         given, feeds = exported_feeds(args.model, path)
-        for k, (key, nodes) in enumerate(convolutions(path)):
+        model = onnx.load(str(path))  # read once: ResNet-50's weights are 100 MB
+        for k, (key, nodes) in enumerate(convolutions(model)):
             alone = Path(tmp) / f"conv{k}.onnx"
-            x = one_node(path, nodes[0], key[0], alone)
+            x = one_node(model, nodes[0], key[0], alone)
             ours, theirs = timed(alone, {"x": x}, device, args.runs)
             ours_sum, theirs_sum = ours_sum + len(nodes) * ours, theirs_sum + len(nodes) * theirs
             name = f"{'x'.join(map(str, key[0]))} {'x'.join(map(str, key[1]))}"
