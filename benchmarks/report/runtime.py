@@ -23,7 +23,7 @@ def runtime_programs() -> str:
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
-                ms(m.get("onnxruntime")),
+                us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
         (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["programs"]),
@@ -34,7 +34,8 @@ def runtime_programs() -> str:
     return titled(
         "runtime_programs.jsonl", local,
         ("model", "workers", "us a crossing: native", "Python programs", "dataflow",
-         "us a run: native", "(caller apart)", "Python programs", "dataflow", "ORT us"),
+         "us a run: native", "(caller apart)", "Python programs", "dataflow",
+         "C ping-pong us", "ORT us"),
         out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",

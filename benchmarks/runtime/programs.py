@@ -8,14 +8,17 @@ is 64 units and 63 crossings (each a unit, a hand-over and a wake-up), on one wo
 unit. Per crossing = (alternating - one worker) / 63; per run = one pinned worker's run against
 the same unit called in the caller's thread (an unpinned device runs inline). Local: ``cpu@0`` /
 ``cpu@1`` worker threads. ``--remote``: two ``tvm-hetero worker`` processes on loopback (runtime
-library only), one core each. Each arrangement by programs run natively (local threads only,
-``runtime/native_programs.py``), by programs in Python (``Executor(native=False)``) and by
-dataflow (``Executor(programs=False)``), every one in each of ``--rounds`` interleaved rounds;
+library only), one core each. Each arrangement by programs run natively (local threads:
+``runtime/native_programs.py``; remote workers: ``runtime/native_remote.py``), by programs in
+Python (``Executor(native=False)``) and by dataflow (``Executor(programs=False)``), every one
+in each of ``--rounds`` interleaved rounds;
 medians over all runs. The native one-worker run is timed twice: with the caller's thread where
 the scheduler puts it (on a two-core host, often on the worker's core: the two then take turns)
 and held to a core the worker does not use (``caller apart``). ONNX Runtime runs the same 64
 additions (one session, one thread) in the same rounds: what the peer takes for the whole chain
-on one device.
+on one device. ``--remote`` also times, in each round, what the hardware charges for a crossing:
+a C ping-pong of small messages over two one-way loopback links between two processes on the
+workers' cores, each spinning on its receive (``pingpong.c``, built with ``cc``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,6 +70,19 @@ def _ort_chain(size: int):
     onnx.checker.check_model(model)
     x = {"x": np.zeros((size,), "float32")}
     return lambda: session.run(None, x)
+
+
+def _pingpong(folder: Path):
+    """``run()`` -> the median one-way microseconds of ``pingpong.c`` (80 bytes, cores 0 and 1:
+    the workers'), built into ``folder``; None where no C compiler builds it."""
+    built = folder / "pingpong"
+    done = subprocess.run(["cc", "-O2", "-o", str(built), str(Path(__file__).with_name(
+        "pingpong.c"))], capture_output=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        return None
+    command = [str(built), "80", "9", "0", "1"]
+    return lambda: float(subprocess.run(command, capture_output=True, text=True,
+                                        check=True).stdout)  # fmt: skip
 
 
 def _start_workers(n: int) -> list[tuple[int, subprocess.Popen]]:
@@ -133,13 +150,15 @@ def main() -> None:
     ort_run = (lambda: None) if args.zoo else _ort_chain(8)
     crossings = len(deployments["alternating"].units) - 1
     samples: dict[str, list[float]] = {}
-    modes = ("programs", "dataflow") if args.remote else ("native", "programs", "dataflow")
+    modes = ("native", "programs", "dataflow")
     arrangements = [(k, m) for k in ("alternating", "one worker") for m in modes]
     keys = [*arrangements, ("inline", "-")]
     apart = set(range(os.cpu_count() or 1)) - set(pair[1].cores or ())
     if not args.remote and apart:
         keys.append(("one worker", "native caller apart"))
     programs_seen = []
+    scratch = tempfile.TemporaryDirectory()
+    pingpong = _pingpong(Path(scratch.name)) if args.remote else None
     try:
         for r in range(args.rounds):
             for k, m in keys:  # each opened every round: a remote worker serves one session
@@ -152,7 +171,10 @@ def main() -> None:
                         stats = ex.time(x, repeat=args.runs, warmup=10)
                     finally:
                         os.sched_setaffinity(0, mask)
-                    programs_seen.append((k, m, type(ex._runner).__name__))
+                    runner = type(ex._runner).__name__
+                    if getattr(ex._runner, "not_native", None):  # a remote worker in Python
+                        runner += " in Python"
+                    programs_seen.append((k, m, runner))
                 samples.setdefault(f"{k} {m}".strip(" -"), []).extend(stats.samples_ms)
             times = []
             for i in range(args.runs + 10):
@@ -162,10 +184,15 @@ def main() -> None:
                     times.append((time.perf_counter() - start) * 1e3)
             if not args.zoo:
                 samples.setdefault("onnxruntime", []).extend(times)
+            if pingpong is not None:
+                samples.setdefault("c one way", []).append(pingpong() * 1e-3)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        assert ("alternating", "programs", "ProgramRunner") in programs_seen
-        assert args.remote or ("alternating", "native", "NativeRunner") in programs_seen
+        assert ("alternating", "programs", "ProgramRunner in Python" if args.remote
+                else "ProgramRunner") in programs_seen  # fmt: skip
+        native = "ProgramRunner" if args.remote else "NativeRunner"  # remote: each worker's
+        assert ("alternating", "native", native) in programs_seen
     finally:
+        scratch.cleanup()
         for proc in procs:
             os.killpg(proc.pid, signal.SIGKILL)
     us = {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
@@ -191,6 +218,8 @@ def main() -> None:
         row[f"per_run_us_{mode}"] = us[f"one worker {mode}"] - us["inline"]
     if "one worker native caller apart" in us:
         row["per_run_us_native_caller_apart"] = us["one worker native caller apart"] - us["inline"]
+    if "c one way" in us:
+        row["c_one_way_us"] = us["c one way"]
     print(
         f"{row['model']}, {row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs"
     )

@@ -306,8 +306,7 @@ def test_native_and_python_programs_compute_the_same_on_a_model_split_four_ways(
 def test_without_the_native_library_the_python_programs_run(chain, monkeypatch):
     from tvm_hetero.runtime import native_programs
 
-    monkeypatch.setattr(native_programs, "_functions", None)
-    monkeypatch.setattr(native_programs, "_why_not", "TVM_HETERO_NATIVE=0")
+    monkeypatch.setitem(native_programs._loaded, native_programs.SOURCE, "TVM_HETERO_NATIVE=0")
     assert native_programs.unavailable() == "TVM_HETERO_NATIVE=0"
     with Executor(chain) as executor:
         assert type(executor._runner).__name__ == "ProgramRunner"

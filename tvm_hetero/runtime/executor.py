@@ -65,9 +65,10 @@ class Executor:
         dataflow, every step handed to its worker as its inputs become ready (the runtime
         before, kept to measure against, and still the one for a local GPU).
     native : bool
-        Run programs whose workers are all local CPU threads by native code
-        (:mod:`tvm_hetero.runtime.native_programs`: no Python between two units); ``False``,
-        or where it does not apply, by Python.
+        Run programs natively (no Python between two units): those of a deployment whose
+        workers are all local CPU threads (:mod:`tvm_hetero.runtime.native_programs`), and each
+        remote CPU worker's (:mod:`tvm_hetero.runtime.native_remote`); ``False``, or where it
+        does not apply, by Python.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class Executor:
         native: bool = True,
     ) -> None:
         self.deployment, self.timeout_s, self.on_spot = deployment, timeout_s, on_spot
-        self.alone = alone
+        self.alone, self.native = alone, native
         used = sorted({s.device for s in deployment.units})
         sole = deployment.devices[used[0]] if len(used) == 1 else None
         inline = sole is not None and sole.cores is None and sole.host is None

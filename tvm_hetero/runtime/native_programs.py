@@ -46,9 +46,6 @@ SOURCE = Path(__file__).with_name("native") / "programs.c"
 UNIT, ITEM, ALIAS = 0, 1, 2
 OK, FAILED, TIMED_OUT = 0, 1, 2
 
-_functions: dict[str, Any] | None = None
-_why_not: str | None = None
-
 
 def _cache_dir() -> Path:
     return cache_home() / "native"
@@ -82,28 +79,44 @@ def _build(source: Path) -> Path:
 def functions() -> dict[str, Any] | None:
     """The native functions (``tvm_hetero.native.*`` by their last part), or None when they
     cannot be built here (:func:`unavailable` says why). Built and loaded once a process."""
-    global _functions, _why_not
-    if _functions is None and _why_not is None:
+    names = ("new", "function", "begin", "put", "serve", "start", "wait", "take",
+             "times", "status", "failure", "abort", "running", "free")  # fmt: skip
+    return load_native(SOURCE, "tvm_hetero_native_register", "tvm_hetero.native", names)
+
+
+_loaded: dict[Path, dict[str, Any] | str] = {}
+"""By C source: its functions, or why they cannot be loaded here."""
+
+
+def load_native(
+    source: Path, register: str, prefix: str, names: Sequence[str]
+) -> dict[str, Any] | None:  # fmt: skip
+    """The FFI functions ``prefix.NAME`` for each of ``names`` that C ``source`` registers
+    (its ``register`` function), built and loaded once a process; None when they cannot be
+    (:func:`unavailable` says why: ``TVM_HETERO_NATIVE=0``, no C compiler)."""
+    if source not in _loaded:
         if os.environ.get("TVM_HETERO_NATIVE", "1") == "0":
-            _why_not = "TVM_HETERO_NATIVE=0"
+            _loaded[source] = "TVM_HETERO_NATIVE=0"
             return None
         try:
-            library = ctypes.CDLL(str(_build(SOURCE)))
-            if library.tvm_hetero_native_register() != 0:
+            library = ctypes.CDLL(str(_build(source)))
+            if getattr(library, register)() != 0:
                 raise OSError("registering its functions failed")
         except (OSError, subprocess.SubprocessError) as err:
-            _why_not = f"native programs unavailable: {err}"
+            _loaded[source] = f"native programs unavailable: {err}"
             return None
-        names = ("new", "function", "begin", "put", "serve", "start", "wait", "take",
-                 "times", "status", "failure", "abort", "running", "free")  # fmt: skip
-        _functions = {n: tvm_ffi.get_global_func(f"tvm_hetero.native.{n}") for n in names}
-    return _functions
+        _loaded[source] = {n: tvm_ffi.get_global_func(f"{prefix}.{n}") for n in names}
+    loaded = _loaded[source]
+    return loaded if isinstance(loaded, dict) else None
 
 
-def unavailable() -> str | None:
-    """Why native programs cannot run in this process, or None."""
-    functions()
-    return _why_not
+def unavailable(source: Path = SOURCE) -> str | None:
+    """Why the native functions of ``source`` (those of :func:`functions` by default) cannot
+    run in this process, or None (loaded first where they were not)."""
+    if source == SOURCE:
+        functions()
+    loaded = _loaded.get(source)
+    return loaded if isinstance(loaded, str) else None
 
 
 class NotNative(ValueError):

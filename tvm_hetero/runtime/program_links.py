@@ -133,6 +133,11 @@ class Outlinks:
         with lock:
             send_after(conn, head, array)
 
+    def fileno(self, host: str, port: int) -> int:
+        """The file descriptor of the link to the peer at ``host:port`` (a native program
+        sends on it: :mod:`.native_remote`)."""
+        return self._links[host, port][0].fileno()
+
     def close(self) -> None:
         """Close every link."""
         for conn, _ in self._links.values():
@@ -169,6 +174,17 @@ class Inlinks:
     def wake(self) -> None:
         """End the program thread's sleep in :meth:`receive`."""
         os.write(self._wake_w, b"!")
+
+    @property
+    def wake_fd(self) -> int:
+        """What :meth:`wake` and :meth:`adopt` write to (a native program sleeps on it too)."""
+        return self._wake_r
+
+    def fds(self) -> list[int]:
+        """The file descriptors of the links, those adopted since the last look included (a
+        native program reads them itself: :mod:`.native_remote`)."""
+        self._take_new()
+        return list(self._links)
 
     def receive(
         self, timeout_s: float, allocate: Allocate, within_s: float

@@ -29,12 +29,15 @@ if TYPE_CHECKING:
     from tvm_hetero.runtime.programs import Programs
 
 
-def remote_ops(executor: Executor, device: int) -> list[dict[str, Any]]:
+def remote_ops(
+    executor: Executor, device: int, read_here: set[str] | None = None
+) -> list[dict[str, Any]]:  # fmt: skip
     """The program of remote worker ``device`` as it is sent there: its units and items, each
     with the peers its value is pushed to (data-port addresses; and whether that peer's
-    program reads it, so it goes on the program link, or only the client downloads it) and,
-    for a unit, who makes each of its inputs (a value that does not arrive in time blames its
-    maker)."""
+    program reads it, so it goes on the program link, or only the client downloads it),
+    whether the client reads it from the worker (``held``: in ``read_here``, None for all; a
+    native program hands only those to the session) and, for a unit, who makes each of its
+    inputs (a value that does not arrive in time blames its maker)."""
     programs, steps = executor.programs, executor.deployment.steps
     ops: list[dict[str, Any]] = []
     for i in programs.steps[device]:
@@ -44,13 +47,15 @@ def remote_ops(executor: Executor, device: int) -> list[dict[str, Any]]:
              any(name in steps[j].inputs for j in programs.steps[k])]
             for k, name in programs.sends[i]
         ]  # fmt: skip
+        held = read_here is None or step.name in read_here
         if step.kind == "unit":
             makers = {v: _maker(executor, v) for v in step.inputs}
             ops.append({"op": "unit", "step": i, "function": step.function, "out": step.name,
-                        "inputs": list(step.inputs), "pushes": pushes, "from": makers})  # fmt: skip
+                        "inputs": list(step.inputs), "pushes": pushes, "from": makers,
+                        "held": held})  # fmt: skip
         elif step.kind == "item":
             ops.append({"op": "item", "step": i, "src": step.inputs[0], "index": step.index,
-                        "out": step.name, "pushes": pushes})  # fmt: skip
+                        "out": step.name, "pushes": pushes, "held": held})  # fmt: skip
     return ops
 
 
@@ -102,8 +107,12 @@ class ProgramRunner:
                     self.returns[holder].append(step.name)
         self.names = [s.name for s in steps]
         self.run_id = 0
+        self.not_native: dict[int, str] = {}  # remote workers running Python programs: why
         for k in remote:
-            executor.workers[k].load_program(remote_ops(executor, k))
+            read = {name for name, holder in self.held_remotely if holder == k}
+            why = executor.workers[k].load_program(remote_ops(executor, k, read), executor.native)
+            if why:
+                self.not_native[k] = why
 
     def run(self, batches: Sequence[Sequence[tvm.runtime.Tensor]]) -> list[dict[str, Any]]:
         """:meth:`Executor.run_many` by programs."""

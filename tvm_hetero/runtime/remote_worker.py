@@ -257,9 +257,12 @@ class RemoteWorker:
         through the data port, not waiting for the worker."""
         self._tell({"put": name}, f"upload of {name.partition(':')[2] or name}", _array(value))
 
-    def load_program(self, ops: list[dict[str, Any]]) -> None:
-        """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`)."""
-        self._rpc("program load", lambda: self._remote["load_program"](json.dumps(ops)))
+    def load_program(self, ops: list[dict[str, Any]], native: bool = True) -> str:
+        """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`), to run
+        natively where ``native`` and the worker can; "" when it does, else why not."""
+        return str(self._rpc(
+            "program load", lambda: self._remote["load_program"](json.dumps(ops), native)
+        ))  # fmt: skip
 
     def run_program(
         self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),

@@ -16,7 +16,7 @@ it (see :mod:`.tensor_link`).
   and a library the worker kept from an earlier session, by its SHA-256, is not sent again).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.load_program(ops)``, then a ``run`` command on the data port (``[run,
+- ``tvm_hetero.worker.load_program(ops, native)``, then a ``run`` command on the data port (``[run,
   microbatches, wait_s, returns]``): keep this worker's program, then run it for every microbatch
   of a run (one message a run: the client's inputs go ahead of the command on the same connection;
   no TVM RPC round trip; the outputs it takes come back with the answer up to ``RETURN_BYTES``
@@ -90,10 +90,10 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
-PROTOCOL = 3
+PROTOCOL = 4
 """What the client and the worker speak (2: runs on the data port; 3: ONNX Runtime's runs
-there too); a client refuses a worker of another, which would not understand it (restart the
-worker)."""
+there too; 4: programs run natively, ``load_program(ops, native)``); a client refuses a worker
+of another, which would not understand it (restart the worker)."""
 RUN = "run"
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
 ONNXRUNTIME = "onnxruntime"
@@ -170,6 +170,7 @@ class _Session:
         self.inlinks: Any = None  # program links: what peers' programs push to this one
         self.outlinks: Any = None
         self.spin_s = 0.0
+        self.native: Any = None  # the program run natively (native_remote), if it is
         self.received: dict[str, tuple] = {}  # tensors made to receive into (_buffer)
         self.onnx: Any = None  # ONNX Runtime beside us on this device (onnxruntime_open)
         self.spec: Any = None  # the device loaded (load)
@@ -350,16 +351,21 @@ class _Session:
             self.pushes.put(functools.partial(self._deliver, host, int(port), name, value))
         return said
 
-    def load_program(self, ops: str) -> int:
+    def load_program(self, ops: str, native: bool = True) -> str:
         """Keep this worker's program (JSON: its units and items in order, each with the
-        peers its value is pushed to, :func:`tvm_hetero.runtime.program_runner.remote_ops`);
-        its length."""
+        peers its value is pushed to, :func:`tvm_hetero.runtime.program_runner.remote_ops`),
+        run natively (:mod:`~tvm_hetero.runtime.native_remote`) where ``native`` and it can
+        be; "" when it is, else why not."""
+        from tvm_hetero.runtime.native_remote import NativeProgram, NotNative
         from tvm_hetero.runtime.program_links import Outlinks, spin_seconds
 
         self.program = json.loads(ops)
         self.functions = {op["function"]: self.vm.module[op["function"]]
                           for op in self.program if op["op"] == "unit"}  # fmt: skip
         self._pusher()
+        if self.native is not None:
+            self.native.close()
+            self.native = None
         if self.outlinks is not None:
             self.outlinks.close()
         self.outlinks = Outlinks(self.name)
@@ -367,7 +373,15 @@ class _Session:
             if linked:
                 self.outlinks.open(host, int(port))
         self.spin_s = spin_seconds()
-        return len(self.program)
+        if not native:
+            return "not asked for"
+        try:
+            self.native = NativeProgram(
+                self, self.program, self.outlinks, self.inlinks, self.spin_s
+            )  # fmt: skip
+        except NotNative as err:
+            return str(err)
+        return ""
 
     def run_program(self, run: int, microbatches: int, wait_s: float, returns: list) -> bytes:
         """Run the program for each microbatch of run ``run`` in turn (values named
@@ -405,6 +419,8 @@ class _Session:
 
     def _run_program(self, run: int, microbatches: int, wait_s: float) -> list[list]:
         """:meth:`run_program`'s steps; their events."""
+        if self.native is not None:
+            return self.native.run(run, microbatches, wait_s)
         t0, events = time.perf_counter(), []
         for mb in range(microbatches):
             prefix = f"{run}/{mb}:"
