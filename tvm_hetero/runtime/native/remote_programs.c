@@ -246,12 +246,19 @@ static int take_header(Ctx* ctx, Inlink* l) {
   kind[n_kind] = 0;
   int64_t item = item_bytes(kind);
   if (item < 0 || (uint64_t)(count * item) != nbytes) return -1;
-  /* RUN/MB:NAME */
-  char* end;
-  const char* colon = memchr(name, ':', n_name);
-  long long run = strtoll(name, &end, 10);
-  long mb = (*end == '/' && colon != NULL) ? strtol(end + 1, NULL, 10) : -1;
-  int32_t k = colon == NULL ? -1 : find_ext(ctx, colon + 1, (size_t)(name + n_name - colon - 1));
+  /* RUN/MB:NAME; a name too long to be one of this program's is dropped */
+  char label[1024], *end;
+  int32_t k = -1;
+  long long run = -1;
+  long mb = -1;
+  if (n_name < sizeof label) {
+    memcpy(label, name, n_name);
+    label[n_name] = 0;
+    char* colon = strchr(label, ':');
+    run = strtoll(label, &end, 10);
+    mb = (*end == '/' && colon != NULL) ? strtol(end + 1, NULL, 10) : -1;
+    k = colon == NULL ? -1 : find_ext(ctx, colon + 1, strlen(colon + 1));
+  }
   l->slot = NULL;
   l->dst = NULL;
   if (k >= 0 && run == ctx->run && mb >= 0 && mb < ctx->n_mb && ctx->ext[k].kind == LINK) {
