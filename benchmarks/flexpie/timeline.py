@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
         [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host] [--events] [--alone]
-        [--compare]
+        [--compare [--rounds 3]]
 
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
@@ -64,9 +64,20 @@ def unit_times(ex: Executor, tensors, runs: int) -> tuple[list[float], dict]:
     return seconds, units
 
 
-def report(label: str, ex: Executor, runs: int, tensors, events: bool = False) -> dict:
+WAYS = (
+    ("native programs", {}),
+    ("Python programs", {"native": False}),
+    ("dataflow", {"programs": False}),
+)
+"""How ``--compare`` runs a plan: the runtime's default (programs, natively where they can
+be), programs in Python, and dataflow."""
+
+
+def report(
+    label: str, ex: Executor, runs: int, tensors, events: bool = False
+) -> tuple[dict, list[float]]:  # fmt: skip
     """Median latency of ``runs`` runs, then the last run's time per device and kind; returns
-    :func:`unit_times`' units."""
+    :func:`unit_times`' units and the runs' seconds."""
     seconds, units = unit_times(ex, tensors, runs)
     print(f"{label}: median {statistics.median(seconds) * 1e3:.1f} ms")
     totals: dict[tuple[str, str], list[float]] = {}
@@ -82,7 +93,7 @@ def report(label: str, ex: Executor, runs: int, tensors, events: bool = False) -
         for e in sorted(ex.timeline.events, key=lambda e: e.start_s):
             print(f"  {e.start_s * 1e3:7.2f} {e.end_s * 1e3:7.2f} {e.worker:>4} {e.kind:>5} "
                   f"waited {e.waited_s * 1e3:5.2f}  {e.step}")  # fmt: skip
-    return units
+    return units, seconds
 
 
 def report_alone(label: str, ex: Executor, runs: int, tensors, together: dict) -> None:
@@ -109,7 +120,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", action="store_true", help="print the last run's events")
     parser.add_argument("--compare", action="store_true",
-                        help="run each plan by dataflow too (Executor(programs=False))")  # fmt: skip
+                        help="run each plan by Python programs (Executor(native=False)) and "
+                             "by dataflow (Executor(programs=False)) too, in rounds")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --compare: rounds, each running every way --runs times")  # fmt: skip
     parser.add_argument("--alone", action="store_true",
                         help="also run each step alone (Executor(alone=True)): every unit's "
                              "time alone on its device beside its time together")  # fmt: skip
@@ -164,10 +178,17 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
                     f"{s.compute_s * 1e3:6.2f} ms, move in {s.move_in_s * 1e3:5.2f} ms"
                 )
         inputs = model.random_inputs()
-        for programs in (True, False) if args.compare else (True,):
-            name = label if programs else f"{label} (by dataflow)"
-            with Executor(built, timeout_s=300, programs=programs) as ex:
-                together = report(name, ex, args.runs, ex.place_inputs(inputs), args.events)
+        ways = WAYS if args.compare else WAYS[:1]
+        seconds: dict[str, list[float]] = {}
+        for _ in range(args.rounds if args.compare else 1):
+            for way, how in ways:  # a worker serves one session: each opened in turn
+                with Executor(built, timeout_s=300, **how) as ex:
+                    together, ran = report(f"{label} ({way})", ex, args.runs,
+                                           ex.place_inputs(inputs), args.events)  # fmt: skip
+                seconds.setdefault(way, []).extend(ran)
+        if args.compare:
+            print(f"{label}, medians over {args.rounds} rounds: " + ", ".join(
+                f"{way} {statistics.median(s) * 1e3:.1f} ms" for way, s in seconds.items()))  # fmt: skip
         if args.alone:
             with Executor(built, timeout_s=300, alone=True) as ex:
                 report_alone(label, ex, args.runs, ex.place_inputs(inputs), together)

@@ -80,7 +80,7 @@ class Rig:
     peer as ``y1`` and delivered to a data port as ``y2``; ``w = y + z`` (z pushed by worker
     edge-b on a link) held for the client."""
 
-    def __init__(self, units: dict | None = None) -> None:
+    def __init__(self, units: dict | None = None, spin_s: float = 0.0) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         host, port = self.listener.getsockname()
         self.session = Session(units or {"double": _double, "add": _add})
@@ -95,7 +95,7 @@ class Rig:
             {"op": "unit", "step": 5, "function": "add", "inputs": ["y", "z"], "out": "w",
              "pushes": [], "from": {"y": None, "z": "edge-b"}, "held": True},
         ]  # fmt: skip
-        self.program = NativeProgram(self.session, self.ops, self.outlinks, self.inlinks, 0.0)
+        self.program = NativeProgram(self.session, self.ops, self.outlinks, self.inlinks, spin_s)
         self.link_in, theirs = socket.socketpair()
         self.inlinks.adopt(theirs)
 
@@ -125,8 +125,8 @@ class Rig:
 def rig():
     made = []
 
-    def make(units=None):
-        made.append(Rig(units))
+    def make(units=None, spin_s=0.0):
+        made.append(Rig(units, spin_s))
         return made[-1]
 
     yield make
@@ -194,8 +194,9 @@ def test_older_runs_values_names_it_does_not_read_and_new_shapes_are_sorted_out(
         np.testing.assert_array_equal(r.session.held[f"{run}/0:w"], np.full(n, 2 + run))
 
 
-def test_a_large_value_arriving_in_pieces_is_received_whole(rig):
-    r = rig()
+@pytest.mark.parametrize("spin_s", [0.0, 0.5])  # sleeping on the links, or polling them
+def test_a_large_value_arriving_in_pieces_is_received_whole(rig, spin_s):
+    r = rig(spin_s=spin_s)
     z = np.random.default_rng(0).standard_normal(300_000).astype("float32")  # 1.2 MB
     r.session.values["1/0:x"] = np.zeros_like(z)
     data = _frame("1/0:z", z)
