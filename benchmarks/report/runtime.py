@@ -20,27 +20,29 @@ def runtime_programs() -> str:
         if "alternating programs" in m:
             out.append((
                 r.get("model", "chain of 64 adds"), r["where"], us(r, "per_crossing_us_native"),
+                us(r, "per_crossing_slope_us_native"),
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
                 us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
-        (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["programs"]),
-         ms(r["median_ms"]["dataflow"]), ms(r["ort_one_device_ms"]),
-         ratio(r["median_ms"]["programs"], r["ort_one_device_ms"]))
+        (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["native programs"]),
+         ms(r["median_ms"]["Python programs"]), ms(r["median_ms"]["dataflow"]),
+         ms(r["ort_one_device_ms"]), ratio(r["median_ms"]["native programs"], r["priced_ms"]),
+         ratio(r["median_ms"]["native programs"], r["ort_one_device_ms"]))
         for r in rows if r["what"].startswith("FlexPie")
     ]  # fmt: skip
     return titled(
         "runtime_programs.jsonl", local,
-        ("model", "workers", "us a crossing: native", "Python programs", "dataflow",
+        ("model", "workers", "us a crossing: native", "(slope)", "Python programs", "dataflow",
          "us a run: native", "(caller apart)", "Python programs", "dataflow",
          "C ping-pong us", "ORT us"),
         out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",
-        table(("FlexPie plan", "cluster", "priced ms", "programs ms", "dataflow ms",
-               "ORT one device ms", "programs / ORT"), flexpie),
+        table(("FlexPie plan", "cluster", "priced ms", "native ms", "Python programs ms",
+               "dataflow ms", "ORT one device ms", "native / priced", "native / ORT"), flexpie),
     )  # fmt: skip
 
 

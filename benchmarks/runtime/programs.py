@@ -5,7 +5,10 @@
 
 A chain of 64 tiny additions (``ir/workloads.chain_module``): placed alternately on two workers it
 is 64 units and 63 crossings (each a unit, a hand-over and a wake-up), on one worker a single
-unit. Per crossing = (alternating - one worker) / 63; per run = one pinned worker's run against
+unit. Per crossing = (alternating - one worker) / 63, and by the slope: (the chain of 128
+alternating - the chain of 64 alternating) / 64, which leaves out what a run of two workers
+costs more than a run of one whatever its length (a remote worker alone is asked from the
+caller's thread, two from two client threads); per run = one pinned worker's run against
 the same unit called in the caller's thread (an unpinned device runs inline). Local: ``cpu@0`` /
 ``cpu@1`` worker threads. ``--remote``: two ``tvm-hetero worker`` processes on loopback (runtime
 library only), one core each. Each arrangement by programs run natively (local threads:
@@ -146,12 +149,17 @@ def main() -> None:
         "one worker": api.compile(model, list(alone)).deployment,
         "inline": api.compile(model, [resolve_device("cpu")]).deployment,
     }
+    if not args.zoo:  # twice as long: the slope leaves out what a run costs whatever its length
+        longer = load_model(chain_module(2 * CHAIN), name="chain")
+        long_ids = [n.node_id for n in OpGraph.from_module(longer.mod).nodes]
+        placement = Placement(names, {n: 1 for i, n in enumerate(long_ids) if i % 2})
+        deployments["alternating long"] = api.compile(longer, list(pair), placement).deployment
     x = model.random_inputs() if args.zoo else {"x": np.zeros((8,), "float32")}
     ort_run = (lambda: None) if args.zoo else _ort_chain(8)
     crossings = len(deployments["alternating"].units) - 1
     samples: dict[str, list[float]] = {}
     modes = ("native", "programs", "dataflow")
-    arrangements = [(k, m) for k in ("alternating", "one worker") for m in modes]
+    arrangements = [(k, m) for k in deployments if k != "inline" for m in modes]
     keys = [*arrangements, ("inline", "-")]
     apart = set(range(os.cpu_count() or 1)) - set(pair[1].cores or ())
     if not args.remote and apart:
@@ -216,6 +224,10 @@ def main() -> None:
             CHAIN - 1
         )
         row[f"per_run_us_{mode}"] = us[f"one worker {mode}"] - us["inline"]
+        if f"alternating long {mode}" in us:
+            row[f"per_crossing_slope_us_{mode}"] = (
+                us[f"alternating long {mode}"] - us[f"alternating {mode}"]
+            ) / CHAIN
     if "one worker native caller apart" in us:
         row["per_run_us_native_caller_apart"] = us["one worker native caller apart"] - us["inline"]
     if "c one way" in us:
@@ -227,7 +239,8 @@ def main() -> None:
     for k, v in us.items():
         print(f"{k:32} {v:10.1f}")
     for mode in modes:
-        print(f"{mode:9}: {row[f'per_crossing_us_{mode}']:6.1f} us a crossing, "
+        print(f"{mode:9}: {row[f'per_crossing_us_{mode}']:6.1f} us a crossing "
+              f"({row.get(f'per_crossing_slope_us_{mode}', float('nan')):.1f} by the slope), "
               f"{row[f'per_run_us_{mode}']:6.1f} us a run on one worker beyond inline")  # fmt: skip
     if "per_run_us_native_caller_apart" in row:
         print(
