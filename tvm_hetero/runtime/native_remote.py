@@ -77,6 +77,7 @@ class NativeProgram:
             raise NotNative(f"{session.name} is a GPU")
         self.session, self.ops, self.fns, self.inlinks = session, ops, fns, inlinks
         self.run_id, self.wait_s = 0, 0.0
+        self.steps = np.asarray([op["step"] for op in ops] or [0], "float64")
         self.error: BaseException | None = None  # what a callback raised, raised again
         table, names, units, links = self._table(session.name)
         blob = np.frombuffer(b"".join(n.encode() + b"\0" for n in names) or b"\0", "uint8")
@@ -139,10 +140,10 @@ class NativeProgram:
         table = np.asarray([*head, *fields, len(ints), *ints, *ext], dtype="int32")
         return table, list(names), list(units), list(links)
 
-    def run(self, run: int, microbatches: int, wait_s: float) -> list[list]:
+    def run(self, run: int, microbatches: int, wait_s: float) -> np.ndarray:
         """The program for each microbatch of run ``run``; its events as
-        ``_Session._run_program`` gives them (``[step, microbatch, start, end, waited,
-        arity]``, seconds from the call)."""
+        ``_Session._run_program`` gives them (rows of ``step, microbatch, start, end, waited,
+        arity``, seconds from the call)."""
         self.run_id, self.wait_s, self.error = run, wait_s, None
         t0 = time.perf_counter()
         try:
@@ -159,8 +160,9 @@ class NativeProgram:
             raise _late(f"{run}/{mb}:{name}", wait_s, maker)
         events = np.empty((len(self.ops) * microbatches, 6))
         count = self.fns["events"](self.ctx, events.ctypes.data)
-        return [[self.ops[int(i)]["step"], int(mb), start, end, waited, int(arity)]
-                for i, mb, start, end, waited, arity in events[:count].tolist()]  # fmt: skip
+        events = events[:count]
+        events[:, 0] = self.steps[events[:, 0].astype(int)]  # op -> the deployment's step
+        return events
 
     def _guarded(self, function: Any) -> Any:
         """``function``, keeping what it raises for :meth:`run` to raise again as it was (an
