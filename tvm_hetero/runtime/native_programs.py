@@ -52,12 +52,13 @@ def _cache_dir() -> Path:
 
 
 def _build(source: Path) -> Path:
-    """The shared library of ``source``, built once per source, TVM FFI and compiler."""
+    """The shared library of ``source``, built once per source (with the headers beside it),
+    TVM FFI and compiler."""
     from tvm_ffi import libinfo
 
     compiler = os.environ.get("CC", "cc")
     ffi_lib = Path(libinfo.find_libtvm_ffi())
-    text = source.read_bytes()
+    text = b"".join(p.read_bytes() for p in (source, *sorted(source.parent.glob("*.h"))))
     key = hashlib.sha256(text + str(ffi_lib).encode() + compiler.encode()).hexdigest()[:16]
     out = _cache_dir() / f"programs-{key}.so"
     if out.exists():

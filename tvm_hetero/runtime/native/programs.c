@@ -20,6 +20,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <tvm/ffi/c_api.h>
+
+#include "ffi_helpers.h"
 #include <unistd.h>
 
 enum { UNIT = 0, ITEM = 1, ALIAS = 2 };
@@ -65,12 +67,6 @@ typedef struct {
   _Atomic int32_t* state;  /* per worker: IDLE, SERVING, CLAIMED or BUSY */
 } Plan;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void futex_wake_all(_Atomic uint32_t* word) {
   syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
@@ -111,15 +107,6 @@ static int latch_wait(_Atomic uint32_t* latch, double spin, double deadline) {
     futex_sleep(latch, SLEEPER, left);
     if (atomic_load_explicit(latch, memory_order_acquire) == SET) return 1;
   }
-}
-
-static void release_any(TVMFFIAny* any) {
-  if (any->type_index >= kTVMFFIStaticObjectBegin && any->v_obj != NULL) {
-    TVMFFIObjectDecRef(any->v_obj);
-  }
-  any->type_index = kTVMFFINone;
-  any->zero_padding = 0;
-  any->v_int64 = 0;
 }
 
 static void copy_any(TVMFFIAny* to, const TVMFFIAny* from) {
@@ -254,30 +241,7 @@ out:
 
 /* ---- FFI functions -------------------------------------------------------------------- */
 
-static int set_int(TVMFFIAny* result, int64_t v) {
-  result->type_index = kTVMFFIInt;
-  result->zero_padding = 0;
-  result->v_int64 = v;
-  return 0;
-}
-
-static int raise_(const char* message) {
-  TVMFFIErrorSetRaisedFromCStr("ValueError", message);
-  return -1;
-}
-
 static Plan* plan_of(const TVMFFIAny* arg) { return (Plan*)(intptr_t)arg->v_int64; }
-
-static double float_of(const TVMFFIAny* arg) {
-  return arg->type_index == kTVMFFIFloat ? arg->v_float64 : (double)arg->v_int64;
-}
-
-static TVMFFIObjectHandle global(const char* name) {
-  TVMFFIByteArray n = {name, strlen(name)};
-  TVMFFIObjectHandle f = NULL;
-  TVMFFIFunctionGetGlobal(&n, &f);
-  return f;
-}
 
 /* new(address of int32 table, its length, timeout_s) -> plan. The table: n_steps n_slots
  * n_latches n_workers n_functions; per step its ten fields (Step); the number of ints and
@@ -350,13 +314,8 @@ static int f_new(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result
 static int f_function(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
   (void)self;
   Plan* plan = plan_of(&args[0]);
-  int64_t k = args[1].v_int64;
-  if (n != 3 || k < 0 || k >= plan->n_functions || args[2].type_index != kTVMFFIFunction) {
-    return raise_("function(plan, index, function)");
-  }
-  TVMFFIObjectIncRef(args[2].v_obj);
-  if (plan->functions[k] != NULL) TVMFFIObjectDecRef(plan->functions[k]);
-  plan->functions[k] = args[2].v_obj;
+  const char* usage = "function(plan, index, function)";
+  if (keep_function(plan->functions, plan->n_functions, args, n, usage) != 0) return -1;
   return set_int(result, 0);
 }
 
@@ -579,15 +538,6 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   free((void*)plan->state);
   free(plan);
   return set_int(result, 1);
-}
-
-static int define(const char* name, TVMFFISafeCallType call) {
-  TVMFFIObjectHandle f = NULL;
-  if (TVMFFIFunctionCreate(NULL, call, NULL, &f) != 0) return -1;
-  TVMFFIByteArray n = {name, strlen(name)};
-  int rc = TVMFFIFunctionSetGlobal(&n, f, 1);
-  TVMFFIObjectDecRef(f);
-  return rc;
 }
 
 /* Registers the functions above as tvm_hetero.native.*; 0 on success. */

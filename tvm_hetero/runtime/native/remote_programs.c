@@ -22,6 +22,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <tvm/ffi/c_api.h>
+
+#include "ffi_helpers.h"
 #include <unistd.h>
 
 enum { UNIT = 0, ITEM = 1 };
@@ -85,31 +87,6 @@ typedef struct {
   char scratch[READ_BYTES]; /* payloads dropped */
   char outbuf[READ_BYTES];  /* a push's header and small bytes */
 } Ctx;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void none(TVMFFIAny* any) {
-  any->type_index = kTVMFFINone;
-  any->zero_padding = 0;
-  any->v_int64 = 0;
-}
-
-static void release_any(TVMFFIAny* any) {
-  if (any->type_index >= kTVMFFIStaticObjectBegin && any->v_obj != NULL) {
-    TVMFFIObjectDecRef(any->v_obj);
-  }
-  none(any);
-}
-
-static void int_any(TVMFFIAny* any, int64_t v) {
-  any->type_index = kTVMFFIInt;
-  any->zero_padding = 0;
-  any->v_int64 = v;
-}
 
 static void object_any(TVMFFIAny* any, TVMFFIObjectHandle obj) {
   any->type_index = ((TVMFFIObject*)obj)->type_index;
@@ -528,28 +505,7 @@ static int perform(Ctx* ctx, int32_t i, int32_t mb, double t0, double wait_s) {
 
 /* ---- FFI functions -------------------------------------------------------------------- */
 
-static int set_int(TVMFFIAny* result, int64_t v) {
-  int_any(result, v);
-  return 0;
-}
-
-static int raise_(const char* message) {
-  TVMFFIErrorSetRaisedFromCStr("ValueError", message);
-  return -1;
-}
-
 static Ctx* ctx_of(const TVMFFIAny* arg) { return (Ctx*)(intptr_t)arg->v_int64; }
-
-static double float_of(const TVMFFIAny* arg) {
-  return arg->type_index == kTVMFFIFloat ? arg->v_float64 : (double)arg->v_int64;
-}
-
-static TVMFFIObjectHandle global(const char* name) {
-  TVMFFIByteArray n = {name, strlen(name)};
-  TVMFFIObjectHandle f = NULL;
-  TVMFFIFunctionGetGlobal(&n, &f);
-  return f;
-}
 
 static void free_ctx(Ctx* ctx) {
   for (int64_t i = 0; i < (int64_t)ctx->cap_mb * ctx->n_ops; i++) release_any(&ctx->values[i]);
@@ -658,13 +614,8 @@ static int f_new(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result
 static int f_function(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
   (void)self;
   Ctx* ctx = ctx_of(&args[0]);
-  int64_t k = args[1].v_int64;
-  if (n != 3 || k < 0 || k >= ctx->n_functions || args[2].type_index != kTVMFFIFunction) {
-    return raise_("function(ctx, index, function)");
-  }
-  TVMFFIObjectIncRef(args[2].v_obj);
-  if (ctx->functions[k] != NULL) TVMFFIObjectDecRef(ctx->functions[k]);
-  ctx->functions[k] = args[2].v_obj;
+  const char* usage = "function(ctx, index, function)";
+  if (keep_function(ctx->functions, ctx->n_functions, args, n, usage) != 0) return -1;
   return set_int(result, 0);
 }
 
@@ -774,15 +725,6 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   (void)n;
   free_ctx(ctx_of(&args[0]));
   return set_int(result, 0);
-}
-
-static int define(const char* name, TVMFFISafeCallType call) {
-  TVMFFIObjectHandle f = NULL;
-  if (TVMFFIFunctionCreate(NULL, call, NULL, &f) != 0) return -1;
-  TVMFFIByteArray n = {name, strlen(name)};
-  int rc = TVMFFIFunctionSetGlobal(&n, f, 1);
-  TVMFFIObjectDecRef(f);
-  return rc;
 }
 
 /* Registers the functions above as tvm_hetero.remote.*; 0 on success. */
