@@ -237,13 +237,12 @@ def _chain(size: int):
     return model, Placement(("edge-0", "edge-1"), {n: 1 for i, n in enumerate(ids) if i % 2})
 
 
-@pytest.mark.parametrize("size", [8, 100_000])  # 400 KB values: sent in two pieces, read in many
-def test_workers_run_natively_or_in_python_and_a_native_and_a_python_one_talk(
-    start_workers, size
-):  # fmt: skip
+def test_workers_run_natively_or_in_python_and_a_native_and_a_python_one_talk(start_workers):
     """A chain alternating over two real workers: natively (each worker says so at load), in
     Python (``native=False``), and a native worker beside one without the native library
-    (``TVM_HETERO_NATIVE=0`` there): the same values over the same links; three microbatches."""
+    (``TVM_HETERO_NATIVE=0`` there): the same values over the same links, three microbatches
+    of 400 KB values (sent in two pieces, read in many; small ones: test_remote_workers.py)."""
+    size = 100_000
     model, placement = _chain(size)
     edges = remote_cpus(start_workers(2))
     edges.append(remote_cpus(start_workers(1, env={"TVM_HETERO_NATIVE": "0"}))[0])
