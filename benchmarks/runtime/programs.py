@@ -88,6 +88,16 @@ def _pingpong(folder: Path):
                                         check=True).stdout)  # fmt: skip
 
 
+def _alternating(model, names: tuple[str, str]):
+    """``model``'s operators placed on the two devices ``names`` in turn, the first on the
+    first."""
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.plan import Placement
+
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    return Placement(names, {n: 1 for i, n in enumerate(ids) if i % 2})
+
+
 def _start_workers(n: int) -> list[tuple[int, subprocess.Popen]]:
     """``n`` ``tvm-hetero worker`` processes (runtime library only), worker k on core k."""
     env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
@@ -123,14 +133,11 @@ def main() -> None:
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device, resolve_device
     from tvm_hetero.frontends import load_model
-    from tvm_hetero.ir.opgraph import OpGraph
     from tvm_hetero.ir.workloads import chain_module
-    from tvm_hetero.plan import Placement
     from tvm_hetero.runtime.executor import Executor
     from tvm_hetero.zoo import load_zoo_model
 
     model = load_zoo_model(args.zoo) if args.zoo else load_model(chain_module(CHAIN), name="chain")
-    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
     procs: list[subprocess.Popen] = []
     if args.remote:
         started = _start_workers(2)
@@ -143,16 +150,14 @@ def main() -> None:
     else:
         pair, alone = (resolve_device("cpu@0"), resolve_device("cpu@1")), (resolve_device("cpu@1"),)
     names = tuple(d.name for d in pair)
-    alternating = Placement(names, {n: 1 for i, n in enumerate(ids) if i % 2})
     deployments = {
-        "alternating": api.compile(model, list(pair), alternating).deployment,
+        "alternating": api.compile(model, list(pair), _alternating(model, names)).deployment,
         "one worker": api.compile(model, list(alone)).deployment,
         "inline": api.compile(model, [resolve_device("cpu")]).deployment,
     }
     if not args.zoo:  # twice as long: the slope leaves out what a run costs whatever its length
         longer = load_model(chain_module(2 * CHAIN), name="chain")
-        long_ids = [n.node_id for n in OpGraph.from_module(longer.mod).nodes]
-        placement = Placement(names, {n: 1 for i, n in enumerate(long_ids) if i % 2})
+        placement = _alternating(longer, names)
         deployments["alternating long"] = api.compile(longer, list(pair), placement).deployment
     x = model.random_inputs() if args.zoo else {"x": np.zeros((8,), "float32")}
     ort_run = (lambda: None) if args.zoo else _ort_chain(8)

@@ -94,7 +94,7 @@ def load_native(
 ) -> dict[str, Any] | None:  # fmt: skip
     """The FFI functions ``prefix.NAME`` for each of ``names`` that C ``source`` registers
     (its ``register`` function), built and loaded once a process; None when they cannot be
-    (:func:`unavailable` says why: ``TVM_HETERO_NATIVE=0``, no C compiler)."""
+    (:func:`why_not` says why: ``TVM_HETERO_NATIVE=0``, no C compiler)."""
     if source not in _loaded:
         if os.environ.get("TVM_HETERO_NATIVE", "1") == "0":
             _loaded[source] = "TVM_HETERO_NATIVE=0"
@@ -111,13 +111,16 @@ def load_native(
     return loaded if isinstance(loaded, dict) else None
 
 
-def unavailable(source: Path = SOURCE) -> str | None:
-    """Why the native functions of ``source`` (those of :func:`functions` by default) cannot
-    run in this process, or None (loaded first where they were not)."""
-    if source == SOURCE:
-        functions()
+def why_not(source: Path) -> str | None:
+    """Why C ``source``'s functions could not be loaded (:func:`load_native`), or None."""
     loaded = _loaded.get(source)
     return loaded if isinstance(loaded, str) else None
+
+
+def unavailable() -> str | None:
+    """Why native programs cannot run in this process, or None."""
+    functions()
+    return why_not(SOURCE)
 
 
 class NotNative(ValueError):

@@ -32,8 +32,8 @@ import numpy as np
 import tvm
 import tvm_ffi
 
-from tvm_hetero.runtime import native_programs
-from tvm_hetero.runtime.native_programs import NotNative, load_native
+from tvm_hetero.runtime.native_programs import NotNative, load_native, why_not
+from tvm_hetero.runtime.rpc_worker import EVENT_FIELDS, _late
 
 if TYPE_CHECKING:
     from tvm_hetero.runtime.program_links import Inlinks, Outlinks
@@ -54,7 +54,7 @@ def functions() -> dict[str, Any] | None:
 def unavailable() -> str | None:
     """Why remote programs cannot run natively in this process, or None."""
     functions()
-    return native_programs.unavailable(SOURCE)
+    return why_not(SOURCE)
 
 
 class NativeProgram:
@@ -153,12 +153,10 @@ class NativeProgram:
                 raise self.error from None
             raise
         if status == LATE:
-            from tvm_hetero.runtime.rpc_worker import _late
-
             k, mb = self.fns["late"](self.ctx)
             _, name, maker = self.external[k]
             raise _late(f"{run}/{mb}:{name}", wait_s, maker)
-        events = np.empty((len(self.ops) * microbatches, 6))
+        events = np.empty((len(self.ops) * microbatches, EVENT_FIELDS))
         count = self.fns["events"](self.ctx, events.ctypes.data)
         events = events[:count]
         events[:, 0] = self.steps[events[:, 0].astype(int)]  # op -> the deployment's step
