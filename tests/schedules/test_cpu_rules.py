@@ -805,6 +805,30 @@ def test_few_panels_share_their_row_tiles_between_the_threads(x_shape, w_shape, 
 
 
 @pytest.mark.parametrize(
+    ("x_shape", "w_shape"),
+    [((1, 64, 14, 14), (96, 64, 1, 1)),  # tiles of 4 rows (AVX2), 16 columns a panel
+     ((1, 576, 14, 14), (96, 576, 1, 1))],  # the panel's partial sums kept over depth blocks
+)  # fmt: skip
+def test_a_transposed_tile_is_written_back_a_vector_of_positions_a_channel(x_shape, w_shape):
+    """A 1x1 convolution over a small map with its output channels as the columns computes the
+    output's transpose: each tile is written back one output channel at a time (the columns
+    unrolled), a vector of the tile's consecutive positions each, not a vector of channels
+    scattered a map apart; numbers unchanged."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+
+    weights = np.random.default_rng(0).standard_normal(w_shape).astype("float32")
+    mod = _module([x_shape], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))))  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    scheduled = schedule_kernels(mod, "rules")
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    written = r"in T\.unroll\(T\.int64\(16\)\):\s+for \w+ in T\.vectorized\(T\.int64\(4\)\):"
+    assert re.search(written + r"\s+with T\.sblock\(\"conv2d_nchw_intermediate_reindex", text), text
+    x = np.random.default_rng(1).standard_normal(x_shape).astype("float32")
+    np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
     ("tasks", "row_tiles", "cores", "groups"),
     [(6, 28, 2, 1), (3, 28, 2, 2), (5, 28, 2, 2), (1, 7, 2, 7), (1, 1, 2, 1), (3, 28, 1, 1),
      (3, 28, 0, 1), (15, 28, 2, 1), (6, 28, 4, 2), (3, 9, 2, 9), (3, 6, 2, 2)],

@@ -136,7 +136,7 @@ def accumulate_in_registers(
     reduction_loop,
     target: Target,
     unrolled: bool = False,
-) -> None:
+) -> s_tir.schedule.SBlockRV:
     """Accumulate ``main``'s output tile in a local buffer under ``tile_loop``, write it back
     (vectorized, with the epilogues folded in) and initialise it outside ``reduction_loop``.
     An epilogue that cannot be folded in (one that broadcasts the result over a larger
@@ -158,6 +158,7 @@ def accumulate_in_registers(
     for block in _all_consumers(sch, acc):
         if is_spatial(sch, block):
             vectorize_parallel(sch, block, target)
+    return acc
 
 
 def is_spatial(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:

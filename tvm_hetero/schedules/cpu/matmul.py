@@ -162,9 +162,11 @@ class Matmul(CpuRule):
         sch.vectorize(j1)
 
         if depth_outer is None:
-            accumulate_in_registers(sch, main, tile, k, target)
+            acc = accumulate_in_registers(sch, main, tile, k, target)
         else:  # the panel's partial sums in a local buffer, written back after the last block
-            accumulate_in_registers(sch, main, panel, depth_outer, target)
+            acc = accumulate_in_registers(sch, main, panel, depth_outer, target)
+        if _named_columns(func) is not None and mr > 1:  # the tile is its output's transpose
+            write_by_position(sch, acc, mr)
         return sch
 
     @staticmethod
@@ -172,6 +174,26 @@ class Matmul(CpuRule):
         loops = sch.get_loops(block)
         if parallel and len(loops) >= 2:
             sch.parallel(sch.fuse(*loops[:2]))
+
+
+def write_by_position(sch: s_tir.Schedule, acc: s_tir.schedule.SBlockRV, mr: int) -> None:
+    """Write a tile that ``acc`` writes back transposed (its rows are the output's columns: a
+    1x1 convolution over a small map with its weights as the columns,
+    :func:`weights_as_columns`) one output channel at a time, a vector of its ``mr``
+    consecutive positions each, instead of one position at a time, its channels' vector
+    scattered a map apart (one scalar extract and store a channel: 224 for a 7 x 32 tile). The
+    tile's columns are unrolled; where the write-back covers more rows than a tile (the
+    panel's partial sums, :func:`depth_block`), they are cut in tiles of ``mr`` first. Chains
+    of four of MobileNet-V2's inverted residual pairs of 1x1 convolutions beside ONNX
+    Runtime (Intel Xeon, family 6 model 207, two threads, interleaved): 96 -> 576 -> 96 over
+    14 x 14 1.69 -> 1.53x its time, 192 -> 1152 -> 192 over 7 x 7 1.21 -> 1.13x."""
+    loops = sch.get_loops(acc)
+    i, j = loops[-2], loops[-1]
+    if sch.get(i).extent.value > mr:
+        i = sch.split(i, [None, mr])[1]
+    sch.reorder(j, i)
+    sch.unroll(j)
+    sch.vectorize(i)
 
 
 def _named_columns(func: tirx.PrimFunc) -> str | None:
