@@ -317,6 +317,11 @@ def depth_blocks() -> str:
     return _before_and_now("depth_blocks.jsonl", "1x1 convolutions (in->out @side)")
 
 
+def transposed_writes() -> str:
+    """``benchmarks/cpu_kernels/transposed_writes.py``: a vector of positions a channel."""
+    return _before_and_now("transposed_writes.jsonl", "1x1 convolutions (in->out @side)")
+
+
 def winograd() -> str:
     """``benchmarks/cpu_kernels/winograd.py``: the convolution rule's kernel, or F(4x4, 3x3)."""
     return _before_and_now("winograd.jsonl", "3x3 convolution (in -> out @side)")
@@ -393,5 +398,6 @@ SECTIONS = {
     "softmax": softmax,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
+    "transposed-writes": transposed_writes,
     "layers-alone": layers_alone,
 }
