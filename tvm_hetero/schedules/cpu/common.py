@@ -143,7 +143,7 @@ def accumulate_in_registers(
     domain) stays a loop nest of its own, vectorized and parallel. ``unrolled``: the loops
     that write the tile back are unrolled too, so that a tile of several rows whose last
     vector is cropped (a ``T.where``) stays in registers; left as loops, LLVM kept such a
-    tile in memory and gathered it back."""
+    tile in memory and gathered it back. Returns the block that writes the tile back."""
     acc = sch.cache_write(main, 0, "local")
     sch.reverse_compute_at(acc, tile_loop, preserve_unit_loops=True)
     inline_consumers(sch, acc)
