@@ -185,13 +185,13 @@ def write_by_position(sch: s_tir.Schedule, acc: s_tir.schedule.SBlockRV, mr: int
     tile's columns are unrolled; where the write-back covers more rows than a tile (the
     panel's partial sums, :func:`depth_block`), they are cut in tiles of ``mr`` first. The
     epilogue is computed in those vectors too: a swish takes 32 vectors of 7 lanes a 7 x 32
-    tile where it took 14 of 16, which costs what the contiguous stores save. Beside ONNX Runtime (Intel Xeon,
-    family 6 model 207, two threads, interleaved, ``benchmarks/cpu_kernels/
-    transposed_writes.py``): four of MobileNet-V2's 1x1 pairs 96 -> 576 -> 96 over 14 x 14
-    with their residual adds 1.21 -> 1.02 ms (ONNX Runtime 0.73), 160 -> 960 -> 160 over
-    7 x 7 1.18 -> 1.10 (1.08), with a swish 1.01 -> 1.02 (0.75); whole models
-    (``before_and_now.py``): EfficientNet-B0 1.66 -> 1.38x ONNX Runtime's time, MobileNet-V2
-    1.40 -> 1.36x, RegNet-X-400MF 1.58 -> 1.52x, MnasNet 1.60 -> 1.58x."""
+    tile where it took 14 of 16, which costs what the contiguous stores save. Beside ONNX
+    Runtime (Intel Xeon, family 6 model 207, two threads, interleaved,
+    ``benchmarks/cpu_kernels/transposed_writes.py``): four of MobileNet-V2's 1x1 pairs
+    96 -> 576 -> 96 over 14 x 14 with their residual adds 1.21 -> 1.02 ms (ONNX Runtime 0.73),
+    160 -> 960 -> 160 over 7 x 7 1.18 -> 1.10 (1.08), with a swish 1.01 -> 1.02 (0.75); whole
+    models (``before_and_now.py``): EfficientNet-B0 1.66 -> 1.38x ONNX Runtime's time,
+    MobileNet-V2 1.40 -> 1.36x, RegNet-X-400MF 1.58 -> 1.52x, MnasNet 1.60 -> 1.58x."""
     loops = sch.get_loops(acc)
     i, j = loops[-2], loops[-1]
     if sch.get(i).extent.value > mr:
