@@ -61,6 +61,18 @@ def layers_alone() -> str:
     return titled("layers_alone.jsonl", rows, header, out)
 
 
+def blocked_channels() -> str:
+    """``benchmarks/models/blocked_channels.py``: NCHW against a prototype of blocked channels."""
+    rows = list(latest(load("blocked_channels.jsonl"), "case").values())
+    out = [
+        (r["case"], ms(r["nchw_ms"]), ms(r["blocked_ms"]), ms(r["ort_ms"]),
+         ratio(r["nchw_ms"], r["ort_ms"]), ratio(r["blocked_ms"], r["ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("case", "NCHW ms", "blocked ms", "ORT ms", "NCHW / ORT", "blocked / ORT")
+    return titled("blocked_channels.jsonl", rows, header, out)
+
+
 def cpu_kernels() -> str:
     """``benchmarks/cpu_kernels/bench.py``: operators and small models, rules and ORT."""
     data = load("cpu_kernels_prepacked.json")
@@ -399,5 +411,6 @@ SECTIONS = {
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
     "transposed-writes": transposed_writes,
+    "blocked-channels": blocked_channels,
     "layers-alone": layers_alone,
 }

@@ -1,0 +1,171 @@
+"""What blocked channels (NCHWc) between layers would give, measured with a prototype conversion
+that lives in this benchmark, not in the package, beside ONNX Runtime (issue 56).
+
+    .venv/bin/python benchmarks/models/blocked_channels.py [--runs 20] [--only CASE ...]
+
+ONNX Runtime converts a CNN's input once to blocked channels and runs every layer on blocked
+maps; we run every layer on NCHW maps. The prototype: before legalization, Relax's
+``ConvertLayout`` puts each convolution with one group whose input and output channels the
+block divides in ``NCHW{B}c`` (weights ``OIHW{B}i{B}o``, laid out at compile time), with ``B``
+the matmul rule's panel width (two vectors: 32 floats with AVX-512), so its panels are the
+weights as laid out; element-wise operators follow the layout and ``layout_transform`` kernels
+are left where a layer does not (depthwise and grouped convolutions, pools, norms, channels
+the block does not divide); those convolutions are legalized by TOPI's ``conv2d_NCHWc`` and
+scheduled by the package's rules (1x1 ones by the matmul rule, written back a vector of
+channels a position). Cases: the chains of ``transposed_writes.py`` (four 1x1 pairs in a row:
+blocked from end to end) and whole corpus models (blocked around each depthwise or grouped
+layer). Each is compiled for the whole CPU as the package builds it (``NCHW``) and with the
+prototype (``blocked``), both run by our executor beside ONNX Runtime on the same cores and
+threads in interleaved rounds (medians); both outputs checked against ONNX Runtime's.
+Results: ``benchmarks/results/blocked_channels.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cpu_kernels")]
+from onnx_models import append_rows, export_case  # noqa: E402
+from stamp import stamp  # noqa: E402
+from transposed_writes import blocks  # noqa: E402
+
+CHAINS = {  # name: (channels, expanded channels, map side, blocks)
+    "4 x 96->576->96 @14": (96, 576, 14, 4),
+    "4 x 160->960->160 @7": (160, 960, 7, 4),
+}
+MODELS = ("mobilenet_v2", "regnet_x_400mf", "poolformer_s12")
+
+
+def blocked_convolutions(block: int):
+    """The prototype: a module pass putting each one-group convolution whose channels ``block``
+    divides in ``NCHW{block}c`` and legalizing it by TOPI's ``conv2d_NCHWc``."""
+    import tvm
+    from tvm import relax, topi
+
+    default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
+
+    def layouts(call) -> dict:
+        if call.op.name != "relax.nn.conv2d":
+            return {}
+        weights = call.args[1]
+        shape = weights.value.shape if hasattr(weights, "value") else weights.struct_info.shape
+        outputs, inputs = (int(d) for d in list(shape)[:2])
+        if call.attrs.groups == 1 and outputs % block == 0 and inputs % block == 0:
+            return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+        return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
+
+    def legalize(bb, call):
+        a = call.attrs
+        if a.data_layout == "NCHW":
+            return default(bb, call)
+        with tvm.target.Target("llvm"):  # TOPI asks for a target; the compute is the same
+            return bb.call_te(
+                topi.nn.conv2d_NCHWc, call.args[0], call.args[1], [int(s) for s in a.strides],
+                [int(p) for p in a.padding], [int(d) for d in a.dilation], str(a.data_layout),
+                str(a.out_layout), "float32", primfunc_name_hint="conv2d_nchwc",
+            )  # fmt: skip
+
+    @tvm.transform.module_pass(opt_level=0, name="BlockedConvolutionsPrototype")
+    def convert(mod, _ctx):
+        mod = relax.transform.ConvertLayout({}, layout_cb=layouts)(mod)
+        return relax.transform.LegalizeOps({"relax.nn.conv2d": legalize})(mod)
+
+    return convert
+
+
+@contextmanager
+def prototype(block: int):
+    """Builds inside run :func:`blocked_convolutions` just before the package's legalization."""
+    import tvm
+
+    from tvm_hetero import pipelines
+
+    legalize = pipelines.PASSES["LegalizeWithFastMath"]
+    convert = blocked_convolutions(block)
+    pipelines.PASSES["LegalizeWithFastMath"] = lambda **kw: tvm.transform.Sequential(
+        [convert, legalize(**kw)]
+    )
+    try:
+        yield
+    finally:
+        pipelines.PASSES["LegalizeWithFastMath"] = legalize
+
+
+def measure(path: Path, feeds: dict, runs: int) -> dict:
+    """Milliseconds (medians) of ``path`` built as the package builds it and with the
+    prototype, and of ONNX Runtime, in interleaved rounds; each build's largest relative error
+    against ONNX Runtime's first output."""
+    import onnxruntime as ort
+
+    from tvm_hetero import api
+    from tvm_hetero._compat import make_target
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.optimize.peer import OnnxRuntimePeer
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+    from tvm_hetero.runtime.onnx_session import session_options
+    from tvm_hetero.schedules.cpu.common import vector_lanes
+
+    device = resolve_device("cpu")
+    model = load_model(str(path))
+    feeds = {i.name: feeds[i.name] for i in model.inputs}
+    want = ort.InferenceSession(str(path), session_options()).run(None, feeds)[0]
+    nchw = api.compile(model, [device])
+    with prototype(2 * vector_lanes(make_target(device.target), 32)):
+        blocked = api.compile(model, [device])
+    errors = [
+        float(np.abs(api.run(c, feeds)[0] - want).max() / np.abs(want).max())
+        for c in (nchw, blocked)
+    ]
+    peer = OnnxRuntimePeer(path, device, list(feeds.values()))
+    nchw_s, blocked_s, ort_s = interleaved_run_seconds(
+        [nchw.deployment, blocked.deployment], [runs, runs], peers=[peer]
+    )
+    return {"threads": device.threads, "nchw_ms": 1e3 * float(np.median(nchw_s)),
+            "blocked_ms": 1e3 * float(np.median(blocked_s)),
+            "ort_ms": 1e3 * float(np.median(ort_s)), "max_rel_error": max(errors)}  # fmt: skip
+
+
+def export_chain(chain: tuple[int, int, int, int], path: Path) -> np.ndarray:
+    """One of :data:`CHAINS` exported to ``path``; returns its input."""
+    channels, expanded, side, count = chain
+    build = lambda: blocks(channels, expanded, count, swish=False)  # noqa: E731
+    return export_case(build, (1, channels, side, side), path)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    names = [*CHAINS, *MODELS]
+    parser.add_argument("--only", nargs="+", choices=names, metavar="CASE")
+    args = parser.parse_args()
+    from zoo import exported_feeds
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.only or names:
+            path = Path(tmp) / f"{len(rows)}.onnx"
+            if name in CHAINS:
+                feeds = {"x": export_chain(CHAINS[name], path)}
+            else:
+                feeds = exported_feeds(name, path)[1]
+            row = {**stamp(), "case": name, **measure(path, feeds, args.runs)}
+            rows.append(row)
+            print(
+                f"{name:22} NCHW {row['nchw_ms']:7.3f} ms  blocked {row['blocked_ms']:7.3f} ms"
+                f"  ORT {row['ort_ms']:7.3f} ms  err {row['max_rel_error']:.1e}",
+                flush=True,
+            )
+    append_rows(rows, "blocked_channels.jsonl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
