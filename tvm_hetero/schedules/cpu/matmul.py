@@ -77,7 +77,8 @@ class Matmul(CpuRule):
             return None
         main = reductions[0]
         drop_unit_reductions(sch, main)  # a 1x1 convolution's window (y + ry, ry < 1) is y
-        form = gemm_form(sch.get(main), _named_columns(func))
+        named = _named_columns(func)  # the weights as B: the tile is its output's transpose
+        form = gemm_form(sch.get(main), named)
         if form is None:
             return None  # a convolution's window indices (y + ry) belong to the Conv rule
         reindex_a = sch.reindex(main, ("read", form.a))
@@ -148,7 +149,7 @@ class Matmul(CpuRule):
             panel = sch.fuse(batch, j0, group)
         else:
             panel = sch.fuse(batch, j0)
-        in_place = per_block == 1 and not copy and _named_columns(func) is not None
+        in_place = per_block == 1 and not copy and named is not None
         block = depth_block(depth, panel_bytes, rows // mr // groups) if in_place else None
         depth_outer = None
         if block is not None:
@@ -165,7 +166,7 @@ class Matmul(CpuRule):
             acc = accumulate_in_registers(sch, main, tile, k, target)
         else:  # the panel's partial sums in a local buffer, written back after the last block
             acc = accumulate_in_registers(sch, main, panel, depth_outer, target)
-        if _named_columns(func) is not None and mr > 1:  # the tile is its output's transpose
+        if named is not None and mr > 1:
             write_by_position(sch, acc, mr)
         return sch
 
