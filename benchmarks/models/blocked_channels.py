@@ -53,7 +53,8 @@ MODELS = ("mobilenet_v2", "regnet_x_400mf", "poolformer_s12")
 
 def blocked_convolutions(block: int):
     """The prototype: a module pass putting each one-group convolution whose channels ``block``
-    divides in ``NCHW{block}c`` and legalizing it by TOPI's ``conv2d_NCHWc``."""
+    divides in ``NCHW{block}c``, legalized by TOPI's ``conv2d_NCHWc``, and each undilated
+    depthwise one whose channels it divides, legalized by :func:`depthwise_nchwc`."""
     import tvm
     from tvm import relax, topi
 
@@ -68,7 +69,8 @@ def blocked_convolutions(block: int):
         groups = int(call.attrs.groups)
         if outputs % block == 0 and groups == 1 and inputs % block == 0:
             return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
-        if outputs % block == 0 and groups == outputs and inputs == 1:
+        undilated = all(int(d) == 1 for d in call.attrs.dilation)  # depthwise_nchwc has none
+        if outputs % block == 0 and groups == outputs and inputs == 1 and undilated:
             return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}o"]}
         return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
 
