@@ -33,7 +33,7 @@ import tvm
 import tvm_ffi
 
 from tvm_hetero.runtime.native_programs import NotNative, load_native, why_not
-from tvm_hetero.runtime.rpc_worker import EVENT_FIELDS, _late
+from tvm_hetero.runtime.rpc_worker import EVENT_FIELDS, late_error
 
 if TYPE_CHECKING:
     from tvm_hetero.runtime.program_links import Inlinks, Outlinks
@@ -155,7 +155,7 @@ class NativeProgram:
         if status == LATE:
             k, mb = self.fns["late"](self.ctx)
             _, name, maker = self.external[k]
-            raise _late(f"{run}/{mb}:{name}", wait_s, maker)
+            raise late_error(f"{run}/{mb}:{name}", wait_s, maker)
         events = np.empty((len(self.ops) * microbatches, EVENT_FIELDS))
         count = self.fns["events"](self.ctx, events.ctypes.data)
         events = events[:count]

@@ -301,7 +301,7 @@ class _Session:
             if not self.arrived.wait_for(
                 lambda: name in self.values or name in self.failed, timeout_s
             ):
-                raise _late(name, timeout_s, maker)
+                raise late_error(name, timeout_s, maker)
             if name in self.failed:
                 raise ConnectionError(self.failed.pop(name))
             return self.values[name]
@@ -323,7 +323,7 @@ class _Session:
                     raise ConnectionError(self.failed.pop(name))
                 links.blocked = sleep = now >= spin_end
             if now >= deadline:
-                raise _late(name, timeout_s, maker)
+                raise late_error(name, timeout_s, maker)
             wait = min(deadline - now, 1.0) if sleep else 0.0
             got = links.receive(wait, self._buffer, deadline - now)
             links.blocked = False
@@ -624,7 +624,7 @@ def _status(answer: Callable[[], bytes]) -> bytes:
         return b"\1" + f"{type(err).__name__}: {err}".encode()
 
 
-def _late(name: str, timeout_s: float, maker: str | None) -> Exception:
+def late_error(name: str, timeout_s: float, maker: str | None) -> Exception:
     """The error of value ``name`` not there within ``timeout_s``; one that a remote worker
     ``maker`` sends blames that worker (the client reads "LinkError from NAME:" as the blame)."""
     if maker:
