@@ -1,7 +1,8 @@
 """1x1 convolutions on one CPU, each layer with a change of the matmul rule's and without it,
 beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks|groups [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks|groups|wider
+        [--runs 30]
 
 - ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
   ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
@@ -18,6 +19,11 @@ beside ONNX Runtime (issue 56).
   panel's row tiles cut into groups the threads share (``matmul.row_groups``), or the panels
   alone as before; the last case has an even count of panels already (a control). Results:
   ``benchmarks/results/pointwise_groups.jsonl``.
+- ``wider``: maps whose positions make one vector of columns where the output channels make
+  two (28 x 28: ResNet-50's, ResNet-D's, DenseNet's, GoogLeNet's and MobileNet-V2's layers),
+  the output channels as the columns (``matmul.wider_with_weights``), or the positions as
+  before; the last case has too few input channels and keeps the positions (a control).
+  Results: ``benchmarks/results/wider_tiles.jsonl``.
 
 Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
 whole CPU with the change and without it (``before``), run end to end by our executor beside
@@ -51,6 +57,11 @@ CHANGES = {  # change: ([(input channels, output channels, map side)], results f
         [(576, 96, 14), (480, 96, 14), (480, 80, 14), (1152, 160, 7), (960, 320, 7)],
         "pointwise_groups.jsonl",
     ),
+    "wider": (
+        [(256, 512, 28), (512, 128, 28), (128, 512, 28), (512, 256, 28), (480, 128, 28),
+         (192, 64, 28), (192, 32, 28), (32, 192, 28)],
+        "wider_tiles.jsonl",
+    ),
 }  # fmt: skip
 
 
@@ -74,6 +85,8 @@ def switch(change: str) -> tuple:
         return (pack_constant_weights, "weights_as_columns", lambda *_: False)
     if change == "groups":
         return (matmul, "row_groups", lambda *_: 1)
+    if change == "wider":
+        return (matmul, "wider_with_weights", lambda *_: False)
     return (matmul, "panels_per_block", lambda *_: 1)
 
 

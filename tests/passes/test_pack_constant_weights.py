@@ -502,6 +502,34 @@ def test_a_deep_pointwise_convolution_over_a_small_map_sums_its_depth_in_blocks(
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "columns"), [(64, 64, True), (32, 64, False), (64, 48, False)]
+)
+def test_with_avx512_a_28_by_28_map_takes_the_weights_as_columns_for_a_wider_tile(
+    inputs, outputs, columns
+):
+    """784 positions make one vector of 16 columns; 64 output channels make two, so with 64
+    input channels the weights are the columns, the tile 8 positions x 32 channels, written
+    back a channel at a time in vectors of 8 positions; with 32 input channels (the write-back
+    outweighs) or 48 outputs (one vector too) the image stays the columns (built for AVX-512:
+    the host may lack it). Numbers equal the unpacked build's on this CPU."""
+    avx512 = make_target({**cpu_device().target, "mcpu": "znver4", "num-cores": 2})
+    packed = PackConstantWeights()(_pointwise_module(inputs, 28, outputs, target=avx512)[0])
+    packed = relax.transform.DeadCodeElimination()(packed)
+    ((name, kernel),) = _kernels(packed).items()
+    assert ("tvm_hetero.columns_operand" in kernel.attrs) == columns, name
+    if columns:
+        scheduled = schedule_kernels(packed, "rules")
+        text = next(iter(_kernels(scheduled).values())).script()
+        assert '(T.int64(1), T.int64(784), T.int64(64)), scope="local"' in text  # [batch, I, J]
+        back = r"for \w+ in T.unroll\(T.int64\(32\)\):\s+for \w+ in T.vectorized\(T.int64\(8\)\)"
+        assert re.search(back, text), text
+    before, _ = _pointwise_module(inputs, 28, outputs)
+    after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+    x = np.random.default_rng(9).standard_normal((1, inputs, 28, 28)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("side", [28, 27, 13])  # 784: whole vectors; 729: larger; 169: no tile
 def test_pointwise_convolutions_over_larger_maps_keep_the_image_as_columns(side):
     before, _ = _pointwise_module(8, side)

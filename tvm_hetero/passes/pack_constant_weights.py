@@ -169,7 +169,9 @@ def _pointwise_packed(
     - over a small map whose positions no whole vector divides (:func:`weights_as_columns`:
       MobileNets' 14 x 14 and 7 x 7) the image's columns would be padded to whole vectors and
       packed on every call; with the weights as panels, named as ``B`` (``COLUMNS_ATTR``), the
-      matmul rule reads both in place and writes its tile transposed.
+      matmul rule reads both in place and writes its tile transposed;
+    - over a map whose positions make one vector of columns where the output channels make two
+      (:func:`~tvm_hetero.schedules.cpu.matmul.wider_with_weights`: 28 x 28), a wider tile.
 
     ``None`` otherwise (larger maps: the image is ``B``; rows of 1-5 columns keep the channel
     packing and the convolution rule)."""
@@ -192,7 +194,8 @@ def _pointwise_packed(
         if not (isinstance(col, tirx.Var) and not any(col.same_as(v) for v in reduce)):
             continue
         nr = panel_width(target, bits, int(shape[0]))
-        if nr is None or (index != found and not _small_map(block, target, bits)):
+        channels = int(shape[1]), int(shape[0])
+        if nr is None or (index != found and not _weights_fit(block, target, bits, *channels)):
             return None
         break
     else:
@@ -210,12 +213,14 @@ def _pointwise_packed(
     return Packing(weights, kernel, "panels", pack)
 
 
-def _small_map(block: s_tir.SBlock, target, bits: int) -> bool:
-    """Whether ``block`` writes a map of static size that :func:`weights_as_columns` takes."""
+def _weights_fit(block: s_tir.SBlock, target, bits: int, inputs: int, outputs: int) -> bool:
+    """Whether ``block`` writes a map of static size whose 1x1 convolution of ``inputs`` ->
+    ``outputs`` channels :func:`weights_as_columns` takes."""
     spatial = block.writes[0].source.shape[2:]
     if not all(isinstance(d, tirx.IntImm) for d in spatial):
         return False  # a height or width given at run time
-    return weights_as_columns(target, bits, math.prod(int(d) for d in spatial))
+    positions = math.prod(int(d) for d in spatial)
+    return weights_as_columns(target, bits, positions, inputs, outputs)
 
 
 def _channel_packed(sch: s_tir.Schedule, main, func: PrimFunc, target) -> Packing | None:
