@@ -369,6 +369,11 @@ def pointwise_groups() -> str:
     return _before_and_now("pointwise_groups.jsonl", "1x1 convolution (in->out @side)")
 
 
+def wider_tiles() -> str:
+    """``benchmarks/cpu_kernels/pointwise_layers.py wider``: output channels as columns."""
+    return _before_and_now("wider_tiles.jsonl", "1x1 convolution (in->out @side)")
+
+
 def tall_inputs() -> str:
     """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
     return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
@@ -405,6 +410,7 @@ SECTIONS = {
     "pointwise-blocks": pointwise_blocks,
     "wide-outputs": wide_outputs,
     "pointwise-groups": pointwise_groups,
+    "wider-tiles": wider_tiles,
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
