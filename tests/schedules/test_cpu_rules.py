@@ -431,6 +431,45 @@ def test_register_tile_takes_two_vectors_where_the_input_is_contiguous(
 
 
 @pytest.mark.parametrize(
+    ("channels", "rows", "vectors", "tile"),
+    [(64, 56, 4, (8, 1, 2)), (64, 56, 7, (8, 2, 1)), (12, 56, 4, (6, 1, 2)),
+     (64, 7, 1, (8, 1, 1))],
+)  # fmt: skip
+def test_a_register_tile_with_32_registers_takes_8_channels_of_two_vectors(
+    channels, rows, vectors, tile
+):
+    assert register_tile(channels, rows, vectors, wide=8) == tile
+    assert register_tile(channels, rows, vectors, True, wide=8) == (8 if channels % 8 == 0 else
+                                                                   6, 1, 1)  # fmt: skip
+
+
+@pytest.mark.parametrize(("mcpu", "channels"), [("znver3", 4), ("skylake-avx512", 8)])
+def test_a_wide_convolution_tiles_the_channels_its_registers_hold(mcpu, channels):
+    """A 3x3 of 16 -> 32 channels over 6 x 64 (four vectors of 16 a row with AVX-512, eight of
+    8 with AVX2): two vectors of a row, by 8 output channels with AVX-512's 32 registers and 4
+    with AVX2's 16; numbers equal the default build's (the AVX-512 build only where the host
+    has it)."""
+    target = make_target({**AVX2, "mcpu": mcpu})
+
+    def body(bb, x, w):
+        return relax.op.nn.relu(relax.op.nn.conv2d(x, w, padding=1))
+
+    mod = _module([(1, 16, 6, 64), (32, 16, 3, 3)], body, target)
+    scheduled = schedule_kernels(mod, "rules")
+    (func,) = [f for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    text = func.script()
+    assert "rule:conv" in text, text
+    tile = rf"T.unroll\(T.int64\({channels}\)\):\s+for \w+ in T.unroll\(T.int64\(2\)\):\s+"
+    assert re.search(tile + r"for \w+ in T.vectorized", text), text
+    if mcpu == "skylake-avx512" and vector_bits(make_target(cpu_device().target)) < 512:
+        return
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype("float32") for s in ((1, 16, 6, 64), (32, 16, 3, 3))]
+    want = _run(schedule_kernels(mod, "default"), arrays, target)
+    np.testing.assert_allclose(_run(scheduled, arrays, target), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
     ("rows", "width", "lanes", "tile"),
     [(7, 2, 8, (7, 2)), (14, 3, 8, (14, 1)), (28, 2, 4, (14, 1)), (7, 2, 16, (7, 1)),
      (3, 4, 16, (3, 2)), (14, 3, 16, (7, 1))],

@@ -225,13 +225,15 @@ def _channel_tiles(
     """The output channels of the convolution rule's register tile for each tile
     (:func:`~tvm_hetero.schedules.cpu.conv.register_tile` at the widened width; depthwise and
     grouped convolutions have no channel tile: 1)."""
-    from tvm_hetero.schedules.cpu.conv import register_tile, vector_width
+    from tvm_hetero.schedules.cpu.conv import register_tile, vector_width, wide_tile_channels
 
     out = []
     for k, c, h, w, cap in zip(kind, channels, rows, inner, lanes, strict=True):
         wide, vec = vector_width(int(w), int(cap))
         grouped = k in (OP_KINDS["depthwise"], OP_KINDS["grouped"])
-        out.append(1 if grouped else register_tile(int(c), int(h), wide // vec)[0])
+        channels = wide_tile_channels(32 * int(cap))  # cap: float32 lanes
+        tile = register_tile(int(c), int(h), wide // vec, wide=channels)
+        out.append(1 if grouped else tile[0])
     return np.array(out, dtype=float)
 
 

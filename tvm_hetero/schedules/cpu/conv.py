@@ -33,6 +33,12 @@ CHANNELS_PER_WIDE_TILE = 4
 accumulators fed by 6 loads instead of 9. On ResNet-18's 3x3 convolutions (64-512 channels,
 widths 14-56) 4 x 2 ran 1.07-1.14x faster than 8 x 1 at the same width and 4 x 4 spills
 (``benchmarks/cpu_kernels/conv_tiles.py``)."""
+WIDE_TILE_CHANNELS_AVX512 = 8
+"""Output channels of a two-vector tile with AVX-512's 32 vector registers: 8 x 2 accumulators
+fed by 10 loads instead of 4 x 2 by 6. Kernels alone beside ONNX Runtime (Intel Xeon, family 6
+model 207, two threads, ``benchmarks/cpu_kernels/wide_conv_tiles.py``): Inception v3's 3x3 of
+32 -> 64 channels over 147 x 147 ran 1.7x faster, VGG's first layer (3 -> 64 over 224 x 224)
+1.55x, ResNet's 7 x 7 stem 1.1x."""
 MIN_WIDTH = 4
 NARROWEST_HALVED_LANES = 8
 """A row of at most half a vector is computed in vectors half as wide, down to this many lanes:
@@ -142,23 +148,31 @@ def computed_rows(rows: int, vectors: int, channels: int) -> int:
     return rows
 
 
+def wide_tile_channels(bits: int) -> int:
+    """Output channels of the two-vector tile with vectors of ``bits`` bits:
+    :data:`WIDE_TILE_CHANNELS_AVX512` with AVX-512's (and its 32 vector registers),
+    :data:`CHANNELS_PER_WIDE_TILE` otherwise."""
+    return WIDE_TILE_CHANNELS_AVX512 if bits >= 512 else CHANNELS_PER_WIDE_TILE
+
+
 def register_tile(
-    channels: int, rows: int, vectors: int, gathered: bool = False
-) -> tuple[int, int, int]:
+    channels: int, rows: int, vectors: int, gathered: bool = False,
+    wide: int = CHANNELS_PER_WIDE_TILE,
+) -> tuple[int, int, int]:  # fmt: skip
     """``(c, r, n)``: the register tile of a convolution with ``channels`` output channels,
     ``rows`` output rows of ``vectors`` vectors each: ``c`` channels by ``r`` rows by ``n``
     vectors. Two vectors of a row where the row has an even count, else one vector of two rows
-    where the rows are even, each with ``CHANNELS_PER_WIDE_TILE`` channels; otherwise, and
-    always when the input is read lane by lane (``gathered``: a stride the rule could not
-    de-interleave; each gather is worth reusing over more channels, and ResNet-18's strided
-    convolutions ran 1.1-1.3x slower with 4 x 2 then), one vector with ``CHANNELS_PER_TILE``
+    where the rows are even, each with ``wide`` channels (:func:`wide_tile_channels`);
+    otherwise, and always when the input is read lane by lane (``gathered``: a stride the rule
+    could not de-interleave; each gather is worth reusing over more channels, and ResNet-18's
+    strided convolutions ran 1.1-1.3x slower with 4 x 2 then), one vector with ``CHANNELS_PER_TILE``
     channels. ``c`` divides ``channels``."""
     if gathered:
         return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
     if vectors % 2 == 0:
-        return largest_divisor(channels, CHANNELS_PER_WIDE_TILE), 1, 2
+        return largest_divisor(channels, wide), 1, 2
     if rows % 2 == 0:
-        return largest_divisor(channels, CHANNELS_PER_WIDE_TILE), 2, 1
+        return largest_divisor(channels, wide), 2, 1
     return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
 
 
@@ -486,7 +500,13 @@ class Conv(CpuRule):
         if channel is not None:
             rows = extents[row] if row != channel else 1
             gathered = column_step(data, w) != 1
-            cw, rw, nv = register_tile(extents[channel], rows, extents[vec] // vw, gathered)
+            cw, rw, nv = register_tile(
+                extents[channel],
+                rows,
+                extents[vec] // vw,
+                gathered,
+                wide_tile_channels(vector_bits(target)),
+            )
         elif extents[vec] // vw >= DEPTHWISE_ROWS_MIN_VECTORS and _row_tiled(stmt, form, data, w):
             rw = largest_divisor(extents[row], DEPTHWISE_ROWS)
             tile = (spatial, reduce, rw, vw)
