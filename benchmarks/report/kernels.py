@@ -374,6 +374,11 @@ def wider_tiles() -> str:
     return _before_and_now("wider_tiles.jsonl", "1x1 convolution (in->out @side)")
 
 
+def wide_conv_tiles() -> str:
+    """``benchmarks/cpu_kernels/wide_conv_tiles.py``: 8 x 2 convolution tiles with AVX-512."""
+    return _before_and_now("wide_conv_tiles.jsonl", "convolution")
+
+
 def tall_inputs() -> str:
     """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
     return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
@@ -411,6 +416,7 @@ SECTIONS = {
     "wide-outputs": wide_outputs,
     "pointwise-groups": pointwise_groups,
     "wider-tiles": wider_tiles,
+    "wide-conv-tiles": wide_conv_tiles,
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
