@@ -409,11 +409,11 @@ def wider_with_weights(
 ) -> bool:  # fmt: skip
     """Whether two vectors divide a 1x1 convolution's output channels where only one divides
     its positions (28 x 28's 784) and it has :data:`MIN_WIDER_COLUMNS_DEPTH` input channels or
-    more. With the positions as columns its tile is 8 x 1 vectors: a multiply-add for every
-    load; with the output channels, 8 x 2: two for every 1.25. ResNet-50's and ResNet-D's
-    1x1 layers over 28 x 28 ran 11-20 % faster so (``benchmarks/cpu_kernels/pointwise_layers.py
-    wider``); with fewer input channels the transposed write-back outweighs the gain
-    (MobileNet-V2's 32 -> 192: 1.35x slower)."""
+    more. With the positions as columns its tile is 8 x 1 vectors: 8 multiply-adds for 9
+    loads; with the output channels, 8 x 2: 16 for 10. ResNet-50's, ResNet-D's and DenseNet's
+    1x1 layers over 28 x 28 ran 1.05-1.3x faster so (Intel Xeon, family 6 model 207,
+    ``benchmarks/cpu_kernels/pointwise_layers.py wider``); with fewer input channels the
+    transposed write-back outweighs the gain (MobileNet-V2's 32 -> 192: 1.35x slower)."""
     lanes = vector_lanes(target, dtype_bits)
     return (
         panel_width(target, dtype_bits, positions) == lanes
