@@ -479,6 +479,18 @@ def test_a_channel_vector_tile_has_at_most_7_positions_of_16_lanes(rows, width, 
 
 
 @pytest.mark.parametrize(
+    ("rows", "width", "lanes", "tall", "wide"),
+    [(28, 28, 16, (7, 1), (1, 7)), (14, 14, 16, (7, 1), (1, 7)), (7, 2, 16, (7, 1), (7, 1)),
+     (3, 4, 16, (3, 2), (3, 2)), (28, 2, 8, (14, 1), (7, 2))],
+)  # fmt: skip
+def test_a_wide_channel_vector_tile_runs_along_the_row_on_a_tie(rows, width, lanes, tall, wide):
+    """The same count of positions either way; ``wide`` (one-group convolutions) takes more
+    columns, else more rows."""
+    assert channel_vector_tile(rows, width, lanes) == tall
+    assert channel_vector_tile(rows, width, lanes, wide=True) == wide
+
+
+@pytest.mark.parametrize(
     ("width_in", "phases", "splits"),
     [(32, [1, 4, 34, 2, 17], [[2, 8], [4]]), (31, [1, 4, 33, 33], [[1, 8], [8]])],
     ids=["even_width", "odd_width"],
