@@ -379,6 +379,11 @@ def wide_conv_tiles() -> str:
     return _before_and_now("wide_conv_tiles.jsonl", "convolution")
 
 
+def channel_tiles_along_rows() -> str:
+    """``benchmarks/cpu_kernels/channel_tiles_along_rows.py``: 1 x 7 channel tiles."""
+    return _before_and_now("channel_tiles_along_rows.jsonl", "convolution")
+
+
 def tall_inputs() -> str:
     """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
     return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
@@ -417,6 +422,7 @@ SECTIONS = {
     "pointwise-groups": pointwise_groups,
     "wider-tiles": wider_tiles,
     "wide-conv-tiles": wide_conv_tiles,
+    "channel-tiles-along-rows": channel_tiles_along_rows,
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
