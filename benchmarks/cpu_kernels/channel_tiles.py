@@ -21,11 +21,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from onnx_models import convolution, export_case  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, kernel, stride, input height, width)
     "3x3/2 128 @56": (128, 128, 3, 2, 56, 56),
@@ -37,12 +35,6 @@ CASES = {  # name: (input channels, output channels, kernel, stride, input heigh
     "3x3 256 @14": (256, 256, 3, 1, 14, 14),
     "3x3 128 @28": (128, 128, 3, 1, 28, 28),
 }  # fmt: skip
-
-
-def convolution(inputs: int, outputs: int, kernel: int, stride: int) -> torch.nn.Module:
-    """A convolution padded to keep the map (over its stride) with ReLU after it."""
-    conv = torch.nn.Conv2d(inputs, outputs, kernel, stride, kernel // 2)
-    return torch.nn.Sequential(conv, torch.nn.ReLU())
 
 
 def main() -> int:

@@ -116,6 +116,15 @@ def export_case(build, shape: tuple[int, ...], path: Path) -> np.ndarray:
     return x.numpy()
 
 
+def convolution(
+    inputs: int, outputs: int, kernel: int, stride: int = 1, groups: int = 1
+) -> nn.Module:  # fmt: skip
+    """A convolution padded to keep the map (over its stride) with ReLU after it: the one-layer
+    case of the convolution benchmarks."""
+    conv = nn.Conv2d(inputs, outputs, kernel, stride, kernel // 2, groups=groups)
+    return nn.Sequential(conv, nn.ReLU())
+
+
 def append_rows(rows: list[dict], name: str) -> None:
     """``rows`` as JSON lines at the end of ``benchmarks/results/NAME``."""
     import json

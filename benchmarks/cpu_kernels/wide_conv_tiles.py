@@ -22,11 +22,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from onnx_models import convolution, export_case  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side)
     "3x3 32->64 @147 (Inception v3)": (32, 64, 3, 1, 147),
@@ -47,11 +45,7 @@ def main() -> int:
 
     def export(case, path):
         inputs, outputs, window, stride, side = case
-
-        def layer() -> torch.nn.Module:
-            conv = torch.nn.Conv2d(inputs, outputs, window, stride, window // 2)
-            return torch.nn.Sequential(conv, torch.nn.ReLU())
-
+        layer = lambda: convolution(inputs, outputs, window, stride)  # noqa: E731
         return export_case(layer, (1, inputs, side, side), path)
 
     return case_command(__doc__, CASES, export, off, "wide_conv_tiles.jsonl")
