@@ -230,10 +230,11 @@ def _channel_tiles(
     out = []
     for k, c, h, w, cap in zip(kind, channels, rows, inner, lanes, strict=True):
         wide, vec = vector_width(int(w), int(cap))
-        grouped = k in (OP_KINDS["depthwise"], OP_KINDS["grouped"])
-        channels = wide_tile_channels(32 * int(cap))  # cap: float32 lanes
-        tile = register_tile(int(c), int(h), wide // vec, wide=channels)
-        out.append(1 if grouped else tile[0])
+        if k in (OP_KINDS["depthwise"], OP_KINDS["grouped"]):
+            out.append(1)
+            continue
+        pair = wide_tile_channels(32 * int(cap))  # cap: float32 lanes
+        out.append(register_tile(int(c), int(h), wide // vec, wide=pair)[0])
     return np.array(out, dtype=float)
 
 
