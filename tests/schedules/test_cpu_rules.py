@@ -491,24 +491,32 @@ def test_a_wide_channel_vector_tile_runs_along_the_row_on_a_tie(rows, width, lan
 
 
 @pytest.mark.parametrize(
-    ("width_in", "phases", "splits"),
-    [(32, [1, 4, 34, 2, 17], [[2, 8], [4]]), (31, [1, 4, 33, 33], [[1, 8], [8]])],
+    ("width_in", "phases", "splits", "copy_loops"),
+    [(32, [1, 4, 34, 2, 17], [[2, 8], [4]], [(1, 272), (2, 17)]),
+     (31, [1, 4, 33, 33], [[1, 8], [8]], [(1, 132), (0, 33)])],
     ids=["even_width", "odd_width"],
-)
+)  # fmt: skip
 def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
-    width_in, phases, splits
+    width_in, phases, splits, copy_loops
 ):
     """The padded input of a stride-2 convolution is laid out by column phase, so its vectors
-    are contiguous and the tile is 4 x 2 vectors; where the stride does not divide the padded
-    width the input stays and its vectors are gathers, each reused over 8 channels."""
-    mod = _module(
-        [(1, 4, width_in, width_in), (16, 4, 3, 3)],
-        lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1),
-    )
+    are contiguous and the tile is 4 x 2 vectors, the copy iterating in that layout (the
+    image's rows and phases in parallel, a phase's 17 columns one vector); where the stride
+    does not divide the padded width the input stays, its copy a row a task, and its vectors
+    are gathers, each reused over 8 channels. The numbers equal TVM's default build's."""
+    shapes = [(1, 4, width_in, width_in), (16, 4, 3, 3)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1))
     (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
     sch = Conv().schedule(func, CPU)
     pad = sch.get(sch.get_sblock("pad_temp")).writes[0].source
     assert [int(d) for d in pad.shape] == phases
+    copy = sch.get_loops(sch.get_sblock("pad_temp"))  # (kind, extent): 0 serial, 1 parallel
+    assert [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in copy] == copy_loops
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    want = _run(mod, arrays)
+    np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), want, rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
     factors = [
         [int(a) for a in inst.inputs[1:] if a is not None]
         for inst in sch.trace.insts
