@@ -384,6 +384,11 @@ def channel_tiles_along_rows() -> str:
     return _before_and_now("channel_tiles_along_rows.jsonl", "convolution")
 
 
+def phase_ordered_copies() -> str:
+    """``benchmarks/cpu_kernels/phase_ordered_copies.py``: the phase copy in its written order."""
+    return _before_and_now("phase_ordered_copies.jsonl", "convolution")
+
+
 def tall_inputs() -> str:
     """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
     return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
@@ -423,6 +428,7 @@ SECTIONS = {
     "wider-tiles": wider_tiles,
     "wide-conv-tiles": wide_conv_tiles,
     "channel-tiles-along-rows": channel_tiles_along_rows,
+    "phase-ordered-copies": phase_ordered_copies,
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
