@@ -37,16 +37,19 @@ CASES = {  # name: (input channels, output channels, window, stride, map side)
 }  # fmt: skip
 
 
+def export(case: tuple, path: Path):
+    """``case`` (input channels, output channels, window, stride, map side) as a convolution
+    with ReLU after it, exported to ``path``; its input."""
+    inputs, outputs, window, stride, side = case
+    layer = lambda: convolution(inputs, outputs, window, stride)  # noqa: E731
+    return export_case(layer, (1, inputs, side, side), path)
+
+
 def main() -> int:
     def off() -> tuple:
         from tvm_hetero.schedules.cpu import conv
 
         return (conv, "WIDE_TILE_CHANNELS_AVX512", conv.CHANNELS_PER_WIDE_TILE)
-
-    def export(case, path):
-        inputs, outputs, window, stride, side = case
-        layer = lambda: convolution(inputs, outputs, window, stride)  # noqa: E731
-        return export_case(layer, (1, inputs, side, side), path)
 
     return case_command(__doc__, CASES, export, off, "wide_conv_tiles.jsonl")
 
