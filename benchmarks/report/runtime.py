@@ -19,7 +19,8 @@ def runtime_programs() -> str:
         m = r["median_us"]
         if "alternating programs" in m:
             out.append((
-                r.get("model", "chain of 64 adds"), r["where"], us(r, "per_crossing_us_native"),
+                r.get("model", "chain of 64 adds"), r["where"], _cpu(r["host"]),
+                us(r, "per_crossing_us_native"),
                 us(r, "per_crossing_slope_us_native"),
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
@@ -35,7 +36,7 @@ def runtime_programs() -> str:
     ]  # fmt: skip
     return titled(
         "runtime_programs.jsonl", local,
-        ("model", "workers", "us a crossing: native", "(slope)", "Python programs", "dataflow",
+        ("model", "workers", "CPU", "us a crossing: native", "(slope)", "Python programs", "dataflow",
          "us a run: native", "(caller apart)", "Python programs", "dataflow",
          "C ping-pong us", "ORT us"),
         out,
@@ -44,6 +45,11 @@ def runtime_programs() -> str:
         table(("FlexPie plan", "cluster", "priced ms", "native ms", "Python programs ms",
                "dataflow ms", "ORT one device ms", "native / priced", "native / ORT"), flexpie),
     )  # fmt: skip
+
+
+def _cpu(host: str) -> str:
+    """A results row's host, short: its name before the details (``Intel Xeon``, ``AMD EPYC``)."""
+    return host.split(" (")[0].replace("(R)", "").replace(" Processor", "")
 
 
 def runtime_real_models() -> str:
