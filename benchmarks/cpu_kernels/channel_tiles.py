@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from onnx_models import convolution, export_case  # noqa: E402
+from onnx_models import export_convolution  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, kernel, stride, input height, width)
     "3x3/2 128 @56": (128, 128, 3, 2, 56, 56),
@@ -44,7 +44,7 @@ def main() -> int:
         return (conv, "WIDE_CHANNEL_TILE_VECTORS", 1)
 
     def export(case, path):
-        return export_case(lambda c=case: convolution(*c[:4]), (1, case[0], *case[4:]), path)
+        return export_convolution(path, *case)
 
     return case_command(__doc__, CASES, export, off, "channel_tiles.jsonl")
 

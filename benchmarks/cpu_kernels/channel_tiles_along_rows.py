@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from onnx_models import convolution, export_case  # noqa: E402
+from onnx_models import export_convolution  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side, groups)
     "3x3/2 64 @56 (ResNet-18)": (64, 64, 3, 2, 56, 1),
@@ -49,9 +49,7 @@ def main() -> int:
             rows, width, lanes))  # fmt: skip
 
     def export(case, path):
-        inputs, outputs, window, stride, side, groups = case
-        layer = lambda: convolution(inputs, outputs, window, stride, groups)  # noqa: E731
-        return export_case(layer, (1, inputs, side, side), path)
+        return export_convolution(path, *case[:5], groups=case[5])
 
     return case_command(__doc__, CASES, export, off, "channel_tiles_along_rows.jsonl")
 

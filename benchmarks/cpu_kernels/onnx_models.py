@@ -125,6 +125,16 @@ def convolution(
     return nn.Sequential(conv, nn.ReLU())
 
 
+def export_convolution(
+    path: Path, inputs: int, outputs: int, kernel: int, stride: int, height: int,
+    width: int | None = None, groups: int = 1,
+) -> np.ndarray:  # fmt: skip
+    """:func:`convolution` over a batch-1 map of ``height`` x ``width`` (square without
+    ``width``) exported to ``path``: a convolution benchmark's case; its input."""
+    layer = lambda: convolution(inputs, outputs, kernel, stride, groups)  # noqa: E731
+    return export_case(layer, (1, inputs, height, width or height), path)
+
+
 def append_rows(rows: list[dict], name: str) -> None:
     """``rows`` as JSON lines at the end of ``benchmarks/results/NAME``."""
     import json

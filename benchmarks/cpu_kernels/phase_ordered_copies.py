@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from wide_conv_tiles import export  # noqa: E402
+from onnx_models import export_convolution  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side)
     "3x3/2 3->32 @224 (MobileNet-V2)": (3, 32, 3, 2, 224),
@@ -41,6 +41,9 @@ def main() -> int:
         from tvm_hetero.schedules.cpu import conv
 
         return (conv, "PHASE_ORDERED_COPY", False)
+
+    def export(case, path):
+        return export_convolution(path, *case)
 
     return case_command(__doc__, CASES, export, off, "phase_ordered_copies.jsonl")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from before_and_now import case_command  # noqa: E402
-from onnx_models import convolution, export_case  # noqa: E402
+from onnx_models import export_convolution  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side)
     "3x3 32->64 @147 (Inception v3)": (32, 64, 3, 1, 147),
@@ -37,19 +37,14 @@ CASES = {  # name: (input channels, output channels, window, stride, map side)
 }  # fmt: skip
 
 
-def export(case: tuple, path: Path):
-    """``case`` (input channels, output channels, window, stride, map side) as a convolution
-    with ReLU after it, exported to ``path``; its input."""
-    inputs, outputs, window, stride, side = case
-    layer = lambda: convolution(inputs, outputs, window, stride)  # noqa: E731
-    return export_case(layer, (1, inputs, side, side), path)
-
-
 def main() -> int:
     def off() -> tuple:
         from tvm_hetero.schedules.cpu import conv
 
         return (conv, "WIDE_TILE_CHANNELS_AVX512", conv.CHANNELS_PER_WIDE_TILE)
+
+    def export(case, path):
+        return export_convolution(path, *case)
 
     return case_command(__doc__, CASES, export, off, "wide_conv_tiles.jsonl")
 
