@@ -30,7 +30,7 @@ from tvm_hetero.runtime.deployment import Deployment, Step
 from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
 from tvm_hetero.runtime.programs import NotProgrammable, Programs, worker_programs
-from tvm_hetero.runtime.runs import Event, Run, Timeline, bare, release
+from tvm_hetero.runtime.runs import Event, Run, Timeline, bare, release, reported_events
 from tvm_hetero.runtime.stats import LatencyStats, warm_up
 from tvm_hetero.runtime.worker import LocalWorker, Worker
 
@@ -281,9 +281,14 @@ class Executor:
             self._wait(run)
             if run.error is not None:
                 raise run.error
-        self.timeline = Timeline(
-            tuple(e for run in runs for e in run.events), time.perf_counter() - start
-        )
+        events = tuple(e for run in runs for e in run.events)
+        reported = [r for run in runs for r in run.reported]
+        total = time.perf_counter() - start
+        if reported:  # made when read
+            steps = self.deployment.steps
+            self.timeline = lambda: Timeline((*events, *reported_events(reported, steps)), total)
+        else:
+            self.timeline = Timeline(events, total)
         self.finished_s = tuple(run.end - start for run in runs)
         return [run.values for run in runs]
 

@@ -22,7 +22,7 @@ import tvm
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.programs import Latch
 from tvm_hetero.runtime.remote_worker import RemoteValue
-from tvm_hetero.runtime.runs import Event, Run, bare, release
+from tvm_hetero.runtime.runs import Event, Reported, Run, bare, release
 
 if TYPE_CHECKING:
     from tvm_hetero.runtime.executor import Executor
@@ -251,19 +251,17 @@ class ProgramRunner:
             for run in runs:
                 run.error = run.error or error
         else:
+            for run in runs:
+                mine = answer if len(runs) == 1 else answer[answer[:, 1] == run.index]
+                if len(mine):
+                    ends[run.index] = start + float(mine[:, 3].max())
+                    run.reported.append(Reported(worker.name, start - run.start, mine))
             steps = ex.deployment.steps
-            for i, k, began, ended, waited, arity in answer:
-                run = runs[k]
-                ends[k] = max(ends.get(k, 0.0), start + ended)
-                name = steps[i].name
-                if steps[i].kind == "unit":
-                    run.events.append(
-                        Event(name, worker.name, "unit", start + began - run.start,
-                              start + ended - run.start, k, waited)
-                    )  # fmt: skip
-                held = run.values.get(name) if arity >= 0 else None
+            for i, k, *_, arity in answer[answer[:, 5] >= 0].tolist():  # tuples
+                name = steps[int(i)].name
+                held = runs[int(k)].values.get(name)
                 if held is not None:  # a tuple this process reads
-                    run.values[name] = RemoteValue(held.worker, held.name, arity)
+                    runs[int(k)].values[name] = RemoteValue(held.worker, held.name, int(arity))
             for (k, name), array in returned.items():
                 runs[k].values[name] = array
                 for alias, source in self.aliases:

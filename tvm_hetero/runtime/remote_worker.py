@@ -267,17 +267,18 @@ class RemoteWorker:
     def run_program(
         self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),
         inputs: Sequence[tuple[str, Any]] = (), answer_s: float | None = None,
-    ) -> tuple[list[list], dict[tuple[int, str], np.ndarray]]:  # fmt: skip
+    ) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:  # fmt: skip
         """Run the worker's program for ``microbatches`` of run ``run``: one message each way,
         on the worker's data port (``inputs``, the client's values it reads as ``(name,
         tensor or array)``, sent ahead of the command on the same connection, so they are held
         there when the program starts; TVM RPC's round trip cost more than the rest of a
         small model's run; ``answer_s``: how long the answer is awaited, None: until it comes
-        or :meth:`close`). Per step, ``[step, microbatch, start, end, waited, arity]``
-        (seconds from its start); and the tensors named in ``returns`` that came back with the
-        answer, by ``(microbatch, name)`` (one too large to come back is not there: download
-        it). What this process names there afterwards (an output tuple's item) is named in
-        run ``run``: the worker takes a name of an older run for a late arrival and drops it."""
+        or :meth:`close`). Per step, a row of ``step, microbatch, start, end, waited, arity``
+        (seconds from its start; an array); and the tensors named in ``returns`` that came
+        back with the answer, by ``(microbatch, name)`` (one too large to come back is not
+        there: download it). What this process names there afterwards (an output tuple's
+        item) is named in run ``run``: the worker takes a name of an older run for a late
+        arrival and drops it."""
         with self._names_lock:
             self._run, self._names = run, 0
         puts = [(name, _array(value)) for name, value in inputs]

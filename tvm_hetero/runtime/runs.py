@@ -50,6 +50,29 @@ class Timeline:
         return total
 
 
+class Reported(NamedTuple):
+    """A remote worker's rows of one run's steps (``step, microbatch, start, end, waited,
+    arity``, from its answer: :func:`~tvm_hetero.runtime.rpc_worker.read_program_answer`),
+    ``offset_s`` the answer's clock from the run's start."""
+
+    worker: str
+    offset_s: float
+    rows: Any
+
+
+def reported_events(reported: list[Reported], steps: Any) -> list[Event]:
+    """The events of the unit steps (``steps``: a deployment's) in ``reported``."""
+    events = []
+    for worker, offset, rows in reported:
+        for i, k, start, end, waited, _ in rows.tolist():
+            step = steps[int(i)]
+            if step.kind == "unit":
+                events.append(
+                    Event(step.name, worker, "unit", offset + start, offset + end, int(k), waited)
+                )  # fmt: skip
+    return events
+
+
 class NoEvent:
     """What a serial run has for ``done``: nobody waits on it."""
 
@@ -74,6 +97,8 @@ class Run:
         self.latches: list[Latch] = []  # a run of programs: its hand-overs
         self.error: BaseException | None = None
         self.events: list[Event] = []
+        # remote workers' rows of this run's steps, made into events when the timeline is read
+        self.reported: list[Reported] = []
         self.running: dict[int, float] = {}  # step -> when it started on its worker
         self.pushed: dict[int, Any] = {}  # copy step -> the value its producer pushes
         self.start = start or time.perf_counter()
