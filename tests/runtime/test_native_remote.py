@@ -259,3 +259,39 @@ def test_workers_run_natively_or_in_python_and_a_native_and_a_python_one_talk(st
             runs = ex.run_many([ex.place_inputs({"x": v}) for v in x])
             for k, run in enumerate(runs):
                 np.testing.assert_array_equal(ex.outputs_of(run)[0], x[k] + 12)
+
+
+def test_await_bytes_spins_until_bytes_come_or_its_time_passes():
+    from tvm_hetero.runtime.native_remote import await_bytes
+
+    a, b = socket.socketpair()
+    with a, b:
+        start = time.perf_counter()
+        assert not await_bytes(a, 0.02)  # nothing came: the whole spin, then False
+        assert time.perf_counter() - start >= 0.02
+        assert not await_bytes(a, 0.0)  # no spin asked for
+        later = threading.Timer(0.01, lambda: b.sendall(b"x"))
+        later.start()
+        start = time.perf_counter()
+        assert await_bytes(a, 10.0)  # the byte, long before the spin's end
+        assert time.perf_counter() - start < 5.0
+        later.join()
+        assert a.recv(1) == b"x"
+        b.close()
+        assert await_bytes(a, 10.0)  # the peer closed: a receive would not wait either
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 1e-3])
+def test_a_worker_with_cores_of_its_own_spins_for_the_next_run_after_answering(monkeypatch, spin_s):
+    from tvm_hetero.runtime import native_remote, rpc_worker
+
+    spun = []
+    monkeypatch.setattr(native_remote, "await_bytes", lambda conn, s: spun.append((conn, s)))
+    session = rpc_worker._Session()
+    session.spin_s = spin_s  # what load_program sets: spin_seconds()
+    session._run_command = lambda *args: b"answer"
+    a, b = socket.socketpair()
+    with a, b:
+        assert session._command({rpc_worker.RUN: [1, 1, 1.0, []]}, a) is False
+        assert recv_frame(b) == b"\0answer"
+    assert spun == ([(a, rpc_worker.NEXT_RUN_SPIN_S)] if spin_s else [])

@@ -147,10 +147,10 @@ def test_by_programs_each_worker_gets_one_call_a_run_and_the_client_moves_only_e
                                                       real_rpc(self, what, fn))[1]
     )  # fmt: skip
 
-    def run_program(self, run, microbatches, wait_s, returns=(), inputs=(), answer_s=None):
+    def run_program(self, run, microbatches, wait_s, returns=(), inputs=(), answer_s=None, **kw):
         calls.append((self.name, "program"))
         puts.extend(name for name, _ in inputs)
-        return real_run(self, run, microbatches, wait_s, returns, inputs, answer_s)
+        return real_run(self, run, microbatches, wait_s, returns, inputs, answer_s, **kw)
 
     monkeypatch.setattr(RemoteWorker, "run_program", run_program)
     monkeypatch.setattr(
@@ -259,8 +259,8 @@ def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
     deployment = api.compile(model, edges, placement).deployment
     real_run, downloads, real_download = RemoteWorker.run_program, [], RemoteWorker.download
 
-    def none_back(self, *args):
-        events, _ = real_run(self, *args)
+    def none_back(self, *args, **kwargs):
+        events, _ = real_run(self, *args, **kwargs)
         return events, {}
 
     monkeypatch.setattr(RemoteWorker, "run_program", none_back)
@@ -489,3 +489,35 @@ def test_a_worker_of_another_protocol_is_refused_naming_it(start_workers, monkey
     monkeypatch.undo()
     with Executor(deployment) as ex:  # the worker serves the next session
         ex.run(_inputs(deployment))
+
+
+def test_the_caller_spins_for_an_answer_only_from_one_worker_whose_last_run_was_short(
+    start_workers, monkeypatch
+):
+    from tvm_hetero.runtime import program_runner
+
+    spins = []
+    real = RemoteWorker.run_program
+
+    def run_program(self, *args, **kwargs):
+        spins.append((self.name, kwargs.get("spin_s", 0.0)))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RemoteWorker, "run_program", run_program)
+    monkeypatch.setattr(program_runner, "ANSWER_SPIN_S", 60.0)  # every answer here is short
+    edges = remote_cpus(start_workers(2))
+    model = load_zoo_model("mlp:tiny")
+    x = _inputs(api.compile(model, [edges[0]]).deployment)
+    alone = api.compile(model, [edges[0]]).deployment
+    with Executor(alone, timeout_s=30) as ex:
+        got = [ex.run(x) for _ in range(3)]
+    assert spins == [("edge-0", 0.0), ("edge-0", 60.0), ("edge-0", 60.0)]
+    for g in got[1:]:
+        np.testing.assert_array_equal(g[0], got[0][0])
+    spins.clear()
+    ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    split = Placement(("edge-0", "edge-1"), {ids[-1]: 1})
+    with Executor(api.compile(model, edges, split).deployment, timeout_s=30) as ex:
+        for _ in range(3):
+            ex.run(x)
+    assert len(spins) == 6 and {s for _, s in spins} == {0.0}  # a client thread each: no spin

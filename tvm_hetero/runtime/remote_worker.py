@@ -29,6 +29,7 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
+from tvm_hetero.runtime.native_remote import await_bytes
 from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, WorkerSaid, read_status_answer
 from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_command
 from tvm_hetero.runtime.uploads import upload
@@ -267,24 +268,29 @@ class RemoteWorker:
     def run_program(
         self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),
         inputs: Sequence[tuple[str, Any]] = (), answer_s: float | None = None,
+        spin_s: float = 0.0,
     ) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:  # fmt: skip
         """Run the worker's program for ``microbatches`` of run ``run``: one message each way,
         on the worker's data port (``inputs``, the client's values it reads as ``(name,
         tensor or array)``, sent ahead of the command on the same connection, so they are held
         there when the program starts; TVM RPC's round trip cost more than the rest of a
         small model's run; ``answer_s``: how long the answer is awaited, None: until it comes
-        or :meth:`close`). Per step, a row of ``step, microbatch, start, end, waited, arity``
-        (seconds from its start; an array); and the tensors named in ``returns`` that came
-        back with the answer, by ``(microbatch, name)`` (one too large to come back is not
-        there: download it). What this process names there afterwards (an output tuple's
-        item) is named in run ``run``: the worker takes a name of an older run for a late
-        arrival and drops it."""
+        or :meth:`close`; ``spin_s``: how long to spin for it before sleeping,
+        :func:`~.native_remote.await_bytes`). Per step, a row of ``step, microbatch, start,
+        end, waited, arity`` (seconds from its start; an array); and the tensors named in
+        ``returns`` that came back with the answer, by ``(microbatch, name)`` (one too large
+        to come back is not there: download it). What this process names there afterwards
+        (an output tuple's item) is named in run ``run``: the worker takes a name of an older
+        run for a late arrival and drops it."""
         with self._names_lock:
             self._run, self._names = run, 0
         puts = [(name, _array(value)) for name, value in inputs]
         message = {RUN: [run, microbatches, wait_s, list(returns)]}
         try:
-            answer = self._runs.ask(self.address[0], self.data_port, message, puts, answer_s)
+            spin = (lambda conn: await_bytes(conn, spin_s)) if spin_s > 0 else None
+            answer = self._runs.ask(
+                self.address[0], self.data_port, message, puts, answer_s, before_answer=spin
+            )  # fmt: skip
         except OSError as err:
             self._given_up = True  # the worker may still be in the run (stopped, slow)
             raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None

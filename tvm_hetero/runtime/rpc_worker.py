@@ -95,6 +95,13 @@ PROTOCOL = 4
 there too; 4: programs run natively, ``load_program(ops, native)``); a client refuses a worker
 of another, which would not understand it (restart the worker)."""
 RUN = "run"
+NEXT_RUN_SPIN_S = 500e-6
+"""How long a worker with cores of its own (``program_links.spin_seconds``) spins for the
+client's next run after it answered one, before it sleeps on the connection: the client's
+own work between two runs takes longer than a program link's spin (``SPIN_S``); with the
+client's spin for the answer (``program_runner.ANSWER_SPIN_S``), 500 us spins halved what
+a small request costs beyond its units (200 us spins took a third off, 1 ms no more than
+500 us; benchmarks/runtime/programs.py --remote, one worker)."""
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
 ONNXRUNTIME = "onnxruntime"
 """The data port's command that runs ONNX Runtime (:meth:`_Session._onnxruntime_command`)."""
@@ -543,6 +550,10 @@ class _Session:
             return False
         if RUN in message:
             send_frame(conn, _status(lambda: self._run_command(*message[RUN])))
+            if self.spin_s > 0:  # the client's next run comes on this connection
+                from tvm_hetero.runtime.native_remote import await_bytes
+
+                await_bytes(conn, NEXT_RUN_SPIN_S)
             return False
         if ONNXRUNTIME in message:
             inputs = [recv_array(conn) for _ in range(int(message[ONNXRUNTIME]))]

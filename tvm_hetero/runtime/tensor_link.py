@@ -332,13 +332,15 @@ class TensorFetcher:
         self, host: str, port: int, message: dict,
         puts: Sequence[tuple[str, np.ndarray]] = (), answer_s: float | None = None,
         after: Sequence[np.ndarray] = (),
+        before_answer: Callable[[socket.socket], object] | None = None,
     ) -> bytes:  # fmt: skip
         """Send each of ``puts`` (a name and its array, held there as :meth:`tell`'s ``put``
         command is), ``message`` and the arrays ``after`` it (which the command reads) on a
         connection kept for asking (not :meth:`tell`'s: a put told while the answer is awaited
         must not wait for it), and return the one frame the owner answers, awaited
         ``answer_s`` (None: with no limit, a program's run takes what it takes and the
-        caller's watchdog judges it; :meth:`close` ends the wait). A connection that broke or
+        caller's watchdog judges it; :meth:`close` ends the wait; ``before_answer``: called
+        on the connection before the answer is received, as a spin). A connection that broke or
         was not answered in time is dropped (an answer coming late would be out of step); the
         next ask reconnects."""
         key = (host, port)
@@ -353,6 +355,8 @@ class TensorFetcher:
             send_command(conn, message)
             for array in after:
                 send_array(conn, array)
+            if before_answer is not None:
+                before_answer(conn)
             return recv_frame(conn)
         except OSError as err:
             with self._lock:

@@ -727,11 +727,27 @@ static int f_free(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* resul
   return set_int(result, 0);
 }
 
+/* readable(fd, spin_s): 1 when fd has bytes to read (or its peer closed) within spin_s of
+ * spinning, else 0 (then the caller sleeps on it); called with the GIL released, yielding every
+ * turn (the caller's thread may share a core with a worker). */
+static int f_readable(void* self, const TVMFFIAny* args, int32_t n, TVMFFIAny* result) {
+  (void)self;
+  if (n != 2) return raise_("readable(fd, spin_s)");
+  struct pollfd fd = {(int)args[0].v_int64, POLLIN, 0};
+  double until = now_s() + float_of(&args[1]);
+  do {
+    if (poll(&fd, 1, 0) != 0) return set_int(result, 1);
+    sched_yield();
+  } while (now_s() < until);
+  return set_int(result, 0);
+}
+
 /* Registers the functions above as tvm_hetero.remote.*; 0 on success. */
 int tvm_hetero_remote_register(void) {
   return define("tvm_hetero.remote.new", f_new) | define("tvm_hetero.remote.function", f_function) |
          define("tvm_hetero.remote.outlink", f_outlink) |
          define("tvm_hetero.remote.links", f_links) | define("tvm_hetero.remote.run", f_run) |
          define("tvm_hetero.remote.events", f_events) |
-         define("tvm_hetero.remote.late", f_late) | define("tvm_hetero.remote.free", f_free);
+         define("tvm_hetero.remote.late", f_late) | define("tvm_hetero.remote.free", f_free) |
+         define("tvm_hetero.remote.readable", f_readable);
 }
