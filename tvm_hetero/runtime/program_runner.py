@@ -7,13 +7,15 @@ the step that made it ends. A remote worker is sent its program once, at load; a
 to it (a ``run`` command on its data port, the inputs it reads ahead of it) that runs every
 microbatch there, and its values go to its peers by push; its answer brings back the outputs the
 caller takes when the run ends (up to ``rpc_worker.RETURN_BYTES`` each: a download after the run
-was one more round trip). The caller starts every worker and waits; a remote worker alone is
-asked from the caller's thread.
+was one more round trip). The caller starts every worker and waits; where every worker is
+remote, the caller's thread asks them all and takes their answers itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import select
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.programs import Latch
 from tvm_hetero.runtime.remote_worker import RemoteValue
 from tvm_hetero.runtime.runs import Event, Reported, Run, bare, release
+from tvm_hetero.runtime.tensor_link import Asked
 
 if TYPE_CHECKING:
     from tvm_hetero.runtime.executor import Executor
@@ -78,12 +81,19 @@ worker's own spin, ``rpc_worker.NEXT_RUN_SPIN_S``). Never for longer runs, nor f
 threads of several workers, which would spin on cores their workers may be using."""
 
 
+def _grace(timeout_s: float) -> float:
+    """How much longer than the programs' own waits a remote program is awaited (those waits
+    blame the worker they wait for; the client blames the one that did not answer)."""
+    return min(0.5 * timeout_s, 5.0)
+
+
 class ProgramRunner:
     """Runs ``executor``'s deployment by its programs (``executor.programs``)."""
 
     def __init__(self, executor: Executor) -> None:
         self.ex = executor
         self._answer_s: dict[int, float] = {}  # a remote worker -> its last run's answer
+        self._draining: set[int] = set()  # remote workers whose answers a client thread awaits
         programs: Programs = executor.programs
         remote, steps = programs.remote, executor.deployment.steps
         # what a local thread runs: not a copy onto a remote worker (its producer sent it)
@@ -145,11 +155,8 @@ class ProgramRunner:
                 starts[k].append((prefix + name, run.values[value]))
             if not ex.deployment.steps:
                 run.done.set()
-        if not self.local and len(programs.remote) == 1:  # a remote worker alone: asked from
-            # this thread (its client thread's hand-over and wake-up, each way, cost more than
-            # the round trip to the worker: benchmarks/runtime/programs.py --remote)
-            (device,) = programs.remote
-            self._remote(runs, device, starts[device], inline=True)
+        if not self.local and not self._draining:
+            self._remote_together(runs, starts)
             return ex.finish(runs, start)
         for device, steps in self.local.items():
             ex.workers[device].submit(lambda steps=steps: self._local(runs, steps))
@@ -234,58 +241,131 @@ class ProgramRunner:
                   end - run.start, run.index)
         )  # fmt: skip
 
-    def _remote(
-        self, runs: list[Run], device: int, inputs: list[tuple[str, Any]], inline: bool = False
-    ) -> None:  # fmt: skip
-        """One remote worker's program for every run: one call with the client's ``inputs``
-        it reads, on its client thread, or (``inline``) on the caller's, which no watchdog
-        then looks after: the answer is awaited as long as the watchdog would have."""
+    def _remote(self, runs: list[Run], device: int, inputs: list[tuple[str, Any]]) -> None:
+        """One remote worker's program for every run, on its client thread: one call with the
+        client's ``inputs`` it reads."""
         ex, worker = self.ex, self.ex.workers[device]
         start = time.perf_counter()
-        ends: dict[int, float] = {}  # run -> when this worker's last step of it ended
         # judged later than the programs' own waits, which blame the worker they wait for
-        grace = min(0.5 * ex.timeout_s, 5.0)
         for run in runs:
-            run.running[-1 - device] = start + grace
-        answer_s = ex.timeout_s + grace if inline else None
-        # one thread, asking for runs that have been short: spin for the answer
-        spin = (
-            ANSWER_SPIN_S if inline and self._answer_s.get(device, math.inf) < ANSWER_SPIN_S else 0
-        )
+            run.running[-1 - device] = start + _grace(ex.timeout_s)
+        ends: dict[int, float] = {}
         try:
             answer, returned = worker.run_program(
-                self.run_id, len(runs), ex.timeout_s, self.returns[device], inputs, answer_s,
-                spin_s=spin,
+                self.run_id, len(runs), ex.timeout_s, self.returns[device], inputs
             )  # fmt: skip
-            self._answer_s[device] = time.perf_counter() - start
         except BaseException as err:
-            late = answer_s is not None and time.perf_counter() - start >= answer_s
-            failure = ex.overdue(device) if late else err  # late: what the watchdog would say
-            error = bare(
-                failure if isinstance(failure, RunError) else RunError(f"run: {err}", worker.name)
-            )  # fmt: skip
-            for run in runs:
-                run.error = run.error or error
+            self._failed(runs, device, err)
         else:
-            for run in runs:
-                mine = answer if len(runs) == 1 else answer[answer[:, 1] == run.index]
-                if len(mine):
-                    ends[run.index] = start + float(mine[:, 3].max())
-                    run.reported.append(Reported(worker.name, start - run.start, mine))
-            steps = ex.deployment.steps
-            for i, k, *_, arity in answer[answer[:, 5] >= 0].tolist():  # tuples
-                name = steps[int(i)].name
-                held = runs[int(k)].values.get(name)
-                if held is not None:  # a tuple this process reads
-                    runs[int(k)].values[name] = RemoteValue(held.worker, held.name, int(arity))
-            for (k, name), array in returned.items():
-                runs[k].values[name] = array
-                for alias, source in self.aliases:
-                    if source == name:
-                        runs[k].values[alias] = array
+            ends = self._took(runs, device, start, answer, returned)
         for run in runs:
             run.running.pop(-1 - device, None)
             self._end(run, ends.get(run.index))
+
+    def _remote_together(self, runs: list[Run], starts: dict[int, list[tuple[str, Any]]]) -> None:
+        """Every worker's program, when all are remote, asked from this thread: each request
+        sent, then each answer taken as it comes (a dead worker's closed connection first,
+        :meth:`_next_answer`), so no client thread is woken either way (a
+        thread's hand-over and wake-up, each way, cost more than the round trip to a worker:
+        benchmarks/runtime/programs.py --remote). No watchdog looks after this thread: an
+        answer is awaited as long as the watchdog would have. After a failure, the answers
+        still to come are taken on those workers' client threads, and runs go by those
+        threads until they are (:attr:`_draining`: a worker serves one run at a time)."""
+        ex, devices = self.ex, self.ex.programs.remote
+        start = time.perf_counter()
+        wait_s = ex.timeout_s + _grace(ex.timeout_s)
+        deadline = start + wait_s
+        asked = {}
+        for device in devices:
+            try:
+                asked[device] = ex.workers[device].start_program(
+                    self.run_id, len(runs), ex.timeout_s, self.returns[device], starts[device],
+                    wait_s,
+                )  # fmt: skip
+            except BaseException as err:
+                self._failed(runs, device, err)
+                break
+        ends: dict[int, dict[int, float]] = {}
+        while asked:
+            if any(run.error is not None for run in runs):
+                for device, question in asked.items():
+                    self._drain(device, question, deadline)
+                break
+            device = self._next_answer(asked, deadline)
+            question = asked.pop(device)
+            # asking one worker for runs that have been short: spin for the answer
+            short = len(devices) == 1 and self._answer_s.get(device, math.inf) < ANSWER_SPIN_S
+            try:
+                answer, returned = ex.workers[device].program_answer(
+                    question, max(deadline - time.perf_counter(), 1e-3),
+                    ANSWER_SPIN_S if short else 0.0,
+                )  # fmt: skip
+            except BaseException as err:
+                self._failed(runs, device, err, late=time.perf_counter() >= deadline)
+                continue
+            self._answer_s[device] = time.perf_counter() - start
+            ends[device] = self._took(runs, device, start, answer, returned)
+        for device in devices:
+            for run in runs:
+                self._end(run, ends.get(device, {}).get(run.index))
+
+    @staticmethod
+    def _next_answer(asked: dict[int, Asked], deadline: float) -> int:
+        """The worker of ``asked`` whose answer (or whose connection's end: a dead worker)
+        comes first, waited for until ``deadline``; the first asked if none comes."""
+        if len(asked) > 1:
+            conns = {conn: device for device, (_, conn) in asked.items()}
+            ready, _, _ = select.select(list(conns), [], [], max(deadline - time.perf_counter(), 0))
+            if ready:
+                return conns[ready[0]]
+        return next(iter(asked))
+
+    def _drain(self, device: int, asked: Asked, deadline: float) -> None:
+        """Take the answer to ``asked`` on ``device``'s client thread, by ``deadline``."""
+        worker = self.ex.workers[device]
+        self._draining.add(device)
+
+        def drain() -> None:
+            with contextlib.suppress(Exception):
+                worker.program_answer(asked, max(deadline - time.perf_counter(), 1e-3))
+            self._draining.discard(device)
+
+        worker.submit(drain)
+
+    def _failed(self, runs: list[Run], device: int, err: BaseException, late: bool = False) -> None:
+        """Every run of ``runs`` failed by ``device``'s program: ``err``, or (``late``) what the
+        watchdog would have said."""
+        failure = self.ex.overdue(device) if late else err
+        if not isinstance(failure, RunError):
+            failure = RunError(f"run: {err}", self.ex.workers[device].name)
+        error = bare(failure)
+        for run in runs:
+            run.error = run.error or error
+
+    def _took(
+        self, runs: list[Run], device: int, start: float, answer: Any,
+        returned: dict[tuple[int, str], Any],
+    ) -> dict[int, float]:  # fmt: skip
+        """``device``'s ``answer`` (its steps' rows) and ``returned`` tensors, to a program
+        asked at ``start``, taken into ``runs``; when its last step of each run ended."""
+        name, steps, ends = self.ex.workers[device].name, self.ex.deployment.steps, {}
+        for run in runs:
+            mine = answer if len(runs) == 1 else answer[answer[:, 1] == run.index]
+            if len(mine):
+                ends[run.index] = start + float(mine[:, 3].max())
+                run.reported.append(Reported(name, start - run.start, mine))
+        for i, k, *_, arity in answer[answer[:, 5] >= 0].tolist():  # tuples
+            held = runs[int(k)].values.get(steps[int(i)].name)
+            if held is not None:  # a tuple this process reads
+                runs[int(k)].values[steps[int(i)].name] = RemoteValue(
+                    held.worker, held.name, int(arity)
+                )  # fmt: skip
+        for (k, value), array in returned.items():
+            runs[k].values[value] = array
+            for alias, source in self.aliases:
+                if source == value:
+                    runs[k].values[alias] = array
+        return ends
 
     def _end(self, run: Run, at: float | None = None) -> None:
         """A worker is done with ``run``, now or (a remote worker, which answers once for

@@ -31,7 +31,7 @@ from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
 from tvm_hetero.runtime.native_remote import await_bytes
 from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, WorkerSaid, read_status_answer
-from tvm_hetero.runtime.tensor_link import TensorFetcher, recv_frame, send_command
+from tvm_hetero.runtime.tensor_link import Asked, TensorFetcher, recv_frame, send_command
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
 
@@ -281,16 +281,35 @@ class RemoteWorker:
         ``returns`` that came back with the answer, by ``(microbatch, name)`` (one too large
         to come back is not there: download it). What this process names there afterwards
         (an output tuple's item) is named in run ``run``: the worker takes a name of an older
-        run for a late arrival and drops it."""
+        run for a late arrival and drops it. In two halves: :meth:`start_program` and
+        :meth:`program_answer`."""
+        asked = self.start_program(run, microbatches, wait_s, returns, inputs, answer_s)
+        return self.program_answer(asked, answer_s, spin_s)
+
+    def start_program(
+        self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),
+        inputs: Sequence[tuple[str, Any]] = (), send_s: float | None = None,
+    ) -> Asked:  # fmt: skip
+        """:meth:`run_program`'s request, sent (within ``send_s``); its answer is taken by
+        :meth:`program_answer`."""
         with self._names_lock:
             self._run, self._names = run, 0
         puts = [(name, _array(value)) for name, value in inputs]
         message = {RUN: [run, microbatches, wait_s, list(returns)]}
         try:
-            spin = (lambda conn: await_bytes(conn, spin_s)) if spin_s > 0 else None
-            answer = self._runs.ask(
-                self.address[0], self.data_port, message, puts, answer_s, before_answer=spin
-            )  # fmt: skip
+            return self._runs.question(self.address[0], self.data_port, message, puts, send_s)
+        except OSError as err:
+            self._given_up = True  # the worker may still be in the run (stopped, slow)
+            raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None
+
+    def program_answer(
+        self, asked: Asked, answer_s: float | None = None, spin_s: float = 0.0
+    ) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:  # fmt: skip
+        """The answer to :meth:`start_program`'s request ``asked``, as :meth:`run_program`
+        returns it."""
+        spin = (lambda conn: await_bytes(conn, spin_s)) if spin_s > 0 else None
+        try:
+            answer = self._runs.answer(asked, answer_s, before_answer=spin)
         except OSError as err:
             self._given_up = True  # the worker may still be in the run (stopped, slow)
             raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None

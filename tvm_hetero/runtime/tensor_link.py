@@ -206,6 +206,9 @@ class TensorServer:
 
 
 Done = Callable[[np.ndarray | None, BaseException | None], None]
+Asked = tuple[tuple[str, int], socket.socket]
+"""A question sent (:meth:`TensorFetcher.question`): the owner's address and the connection its
+answer comes on."""
 """Called once per :meth:`TensorFetcher.fetch_later`: the array, or the error (``None`` else)."""
 
 
@@ -342,28 +345,55 @@ class TensorFetcher:
         caller's watchdog judges it; :meth:`close` ends the wait; ``before_answer``: called
         on the connection before the answer is received, as a spin). A connection that broke or
         was not answered in time is dropped (an answer coming late would be out of step); the
-        next ask reconnects."""
+        next ask reconnects. In two halves: :meth:`question` and :meth:`answer`."""
+        asked = self.question(host, port, message, puts, answer_s, after)
+        return self.answer(asked, answer_s, before_answer)
+
+    def question(
+        self, host: str, port: int, message: dict,
+        puts: Sequence[tuple[str, np.ndarray]] = (), send_s: float | None = None,
+        after: Sequence[np.ndarray] = (),
+    ) -> Asked:  # fmt: skip
+        """:meth:`ask`'s sending half (each send within ``send_s``); its answer is taken by
+        :meth:`answer` (one caller can ask several owners, then take their answers)."""
         key = (host, port)
         with self._lock:
             conn = self._asked.get(key)
             if conn is None:
                 conn = self._asked[key] = self._connect(key)
         try:
-            conn.settimeout(answer_s)
+            conn.settimeout(send_s)
             for name, array in puts:
                 send_command(conn, {"put": name}, array)
             send_command(conn, message)
             for array in after:
                 send_array(conn, array)
+        except OSError as err:
+            self._drop(key, conn)
+            raise _link_error(f"asking {host}:{port}", err) from None
+        return key, conn
+
+    def answer(
+        self, asked: Asked, answer_s: float | None = None,
+        before_answer: Callable[[socket.socket], object] | None = None,
+    ) -> bytes:  # fmt: skip
+        """The frame answering :meth:`question` ``asked``, awaited ``answer_s`` as
+        :meth:`ask` says."""
+        key, conn = asked
+        try:
+            conn.settimeout(answer_s)
             if before_answer is not None:
                 before_answer(conn)
             return recv_frame(conn)
         except OSError as err:
-            with self._lock:
-                if self._asked.get(key) is conn:
-                    del self._asked[key]
-            conn.close()
-            raise _link_error(f"asking {host}:{port}", err) from None
+            self._drop(key, conn)
+            raise _link_error(f"asking {key[0]}:{key[1]}", err) from None
+
+    def _drop(self, key: tuple[str, int], conn: socket.socket) -> None:
+        with self._lock:
+            if self._asked.get(key) is conn:
+                del self._asked[key]
+        conn.close()
 
     def close(self) -> None:
         """Close every connection."""
