@@ -533,3 +533,29 @@ def test_the_caller_asks_remote_workers_itself_and_spins_only_for_one_with_short
             np.testing.assert_allclose(ex.run(x)[0], got[0][0], rtol=1e-5, atol=1e-6)
     assert sorted(asked) == sorted([("edge-0", True), ("edge-1", True)] * 3)
     assert len(spins) == 6 and {s for _, s in spins} == {0.0}  # two workers: no spin
+
+
+def test_after_a_failed_run_the_answers_owed_are_taken_and_the_next_runs_work(start_workers):
+    """A run failed by a stopped worker: the other's answer fails it, the stopped one's is
+    still owed (taken on its client thread once it comes, runs going by the client threads
+    meanwhile), and once the worker goes on the next runs give the same outputs."""
+    (pa, _), (pb, proc_b) = start_workers(2)
+    model = load_zoo_model("mlp:tiny")
+    edges = [_edge("edge-a", pa), _edge("edge-b", pb)]
+    deployment = api.compile(model, edges, Placement(("edge-a", "edge-b"), {"matmul": 1}))
+    x = _inputs(deployment.deployment)
+    with Executor(deployment.deployment, timeout_s=4) as ex:  # owed 2 s past the failure
+        want = ex.run(x)
+        stop_group(proc_b)
+        with pytest.raises(RunError) as err:
+            ex.run(x)
+        assert err.value.device == "edge-b"
+        assert ex._runner._draining == {1}  # edge-b's answer, owed
+        os.killpg(proc_b.pid, signal.SIGCONT)
+        for _ in range(3):
+            np.testing.assert_array_equal(ex.run(x)[0], want[0])
+        deadline = time.perf_counter() + 10
+        while ex._runner._draining and time.perf_counter() < deadline:
+            time.sleep(0.05)
+        assert not ex._runner._draining
+        np.testing.assert_array_equal(ex.run(x)[0], want[0])

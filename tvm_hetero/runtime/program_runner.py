@@ -77,8 +77,8 @@ ANSWER_SPIN_S = 500e-6
 """How long the caller's thread, asking a remote worker alone for a run, spins for the answer
 before it sleeps (:func:`~.native_remote.await_bytes`), where that worker's last answer came
 within it: a sleeping thread's wake was a large part of a small remote request (with the
-worker's own spin, ``rpc_worker.NEXT_RUN_SPIN_S``). Never for longer runs, nor from the client
-threads of several workers, which would spin on cores their workers may be using."""
+worker's own spin, ``rpc_worker.NEXT_RUN_SPIN_S``). Never for longer runs, nor when asking
+several workers, whose cores the caller may share on an emulated cluster."""
 
 
 def _grace(timeout_s: float) -> float:
