@@ -126,3 +126,51 @@ def test_a_broken_connection_fails_what_was_asked_on_it_and_the_next_reconnects(
     assert "fetching 'p'" in str(errors[0])
     np.testing.assert_array_equal(fetcher.fetch(host, port, "x"), values["x"])  # another peer
     fetcher.close()
+
+
+def test_a_question_sends_small_puts_with_its_command_at_once_and_a_large_one_alone(
+    monkeypatch,
+):
+    """What the owner reads: each put's array bit for bit, then the command, in order; what
+    leaves: one send for the small puts and the command, the large one by itself."""
+    from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, recv_array
+
+    heard = []
+
+    def on_command(message, conn):
+        if "put" in message:
+            heard.append((message["put"], recv_array(conn)))
+        else:
+            heard.append(message)
+            conn.sendall(b"\x02\x00\x00\x00ok")
+
+    server = TensorServer(lambda name: None, on_command=on_command)
+    fetcher = TensorFetcher(timeout_s=5)
+    sends = []
+    real = socket.socket.sendall
+
+    def sendall(self, data, *args):
+        if threading.current_thread() is threading.main_thread():  # the asking side's
+            sends.append(len(data))
+        return real(self, data, *args)
+
+    monkeypatch.setattr(socket.socket, "sendall", sendall)
+    small = [np.arange(6, dtype="float32"), np.array(True), np.zeros((0, 2), "int64")]
+    large = np.arange(ONE_SEND_BYTES // 4 + 1, dtype="float32")
+    try:
+        for puts, expected_sends in (
+            ([("a", small[0]), ("b", small[1]), ("c", small[2])], 1),
+            ([("a", small[0]), ("big", large), ("c", small[2])], 4),  # ahead, its head, it, rest
+        ):
+            heard.clear()
+            sends.clear()
+            answer = fetcher.ask(*server.address, {"run": 1}, puts, answer_s=5)
+            assert answer == b"ok" and len(sends) == expected_sends
+            assert [h[0] for h in heard[:-1]] == [name for name, _ in puts]
+            assert heard[-1] == {"run": 1}
+            for (_, got), (_, want) in zip(heard[:-1], puts, strict=True):
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)
+    finally:
+        fetcher.close()
+        server.close()

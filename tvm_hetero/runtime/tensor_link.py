@@ -70,8 +70,13 @@ def recv_frame(sock: socket.socket) -> bytes:
     return bytes(body)
 
 
+def frame_bytes(body: bytes) -> bytes:
+    """``body`` as a frame: its length, then itself."""
+    return _LEN.pack(len(body)) + body
+
+
 def send_frame(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(_LEN.pack(len(body)) + body)
+    sock.sendall(frame_bytes(body))
 
 
 ONE_SEND_BYTES = 64 * 2**10
@@ -115,6 +120,22 @@ def send_command(sock: socket.socket, message: dict, array: np.ndarray | None = 
         send_frame(sock, command)
     else:
         send_array(sock, array, _LEN.pack(len(command)) + command)
+
+
+def command_bytes(message: dict, array: np.ndarray | None = None) -> bytes | None:
+    """What :func:`send_command` sends, as bytes to send with others (a request's small puts
+    and its command leave in one send: each send on loopback can wake the receiver); None for
+    an array over :data:`ONE_SEND_BYTES` (send that one by itself)."""
+    out = frame_bytes(json.dumps(message).encode())
+    if array is None:
+        return out
+    array = contiguous(array)
+    if array.nbytes > ONE_SEND_BYTES:
+        return None
+    dtype = _DTYPE_NAMES.get(array.dtype) or _DTYPE_NAMES.setdefault(array.dtype, str(array.dtype))
+    header = json.dumps({"shape": list(array.shape), "dtype": dtype}).encode()
+    data = memoryview(array).cast("B").tobytes() if array.nbytes else b""
+    return out + _LEN.pack(len(header)) + header + data
 
 
 Allocate = Callable[[tuple[int, ...], str], np.ndarray]
@@ -363,9 +384,16 @@ class TensorFetcher:
                 conn = self._asked[key] = self._connect(key)
         try:
             conn.settimeout(send_s)
+            ahead = b""  # small puts leave with the command, in one send
             for name, array in puts:
-                send_command(conn, {"put": name}, array)
-            send_command(conn, message)
+                put = command_bytes({"put": name}, array)
+                if put is None:
+                    conn.sendall(ahead)
+                    ahead = b""
+                    send_command(conn, {"put": name}, array)
+                else:
+                    ahead += put
+            conn.sendall(ahead + frame_bytes(json.dumps(message).encode()))
             for array in after:
                 send_array(conn, array)
         except OSError as err:
