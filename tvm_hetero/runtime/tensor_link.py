@@ -104,12 +104,16 @@ _DTYPE_NAMES: dict[np.dtype, str] = {}
 """numpy's names of dtypes, kept: naming one anew cost more than the rest of a small send."""
 
 
+def _array_head(array: np.ndarray) -> bytes:
+    """The frame that comes before C-contiguous ``array``'s bytes: its shape and type."""
+    dtype = _DTYPE_NAMES.get(array.dtype) or _DTYPE_NAMES.setdefault(array.dtype, str(array.dtype))
+    return frame_bytes(json.dumps({"shape": list(array.shape), "dtype": dtype}).encode())
+
+
 def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> None:
     """Header and bytes of one array (after the frames ``before``)."""
     array = contiguous(array)
-    dtype = _DTYPE_NAMES.get(array.dtype) or _DTYPE_NAMES.setdefault(array.dtype, str(array.dtype))
-    header = json.dumps({"shape": list(array.shape), "dtype": dtype}).encode()
-    send_after(sock, before + _LEN.pack(len(header)) + header, array)
+    send_after(sock, before + _array_head(array), array)
 
 
 def send_command(sock: socket.socket, message: dict, array: np.ndarray | None = None) -> None:
@@ -132,10 +136,8 @@ def command_bytes(message: dict, array: np.ndarray | None = None) -> bytes | Non
     array = contiguous(array)
     if array.nbytes > ONE_SEND_BYTES:
         return None
-    dtype = _DTYPE_NAMES.get(array.dtype) or _DTYPE_NAMES.setdefault(array.dtype, str(array.dtype))
-    header = json.dumps({"shape": list(array.shape), "dtype": dtype}).encode()
     data = memoryview(array).cast("B").tobytes() if array.nbytes else b""
-    return out + _LEN.pack(len(header)) + header + data
+    return out + _array_head(array) + data
 
 
 Allocate = Callable[[tuple[int, ...], str], np.ndarray]
