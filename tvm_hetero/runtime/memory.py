@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tvm_hetero.runtime.instrument import CPU_DEVICE
+
 ALIGN = 64
 """The byte alignment TVM asks of a tensor it takes from DLPack (``FromDLPack``)."""
 
@@ -22,7 +24,7 @@ def tensor_on(array: np.ndarray, device: Any) -> Any:
     ``Executor.run`` paid each input, each run. Elsewhere, or a type DLPack lacks: TVM's."""
     import tvm
 
-    if device.dlpack_device_type() == 1:  # kDLCPU
+    if device.dlpack_device_type() == CPU_DEVICE:
         buffer = np.empty(array.nbytes + ALIGN, np.uint8)
         at = -buffer.ctypes.data % ALIGN
         view = buffer[at : at + array.nbytes].view(array.dtype).reshape(array.shape)
@@ -36,7 +38,7 @@ def array_of(tensor: Any) -> np.ndarray:
     """``tensor`` copied out into a numpy array of its own: on the host, from its DLPack view
     (a tenth of ``Tensor.numpy``'s time for a small output, 1 against 10 us, AMD EPYC, which
     ``Executor.run`` paid each output, each run); elsewhere, or a type numpy lacks, TVM's."""
-    if tensor.device.dlpack_device_type() == 1:  # kDLCPU
+    if tensor.device.dlpack_device_type() == CPU_DEVICE:
         with contextlib.suppress(BufferError, TypeError, RuntimeError, ValueError):
             return np.from_dlpack(tensor).copy()
     return tensor.numpy()

@@ -265,8 +265,8 @@ class ProgramRunner:
     def _remote_together(self, runs: list[Run], starts: dict[int, list[tuple[str, Any]]]) -> None:
         """Every worker's program, when all are remote, asked from this thread: each request
         sent, then each answer taken as it comes (a dead worker's closed connection first,
-        :meth:`_next_answer`), so no client thread is woken either way (a
-        thread's hand-over and wake-up, each way, cost more than the round trip to a worker:
+        :meth:`_next_answer`), so no client thread is woken either way (a thread's hand-over
+        and wake-up, each way, cost more than the round trip to a worker:
         benchmarks/runtime/programs.py --remote). No watchdog looks after this thread: an
         answer is awaited as long as the watchdog would have. After a failure, the answers
         still to come are taken on those workers' client threads, and runs go by those
@@ -355,11 +355,10 @@ class ProgramRunner:
                 ends[run.index] = start + float(mine[:, 3].max())
                 run.reported.append(Reported(name, start - run.start, mine))
         for i, k, *_, arity in answer[answer[:, 5] >= 0].tolist():  # tuples
-            held = runs[int(k)].values.get(steps[int(i)].name)
+            values, step = runs[int(k)].values, steps[int(i)].name
+            held = values.get(step)
             if held is not None:  # a tuple this process reads
-                runs[int(k)].values[steps[int(i)].name] = RemoteValue(
-                    held.worker, held.name, int(arity)
-                )  # fmt: skip
+                values[step] = RemoteValue(held.worker, held.name, int(arity))
         for (k, value), array in returned.items():
             runs[k].values[value] = array
             for alias, source in self.aliases:

@@ -299,8 +299,13 @@ class RemoteWorker:
         try:
             return self._runs.question(self.address[0], self.data_port, message, puts, send_s)
         except OSError as err:
-            self._given_up = True  # the worker may still be in the run (stopped, slow)
-            raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None
+            raise self._given_up_on(err) from None
+
+    def _given_up_on(self, err: OSError) -> RunError:
+        """A run's request or answer lost (``err``): the worker may still be in the run
+        (stopped, slow), which :meth:`close` minds."""
+        self._given_up = True
+        return RunError(f"worker {self.where}: program failed: {err}", self.name)
 
     def program_answer(
         self, asked: Asked, answer_s: float | None = None, spin_s: float = 0.0
@@ -311,8 +316,7 @@ class RemoteWorker:
         try:
             answer = self._runs.answer(asked, answer_s, before_answer=spin)
         except OSError as err:
-            self._given_up = True  # the worker may still be in the run (stopped, slow)
-            raise RunError(f"worker {self.where}: program failed: {err}", self.name) from None
+            raise self._given_up_on(err) from None
         try:
             return read_status_answer(answer)
         except WorkerSaid as err:

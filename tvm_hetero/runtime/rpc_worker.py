@@ -95,14 +95,14 @@ PROTOCOL = 4
 there too; 4: programs run natively, ``load_program(ops, native)``); a client refuses a worker
 of another, which would not understand it (restart the worker)."""
 RUN = "run"
+"""The data port's command that runs the program (:meth:`_Session._run_command`)."""
 NEXT_RUN_SPIN_S = 500e-6
 """How long a worker with cores of its own (``program_links.spin_seconds``) spins for the
 client's next run after it answered one, before it sleeps on the connection: the client's
 own work between two runs takes longer than a program link's spin (``SPIN_S``); with the
-client's spin for the answer (``program_runner.ANSWER_SPIN_S``), 500 us spins halved what
-a small request costs beyond its units (200 us spins took a third off, 1 ms no more than
-500 us; benchmarks/runtime/programs.py --remote, one worker)."""
-"""The data port's command that runs the program (:meth:`_Session._run_command`)."""
+client's spin for the answer (``program_runner.ANSWER_SPIN_S``), 500 us spins took two fifths
+off a small run on one worker (the chain of benchmarks/runtime/programs.py --remote, the
+spins patched on and off; a spin in Python before, 200 us took less off, 1 ms no more)."""
 ONNXRUNTIME = "onnxruntime"
 """The data port's command that runs ONNX Runtime (:meth:`_Session._onnxruntime_command`)."""
 RETURN_BYTES = 2**20

@@ -90,11 +90,16 @@ def contiguous(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else array.copy()
 
 
+def _bytes_of(array: np.ndarray) -> bytes:
+    """The bytes of C-contiguous ``array``, copied."""
+    return memoryview(array).cast("B").tobytes() if array.nbytes else b""
+
+
 def send_after(sock: socket.socket, head: bytes, array: np.ndarray) -> None:
     """``head``, then the bytes of C-contiguous ``array``: in one send up to
     :data:`ONE_SEND_BYTES`."""
     if array.nbytes <= ONE_SEND_BYTES:
-        sock.sendall(head + (memoryview(array).cast("B").tobytes() if array.nbytes else b""))
+        sock.sendall(head + _bytes_of(array))
         return
     sock.sendall(head)
     sock.sendall(memoryview(array).cast("B"))
@@ -119,25 +124,28 @@ def send_array(sock: socket.socket, array: np.ndarray, before: bytes = b"") -> N
 def send_command(sock: socket.socket, message: dict, array: np.ndarray | None = None) -> None:
     """A JSON command for the owner of a data port, and ``array`` after it (in one send with
     the command where it is small: :func:`send_after`)."""
-    command = json.dumps(message).encode()
-    if array is None:
-        send_frame(sock, command)
+    head, large = command_bytes(message, array)
+    if large is None:
+        sock.sendall(head)
     else:
-        send_array(sock, array, _LEN.pack(len(command)) + command)
+        send_after(sock, head, large)
 
 
-def command_bytes(message: dict, array: np.ndarray | None = None) -> bytes | None:
-    """What :func:`send_command` sends, as bytes to send with others (a request's small puts
-    and its command leave in one send: each send on loopback can wake the receiver); None for
-    an array over :data:`ONE_SEND_BYTES` (send that one by itself)."""
-    out = frame_bytes(json.dumps(message).encode())
+def command_bytes(
+    message: dict, array: np.ndarray | None = None
+) -> tuple[bytes, np.ndarray | None]:  # fmt: skip
+    """What :func:`send_command` sends: its bytes (the command, ``array``'s header and, up to
+    :data:`ONE_SEND_BYTES`, its bytes: a request's small puts and its command leave in one
+    send, as each send on loopback can wake the receiver), and the C-contiguous array whose
+    bytes are to follow them by themselves (None where none)."""
+    head = frame_bytes(json.dumps(message).encode())
     if array is None:
-        return out
+        return head, None
     array = contiguous(array)
+    head += _array_head(array)
     if array.nbytes > ONE_SEND_BYTES:
-        return None
-    data = memoryview(array).cast("B").tobytes() if array.nbytes else b""
-    return out + _array_head(array) + data
+        return head, array
+    return head + _bytes_of(array), None
 
 
 Allocate = Callable[[tuple[int, ...], str], np.ndarray]
@@ -229,10 +237,10 @@ class TensorServer:
 
 
 Done = Callable[[np.ndarray | None, BaseException | None], None]
+"""Called once per :meth:`TensorFetcher.fetch_later`: the array, or the error (``None`` else)."""
 Asked = tuple[tuple[str, int], socket.socket]
 """A question sent (:meth:`TensorFetcher.question`): the owner's address and the connection its
 answer comes on."""
-"""Called once per :meth:`TensorFetcher.fetch_later`: the array, or the error (``None`` else)."""
 
 
 class _Pipe:
@@ -388,13 +396,13 @@ class TensorFetcher:
             conn.settimeout(send_s)
             ahead = b""  # small puts leave with the command, in one send
             for name, array in puts:
-                put = command_bytes({"put": name}, array)
-                if put is None:
+                head, large = command_bytes({"put": name}, array)
+                if large is None:
+                    ahead += head
+                else:
                     conn.sendall(ahead)
                     ahead = b""
-                    send_command(conn, {"put": name}, array)
-                else:
-                    ahead += put
+                    send_after(conn, head, large)
             conn.sendall(ahead + frame_bytes(json.dumps(message).encode()))
             for array in after:
                 send_array(conn, array)
