@@ -29,3 +29,10 @@ def test_corpus_model_imports_compiles_and_matches_onnx_runtime(name, tmp_path):
     row = corpus.check(name, tmp_path, rounds=0, small=True)
     assert row["stage"] == "time", row
     assert row["rel_err"] <= corpus.TOLERANCE
+
+
+def test_the_row_is_the_round_whose_ratio_is_the_median():
+    # the columns' own medians (5 and 6) would read 0.83x beside a median ratio of 1.2x
+    ours, theirs = [5.0, 5.0, 6.0, 9.0, 2.0], [6.0, 3.0, 5.0, 6.0, 8.0]
+    assert corpus.median_round(ours, theirs) == (6.0, 5.0, 6.0 / 5.0)
+    assert corpus.median_round([4.0, 1.0], [2.0, 2.0]) == (1.0, 2.0, 0.5)
