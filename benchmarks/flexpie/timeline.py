@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python benchmarks/flexpie/timeline.py ps3-50 resnet101 fixed-InH fixed-InW
         [--traces FILE ...] [--db FILE] [--runs 5] [--target generic|host] [--events] [--alone]
-        [--compare [--rounds 3]]
+        [--compare [--rounds 3] [--ort] [--out benchmarks/results/runtime_programs.jsonl]]
 
 Brings the case's cluster up (as ``latency.py``), plans the model with estimators fitted on
 ``--traces``, compiles (or loads from ``latency.py``'s kept builds) each named plan (``flexpie``
@@ -15,12 +15,19 @@ on its device is printed beside its time in the runs together. A unit shorter th
 device's quota per CFS period (0.45 core: 2.25 ms of 5) runs alone as a burst at a full core,
 so the ratio shows the core's share among the devices pinned to it. The estimators price
 neither: they time tiles over 500 ms, at the quota's rate.
+
+With ``--compare --ort``, every round also times ONNX Runtime on one device of the cluster
+(``ort.py``'s twin of the model, one thread on core 0 held to ``--quota``, ``--runs`` runs),
+while the cluster's workers idle; ``--out`` appends the plan's row (priced, the median of each
+way over every round, ONNX Runtime's) to a JSON-lines results file.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
+import json
 import signal
 import statistics
 import sys
@@ -38,6 +45,8 @@ from latency import (
     on_home_cores,
     spec_file,
 )
+from ort import export, held_run  # puts benchmarks/ on the path: stamp
+from stamp import stamp
 
 from tvm_hetero import api
 from tvm_hetero.devices import ClusterSpec
@@ -73,11 +82,25 @@ WAYS = (
 be), programs in Python, and dataflow."""
 
 
+def between_steps(timeline_events) -> dict[str, float]:
+    """Per worker, the mean time between the end of one of its steps and the start of its next
+    (seconds): the runtime's own time between units, waits for inputs being inside them."""
+    by_worker: dict[str, list] = {}
+    for e in sorted(timeline_events, key=lambda e: e.start_s):
+        by_worker.setdefault(e.worker, []).append(e)
+    return {
+        worker: sum(max(0.0, b.start_s - a.end_s) for a, b in itertools.pairwise(steps))
+        / max(1, len(steps) - 1)
+        for worker, steps in by_worker.items()
+    }
+
+
 def report(
     label: str, ex: Executor, runs: int, tensors, events: bool = False
-) -> tuple[dict, list[float]]:  # fmt: skip
+) -> tuple[dict, list[float], float]:  # fmt: skip
     """Median latency of ``runs`` runs, then the last run's time per device and kind; returns
-    :func:`unit_times`' units and the runs' seconds."""
+    :func:`unit_times`' units, the runs' seconds and the largest of the devices' mean time
+    between steps in the last run (:func:`between_steps`)."""
     seconds, units = unit_times(ex, tensors, runs)
     print(f"{label}: median {statistics.median(seconds) * 1e3:.1f} ms")
     totals: dict[tuple[str, str], list[float]] = {}
@@ -89,11 +112,14 @@ def report(
     for (worker, kind), (count, span, waited) in sorted(totals.items()):
         print(f"  {worker:>4} {kind:>5}: {count:4d} events, {span * 1e3:7.1f} ms, "
               f"waited for inputs {waited * 1e3:7.1f} ms")  # fmt: skip
+    gaps = between_steps(ex.timeline.events)
+    print("  between steps, mean: " + ", ".join(
+        f"{worker} {gap * 1e3:.2f} ms" for worker, gap in sorted(gaps.items())))  # fmt: skip
     if events:
         for e in sorted(ex.timeline.events, key=lambda e: e.start_s):
             print(f"  {e.start_s * 1e3:7.2f} {e.end_s * 1e3:7.2f} {e.worker:>4} {e.kind:>5} "
                   f"waited {e.waited_s * 1e3:5.2f}  {e.step}")  # fmt: skip
-    return units, seconds
+    return units, seconds, max(gaps.values(), default=0.0)
 
 
 def report_alone(label: str, ex: Executor, runs: int, tensors, together: dict) -> None:
@@ -124,6 +150,9 @@ def main() -> None:
                              "by dataflow (Executor(programs=False)) too, in rounds")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --compare: rounds, each running every way --runs times")  # fmt: skip
+    parser.add_argument("--ort", action="store_true",
+                        help="with --compare: ONNX Runtime on one device in every round")  # fmt: skip
+    parser.add_argument("--out", help="with --compare: append each plan's row to this file")
     parser.add_argument("--alone", action="store_true",
                         help="also run each step alone (Executor(alone=True)): every unit's "
                              "time alone on its device beside its time together")  # fmt: skip
@@ -136,6 +165,9 @@ def main() -> None:
     parser.add_argument("--unpinned", action="store_true",
                         help="let the client run on any core (latency.py pins it to home's)")  # fmt: skip
     args = parser.parse_args()
+    if (args.ort or args.out) and not args.compare:
+        parser.error("--ort and --out go with --compare")
+    args.stamp = stamp()  # before the client is pinned to home's core: the host's cores
     # killed (SIGTERM), still bring the cluster down: its tag comes from a temporary path
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,19 +179,21 @@ def main() -> None:
         try:
             devices = list(cluster.devices)
             with contextlib.nullcontext() if args.unpinned else on_home_cores(devices):
-                _report_plans(args, parser, cluster, devices, estimators)
+                _report_plans(args, parser, cluster, devices, estimators, Path(tmp))
         finally:
             control.down(tag)
 
 
-def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
-    """Plan the model, then build, run and report each plan asked for."""
+def _report_plans(args, parser, cluster, devices: list, estimators, folder: Path) -> None:
+    """Plan the model, then build, run and report each plan asked for (``folder``: for the
+    ONNX Runtime twin's export)."""
     model = load_model(MODELS[args.model][0], **MODELS[args.model][1])
     result = strategy.plan_with_estimators(model, devices, cluster, estimators, args.db)
     plans = {"flexpie": result.plan, **result.baseline_plans(devices)}
     unknown = sorted(set(args.plans) - set(plans))
     if unknown:
         parser.error(f"plans {unknown}: not among {sorted(plans)}")
+    twin = export(args.model, folder) if args.ort else None
     for label in args.plans:
         plan = plans[label]
         used = api.in_plan_order(devices, plan)
@@ -180,18 +214,43 @@ def _report_plans(args, parser, cluster, devices: list, estimators) -> None:
         inputs = model.random_inputs()
         ways = WAYS if args.compare else WAYS[:1]
         seconds: dict[str, list[float]] = {}
+        gaps: dict[str, list[float]] = {}
         for _ in range(args.rounds if args.compare else 1):
             for way, how in ways:  # a worker serves one session: each opened in turn
                 with Executor(built, timeout_s=300, **how) as ex:
-                    together, ran = report(f"{label} ({way})", ex, args.runs,
-                                           ex.place_inputs(inputs), args.events)  # fmt: skip
+                    together, ran, gap = report(f"{label} ({way})", ex, args.runs,
+                                                ex.place_inputs(inputs), args.events)  # fmt: skip
                 seconds.setdefault(way, []).extend(ran)
+                gaps.setdefault(way, []).append(gap)
+            if twin is not None:
+                ran = [ms / 1e3 for ms in held_run(twin, args.quota, args.runs)]
+                print(f"ONNX Runtime, one device: median {statistics.median(ran) * 1e3:.1f} ms")
+                seconds.setdefault("onnxruntime", []).extend(ran)
         if args.compare:
             print(f"{label}, medians over {args.rounds} rounds: " + ", ".join(
                 f"{way} {statistics.median(s) * 1e3:.1f} ms" for way, s in seconds.items()))  # fmt: skip
+        if args.out:
+            append_row(args, label, priced.predicted_s, seconds, gaps["native programs"])
         if args.alone:
             with Executor(built, timeout_s=300, alone=True) as ex:
                 report_alone(label, ex, args.runs, ex.place_inputs(inputs), together)
+
+
+def append_row(
+    args: argparse.Namespace, label: str, priced_s: float, seconds: dict, gaps: list[float]
+) -> None:
+    """``label``'s row in ``args.out``: what it was priced, each way's median (ms) and, by
+    native programs, the median over rounds of the largest mean time between a device's
+    steps."""
+    median_ms = {way: round(statistics.median(s) * 1e3, 2) for way, s in seconds.items()}
+    row = {"what": "FlexPie plan by programs vs by dataflow", "model": args.model,
+           "plan": label, "case": args.case, **args.stamp, "rounds": args.rounds,
+           "runs": args.runs, "priced_ms": round(priced_s * 1e3, 2), "median_ms": median_ms,
+           "between_steps_ms": round(statistics.median(gaps) * 1e3, 3)}  # fmt: skip
+    if "onnxruntime" in median_ms:
+        row["ort_one_device_ms"] = median_ms.pop("onnxruntime")
+    with open(args.out, "a") as out:
+        out.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,10 +28,11 @@ def runtime_programs() -> str:
                 us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
-        (r["model"], r["case"], ms(r["priced_ms"]), ms(r["median_ms"]["native programs"]),
+        (r["model"], r["case"], _cpu(r["host"]), ms(r["priced_ms"]), ms(r["median_ms"]["native programs"]),
          ms(r["median_ms"]["Python programs"]), ms(r["median_ms"]["dataflow"]),
          ms(r["ort_one_device_ms"]), ratio(r["median_ms"]["native programs"], r["priced_ms"]),
-         ratio(r["median_ms"]["native programs"], r["ort_one_device_ms"]))
+         ratio(r["median_ms"]["native programs"], r["ort_one_device_ms"]),
+         ms(r["between_steps_ms"]) if "between_steps_ms" in r else "-")
         for r in rows if r["what"].startswith("FlexPie")
     ]  # fmt: skip
     return titled(
@@ -42,8 +43,9 @@ def runtime_programs() -> str:
         out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",
-        table(("FlexPie plan", "cluster", "priced ms", "native ms", "Python programs ms",
-               "dataflow ms", "ORT one device ms", "native / priced", "native / ORT"), flexpie),
+        table(("FlexPie plan", "cluster", "CPU", "priced ms", "native ms", "Python programs ms",
+               "dataflow ms", "ORT one device ms", "native / priced", "native / ORT",
+               "between steps ms"), flexpie),
     )  # fmt: skip
 
 
