@@ -403,7 +403,7 @@ class TensorFetcher:
                     conn.sendall(ahead)
                     ahead = b""
                     send_after(conn, head, large)
-            conn.sendall(ahead + frame_bytes(json.dumps(message).encode()))
+            conn.sendall(ahead + command_bytes(message)[0])
             for array in after:
                 send_array(conn, array)
         except OSError as err:
