@@ -28,12 +28,13 @@ def runtime_programs() -> str:
                 us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
-        (r["model"], r["case"], _cpu(r["host"]), ms(r["priced_ms"]), ms(r["median_ms"]["native programs"]),
+        (_plan(r), r["case"], _cpu(r["host"]), ms(r["priced_ms"]), ms(native),
          ms(r["median_ms"]["Python programs"]), ms(r["median_ms"]["dataflow"]),
-         ms(r["ort_one_device_ms"]), ratio(r["median_ms"]["native programs"], r["priced_ms"]),
-         ratio(r["median_ms"]["native programs"], r["ort_one_device_ms"]),
+         ms(r["ort_one_device_ms"]), ratio(native, r["priced_ms"]),
+         ratio(native, r["ort_one_device_ms"]),
          ms(r["between_steps_ms"]) if "between_steps_ms" in r else "-")
         for r in rows if r["what"].startswith("FlexPie")
+        for native in [r["median_ms"]["native programs"]]
     ]  # fmt: skip
     return titled(
         "runtime_programs.jsonl", local,
@@ -47,6 +48,13 @@ def runtime_programs() -> str:
                "dataflow ms", "ORT one device ms", "native / priced", "native / ORT",
                "between steps ms"), flexpie),
     )  # fmt: skip
+
+
+def _plan(row: dict) -> str:
+    """A FlexPie row's model, and the plan run where it was not FlexPie's own (``timeline.py``
+    writes a row for any plan it is given: ``layerwise``, ``fixed-InH``...)."""
+    plan = row.get("plan", "flexpie")
+    return row["model"] if plan == "flexpie" else f"{row['model']} ({plan})"
 
 
 def _cpu(host: str) -> str:

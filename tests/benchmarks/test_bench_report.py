@@ -121,3 +121,11 @@ def test_a_figure_in_a_tutorials_prose_fails_the_check(tmp_path):
     assert report.problems(root) == [
         "tutorials/01_x.ipynb: cell 0: a figure in prose: It runs 3.1x faster."
     ]
+
+
+def test_a_flexpie_row_of_another_plan_is_named_with_it():
+    from runtime import _plan
+
+    assert _plan({"model": "resnet18"}) == "resnet18"  # rows from before plans were named
+    assert _plan({"model": "resnet18", "plan": "flexpie"}) == "resnet18"
+    assert _plan({"model": "bert", "plan": "layerwise"}) == "bert (layerwise)"
