@@ -314,13 +314,22 @@ def test_a_mean_over_a_map_is_summed_as_one_run_of_vectors(side, window, lanes):
 
 @pytest.mark.parametrize(
     ("shape", "lanes", "whole"),
-    [((2, 12, 128), 8, None), ((1, 6, 1500), 6, None), ((2, 4, 197), 8, 24), ((3, 2), None, None)],
+    [
+        ((2, 12, 128), 8, None),
+        ((2, 3, 44), 4, None),
+        ((1, 6, 1500), 8, 187),
+        ((2, 4, 197), 8, 24),
+        ((2, 3, 6), 6, None),
+        ((3, 2), None, None),
+    ],
 )
 def test_softmax_rows_are_reduced_in_lanes(shape, lanes, whole):
-    """Each row's max and sum as ``lanes`` partial results a vector updates (the largest divisor
-    of the row up to the CPU's 8 lanes), then combined. A row no vector of 4 or more divides
-    (197, a prime) is padded to whole vectors of 8 and each loop over it partitioned into its
-    24 whole vectors and the last; a row shorter than a vector keeps dlight's schedule."""
+    """Each row's max and sum as ``lanes`` partial results a vector updates (the largest power
+    of two of 4 or more that divides the row, up to the CPU's 8 lanes), then combined. A row no
+    such vector divides (197, a prime; 1,500, whose largest divisor up to 8 is 6) is padded to
+    whole vectors of 8 and each loop over it partitioned into its whole vectors and the last; a
+    row shorter than a vector takes its largest divisor (6 lanes for 6) or keeps dlight's
+    schedule (2)."""
     mod = _module([shape], lambda bb, x: relax.op.nn.softmax(x, axis=-1))
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:reduction"}

@@ -63,17 +63,33 @@ class Reduction(CpuRule):
 
 
 MIN_ROW_LANES = 4
-"""The narrowest divisor of a row :func:`rows_in_vectors` reduces it in (Whisper's 1,500 frames
-are vectors of 6 with AVX2, of 15 with AVX-512); a row no such vector divides (ViT's 197 tokens)
-is padded to whole vectors of the CPU's lanes."""
+"""The narrowest divisor of a row :func:`rows_in_vectors` reduces it in; a row no such vector
+divides (ViT's 197 tokens) is padded to whole vectors of the CPU's lanes."""
+
+
+def row_lanes(length: int, lanes: int) -> tuple[int, bool]:
+    """The lanes :func:`rows_in_vectors` cuts a row of ``length`` into, out of the CPU's
+    ``lanes``, and whether the row is padded to whole vectors of them: the largest divisor of
+    the row up to the lanes where it is a power of two of :data:`MIN_ROW_LANES` or more (or the
+    row is shorter than a vector), else the CPU's lanes over the row padded. A vector of 15 or
+    6 lanes (Whisper's 1,500 frames with AVX-512 or AVX2) is cut by LLVM into vectors of 8, 4,
+    2 and 1: its softmax over 6 x 1,500 x 1,500 took 11.6 ms in vectors of 15 and 8.4 ms in
+    vectors of 16 over rows padded to 1,504 (ONNX Runtime 7.5; one thread), 5.4 and 4.3 ms
+    on two threads (ONNX Runtime 4.4; AMD EPYC Zen 4, ``benchmarks/cpu_kernels/softmax.py``)."""
+    divisor = largest_divisor(length, lanes)
+    whole = divisor & (divisor - 1) == 0 or length < lanes
+    if divisor >= MIN_ROW_LANES and whole:
+        return divisor, False
+    return lanes, True
 
 
 def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     """Rows reduced in vector lanes: every block computed row by row under the last block's
     rows (in parallel), each step over the row vectorized by the largest divisor ``v`` of its
     length up to the CPU's lanes, each reduction over the row ``rfactor``-ed into ``v`` partial
-    results that a vector updates, then summed. Where no ``v`` of :data:`MIN_ROW_LANES` or more
-    divides the row, the reductions run over the row padded to whole vectors of the CPU's lanes
+    results that a vector updates, then summed. Where no power of two ``v`` of
+    :data:`MIN_ROW_LANES` or more divides the row (:func:`row_lanes`), the reductions run over
+    the row padded to whole vectors of the CPU's lanes
     (:func:`~.padded_rows.pad_row_reductions`) and every loop over the row is partitioned into
     its whole vectors and a last, partial one. None where the kernel is not such rows (the
     last block not element-wise, no reduction, a reduction over other axes or more than one, a
@@ -92,10 +108,9 @@ def rows_in_vectors(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | Non
     if all(is_spatial(sch, block) for block in blocks):
         return None  # nothing reduced: the injective rule's
     length = extents[-1]
-    lanes = largest_divisor(length, vector_lanes(target, 32))
+    lanes, pad = row_lanes(length, vector_lanes(target, 32))
     row = Row(length, lanes, length)
-    if lanes < MIN_ROW_LANES:
-        lanes = vector_lanes(target, 32)
+    if pad:
         row = Row(length, lanes, -(-length // lanes) * lanes)
         padded = pad_row_reductions(func, length, row.padded) if length >= lanes else None
         if padded is None:
