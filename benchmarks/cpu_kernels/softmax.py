@@ -5,7 +5,9 @@
 
 Each case is ``torch.softmax(x, dim=-1)`` over attention scores (batch 1, heads x rows x
 keys) exported to ONNX: BERT's 12 x 128 x 128, ViT's 197 keys (a prime: no vector divides the
-row, which is padded to whole vectors), SegFormer's reduced keys and Whisper's 1,500 frames.
+row, which is padded to whole vectors), LeViT's 196 and Whisper's 1,500 (whose largest divisors
+up to the lanes, 14 and 15 with AVX-512, are no powers of two: padded too) and SegFormer's
+reduced keys.
 Compiled for the whole CPU with rows in lanes and without (``before``), run end to end by our
 executor beside ONNX Runtime on the same cores and threads, in 5 interleaved rounds (medians);
 outputs checked against ONNX Runtime's. One JSON line per case in
@@ -32,6 +34,7 @@ class Softmax(torch.nn.Module):
 CASES = {  # name: input shape
     "BERT 12 x 128 x 128": (1, 12, 128, 128),
     "ViT 3 x 197 x 197": (1, 3, 197, 197),
+    "LeViT 4 x 196 x 196": (1, 4, 196, 196),
     "SegFormer 1 x 16384 x 256": (1, 1, 16384, 256),
     "Whisper 6 x 1500 x 1500": (1, 6, 1500, 1500),
 }
