@@ -850,6 +850,24 @@ def test_a_row_tile_sweeps_packed_panels_that_fit_l2_where_the_output_is_wide(
 
 
 @pytest.mark.parametrize(
+    ("x_shape", "block", "blocks", "row_tiles"),
+    [((1100, 32), 75, 11, 25),  # a 2.6 MB output: every panel, the threads share the rows
+     ((200, 32), 3, 25, 50)],  # a 480 KB output: blocks of L1, as before
+)  # fmt: skip
+def test_a_row_tile_sweeps_every_panel_where_the_output_is_not_in_cache(
+    x_shape, block, blocks, row_tiles
+):
+    """Where a batch's output is over ``C_CACHED_BYTES`` and all of ``B``'s packed panels fit
+    ``WIDE_A_BLOCK_BYTES`` (75 KB here: 600 columns over a ``K`` of 32, as attention's scores
+    over Whisper's frames), each row tile computes every panel, so its rows are written whole;
+    before, 3 panels at a time (no more fit L1's block and left 16 blocks), each row written
+    in runs of 24 columns. Numbers unchanged."""
+    w_shape = (600, 32)
+    mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
+    _check_panel_blocks(mod, [x_shape, w_shape], block, blocks, row_tiles)
+
+
+@pytest.mark.parametrize(
     ("x_shape", "w_shape", "tasks", "row_tiles"),
     [  # AVX2: panels of 16 columns (8 where 16 do not divide them), 49 tiles of 4 rows
         ((1, 576, 14, 14), (96, 576, 1, 1), 6, 49),  # 6 panels: even already
