@@ -309,6 +309,11 @@ def softmax() -> str:
     return _before_and_now("softmax.jsonl", "softmax")
 
 
+def whole_rows() -> str:
+    """``benchmarks/cpu_kernels/whole_rows.py``: row tiles over every panel."""
+    return _before_and_now("whole_rows.jsonl", "kernel")
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     return _before_and_now("resize.jsonl", "resize (channels @in -> out)")
@@ -432,6 +437,7 @@ SECTIONS = {
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
     "softmax": softmax,
+    "whole-rows": whole_rows,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
     "transposed-writes": transposed_writes,
