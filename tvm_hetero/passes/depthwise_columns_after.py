@@ -29,9 +29,12 @@ class DepthwiseColumnsAfter:
     lane: MobileNets' and EfficientNets' strided depthwise layers ran at 1.5-2.6x ONNX
     Runtime's time. With the row stride only, a vector of outputs reads consecutive columns
     (one vector load a tap); it computes ``s`` times the columns, but a depthwise tap is one
-    multiply-add, and the subsample is a copy of the output's size that ``FuseOps`` fuses into
-    the kernel (a window one column wide, without column padding, takes the input's columns
-    first: MobileOne's strided 1x1 branches). Each layer alone, built and timed as a model
+    multiply-add, and the subsample is a copy of the output's size: a kernel of its own with the
+    element-wise steps after it (``FuseOps`` fuses an element-wise step into a convolution's
+    kernel, not a strided slice: MnasNet's 48-channel layer over 112 x 112 runs as the
+    convolution, then the slice with its ReLU), included in the timings below (a window one
+    column wide, without column padding, takes the input's columns first: MobileOne's strided
+    1x1 branches). Each layer alone, built and timed as a model
     (``benchmarks/cpu_kernels/strided_depthwise.py``, Zen 4, two threads, 5 interleaved
     rounds): 1.15-1.45x faster. In whole models those layers are a small share, and the gain
     is within the host's noise (``before_and_now.py``, pass on against off in the same rounds:
