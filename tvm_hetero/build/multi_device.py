@@ -18,6 +18,7 @@ from tvm import relax
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
+from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
 from tvm_hetero.pipelines import PIPELINES, get_pipeline
 from tvm_hetero.schedules import schedule_kernels
 
@@ -156,7 +157,7 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
         from tvm.s_tir import meta_schedule as ms
 
         database, cpu = ms.database.JSONDatabase(work_dir=options.ms_database), "rules"
-    mod = schedule_kernels(mod, cpu, database)
+    mod = module_without_seq_scopes(schedule_kernels(mod, cpu, database))
     unscheduled = [
         gv.name_hint
         for gv, f in mod.functions_items()

@@ -11,6 +11,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm_hetero._compat import PrimFunc, TensorType
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import calls_op, iter_bindings
+from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
 
 
 @tvm.transform.module_pass(opt_level=0, name="FoldConstantKernels")
@@ -102,7 +103,7 @@ def _evaluate(
         }
     )
     try:
-        lib = tvm.tirx.build(lib_mod, target="llvm")
+        lib = tvm.tirx.build(module_without_seq_scopes(lib_mod), target="llvm")
     except Exception:  # whatever the build raised: FoldConstant tries them one at a time
         return None
     values: dict[relax.Call, tvm.runtime.Tensor] = {}

@@ -15,6 +15,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tvm_hetero.ir.sblocks import block_with
+
 _COMBINERS = (tirx.Add, tirx.Mul, tirx.Max, tirx.Min)
 
 
@@ -50,7 +52,7 @@ def _pad(stmt: tirx.Stmt, length: int, padded: int) -> tirx.Stmt:
         block = stmt.block
         if _reduces(block):
             raise _NotRows("a reduction block not under its own loop")
-        return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, _with(block, body=_pad(
+        return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block_with(block, body=_pad(
             block.body, length, padded)))  # fmt: skip
     return stmt
 
@@ -83,7 +85,7 @@ def _padded_block(
         axis.var, axis.iter_type,
     )  # fmt: skip
     body = tirx.BufferStore(store.buffer, value, store.indices)
-    padded_block = _with(block, iter_vars=iter_vars, body=body)
+    padded_block = block_with(block, iter_vars=iter_vars, body=body)
     return s_tir.SBlockRealize(realize.iter_values, realize.predicate, padded_block), (
         realize.iter_values[k]
     )
@@ -106,14 +108,3 @@ def _guarded(store: tirx.BufferStore, inside: tirx.PrimExpr, identity: tirx.Prim
     if is_out(b):
         return type(combined)(tirx.if_then_else(inside, a, identity), b)
     raise _NotRows("not a combination of the output with a value")
-
-
-def _with(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
-    """``block`` with some of its fields replaced."""
-    fields = {
-        "iter_vars": block.iter_vars, "reads": block.reads, "writes": block.writes,
-        "name_hint": block.name_hint, "body": block.body, "init": block.init,
-        "alloc_buffers": block.alloc_buffers, "match_buffers": block.match_buffers,
-        "annotations": block.annotations, **changes,
-    }  # fmt: skip
-    return s_tir.SBlock(**fields)

@@ -1,0 +1,63 @@
+"""TIR that TVM's IR builder leaves for no one: the ``pragma_scope`` of its ``seq_scope``."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.sblocks import block_with
+
+SEQ_SCOPE = "pragma_scope"
+"""The attribute ``tirx.script.builder.utils.seq_scope`` wraps a kernel's statements in (topi's
+``scatter_nd``, which Swin-T's shifted windows export): LLVM's code generator knows no such
+pragma and printed "Unknown pragma pragma_scope" on stderr for each one, 36 lines while Swin-T
+compiled; the attribute changes no code."""
+
+
+def without_seq_scopes(func: PrimFunc) -> PrimFunc:
+    """``func`` with every ``pragma_scope`` attribute statement replaced by its body, where it
+    lies under sequences, loops, blocks and other attributes (``func`` itself where none
+    does)."""
+    body = _strip(func.body)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _strip(stmt: tirx.Stmt) -> tirx.Stmt:
+    if isinstance(stmt, tirx.AttrStmt):
+        body = _strip(stmt.body)
+        if stmt.attr_key == SEQ_SCOPE:
+            return body
+        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(
+            stmt.node, stmt.attr_key, stmt.value, body)  # fmt: skip
+    if isinstance(stmt, tirx.SeqStmt):
+        seq = [_strip(s) for s in stmt.seq]
+        unchanged = all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True))
+        return stmt if unchanged else tirx.SeqStmt(seq)
+    if isinstance(stmt, tirx.For):
+        body = _strip(stmt.body)
+        return stmt if body.same_as(stmt.body) else tirx.For(
+            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
+            stmt.annotations)  # fmt: skip
+    if isinstance(stmt, s_tir.SBlockRealize):
+        body = _strip(stmt.block.body)
+        if body.same_as(stmt.block.body):
+            return stmt
+        return s_tir.SBlockRealize(
+            stmt.iter_values, stmt.predicate, block_with(stmt.block, body=body)
+        )
+    return stmt
+
+
+def module_without_seq_scopes(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with :func:`without_seq_scopes` applied to each of its TIR functions (``mod``
+    itself where none changes)."""
+    changed = {
+        gv: new
+        for gv, func in mod.functions_items()
+        if isinstance(func, PrimFunc) and (new := without_seq_scopes(func)) is not func
+    }
+    if not changed:
+        return mod
+    functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
