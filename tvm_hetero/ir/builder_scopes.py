@@ -6,7 +6,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import block_with
+from tvm_hetero.ir.sblocks import loop_with, realize_with
 
 SEQ_SCOPE = "pragma_scope"
 """The attribute ``tirx.script.builder.utils.seq_scope`` wraps a kernel's statements in (topi's
@@ -36,16 +36,10 @@ def _strip(stmt: tirx.Stmt) -> tirx.Stmt:
         return stmt if unchanged else tirx.SeqStmt(seq)
     if isinstance(stmt, tirx.For):
         body = _strip(stmt.body)
-        return stmt if body.same_as(stmt.body) else tirx.For(
-            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
-            stmt.annotations)  # fmt: skip
+        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
     if isinstance(stmt, s_tir.SBlockRealize):
         body = _strip(stmt.block.body)
-        if body.same_as(stmt.block.body):
-            return stmt
-        return s_tir.SBlockRealize(
-            stmt.iter_values, stmt.predicate, block_with(stmt.block, body=body)
-        )
+        return stmt if body.same_as(stmt.block.body) else realize_with(stmt, body=body)
     return stmt
 
 

@@ -1,8 +1,9 @@
-"""Rebuilding TIR blocks field by field (0.27's ``SBlock`` has no ``replace``)."""
+"""Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
+have no ``replace``)."""
 
 from __future__ import annotations
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
 
 def block_with(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
@@ -14,3 +15,21 @@ def block_with(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
         "annotations": block.annotations, **changes,
     }  # fmt: skip
     return s_tir.SBlock(**fields)
+
+
+def realize_with(realize: s_tir.SBlockRealize, **changes) -> s_tir.SBlockRealize:
+    """``realize`` with some fields of its block replaced (:func:`block_with`), bound as
+    before."""
+    return s_tir.SBlockRealize(
+        realize.iter_values, realize.predicate, block_with(realize.block, **changes)
+    )
+
+
+def loop_with(loop: tirx.For, **changes) -> tirx.For:
+    """``loop`` with some of its fields replaced."""
+    fields = {
+        "loop_var": loop.loop_var, "min": loop.min, "extent": loop.extent, "kind": loop.kind,
+        "body": loop.body, "thread_binding": loop.thread_binding,
+        "annotations": loop.annotations, **changes,
+    }  # fmt: skip
+    return tirx.For(**fields)

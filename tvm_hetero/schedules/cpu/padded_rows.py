@@ -15,7 +15,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tvm_hetero.ir.sblocks import block_with
+from tvm_hetero.ir.sblocks import loop_with, realize_with
 
 _COMBINERS = (tirx.Add, tirx.Mul, tirx.Max, tirx.Min)
 
@@ -46,14 +46,12 @@ def _pad(stmt: tirx.Stmt, length: int, padded: int) -> tirx.Stmt:
             extent = tirx.const(padded, str(stmt.loop_var.ty))
         else:
             body = _pad(body, length, padded)
-        return tirx.For(stmt.loop_var, stmt.min, extent, stmt.kind, body, stmt.thread_binding,
-                        stmt.annotations)  # fmt: skip
+        return loop_with(stmt, extent=extent, body=body)
     if isinstance(stmt, s_tir.SBlockRealize):
         block = stmt.block
         if _reduces(block):
             raise _NotRows("a reduction block not under its own loop")
-        return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block_with(block, body=_pad(
-            block.body, length, padded)))  # fmt: skip
+        return realize_with(stmt, body=_pad(block.body, length, padded))
     return stmt
 
 
@@ -85,10 +83,7 @@ def _padded_block(
         axis.var, axis.iter_type,
     )  # fmt: skip
     body = tirx.BufferStore(store.buffer, value, store.indices)
-    padded_block = block_with(block, iter_vars=iter_vars, body=body)
-    return s_tir.SBlockRealize(realize.iter_values, realize.predicate, padded_block), (
-        realize.iter_values[k]
-    )
+    return realize_with(realize, iter_vars=iter_vars, body=body), realize.iter_values[k]
 
 
 def _guarded(store: tirx.BufferStore, inside: tirx.PrimExpr, identity: tirx.PrimExpr):
