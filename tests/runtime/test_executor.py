@@ -302,21 +302,30 @@ print(round((time.process_time() - start) * 1e3))
 """
 
 
-@pytest.mark.parametrize(("given", "idle"), [(None, True), ("300000", False)])
-def test_tvm_pool_threads_stop_spinning_soon_after_a_run_unless_told(given, idle):
-    """After 100 parallel runs the process sleeps 200 ms: with the package's spin count its
-    pool thread sleeps too (a few ms of CPU at most); with TVM's own count, given by the user,
-    it spins (it kept its core 150-200 ms on this host)."""
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs two cores")
+def pool_cpu_ms_while_idle(spin_count: str | None) -> int:
+    """CPU milliseconds a fresh process spends in a 200 ms sleep after 100 parallel runs."""
     env = {k: v for k, v in os.environ.items() if k != "TVM_THREAD_POOL_SPIN_COUNT"}
-    if given:
-        env["TVM_THREAD_POOL_SPIN_COUNT"] = given
+    if spin_count:
+        env["TVM_THREAD_POOL_SPIN_COUNT"] = spin_count
     done = subprocess.run([sys.executable, "-c", POOL_IDLE_CODE], capture_output=True,
                           text=True, env=env)  # fmt: skip
-    cpu_ms = int(done.stdout.split()[-1]) if done.returncode == 0 else None
-    assert cpu_ms is not None, done.stderr[-500:]
-    assert (cpu_ms < 30) == idle, cpu_ms
+    assert done.returncode == 0, done.stderr[-500:]
+    return int(done.stdout.split()[-1])
+
+
+def test_tvm_pool_threads_stop_spinning_soon_after_a_run_unless_told():
+    """After 100 parallel runs the process sleeps 200 ms: with the package's spin count its
+    pool thread sleeps too (a few ms of CPU at most). The control is a spin count given by the
+    user, three times TVM's own: it kept its core through the sleep on the hosts here, but one
+    CI host charged 300,000 spins 1 ms (its threads yield without being charged, or its pool has
+    no second thread), and where the control does not spin the check cannot tell, so it is
+    skipped, saying so."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores")
+    told = pool_cpu_ms_while_idle("1000000")
+    if told < 30:
+        pytest.skip(f"TVM's pool took {told} ms of CPU while told to spin: nothing to compare")
+    assert pool_cpu_ms_while_idle(None) < 30
 
 
 def test_a_one_device_run_is_timed_step_by_step_in_the_calling_thread(branches):
