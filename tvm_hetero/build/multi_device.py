@@ -19,6 +19,7 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
 from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
+from tvm_hetero.passes import StackLoopBuffers
 from tvm_hetero.pipelines import PIPELINES, get_pipeline
 from tvm_hetero.schedules import schedule_kernels
 
@@ -219,12 +220,12 @@ def _compile(lowered: tvm.IRModule, cuda_graph: bool) -> tvm.runtime.Executable:
     if cuda_graph:
         try:
             with _cuda_graph_context(True):
-                return tvm.compile(lowered, relax_pipeline=vm_pipeline())
+                return tvm.compile(lowered, relax_pipeline=vm_pipeline(), tir_pipeline=TIR_PIPELINE)
         except RuntimeError as err:  # tvm.error.InternalError
             first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
             log.warning("build: CUDA graphs left off for this library (TVM: %s)", first)
     with _cuda_graph_context(False):
-        return tvm.compile(lowered, relax_pipeline=vm_pipeline())
+        return tvm.compile(lowered, relax_pipeline=vm_pipeline(), tir_pipeline=TIR_PIPELINE)
 
 
 def _cuda_graph_context(enabled: bool) -> tvm.transform.PassContext:
@@ -255,6 +256,23 @@ def vm_pipeline() -> tvm.transform.Pass:
         t.ComputePrimValue(), t.VMShapeLower(), t.AttachGlobalSymbol(),
     ]  # fmt: skip
     return tvm.transform.Sequential(steps, name="tvm_hetero_vm_pipeline")
+
+
+TIR_PIPELINE = "tvm_hetero"
+"""The name every build of the package's kernels gives ``tvm.compile`` as its TIR pipeline
+(:func:`tir_pipeline`)."""
+
+
+def tir_pipeline() -> tuple:
+    """TVM's ``s_tir`` pipeline (its lowering, the host's and the devices' last passes) with
+    :class:`~tvm_hetero.passes.StackLoopBuffers` before the host's (``LowerTVMBuiltin``, which
+    turns each buffer the pass leaves into a workspace allocation). Registered with TVM as
+    :data:`TIR_PIPELINE`."""
+    lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
+    return lowering, lambda: tvm.transform.Sequential([StackLoopBuffers(), host()]), device
+
+
+tvm.tirx.register_tir_pipeline(TIR_PIPELINE, tir_pipeline)
 
 
 def module_kinds(module: tvm.runtime.Module) -> set[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import tvm
 
 from tvm_hetero._compat import PrimFunc, normalize_kernel
-from tvm_hetero.build.multi_device import BuildOptions, lower
+from tvm_hetero.build.multi_device import TIR_PIPELINE, BuildOptions, lower
 from tvm_hetero.ir.workloads import workload_key
 
 RECORDS = "database_tuning_record.json"
@@ -160,7 +160,7 @@ def _time_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> float:
     shapes = [
         ([int(d) for d in a.shape], str(a.dtype)) for a in ArgInfo.from_prim_func(mod["main"])
     ]
-    lib = tvm.compile(mod, target)
+    lib = tvm.compile(mod, target, tir_pipeline=TIR_PIPELINE)
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a, dev) for a in random_args(shapes)]
     timing = adaptive(

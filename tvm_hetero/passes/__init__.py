@@ -21,6 +21,7 @@ from tvm_hetero.passes.place_operators import PlaceOperators
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.separable_resize import SeparableResize
+from tvm_hetero.passes.stack_loop_buffers import StackLoopBuffers
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
 from tvm_hetero.passes.winograd_convolutions import WinogradConvolutions
@@ -48,6 +49,7 @@ __all__ = [
     "RealizeOperatorSplits",
     "RestoreKernelTargets",
     "SeparableResize",
+    "StackLoopBuffers",
     "StripStageBoundaries",
     "SubsampleStridedPointwise",
     "WinogradConvolutions",

@@ -1,0 +1,125 @@
+"""StackLoopBuffers: a CPU kernel's small buffers inside its loops on the stack, not the pool."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+from tvm.ir import IRModule
+
+from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.sblocks import loop_with
+
+STACK_ANNOTATION = "disable_lower_builtin"
+"""TVM's ``kDisableLowerTVMBuiltin``: ``LowerTVMBuiltin`` leaves an allocation so annotated as it
+is, which LLVM's code generator makes a stack slot of the function that holds it."""
+MAX_BUFFER_BYTES = 64 * 1024
+"""The largest buffer put on the stack."""
+MAX_KERNEL_BYTES = 256 * 1024
+"""The most bytes of buffers a kernel's function puts on the stack, counted in the order they
+appear (an unrolled loop's copies each count): TVM's pool threads and the caller's have
+megabytes of stack."""
+TVM_STACK_BYTES = 1024
+"""``runtime::kMaxStackAlloca``: below it ``LowerTVMBuiltin`` keeps a CPU buffer on the stack."""
+CPU_DEVICE_TYPE = 1
+"""``kDLCPU``, the value of the ``device_type`` attribute ``MakePackedAPI`` sets on a kernel."""
+
+
+@tvm.transform.module_pass(opt_level=0, name="StackLoopBuffers")
+class StackLoopBuffers:
+    """Give each CPU kernel's buffer that is allocated inside a loop, of a constant size from
+    TVM's stack limit (1 KiB) up to :data:`MAX_BUFFER_BYTES`, a stack slot instead of the
+    workspace pool.
+
+    ``LowerTVMBuiltin`` keeps a CPU buffer under 1 KiB on the stack and asks the workspace pool
+    for any other (``TVMBackendAllocWorkspace`` and ``TVMBackendFreeWorkspace``, with their
+    checks), where the buffer is allocated: a buffer the schedule computes at a row of a
+    parallel loop (a softmax row's ``exp``, a reduction's ``rfactor`` partial sums, a task's
+    padded input) is asked for and freed again at every row. Whisper's softmax (6 x 1500 rows
+    of 1,500) allocated its 6,000-byte ``exp`` row 9,000 times a call; SegFormer's (16,384
+    rows of 256) its 1,024-byte partial maxima 16,384 times. A stack slot costs nothing at run
+    time; each thread runs the loop body on its own stack, as the pool's buffers are each
+    thread's too. Buffers outside every loop (once a call) stay in the pool, whatever their
+    size, and so does every buffer of a kernel once :data:`MAX_KERNEL_BYTES` is reached.
+
+    Notes
+    -----
+    Runs on the lowered TIR of the build's host functions (after ``MakePackedAPI``, whose
+    ``device_type`` attribute says where a kernel runs), just before ``LowerTVMBuiltin``:
+    :func:`~tvm_hetero.build.multi_device.tir_pipeline` puts it there. Only buffers in
+    ``global`` scope under ``device_type`` CPU are annotated; numbers are unchanged.
+    """
+
+    def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
+        """Return ``mod`` with its CPU kernels' loop buffers annotated (``mod`` if none is)."""
+        changed = {
+            gv: new
+            for gv, func in mod.functions_items()
+            if isinstance(func, PrimFunc) and (new := stacked(func)) is not func
+        }
+        if not changed:
+            return mod
+        functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
+        return IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+def stacked(func: PrimFunc) -> PrimFunc:
+    """``func`` with its CPU loop buffers annotated for the stack (``func`` if none is)."""
+    budget = [MAX_KERNEL_BYTES]
+    body = _walk(func.body, cpu=False, in_loop=False, budget=budget)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def buffer_bytes(buffer: tirx.Buffer) -> int | None:
+    """Bytes of ``buffer``, or ``None`` where its shape is not constant."""
+    count = 1
+    for extent in buffer.shape:
+        if not isinstance(extent, tirx.IntImm):
+            return None
+        count *= int(extent)
+    return count * tvm.DataType(str(buffer.dtype)).bits // 8
+
+
+def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.Stmt:
+    if isinstance(stmt, tirx.AllocBuffer):
+        return _stacked_alloc(stmt, budget) if cpu and in_loop else stmt
+    if isinstance(stmt, tirx.SeqStmt):
+        seq = []
+        for s in stmt.seq:
+            seq.append(_walk(s, cpu, in_loop, budget))
+        unchanged = all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True))
+        return stmt if unchanged else tirx.SeqStmt(seq)
+    if isinstance(stmt, tirx.For):
+        body = _walk(stmt.body, cpu, True, budget)
+        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
+    if isinstance(stmt, tirx.While):
+        body = _walk(stmt.body, cpu, True, budget)
+        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body)
+    if isinstance(stmt, tirx.AttrStmt):
+        if stmt.attr_key == "device_type":
+            value = stmt.value
+            cpu = isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
+        body = _walk(stmt.body, cpu, in_loop, budget)
+        if body.same_as(stmt.body):
+            return stmt
+        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
+    if isinstance(stmt, tirx.IfThenElse):
+        then = _walk(stmt.then_case, cpu, in_loop, budget)
+        other = stmt.else_case
+        if other is not None:
+            other = _walk(other, cpu, in_loop, budget)
+        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
+            return stmt
+        return tirx.IfThenElse(stmt.condition, then, other)
+    return stmt
+
+
+def _stacked_alloc(stmt: tirx.AllocBuffer, budget: list[int]) -> tirx.AllocBuffer:
+    """``stmt`` annotated for the stack where its buffer qualifies and the budget allows."""
+    if STACK_ANNOTATION in stmt.annotations or stmt.buffer.scope() != "global":
+        return stmt
+    size = buffer_bytes(stmt.buffer)
+    if size is None or not TVM_STACK_BYTES <= size <= min(MAX_BUFFER_BYTES, budget[0]):
+        return stmt
+    budget[0] -= size
+    annotations = {**dict(stmt.annotations), STACK_ANNOTATION: tirx.IntImm("int32", 1)}
+    return tirx.AllocBuffer(stmt.buffer, annotations)
