@@ -314,6 +314,11 @@ def whole_rows() -> str:
     return _before_and_now("whole_rows.jsonl", "kernel")
 
 
+def loop_buffers() -> str:
+    """``benchmarks/cpu_kernels/loop_buffers.py``: buffers inside loops on the stack."""
+    return _before_and_now("loop_buffers.jsonl", "kernel")
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     return _before_and_now("resize.jsonl", "resize (channels @in -> out)")
@@ -438,6 +443,7 @@ SECTIONS = {
     "concatenations": concatenations,
     "softmax": softmax,
     "whole-rows": whole_rows,
+    "loop-buffers": loop_buffers,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
     "transposed-writes": transposed_writes,

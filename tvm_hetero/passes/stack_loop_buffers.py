@@ -40,6 +40,11 @@ class StackLoopBuffers:
     time; each thread runs the loop body on its own stack, as the pool's buffers are each
     thread's too. Buffers outside every loop (once a call) stay in the pool, whatever their
     size, and so does every buffer of a kernel once :data:`MAX_KERNEL_BYTES` is reached.
+    Each kernel alone, pool -> stack, ONNX Runtime beside (AMD EPYC Zen 4, two threads,
+    ``benchmarks/cpu_kernels/loop_buffers.py``): SegFormer's softmax 1.88 -> 1.58 ms (1.24),
+    a 3x3 / 2 max pool over 112 x 112 0.080 -> 0.072, a strided depthwise convolution 0.221 ->
+    0.210 (its task's padded input), Whisper's softmax level (4.13 -> 4.28, 4.37): LLVM's code
+    generator aligns a stack buffer to 16 bytes, the pool to 64.
 
     Notes
     -----
