@@ -6,7 +6,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with, realize_with
+from tvm_hetero.ir.sblocks import loop_with, realize_with, with_prim_funcs
 
 SEQ_SCOPE = "pragma_scope"
 """The attribute ``tirx.script.builder.utils.seq_scope`` wraps a kernel's statements in (topi's
@@ -46,12 +46,4 @@ def _strip(stmt: tirx.Stmt) -> tirx.Stmt:
 def module_without_seq_scopes(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with :func:`without_seq_scopes` applied to each of its TIR functions (``mod``
     itself where none changes)."""
-    changed = {
-        gv: new
-        for gv, func in mod.functions_items()
-        if isinstance(func, PrimFunc) and (new := without_seq_scopes(func)) is not func
-    }
-    if not changed:
-        return mod
-    functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
-    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+    return with_prim_funcs(mod, without_seq_scopes)

@@ -1,9 +1,14 @@
 """Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
-have no ``replace``)."""
+have no ``replace``), and a module's TIR functions one by one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import tvm
 from tvm import s_tir, tirx
+
+from tvm_hetero._compat import PrimFunc
 
 
 def block_with(block: s_tir.SBlock, **changes) -> s_tir.SBlock:
@@ -33,3 +38,17 @@ def loop_with(loop: tirx.For, **changes) -> tirx.For:
         "annotations": loop.annotations, **changes,
     }  # fmt: skip
     return tirx.For(**fields)
+
+
+def with_prim_funcs(mod: tvm.IRModule, change: Callable[[PrimFunc], PrimFunc]) -> tvm.IRModule:
+    """``mod`` with ``change`` applied to each of its TIR functions (``change`` returns a
+    function itself where it changes nothing; ``mod`` itself where none changes)."""
+    changed = {
+        gv: new
+        for gv, func in mod.functions_items()
+        if isinstance(func, PrimFunc) and (new := change(func)) is not func
+    }
+    if not changed:
+        return mod
+    functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)

@@ -7,7 +7,7 @@ from tvm import tirx
 from tvm.ir import IRModule
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with
+from tvm_hetero.ir.sblocks import loop_with, with_prim_funcs
 
 STACK_ANNOTATION = "disable_lower_builtin"
 """TVM's ``kDisableLowerTVMBuiltin``: ``LowerTVMBuiltin`` leaves an allocation so annotated as it
@@ -56,15 +56,7 @@ class StackLoopBuffers:
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
         """Return ``mod`` with its CPU kernels' loop buffers annotated (``mod`` if none is)."""
-        changed = {
-            gv: new
-            for gv, func in mod.functions_items()
-            if isinstance(func, PrimFunc) and (new := stacked(func)) is not func
-        }
-        if not changed:
-            return mod
-        functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
-        return IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+        return with_prim_funcs(mod, stacked)
 
 
 def stacked(func: PrimFunc) -> PrimFunc:
