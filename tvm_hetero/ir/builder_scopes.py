@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with, realize_with, with_prim_funcs
+from tvm_hetero.ir.sblocks import with_children, with_prim_funcs
 
 SEQ_SCOPE = "pragma_scope"
 """The attribute ``tirx.script.builder.utils.seq_scope`` wraps a kernel's statements in (topi's
@@ -17,30 +17,16 @@ compiled; the attribute changes no code."""
 
 def without_seq_scopes(func: PrimFunc) -> PrimFunc:
     """``func`` with every ``pragma_scope`` attribute statement replaced by its body, where it
-    lies under sequences, loops, blocks and other attributes (``func`` itself where none
-    does)."""
+    lies under sequences, loops, conditions, blocks and other attributes (``func`` itself where
+    none does)."""
     body = _strip(func.body)
     return func if body.same_as(func.body) else func.with_body(body)
 
 
 def _strip(stmt: tirx.Stmt) -> tirx.Stmt:
-    if isinstance(stmt, tirx.AttrStmt):
-        body = _strip(stmt.body)
-        if stmt.attr_key == SEQ_SCOPE:
-            return body
-        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(
-            stmt.node, stmt.attr_key, stmt.value, body)  # fmt: skip
-    if isinstance(stmt, tirx.SeqStmt):
-        seq = [_strip(s) for s in stmt.seq]
-        unchanged = all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True))
-        return stmt if unchanged else tirx.SeqStmt(seq)
-    if isinstance(stmt, tirx.For):
-        body = _strip(stmt.body)
-        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
-    if isinstance(stmt, s_tir.SBlockRealize):
-        body = _strip(stmt.block.body)
-        return stmt if body.same_as(stmt.block.body) else realize_with(stmt, body=body)
-    return stmt
+    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == SEQ_SCOPE:
+        return _strip(stmt.body)
+    return with_children(stmt, _strip)
 
 
 def module_without_seq_scopes(mod: tvm.IRModule) -> tvm.IRModule:

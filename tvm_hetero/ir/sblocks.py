@@ -1,5 +1,5 @@
 """Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
-have no ``replace``), and a module's TIR functions one by one."""
+have no ``replace``), a statement's children, and a module's TIR functions one by one."""
 
 from __future__ import annotations
 
@@ -38,6 +38,35 @@ def loop_with(loop: tirx.For, **changes) -> tirx.For:
         "annotations": loop.annotations, **changes,
     }  # fmt: skip
     return tirx.For(**fields)
+
+
+def with_children(stmt: tirx.Stmt, visit: Callable[[tirx.Stmt], tirx.Stmt]) -> tirx.Stmt:
+    """``stmt`` with ``visit`` applied to each statement it holds (a sequence's statements, the
+    body of a loop, an attribute or a block, a condition's branches), rebuilt only where one
+    changed; ``stmt`` itself where none did, and for every other kind."""
+    if isinstance(stmt, tirx.SeqStmt):
+        seq = [visit(s) for s in stmt.seq]
+        unchanged = all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True))
+        return stmt if unchanged else tirx.SeqStmt(seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        then = visit(stmt.then_case)
+        other = None if stmt.else_case is None else visit(stmt.else_case)
+        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
+            return stmt
+        return tirx.IfThenElse(stmt.condition, then, other)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        body = visit(stmt.block.body)
+        return stmt if body.same_as(stmt.block.body) else realize_with(stmt, body=body)
+    if not isinstance(stmt, tirx.For | tirx.While | tirx.AttrStmt):
+        return stmt
+    body = visit(stmt.body)
+    if body.same_as(stmt.body):
+        return stmt
+    if isinstance(stmt, tirx.For):
+        return loop_with(stmt, body=body)
+    if isinstance(stmt, tirx.While):
+        return tirx.While(stmt.condition, body)
+    return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
 
 
 def with_prim_funcs(mod: tvm.IRModule, change: Callable[[PrimFunc], PrimFunc]) -> tvm.IRModule:

@@ -7,7 +7,7 @@ from tvm import tirx
 from tvm.ir import IRModule
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with, with_prim_funcs
+from tvm_hetero.ir.sblocks import with_children, with_prim_funcs
 
 STACK_ANNOTATION = "disable_lower_builtin"
 """TVM's ``kDisableLowerTVMBuiltin``: ``LowerTVMBuiltin`` leaves an allocation so annotated as it
@@ -79,35 +79,11 @@ def buffer_bytes(buffer: tirx.Buffer) -> int | None:
 def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.Stmt:
     if isinstance(stmt, tirx.AllocBuffer):
         return _stacked_alloc(stmt, budget) if cpu and in_loop else stmt
-    if isinstance(stmt, tirx.SeqStmt):
-        seq = []
-        for s in stmt.seq:
-            seq.append(_walk(s, cpu, in_loop, budget))
-        unchanged = all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True))
-        return stmt if unchanged else tirx.SeqStmt(seq)
-    if isinstance(stmt, tirx.For):
-        body = _walk(stmt.body, cpu, True, budget)
-        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
-    if isinstance(stmt, tirx.While):
-        body = _walk(stmt.body, cpu, True, budget)
-        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body)
-    if isinstance(stmt, tirx.AttrStmt):
-        if stmt.attr_key == "device_type":
-            value = stmt.value
-            cpu = isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
-        body = _walk(stmt.body, cpu, in_loop, budget)
-        if body.same_as(stmt.body):
-            return stmt
-        return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
-    if isinstance(stmt, tirx.IfThenElse):
-        then = _walk(stmt.then_case, cpu, in_loop, budget)
-        other = stmt.else_case
-        if other is not None:
-            other = _walk(other, cpu, in_loop, budget)
-        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
-            return stmt
-        return tirx.IfThenElse(stmt.condition, then, other)
-    return stmt
+    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "device_type":
+        value = stmt.value
+        cpu = isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
+    in_loop = in_loop or isinstance(stmt, tirx.For | tirx.While)
+    return with_children(stmt, lambda child: _walk(child, cpu, in_loop, budget))
 
 
 def _stacked_alloc(stmt: tirx.AllocBuffer, budget: list[int]) -> tirx.AllocBuffer:
