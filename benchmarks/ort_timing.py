@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,3 +54,24 @@ def median_seconds(session, feeds: dict[str, np.ndarray], config=None) -> float:
             session.run(None, feeds)
         samples.append((time.perf_counter() - start) / number)
     return float(np.median(samples))
+
+
+def twin_timer(
+    spec: str, overrides: dict, devices: Sequence, config=None
+) -> Callable[[], float] | None:
+    """A timer (seconds, ``median_seconds``) of ONNX Runtime on the torch twin of zoo model
+    ``spec`` (``benchmarks/torch_twins.py``) with as many threads as ``devices`` have cores
+    (at most this machine's), or ``None`` where the model has no twin or torch is missing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from torch_twins import TWINS, onnx_twin
+    except ImportError:
+        return None
+    if spec.split(":")[0] not in TWINS:
+        return None
+    cores = os.cpu_count() or 1
+    threads = min(cores, sum(d.threads or cores for d in devices))
+    with tempfile.TemporaryDirectory() as tmp:  # the session holds the model once created
+        path, feeds = onnx_twin(spec, Path(tmp), **overrides)
+        session = cpu_session(path, threads)
+    return lambda: median_seconds(session, feeds, config)

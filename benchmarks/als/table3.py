@@ -14,13 +14,17 @@ end to end, the faster kept); each row is then timed afresh. A third, SIMULATED 
 the paper's PIM (costs from its published speedups, see tvm_hetero.costmodel.simulated_pim), is
 planned as well (with the default devices): its rows are predictions only and say so.
 ``--devices cpu@0 cpu@1`` plans over two one-core workers of the concurrent runtime instead;
-``--baseline`` names single devices (``cpu``: all cores) timed in the same run. Writes ``--out``.
+``--baseline`` names single devices (``cpu``: all cores) timed in the same run. Every build
+and ONNX Runtime on the model's torch twin (``benchmarks/torch_twins.py``, as many threads as the
+two devices have cores) are timed in the same interleaved rounds; each time is the median of
+the rounds' medians. Writes ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -44,6 +48,10 @@ from tvm_hetero.strategies.als.planner import (
 )
 from tvm_hetero.zoo import load_zoo_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ort_timing import twin_timer
+from stamp import stamp
+
 MODELS = {
     "bert": ("bert-base", dict(layers=4, hidden=512, heads=8, ffn=2048)),
     "roberta": ("bert-base", {}),
@@ -53,11 +61,17 @@ MODELS = {
 
 MIN_GAIN = 0.05
 """The planner's guard: keep the best baseline unless the optimum is predicted 5 % faster."""
+ROUNDS = 5
+TIMING = MeasureConfig(repeat=7, min_repeat_ms=50)
 
 
-def latency_ms(model, devices, placement, inputs) -> float:
-    compiled = api.compile(model, devices, placement)
-    return api.median_seconds(compiled, inputs, MeasureConfig(repeat=7, min_repeat_ms=50)) * 1e3
+def interleaved_ms(timers: dict) -> dict[str, float]:
+    """Each timer's median over ``ROUNDS`` rounds that run every timer in turn (ms)."""
+    samples: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(ROUNDS):  # interleaved: no build gains from running first
+        for key, timer in timers.items():
+            samples[key].append(timer() * 1e3)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> dict:
@@ -88,20 +102,20 @@ def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> d
         f"{names[0]} only": priority_assignment(dcg, [0, 1]),
         f"{names[1]} only": priority_assignment(dcg, [1, 0]),
     }
-    measured = {}
-    for label, assignment in assignments.items():
-        placement = Placement.of(names, assignment)
-        measured[label] = {
-            "measured_ms": latency_ms(model, devices, placement, inputs),
-            "predicted_ms": total_time(dcg, costs, assignment) * 1e3,
-        }
-
-    for base in baselines:
-        single = [resolve_device(base)]
-        measured[f"single {base}"] = {
-            "measured_ms": latency_ms(model, single, Placement((base,)), inputs),
-            "predicted_ms": float("nan"),
-        }
+    builds = {
+        label: api.compile(model, devices, Placement.of(names, assignment))
+        for label, assignment in assignments.items()
+    }
+    builds |= {f"single {b}": api.compile(model, [resolve_device(b)]) for b in baselines}
+    timers = {k: lambda c=c: api.median_seconds(c, inputs, TIMING) for k, c in builds.items()}
+    ort = twin_timer(spec, {"seq_len": seq, **overrides}, devices, TIMING)
+    if ort is not None:
+        timers["onnxruntime"] = ort
+    predicted = {k: total_time(dcg, costs, a) * 1e3 for k, a in assignments.items()}
+    measured = {
+        k: {"measured_ms": v, "predicted_ms": predicted.get(k, float("nan"))}
+        for k, v in interleaved_ms(timers).items()
+    }
     row = {
         "model": name, "seq": seq, "devices": names, **dcg.sizes(),
         "node_runs": len(node_runs(dcg)), "edge_runs": len(runs) - len(node_runs(dcg)),
@@ -154,7 +168,7 @@ def main() -> None:
             row = one(name, seq, args.devices, args.baseline)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    meta = {"command": "python benchmarks/als/table3.py " + " ".join(sys.argv[1:])}
+    meta = stamp()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     _tables(rows)
@@ -186,7 +200,7 @@ def _tables(rows: list[dict]) -> None:
         t.add_column(c, justify="right")
     for r in rows:
         m = {k: v["measured_ms"] for k, v in r["measured"].items()}
-        best = min(v for k, v in m.items() if not k.startswith("OPT"))
+        best = min(v for k, v in m.items() if not k.startswith("OPT") and k != "onnxruntime")
         t.add_row(r["model"], str(r["seq"]), *[f"{m[k]:.2f}" for k in labels],
                   f"{best / m['OPT confirmed']:.2f}x")  # fmt: skip
     console.print(t)

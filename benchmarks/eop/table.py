@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,23 +46,7 @@ MODELS = {  # EOP Table 3 workloads at batch 16 (BERT and the CNNs scaled to run
 RESULTS = Path("benchmarks/results")
 ROUNDS = 3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def onnx_runtime(name: str, devices: list, config: MeasureConfig):
-    """A timer of ONNX Runtime on the twin of ``MODELS[name]`` with the devices' cores as
-    threads, or ``None`` without ``onnxruntime``."""
-    try:
-        from ort_timing import cpu_session, median_seconds
-        from torch_twins import onnx_twin
-    except ImportError:
-        return None
-    spec, overrides = MODELS[name]
-    cores = os.cpu_count() or 1
-    threads = min(cores, sum(d.threads or cores for d in devices))
-    with tempfile.TemporaryDirectory() as tmp:  # the session holds the model once created
-        path, feeds = onnx_twin(spec, Path(tmp), **overrides)
-        session = cpu_session(path, threads)
-    return lambda: median_seconds(session, feeds, config)
+from ort_timing import twin_timer  # noqa: E402
 
 
 def one(name: str, device_names: list[str], db: Path, baselines: list[str], out: Path) -> dict:
@@ -100,7 +82,7 @@ def one(name: str, device_names: list[str], db: Path, baselines: list[str], out:
                                       api.run(compiled[f"single {base}"], x), reference)}  # fmt: skip
     config = MeasureConfig(repeat=7, min_repeat_ms=50)
     timers = {k: lambda c=c: api.median_seconds(c, x, config) for k, c in compiled.items()}
-    ort = onnx_runtime(name, devices, config)
+    ort = twin_timer(spec, overrides, devices, config)
     if ort is not None:
         timers["onnxruntime"] = ort
         rows["onnxruntime"] = {"predicted_ms": float("nan"), "devices": ["onnxruntime"], "cut": 0,

@@ -121,30 +121,40 @@ def eop_cores() -> str:
 
 
 def als() -> str:
-    """``benchmarks/als/table3.py``: Lee et al.'s plans against their baselines."""
+    """``benchmarks/als/table3.py``: Lee et al.'s plans against their baselines and ORT."""
     parts = []
     for name in ("als.json", "als_cores.json"):
         data = load(name)
-        out, slower = [], 0
+        out, slower, vs_ort = [], 0, []
         for r in data["rows"]:
             m = {k: v["measured_ms"] for k, v in r["measured"].items()}
             singles = {k: v for k, v in m.items() if k.endswith(" only")}
             best = min(singles, key=singles.get)
             slower += m["OPT confirmed"] > singles[best]
+            ort = m.get("onnxruntime")
+            if ort:
+                vs_ort.append(m["OPT confirmed"] / ort)
             out.append((
                 r["model"], r["seq"], r["node_runs"] + r["edge_runs"], ms(m["OPT (ALS)"]),
                 ms(m["OPT guarded"]), ms(m["OPT confirmed"]),
                 f"{ms(singles[best])} {best.removesuffix(' only')}",
-                ratio(singles[best], m["OPT confirmed"]), ms(m.get("single cpu")),
+                ratio(singles[best], m["OPT confirmed"]), ms(m.get("single cpu")), ms(ort),
+                ratio(m["OPT confirmed"], ort) if ort else "-",
             ))  # fmt: skip
+        peer = (
+            f" The confirmed plan takes {min(vs_ort):.2f}x-{max(vs_ort):.2f}x the time of ONNX "
+            "Runtime on the model's torch twin with as many threads as the two devices have "
+            "cores, timed in the same rounds (above 1.00x: ours slower)."
+            if vs_ort else ""
+        )  # fmt: skip
         parts += [
             source(name, data).line(), "",
             table(("model", "seq", "profiling runs", "ALS", "guarded", "confirmed",
-                   "best single", "speed-up", "both cores"), out),
+                   "best single", "speed-up", "both cores", "ORT", "time / ORT"), out),
             "",
             f"- The confirmed plan is slower than the best single device in {slower} of "
             f"{len(out)} rows (ms; speed-up is the best single device's time over the "
-            "confirmed plan's).",
+            f"confirmed plan's).{peer}",
             "",
         ]  # fmt: skip
     return "\n".join(parts[:-1])
