@@ -3,7 +3,7 @@
     sudo .venv/bin/python benchmarks/flexpie/latency.py [--case ring4-1000 ps4-100 ...]
         [--model mobilenet resnet18] [--target generic|host] [--collect] [--collect-idle]
         [--collect-joins]
-        [--estimators DIR] [--rounds 3] [--repeat 3]
+        [--estimators DIR] [--rounds 3] [--repeat 3] [--ort]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: ``N`` identical devices
 (FlexPie's testbed is homogeneous: four or three TI C6678 boards), each a runtime-only worker in
@@ -19,7 +19,9 @@ ones), timed; its plan and every baseline (each fixed scheme, layer-wise, fused 
 home device alone) are compiled and run on the cluster in ``--rounds`` rounds, each loading
 every plan in turn for a warm-up and ``--repeat`` timed runs (the host's speed drifts),
 latency the median of each plan's runs (every run kept, per round: ``runs_s``); the score of
-each is the best measured latency over its own (the paper's performance score). ``--collect``
+each is the best measured latency over its own (the paper's performance score). With
+``--ort``, every round also times ONNX Runtime on the model's twin (``ort.py``: one thread, on
+core 0 held to ``--quota``, as one device of the cluster), ``--repeat`` runs (``ort_s``). ``--collect``
 first appends this cluster's traces (tiles on one device, transfers between every pair, joins) to
 ``--traces`` (``--limit`` tiles of the ``--trace-sample``
 models, MobileNet and ResNet-18, then every tile of the ``--trace-whole`` models: BERT's
@@ -56,6 +58,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import ort
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import OP_KINDS, channel_vectorized, train
@@ -185,15 +188,21 @@ def on_home_cores(devices: list) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def latency_in_rounds(deployments: dict, inputs, rounds: int, runs: int) -> dict:
+def latency_in_rounds(
+    deployments: dict, inputs, rounds: int, runs: int, peers: dict | None = None
+) -> dict:
     """Seconds of each timed inference of each deployment, per round: ``rounds`` rounds, each
     loading every deployment in turn for one warm-up and ``runs`` timed runs: this host's speed
     moved 1.7x within a quarter of an hour (one device's MobileNet: 112 ms, then 195 ms), so
     plans timed one after the other were ranked by when they ran as much as by what they are.
     (Not all loaded at once: a ``tvm-hetero worker``, like TVM's RPC server, serves one session
-    at a time.)"""
-    seconds = {key: [[] for _ in range(rounds)] for key in deployments}
+    at a time.) ``peers`` maps more keys to functions that time ``runs`` runs of something else
+    (seconds each), called once a round after the deployments."""
+    peers = peers or {}
+    seconds = {key: [[] for _ in range(rounds)] for key in [*deployments, *peers]}
     for r in range(rounds):
+        for key, timed in peers.items():
+            seconds[key][r] = timed(runs)
         for key, deployment in deployments.items():
             with Executor(deployment, timeout_s=300) as ex:
                 tensors = ex.place_inputs(inputs)
@@ -372,9 +381,16 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
             if _effect(plan) not in built:
                 used = api.in_plan_order(devices, plan)
                 built[_effect(plan)] = built_once(model, name, used, plan, args.builds)
-        timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat)
+        peers = {}
+        if args.ort:  # the twin on one device: core 0, held to a device's quota, one thread
+            twin = ort.export(name, folder)
+            peers["onnxruntime"] = lambda runs, twin=twin: [
+                t / 1e3 for t in ort.held_run(twin, args.quota, runs)
+            ]
+        timed = latency_in_rounds(built, model.random_inputs(), args.rounds, args.repeat, peers)
         runs_s = {label: timed[_effect(plan)] for label, plan in plans.items()}
         measured = {label: median_of(rounds) for label, rounds in runs_s.items()}
+        ort_runs_s = timed.get("onnxruntime")
         for label in plans:
             print(f"  {case} {name} {label:>11}: {measured[label] * 1e3:8.2f} ms "
                   f"(predicted {predicted[label] * 1e3:8.2f})", flush=True)  # fmt: skip
@@ -386,6 +402,7 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
             "schemes": list(result.plan.schemes), "segments": [list(r) for r in result.plan.layers],
             "predicted_s": predicted, "measured_s": measured, "score": score,
             "runs_s": runs_s,
+            **({"ort_s": median_of(ort_runs_s), "ort_runs_s": ort_runs_s} if ort_runs_s else {}),
             "confirmed_s": dict(confirmed.confirmed_s), "confirm_kept": confirmed.kept,
             "confirm_s": confirm_s,
             "estimators": "retrained with this cluster's traces" if args.retrain else
@@ -414,6 +431,9 @@ def main() -> None:
     parser.add_argument("--confirm", type=int, default=0, metavar="N",
                         help="also FlexPie confirmed end to end (plan --confirm-plans N): "
                         "timed as 'flexpie-confirmed' (default 0: not)")  # fmt: skip
+    parser.add_argument("--ort", action="store_true",
+                        help="also ONNX Runtime on the model's twin (ort.py) on one device, in "
+                        "every round")  # fmt: skip
     parser.add_argument("--collect", action="store_true", help="append this cluster's traces")
     parser.add_argument("--collect-idle", action="store_true",
                         help="append this cluster's transfers after idle gaps only")  # fmt: skip

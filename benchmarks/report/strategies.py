@@ -262,23 +262,33 @@ def flexpie_latency() -> str:
     data = load("flexpie_latency.json")
     confirmed = [r for r in data["runs"] if "flexpie-confirmed" in r["score"]]
     runs = latest(confirmed, lambda r: (r["case"], r["model"]))
-    out, scores, speed = [], [], []
+    out, scores, speed, vs_ort = [], [], [], []
     for (case, model), r in sorted(runs.items()):
         m = r["measured_s"]
         baselines = {k: v for k, v in m.items() if not k.startswith("flexpie")}
         best = min(baselines, key=baselines.get)
         scores.append(r["score"]["flexpie-confirmed"])
         speed.append(m["single"] / m["flexpie-confirmed"])
+        ort = r.get("ort_s")
+        if ort:
+            vs_ort.append(m["flexpie-confirmed"] / ort)
         out.append((
             case, model, ms(m["flexpie"], seconds=True),
             ms(m["flexpie-confirmed"], seconds=True), f"{ms(baselines[best], seconds=True)} {best}",
             ms(m["single"], seconds=True), ratio(m["single"], m["flexpie-confirmed"]),
-            f"{r['score']['flexpie-confirmed']:.2f}",
+            f"{r['score']['flexpie-confirmed']:.2f}", ms(ort, seconds=True) if ort else "-",
+            ratio(m["flexpie-confirmed"], ort) if ort else "-",
         ))  # fmt: skip
+    peer = (
+        [f"ONNX Runtime on one device of the cluster, timed in the same rounds ({len(vs_ort)} "
+         f"runs): the confirmed plan takes {min(vs_ort):.2f}x-{max(vs_ort):.2f}x its time, "
+         f"ahead of it in {sum(v < 1 for v in vs_ort)} (above 1.00x: ours slower)."]
+        if vs_ort else []
+    )  # fmt: skip
     return titled(
         "flexpie_latency.json", data,
         ("cluster", "model", "planned ms", "confirmed ms", "best baseline ms",
-         "one device ms", "speed-up", "score"),
+         "one device ms", "speed-up", "score", "ORT ms", "time / ORT"),
         out,
         bullets([
             f"{len(out)} runs. The score is the fastest time measured in the round over the "
@@ -287,6 +297,7 @@ def flexpie_latency() -> str:
             f"lowest {min(scores):.2f}.",
             f"Over one device of the cluster: {min(speed):.2f}x-{max(speed):.2f}x, median "
             f"{median(speed):.2f}x.",
+            *peer,
         ]),
     )  # fmt: skip
 
