@@ -1,8 +1,11 @@
-"""ONNX Runtime as the benchmarks run it: a CPU session of given threads, timed run by run."""
+"""ONNX Runtime as the benchmarks run it: a CPU session of given threads, timed run by run, in
+this process or in one held as an emulated device is (``held_run``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -75,3 +78,47 @@ def twin_timer(
         path, feeds = onnx_twin(spec, Path(tmp), **overrides)
         session = cpu_session(path, threads)
     return lambda: median_seconds(session, feeds, config)
+
+
+def child(path: str, runs: int) -> None:
+    """In the held process: load, warm up, time ``runs`` runs; one JSON line of milliseconds.
+    An ``.onnx`` file runs on ONNX Runtime (one thread), a compiled model on the TVM runtime."""
+    if not path.endswith(".onnx"):
+        from tvm_hetero.runtime.deployment import load
+        from tvm_hetero.runtime.executor import run_seconds
+
+        deployment = load(path, tempfile.mkdtemp())
+        print(json.dumps([t * 1e3 for t in run_seconds(deployment, runs, warmup=3)]))
+        return
+    sess = cpu_session(path, intra=1)
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        feeds[i.name] = (rng.integers(0, 1000, shape) if "int" in i.type
+                         else rng.standard_normal(shape).astype(np.float32))  # fmt: skip
+    samples = run_ms(sess, feeds, runs)
+    print(json.dumps(samples))
+
+
+def held_run(path: Path, quota: float, runs: int) -> list[float]:
+    """``child`` in a process on core 0 under a CPU quota of ``quota`` cores."""
+    from tvm_hetero.emulation import control
+
+    cgroup = control.CGROUP_ROOT / "cpu" / "tvm-hetero-ort"
+    cgroup.mkdir(exist_ok=True)
+    period = control.cfs_period_us(quota)
+    (cgroup / "cpu.cfs_period_us").write_text(str(period))
+    (cgroup / "cpu.cfs_quota_us").write_text(str(round(quota * period)))
+    hold = f'echo $$ > {cgroup / "tasks"} && exec taskset -c 0 "$0" "$@"'
+    cmd = ["sh", "-c", hold, sys.executable, __file__, "--child", str(path), "--runs", str(runs)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True)
+    finally:
+        if cgroup.is_dir() and not (cgroup / "tasks").read_text().strip():
+            cgroup.rmdir()  # the held process is gone
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":  # held_run's process: --child PATH --runs N
+    child(sys.argv[sys.argv.index("--child") + 1], int(sys.argv[sys.argv.index("--runs") + 1]))

@@ -1,7 +1,7 @@
 """EdgePipe's throughput on emulated edge clusters, against GPipe, PipeDream and each device alone.
 
     sudo .venv/bin/python benchmarks/edgepipe/throughput.py [--case homogeneous case2 ...]
-        [--microbatches 8] [--orders 3] [--edgepipe-runs 1] [--model-arg hidden=384 ...]
+        [--microbatches 8] [--orders 3] [--edgepipe-runs 1] [--model-arg hidden=384 ...] [--ort]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: every device a
 runtime-only worker in its own network namespace, held to its ``cpu_quota`` (cgroup CPU quota,
@@ -23,7 +23,10 @@ Throughput is the steady rate, once the pipeline is full (microbatches leaving i
 a stream's rate, as the paper measured over long runs); the batch's rate, fill and drain
 included, is kept beside it. The bound is the sum of the measured single-device rates of the
 devices a plan uses; beside it, every device runs its whole model at the same time
-(``together``): what the host gives the devices when all are busy at once.
+(``together``): what the host gives the devices when all are busy at once. With ``--ort``,
+each round also times ONNX Runtime on the model's torch twin held as the case's fastest device
+(one thread on core 0 under its quota): what the cluster's best device does with a stock
+runtime.
 ``vit-large-capped`` and ``vit-huge-capped``: ViT-Large / ViT-Huge (at 112 pixels) on devices
 whose ``memory_bytes`` no single one meets, enforced by each worker's memory cgroup (a stage
 must fit while its library loads: ``LOAD_COPIES`` times its weights); a run a worker does not
@@ -43,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -157,13 +160,17 @@ def together_rates(deployments: dict[str, object], feeds: list, repeat: int) -> 
 
 
 def interleaved_rates(
-    deployments: list, feeds: list, rounds: int
-) -> list[list[tuple[float, float]] | RunError]:
+    deployments: list, feeds: list, rounds: int, peer: Callable[[], float] | None = None
+) -> tuple[list[list[tuple[float, float]] | RunError], list[float]]:
     """:func:`batch_rates` of each deployment in each of ``rounds`` rounds (each opened
     anew a round: a remote worker serves one session at a time; one untimed batch after
-    opening); a deployment whose run failed keeps its error and is not run again."""
+    opening); a deployment whose run failed keeps its error and is not run again. ``peer``,
+    where given, is timed once a round before the deployments: its rates, a round each."""
     got: list[list[tuple[float, float]] | RunError] = [[] for _ in deployments]
+    peer_rates = []
     for _ in range(rounds):
+        if peer is not None:
+            peer_rates.append(peer())
         for k, deployment in enumerate(deployments):
             if isinstance(got[k], RunError):
                 continue
@@ -172,7 +179,22 @@ def interleaved_rates(
                     got[k].append(batch_rates(ex, batches))
             except RunError as err:
                 got[k] = err
-    return got
+    return got, peer_rates
+
+
+def ort_peer(case: str, settings: dict, batch: int, runs: int, folder: Path):
+    """ONNX Runtime on the model's torch twin (``benchmarks/torch_twins.py``) held as the
+    case's fastest device is (one thread on core 0 under its quota): a function timing
+    ``runs`` runs and giving microbatches a second, or ``None`` for a capped case (ONNX
+    Runtime would hold the whole model on one device, which the caps forbid)."""
+    if case in CAPPED:
+        return None
+    from ort_timing import held_run
+    from torch_twins import onnx_twin
+
+    quota = max(RCC * share for _, share, _ in CASES[case])
+    twin, _ = onnx_twin("vit-base", folder, **settings, batch=batch)
+    return lambda: 1e3 / statistics.median(held_run(twin, quota, runs))
 
 
 def batch_rates(ex: Executor, batches: list) -> tuple[float, float]:
@@ -183,7 +205,8 @@ def batch_rates(ex: Executor, batches: list) -> tuple[float, float]:
     return 1 / stats.steady_s, stats.throughput
 
 
-def run_case(case: str, model, args, folder: Path) -> dict:
+def run_case(case: str, model, args, folder: Path, peer: Callable[[], float] | None) -> dict:
+    """Plan, build and time one case on its cluster; ``peer`` (``ort_peer``) in every round."""
     path = spec_file(case, folder)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
     cluster = control.up(spec, plan_layout(spec, tag))
@@ -257,7 +280,11 @@ def run_case(case: str, model, args, folder: Path) -> dict:
                 if key not in compiled:  # a plan met again (EdgePipe's runs) is built once
                     compiled[key] = api.compile(model, api.in_plan_order(devices, plan), plan)
                 timed.append((name, order, part, plan, compiled[key].deployment))
-        rates = interleaved_rates([t[-1] for t in timed], feeds, args.repeat)
+        rates, ort_rates = interleaved_rates([t[-1] for t in timed], feeds, args.repeat, peer)
+        if ort_rates:
+            out["ort_per_s"] = statistics.median(ort_rates)
+            print(f"  ONNX Runtime on the fastest device alone: {out['ort_per_s']:.3f} /s",
+                  flush=True)  # fmt: skip
         for (name, order, part, plan, _), got in zip(timed, rates, strict=True):
             used = list(plan.devices)
             if isinstance(got, RunError):  # a worker killed (memory) or lost: kept, not fatal
@@ -305,6 +332,10 @@ def main() -> None:
         "--declared-links", action="store_true",
         help="plan from the links' declared rates (default: from the links as probed)",
     )  # fmt: skip
+    parser.add_argument(
+        "--ort", action="store_true",
+        help="also ONNX Runtime on the model's twin, held as the fastest device, every round",
+    )  # fmt: skip
     parser.add_argument("--db", default="benchmarks/results/edgepipe_profiles.jsonl")
     parser.add_argument("--out", default="benchmarks/results/edgepipe_throughput.json")
     args = parser.parse_args()
@@ -332,7 +363,8 @@ def main() -> None:
             else:
                 model = load_model("vit-base", **settings, batch=batch)
             print(f"{case}, microbatch size {batch}: {CASES[case]}", flush=True)
-            measured = run_case(case, model, args, folder)
+            peer = ort_peer(case, settings, batch, args.microbatches, folder) if args.ort else None
+            measured = run_case(case, model, args, folder, peer)
             results.append({**measured, "batch": batch, "microbatches": args.microbatches,
                             "repeat": args.repeat,
                             "edgepipe_runs": args.edgepipe_runs, **stamp()})  # fmt: skip

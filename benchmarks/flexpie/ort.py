@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,9 +28,9 @@ import numpy as np
 
 from tvm_hetero.emulation import control
 
-CGROUP = control.CGROUP_ROOT / "cpu" / "tvm-hetero-ort"
 LATENCY = Path("benchmarks/results/flexpie_latency.json")
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from ort_timing import child, held_run  # noqa: E402
 
 
 def twin(name: str):
@@ -80,29 +79,6 @@ def export(name: str, folder: Path) -> Path:
     return path
 
 
-def child(path: str, runs: int) -> None:
-    """In the held process: load, warm up, time ``runs`` runs; one JSON line of milliseconds.
-    An ``.onnx`` file runs on ONNX Runtime (one thread), a compiled model on the TVM runtime."""
-    if not path.endswith(".onnx"):
-        from tvm_hetero.runtime.deployment import load
-        from tvm_hetero.runtime.executor import run_seconds
-
-        deployment = load(path, tempfile.mkdtemp())
-        print(json.dumps([t * 1e3 for t in run_seconds(deployment, runs, warmup=3)]))
-        return
-    from ort_timing import cpu_session, run_ms
-
-    sess = cpu_session(path, intra=1)
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = (rng.integers(0, 1000, shape) if "int" in i.type
-                         else rng.standard_normal(shape).astype(np.float32))  # fmt: skip
-    samples = run_ms(sess, feeds, runs)
-    print(json.dumps(samples))
-
-
 def compiled(name: str, folder: Path) -> dict[str, Path]:
     """The zoo model ``latency.py`` runs as ``name``, built for one device of the clusters
     (generic x86-64) and for this host's CPU, one thread each: saved compiled models."""
@@ -121,22 +97,6 @@ def compiled(name: str, folder: Path) -> dict[str, Path]:
         out[label] = folder / f"{name}.{label}.tar"
         api.compile(model, [device]).save(out[label])
     return out
-
-
-def held_run(path: Path, quota: float, runs: int) -> list[float]:
-    """``child`` in a process on core 0 under a CPU quota of ``quota`` cores."""
-    CGROUP.mkdir(exist_ok=True)
-    period = control.cfs_period_us(quota)
-    (CGROUP / "cpu.cfs_period_us").write_text(str(period))
-    (CGROUP / "cpu.cfs_quota_us").write_text(str(round(quota * period)))
-    hold = f'echo $$ > {CGROUP / "tasks"} && exec taskset -c 0 "$0" "$@"'
-    cmd = ["sh", "-c", hold, sys.executable, __file__, "--child", str(path), "--runs", str(runs)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True)
-    finally:
-        if CGROUP.is_dir() and not (CGROUP / "tasks").read_text().strip():
-            CGROUP.rmdir()  # the held process is gone
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def cluster_figures(model: str) -> dict[str, float]:

@@ -199,6 +199,8 @@ def edgepipe_throughput() -> str:
             case, batch, f"{mine:.2f}", f"{best['gpipe']:.2f}", f"{best['pipedream']:.2f}",
             ratio(mine, best["gpipe"]), ratio(mine, best["pipedream"]),
             share(mine, bound) if bound else None, share(mine, at_once) if at_once else None,
+            f"{c['ort_per_s']:.2f}" if "ort_per_s" in c else "-",
+            ratio(mine, c["ort_per_s"]) if "ort_per_s" in c else "-",
         ))  # fmt: skip
     # a case measured later carries its own command, commit, host and date
     stamped = {"rows": [{k: c[k] for k in FIELDS if k in c} if "commit" in c else {}
@@ -206,14 +208,17 @@ def edgepipe_throughput() -> str:
     return titled(
         "edgepipe_throughput.json", stamped,
         ("case", "microbatch", "EdgePipe /s", "GPipe best /s", "PipeDream best /s", "vs GPipe",
-         "vs PipeDream", "of bound", "of all at once"),
+         "vs PipeDream", "of bound", "of all at once", "ORT /s", "vs ORT"),
         out,
         "- Microbatches a second, steady state. EdgePipe's rate is the median over its "
         "deployments; the baselines' is the best of their device orders, so a ratio below "
         "1.00x is a loss. The bound is the sum of the rates of the devices a plan uses, each "
         "measured alone; `of all at once` sets EdgePipe's rate against the sum of the devices' "
         "rates while every one runs the whole model at the same time (cases measured since "
-        "2026-11-30): on this two-core host the devices busy together get less than alone.",
+        "2026-11-30): on this two-core host the devices busy together get less than alone. "
+        "`ORT /s` is ONNX Runtime on the model's torch twin held as the case's fastest device "
+        "(one thread, its quota), timed in the same rounds (cases measured with `--ort`); "
+        "`vs ORT` below 1.00x: the whole cluster is slower than that one device.",
     )  # fmt: skip
 
 
