@@ -139,7 +139,7 @@ def als() -> str:
                 ms(m["OPT guarded"]), ms(m["OPT confirmed"]),
                 f"{ms(singles[best])} {best.removesuffix(' only')}",
                 ratio(singles[best], m["OPT confirmed"]), ms(m.get("single cpu")), ms(ort),
-                ratio(m["OPT confirmed"], ort) if ort else "-",
+                ratio(m["OPT confirmed"], ort),
             ))  # fmt: skip
         peer = (
             f" The confirmed plan takes {min(vs_ort):.2f}x-{max(vs_ort):.2f}x the time of ONNX "
@@ -199,8 +199,8 @@ def edgepipe_throughput() -> str:
             case, batch, f"{mine:.2f}", f"{best['gpipe']:.2f}", f"{best['pipedream']:.2f}",
             ratio(mine, best["gpipe"]), ratio(mine, best["pipedream"]),
             share(mine, bound) if bound else None, share(mine, at_once) if at_once else None,
-            f"{c['ort_per_s']:.2f}" if "ort_per_s" in c else "-",
-            ratio(mine, c["ort_per_s"]) if "ort_per_s" in c else "-",
+            f"{c['ort_per_s']:.2f}" if "ort_per_s" in c else None,
+            ratio(mine, c.get("ort_per_s")),
         ))  # fmt: skip
     # a case measured later carries its own command, commit, host and date
     stamped = {"rows": [{k: c[k] for k in FIELDS if k in c} if "commit" in c else {}
@@ -281,8 +281,8 @@ def flexpie_latency() -> str:
             case, model, ms(m["flexpie"], seconds=True),
             ms(m["flexpie-confirmed"], seconds=True), f"{ms(baselines[best], seconds=True)} {best}",
             ms(m["single"], seconds=True), ratio(m["single"], m["flexpie-confirmed"]),
-            f"{r['score']['flexpie-confirmed']:.2f}", ms(ort, seconds=True) if ort else "-",
-            ratio(m["flexpie-confirmed"], ort) if ort else "-",
+            f"{r['score']['flexpie-confirmed']:.2f}", ms(ort, seconds=True),
+            ratio(m["flexpie-confirmed"], ort),
         ))  # fmt: skip
     peer = (
         [f"ONNX Runtime on one device of the cluster, timed in the same rounds ({len(vs_ort)} "

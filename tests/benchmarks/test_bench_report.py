@@ -129,3 +129,52 @@ def test_a_flexpie_row_of_another_plan_is_named_with_it():
     assert _plan({"model": "resnet18"}) == "resnet18"  # rows from before plans were named
     assert _plan({"model": "resnet18", "plan": "flexpie"}) == "resnet18"
     assert _plan({"model": "bert", "plan": "layerwise"}) == "bert (layerwise)"
+
+
+STAMP = {"command": "x.py", "commit": "abc1234", "host": "a CPU", "date": "2026-12-03"}
+
+
+def _rows_of(text: str) -> list[list[str]]:
+    """The body rows of every Markdown table in ``text``, cell by cell."""
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("|---"):
+            rows.pop()  # the header above it
+        elif line.startswith("| "):
+            rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.parametrize("section", ["als", "flexpie_latency", "edgepipe_throughput"])
+def test_strategy_tables_set_onnx_runtime_beside_their_plans(monkeypatch, section):
+    import strategies
+
+    timed = {"OPT (ALS)": 2.0, "OPT guarded": 2.0, "OPT confirmed": 3.0, "a only": 4.0,
+             "b only": 5.0, "onnxruntime": 2.0}  # fmt: skip
+    als_row = {"model": "bert", "seq": 8, "node_runs": 2, "edge_runs": 1,
+               "measured": {k: {"measured_ms": v} for k, v in timed.items()}}  # fmt: skip
+    without_ort = {**als_row, "seq": 64, "measured": {
+        k: v for k, v in als_row["measured"].items() if k != "onnxruntime"}}  # fmt: skip
+    flexpie_row = {"case": "ring4-1000", "model": "bert", "score": {"flexpie-confirmed": 1.0},
+                   "measured_s": {"flexpie": 0.01, "flexpie-confirmed": 0.012, "single": 0.02,
+                                  "layerwise": 0.015}}  # fmt: skip
+    pipe_row = {"case": "homogeneous", "together": {}, **STAMP,
+                "strategies": {k: [{"measured_per_s": 2.0, "bound_per_s": 4.0}]
+                               for k in ("edgepipe", "gpipe", "pipedream")}}  # fmt: skip
+    files = {
+        "als": {"als.json": {"meta": STAMP, "rows": [als_row, without_ort]},
+                "als_cores.json": {"meta": STAMP, "rows": [als_row]}},
+        "flexpie_latency": {"flexpie_latency.json": {**STAMP, "runs": [
+            flexpie_row, {**flexpie_row, "model": "mobilenet", "ort_s": 0.024}]}},
+        "edgepipe_throughput": {"edgepipe_throughput.json": {"cases": [
+            pipe_row, {**pipe_row, "case": "pair", "ort_per_s": 4.0}]}},
+    }[section]  # fmt: skip
+    monkeypatch.setattr(strategies, "load", lambda name: files[name])
+    rows = _rows_of(getattr(strategies, section)())
+    ort, vs_ort = [r[-2] for r in rows], [r[-1] for r in rows]
+    expected = {
+        "als": (["2", "-", "2"], ["1.50x", "-", "1.50x"]),
+        "flexpie_latency": (["-", "24"], ["-", "0.50x"]),
+        "edgepipe_throughput": (["-", "4.00"], ["-", "0.50x"]),
+    }[section]
+    assert (ort, vs_ort) == expected
