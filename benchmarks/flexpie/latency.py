@@ -59,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 import ort
+from stamp import stamp
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import OP_KINDS, channel_vectorized, train
@@ -408,6 +409,7 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
             "estimators": "retrained with this cluster's traces" if args.retrain else
                           args.estimators or "shipped",
             "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
+            **{k: v for k, v in stamp().items() if k != "commit"},
             "commit": _commit(), "cpu": cpu_model(), "target": args.target,
             "client_cores": sorted(os.sched_getaffinity(0)),
         })  # fmt: skip
