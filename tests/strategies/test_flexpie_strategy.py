@@ -28,6 +28,7 @@ from tvm_hetero.costmodel.estimators import (
 )
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.errors import RunError
 from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.tiles import SCHEMES, even_parts
 from tvm_hetero.ir.workloads import concat_module
@@ -625,3 +626,75 @@ def test_a_confirmation_too_large_to_hold_times_saved_builds_apart(devices, trai
     assert len({str(p) for p in apart}) == len(timed) and list(kept.confirmed_s) == timed
     assert kept.kept == timed[0]  # timed first each round, so the fastest here
     assert builds.take(kept.plan) is None and not builds.held.folder.exists()
+
+
+class _Scaled:
+    """An estimator whose every price is ``factor`` times ``estimator``'s."""
+
+    def __init__(self, estimator: Estimator, factor: float) -> None:
+        self.estimator, self.factor = estimator, factor
+
+    def predict(self, rows) -> np.ndarray:
+        return self.estimator.predict(rows) * self.factor
+
+
+def test_tiles_are_priced_by_how_much_longer_the_home_device_ran_than_its_price(
+    devices, trained, monkeypatch
+):
+    """The home device runs the whole model alone once (kept in the database); the compute
+    estimator's prices are scaled so that the home device alone is priced what it ran, and an
+    estimator that prices half as much gets twice the scale."""
+    folder, estimators = trained
+    model = load_zoo_model("resnet18:tiny")
+    geometry = strategy.TileGeometry(model, strategy.flexpie_layers(model), len(devices))
+    db = folder / "scale.jsonl"
+    scale = strategy.compute_scale(model, geometry, devices, estimators, {}, db)
+    (run,) = [json.loads(line) for line in db.read_text().splitlines()]
+    assert run["workload"] == {"op": "run", "model": model.name, "devices": ["cpu@0"]}
+    low, high = strategy.SCALE_LIMITS
+    assert low < scale < high, scale
+    problem = strategy.problem_of(geometry, devices, estimators, None, {}, compute_scale=scale)
+    home = SCHEMES.index("Home")
+    alone = evaluate(problem, [(i, i + 1, home) for i in range(len(geometry))])
+    assert alone.predicted_s == pytest.approx(float(np.median(run["samples_s"])), rel=1e-6)
+    cheap = dataclasses.replace(estimators, compute=_Scaled(estimators.compute, 0.5))
+    again = strategy.compute_scale(model, geometry, devices, cheap, {}, db)
+    assert again == pytest.approx(min(high, 2 * scale))
+    assert db.read_text().count("\n") == 1  # the run served from the database
+    elsewhere = folder / "searched.jsonl"  # a search's run of the home device alone: no other
+    median = float(np.median(run["samples_s"]))
+    assert strategy.compute_scale(
+        model, geometry, devices, estimators, {}, elsewhere, home_s=median
+    ) == pytest.approx(scale)
+    assert not elsewhere.exists()
+    assert strategy.compute_scale(model, geometry, devices[:1], estimators, {}, db) == 1.0
+
+    def fails(*_args, **_kwargs):
+        raise RunError("worker cpu@0 lost")
+
+    monkeypatch.setattr(Profiler, "profile_run", fails)
+    assert strategy.compute_scale(model, geometry, devices, estimators, {}, folder / "x") == 1.0
+
+
+def test_a_search_s_run_of_the_home_device_alone_calibrates_the_tiles(devices, trained, tmp_path):
+    """Inside a search the home device alone has run already: FlexPie takes that run (here
+    half a second, far beyond what the tiny model takes: the largest scale) and runs the
+    model on it no second time."""
+    from argparse import Namespace
+
+    from tvm_hetero.strategies.base import Progress, SearchCosts
+    from tvm_hetero.strategies.flexpie.report import plan_result
+
+    _, estimators = trained
+
+    class Searched(Progress):
+        def costs(self) -> SearchCosts:
+            return SearchCosts(1.0, {}, {devices[0].name: 0.5})
+
+    db = tmp_path / "db.jsonl"
+    settings = Namespace(estimators=estimators, cluster=None, db=db, options=None, max_run=6,
+                         confirm=False, confirm_plans=1)  # fmt: skip
+    found = plan_result(load_zoo_model("resnet18:tiny"), devices, settings, Searched())
+    assert found.detail.compute_scale == strategy.SCALE_LIMITS[1]
+    runs = [json.loads(line)["workload"] for line in db.read_text().splitlines()]
+    assert not [w for w in runs if w.get("op") == "run" and w["devices"] == [devices[0].name]]

@@ -347,10 +347,11 @@ def test_each_device_alone_is_compiled_and_run_once_before_planning_which_leaves
     assert [s for s in steps[planned:] if s.startswith("compiling")] == ["compiling toy"]
     floor = roomy.phases["each device alone"]
     assert shares[0] == pytest.approx((60 - floor) * PLANNING_SHARE, abs=1.0)
-    # the strategy is told what the floor measured: a compile, and a load on each device
+    # the strategy is told what the floor measured: a compile, a load and a run on each device
     assert 0 < costs[0].compile_s < floor
-    assert set(costs[0].load_s) == {"cpu@0", "cpu@1", "cpu@0-1"}
+    assert set(costs[0].load_s) == set(costs[0].run_s) == {"cpu@0", "cpu@1", "cpu@0-1"}
     assert all(0 <= s < floor for s in costs[0].load_s.values())
+    assert all(0 < s < floor for s in costs[0].run_s.values())
     assert roomy.entries[0].name == "toy" and roomy.entries[0].samples_s
     timed = executor.interleaved_run_seconds
 

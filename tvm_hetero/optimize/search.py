@@ -286,7 +286,7 @@ class _Search:
         if not run_s:
             return
         compile_s = statistics.mean(self.compile_s) if self.compile_s else 0.0
-        self.costs = SearchCosts(compile_s, load_s)
+        self.costs = SearchCosts(compile_s, load_s, run_s)
         turns = {n: self.costs.turn_s([n], s, WARMUP_RUNS, per_round) for n, s in run_s.items()}
         cpus = [t for name, t in turns.items() if by_name[name].kind is DeviceKind.CPU]
         again = compile_s if self.builds.folder is not None else 0.0  # the kept one, saved

@@ -64,15 +64,16 @@ class Progress:
 @dataclass(frozen=True)
 class SearchCosts:
     """What a search measured before its strategies plan, compiling each device alone and
-    running it once: a compile of the model here (the mean of those compiles), and loading a
-    build on each device (on a cluster's worker: the library sent and loaded), seconds by
-    device name. A strategy that compiles and times plans itself prices them by these
+    running it once: a compile of the model here (the mean of those compiles), loading a
+    build on each device (on a cluster's worker: the library sent and loaded) and that run,
+    seconds by device name. A strategy that compiles and times plans itself prices them by these
     (FlexPie's confirmation: on the emulated ring of three, each turn of a ViT-Large plan
     loaded a 1.2 GB library on three workers, 40-57 s, where it had priced a turn 7 s of
     runs and timed three plans 106 s past its share)."""
 
     compile_s: float
     load_s: Mapping[str, float]
+    run_s: Mapping[str, float] = field(default_factory=dict)
 
     def turn_s(self, devices: Iterable[str], run_s: float, warmup: int, runs: int) -> float:
         """Seconds of a plan's first turn of timing on ``devices`` (by name): loading it on

@@ -57,7 +57,7 @@ from tvm_hetero.ir.tiles import (
 from tvm_hetero.ir.types import itemsize
 from tvm_hetero.ir.units import main_bindings
 from tvm_hetero.plan import flexpie
-from tvm_hetero.plan.flexpie import MAX_RUN, SpatialPartition, SpatialProblem
+from tvm_hetero.plan.flexpie import MAX_RUN, Segment, SpatialPartition, SpatialProblem
 from tvm_hetero.plan.spatial_plan import SpatialPlan
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
@@ -325,6 +325,7 @@ def problem_of(
     geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
     cluster: ClusterSpec | None, whole_s: dict[relax.Call, float], max_run: int = MAX_RUN,
     handoff_s: float = 0.0, segment_s: Mapping[str, float] | None = None,
+    compute_scale: float = 1.0,
 ) -> SpatialProblem:  # fmt: skip
     """The planner's costs: ``compute_s`` per segment and scheme (the slowest device's tiles,
     plus ``segment_s[scheme]`` for a segment cut over the devices), ``move_s`` per boundary
@@ -337,11 +338,12 @@ def problem_of(
     devices besides moving its bytes (a copy step and a unit's dispatch:
     ``Profiler.profile_handoff``); ``segment_s`` what a segment cut over every device in each
     scheme costs the runtime besides its tiles and pieces (:func:`segment_seconds`; a scheme
-    it does not name, nothing)."""
+    it does not name, nothing); ``compute_scale`` multiplies the compute estimator's every
+    price (:func:`compute_scale`)."""
     n, k = len(geometry), len(SCHEMES)
     features = [device_features(d) for d in devices]  # a target each: once, not per tile
     compute_arr = _compute_seconds(geometry, features, estimators.compute, whole_s, max_run,
-                                   segment_s or {})  # fmt: skip
+                                   segment_s or {}, compute_scale)  # fmt: skip
     sync, rearrange = _Pricer(estimators.sync), _Pricer(estimators.rearrange)
     boundaries: dict[tuple[int, int, int, int], list] = {}
     paths = Paths(devices, cluster)
@@ -413,10 +415,12 @@ def idle_seconds(compute_s: np.ndarray, boundaries: dict) -> np.ndarray:
 def _compute_seconds(
     geometry: TileGeometry, features: Sequence[dict[str, float]], estimator: Estimator,
     whole_s: dict[relax.Call, float], max_run: int, segment_s: Mapping[str, float],
+    scale: float = 1.0,
 ) -> np.ndarray:  # fmt: skip
     """``compute_s`` of :class:`SpatialProblem`: each segment's slowest device (``inf`` where
     its scheme cannot cut a layer or the estimator knows an operator of a cut one);
-    ``features``: :func:`device_features` of each device."""
+    ``features``: :func:`device_features` of each device; the estimator's prices times
+    ``scale``."""
     n, k = len(geometry), len(SCHEMES)
     compute = _Pricer(estimator)
     segment_terms: dict[tuple[int, int, int], list] = {}
@@ -441,7 +445,7 @@ def _compute_seconds(
                     break
                 else:
                     segment_terms[a, d, q] = terms
-    compute_s = compute.answers()
+    compute_s = compute.answers() * scale
     compute_arr = np.full((n, max_run, k), np.inf)
     for (a, d, q), terms in segment_terms.items():
         per_device = np.zeros(len(features))
@@ -593,7 +597,8 @@ def to_plan(
 class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
     ``handoff_s`` and ``segment_s`` (per scheme) are the runtime's costs it measured on the
-    devices (:func:`handoff_seconds`, :func:`segment_seconds`). Once confirmed end to end
+    devices (:func:`handoff_seconds`, :func:`segment_seconds`), ``compute_scale`` what the
+    compute estimator's prices were multiplied by (:func:`compute_scale`). Once confirmed end to end
     (:func:`~tvm_hetero.strategies.flexpie.confirm.confirm_by_measurement`), ``confirmed_s``
     holds the measured seconds of each plan timed, by name (``flexpie`` or a baseline's), and
     ``plan`` is the fastest of them, :attr:`kept` (empty and ``flexpie`` before)."""
@@ -607,6 +612,7 @@ class FlexPieResult:
     handoff_s: float = 0.0
     segment_s: Mapping[str, float] = field(default_factory=dict)
     confirmed_s: Mapping[str, float] = field(default_factory=dict)
+    compute_scale: float = 1.0
 
     @property
     def kept(self) -> str:
@@ -685,6 +691,7 @@ def load_probe(devices: int) -> Model:
 def segment_seconds(
     devices: Sequence[DeviceSpec], estimators: Estimators, cluster: ClusterSpec | None = None,
     handoff_s: float = 0.0, db: str | Path | None = None, options: BuildOptions | None = None,
+    compute_scale: float = 1.0,
 ) -> dict[str, float]:  # fmt: skip
     """What a segment cut over every device costs the runtime besides what the estimators and
     the handoffs price, per scheme: the client starts a unit on each device and the next
@@ -699,14 +706,18 @@ def segment_seconds(
     in rows, columns and channels, 2.7 in a grid (the PS of four at 200 Mbit/s: 1.4, 1.6, 0.9
     and 2.3); one term for all, from rows, had priced ResNet-18's grid plan 5 % ahead of its
     rows, which ran 8-12 % ahead of it. Empty for one device; a scheme that cannot cut the
-    probe, or whose probe ran under its price, costs nothing."""
+    probe, or whose probe ran under its price, costs nothing. The probe's tiles are priced
+    with ``compute_scale`` (:func:`compute_scale`), so what the estimator misses on this host
+    is not counted here too."""
     if len(devices) < 2:
         return {}
     from tvm_hetero.profiling.profiler import profiler_for
 
     probe = load_probe(len(devices))
     geometry = TileGeometry(probe, flexpie_layers(probe), len(devices))
-    problem = problem_of(geometry, devices, estimators, cluster, {}, 1, handoff_s)
+    problem = problem_of(
+        geometry, devices, estimators, cluster, {}, 1, handoff_s, compute_scale=compute_scale
+    )
     setting = _setting(devices, cluster)
     profiler = profiler_for(db, options)
     out = {}
@@ -719,6 +730,68 @@ def segment_seconds(
         measured = profiler.profile_run(probe, devices, plan, setting).median_s
         out[scheme] = max(0.0, (measured - partition.predicted_s) / cut)
     return out
+
+
+SCALE_LIMITS = (0.25, 4.0)
+"""The least and most :func:`compute_scale` gives: beyond them the estimators are not of this
+kind of device at all, and a user should train their own (``tvm-hetero train``)."""
+
+
+def home_compute_seconds(
+    geometry: TileGeometry, device: DeviceSpec, estimator: Estimator,
+    whole_s: Mapping[relax.Call, float],
+) -> tuple[float, float]:  # fmt: skip
+    """The whole model on ``device`` alone, layer by layer: ``(seconds the compute estimator
+    prices, seconds measured of the operators it does not know)``."""
+    pricer, asked, known = _Pricer(estimator), [], 0.0
+    features = device_features(device)
+    for a in range(len(geometry)):
+        for tile in geometry.tiles(a, 1, "Home") or ():
+            for call, box in tile.ops:
+                row = compute_row(call, box, features)
+                if row is None:
+                    known += whole_s.get(call, 0.0)
+                else:
+                    asked.append(pricer.ask(row))
+    answers = pricer.answers()
+    return float(sum(answers[i] for i in asked)), known
+
+
+def compute_scale(
+    model: Model, geometry: TileGeometry, devices: Sequence[DeviceSpec], estimators: Estimators,
+    whole_s: Mapping[relax.Call, float], db: str | Path | None = None,
+    options: BuildOptions | None = None, cluster: ClusterSpec | None = None,
+    home_s: float | None = None,
+) -> float:  # fmt: skip
+    """How much longer this host's home device takes than the compute estimator prices: the
+    whole model run on it alone (``home_s`` where a search ran it already, else
+    ``Profiler.profile_run``, kept in the profile database under the devices and the links),
+    less the operators the estimator does not know (measured:
+    ``whole_s``), over the estimator's price of the rest (:func:`home_compute_seconds`),
+    within :data:`SCALE_LIMITS`. The shipped estimators were fitted on traces of other hosts
+    and of kernels since changed: on the emulated ring of four at 1 Gbit/s (AMD Zen 4, code
+    for this CPU) they priced MobileNet on the home device alone 22.2 ms, which ran 36.5, and
+    its tiled plans 1.3-1.6x under their measured times. 1.0 for one device (nothing is cut,
+    so nothing is priced against anything) or where the run fails."""
+    if len(devices) < 2:
+        return 1.0
+    from tvm_hetero.profiling.profiler import profiler_for
+
+    priced_s, known_s = home_compute_seconds(geometry, devices[0], estimators.compute, whole_s)
+    if priced_s <= 0:
+        return 1.0
+    if home_s is None:
+        n = len(geometry)
+        home = SpatialPartition((Segment(0, n, "Home", priced_s + known_s, 0.0),), 0.0)
+        plan = to_plan(geometry, devices[:1], home, "single")
+        profiler = profiler_for(db, options)
+        try:
+            run = profiler.profile_run(model, devices[:1], plan, _setting(devices, cluster))
+        except RuntimeError:  # a build or run that failed (a device too small for the model)
+            return 1.0
+        home_s = run.median_s
+    low, high = SCALE_LIMITS
+    return min(high, max(low, (home_s - known_s) / priced_s))
 
 
 def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
@@ -738,10 +811,11 @@ def plan_with_estimators(
     model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None = None,
     estimators: Estimators | None = None, db: str | Path | None = None,
     options: BuildOptions | None = None, max_run: int = MAX_RUN,
-    progress: Progress | None = None,
+    progress: Progress | None = None, home_s: float | None = None,
 ) -> FlexPieResult:  # fmt: skip
-    """FlexPie end to end: layers, every segment's tiles, the estimators' costs, the reverse DP
-    and the baselines (fixed schemes, layer-wise, fused)."""
+    """FlexPie end to end: layers, every segment's tiles, the estimators' costs (calibrated by
+    the home device's time alone, ``home_s`` where already measured: :func:`compute_scale`),
+    the reverse DP and the baselines (fixed schemes, layer-wise, fused)."""
     estimators = estimators or Estimators.load()
     layers = flexpie_layers(model)
     geometry = TileGeometry(model, layers, len(devices))
@@ -750,16 +824,23 @@ def plan_with_estimators(
     whole = whole_op_seconds(model, geometry, devices[0], db, options)
     handoff = handoff_seconds(devices, db, options, cluster)
     if progress:
-        progress("timing a tiled segment on the devices", 1, 3)
-    segment = segment_seconds(devices, estimators, cluster, handoff, db, options)
+        progress("timing the home device alone", 1, 4)
+    scale = compute_scale(model, geometry, devices, estimators, whole, db, options, cluster,
+                          home_s)  # fmt: skip
     if progress:
-        progress("pricing tiles and exchanges", 2, 3)
-    problem = problem_of(geometry, devices, estimators, cluster, whole, max_run, handoff, segment)
+        progress("timing a tiled segment on the devices", 2, 4)
+    segment = segment_seconds(devices, estimators, cluster, handoff, db, options, scale)
+    if progress:
+        progress("pricing tiles and exchanges", 3, 4)
+    problem = problem_of(
+        geometry, devices, estimators, cluster, whole, max_run, handoff, segment, scale
+    )
     start = time.perf_counter()
     partition = flexpie.flexpie(problem)
     search_s = time.perf_counter() - start
     if progress:
-        progress("planned", 3, 3)
+        progress("planned", 4, 4)
     plan = to_plan(geometry, devices, partition, "flexpie")
     baselines = flexpie.baselines(problem)
-    return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff, segment)
+    return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff,
+                         segment, compute_scale=scale)  # fmt: skip

@@ -27,9 +27,10 @@ def plan_result(
     if not isinstance(estimators, strategy.Estimators):
         estimators = strategy.Estimators.load(estimators)
     progress.step("planning", 0, None)
+    costs = progress.costs()  # a search ran the home device alone already
     result = strategy.plan_with_estimators(
         model, devices, settings.cluster, estimators, settings.db, settings.options,
-        settings.max_run, progress,
+        settings.max_run, progress, costs.run_s.get(devices[0].name) if costs else None,
     )  # fmt: skip
     plan = result.plan
     progress.say(
@@ -37,7 +38,7 @@ def plan_result(
         f"{len(devices)} device(s); predicted {plan.predicted_s * 1e3:.3f} ms "
         f"(searched in {result.search_s * 1e3:.1f} ms); measured runtime costs: "
         f"{segment_costs(result.segment_s)} a tiled segment, {result.handoff_s * 1e3:.3f} ms "
-        "a piece"
+        f"a piece; tiles priced x{result.compute_scale:.2f} (the home device alone, measured)"
     )
     compiled = None
     if settings.confirm:
@@ -46,7 +47,7 @@ def plan_result(
         wanted = len(confirm_candidates(result.partitions(), settings.confirm_plans))
         result = confirm_by_measurement(
             result, model, devices, settings.confirm_plans, settings.options,
-            progress=progress, build=builds, time_left=progress.time_left, costs=progress.costs(),
+            progress=progress, build=builds, time_left=progress.time_left, costs=costs,
         )  # fmt: skip
         compiled = builds.take(result.plan)
         if len(result.confirmed_s) < wanted and wanted > 1:
