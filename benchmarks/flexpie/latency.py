@@ -409,7 +409,6 @@ def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[d
             "estimators": "retrained with this cluster's traces" if args.retrain else
                           args.estimators or "shipped",
             "cfs_period_ms": control.cfs_period_us(args.quota) / 1e3,
-            **{k: v for k, v in stamp().items() if k != "commit"},
             "commit": _commit(), "cpu": cpu_model(), "target": args.target,
             "client_cores": sorted(os.sched_getaffinity(0)),
         })  # fmt: skip
@@ -471,10 +470,12 @@ def main() -> None:
             for r in json.loads(out.read_text())["runs"]
             if (r["case"], r["model"], r.get("cpu"), r.get("target", "generic")) not in redone
         ]  # per host CPU and device target
+    # the command, host and date of every row (taken here: a case pins this process to a core)
+    said = {k: v for k, v in stamp().items() if k != "commit"}
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.case:
             print(f"{case}: {CASES[case]}", flush=True)
-            kept += run_case(case, args, Path(tmp))
+            kept += [{**row, **said} for row in run_case(case, args, Path(tmp))]
             out.write_text(json.dumps({"quota": args.quota, "runs": kept}, indent=1) + "\n")
             prune_builds(args.builds, args.builds_gb)
     print(f"wrote {out}")

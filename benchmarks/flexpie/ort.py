@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +75,11 @@ def export(name: str, folder: Path) -> Path:
 
     net, args = twin(name)
     path = folder / f"{name}.onnx"
-    torch.onnx.export(net.eval(), args, str(path), input_names=[f"in{k}" for k in range(len(args))],
-                      opset_version=17, dynamo=False)  # fmt: skip
+    with warnings.catch_warnings():  # the tracer's notes on transformers' code
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net.eval(), args, str(path),
+                          input_names=[f"in{k}" for k in range(len(args))], opset_version=17,
+                          dynamo=False)  # fmt: skip
     return path
 
 

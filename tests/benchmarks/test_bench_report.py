@@ -156,6 +156,7 @@ def test_strategy_tables_set_onnx_runtime_beside_their_plans(monkeypatch, sectio
     without_ort = {**als_row, "seq": 64, "measured": {
         k: v for k, v in als_row["measured"].items() if k != "onnxruntime"}}  # fmt: skip
     flexpie_row = {"case": "ring4-1000", "model": "bert", "score": {"flexpie-confirmed": 1.0},
+                   "predicted_s": {"flexpie-confirmed": 0.01},
                    "measured_s": {"flexpie": 0.01, "flexpie-confirmed": 0.012, "single": 0.02,
                                   "layerwise": 0.015}}  # fmt: skip
     pipe_row = {"case": "homogeneous", "together": {}, **STAMP,
