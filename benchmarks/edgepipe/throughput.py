@@ -2,10 +2,13 @@
 
     sudo .venv/bin/python benchmarks/edgepipe/throughput.py [--case homogeneous case2 ...]
         [--microbatches 8] [--orders 3] [--edgepipe-runs 1] [--model-arg hidden=384 ...] [--ort]
+        [--target generic|host]
 
 Each case is a ``tvm-hetero cluster up`` of this machine's two cores: every device a
 runtime-only worker in its own network namespace, held to its ``cpu_quota`` (cgroup CPU quota,
-in cores) on its core, the links between devices shaped with ``tbf`` to the slower NIC of the
+in cores) on its core, its code built for ``--target`` (generic x86-64 by default, as every
+case was run before 2026-12-03, or this host's CPU), the links between devices shaped with
+``tbf`` to the slower NIC of the
 two (devices meet through a switch in the paper; here a mesh of point-to-point links at that
 rate). The paper's cases (Table 4: RCC-VE boards at 100 / 75 / 25 / 10 % CPU, MinnowBoards at
 about 0.7 of an RCC-VE, 5 Mbit/s - 1 Gbit/s) are scaled to 0.4 core for a full RCC-VE.
@@ -62,6 +65,7 @@ from tvm_hetero.profiling.link_probe import measured_cluster, probe_link
 from tvm_hetero.runtime.executor import Executor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from emulated import TARGETS, device_target
 from stamp import stamp
 
 from tvm_hetero.runtime.stats import pipeline_stats
@@ -91,14 +95,15 @@ CAPPED_IMAGE = 112
 quarter of their 224-pixel compute, so that a run takes minutes on 0.4-core devices."""
 
 
-def spec_file(case: str, folder: Path) -> Path:
-    """The cluster spec of a case: devices alternate between the two cores."""
+def spec_file(case: str, folder: Path, target: str = "generic") -> Path:
+    """The cluster spec of a case: devices alternate between the two cores, their code built
+    for ``target`` (:func:`emulated.device_target`)."""
     devices, nic = [], {}
     for kind, (count, share, mbps) in enumerate(CASES[case]):
         for _ in range(count):
             name = f"d{len(devices)}-k{kind}"
             devices.append({
-                "name": name, "kind": "cpu", "target": {"kind": "llvm"},
+                "name": name, "kind": "cpu", "target": device_target(target),
                 "cores": [len(devices) % 2], "cpu_quota": round(RCC * share, 3),
             })  # fmt: skip
             if case in CAPPED:  # the worker's cgroup holds it to what the planner is told
@@ -207,7 +212,7 @@ def batch_rates(ex: Executor, batches: list) -> tuple[float, float]:
 
 def run_case(case: str, model, args, folder: Path, peer: Callable[[], float] | None) -> dict:
     """Plan, build and time one case on its cluster; ``peer`` (``ort_peer``) in every round."""
-    path = spec_file(case, folder)
+    path = spec_file(case, folder, args.target)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
     cluster = control.up(spec, plan_layout(spec, tag))
     try:
@@ -332,6 +337,8 @@ def main() -> None:
         "--declared-links", action="store_true",
         help="plan from the links' declared rates (default: from the links as probed)",
     )  # fmt: skip
+    parser.add_argument("--target", choices=TARGETS, default="generic",
+                        help="what the devices' code is built for (generic x86-64 or this CPU)")  # fmt: skip
     parser.add_argument(
         "--ort", action="store_true",
         help="also ONNX Runtime on the model's twin, held as the fastest device, every round",
@@ -346,10 +353,10 @@ def main() -> None:
     results = []
     out = Path(args.out)
     if out.exists():
-        redone = {(c, b) for c in args.case for b in args.batch}
+        redone = {(c, b, args.target) for c in args.case for b in args.batch}
         results = [
             r for r in json.loads(out.read_text())["cases"]
-            if (r["case"], r.get("batch", 1)) not in redone
+            if (r["case"], r.get("batch", 1), r.get("target", "generic")) not in redone
         ]  # fmt: skip
     # a fixed folder: the cluster's tag comes from the spec's path, so a run killed before its
     # clean-up leaves what the next run's ``up`` removes first; SIGTERM cleans up too
@@ -366,6 +373,7 @@ def main() -> None:
             peer = ort_peer(case, settings, batch, args.microbatches, folder) if args.ort else None
             measured = run_case(case, model, args, folder, peer)
             results.append({**measured, "batch": batch, "microbatches": args.microbatches,
+                            "target": args.target,
                             "repeat": args.repeat,
                             "edgepipe_runs": args.edgepipe_runs, **stamp()})  # fmt: skip
             out.write_text(json.dumps({"model": settings, "microbatches": args.microbatches,

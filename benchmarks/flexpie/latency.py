@@ -59,11 +59,12 @@ from pathlib import Path
 
 import numpy as np
 import ort
+from emulated import TARGETS, device_target
 from stamp import stamp
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import OP_KINDS, channel_vectorized, train
-from tvm_hetero.devices import ClusterSpec, cpu_device
+from tvm_hetero.devices import ClusterSpec
 from tvm_hetero.emulation import control
 from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
@@ -129,19 +130,6 @@ CASES = {
     f"{shape}{n}-{mbps}": (shape, n, mbps)
     for shape in ("ring", "ps") for n in (4, 3) for mbps in (1000, 200, 50)
 }  # fmt: skip
-
-
-TARGETS = ("generic", "host")
-"""What ``--target`` builds the devices' code for (:func:`device_target`)."""
-
-
-def device_target(target: str) -> dict:
-    """The TVM target of every emulated device: ``generic`` names no CPU (``{"kind": "llvm"}``:
-    LLVM's generic x86-64, SSE2 at most, 2.8-3.9x slower here than built for this CPU,
-    ``ort.py``; every run before this option, 2026-11-26 night, was so); ``host`` is the serial CPU's
-    (``cpu_device(threads=1)``: this host's ``mcpu``, one core, as a device is ``--quota`` of
-    one core), what a user builds for a device they know."""
-    return {"kind": "llvm"} if target == "generic" else cpu_device(threads=1).target
 
 
 def spec_file(case: str, quota: float, folder: Path, target: str = "generic") -> Path:
