@@ -47,6 +47,7 @@ RESULTS = Path("benchmarks/results")
 ROUNDS = 3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ort_timing import twin_timer  # noqa: E402
+from stamp import stamp  # noqa: E402
 
 
 def one(name: str, device_names: list[str], db: Path, baselines: list[str], out: Path) -> dict:
@@ -128,7 +129,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results = json.loads(out.read_text()) if out.exists() else {}
-    results["command"] = "python benchmarks/eop/table.py " + " ".join(sys.argv[1:])
+    results.update(stamp())
     for name in args.models:
         row = one(name, args.devices, Path(args.db), args.baseline, out)
         results.setdefault("models", {})[name] = row
