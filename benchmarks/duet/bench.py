@@ -36,6 +36,7 @@ from tvm_hetero.strategies.duet import planner as strategy
 from tvm_hetero.zoo import load_zoo_model
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from stamp import stamp  # noqa: E402
 
 
 def latency(compiled, inputs, runs: int) -> dict:
@@ -143,7 +144,7 @@ def main() -> None:
             console.print(f"{name}: {result.plan.strategy} on {result.plan.devices}, "
                           f"planned in {plan_s:.0f} s")  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
+    Path(args.out).write_text(json.dumps({"meta": stamp(), "models": rows}, indent=1))
     table = Table(title="DUET on cpu@0 + cpu@1 vs single devices and ONNX Runtime (ms, batch 1)")
     for col in ("model", "kept", "DUET p50", "p99", "p99.9", "cpu p50", "cpu@0 p50",
                 "speedup vs cpu", "ORT seq", "ORT par"):  # fmt: skip

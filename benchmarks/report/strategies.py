@@ -162,27 +162,24 @@ def als() -> str:
 
 def duet() -> str:
     """``benchmarks/duet/bench.py``: DUET's plans against each device alone and ORT."""
-    out, notes = [], []
-    for name in ("duet.json", "duet_loops.json"):
-        data = load(name)
-        for model, r in data.items():
-            singles = r["singles_ms"]
-            best = min(singles, key=singles.get)
-            ort = min(r["onnxruntime"].values())
-            out.append((
-                model, "loop kernels" if name == "duet_loops.json" else "unrolled",
-                r["plan"]["strategy"], ms(r["duet"]["p50"]), ms(r["duet"]["p99"]),
-                f"{ms(singles[best])} {best}", ratio(singles[best], r["duet"]["p50"]),
-                ms(ort), ratio(r["duet"]["p50"], ort),
-            ))  # fmt: skip
-        notes.append(source(name, data).line())
-    return "\n".join([
-        *notes, "",
-        table(("model", "recurrent layers", "plan", "p50 ms", "p99 ms", "best single ms",
-               "speed-up", "ORT ms", "time / ORT"), out),
-        "",
+    data = load("duet.json")
+    out = []
+    for model, r in data["models"].items():
+        singles = r["singles_ms"]
+        best = min(singles, key=singles.get)
+        ort = min(r["onnxruntime"].values())
+        out.append((
+            model, r["plan"]["strategy"], ms(r["duet"]["p50"]), ms(r["duet"]["p99"]),
+            f"{ms(singles[best])} {best}", ratio(singles[best], r["duet"]["p50"]),
+            ms(ort), ratio(r["duet"]["p50"], ort),
+        ))  # fmt: skip
+    return titled(
+        "duet.json", data,
+        ("model", "plan", "p50 ms", "p99 ms", "best single ms", "speed-up", "ORT ms",
+         "time / ORT"),
+        out,
         "- ORT is ONNX Runtime's faster mode (sequential or parallel) on the same two cores.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def edgepipe_throughput() -> str:

@@ -23,26 +23,36 @@ def summary() -> str:
         for m in load("eop_cores.json")["models"].values()
     ]
     duet = [
-        r["duet"]["p50"] / min(r["onnxruntime"].values()) for r in load("duet_loops.json").values()
+        r["duet"]["p50"] / min(r["onnxruntime"].values())
+        for r in load("duet.json")["models"].values()
     ]
     edgepipe = [
         r["ort_per_s"] / r["pipelined_per_s"]
         for r in load("edgepipe_exported.json")
         if r["stage"] == "ok"
     ]
-    flexpie = [
-        m["flexpie_ms"] / m["ort_ms"] for m in load("flexpie_ort_zen5.json")["models"].values()
+    flexpie = [  # every run timed with ONNX Runtime in its rounds
+        r["measured_s"]["flexpie-confirmed"] / r["ort_s"]
+        for r in load("flexpie_latency.json")["runs"]
+        if r.get("ort_s") and "flexpie-confirmed" in r["measured_s"]
+    ]
+    pipelines = [  # time per microbatch: ONNX Runtime's rate over the cluster's
+        c["ort_per_s"] / median([e["measured_per_s"] for e in c["strategies"]["edgepipe"]])
+        for c in load("edgepipe_throughput.json")["cases"]
+        if c.get("ort_per_s")
     ]
     gpu = load("gpu_versus_torch.jsonl")
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
         ("53-model corpus, one CPU", "ONNX Runtime", _range(corpus), "models.json"),
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
-        ("DUET, Siamese LSTM", "ONNX Runtime, both cores", _range(duet), "duet_loops.json"),
+        ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
         ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),
          "edgepipe_exported.json"),
-        ("FlexPie, median over clusters", "ONNX Runtime, one device", _range(flexpie),
-         "flexpie_ort_zen5.json"),
+        ("EdgePipe, emulated cluster (time per item)", "ONNX Runtime, one device",
+         _range(pipelines), "edgepipe_throughput.json"),
+        ("FlexPie, emulated ring of four", "ONNX Runtime, one device", _range(flexpie),
+         "flexpie_latency.json"),
         ("GPU, CUDA graphs", "torch eager",
          _range([r["tvm_graph_p50_ms"] / r["torch_eager_p50_ms"] for r in gpu]),
          "gpu_versus_torch.jsonl"),
