@@ -1,5 +1,6 @@
 """EOP planner: ratio search and collaborative tuning against brute force; plan validity."""
 
+import dataclasses
 import itertools
 import json
 import random
@@ -57,12 +58,14 @@ def _chained(a, sa, b, sb):
     return pb.chains_from == pa.dim and sa[1] == sb[1] and 0 < sb[1] < pb.extent
 
 
-def _brute_force(ops, link, span):
-    """Least AT over every combination of (dimension, share) on the grid, links included."""
+def _brute_force(ops, link, span, shares=None):
+    """Least AT over every combination of (dimension, share) on the grid (or the ``shares``
+    of an option's extent and step), links included."""
     states = [
-        [(k, n1) for k, o in enumerate(op.options) for n1 in ratio_grid(o.extent, span)]
+        [(k, n1) for k, o in enumerate(op.options)
+         for n1 in (shares(o.extent, o.step) if shares else ratio_grid(o.extent, span))]
         for op in ops
-    ]
+    ]  # fmt: skip
     best = None
     for combo in itertools.product(*states):
         total = 0.0
@@ -91,6 +94,29 @@ def test_eop_matches_brute_force_over_the_grid(seed):
     for s in plan.splits:
         assert sum(s.shares) == s.extent and min(s.shares) >= 0
         assert sum(s.ratios) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_shares_in_steps_match_brute_force_over_whole_steps(seed):
+    """With a step (a CPU kernel's vector of channels) every share is a multiple of it or the
+    whole extent, and the plan is the best of those."""
+    rng = random.Random(seed)
+    extent, step = rng.choice([(8, 2), (12, 4), (9, 4), (12, 3)])
+    ops = [
+        KeyOp(op.node_id, op.op, tuple(dataclasses.replace(o, step=step) for o in op.options))
+        for op in _random_ops(rng, rng.randint(1, 3), extent)
+    ]  # fmt: skip
+    link = Link(_affine(0.2, 0.01), _affine(0.2, 0.01), _affine(0.1, 0.005))
+
+    def whole_steps(n, k):
+        return [m for m in range(n + 1) if m % k == 0 or m == n]
+
+    plan = plan_eop(ops, link, ("cpu", "cpu:1"), span=1 / extent)
+    want = _brute_force(ops, link, None, whole_steps)
+    assert plan.predicted_s == pytest.approx(want, abs=1e-9)
+    for split in plan.splits:  # the other device's share in whole steps, home the remainder
+        assert split.shares[1] % step == 0 or split.shares[1] == extent
+        assert extent % step or all(n % step == 0 for n in split.shares)
 
 
 def test_separate_tuning_is_each_operators_own_best():
@@ -174,3 +200,13 @@ def test_key_operators_cover_the_share():
 def test_ratio_grid_has_every_share_once():
     assert ratio_grid(4) == [0, 1, 2, 3, 4]
     assert len(ratio_grid(1000)) == 101
+
+
+def test_ratio_grid_in_steps_keeps_whole_vectors_and_the_whole():
+    assert ratio_grid(64, 0.01, 16) == [0, 16, 32, 48, 64]
+    assert ratio_grid(40, 0.25, 16) == [0, 16, 32, 40]  # 30 of 40: 32; 40 itself stays
+    assert ratio_grid(24, 0.25, 16) == ratio_grid(24, 0.25)  # under two vectors: as it is
+    option = DimOption("N", 64, (_affine(0, 1), _affine(0, 1)), 0, 0, 0, step=16)
+    free = Link(_affine(0, 0), _affine(0, 0), _affine(0, 0))
+    fixed = plan_fixed_ratio([KeyOp("a", "relax.matmul", (option,))], free, ("cpu", "cpu:1"), 0.3)
+    assert fixed.splits[0].shares == (48, 16)  # 19 of 64 on the other: one vector, not 19 lanes

@@ -70,6 +70,9 @@ class DimOption:
     """The previous key operator's dimension whose output shards this cut reads as they are."""
     chained_bytes: int | None = None
     """Bytes of the cut argument that arrives as shards when chained (default: all cut bytes)."""
+    step: int = 1
+    """Units a share comes in (the whole extent aside): a CPU kernel's vector of output
+    channels or columns, which a share of a part of one computes at the cost of a whole."""
 
 
 @dataclass(frozen=True)
@@ -209,12 +212,22 @@ def key_operators(times: Mapping[str, float], share: float = DEFAULT_KEY_SHARE) 
     return keys
 
 
-def ratio_grid(extent: int, span: float = DEFAULT_SPAN) -> list[int]:
-    """Units on the other device for every ratio ``0, span, 2 span, ... 1`` (distinct, sorted)."""
+def ratio_grid(extent: int, span: float = DEFAULT_SPAN, step: int = 1) -> list[int]:
+    """Units on the other device for every ratio ``0, span, 2 span, ... 1`` (distinct, sorted),
+    each a multiple of ``step`` or the whole extent (:func:`in_steps`)."""
     if not 0 < span <= 1:
         raise PlanError(f"ratio_grid: span must be in (0, 1], got {span}")
     steps = round(1 / span)
-    return sorted({round(extent * k / steps) for k in range(steps + 1)})
+    return sorted({in_steps(round(extent * k / steps), extent, step) for k in range(steps + 1)})
+
+
+def in_steps(units: int, extent: int, step: int) -> int:
+    """``units`` of ``extent`` to the nearest multiple of ``step``, or ``extent`` itself where
+    that is nearer (an extent of fewer than two steps is cut as it is)."""
+    if step <= 1 or extent < 2 * step:
+        return units
+    snapped = min(step * round(units / step), extent)
+    return extent if extent - units < abs(units - snapped) else snapped
 
 
 def split_cost(
@@ -246,7 +259,7 @@ def split_cost(
 
 
 def _states(op: KeyOp, span: float) -> list[tuple[int, int]]:
-    return [(i, n1) for i, o in enumerate(op.options) for n1 in ratio_grid(o.extent, span)]
+    return [(i, n1) for i, o in enumerate(op.options) for n1 in ratio_grid(o.extent, span, o.step)]
 
 
 def _linked(prev: KeyOp, ps: tuple[int, int], op: KeyOp, s: tuple[int, int]) -> bool:
@@ -340,7 +353,8 @@ def plan_fixed_ratio(
         raise PlanError(f"plan_fixed_ratio: beta must be in [0, 1], got {beta}")
     chosen = []
     for op in keys:
-        states = [(i, round(o.extent * beta)) for i, o in enumerate(op.options)]
+        states = [(i, in_steps(round(o.extent * beta), o.extent, o.step))
+                  for i, o in enumerate(op.options)]  # fmt: skip
         cost = {s: split_cost(op.options[s[0]], s[1], link)[3] for s in states}
         chosen.append(min(states, key=cost.__getitem__))
     return _plan(strategy, keys, chosen, link, devices, rest_s, False, {"beta": beta})
