@@ -208,7 +208,7 @@ def test_eop_plan_then_compile_a_cut_plan(capsys, tmp_path):
     db, plan, png, art = (tmp_path / n for n in ("p.jsonl", "eop.json", "eop.png", "m.tar"))
     devices = ["--device", "cpu", "--device", "cpu:1"]
     argv = ["plan", "mlp:tiny", "--strategy", "eop", *devices, "--db", str(db), "--samples", "4",
-            "-o", str(plan), "--plot", str(png)]  # fmt: skip
+            "-o", str(plan), "--plot", str(png), "--no-confirm"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "Predicted AT(G, R)" in out and "Fitted patterns" in out and "equal" in out

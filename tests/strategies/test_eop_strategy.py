@@ -1,5 +1,7 @@
 """EOP's measuring glue: inputs from real measurements, every strategy's plan, key-op timings."""
 
+import dataclasses
+
 import pytest
 
 from tvm_hetero.plan.placement import Placement
@@ -105,3 +107,33 @@ def test_eop_does_not_apply_to_a_clusters_workers(tmp_path):
     profiler._remote_fps[remote[0].name] = profiler.runner.fingerprint(remote[0])  # no worker
     with pytest.raises(ValueError, match="not over RPC"):
         profiler.profile_op_times(model.mod, remote[:1])
+
+
+def test_the_confirmation_keeps_the_fastest_of_the_plan_and_each_device_alone(
+    tmp_path, monkeypatch
+):  # fmt: skip
+    """EOP's plan, the home device alone and the other alone are compiled and timed in rounds
+    on two one-core workers; the fastest median is kept (``eop-NAME`` when a device alone won);
+    a plan that cuts nothing is the home device alone and is not timed."""
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.runtime import executor
+    from tvm_hetero.strategies.eop.confirm import confirm_by_measurement
+    from tvm_hetero.strategies.eop.report import plans as every_plan
+
+    cores = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    model = load_zoo_model("mlp:tiny", batch=16, sizes=[32, 64, 8])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=MeasureConfig(3, 2))
+    plans = every_plan(eop.measure_inputs(model, cores, profiler, samples=3), 0.01)
+    plans["eop"] = dataclasses.replace(plans["equal"], strategy="eop")  # a plan that cuts
+    kept, seconds = confirm_by_measurement(model, cores, plans, repeat=6)
+    assert set(seconds) == {"eop", "home", "other"} and min(seconds.values()) > 0
+    fastest = min(seconds, key=seconds.get)
+    assert kept.strategy == ("eop" if fastest == "eop" else f"eop-{fastest}")
+    assert kept.splits == plans[fastest].splits
+    runs = iter([[(3.0,) * 2, (1.0,) * 2, (2.0,) * 2]])  # as timed: the home device fastest
+    monkeypatch.setattr(executor, "interleaved_run_seconds", lambda *a, **k: next(runs))
+    kept, seconds = confirm_by_measurement(model, cores, plans, repeat=6)
+    assert kept.strategy == "eop-home" and kept.devices == plans["home"].devices
+    assert seconds == {"eop": 3.0, "home": 1.0, "other": 2.0}
+    whole = {**plans, "eop": plans["home"]}
+    assert confirm_by_measurement(model, cores, whole) == (plans["home"], {})

@@ -321,7 +321,8 @@ def add_shared_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--confirm", action=argparse.BooleanOptionalAction, default=True,
         help="time the plan and its closest rivals end to end and keep the fastest (als: the "
-        "best baseline; flexpie: --confirm-plans of them and the home device alone)",
+        "best baseline; eop: each device alone; flexpie: --confirm-plans of them and the home "
+        "device alone)",
     )  # fmt: skip
 
 

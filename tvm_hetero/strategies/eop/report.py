@@ -21,20 +21,32 @@ from tvm_hetero.strategies.base import (
     stop_if_exported,
 )
 from tvm_hetero.strategies.eop import planner as eop
+from tvm_hetero.strategies.eop.confirm import confirm_by_measurement
 from tvm_hetero.viz.tables import table
 
 
 def plan_result(
     model: Model, devices: Sequence[DeviceSpec], settings: argparse.Namespace, progress: Progress
 ) -> PlanResult:  # fmt: skip
-    """EOP's plan and every baseline's predicted time."""
+    """EOP's plan and every baseline's predicted time; with ``settings.confirm`` (outside a
+    search, which times every plan and each device alone itself) the plan and each device alone
+    timed end to end and the fastest kept."""
     inputs, profiler = measure(model, devices, settings, progress)
     every = plans(inputs, settings.span)
     best = every["eop"]
     progress.say(f"planning took {best.notes['plan_s'] * 1e3:.1f} ms")
+    measured: dict[str, float] = {}
+    offline = getattr(profiler.runner, "offline", False)
+    if settings.confirm and not offline and progress.costs() is None:
+        progress.step("timing the plan and each device alone end to end", 0, None)
+        best, measured = confirm_by_measurement(model, devices, every, settings.options)
+        if measured:
+            timed = ", ".join(f"{name} {s * 1e3:.3f} ms" for name, s in measured.items())
+            progress.say(f"measured end to end: {timed} -> kept {best.strategy}")
     candidates = tuple(
-        Candidate(f"{name} ({', '.join(p.devices)})", p.predicted_s) for name, p in every.items()
-    )
+        Candidate(f"{name} ({', '.join(p.devices)})", p.predicted_s, measured.get(name))
+        for name, p in every.items()
+    )  # fmt: skip
     return PlanResult(best, best.predicted_s, candidates, measured_counts(profiler), inputs)
 
 
