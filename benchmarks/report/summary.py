@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from markdown import median, table
-from sources import load
+from sources import latest, load
 
 
 def _range(values: list[float]) -> str:
@@ -31,10 +31,13 @@ def summary() -> str:
         for r in load("edgepipe_exported.json")
         if r["stage"] == "ok"
     ]
-    flexpie = [  # every run timed with ONNX Runtime in its rounds
-        r["measured_s"]["flexpie-confirmed"] / r["ort_s"]
-        for r in load("flexpie_latency.json")["runs"]
+    timed = [  # runs timed with ONNX Runtime in their rounds: the latest of each cluster, model
+        r for r in load("flexpie_latency.json")["runs"]
         if r.get("ort_s") and "flexpie-confirmed" in r["measured_s"]
+    ]  # fmt: skip
+    flexpie = [
+        r["measured_s"]["flexpie-confirmed"] / r["ort_s"]
+        for r in latest(timed, lambda r: (r["case"], r["model"])).values()
     ]
     pipelines = [  # time per microbatch: ONNX Runtime's rate over the cluster's
         c["ort_per_s"] / median([e["measured_per_s"] for e in c["strategies"]["edgepipe"]])
