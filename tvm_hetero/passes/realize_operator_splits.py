@@ -163,7 +163,7 @@ class _Splitter(PyExprMutator):
                 pieces.append(None)
                 continue
             start, stop = dim.input_slice(k, *rows)
-            if isinstance(value, Constant) and 0 <= start <= stop <= _extent(value, axis):
+            if isinstance(value, Constant) and 0 <= start <= stop <= value.value.shape[axis]:
                 pieces.append(_constant_slice(value, axis, start, stop))
                 continue
             sliced = relax.op.strided_slice(value, [axis], [start], [stop])
@@ -189,10 +189,6 @@ def _bounds(shares: tuple[int, ...]) -> list[tuple[int, int] | None]:
         out.append((lo, lo + n) if n else None)
         lo += n
     return out
-
-
-def _extent(value: Constant, axis: int) -> int:
-    return int(value.value.shape[axis])
 
 
 def _constant_slice(value: Constant, axis: int, start: int, stop: int) -> Constant:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tvm_hetero.build.multi_device import BuildOptions
     from tvm_hetero.devices.cluster import ClusterSpec
     from tvm_hetero.devices.spec import DeviceSpec
     from tvm_hetero.frontends.model import Model
@@ -278,6 +280,28 @@ class Strategy:
                 f"{', '.join(sorted(vars(defaults)))}"
             )
         return argparse.Namespace(**{**vars(defaults), **given})
+
+
+def end_to_end_seconds(
+    model: Model, plans: Mapping[str, tuple[Sequence[DeviceSpec], Plan]],
+    options: BuildOptions | None = None, repeat: int = 15, rounds: int = 3,
+) -> dict[str, float]:  # fmt: skip
+    """Each of ``plans`` (name: its devices in the plan's order, the plan) compiled and run on
+    its devices in ``rounds`` interleaved rounds, ``repeat`` runs each in all (builds too many
+    to hold at once are saved and timed apart): its median seconds by name. How a strategy
+    confirms its priced plan against its rivals (Lee et al.'s best baseline, EOP's devices
+    alone): a slow spell of the machine falls on all of them."""
+    from tvm_hetero.build.compiled import compile_model
+    from tvm_hetero.build.held import HeldBuilds
+    from tvm_hetero.runtime.executor import interleaved_run_seconds
+
+    with HeldBuilds(model, len(plans)) as held:
+        built = [
+            held.add(name, compile_model(model, devices, plan, options))
+            for name, (devices, plan) in plans.items()
+        ]
+        samples = interleaved_run_seconds(built, [repeat] * len(plans), rounds=rounds)
+    return {name: statistics.median(s) for name, s in zip(plans, samples, strict=True)}
 
 
 def placement_summary(model: Model, plan: Plan) -> list[dict[str, Any]]:

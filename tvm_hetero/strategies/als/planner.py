@@ -25,6 +25,7 @@ from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
 from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.strategies.base import end_to_end_seconds
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -142,19 +143,12 @@ def confirm_by_measurement(
     Returns the kept placement (strategy ``...-fallback`` when the baseline won) and the measured
     seconds of both, keyed ``plan`` and ``baseline``.
     """
-    from tvm_hetero.build.compiled import compile_model
-    from tvm_hetero.build.held import HeldBuilds
-    from tvm_hetero.runtime.executor import interleaved_run_seconds
-
     assignment, base_s = best_priority_assignment(dcg, costs)
     baseline = Placement.of(dcg.devices, assignment, "priority", base_s)
     if dict(baseline.assignment) == dict(plan.assignment):
         return plan, {}
-    pair = {"plan": plan, "baseline": baseline}
-    with HeldBuilds(model, len(pair)) as held:  # saved and timed apart if they do not fit
-        built = [held.add(k, compile_model(model, devices, p, options)) for k, p in pair.items()]
-        samples = interleaved_run_seconds(built, [repeat] * 2, rounds=3)
-    seconds = {label: float(np.median(s)) for label, s in zip(pair, samples, strict=True)}
+    pair = {"plan": (devices, plan), "baseline": (devices, baseline)}
+    seconds = end_to_end_seconds(model, pair, options, repeat)
     if seconds["baseline"] < seconds["plan"]:
         kept = Placement(dcg.devices, baseline.assignment, f"{plan.strategy}-fallback", base_s)
         return kept, seconds

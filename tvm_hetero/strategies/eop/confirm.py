@@ -12,13 +12,13 @@ falls back to the best single device the same way).
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Mapping, Sequence
 
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.eop import SplitPlan
+from tvm_hetero.strategies.base import end_to_end_seconds
 
 CANDIDATES = ("eop", "home", "other")
 """What is timed: EOP's plan and each device alone (the names of ``report.plans``)."""
@@ -41,20 +41,12 @@ def confirm_by_measurement(
         ran faster) and each timed plan's median seconds by name; EOP's plan and nothing timed
         when it cuts nothing (it is the home device alone).
     """
-    from tvm_hetero.build.compiled import compile_model, in_plan_order
-    from tvm_hetero.build.held import HeldBuilds
-    from tvm_hetero.runtime.executor import interleaved_run_seconds
+    from tvm_hetero.build.compiled import in_plan_order
 
     if not any(split.moved for split in plans["eop"].splits):
         return plans["eop"], {}
-    names = [name for name in CANDIDATES if name in plans]
-    with HeldBuilds(model, len(names)) as held:  # saved and timed apart if they do not fit
-        built = []
-        for name in names:
-            used = in_plan_order(devices, plans[name])
-            built.append(held.add(name, compile_model(model, used, plans[name], options)))
-        samples = interleaved_run_seconds(built, [repeat] * len(names), rounds=ROUNDS)
-    seconds = {name: statistics.median(s) for name, s in zip(names, samples, strict=True)}
+    timed = {n: (in_plan_order(devices, plans[n]), plans[n]) for n in CANDIDATES if n in plans}
+    seconds = end_to_end_seconds(model, timed, options, repeat, ROUNDS)
     kept = min(seconds, key=seconds.__getitem__)
     if kept == "eop":
         return plans["eop"], seconds

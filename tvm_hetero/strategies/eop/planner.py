@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tvm import relax
 from tvm.runtime import DataType
+from tvm.target import Target
 
 from tvm_hetero._compat import make_target
 from tvm_hetero.build.multi_device import BuildOptions
@@ -130,6 +131,7 @@ def measure_inputs(
         for n, ((dim, (p0, p1)), *_) in swept.items()
     }
     levels = [_level(op_s[k], {n: t[k] for n, t in whole.items()}, runs[k]) for k in (0, 1)]
+    cpus = [make_target(d.target) for d in devices if d.kind is DeviceKind.CPU and d.target]
     keys, prev = [], None
     for b in key_bindings:
         options = []
@@ -142,7 +144,7 @@ def measure_inputs(
             )
             sizes = (t.cut_in_bytes, t.whole_in_bytes, t.out_bytes)
             options.append(DimOption(dim.name, dim.extent, times, *sizes, chains, chained_bytes,
-                                     _step(dim, b.call, devices)))  # fmt: skip
+                                     _step(dim, b.call, cpus)))  # fmt: skip
         keys.append(KeyOp(b.node_id, str(b.call.op.name), tuple(options)))
         prev = b
     leveled = tuple(
@@ -195,19 +197,17 @@ VECTOR_DIMS = ("OC", "N")
 channels, a matmul's columns."""
 
 
-def _step(dim: SplitDim, call: relax.Call, devices: Sequence[DeviceSpec]) -> int:
-    """Units a share of ``dim`` comes in on ``devices``: the widest vector of the output's
-    elements on their CPUs for :data:`VECTOR_DIMS`, else 1. A share of a part of a vector costs
-    a whole one: on one core of an Intel Xeon (AVX-512), a 1 x 1 convolution 64 -> 61 or 67
-    channels over 56 x 56 took 215 and 234 us against 148 for 64, and 512 -> 246 or 266 over
-    14 x 14 took 438 and 404 against 357 for 256, where EOP had cut such layers 67 / 61 and
-    266 / 246."""
+def _step(dim: SplitDim, call: relax.Call, cpus: Sequence[Target]) -> int:
+    """Units a share of ``dim`` comes in on the devices whose CPUs' targets are ``cpus``: the
+    widest vector of the output's elements on them for :data:`VECTOR_DIMS`, else 1. A share
+    of a part of a vector costs a whole one: on one core of an Intel Xeon (AVX-512), a 1 x 1
+    convolution 64 -> 61 or 67 channels over 56 x 56 took 215 and 234 us against 148 for 64,
+    and 512 -> 246 or 266 over 14 x 14 took 438 and 404 against 357 for 256, where EOP had cut
+    such layers 67 / 61 and 266 / 246."""
     if dim.name not in VECTOR_DIMS:
         return 1
     bits = DataType(str(call.ty.dtype)).bits
-    lanes = [vector_lanes(make_target(d.target), bits)
-             for d in devices if d.kind is DeviceKind.CPU and d.target]  # fmt: skip
-    return max(lanes, default=1)
+    return max((vector_lanes(target, bits) for target in cpus), default=1)
 
 
 def _dims(call: relax.Call) -> dict[str, SplitDim]:
