@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,14 +60,23 @@ def median_seconds(session, feeds: dict[str, np.ndarray], config=None) -> float:
     return float(np.median(samples))
 
 
+def interleaved_ms(timers: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each timer (seconds) run ``rounds`` times, every timer in turn a round so that no build
+    or peer gains from running first: the median of its rounds, in milliseconds."""
+    samples: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(rounds):
+        for key, timer in timers.items():
+            samples[key].append(timer() * 1e3)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
 def twin_timer(
     spec: str, overrides: dict, devices: Sequence, config=None
 ) -> Callable[[], float] | None:
     """A timer (seconds, ``median_seconds``) of ONNX Runtime on the torch twin of zoo model
     ``spec`` (``benchmarks/torch_twins.py``) with as many threads as ``devices`` have cores
     (at most this machine's), or ``None`` where the model has no twin or torch is missing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
+    try:  # beside this module on the path, as every benchmark imports it
         from torch_twins import TWINS, onnx_twin
     except ImportError:
         return None

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,7 +48,7 @@ from tvm_hetero.strategies.als.planner import (
 from tvm_hetero.zoo import load_zoo_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ort_timing import twin_timer
+from ort_timing import interleaved_ms, twin_timer
 from stamp import stamp
 
 MODELS = {
@@ -63,15 +62,6 @@ MIN_GAIN = 0.05
 """The planner's guard: keep the best baseline unless the optimum is predicted 5 % faster."""
 ROUNDS = 5
 TIMING = MeasureConfig(repeat=7, min_repeat_ms=50)
-
-
-def interleaved_ms(timers: dict) -> dict[str, float]:
-    """Each timer's median over ``ROUNDS`` rounds that run every timer in turn (ms)."""
-    samples: dict[str, list[float]] = {k: [] for k in timers}
-    for _ in range(ROUNDS):  # interleaved: no build gains from running first
-        for key, timer in timers.items():
-            samples[key].append(timer() * 1e3)
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> dict:
@@ -114,7 +104,7 @@ def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> d
     predicted = {k: total_time(dcg, costs, a) * 1e3 for k, a in assignments.items()}
     measured = {
         k: {"measured_ms": v, "predicted_ms": predicted.get(k, float("nan"))}
-        for k, v in interleaved_ms(timers).items()
+        for k, v in interleaved_ms(timers, ROUNDS).items()
     }
     row = {
         "model": name, "seq": seq, "devices": names, **dcg.sizes(),

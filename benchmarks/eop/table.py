@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ MODELS = {  # EOP Table 3 workloads at batch 16 (BERT and the CNNs scaled to run
 RESULTS = Path("benchmarks/results")
 ROUNDS = 3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ort_timing import twin_timer  # noqa: E402
+from ort_timing import interleaved_ms, twin_timer  # noqa: E402
 from stamp import stamp  # noqa: E402
 
 
@@ -88,12 +87,8 @@ def one(name: str, device_names: list[str], db: Path, baselines: list[str], out:
         timers["onnxruntime"] = ort
         rows["onnxruntime"] = {"predicted_ms": float("nan"), "devices": ["onnxruntime"], "cut": 0,
                                "plan_s": 0.0, "max_err": float("nan")}  # fmt: skip
-    samples: dict[str, list[float]] = {k: [] for k in timers}
-    for _ in range(ROUNDS):  # interleaved: no plan gains from running first
-        for key, timer in timers.items():
-            samples[key].append(timer() * 1e3)
-    for key, ms in samples.items():
-        rows[key]["measured_ms"] = statistics.median(ms)
+    for key, ms in interleaved_ms(timers, ROUNDS).items():
+        rows[key]["measured_ms"] = ms
     best = eop.plan(inputs, "eop")
     measured = eop.measured_key_ops(model, devices, best)
     bounds = []
