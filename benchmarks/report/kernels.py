@@ -329,6 +329,11 @@ def strided_depthwise() -> str:
     return _before_and_now("strided_depthwise.jsonl", "depthwise, stride 2 (channels @in)")
 
 
+def transposes() -> str:
+    """``benchmarks/cpu_kernels/transposes.py``: a vector of columns, or square tiles."""
+    return _before_and_now("transposes.jsonl", "transpose (channels @side)")
+
+
 def channel_tiles() -> str:
     """``benchmarks/cpu_kernels/channel_tiles.py``: two vectors of channels a tile, or one."""
     return _before_and_now("channel_tiles.jsonl", "convolution (in->out @map)")
@@ -441,6 +446,7 @@ SECTIONS = {
     "phase-ordered-copies": phase_ordered_copies,
     "tall-inputs": tall_inputs,
     "concatenations": concatenations,
+    "transposes": transposes,
     "softmax": softmax,
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,

@@ -6,6 +6,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import CpuRule, spatial_inlined, vectorize_parallel
+from tvm_hetero.schedules.cpu.transposed import transposed_tile
 
 
 class Injective(CpuRule):
@@ -13,7 +14,8 @@ class Injective(CpuRule):
     pieces rule leaves: concatenations of symbolic shape...).
 
     Producers are inlined into the outputs; each remaining block's innermost loop is
-    vectorized, the others fused into parallel chunks.
+    vectorized, the others fused into parallel chunks; a block that reads an input transposed
+    is cut in square tiles instead (:func:`~tvm_hetero.schedules.cpu.transposed.transposed_tile`).
     """
 
     name = "injective"
@@ -24,5 +26,6 @@ class Injective(CpuRule):
             return None
         sch, blocks = found
         for block in blocks:
-            vectorize_parallel(sch, block, target)
+            if not transposed_tile(sch, block, target):
+                vectorize_parallel(sch, block, target)
         return sch

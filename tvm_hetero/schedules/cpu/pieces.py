@@ -15,6 +15,7 @@ from tvm_hetero.schedules.cpu.common import (
     spatial_inlined,
     vectorize_parallel,
 )
+from tvm_hetero.schedules.cpu.transposed import transposed_tile
 
 IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
 
@@ -54,7 +55,9 @@ class Pieces(CpuRule):
         pieces = [_piece(sch.get(block), axis, lo, hi, k) for k, (lo, hi) in enumerate(bounds)]
         out = s_tir.Schedule(inlined.with_body(_with_root(inlined, pieces)))
         for piece in out.get_child_blocks(out.get_sblock("root")):
-            vectorize_parallel(out, piece, target, start=_run_from(out.get(piece), axis))
+            start = _run_from(out.get(piece), axis)
+            if start is not None or not transposed_tile(out, piece, target):
+                vectorize_parallel(out, piece, target, start=start)
         return out
 
 
