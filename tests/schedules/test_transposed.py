@@ -91,13 +91,16 @@ def _add(shape):
     return [shape, shape], lambda bb, a, b: relax.op.add(a, b)
 
 
-TILED = {  # case: (shapes, body), rule, tile (channels, columns)
-    "tokens_to_map": (_tokens_to_map(32, 32), "injective", (8, 8)),
-    "tokens_to_map_12_columns": (_tokens_to_map(24, 12), "injective", (8, 6)),
-    "tokens_to_map_twice": (_tokens_to_map_twice(16, 32), "pieces", (8, 8)),
+TILED = {  # case: (shapes, body), rule, tile (across, along the vector), its loops
+    "tokens_to_map": (_tokens_to_map(32, 32), "injective", (8, 8), "ax3_0, ax1_1"),
+    "tokens_to_map_12_columns": (_tokens_to_map(24, 12), "injective", (8, 6), "ax3_0, ax1_1"),
+    "tokens_to_map_twice": (_tokens_to_map_twice(16, 32), "pieces", (8, 8), "ax3_0, ax1_1"),
+    # x[n, c, s // W, s % W]: a tile's tokens one row of the map (7 of a row of 14)
+    "map_to_tokens": (_map_to_tokens(32, 32), "injective", (8, 8), "ax2_0, ax1_1"),
+    "map_to_tokens_14_columns": (_map_to_tokens(32, 14), "injective", (7, 8), "ax2_0, ax1_1"),
 }
 UNTILED = {
-    "map_to_tokens": _map_to_tokens(32, 32),  # its innermost read walks a map's columns
+    "map_to_tokens_3_columns": _map_to_tokens(32, 3),  # runs of 3 tokens: no tile of 4
     "add": _add((1, 32, 32, 32)),
     "tokens_to_map_3_channels": _tokens_to_map(3, 32),  # no tile of 4 or more channels
 }
@@ -116,20 +119,20 @@ def _run(mod, target, shapes) -> np.ndarray:
 
 @pytest.mark.parametrize("case", sorted(TILED))
 def test_transposed_kernels_get_tiles_and_the_same_numbers(case):
-    (shapes, body), rule, (channels, columns) = TILED[case]
+    (shapes, body), rule, (across, along), loops = TILED[case]
     mod = fused_body(shapes, body, AVX2)
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {f"rule:{rule}"}
     text = _text(scheduled)
-    # each block (a piece of the concatenation too): the tile's channels are the loop just
-    # outside the vector of columns, inside the loop over column tiles
+    # each block (a piece of the concatenation too): the tile's loop across is just outside
+    # the vector, inside the loop over the vector's tiles
     lines = text.splitlines()
     vectors = [i for i, line in enumerate(lines) if "T.vectorized" in line]
     assert vectors, text
     for i in vectors:
-        assert f"T.vectorized(T.int64({columns}))" in lines[i], text
-        assert "ax3_0, ax1_1 in T.grid(" in lines[i - 1], text
-        assert lines[i - 1].endswith(f"T.int64({channels})):"), text
+        assert f"T.vectorized(T.int64({along}))" in lines[i], text
+        assert f"{loops} in T.grid(" in lines[i - 1], text
+        assert lines[i - 1].endswith(f"T.int64({across})):"), text
     np.testing.assert_array_equal(_run(scheduled, AVX2, shapes), _run(mod, AVX2, shapes))
 
 

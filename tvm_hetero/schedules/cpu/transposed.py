@@ -27,15 +27,17 @@ def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target:
     """Schedule ``block`` in square tiles where it reads an input transposed; whether it did.
 
     A read is transposed where the output's innermost axis ``w`` is not in the read's
-    innermost index and another output axis ``c`` is, one element a step (a tokens-to-map
-    transpose: ``y[n, c, h, w] = x[n, h * W + w, c]``). Vectorized along ``w`` alone, each
-    vector of the output reads one element of as many lines of ``x``, and the loops around it
-    sweep the whole of ``x`` before they come back for the next element of those lines: each
-    line came from L2 or memory once an element. Here ``c`` and ``w`` are cut in tiles of a
-    vector's lanes and the tile's ``c`` taken inside the ``w`` tile loop: its lines of ``x``
-    are read from L1 once for the ``lanes`` vectors of the tile, each vector still written
-    whole. SegFormer-B0's transposes from tokens to maps (128 channels over 128 x 128) took
-    6.6-7.0 ms in a whole run against 1.2 ms for ONNX Runtime's (Intel Xeon, two threads,
+    innermost index and another output axis ``c`` is, one element a step: a transformer's
+    tokens laid back out as a map, ``y[n, c, h, w] = x[n, h * W + w, c]``, or a map read as
+    tokens, ``y[n, s, c] = x[n, c, s // W, s % W]`` (a tile's steps then stay in one row of
+    the map). Vectorized along ``w`` alone, each vector of the output reads one element of as
+    many lines of ``x``, and the loops around it sweep the whole of ``x`` before they come
+    back for the next element of those lines (tokens to a map), or touch a page of ``x`` for
+    every lane (a map to tokens). Here ``c`` and ``w`` are cut in tiles of a vector's lanes and
+    the tile's ``c`` taken inside the ``w`` tile loop: its lines of ``x`` are read from L1 for
+    the ``lanes`` vectors of the tile, each vector still written whole. SegFormer-B0's
+    transposes from tokens to maps (128 channels over 128 x 128) took 6.6-7.0 ms in a whole
+    run against 1.2 ms for ONNX Runtime's (Intel Xeon, two threads,
     ``benchmarks/models/kernels_inside.py``).
 
     Parameters
@@ -61,11 +63,12 @@ def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target:
     lanes = vector_lanes(target, output_bits(sch, block))
     if inner < 1 or largest_divisor(extents[inner], lanes) < MIN_TILE_LANES:
         return False
-    across = _across_axis(stmt, inner, extents, lanes)
-    if across is None:
+    found = _across_axis(stmt, inner, extents, lanes)
+    if found is None:
         return False
+    across, run = found
     w_lanes = largest_divisor(extents[inner], lanes)
-    c_lanes = largest_divisor(extents[across], lanes)
+    c_lanes = largest_divisor(run, lanes)
     c0, c1 = sch.split(loops[across], [None, c_lanes])
     w0, w1 = sch.split(loops[inner], [None, w_lanes])
     outer = [c0 if k == across else loop for k, loop in enumerate(loops[:inner])]
@@ -76,9 +79,14 @@ def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target:
     return True
 
 
-def _across_axis(stmt: s_tir.SBlock, inner: int, extents: list[int], lanes: int) -> int | None:
+def _across_axis(
+    stmt: s_tir.SBlock, inner: int, extents: list[int], lanes: int
+) -> tuple[int, int] | None:
     """The output axis a transposed read of ``stmt`` walks one element a step in its innermost
-    index while the output's ``inner`` axis is not there; ``None`` where no read is one."""
+    index while the output's ``inner`` axis is not there, and the steps a tile's side must
+    divide (the axis' extent, or its greatest common divisor with ``k`` where the index is
+    ``axis % k``: tokens read from a map's columns, ``x[n, c, s // W, s % W]``); ``None``
+    where no read is one."""
     w = stmt.iter_vars[inner].var
     analyzer = Analyzer()  # a fused reshape's index: ((h * W + w) // (H * W) + c) % C is c
     for iv in stmt.iter_vars:
@@ -90,11 +98,15 @@ def _across_axis(stmt: s_tir.SBlock, inner: int, extents: list[int], lanes: int)
         used = collect_vars_used_in_prim_expr(last)
         if w in used:
             continue
+        period = None
+        if isinstance(last, tirx.FloorMod) and isinstance(last.b, tirx.IntImm):
+            last, period = last.a, int(last.b)
         for k in range(inner):
             var = stmt.iter_vars[k].var
-            if var not in used or largest_divisor(extents[k], lanes) < MIN_TILE_LANES:
+            run = extents[k] if period is None else math.gcd(extents[k], period)
+            if var not in used or largest_divisor(run, lanes) < MIN_TILE_LANES:
                 continue
             found = detect_linear_equation(last, [var])
             if len(found) == 2 and isinstance(found[0], tirx.IntImm) and int(found[0]) == 1:
-                return k
+                return k, run
     return None
