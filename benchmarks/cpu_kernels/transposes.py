@@ -8,8 +8,8 @@ Each case is exported to ONNX (batch 1): a transformer's tokens laid back out as
 (``x.transpose(1, 2).reshape(1, C, H, W)``, SegFormer's and the hybrid vision models' step
 between attention and convolutions) with a ReLU after it, at SegFormer-B0's stage sizes; the
 same with the map concatenated with itself times two (SegFormer's decode head concatenates
-such maps: the concatenation rule's pieces); and the other way (map to tokens, a control:
-its reads are not transposed in the innermost index the rule looks at). Compiled for the whole
+such maps: the concatenation rule's pieces); and the other way, a map read as tokens
+(``x.flatten(2).transpose(1, 2)``, a patch embedding's step). Compiled for the whole
 CPU with the tiles and without them (``before``), run end to end by our executor beside ONNX
 Runtime on the same cores and threads, in 5 interleaved rounds (medians); outputs checked
 against ONNX Runtime's. One JSON line per case in ``benchmarks/results/transposes.jsonl``.
