@@ -87,6 +87,24 @@ def _map_to_tokens(channels: int, side: int):
     return [(1, channels, side, side)], body
 
 
+def _blocked(shape, block: int):
+    def body(bb, x):
+        index_map = lambda n, c, h, w: (n, c // block, h, w, c % block)  # noqa: E731
+        return relax.op.layout_transform(x, index_map=index_map)
+
+    return [shape], body
+
+
+def _unblocked(shape):
+    block = shape[-1]
+
+    def body(bb, x):
+        index_map = lambda n, k, h, w, c: (n, k * block + c, h, w)  # noqa: E731
+        return relax.op.layout_transform(x, index_map=index_map)
+
+    return [shape], body
+
+
 def _add(shape):
     return [shape, shape], lambda bb, a, b: relax.op.add(a, b)
 
@@ -98,6 +116,9 @@ TILED = {  # case: (shapes, body), rule, tile (across, along the vector), its lo
     # x[n, c, s // W, s % W]: a tile's tokens one row of the map (7 of a row of 14)
     "map_to_tokens": (_map_to_tokens(32, 32), "injective", (8, 8), "ax2_0, ax1_1"),
     "map_to_tokens_14_columns": (_map_to_tokens(32, 14), "injective", (7, 8), "ax2_0, ax1_1"),
+    # TVM's layout_transform loops over its input and writes transposed: NCHW -> NCHW16c
+    "to_blocked_channels": (_blocked((1, 32, 16, 16), 16), "injective", (8, 8), "i2_0, i0_1"),
+    "from_blocked_channels": (_unblocked((1, 2, 16, 16, 16)), "injective", (8, 8), "i3_0, i2_1"),
 }
 UNTILED = {
     "map_to_tokens_3_columns": _map_to_tokens(32, 3),  # runs of 3 tokens: no tile of 4

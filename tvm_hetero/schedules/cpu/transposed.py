@@ -82,8 +82,8 @@ def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target:
 def _across_axis(
     stmt: s_tir.SBlock, inner: int, extents: list[int], lanes: int
 ) -> tuple[int, int] | None:
-    """The output axis a transposed read of ``stmt`` walks one element a step in its innermost
-    index while the output's ``inner`` axis is not there, and the steps a tile's side must
+    """The axis a transposed read (or write) of ``stmt`` walks one element a step in its
+    innermost index while the block's ``inner`` axis is not there, and the steps a tile's side must
     divide (the axis' extent, or its greatest common divisor with ``k`` where the index is
     ``axis % k``: tokens read from a map's columns, ``x[n, c, s // W, s % W]``); ``None``
     where no read is one."""
@@ -91,10 +91,10 @@ def _across_axis(
     analyzer = Analyzer()  # a fused reshape's index: ((h * W + w) // (H * W) + c) % C is c
     for iv in stmt.iter_vars:
         analyzer.bind(iv.var, ir.Range.from_min_extent(iv.dom.min, iv.dom.extent))
-    for read in stmt.reads:
-        if not read.region:
+    for region in [*stmt.reads, *stmt.writes]:  # TVM's layout_transform loops over its input
+        if not region.region:
             continue
-        last = analyzer.simplify(read.region[-1].min)
+        last = analyzer.simplify(region.region[-1].min)
         used = collect_vars_used_in_prim_expr(last)
         if w in used:
             continue
