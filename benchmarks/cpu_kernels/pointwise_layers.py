@@ -1,8 +1,8 @@
 """1x1 convolutions on one CPU, each layer with a change of the matmul rule's and without it,
 beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py columns|blocks|groups|wider
-        [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py
+        columns|blocks|groups|wider|panels [--runs 30]
 
 - ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
   ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
@@ -24,6 +24,11 @@ beside ONNX Runtime (issue 56).
   the output channels as the columns (``matmul.wider_with_weights``), or the positions as
   before; the last case has too few input channels and keeps the positions (a control).
   Results: ``benchmarks/results/wider_tiles.jsonl``.
+- ``panels``: maps as wide as the rule's panels (32 x 32 with AVX-512: LR-ASPP's, SegFormer's
+  and the 256-pixel vision models' stages), their image read as it lies (``x[k, j // 32, j %
+  32]`` is no panel layout: ``matmul.PANELS_AFTER_DEPTH``) and copied a panel at a time where
+  its rows share cache sets, or taken for packed panels and read in place as before; the last
+  case (28 x 28) is a control. Results: ``benchmarks/results/panel_layouts.jsonl``.
 
 Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
 whole CPU with the change and without it (``before``), run end to end by our executor beside
@@ -62,6 +67,11 @@ CHANGES = {  # change: ([(input channels, output channels, map side)], results f
          (192, 64, 28), (192, 32, 28), (32, 192, 28)],
         "wider_tiles.jsonl",
     ),
+    "panels": (
+        [(960, 160, 32), (672, 160, 32), (960, 128, 32), (160, 960, 32), (128, 512, 32),
+         (512, 128, 28)],
+        "panel_layouts.jsonl",
+    ),
 }  # fmt: skip
 
 
@@ -87,6 +97,8 @@ def switch(change: str) -> tuple:
         return (matmul, "row_groups", lambda *_: 1)
     if change == "wider":
         return (matmul, "wider_with_weights", lambda *_: False)
+    if change == "panels":
+        return (matmul, "PANELS_AFTER_DEPTH", False)
     return (matmul, "panels_per_block", lambda *_: 1)
 
 

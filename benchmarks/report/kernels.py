@@ -384,6 +384,11 @@ def pointwise_groups() -> str:
     return _before_and_now("pointwise_groups.jsonl", "1x1 convolution (in->out @side)")
 
 
+def panel_layouts() -> str:
+    """``benchmarks/cpu_kernels/pointwise_layers.py panels``: a map as wide as a panel."""
+    return _before_and_now("panel_layouts.jsonl", "1x1 convolution (in->out @side)")
+
+
 def wider_tiles() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py wider``: output channels as columns."""
     return _before_and_now("wider_tiles.jsonl", "1x1 convolution (in->out @side)")
@@ -440,6 +445,7 @@ SECTIONS = {
     "pointwise-blocks": pointwise_blocks,
     "wide-outputs": wide_outputs,
     "pointwise-groups": pointwise_groups,
+    "panel-layouts": panel_layouts,
     "wider-tiles": wider_tiles,
     "wide-conv-tiles": wide_conv_tiles,
     "channel-tiles-along-rows": channel_tiles_along_rows,

@@ -672,6 +672,9 @@ def test_weights_are_packed_only_when_columns_are_strided(case, packed):
         ((1, 48, 56, 56), (16, 48, 1, 1), False),  # 12,544 bytes apart: 256 sets
         ((1, 48, 64, 64), (4, 48, 1, 1), False),  # one row tile reads the panel once
         ((1, 16, 64, 64), (16, 16, 1, 1), False),  # 16 rows fit the 4 sets' 32 ways
+        # a map as wide as a panel (16 columns with AVX2): x[k, j // 16, j % 16] is no panel
+        # layout; its 640 rows 1 KiB apart fall into 64 sets: more than their 512 ways
+        ((1, 640, 16, 16), (16, 640, 1, 1), True),
     ],
 )
 def test_a_panel_whose_rows_share_cache_sets_is_copied_once_per_panel(x_shape, w_shape, copied):
