@@ -26,19 +26,19 @@ MIN_TILE_LANES = 4
 def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Target) -> bool:
     """Schedule ``block`` in square tiles where it reads an input transposed; whether it did.
 
-    A read is transposed where the output's innermost axis ``w`` is not in the read's
-    innermost index and another output axis ``c`` is, one element a step: a transformer's
-    tokens laid back out as a map, ``y[n, c, h, w] = x[n, h * W + w, c]``, or a map read as
-    tokens, ``y[n, s, c] = x[n, c, s // W, s % W]`` (a tile's steps then stay in one row of
-    the map). Vectorized along ``w`` alone, each vector of the output reads one element of as
-    many lines of ``x``, and the loops around it sweep the whole of ``x`` before they come
-    back for the next element of those lines (tokens to a map), or touch a page of ``x`` for
-    every lane (a map to tokens). Here ``c`` and ``w`` are cut in tiles of a vector's lanes and
-    the tile's ``c`` taken inside the ``w`` tile loop: its lines of ``x`` are read from L1 for
-    the ``lanes`` vectors of the tile, each vector still written whole. SegFormer-B0's
-    transposes from tokens to maps (128 channels over 128 x 128) took 6.6-7.0 ms in a whole
-    run against 1.2 ms for ONNX Runtime's (Intel Xeon, two threads,
-    ``benchmarks/models/kernels_inside.py``).
+    A read is transposed where the output's innermost axis ``w`` is not in the read's innermost
+    index and another output axis ``c`` is, one element a step: a transformer's tokens laid back
+    out as a map, ``y[n, c, h, w] = x[n, h * W + w, c]``, or a map read as tokens, ``y[n, s, c]
+    = x[n, c, s // W, s % W]`` (a tile's steps then stay in one row of the map); a write
+    likewise (TVM's ``layout_transform`` loops over its input: NCHW to NCHW{B}c and back).
+    Vectorized along ``w`` alone, each vector of the output reads one element of as many lines
+    of ``x``, and the loops around it sweep the whole of ``x`` before they come back for the
+    next element of those lines (tokens to a map), or touch a page of ``x`` for every lane (a
+    map to tokens). Here ``c`` and ``w`` are cut in tiles of a vector's lanes and the tile's
+    ``c`` taken inside the ``w`` tile loop: its lines of ``x`` are read from L1 for the
+    ``lanes`` vectors of the tile, each vector still written whole. SegFormer-B0's transposes
+    from tokens to maps (128 channels over 128 x 128) took 6.6-7.0 ms in a whole run against 1.2
+    ms for ONNX Runtime's (Intel Xeon, two threads, ``benchmarks/models/kernels_inside.py``).
 
     Parameters
     ----------
