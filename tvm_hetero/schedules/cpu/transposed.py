@@ -61,14 +61,11 @@ def transposed_tile(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target:
         return False
     inner = max((k for k, e in enumerate(extents) if e > 1), default=-1)
     lanes = vector_lanes(target, output_bits(sch, block))
-    if inner < 1 or largest_divisor(extents[inner], lanes) < MIN_TILE_LANES:
-        return False
-    found = _across_axis(stmt, inner, extents, lanes)
+    w_lanes = largest_divisor(extents[inner], lanes) if inner >= 1 else 0
+    found = _across_axis(stmt, inner, extents, lanes) if w_lanes >= MIN_TILE_LANES else None
     if found is None:
         return False
-    across, run = found
-    w_lanes = largest_divisor(extents[inner], lanes)
-    c_lanes = largest_divisor(run, lanes)
+    across, c_lanes = found
     c0, c1 = sch.split(loops[across], [None, c_lanes])
     w0, w1 = sch.split(loops[inner], [None, w_lanes])
     outer = [c0 if k == across else loop for k, loop in enumerate(loops[:inner])]
@@ -83,10 +80,10 @@ def _across_axis(
     stmt: s_tir.SBlock, inner: int, extents: list[int], lanes: int
 ) -> tuple[int, int] | None:
     """The axis a transposed read (or write) of ``stmt`` walks one element a step in its
-    innermost index while the block's ``inner`` axis is not there, and the steps a tile's side must
-    divide (the axis' extent, or its greatest common divisor with ``k`` where the index is
-    ``axis % k``: tokens read from a map's columns, ``x[n, c, s // W, s % W]``); ``None``
-    where no read is one."""
+    innermost index while the block's ``inner`` axis is not there, and the tile's side along
+    it: the largest divisor up to ``lanes`` of the axis' extent, or of its greatest common
+    divisor with ``k`` where the index is ``axis % k`` (tokens read from a map's columns,
+    ``x[n, c, s // W, s % W]``); ``None`` where no read is one."""
     w = stmt.iter_vars[inner].var
     analyzer = Analyzer()  # a fused reshape's index: ((h * W + w) // (H * W) + c) % C is c
     for iv in stmt.iter_vars:
@@ -104,9 +101,10 @@ def _across_axis(
         for k in range(inner):
             var = stmt.iter_vars[k].var
             run = extents[k] if period is None else math.gcd(extents[k], period)
-            if var not in used or largest_divisor(run, lanes) < MIN_TILE_LANES:
+            side = largest_divisor(run, lanes)
+            if var not in used or side < MIN_TILE_LANES:
                 continue
             found = detect_linear_equation(last, [var])
             if len(found) == 2 and isinstance(found[0], tirx.IntImm) and int(found[0]) == 1:
-                return k, run
+                return k, side
     return None
