@@ -453,8 +453,9 @@ in place with its rows ``k`` 4 KiB apart, a stride whose lines share a few cache
 copied (:func:`_panel_evicts_itself` was not asked). Each layer alone, beside ONNX Runtime
 (Intel Xeon, family 6 model 167, two threads, 40 interleaved runs,
 ``benchmarks/cpu_kernels/pointwise_layers.py panels``): LR-ASPP MobileNet-V3's 960 -> 160 over
-32 x 32 2.47 -> 1.08 ms (ONNX Runtime 1.16), 672 -> 160 1.64 -> 0.73 (0.84), 960 -> 128 1.92 ->
-0.90 (1.26), 160 -> 960 1.13 -> 0.95 (1.10); over 28 x 28 (no such read) unchanged."""
+32 x 32 2.38 -> 1.13 ms (ONNX Runtime 1.19), 672 -> 160 1.55 -> 0.75 (0.85), 960 -> 128 2.05 ->
+0.89 (1.32), 160 -> 960 1.14 -> 0.94 (1.12); 128 -> 512 0.43 -> 0.47 (0.56), its panels no
+longer taken for packed ones that fit L2 in blocks; over 28 x 28 (no such read) unchanged."""
 
 
 def _column_reads(
