@@ -89,6 +89,14 @@ def fused_body(shapes, body, target) -> tvm.IRModule:
     return fused_kernels(bb.get(), target)
 
 
+def kernel_script(mod: tvm.IRModule) -> str:
+    """The TVMScript of the one kernel (PrimFunc) of ``mod``."""
+    from tvm_hetero._compat import PrimFunc
+
+    (text,) = [f.script() for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    return text
+
+
 def same_numbers_after(rewrite, mod: tvm.IRModule) -> tvm.IRModule:
     """``rewrite(mod)``, checked to compute what ``mod`` does on random inputs (both legalized
     by TVM and built for the CPU); returns it."""

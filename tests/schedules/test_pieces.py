@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_body
+from conftest import fused_body, kernel_script
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc, make_target
@@ -30,11 +30,6 @@ def _concat(axis):
 def _concat_scale_relu(bb, a, b, scale):
     y = relax.op.multiply(relax.op.concat([a, b], axis=1), scale)
     return relax.op.nn.relu(y)
-
-
-def _kernel_text(mod) -> str:
-    (text,) = [f.script() for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    return text
 
 
 def _host_has_avx512() -> bool:
@@ -64,7 +59,7 @@ def test_each_input_is_a_block_of_whole_vectors_with_no_choice_left(case):
     mod = _module(shapes, body)
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:pieces"}
-    text = _kernel_text(scheduled)
+    text = kernel_script(scheduled)
     assert "if_then_else" not in text, text
     vectors = [int(line.split("T.int64(")[1].split(")")[0])
                for line in text.splitlines() if "T.vectorized" in line]  # fmt: skip
@@ -96,7 +91,7 @@ def test_a_serial_target_gets_the_pieces_with_no_parallel_loop(shapes, body):
     read transposed came back as one block choosing per element)."""
     scheduled = schedule_kernels(_module(shapes, body, SERIAL), "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:pieces"}
-    text = _kernel_text(scheduled)
+    text = kernel_script(scheduled)
     assert "T.parallel" not in text and "T.vectorized" in text
     assert "if_then_else" not in text, text
 

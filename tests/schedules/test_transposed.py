@@ -4,7 +4,7 @@ tiles of the two axes that move, the kernels it leaves alone, and equal numbers.
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_body
+from conftest import fused_body, kernel_script
 from tvm import relax, s_tir
 from tvm.script import tirx as T
 
@@ -127,11 +127,6 @@ UNTILED = {
 }
 
 
-def _text(mod) -> str:
-    (text,) = [f.script() for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    return text
-
-
 def _run(mod, target, shapes) -> np.ndarray:
     rng = np.random.default_rng(0)
     arrays = [tvm.runtime.tensor(rng.standard_normal(s).astype("float32")) for s in shapes]
@@ -144,7 +139,7 @@ def test_transposed_kernels_get_tiles_and_the_same_numbers(case):
     mod = fused_body(shapes, body, AVX2)
     scheduled = schedule_kernels(mod, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {f"rule:{rule}"}
-    text = _text(scheduled)
+    text = kernel_script(scheduled)
     # each block (a piece of the concatenation too): the tile's loop across is just outside
     # the vector, inside the loop over the vector's tiles
     lines = text.splitlines()
@@ -170,5 +165,5 @@ def test_kernels_without_a_transposed_read_keep_the_vector_of_the_innermost_axis
 
 def test_a_serial_target_gets_the_tiles_with_no_parallel_loop():
     shapes, body = _tokens_to_map(32, 32)
-    text = _text(schedule_kernels(fused_body(shapes, body, SERIAL), "rules"))
+    text = kernel_script(schedule_kernels(fused_body(shapes, body, SERIAL), "rules"))
     assert "T.parallel" not in text and "ax3_0, ax1_1 in T.grid(" in text, text
