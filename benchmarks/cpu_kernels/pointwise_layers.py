@@ -2,7 +2,7 @@
 beside ONNX Runtime (issue 56).
 
     .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py
-        columns|blocks|groups|wider|panels [--runs 30]
+        columns|blocks|groups|wider|panels|widened [--runs 30]
 
 - ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
   ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
@@ -29,6 +29,11 @@ beside ONNX Runtime (issue 56).
   32]`` is no panel layout: ``matmul.PANELS_AFTER_DEPTH``) and copied a panel at a time where
   its rows share cache sets, or taken for packed panels and read in place as before; the last
   case (28 x 28) is a control. Results: ``benchmarks/results/panel_layouts.jsonl``.
+- ``widened``: output channels the rule takes as its columns that one vector divides and two
+  do not (RegNet-X's 400, MobileNet-V3's 240, 336), computed two vectors wide with zero
+  channels and cropped (``PadMatmulColumns``, ``two_vector_channels``), or one vector wide as
+  before; the last case (80 channels: a fifth more to widen) is a control. Results:
+  ``benchmarks/results/widened_channels.jsonl``.
 
 Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
 whole CPU with the change and without it (``before``), run end to end by our executor beside
@@ -72,6 +77,11 @@ CHANGES = {  # change: ([(input channels, output channels, map side)], results f
          (512, 128, 28)],
         "panel_layouts.jsonl",
     ),
+    "widened": (
+        [(400, 400, 7), (160, 400, 14), (80, 240, 14), (112, 336, 14), (400, 400, 28),
+         (240, 80, 14)],
+        "widened_channels.jsonl",
+    ),
 }  # fmt: skip
 
 
@@ -88,7 +98,7 @@ def pointwise(inputs: int, outputs: int) -> torch.nn.Module:
 
 def switch(change: str) -> tuple:
     """What ``patch.object`` sets to build a case without ``change``."""
-    from tvm_hetero.passes import pack_constant_weights
+    from tvm_hetero.passes import pack_constant_weights, pad_matmul_columns
     from tvm_hetero.schedules.cpu import matmul
 
     if change == "columns":
@@ -99,6 +109,8 @@ def switch(change: str) -> tuple:
         return (matmul, "wider_with_weights", lambda *_: False)
     if change == "panels":
         return (matmul, "PANELS_AFTER_DEPTH", False)
+    if change == "widened":
+        return (pad_matmul_columns, "WIDE_PANELS", False)
     return (matmul, "panels_per_block", lambda *_: 1)
 
 

@@ -389,6 +389,16 @@ def panel_layouts() -> str:
     return _before_and_now("panel_layouts.jsonl", "1x1 convolution (in->out @side)")
 
 
+def widened_channels() -> str:
+    """``benchmarks/cpu_kernels/pointwise_layers.py widened``: channels two vectors wide."""
+    return _before_and_now("widened_channels.jsonl", "1x1 convolution (in->out @side)")
+
+
+def row_tiles() -> str:
+    """``benchmarks/cpu_kernels/row_tiles.py``: 12-row register tiles with AVX-512."""
+    return _before_and_now("row_tiles.jsonl", "matmul (M x K @ K x N)")
+
+
 def wider_tiles() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py wider``: output channels as columns."""
     return _before_and_now("wider_tiles.jsonl", "1x1 convolution (in->out @side)")
@@ -446,6 +456,8 @@ SECTIONS = {
     "wide-outputs": wide_outputs,
     "pointwise-groups": pointwise_groups,
     "panel-layouts": panel_layouts,
+    "widened-channels": widened_channels,
+    "row-tiles": row_tiles,
     "wider-tiles": wider_tiles,
     "wide-conv-tiles": wide_conv_tiles,
     "channel-tiles-along-rows": channel_tiles_along_rows,

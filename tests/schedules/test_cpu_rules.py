@@ -690,16 +690,31 @@ def test_a_panel_whose_rows_share_cache_sets_is_copied_once_per_panel(x_shape, w
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
 
 
+TILES = [("znver3", 16, 4), ("znver3", 24, 4), ("skylake-avx512", 16, 8),
+         ("skylake-avx512", 24, 12), ("skylake-avx512", 12, 12), ("skylake-avx512", 20, 5)]  # fmt: skip
+"""``(mcpu, rows, MR)``: 12 rows where 12 divides them with AVX-512, else up to 8 (4 with AVX2)."""
+
+
 @pytest.mark.parametrize(
     ("mcpu", "rows", "tile"),
-    [("znver3", 16, 4), ("skylake-avx512", 16, 8), ("skylake-avx512", 12, 6)],  # divisors
+    TILES,
 )
-def test_register_tiles_take_eight_rows_where_avx512_has_the_registers(mcpu, rows, tile):
+def test_register_tiles_take_12_or_8_rows_where_avx512_has_the_registers(mcpu, rows, tile):
+    """12 rows where 12 divides them, else the largest divisor up to 8 (4 with AVX2)."""
     target = make_target({**AVX2, "mcpu": mcpu})
     mod = _module([(rows, 64), (64, 64)], lambda bb, x, w: relax.op.matmul(x, w), target)
     (func,) = [f for _, f in schedule_kernels(mod, "rules").functions_items()
                if isinstance(f, PrimFunc)]  # fmt: skip
     assert f"T.unroll(T.int64({tile}))" in func.script(), func.script()
+
+
+def test_a_tile_written_transposed_keeps_at_most_8_rows():
+    """Positions written as vectors (``write_by_position``) are not cut in vectors of 12."""
+    from tvm_hetero.schedules.cpu.matmul import tile_rows
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    assert tile_rows(target, 36) == 12
+    assert tile_rows(target, 36, transposed=True) == 6
 
 
 def test_small_kernels_stay_single_threaded():
