@@ -6,7 +6,7 @@ beside ONNX Runtime (issue 56).
     .venv/bin/python benchmarks/cpu_kernels/max_pools.py [--runs 30] [--only CASE ...]
 
 Each case is a ``MaxPool2d`` exported to ONNX (batch 1): the pools of ResNet / DenseNet,
-Inception v3, GoogLeNet and SqueezeNet, and three that keep TVM's kernel (output rows under
+Inception v3, GoogLeNet and SqueezeNet, and four that keep TVM's kernel (output rows under
 ``SEPARABLE_POOL_MIN_WIDTH``, VGG's 2 x 2 windows: both builds the same, a check on the
 noise). Compiled for the
 whole CPU with the separable kernel and without it (``before``), run end to end by our
@@ -33,6 +33,8 @@ CASES = {  # name: (channels, input side, window, stride, padding)
     "3x3/2 96 @109 (SqueezeNet)": (96, 109, 3, 2, 0),
     "3x3/1 288 @35 (Inception)": (288, 35, 3, 1, 1),
     "3x3/1 192 @28 (GoogLeNet)": (192, 28, 3, 1, 1),
+    "3x3/2 128 @55 (SqueezeNet 1.1)": (128, 55, 3, 2, 0),
+    "3x3/2 288 @35 (Inception)": (288, 35, 3, 2, 0),
     "3x3/2 256 @27 (SqueezeNet)": (256, 27, 3, 2, 0),
     "2x2/2 64 @224 (VGG)": (64, 224, 2, 2, 0),
     "2x2/2 256 @56 (VGG)": (256, 56, 2, 2, 0),

@@ -192,7 +192,8 @@ def _numpy_max_pool(x, window, strides, padding):
     [((1, 3, 9, 56), (3, 3), (2, 2), (1, 1, 1, 1)),  # ResNet's stem pool
      ((2, 2, 7, 64), (3, 3), (2, 2), (0, 0, 0, 0)),  # Inception's, a batch of 2
      ((1, 2, 7, 60), (4, 3), (1, 2), (0, 1, 2, 0)),  # uneven window, stride and padding
-     ((1, 2, 5, 30), (3, 3), (1, 1), (1, 1, 1, 1))],
+     ((1, 2, 5, 30), (3, 3), (1, 1), (1, 1, 1, 1)),
+     ((1, 2, 7, 55), (3, 3), (2, 2), (0, 0, 0, 0))],  # SqueezeNet 1.1's: 27 columns
 )  # fmt: skip
 def test_a_max_pool_is_rows_then_columns_and_matches(shape, window, strides, padding):
     """Before: TVM's kernel, every window's maximum from a padded copy. Expected: one kernel,
@@ -215,6 +216,7 @@ def test_a_max_pool_is_rows_then_columns_and_matches(shape, window, strides, pad
 @pytest.mark.parametrize(
     ("op", "shape"),
     [(_max_pool(), (1, 2, 9, 14)),  # 7 output columns: TVM's kernel was faster
+     (_max_pool(), (1, 2, 9, 34)),  # 17 output columns: TVM's kernel too
      (_max_pool((2, 2), padding=0), (1, 2, 8, 64)),  # VGG's: no fewer comparisons
      (_max_pool((3, 2)), (1, 2, 9, 60)),
      (_max_pool(ceil_mode=True), (1, 2, 9, 60)),
