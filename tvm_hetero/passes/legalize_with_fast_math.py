@@ -136,12 +136,12 @@ Each pool alone, Zen 4, two threads, interleaved with TVM's kernel under the poo
 ONNX Runtime (``benchmarks/cpu_kernels/max_pools.py``): 3 x 3 windows with outputs 28-112
 wide ran as fast or 1.2-3x faster (ResNet's 64 x 112 x 112 with stride 2: 173 -> 58 us, ONNX
 Runtime 129), outputs 6-14 wide 1.2-2.5x slower (rows too short for the loop vectorizer to
-pay). Outputs 27 wide, first left to TVM's kernel with the narrower ones, are faster in two
-passes too, 17 wide slower (Intel Xeon, family 6 model 167, ``max_pools.py``: SqueezeNet
-1.1's 128 x 55 x 55 to 27 columns 0.117 -> 0.035 ms, ONNX Runtime 0.076; Inception v3's 288
-x 35 x 35 to 17 0.037 -> 0.068, 0.160): the bound sits between them. 2 x 2 windows, whose maximum is as many comparisons either way, went from
-1.5x faster (VGG's 64 x 224 x 224) to 5x slower (256 x 56 x 56): they keep TVM's kernel, as
-do windows narrower than 3 either way."""
+pay). On an Intel Xeon (family 6 model 167), 27 columns ran faster in two passes too
+(SqueezeNet 1.1's 128 x 55 x 55: 0.112 -> 0.029 ms, ONNX Runtime 0.149, ``max_pools.py``)
+and 17 slower (Inception v3's 288 x 35 x 35, in a first run: 0.037 -> 0.068): the bound sits
+between them. 2 x 2 windows, whose maximum is as many comparisons either way, went from 1.5x
+faster (VGG's 64 x 224 x 224) to 5x slower (256 x 56 x 56): they keep TVM's kernel, as do
+windows narrower than 3 either way."""
 
 
 def _separable_max_pool(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
