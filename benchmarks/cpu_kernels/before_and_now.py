@@ -82,20 +82,17 @@ def case_command(
     return 0
 
 
-def record_linear_cases(
-    cases: list[tuple[int, int, int]], off: tuple, runs: int, results: str
-) -> None:
-    """:func:`record_cases` of matmuls: each ``(M, K, N)`` of ``cases`` a ``Linear(K, N,
+def linear_case_command(
+    doc: str, cases: list[tuple[int, int, int]], off: Callable[[], tuple], results: str
+) -> int:  # fmt: skip
+    """:func:`case_command` for matmuls: each ``(M, K, N)`` of ``cases`` a ``Linear(K, N,
     bias=False)`` over ``(1, M, K)``, named ``MxK @ KxN``."""
     import torch
     from onnx_models import export_case
 
-    record_cases(
-        {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in cases},
-        lambda case, path: export_case(
-            lambda c=case: torch.nn.Linear(c[1], c[2], bias=False), (1, case[0], case[1]), path
-        ),
-        off,
-        runs,
-        results,
-    )
+    def export(case: tuple[int, int, int], path: Path) -> np.ndarray:
+        m, k, n = case
+        return export_case(lambda: torch.nn.Linear(k, n, bias=False), (1, m, k), path)
+
+    named = {f"{m}x{k} @ {k}x{n}": (m, k, n) for m, k, n in cases}
+    return case_command(doc, named, export, off, results)

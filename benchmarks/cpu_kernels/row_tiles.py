@@ -1,7 +1,7 @@
 """Matmuls on one CPU with AVX-512 register tiles of 12 rows where 12 divides the rows, and of
 up to 8 as before, beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/row_tiles.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/row_tiles.py [--runs 30] [--only CASE ...]
 
 With AVX-512's 32 vector registers the matmul rule's tile is ``MR`` rows by two vectors: 12
 rows where 12 divides the rows (``matmul.WIDEST_ROWS_PER_TILE``, ``matmul.tile_rows``: 24
@@ -17,12 +17,11 @@ tokens) and 197 (ViT's, padded to 200) are controls (8 rows either way). One JSO
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_linear_cases  # noqa: E402
+from before_and_now import linear_case_command  # noqa: E402
 
 CASES = [(1500, 384, 1536), (1500, 1536, 384), (192, 768, 3072), (96, 3072, 768),
          (48, 768, 768), (384, 768, 768), (128, 768, 3072), (197, 768, 3072)]  # fmt: skip
@@ -30,14 +29,12 @@ CASES = [(1500, 384, 1536), (1500, 1536, 384), (192, 768, 3072), (96, 3072, 768)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import matmul
 
-    from tvm_hetero.schedules.cpu import matmul
+        return (matmul, "WIDEST_ROWS_PER_TILE", 8)
 
-    record_linear_cases(CASES, (matmul, "WIDEST_ROWS_PER_TILE", 8), args.runs, "row_tiles.jsonl")
-    return 0
+    return linear_case_command(__doc__, CASES, off, "row_tiles.jsonl")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Matmuls whose ``A`` is over a megabyte on one CPU, with the matmul rule's blocks of panels for
 a large ``A`` and without them, beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/tall_inputs.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/tall_inputs.py [--runs 30] [--only CASE ...]
 
 Each panel of ``B`` (32 output columns) is computed over every row of ``A``; where ``A`` is
 larger than L2 (Whisper's 1,500 tokens, SegFormer's 16,384 at its first stage) every panel
@@ -17,12 +17,11 @@ in ``benchmarks/results/tall_inputs.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_linear_cases  # noqa: E402
+from before_and_now import linear_case_command  # noqa: E402
 
 CASES = [(16384, 32, 128), (1500, 256, 1536), (1500, 1536, 256), (2048, 1024, 1024),
          (197, 768, 3072)]  # fmt: skip
@@ -30,14 +29,12 @@ CASES = [(16384, 32, 128), (1500, 256, 1536), (1500, 1536, 256), (2048, 1024, 10
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import matmul
 
-    from tvm_hetero.schedules.cpu import matmul
+        return (matmul, "A_CACHED_BYTES", 1 << 60)
 
-    record_linear_cases(CASES, (matmul, "A_CACHED_BYTES", 1 << 60), args.runs, "tall_inputs.jsonl")
-    return 0
+    return linear_case_command(__doc__, CASES, off, "tall_inputs.jsonl")
 
 
 if __name__ == "__main__":

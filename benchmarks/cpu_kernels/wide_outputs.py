@@ -1,7 +1,7 @@
 """Matmuls with wide outputs over a short ``K`` on one CPU, with the matmul rule's L2 blocks of
 panels and without them, beside ONNX Runtime (issue 56).
 
-    .venv/bin/python benchmarks/cpu_kernels/wide_outputs.py [--runs 30]
+    .venv/bin/python benchmarks/cpu_kernels/wide_outputs.py [--runs 30] [--only CASE ...]
 
 A small decoder's vocabulary (``128 x 256`` by ``256 x 8000``) writes an output larger than
 L2; in panels of 32 columns alone each row of a register tile is written 128 bytes at a time,
@@ -16,12 +16,11 @@ line per case in ``benchmarks/results/wide_outputs.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import record_linear_cases  # noqa: E402
+from before_and_now import linear_case_command  # noqa: E402
 
 CASES = [(128, 256, 8000), (128, 64, 8000), (128, 256, 4096), (128, 512, 2048),
          (128, 768, 3072), (197, 768, 3072)]  # fmt: skip
@@ -29,14 +28,12 @@ CASES = [(128, 256, 8000), (128, 64, 8000), (128, 256, 4096), (128, 512, 2048),
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import matmul
 
-    from tvm_hetero.schedules.cpu import matmul
+        return (matmul, "L2_BLOCK_BYTES", 0)
 
-    record_linear_cases(CASES, (matmul, "L2_BLOCK_BYTES", 0), args.runs, "wide_outputs.jsonl")
-    return 0
+    return linear_case_command(__doc__, CASES, off, "wide_outputs.jsonl")
 
 
 if __name__ == "__main__":
