@@ -146,7 +146,8 @@ def two_vector_channels(
     zero channels' work is the price. Alone (Intel Xeon, family 6 model 167, two threads,
     ``benchmarks/cpu_kernels/pointwise_layers.py widened``): RegNet-X's 400 -> 400 over 7 x 7
     0.073 -> 0.065 ms, 160 -> 400 over 14 x 14 0.121 -> 0.105 (ONNX Runtime 0.098, 0.138);
-    whole RegNet-X-400MF (``before_and_now.py``) 1.35x -> 1.33x ONNX Runtime's time."""
+    whole RegNet-X-400MF (``before_and_now.py``) 1.41x -> 1.37x ONNX Runtime's time (1.35x ->
+    1.33x in an earlier run)."""
     lanes = vector_lanes(target, bits)
     wide = -(-outputs // (2 * lanes)) * 2 * lanes
     if not WIDE_PANELS or outputs % lanes or wide == outputs or 8 * (wide - outputs) > outputs:

@@ -371,8 +371,9 @@ def tile_rows(target: Target, rows: int, transposed: bool = False) -> int:
     Each beside ONNX Runtime, interleaved (Intel Xeon, family 6 model 167, two threads,
     ``benchmarks/cpu_kernels/row_tiles.py``; whole models, ``before_and_now.py``): 1500 x 384
     by 384 x 1536 5.64 -> 5.27 ms (ONNX Runtime 5.30), 192 x 768 by 768 x 3072 3.08 -> 2.86
-    (2.68); Whisper's encoder (1,500 frames: 6 rows before) 1.08x -> 0.99x ONNX Runtime's
-    time; MobileNet-V2, EfficientNet-B0, BERT (128 rows: 8 either way) and DeiT level."""
+    (2.68); Whisper's encoder (1,500 frames: 6 rows before) 1.05x -> 1.01x ONNX Runtime's
+    time (1.08x -> 0.99x in an earlier run); MobileNet-V2, EfficientNet-B0, BERT (128 rows: 8
+    either way) and DeiT level."""
     most = rows_per_tile(target)
     if not transposed and most >= WIDE_ROWS_PER_TILE and rows % WIDEST_ROWS_PER_TILE == 0:
         return WIDEST_ROWS_PER_TILE
