@@ -81,15 +81,22 @@ def test_tensors_without_a_vdevice_are_on_the_home_device():
     assert "strided_slice" in PadMatmulColumns()(mod).script()
 
 
-def _pointwise_module(channels=20, side=1, stride=1):
-    """``relu(conv2d(x, V))`` 1x1 over a ``side`` x ``side`` map, ``V`` constant."""
+def _pointwise_module(channels=20, side=1, stride=1, padded=None):
+    """``relu(conv2d(x, V))`` 1x1 over a ``side`` x ``side`` map, ``V`` constant; with
+    ``padded`` channels its widened form, ``relu(strided_slice(conv2d(x, V'), [1], [0],
+    [channels]))``, ``V'`` ``V`` with zero output channels up to ``padded``."""
     vdev = VDevice(make_target(HASWELL), 0, "global")
     x = relax.Var("x", relax.TensorType((1, 32, side, side), "float32", vdev))
     weights = np.random.default_rng(2).standard_normal((channels, 32, 1, 1)).astype("float32")
+    stored = weights
+    if padded is not None:
+        stored = np.concatenate([weights, np.zeros((padded - channels, 32, 1, 1), "float32")])
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, relax.const(weights), stride))
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(stored), stride))
+            if padded is not None:
+                y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[channels]))
             y = bb.emit_output(relax.op.nn.relu(y))
         bb.emit_func_output(y)
     mod = bb.get()
@@ -122,34 +129,12 @@ def test_other_pointwise_convolutions_stay(channels, side):
     tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)
 
 
-def _widened_module(channels, side, padded=None):
-    """``relu(conv2d(x, V))``, or with ``padded`` channels its widened form:
-    ``relu(strided_slice(conv2d(x, V'), [1], [0], [channels]))``, ``V'`` ``V`` with zero
-    output channels up to ``padded``."""
-    vdev = VDevice(make_target(HASWELL), 0, "global")
-    x = relax.Var("x", relax.TensorType((1, 32, side, side), "float32", vdev))
-    weights = np.random.default_rng(4).standard_normal((channels, 32, 1, 1)).astype("float32")
-    if padded is not None:
-        weights = np.concatenate([weights, np.zeros((padded - channels, 32, 1, 1), "float32")])
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, relax.const(weights)))
-            if padded is not None:
-                y = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[channels]))
-            y = bb.emit_output(relax.op.nn.relu(y))
-        bb.emit_func_output(y)
-    mod = bb.get()
-    mod.update_global_info("vdevice", [vdev])
-    return mod
-
-
 def test_channels_one_vector_divides_are_widened_to_two_over_a_small_map():
     """72 output channels over 14 x 14 with 8 lanes: the matmul rule takes the channels as its
     columns (196 positions are no whole vectors), and one vector divides 72 where two do not
     (a tile of 8 multiply-adds for 9 loads); widened to 80 (an eighth more at most), cropped
     after, the numbers unchanged."""
-    before, expected = _widened_module(72, 14), _widened_module(72, 14, padded=80)
+    (before, _), (expected, _) = _pointwise_module(72, 14), _pointwise_module(72, 14, padded=80)
     after = PadMatmulColumns()(before)
     tvm.ir.assert_structural_equal(after, expected)
     x = np.random.default_rng(5).standard_normal((1, 32, 14, 14)).astype("float32")
@@ -162,7 +147,7 @@ def test_channels_one_vector_divides_are_widened_to_two_over_a_small_map():
     ids=["positions_are_the_columns", "over_an_eighth", "no_whole_vector"],
 )
 def test_channels_stay_where_widening_does_not_apply(channels, side):
-    mod = _widened_module(channels, side)
+    mod, _ = _pointwise_module(channels, side)
     tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)
 
 
@@ -170,5 +155,5 @@ def test_widening_can_be_switched_off(monkeypatch):
     import tvm_hetero.passes.pad_matmul_columns as pass_module
 
     monkeypatch.setattr(pass_module, "WIDE_PANELS", False)
-    mod = _widened_module(72, 14)
+    mod, _ = _pointwise_module(72, 14)
     tvm.ir.assert_structural_equal(PadMatmulColumns()(mod), mod)
