@@ -79,6 +79,7 @@ from tvm_hetero.strategies.flexpie.traces import (
     IDLE_MS,
     append_traces,
     collect,
+    newest_kernels,
     read_traces,
     sync_traces,
 )
@@ -97,12 +98,16 @@ SHIPPED_TRACES = [
     "benchmarks/results/flexpie_traces_zen3_channels.jsonl",
     "benchmarks/results/flexpie_traces_zen5_joins.jsonl",
     "benchmarks/results/flexpie_traces_zen5_channels.jsonl",
+    "benchmarks/results/flexpie_traces_intel.jsonl",
 ]
-"""The traces the shipped estimators were fitted on (``estimators.py --ship``): two hosts, AMD
-Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
+"""The traces the shipped estimators were fitted on (``estimators.py --ship``): three hosts,
+AMD Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
 once more for how a label repeats; Zen 3 once more with tiles' weights kept constant; Zen 5's
 joins twice more (2026-11-27, code for that CPU: its 16-lane joins had been traced once), and
-then its tiles with their weights constant, its joins and the PS of 4's transfers."""
+then its tiles with their weights constant, its joins and the PS of 4's transfers; an Intel Xeon
+host (family 6 model 167, 16 lanes, 2026-12-03: the ring of 4 at 1 Gbit/s, code for that CPU,
+commit 47673e3, CPU rules v43, stamped on its rows after: the collector did not record them
+yet), whose 16-lane tiles and joins replace Zen 5's in the fit (``newest_kernels``)."""
 BEFORE_CONSTANT_WEIGHTS = set(SHIPPED_TRACES[:4])
 """Trace files measured before tiles kept their weights constant (2026-11-27: before, a tile's
 weights were its module's parameters, so the build did not lay them out as it does a
@@ -112,10 +117,12 @@ other kernels and are left out of every fit (:func:`fitting_traces`)."""
 
 
 def fitting_traces(traces: list[str]) -> dict[str, tuple[list[dict], list[float]]]:
-    """``read_traces`` of ``traces``, less the stale rows of :data:`BEFORE_CONSTANT_WEIGHTS`."""
+    """``read_traces`` of ``traces``, less the stale rows of :data:`BEFORE_CONSTANT_WEIGHTS`
+    and, across the files, the kernels' rows of older rules than the newest traced for their
+    lanes (``newest_kernels``)."""
     found = {}
     for path in traces:
-        for name, (rows, seconds) in read_traces(path).items():
+        for name, (rows, seconds) in read_traces(path, newest_only=False).items():
             keep = [True] * len(rows)
             if name == "compute" and path in BEFORE_CONSTANT_WEIGHTS and rows:
                 matmuls = np.array([r["kind"] == OP_KINDS["matmul"] for r in rows])
@@ -123,7 +130,7 @@ def fitting_traces(traces: list[str]) -> dict[str, tuple[list[dict], list[float]
             into = found.setdefault(name, ([], []))
             into[0].extend(r for r, k in zip(rows, keep, strict=True) if k)
             into[1].extend(t for t, k in zip(seconds, keep, strict=True) if k)
-    return found
+    return {name: newest_kernels(*traced) for name, traced in found.items()}
 
 
 CASES = {
@@ -311,16 +318,27 @@ def prune_builds(folder: str, keep_gb: float = 0.0) -> None:
                 archive.unlink()
 
 
-def run_case(case: str, args, folder: Path) -> list[dict]:
-    path = spec_file(case, args.quota, folder, args.target)
+@contextlib.contextmanager
+def case_cluster(
+    case: str, quota: float, folder: Path, target: str = "generic", pinned: bool = True
+) -> Iterator[tuple]:
+    """The case's emulated cluster up (:func:`spec_file`'s spec written into ``folder``) and
+    its devices, this process on the home device's cores (unless not ``pinned``:
+    :func:`on_home_cores`); brought down after."""
+    path = spec_file(case, quota, folder, target)
     spec, tag = ClusterSpec.load(path), cluster_tag(path)
     cluster = control.up(spec, plan_layout(spec, tag))
     try:
         devices = list(cluster.devices)
-        with on_home_cores(devices):
-            return _timed_case(case, args, folder, cluster, devices)
+        with on_home_cores(devices) if pinned else contextlib.nullcontext():
+            yield cluster, devices
     finally:
         control.down(tag)
+
+
+def run_case(case: str, args, folder: Path) -> list[dict]:
+    with case_cluster(case, args.quota, folder, args.target) as (cluster, devices):
+        return _timed_case(case, args, folder, cluster, devices)
 
 
 def _timed_case(case: str, args, folder: Path, cluster, devices: list) -> list[dict]:

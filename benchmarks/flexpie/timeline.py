@@ -25,7 +25,6 @@ way over every round, ONNX Runtime's) to a JSON-lines results file.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import signal
@@ -41,17 +40,13 @@ from latency import (
     SHIPPED_TRACES,
     TARGETS,
     built_once,
+    case_cluster,
     fit_estimators,
-    on_home_cores,
-    spec_file,
 )
 from ort import export, held_run  # puts benchmarks/ on the path: stamp
 from stamp import stamp
 
 from tvm_hetero import api
-from tvm_hetero.devices import ClusterSpec
-from tvm_hetero.emulation import control
-from tvm_hetero.emulation.layout import cluster_tag, plan_layout
 from tvm_hetero.frontends import load_model
 from tvm_hetero.runtime.executor import Executor
 from tvm_hetero.strategies.flexpie import planner as strategy
@@ -171,17 +166,11 @@ def main() -> None:
     # killed (SIGTERM), still bring the cluster down: its tag comes from a temporary path
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as tmp:
-        path = spec_file(args.case, args.quota, Path(tmp), args.target)
         fit_estimators(args.traces, Path(tmp) / "estimators")
         estimators = strategy.Estimators.load(Path(tmp) / "estimators")
-        spec, tag = ClusterSpec.load(path), cluster_tag(path)
-        cluster = control.up(spec, plan_layout(spec, tag))
-        try:
-            devices = list(cluster.devices)
-            with contextlib.nullcontext() if args.unpinned else on_home_cores(devices):
-                _report_plans(args, parser, cluster, devices, estimators, Path(tmp))
-        finally:
-            control.down(tag)
+        up = case_cluster(args.case, args.quota, Path(tmp), args.target, not args.unpinned)
+        with up as (cluster, devices):
+            _report_plans(args, parser, cluster, devices, estimators, Path(tmp))
 
 
 def _report_plans(args, parser, cluster, devices: list, estimators, folder: Path) -> None:

@@ -351,6 +351,30 @@ def flexpie_exported() -> str:
     )  # fmt: skip
 
 
+def flexpie_retraced() -> str:
+    """``benchmarks/flexpie/retraced.py``: plans by the estimators before and after traces
+    were added, timed in the same rounds."""
+    rows = load("flexpie_retraced.jsonl")
+    out = []
+    for r in latest(rows, lambda r: (r["case"], r["model"], r["host"])).values():
+        b, n = r["before"], r["now"]
+        out.append((
+            r["case"], r["model"], ms(b["priced_ms"]), ms(b["median_ms"]),
+            ratio(b["median_ms"], b["priced_ms"]), ms(n["priced_ms"]), ms(n["median_ms"]),
+            ratio(n["median_ms"], n["priced_ms"]), ratio(n["median_ms"], b["median_ms"]),
+            ms(r["ort_one_device_ms"]), ratio(n["median_ms"], r["ort_one_device_ms"]),
+        ))  # fmt: skip
+    return titled(
+        "flexpie_retraced.jsonl", rows,
+        ("cluster", "model", "before: priced ms", "before: ran ms", "time / price",
+         "now: priced ms", "now: ran ms", "time / price", "now / before", "ORT ms", "now / ORT"),
+        out,
+        "- Both plans and ONNX Runtime on one device of the cluster timed in the same rounds "
+        "(medians over every run); `now / before` below 1.00x: the plan by the new estimators "
+        "ran faster; `now / ORT` above 1.00x: the cluster slower than that one device.",
+    )  # fmt: skip
+
+
 def edgepipe_planner() -> str:
     """``benchmarks/edgepipe/planner_time.py``: the DP's time as devices grow."""
     data = load("edgepipe_planner.json")
@@ -402,4 +426,5 @@ SECTIONS = {
     "flexpie-ort": flexpie_ort,
     "flexpie-exported": flexpie_exported,
     "flexpie-estimators": flexpie_estimators,
+    "flexpie-retraced": flexpie_retraced,
 }

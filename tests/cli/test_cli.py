@@ -8,6 +8,7 @@ import pytest
 
 from tvm_hetero.cli.main import main
 from tvm_hetero.runtime.deployment import read_manifest
+from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.strategies.flexpie import traces as trace_collection
 
 
@@ -288,12 +289,14 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     assert main(["train", str(traces), "-o", str(est), "--rounds", "20"]) == 0
     out = capsys.readouterr().out
     assert "held-out MAPE" in out and (est / "compute.json").exists()
+    assert f"v{RULES_VERSION} (" in out  # the kernels' rules the traces timed
     png = tmp_path / "schemes.png"
     argv = ["plan", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
             str(est), "-o", str(plan), "--plot", str(png), "--confirm-plans", "2"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "FlexPie:" in out and "fixed-OutC" in out and "score" in out
+    assert "older kernels" not in out  # traced just now
     assert "Confirmed end to end" in out and "(kept)" in out and "layerwise" in out
     assert json.loads(plan.read_text())["kind"] == "spatial"
     assert png.read_bytes()[:4] == b"\x89PNG"

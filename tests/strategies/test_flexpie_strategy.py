@@ -36,6 +36,7 @@ from tvm_hetero.plan.flexpie import confirm_candidates, evaluate
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
 from tvm_hetero.runtime import remote_worker
+from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.strategies.flexpie import planner as strategy
@@ -79,6 +80,9 @@ def test_plan_builds_runs_and_equals_the_whole_model(devices, trained):
     result = strategy.plan_with_estimators(model, devices, None, estimators, folder / "db.jsonl")
     plan, problem = result.plan, result.problem
     assert plan.to_dict()["kind"] == "spatial" and plan.strategy == "flexpie"
+    # traced just now: the kernels these builds run, so nothing to say of them
+    lanes = str(int(strategy.device_features(devices[0])["lanes"]))
+    assert estimators.compute.notes["rules"] == {lanes: RULES_VERSION} and result.stale is None
     index = {s: q for q, s in enumerate(SCHEMES)}
     again = evaluate(
         problem, [(s.start, s.stop, index[s.scheme]) for s in result.partition.segments]

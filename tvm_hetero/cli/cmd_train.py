@@ -28,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
         est = train(name, features, seconds, args.held_out, rounds=args.rounds,
                     notes={"traces": [str(p) for p in args.traces]})  # fmt: skip
         est.save(args.output_dir)
-        rows.append([name, len(seconds), f"{est.held_out_mape * 100:.1f} %"])
-    console().print(table("FlexPie estimators", ["estimator", "traces", "held-out MAPE"], rows))
+        rules = sorted(est.notes.get("rules", {}).items(), key=lambda kv: int(kv[0]))
+        kernels = ", ".join(f"v{v} ({n} lanes)" if v else f"? ({n} lanes)" for n, v in rules)
+        rows.append([name, len(seconds), f"{est.held_out_mape * 100:.1f} %", kernels or "-"])
+    columns = ["estimator", "traces", "held-out MAPE", "kernels' rules"]
+    console().print(table("FlexPie estimators", columns, rows))
     console().print(f"wrote {args.output_dir} (use: --estimators {args.output_dir})")
     return 0

@@ -99,7 +99,8 @@ class Estimator:
     traces : int
         Distinct workloads it was trained on (repeated traces of one workload count once).
     notes : dict
-        Where the traces came from.
+        Where the traces came from; ``rules``: the newest CPU rules version of the kernels
+        they timed, by vector lanes (:func:`traced_rules`; none for a link's estimator).
     """
 
     name: str
@@ -360,7 +361,22 @@ def train(
     probe = fitted(fit)
     guess = np.exp(probe.predict(_design(name, x[test]))) * work[test]
     mape = float(np.mean(np.abs(guess - y[test]) / y[test]))
-    return Estimator(name, fitted(order), mape, len(y), dict(notes or {}))
+    notes = dict(notes or {})
+    rules = traced_rules(rows)
+    if rules:
+        notes["rules"] = rules
+    return Estimator(name, fitted(order), mape, len(y), notes)
+
+
+def traced_rules(rows: Sequence[Mapping[str, float]]) -> dict[str, int]:
+    """The newest CPU rules version among traces (rows with ``rules`` and ``lanes``) by their
+    vector lanes (as a string: a JSON key); empty where no row says."""
+    found: dict[str, int] = {}
+    for r in rows:
+        if "rules" in r and "lanes" in r:
+            lanes = str(int(r["lanes"]))
+            found[lanes] = max(found.get(lanes, 0), int(r["rules"]))
+    return found
 
 
 def distinct_workloads(

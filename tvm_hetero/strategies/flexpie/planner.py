@@ -59,6 +59,7 @@ from tvm_hetero.ir.units import main_bindings
 from tvm_hetero.plan import flexpie
 from tvm_hetero.plan.flexpie import MAX_RUN, Segment, SpatialPartition, SpatialProblem
 from tvm_hetero.plan.spatial_plan import SpatialPlan
+from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.strategies.edgepipe.planner import pipeline_layers
 from tvm_hetero.strategies.flexpie.traces import IDLE_MS
@@ -598,7 +599,8 @@ class FlexPieResult:
     """FlexPie's plan with what it was made from, and the baselines through the same costs;
     ``handoff_s`` and ``segment_s`` (per scheme) are the runtime's costs it measured on the
     devices (:func:`handoff_seconds`, :func:`segment_seconds`), ``compute_scale`` what the
-    compute estimator's prices were multiplied by (:func:`compute_scale`). Once confirmed end to end
+    compute estimator's prices were multiplied by (:func:`compute_scale`), ``stale`` what it
+    has not traced of the devices' kernels (:func:`stale_kernels`). Once confirmed end to end
     (:func:`~tvm_hetero.strategies.flexpie.confirm.confirm_by_measurement`), ``confirmed_s``
     holds the measured seconds of each plan timed, by name (``flexpie`` or a baseline's), and
     ``plan`` is the fastest of them, :attr:`kept` (empty and ``flexpie`` before)."""
@@ -613,6 +615,7 @@ class FlexPieResult:
     segment_s: Mapping[str, float] = field(default_factory=dict)
     confirmed_s: Mapping[str, float] = field(default_factory=dict)
     compute_scale: float = 1.0
+    stale: str | None = None
 
     @property
     def kept(self) -> str:
@@ -807,6 +810,28 @@ def _setting(devices: Sequence[DeviceSpec], cluster: ClusterSpec | None) -> str:
     return json.dumps(said, sort_keys=True)
 
 
+def stale_kernels(estimator: Estimator, devices: Sequence[DeviceSpec]) -> str | None:
+    """What the compute estimator has not traced of the kernels the devices' builds run: for
+    each vector width among the CPU devices, traces of older CPU rules than
+    :data:`~tvm_hetero.schedules.cpu.RULES_VERSION` or none (``notes["rules"]``,
+    :func:`~tvm_hetero.costmodel.estimators.traced_rules`); ``None`` when it traced them all.
+    Its prices are then of other kernels: :func:`compute_scale` corrects their sum on the home
+    device, not how a layer's tiles share its time."""
+    traced = estimator.notes.get("rules", {})
+    lanes = sorted({int(device_features(d)["lanes"]) for d in devices if d.kind == "cpu"})
+    newest = {n: traced.get(str(n), 0) for n in lanes}
+    said = [f"{n} lanes: v{v}" for n, v in newest.items() if 0 < v < RULES_VERSION]
+    unversioned = [f"{n} lanes" for n, v in newest.items() if v == 0]
+    if unversioned:
+        said.append(f"{', '.join(unversioned)}: not traced with versioned rules")
+    if not said:
+        return None
+    return (
+        f"the compute estimator timed older kernels than these builds run (rules v{RULES_VERSION}; "
+        f"{'; '.join(said)}): tiles may be priced off; tvm-hetero collect-traces, then train"
+    )
+
+
 def plan_with_estimators(
     model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None = None,
     estimators: Estimators | None = None, db: str | Path | None = None,
@@ -843,4 +868,5 @@ def plan_with_estimators(
     plan = to_plan(geometry, devices, partition, "flexpie")
     baselines = flexpie.baselines(problem)
     return FlexPieResult(plan, geometry, problem, partition, baselines, search_s, handoff,
-                         segment, compute_scale=scale)  # fmt: skip
+                         segment, compute_scale=scale,
+                         stale=stale_kernels(estimators.compute, devices))  # fmt: skip

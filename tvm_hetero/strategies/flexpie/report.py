@@ -40,6 +40,8 @@ def plan_result(
         f"{segment_costs(result.segment_s)} a tiled segment, {result.handoff_s * 1e3:.3f} ms "
         f"a piece; tiles priced x{result.compute_scale:.2f} (the home device alone, measured)"
     )
+    if result.stale:
+        progress.say(f"FlexPie: {result.stale}")
     compiled = None
     if settings.confirm:
         builds = ConfirmBuilds(model, devices, settings.options, settings.confirm_plans + 1)

@@ -9,8 +9,11 @@
 * **rearrange**: tiles joined from 2 to 4 pieces (``concat`` of channels, rows or columns)
   on each compute class.
 
-A trace is a JSON line ``{"estimator", "features", "seconds", "device", "source"}``; timings go
-through the profile database like every other measurement (a second collection re-uses them).
+A trace is a JSON line ``{"estimator", "features", "seconds", "device", "source"}``, and for
+the kernels' estimators (compute, rearrange) ``"rules"``: the CPU schedule rules' version
+(:data:`~tvm_hetero.schedules.cpu.RULES_VERSION`) of the kernels it timed (none: traced before
+versions were recorded). Timings go through the profile database like every other measurement
+(a second collection re-uses them).
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ def collect(
     from tvm_hetero.profiling.profiler import profiler_for
     from tvm_hetero.runtime.measure import PROFILE_CONFIG, for_device
     from tvm_hetero.runtime.timer import close_runners, runners_for
+    from tvm_hetero.schedules.cpu import RULES_VERSION
     from tvm_hetero.strategies.edgepipe.planner import compute_class
     from tvm_hetero.strategies.flexpie.planner import device_features
 
@@ -172,7 +176,8 @@ def collect(
                 ).median_s
                 features = {**row, **device_features(device)}
                 rows.append({"estimator": "compute", "features": features, "seconds": seconds,
-                             "device": device.name, "source": "tile"})  # fmt: skip
+                             "device": device.name, "source": "tile",
+                             "rules": RULES_VERSION})  # fmt: skip
                 done += 1
                 if progress:
                     progress(f"tiles on {device.name}", done, total)
@@ -188,7 +193,8 @@ def collect(
                     **device_features(device),
                 }
                 rows.append({"estimator": "rearrange", "seconds": seconds, "features": features,
-                             "device": device.name, "source": f"concat axis {axis}"})  # fmt: skip
+                             "device": device.name, "source": f"concat axis {axis}",
+                             "rules": RULES_VERSION})  # fmt: skip
                 done += 1
                 if progress:
                     progress(f"joins on {device.name}", done, total)
@@ -263,9 +269,18 @@ def drain_pulls(nbytes: int) -> int:
     return min(MAX_DRAIN_PULLS, math.ceil(DRAIN_BYTES / nbytes) - 1)
 
 
-def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]:
+KERNEL_ESTIMATORS = ("compute", "rearrange")
+"""The estimators whose traces time kernels the CPU schedule rules build (a sync trace times a
+link): each of their rows carries its ``rules`` version (0: traced before they were recorded)."""
+
+
+def read_traces(
+    *paths: str | Path, newest_only: bool = True
+) -> dict[str, tuple[list[dict], list[float]]]:
     """Traces of one or more files by estimator: ``(feature rows, seconds)``, in file order
-    (a feature added since a trace was taken: :data:`LATER_FEATURES`).
+    (a feature added since a trace was taken: :data:`LATER_FEATURES`); a row of
+    :data:`KERNEL_ESTIMATORS` also holds its ``rules`` version (not a feature). With
+    ``newest_only``, :func:`newest_kernels` of each.
 
     Raises
     ------
@@ -280,9 +295,36 @@ def read_traces(*paths: str | Path) -> dict[str, tuple[list[dict], list[float]]]
             try:
                 t = json.loads(line)
                 name = str(t["estimator"])
-                rows, seconds = found.setdefault(name, ([], []))
-                rows.append({**LATER_FEATURES.get(name, {}), **t["features"]})
-                seconds.append(float(t["seconds"]))
+                row = {**LATER_FEATURES.get(name, {}), **t["features"]}
+                if name in KERNEL_ESTIMATORS:
+                    row["rules"] = int(t.get("rules", 0))
+                seconds = float(t["seconds"])
             except (ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}:{n}: not a trace ({err})") from None
+            rows, times = found.setdefault(name, ([], []))
+            rows.append(row)
+            times.append(seconds)
+    if newest_only:
+        found = {name: newest_kernels(*traced) for name, traced in found.items()}
     return found
+
+
+def newest_kernels(
+    rows: Sequence[dict], seconds: Sequence[float]
+) -> tuple[list[dict], list[float]]:
+    """Of the traces of one estimator, those of the newest ``rules`` version traced for their
+    vector lanes (a row without ``rules`` or ``lanes`` is kept): a kernel the rules have since
+    changed is no longer what a build runs: fitted on traces of rules v12, the compute estimator
+    priced the blocks of ResNet-18's last stage cut into tiles two columns wide at a fifth of
+    the whole block (16 lanes), which the rules of v43 ran at a half (the work's share is two
+    sevenths), and FlexPie's plans for it ran 1.55x their price."""
+    newest: dict[float, int] = {}
+    for r in rows:
+        if "rules" in r and "lanes" in r:
+            newest[r["lanes"]] = max(newest.get(r["lanes"], 0), r["rules"])
+    kept = [
+        (r, s)
+        for r, s in zip(rows, seconds, strict=True)
+        if "rules" not in r or "lanes" not in r or r["rules"] == newest[r["lanes"]]
+    ]
+    return [r for r, _ in kept], [s for _, s in kept]
