@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tvm_hetero.build.multi_device import BuildOptions
+from tvm_hetero.costmodel.estimators import traced_rules
 from tvm_hetero.devices.cluster import ClusterSpec
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
@@ -318,13 +319,10 @@ def newest_kernels(
     priced the blocks of ResNet-18's last stage cut into tiles two columns wide at a fifth of
     the whole block (16 lanes), which the rules of v43 ran at a half (the work's share is two
     sevenths), and FlexPie's plans for it ran 1.55x their price."""
-    newest: dict[float, int] = {}
-    for r in rows:
-        if "rules" in r and "lanes" in r:
-            newest[r["lanes"]] = max(newest.get(r["lanes"], 0), r["rules"])
+    newest = traced_rules(rows)
     kept = [
         (r, s)
         for r, s in zip(rows, seconds, strict=True)
-        if "rules" not in r or "lanes" not in r or r["rules"] == newest[r["lanes"]]
+        if "rules" not in r or "lanes" not in r or r["rules"] == newest[str(int(r["lanes"]))]
     ]
     return [r for r, _ in kept], [s for _, s in kept]
