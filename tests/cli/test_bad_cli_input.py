@@ -1,6 +1,7 @@
 """Bad input through every command: exit 2, one line naming the command, the flag and the value,
 no traceback, checked before any work, nothing written."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from tvm_hetero import api
+from tvm_hetero.cli.common import devices_from_args
 from tvm_hetero.cli.main import main
 
 
@@ -280,6 +282,19 @@ def test_bad_cluster_specs_and_refusing_workers_are_named(cli, tmp_path, action,
     (tmp_path / "c.json").write_text(text)
     _one_line_error(cli(["cluster", action, "c.json"]), "cluster", *words)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]  # nothing written
+
+
+def test_two_devices_tvm_would_see_as_one_are_refused_before_any_work(cli, tmp_path):
+    (tmp_path / "c.json").write_text(
+        _spec({"name": "a", "cores": [0]}, {"name": "b", "cores": [1]})
+    )
+    argv = ["plan", "resnet18:tiny", "--strategy", "flexpie", "--cluster", "c.json", "-o", "p.json"]
+    _one_line_error(cli(argv), "plan", "--cluster c.json", "'a' and 'b'", "cpu:0", '"index"')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]  # nothing written
+    spec = _spec({"name": "a", "cores": [0], "index": 0}, {"name": "b", "cores": [1], "index": 1})
+    (tmp_path / "c.json").write_text(spec)
+    args = argparse.Namespace(cluster="c.json", device=None, exclude=None, cuda_arch=None)
+    assert [d.index for d in devices_from_args(args, [])] == [0, 1]
 
 
 def test_an_unreachable_worker_is_a_device_failure_not_a_mistake(cli, tmp_path):

@@ -117,7 +117,30 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
             f"--device {dupes[0]} is given twice; use cpu@N for a CPU worker on its own cores"
         )
     check_disjoint(devices)
+    _check_vdevices(devices, args.cluster if cluster else None)
     return devices
+
+
+def _check_vdevices(devices: list, cluster: str | None) -> None:
+    """Two devices of this process that TVM would see as one virtual device (the same kind and
+    ``index``; a remote worker's device takes a free id, ``build.vdevices.vdevices_of``) are
+    refused before any work: planning stopped at ``DeclareVDevices`` after its first step (two
+    CPUs of a cluster file, neither given an index)."""
+    from tvm_hetero.devices import SpecError
+    from tvm_hetero.devices.spec import DeviceKind
+
+    seen: dict[tuple[str, int], str] = {}
+    for d in devices:
+        if d.host is not None or d.kind is DeviceKind.SIMULATED:
+            continue
+        key = (d.kind.value, int(d.index))
+        if key in seen:
+            where = f"--cluster {cluster}: devices" if cluster else "--device"
+            raise SpecError(
+                f"{where} {seen[key]!r} and {d.name!r} are both {key[0]}:{key[1]} to TVM; give "
+                'each a distinct "index"'
+            )
+        seen[key] = d.name
 
 
 def build_options(args: argparse.Namespace):
