@@ -13,6 +13,7 @@ import tvm
 import tvm.testing
 from tvm.relax.ir.instrument import WellFormedInstrument
 
+from tvm_hetero.costmodel.estimators import OP_KINDS, conv_gflops
 from tvm_hetero.devices import cpu_device
 
 
@@ -286,3 +287,14 @@ def mlp_onnx(path):
         torch.onnx.export(mlp.eval(), (torch.randn(4, 16),), str(path), input_names=["x"],
                           dynamo=False)  # fmt: skip
     return path
+
+
+def conv_trace_row(channels: int, width: int, kernel: int = 3, lanes: int = 8) -> dict:
+    """A compute estimator's row of a convolution tile of 8 rows, ``width`` columns, on
+    ``lanes`` float lanes."""
+    return {"kind": OP_KINDS["conv2d"], "in_c": channels, "in_h": 8 + kernel - 1,
+            "in_w": width + kernel - 1, "out_c": channels, "out_h": 8, "out_w": width,
+            "k_h": kernel, "k_w": kernel, "stride": 1, "dilation": 1, "groups": 1,
+            "gflops": conv_gflops(channels, 8, width, channels, kernel, kernel), "inner": width,
+            "operands": 2, "elements_read": 0, "threads": 1, "cpu_quota": 1.0,
+            "lanes": lanes}  # fmt: skip

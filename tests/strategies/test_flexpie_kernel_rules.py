@@ -7,26 +7,19 @@ import json
 
 import numpy as np
 import pytest
+from conftest import conv_trace_row
 
-from tvm_hetero.costmodel.estimators import OP_KINDS, Estimator, conv_gflops, train
+from tvm_hetero.costmodel.estimators import Estimator, train
 from tvm_hetero.devices import resolve_device
 from tvm_hetero.schedules.cpu import RULES_VERSION
 from tvm_hetero.strategies.flexpie.planner import device_features, stale_kernels
 from tvm_hetero.strategies.flexpie.traces import read_traces
 
 
-def _conv(width: int, lanes: int) -> dict[str, float]:
-    """A compute row: a 3x3 convolution of 64 channels over 8 rows, ``width`` columns."""
-    return {"kind": OP_KINDS["conv2d"], "in_c": 64, "in_h": 10, "in_w": width + 2, "out_c": 64,
-            "out_h": 8, "out_w": width, "k_h": 3, "k_w": 3, "stride": 1, "dilation": 1,
-            "groups": 1, "gflops": conv_gflops(64, 8, width, 64, 3, 3), "inner": width,
-            "operands": 2, "elements_read": 64 * 10 * (width + 2) + 64 * 64 * 9, "threads": 1,
-            "cpu_quota": 0, "lanes": lanes}  # fmt: skip
-
-
 def _line(width: int, lanes: int, seconds: float, rules: int | None) -> str:
-    trace = {"estimator": "compute", "features": _conv(width, lanes), "seconds": seconds,
-             "device": "cpu", "source": "tile"}  # fmt: skip
+    features = conv_trace_row(64, width, lanes=lanes)
+    trace = {"estimator": "compute", "features": features, "seconds": seconds, "device": "cpu",
+             "source": "tile"}  # fmt: skip
     if rules is not None:
         trace["rules"] = rules
     return json.dumps(trace)

@@ -8,19 +8,17 @@ import json
 
 import numpy as np
 import pytest
-from conftest import remote_cpus
+from conftest import conv_trace_row, remote_cpus
 from tvm import relax, tirx
 from tvm.target import Target
 
 from tvm_hetero import api
 from tvm_hetero.costmodel.estimators import (
     FEATURES,
-    OP_KINDS,
     Estimator,
     _join_columns,
     _matrix,
     channel_vectorized,
-    conv_gflops,
     distinct_workloads,
     merge_repeats,
     topology,
@@ -291,15 +289,6 @@ def test_estimators_round_trip_and_refuse_bad_traces(trained, tmp_path):
         read_traces(bad)
 
 
-def _conv_row(channels: int, width: int, kernel: int = 3) -> dict[str, float]:
-    """A compute row of a convolution tile of 8 rows, ``width`` columns, on 8 float lanes."""
-    return {"kind": OP_KINDS["conv2d"], "in_c": channels, "in_h": 8 + kernel - 1,
-            "in_w": width + kernel - 1, "out_c": channels, "out_h": 8, "out_w": width,
-            "k_h": kernel, "k_w": kernel, "stride": 1, "dilation": 1, "groups": 1,
-            "gflops": conv_gflops(channels, 8, width, channels, kernel, kernel), "inner": width,
-            "operands": 2, "elements_read": 0, "threads": 1, "cpu_quota": 1.0, "lanes": 8}  # fmt: skip
-
-
 def test_a_convolution_costs_the_columns_the_rule_computes(tmp_path):
     """The rule computes a 17-column row 24 wide (whole vectors of 8): traced at 8-32
     columns, each taking the time of the columns it computes, the estimator prices 17 columns
@@ -307,16 +296,16 @@ def test_a_convolution_costs_the_columns_the_rule_computes(tmp_path):
     convolution (the matmul rule's) and a row of 4 (vectorized by channel) are not widened.
     An estimator saved by code that learned seconds per other work is refused."""
     widths, channels = (8, 16, 24, 32), (32, 48, 64, 96)
-    rows = [_conv_row(c, w) for w in widths for c in channels]
+    rows = [conv_trace_row(c, w) for w in widths for c in channels]
     seconds = [1e-3 * c * c * (-(-w // 8) * 8) / 64**2 for w in widths for c in channels]
     est = train("compute", rows, seconds, rounds=20)
-    wide, narrow = est.predict([_conv_row(64, 24), _conv_row(64, 17)])
+    wide, narrow = est.predict([conv_trace_row(64, 24), conv_trace_row(64, 17)])
     assert narrow == pytest.approx(wide, rel=0.05)
-    same = train("compute", [_conv_row(c, w, 1) for w in widths for c in channels],
+    same = train("compute", [conv_trace_row(c, w, 1) for w in widths for c in channels],
                  seconds, rounds=20)  # fmt: skip
-    one, seventeen = same.predict([_conv_row(64, 24, 1), _conv_row(64, 17, 1)])
+    one, seventeen = same.predict([conv_trace_row(64, 24, 1), conv_trace_row(64, 17, 1)])
     assert seventeen == pytest.approx(one * 17 / 24, rel=0.05)
-    (four,) = est.predict([_conv_row(64, 4)])  # by channel: 4 columns computed
+    (four,) = est.predict([conv_trace_row(64, 4)])  # by channel: 4 columns computed
     assert four == pytest.approx(wide * 4 / 24, rel=0.05)
     est.save(tmp_path)
     meta = tmp_path / "compute.meta.json"
