@@ -100,6 +100,7 @@ SHIPPED_TRACES = [
     "benchmarks/results/flexpie_traces_zen5_channels.jsonl",
     "benchmarks/results/flexpie_traces_intel.jsonl",
     "benchmarks/results/flexpie_traces_intel_resnet18.jsonl",
+    "benchmarks/results/flexpie_traces_intel_resnet101.jsonl",
 ]
 """The traces the shipped estimators were fitted on (``estimators.py --ship``): three hosts,
 AMD Zen 5 (the devices' code for generic x86-64 and for that CPU) and Zen 3 (for that CPU), each
@@ -109,7 +110,8 @@ then its tiles with their weights constant, its joins and the PS of 4's transfer
 host (family 6 model 167, 16 lanes, 2026-12-03: the ring of 4 at 1 Gbit/s, code for that CPU,
 commit 47673e3, CPU rules v43, stamped on its rows after: the collector did not record them
 yet), whose 16-lane tiles and joins replace Zen 5's in the fit (``newest_kernels``), and
-every tile of ResNet-18 there once more (``--trace-whole resnet18``, cb0ad63: 873 tiles)."""
+every tile of ResNet-18 there once more (``--trace-whole resnet18``, cb0ad63: 873 tiles), and
+then every tile of ResNet-101 (``--trace-whole resnet101``, 4690b6c: 825 tiles)."""
 BEFORE_CONSTANT_WEIGHTS = set(SHIPPED_TRACES[:4])
 """Trace files measured before tiles kept their weights constant (2026-11-27: before, a tile's
 weights were its module's parameters, so the build did not lay them out as it does a
