@@ -98,9 +98,33 @@ def test_remote_workers_get_their_values_sent_and_local_threads_pull_theirs():
     assert programs.sends == (((1, "a1"),), (), ((2, "b2"),), (), (), (), ())
     assert programs.start_sends == (("x", 1, "x"),)
     assert programs.handovers == 0
-    relayed = [*steps[:4], Step("copy", "b1", ("b2",), 1)]  # 2 would pass on what 1 made
+    assert programs.forwarded == frozenset()
+    # 2 would pass on what 1 made, to a unit of 1
+    relayed = [*steps[:4], Step("copy", "b1", ("b2",), 1), Step("unit", "e", ("b1",), 1, "u4")]
     with pytest.raises(NotProgrammable):
-        worker_programs(_deployment(relayed, ["b1"]), [0, 1, 2], remote=[1, 2])
+        worker_programs(_deployment(relayed, ["e"]), [0, 1, 2], remote=[1, 2])
+
+
+def test_an_output_copied_from_one_remote_worker_onto_another_is_taken_where_it_was_made():
+    """c (on 2) copied home onto 1 and read by nothing: not sent (its value is c's, held on 2,
+    which answers with it); copied again onto 1 for a unit there, it is sent."""
+    steps = [
+        Step("unit", "a", ("x",), 1, "u0"),
+        Step("copy", "a2", ("a",), 2),
+        Step("unit", "c", ("a2",), 2, "u1"),
+        Step("copy", "c1", ("c",), 1),
+    ]
+    programs = worker_programs(_deployment(steps, ["c1"]), [1, 2], remote=[1, 2])
+    assert programs.forwarded == {3}
+    assert programs.owner == (1, 2, 2, 2)
+    assert programs.holder == (1, 2, 2, 2)
+    assert programs.sends == (((2, "a2"),), (), (), ())
+    assert programs.waits == ((), (), (), ())
+    read = [*steps[:3], Step("copy", "c1", ("c",), 1), Step("unit", "d", ("c1",), 1, "u2")]
+    programs = worker_programs(_deployment(read, ["d"]), [1, 2], remote=[1, 2])
+    assert programs.forwarded == frozenset()
+    assert programs.holder == (1, 2, 2, 1, 1)
+    assert programs.sends == (((2, "a2"),), (), ((1, "c1"),), (), ())
 
 
 def _ready(dep, programs, i, done, latches, delivered):
@@ -113,6 +137,8 @@ def _ready(dep, programs, i, done, latches, delivered):
         s.name: s.device if s.kind == "copy" and s.device in remote else owner[j]
         for j, s in enumerate(dep.steps)
     }
+    if i in programs.forwarded:  # an output no step reads: its source's value, where it is
+        return index[step.inputs[0]] in done
     if owner[i] not in remote:
         pulled = {index[v] for v in step.inputs if v in index and held[v] in remote}
         return set(programs.waits[i]) <= latches and pulled <= done
@@ -143,6 +169,11 @@ def test_programs_of_random_graphs_finish_in_any_interleaving_and_respect_every_
     assert sorted(i for steps in programs.steps.values() for i in steps) == list(
         range(len(dep.steps))
     )
+    read = {v for s in dep.steps for v in s.inputs}
+    for i in programs.forwarded:  # only copies between remote workers that nothing reads
+        step = dep.steps[i]
+        assert step.kind == "copy" and step.device in remote and step.name not in read
+        assert programs.holder[i] == programs.holder[index[step.inputs[0]]] in remote
     done, latches, position = set(), set(), dict.fromkeys(programs.steps, 0)
     delivered = {(k, name) for _, k, name in programs.start_sends}
     while len(done) < len(dep.steps):

@@ -103,14 +103,16 @@ class ProgramRunner:
         }  # fmt: skip
         # values held on remote workers, each named there RUN/MICROBATCH:NAME: only those this
         # process reads have a placeholder here (one per step of a 1000-step model cost the
-        # client a millisecond a run); a copy onto a device with no worker is the value where
-        # its source is
+        # client a millisecond a run); a copy onto a device with no worker, or a forwarded
+        # one (``Programs.forwarded``), is the value where its source is
         outputs = set(executor.deployment.outputs)
         read_locally = {v for mine in self.local.values() for i in mine for v in steps[i].inputs}
         read_here = outputs | read_locally
         self.held_remotely, self.aliases = [], []
-        for step in steps:
-            if step.kind == "copy" and step.device not in executor.workers:
+        for i, step in enumerate(steps):
+            if step.kind == "copy" and (
+                step.device not in executor.workers or i in programs.forwarded
+            ):  # fmt: skip
                 self.aliases.append((step.name, step.inputs[0]))
                 read_here.add(step.inputs[0])
                 for readers in (outputs, read_locally):
