@@ -277,6 +277,37 @@ def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_an_output_copied_home_from_another_remote_worker_comes_back_with_its_answer(
+    start_workers, monkeypatch, native
+):
+    """The last unit on edge-b, the output copied home onto edge-a: the copy is not made
+    (``Programs.forwarded``), edge-b answers with the output itself; nothing is downloaded
+    after the run and edge-a is sent nothing of it. Outputs equal the single-device build."""
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b", "add": "edge-b"})
+    deployment = api.compile(model, edges, placement).deployment
+    kind = {s.name: (s.kind, s.device) for s in deployment.steps}
+    home = [s for s in deployment.steps if s.kind == "copy" and s.name in deployment.outputs]
+    assert home and all(kind[s.inputs[0]] == ("unit", 1) and s.device == 0 for s in home)
+    downloads, real_download = [], RemoteWorker.download
+    monkeypatch.setattr(
+        RemoteWorker, "download",
+        lambda self, value: (downloads.append(value.name), real_download(self, value))[1],
+    )  # fmt: skip
+    inputs = _inputs(deployment)
+    with Executor(deployment, native=native) as ex:
+        forwarded = {deployment.steps[i].name for i in ex.programs.forwarded}
+        assert forwarded == {s.name for s in home}
+        assert not any(n in forwarded for sends in ex.programs.sends for _, n in sends)
+        got = [ex.run(inputs), ex.run([2 * x for x in inputs])]
+    assert downloads == []
+    for k, x in enumerate((inputs, [2 * x for x in inputs])):
+        for g, w in zip(got[k], _reference(model, x), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
 def test_a_program_answer_brings_its_tensors_back_whole():
     from tvm_hetero.runtime.rpc_worker import program_answer, read_program_answer
 
