@@ -252,7 +252,8 @@ def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
     start_workers, monkeypatch
 ):
     """A tensor past ``RETURN_BYTES`` stays on its worker (a RemoteValue), and the client
-    downloads it through the data port: here every one, the answer's tensors dropped."""
+    downloads it through the data port: here every one, the answer's tensors dropped; a timed
+    run downloads it too (a run ends when the caller has its outputs)."""
     edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
     model = load_zoo_model("mlp:tiny")
     placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
@@ -272,7 +273,9 @@ def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
     with Executor(deployment) as ex:
         assert ex.programs is not None
         got = ex.run(inputs)
-    assert len(downloads) == len(deployment.outputs)
+        assert len(downloads) == len(deployment.outputs)
+        ex.time(inputs, repeat=3, warmup=1)
+    assert len(downloads) == 5 * len(deployment.outputs)
     for g, w in zip(got, _reference(model, inputs), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
