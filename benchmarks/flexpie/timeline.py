@@ -193,7 +193,8 @@ def _report_plans(args, parser, cluster, devices: list, estimators, folder: Path
         print(f"  priced {priced.predicted_s * 1e3:.1f} ms: compute {compute * 1e3:.1f}, "
               f"moves {(priced.predicted_s - compute) * 1e3:.1f} (handoff "
               f"{result.handoff_s * 1e3:.2f} ms a piece, a cut segment "
-              f"{segment_costs(result.segment_s)})")  # fmt: skip
+              f"{segment_costs(result.segment_s)}; tiles priced x{result.compute_scale:.2f}, "
+              "the home device alone measured)")  # fmt: skip
         if args.events:
             for s in priced.segments:
                 print(
