@@ -2,6 +2,7 @@
 no traceback, checked before any work, nothing written."""
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -295,6 +296,20 @@ def test_two_devices_tvm_would_see_as_one_are_refused_before_any_work(cli, tmp_p
     (tmp_path / "c.json").write_text(spec)
     args = argparse.Namespace(cluster="c.json", device=None, exclude=None, cuda_arch=None)
     assert [d.index for d in devices_from_args(args, [])] == [0, 1]
+
+
+def test_the_api_refuses_two_devices_tvm_would_see_as_one_naming_them():
+    """``vdevices_of`` (every build's vdevices) says which two, as the command line does; a
+    remote worker's device, whose index counts there, takes a free id instead."""
+    from tvm_hetero.build.vdevices import vdevice_clash, vdevices_of
+    from tvm_hetero.devices import SpecError, cpu_device
+
+    a, b = (dataclasses.replace(cpu_device(0), name=n) for n in "ab")
+    with pytest.raises(SpecError, match=r"devices 'a' and 'b' are both cpu:0 to TVM"):
+        vdevices_of([a, b])
+    remote = dataclasses.replace(b, host="127.0.0.1:9190")
+    assert vdevice_clash([a, remote]) is None
+    assert [int(v.vdevice_id) for v in vdevices_of([a, remote])] == [0, 1]
 
 
 def test_an_unreachable_worker_is_a_device_failure_not_a_mistake(cli, tmp_path):

@@ -22,12 +22,37 @@ def to_vdevice(spec: DeviceSpec) -> VDevice:
     return VDevice(make_target(spec.target), spec.index, "global")
 
 
+def vdevice_clash(specs: Sequence[DeviceSpec]) -> str | None:
+    """What is wrong where two devices of this process would be one vdevice to TVM (one kind
+    and ``index``: two CPUs of a cluster file given cores but no index): ``"'a' and 'b' are
+    both cpu:0 to TVM; ..."``, None where none are. A device on a remote worker takes a free id
+    (:func:`vdevices_of`); a simulated one has none."""
+    seen: dict[tuple[DeviceKind, int], str] = {}
+    for spec in specs:
+        if spec.host is not None or spec.kind is DeviceKind.SIMULATED:
+            continue
+        key = (spec.kind, int(spec.index))
+        if key in seen:
+            return (f"{seen[key]!r} and {spec.name!r} are both {spec.kind.value}:{key[1]} to "
+                    'TVM; give each a distinct "index"')  # fmt: skip
+        seen[key] = spec.name
+    return None
+
+
 def vdevices_of(specs: Sequence[DeviceSpec]) -> list[VDevice]:
     """VDevices of ``specs`` in order.
 
     A device on a remote worker is that worker's own device (its ``index`` counts there, not
     here), so it takes the next vdevice id its kind has free: two boxes' ``cpu`` are two vdevices.
+
+    Raises
+    ------
+    SpecError
+        When two devices of this process would be one vdevice (:func:`vdevice_clash`).
     """
+    clash = vdevice_clash(specs)
+    if clash is not None:
+        raise SpecError(f"devices {clash}")
     taken = {(s.kind, s.index) for s in specs if s.host is None}
     out = []
     for spec in specs:

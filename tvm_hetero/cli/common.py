@@ -122,25 +122,16 @@ def devices_from_args(args: argparse.Namespace, default: list[str]):
 
 
 def _check_vdevices(devices: list, cluster: str | None) -> None:
-    """Two devices of this process that TVM would see as one virtual device (the same kind and
-    ``index``; a remote worker's device takes a free id, ``build.vdevices.vdevices_of``) are
-    refused before any work: planning stopped at ``DeclareVDevices`` after its first step (two
-    CPUs of a cluster file, neither given an index)."""
+    """Two devices of this process that TVM would see as one virtual device
+    (``build.vdevices.vdevice_clash``) are refused before any work: planning stopped at
+    ``DeclareVDevices`` after its first step (two CPUs of a cluster file, neither given an
+    index)."""
+    from tvm_hetero.build.vdevices import vdevice_clash
     from tvm_hetero.devices import SpecError
-    from tvm_hetero.devices.spec import DeviceKind
 
-    seen: dict[tuple[str, int], str] = {}
-    for d in devices:
-        if d.host is not None or d.kind is DeviceKind.SIMULATED:
-            continue
-        key = (d.kind.value, int(d.index))
-        if key in seen:
-            where = f"--cluster {cluster}: devices" if cluster else "--device"
-            raise SpecError(
-                f"{where} {seen[key]!r} and {d.name!r} are both {key[0]}:{key[1]} to TVM; give "
-                'each a distinct "index"'
-            )
-        seen[key] = d.name
+    clash = vdevice_clash(devices)
+    if clash is not None:
+        raise SpecError(f"--cluster {cluster}: devices {clash}" if cluster else f"--device {clash}")
 
 
 def build_options(args: argparse.Namespace):
