@@ -58,21 +58,15 @@ def _place_b_branch(model, names):
 
 @pytest.mark.whole_machine  # overlap needs both cores free of other tests
 def test_two_branches_on_two_core_sets_run_at_the_same_time(branches):
-    """In one run of five at least, the two workers overlap for most of the shorter one's
-    work (one run alone failed when the other test process took a core meanwhile)."""
     model, inputs = branches
     devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
     compiled = api.compile(model, devices, _place_b_branch(model, ("cpu@0", "cpu@1")))
-    shares = []
     with Executor(compiled.deployment) as executor:
         executor.time(inputs, repeat=3)
-        for _ in range(5):
-            executor.run(inputs)
-            timeline = executor.timeline
-            assert {e.worker for e in timeline.events} == {"cpu@0", "cpu@1"}
-            a, b = timeline.busy_s("cpu@0"), timeline.busy_s("cpu@1")
-            shares.append(timeline.overlap_s("cpu@0", "cpu@1") / min(a, b))
-    assert max(shares) > 0.5, shares
+        timeline = executor.timeline
+    a, b = timeline.busy_s("cpu@0"), timeline.busy_s("cpu@1")
+    assert {e.worker for e in timeline.events} == {"cpu@0", "cpu@1"}
+    assert timeline.overlap_s("cpu@0", "cpu@1") > 0.5 * min(a, b)
 
 
 def test_the_same_branches_on_one_worker_do_not_overlap(branches):
