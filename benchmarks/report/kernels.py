@@ -429,6 +429,20 @@ def concatenations() -> str:
     return _before_and_now("concatenations.jsonl", "concatenation")
 
 
+def bands_of_the_larger_operand() -> str:
+    """``benchmarks/models/before_and_now.py ... --off ...common:SPLIT_LARGER=False``: whole
+    models with matmul threads on bands of the larger operand, and without."""
+    rows = [r for r in load("before_and_now.jsonl") if any("SPLIT_LARGER" in o for o in r["off"])]
+    rows = list(latest(rows, "model").values())
+    out = [
+        (r["model"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
+         ratio(r["now_ms"], r["ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "before ms", "now ms", "ORT ms", "now / ORT")
+    return titled("before_and_now.jsonl", rows, header, out)
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -468,6 +482,7 @@ SECTIONS = {
     "softmax": softmax,
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
+    "bands-larger": bands_of_the_larger_operand,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
     "transposed-writes": transposed_writes,

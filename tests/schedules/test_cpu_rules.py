@@ -1,6 +1,7 @@
 """CPU schedule rules: which rule takes which kernel, and equal numbers to TVM's default build."""
 
 import re
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -906,6 +907,36 @@ def test_few_panels_share_their_row_tiles_between_the_threads(x_shape, w_shape, 
         relax.op.nn.conv2d(x, relax.const(weights))))  # fmt: skip
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     _check_panel_blocks(mod, [x_shape], 1, tasks, row_tiles)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "rows_first"),
+    [((1, 576, 14, 14), (40, 576, 1, 1), True),  # image 451 KB, weights 92 KB: 7 bands of rows
+     ((1, 64, 10, 10), (112, 64, 1, 1), False)],  # image 26 KB, weights 29 KB: 7 panels first
+)  # fmt: skip
+def test_threads_sharing_row_tiles_take_bands_of_the_larger_operand(x_shape, w_shape, rows_first):
+    """Where the threads share each panel's row tiles (few panels), the parallel loop runs over
+    bands of row tiles first when the image (``A``, its positions the rows) outweighs the
+    weights (``B``): each thread reads a band of the image and every panel, not the whole
+    image; else over panels first, as before. With :data:`SPLIT_LARGER` off, panels first
+    always; numbers unchanged either way."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import common
+
+    weights = np.random.default_rng(0).standard_normal(w_shape).astype("float32")
+    mod = _module([x_shape], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))))  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    positions = x_shape[2] * x_shape[3]
+    x = np.random.default_rng(1).standard_normal(x_shape).astype("float32")
+    for larger in (True, False):
+        with patch.object(common, "SPLIT_LARGER", larger):
+            scheduled = schedule_kernels(mod, "rules")
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        task = re.search(r"for (\w+) in T\.parallel\(T\.int64\(35\)\)", text).group(1)
+        row = re.search(rf"T\.axis\.spatial\(T\.int64\({positions}\), {task} (//|%)", text)
+        assert row.group(1) == ("//" if larger and rows_first else "%"), text
+        np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from tvm_hetero.schedules.cpu.common import (
     inline_producers,
     largest_divisor,
     output_bits,
+    split_first,
     vector_bits,
     vector_lanes,
 )
@@ -149,7 +150,11 @@ class Matmul(CpuRule):
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
-            panel = sch.fuse(batch, j0, group)
+            if split_first(a_bytes, depth * cols * bits // 8):  # each thread a band of A's rows
+                sch.reorder(group, j0)
+                panel = sch.fuse(batch, group, j0)
+            else:
+                panel = sch.fuse(batch, j0, group)
         else:
             panel = sch.fuse(batch, j0)
         in_place = per_block == 1 and not copy and named is not None
