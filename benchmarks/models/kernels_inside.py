@@ -1,22 +1,26 @@
 """Where a corpus model's time goes inside the model, ours beside ONNX Runtime's (issue 56).
 
-    .venv/bin/python benchmarks/models/kernels_inside.py MODEL [--threads 2] [--runs 20]
-        [--top 25]
+    .venv/bin/python benchmarks/models/kernels_inside.py MODEL [MODEL ...] [--threads 2]
+        [--runs 20] [--top 25]
 
-Compiles the model for the CPU as ``api.compile`` does and times every kernel call inside
-whole runs (a VM instrument around each call: the medians of ``--runs`` runs, each call with
-its argument shapes), then runs ONNX Runtime on the same file, inputs and threads with its
-profiler on and takes each node's median. Prints our slowest kernels, ONNX Runtime's slowest
-nodes and both totals by kind; nothing is written. A layer alone is timed with its weights and
-output in cache, inside a model they are not: the 1x1 convolutions over MobileNet-V2's 7 x 7
-and 14 x 14 maps were level with ONNX Runtime alone and 1.3-2.4x its time inside the model,
-which this view showed. Kernel times include the instrument's call, a Python callback around
-each kernel during which TVM's pool threads may go to sleep: a kernel of 100-300 us can read
-up to twice its time in a whole run (RegNet-X-400MF's 1x1 400 -> 400 layers read 170 us here,
-twice their time alone; its kernels summed 9.3 ms against 6.8 ms for the whole run in
-``before_and_now.py``), and ONNX Runtime's profiler inflates its nodes too. The two runtimes are
-timed one after the other, not interleaved: compare long kernels and shares, not small gaps,
-and confirm a gap with the layer alone or ``before_and_now.py`` before acting on it.
+Compiles each model for the CPU as ``api.compile`` does, records its kernel calls in one run
+(a VM instrument: each call's kernel and the VM's own argument tensors) and times them without
+the instrument: replayed in the model's order ``--runs`` times (each call reads what the one
+before it wrote, where it wrote it: the time it takes inside the model), and each alone as
+often (its operands stay in cache between runs), the medians of each; and the whole VM run.
+Then ONNX Runtime on the same file, inputs and threads: with its profiler on, each node's
+median, and without, the whole run's. Prints the totals, our slowest kernel calls in the
+model's order beside their time alone, ONNX Runtime's slowest nodes and its totals by kind;
+one JSON line of totals per model in ``benchmarks/results/kernels_inside.jsonl``.
+
+The replay sums to the whole VM run within a few percent, so the gap between a kernel in the
+model's order and alone is what running inside the model costs it: on two threads
+MobileNet-V2's kernels alone summed below ONNX Runtime's whole run, and in the model's order
+half as much again, most of it in the 1x1 convolutions after depthwise layers, whose threads
+each read a band of positions that the depthwise layer's threads wrote a block of channels of,
+half of it in the other core's cache. ONNX Runtime's profiler inflates its small nodes: compare
+its whole run. The two runtimes are timed one after the other, not interleaved: compare
+totals and long kernels, and confirm a gap with ``before_and_now.py`` before acting on it.
 """
 
 from __future__ import annotations
@@ -31,11 +35,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cpu_kernels")]
 
 
-def our_kernels(compiled, feeds: dict, runs: int) -> list[tuple[str, float, list]]:
-    """``(kernel, median microseconds, argument shapes)`` of each kernel call, in call order."""
+def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
+    """``(kernel, median us in the model's order, median us alone, argument shapes)`` of each
+    kernel call, in call order, and the whole VM run's median us.
+
+    One run with a VM instrument records each call and its arguments (the VM's own tensors, so
+    a call reads what the call before it wrote, where it wrote it); the calls are then replayed
+    in order without the instrument ``runs`` times, each timed, and each alone ``runs`` times
+    over (its operands then stay in cache)."""
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
@@ -44,30 +54,42 @@ def our_kernels(compiled, feeds: dict, runs: int) -> list[tuple[str, float, list
     use_threads(compiled.devices[0].threads or 1)
     vm = VirtualMachine(compiled.deployment.libraries[0], [tvm.cpu()])
     args = [tvm.runtime.tensor(feeds[i.name]) for i in compiled.model.inputs]
-    order: list[str] = []
-    samples: dict[int, list[float]] = collections.defaultdict(list)
-    shapes: dict[int, list] = {}
-    started: dict[str, float] = {}
+    calls: list[tuple] = []
 
-    def instrument(_func, symbol, before, _ret, *call_args) -> int:
-        if symbol.startswith("vm."):
-            return 0
-        if before:
-            started[symbol] = time.perf_counter()
-            return 0
-        k = len(order)
-        order.append(symbol)
-        samples[k].append((time.perf_counter() - started[symbol]) * 1e6)
-        shapes.setdefault(k, [tuple(a.shape) for a in call_args if hasattr(a, "shape")])
+    def instrument(func, symbol, before, _ret, *call_args) -> int:
+        if before and not symbol.startswith("vm."):
+            calls.append((symbol, func, list(call_args)))
         return 0
 
     for _ in range(3):
         vm["main"](*args)
-    vm.set_instrument(instrument)
+    whole = []
     for _ in range(runs):
-        order.clear()
+        start = time.perf_counter()
         vm["main"](*args)
-    return [(order[k], statistics.median(samples[k]), shapes[k]) for k in range(len(order))]
+        whole.append((time.perf_counter() - start) * 1e6)
+    vm.set_instrument(instrument)
+    vm["main"](*args)
+    in_order: dict[int, list[float]] = collections.defaultdict(list)
+    for run in range(runs + 3):
+        for k, (_, func, call_args) in enumerate(calls):
+            start = time.perf_counter()
+            func(*call_args)
+            if run >= 3:
+                in_order[k].append((time.perf_counter() - start) * 1e6)
+    alone: dict[int, list[float]] = collections.defaultdict(list)
+    for k, (_, func, call_args) in enumerate(calls):
+        for run in range(runs + 3):
+            start = time.perf_counter()
+            func(*call_args)
+            if run >= 3:
+                alone[k].append((time.perf_counter() - start) * 1e6)
+    rows = [
+        (name, statistics.median(in_order[k]), statistics.median(alone[k]),
+         [tuple(a.shape) for a in call_args if hasattr(a, "shape")])
+        for k, (name, _, call_args) in enumerate(calls)
+    ]  # fmt: skip
+    return rows, statistics.median(whole)
 
 
 def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[str, float, str]]:
@@ -94,11 +116,28 @@ def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[
     return [(kinds[n][0], statistics.median(d), kinds[n][1]) for n, d in nodes.items()]
 
 
+def their_whole(path: Path, feeds: dict, threads: int, runs: int) -> float:
+    """ONNX Runtime's median us a run on ``path`` without its profiler, timed as ours is."""
+    from ort_timing import cpu_session
+
+    session = cpu_session(path, threads)
+    for _ in range(3):
+        session.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
 def main() -> int:
+    from onnx_models import append_rows
+    from stamp import stamp
     from zoo import CORPUS, exported_feeds
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", choices=sorted(CORPUS), metavar="MODEL")
+    parser.add_argument("models", nargs="+", choices=sorted(CORPUS), metavar="MODEL")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
@@ -108,28 +147,39 @@ def main() -> int:
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{args.model}.onnx"
-        given, feeds = exported_feeds(args.model, path)
-        model = load_model(path, shapes=given)
-        feeds = {i.name: feeds[i.name] for i in model.inputs}
-        compiled = api.compile(model, [cpu_device(threads=args.threads)])
-        ours = our_kernels(compiled, feeds, args.runs)
-        theirs = their_nodes(path, feeds, args.threads, args.runs)
-    print(f"{args.model}, {args.threads} threads: our kernels {sum(u for _, u, _ in ours):.0f} us "
-          f"in {len(ours)} calls, ONNX Runtime's nodes {sum(u for _, u, _ in theirs):.0f} us in "
-          f"{len(theirs)}")  # fmt: skip
-    print(f"\nour slowest {args.top} kernel calls (us, kernel, argument shapes):")
-    for name, us, shapes in sorted(ours, key=lambda r: -r[1])[: args.top]:
-        print(f"{us:8.0f}  {name[:44]:44}  {' '.join('x'.join(map(str, s)) for s in shapes)[:60]}")
-    print(f"\nONNX Runtime's slowest {args.top} nodes (us, op, output shape):")
-    for op, us, shape in sorted(theirs, key=lambda r: -r[1])[: args.top]:
-        print(f"{us:8.0f}  {op:20}  {shape}")
-    totals: dict[str, float] = collections.defaultdict(float)
-    for op, us, _ in theirs:
-        totals[op] += us
-    by_op = sorted(totals.items(), key=lambda kv: -kv[1])
-    print("\nONNX Runtime by op (us): " + ", ".join(f"{k} {v:.0f}" for k, v in by_op))
+    for name in args.models:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.onnx"
+            given, feeds = exported_feeds(name, path)
+            model = load_model(path, shapes=given)
+            feeds = {i.name: feeds[i.name] for i in model.inputs}
+            compiled = api.compile(model, [cpu_device(threads=args.threads)])
+            ours, whole = our_kernels(compiled, feeds, args.runs)
+            theirs = their_nodes(path, feeds, args.threads, args.runs)
+            their_run = their_whole(path, feeds, args.threads, args.runs)
+        in_order, alone = sum(r[1] for r in ours), sum(r[2] for r in ours)
+        print(f"{name}, {args.threads} threads: our {len(ours)} kernels {in_order:.0f} us in the "
+              f"model's order, {alone:.0f} us each alone, whole run {whole:.0f} us; ONNX "
+              f"Runtime's {len(theirs)} nodes {sum(u for _, u, _ in theirs):.0f} us (profiled), "
+              f"whole run {their_run:.0f} us")  # fmt: skip
+        print(f"\nour slowest {args.top} kernel calls in the model's order (us; alone; kernel; "
+              "argument shapes):")  # fmt: skip
+        for kernel, us, by_itself, shapes in sorted(ours, key=lambda r: -r[1])[: args.top]:
+            said = " ".join("x".join(map(str, s)) for s in shapes)[:40]
+            print(f"{us:6.0f} {by_itself:6.0f}  {kernel[:32]:32}  {said}")
+        print(f"\nONNX Runtime's slowest {args.top} nodes (us, op, output shape):")
+        for op, us, shape in sorted(theirs, key=lambda r: -r[1])[: args.top]:
+            print(f"{us:8.0f}  {op:20}  {shape}")
+        totals: dict[str, float] = collections.defaultdict(float)
+        for op, us, _ in theirs:
+            totals[op] += us
+        by_op = sorted(totals.items(), key=lambda kv: -kv[1])
+        print("\nONNX Runtime by op (us): " + ", ".join(f"{k} {v:.0f}" for k, v in by_op) + "\n")
+        row = {**stamp(), "model": name, "threads": args.threads, "runs": args.runs,
+               "kernels": len(ours), "in_order_us": in_order, "alone_us": alone,
+               "whole_us": whole, "ort_nodes_us": sum(u for _, u, _ in theirs),
+               "ort_whole_us": their_run}  # fmt: skip
+        append_rows([row], "kernels_inside.jsonl")
     return 0
 
 

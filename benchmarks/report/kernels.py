@@ -429,6 +429,20 @@ def concatenations() -> str:
     return _before_and_now("concatenations.jsonl", "concatenation")
 
 
+def kernels_in_order() -> str:
+    """``benchmarks/models/kernels_inside.py``: kernels alone, in the model's order, whole."""
+    rows = list(latest(load("kernels_inside.jsonl"), "model").values())
+    out = [
+        (r["model"], r["kernels"], ms(r["alone_us"] / 1e3), ms(r["in_order_us"] / 1e3),
+         ms(r["whole_us"] / 1e3), ms(r["ort_whole_us"] / 1e3),
+         ratio(r["alone_us"], r["ort_whole_us"]), ratio(r["whole_us"], r["ort_whole_us"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "kernels", "alone ms", "in order ms", "whole ms", "ORT ms",
+              "alone / ORT", "whole / ORT")  # fmt: skip
+    return titled("kernels_inside.jsonl", rows, header, out)
+
+
 def bands_of_the_larger_operand() -> str:
     """``benchmarks/models/before_and_now.py ... --off ...common:SPLIT_LARGER=False``: whole
     models with matmul threads on bands of the larger operand, and without."""
@@ -483,6 +497,7 @@ SECTIONS = {
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
+    "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
     "transposed-writes": transposed_writes,
