@@ -118,23 +118,32 @@ def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[
 
 def their_whole(path: Path, feeds: dict, threads: int, runs: int) -> float:
     """ONNX Runtime's median us a run on ``path`` without its profiler, timed as ours is."""
-    from ort_timing import cpu_session
+    from ort_timing import cpu_session, run_ms
 
-    session = cpu_session(path, threads)
-    for _ in range(3):
-        session.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+    return statistics.median(run_ms(cpu_session(path, threads), feeds, runs)) * 1e3
+
+
+def compiled_model(name: str, tmp: str, threads: int) -> tuple:
+    """``(path, feeds, compiled)``: corpus model ``name`` exported as ``corpus.py`` exports it
+    into the folder ``tmp``, loaded and compiled for the CPU with ``threads`` threads as
+    ``api.compile`` does, and its example inputs."""
+    from zoo import exported_feeds
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.frontends import load_model
+
+    path = Path(tmp) / f"{name}.onnx"
+    given, feeds = exported_feeds(name, path)
+    model = load_model(path, shapes=given)
+    feeds = {i.name: feeds[i.name] for i in model.inputs}
+    return path, feeds, api.compile(model, [cpu_device(threads=threads)])
 
 
 def main() -> int:
     from onnx_models import append_rows
     from stamp import stamp
-    from zoo import CORPUS, exported_feeds
+    from zoo import CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", choices=sorted(CORPUS), metavar="MODEL")
@@ -143,17 +152,9 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
 
-    from tvm_hetero import api
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.frontends import load_model
-
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}.onnx"
-            given, feeds = exported_feeds(name, path)
-            model = load_model(path, shapes=given)
-            feeds = {i.name: feeds[i.name] for i in model.inputs}
-            compiled = api.compile(model, [cpu_device(threads=args.threads)])
+            path, feeds, compiled = compiled_model(name, tmp, args.threads)
             ours, whole = our_kernels(compiled, feeds, args.runs)
             theirs = their_nodes(path, feeds, args.threads, args.runs)
             their_run = their_whole(path, feeds, args.threads, args.runs)

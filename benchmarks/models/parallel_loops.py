@@ -5,7 +5,7 @@ rules scheduled them, beside its time inside the model (issue 56).
         [--runs 10] [--share 0.005]
 
 Compiles each model for the CPU as ``api.compile`` does, times every kernel inside whole runs
-(``kernels_inside.our_kernels``) and reads the scheduled kernels (``build.multi_device.lower``
+in the model's order (``kernels_inside.our_kernels``) and reads the scheduled kernels (``build.multi_device.lower``
 of the placed module). A kernel is listed when it takes at least ``--share`` of the model's
 kernel time and none of its parallel loops splits evenly over ``--threads`` threads: the
 busiest thread would have over a tenth more than an even share (``matmul.MAX_IMBALANCE``; a
@@ -41,7 +41,7 @@ def parallel_extents(lowered) -> dict[str, list[int]]:
 
 
 def main() -> int:
-    from zoo import CORPUS, exported_feeds
+    from zoo import CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", choices=sorted(CORPUS), metavar="MODEL")
@@ -49,26 +49,19 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--share", type=float, default=0.005)
     args = parser.parse_args()
-    from kernels_inside import our_kernels
+    from kernels_inside import compiled_model, our_kernels
 
-    from tvm_hetero import api
     from tvm_hetero.build.multi_device import lower
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.frontends import load_model
     from tvm_hetero.schedules.cpu.matmul import MAX_IMBALANCE, busiest_share
 
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}.onnx"
-            given, feeds = exported_feeds(name, path)
-            model = load_model(path, shapes=given)
-            feeds = {i.name: feeds[i.name] for i in model.inputs}
-            compiled = api.compile(model, [cpu_device(threads=args.threads)])
-            calls = our_kernels(compiled, feeds, args.runs)
+            _, feeds, compiled = compiled_model(name, tmp, args.threads)
+            calls, _ = our_kernels(compiled, feeds, args.runs)
             extents = parallel_extents(lower(compiled.placed))
-        total = sum(us for _, us, _ in calls)
+        total = sum(us for _, us, _, _ in calls)
         by_kernel: dict[str, float] = {}
-        for kernel, us, _ in calls:
+        for kernel, us, _, _ in calls:
             by_kernel[kernel] = by_kernel.get(kernel, 0.0) + us
         uneven = [
             (us, kernel) for kernel, us in by_kernel.items()
