@@ -443,10 +443,10 @@ def kernels_in_order() -> str:
     return titled("kernels_inside.jsonl", rows, header, out)
 
 
-def bands_of_the_larger_operand() -> str:
-    """``benchmarks/models/before_and_now.py ... --off ...common:SPLIT_LARGER=False``: whole
-    models with matmul threads on bands of the larger operand, and without."""
-    rows = [r for r in load("before_and_now.jsonl") if any("SPLIT_LARGER" in o for o in r["off"])]
+def _switched(switch: str) -> str:
+    """``before_and_now.py``'s whole models with one change (``--off`` naming ``switch``) and
+    without it, the latest row of each model."""
+    rows = [r for r in load("before_and_now.jsonl") if any(switch in o for o in r["off"])]
     rows = list(latest(rows, "model").values())
     out = [
         (r["model"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
@@ -455,6 +455,18 @@ def bands_of_the_larger_operand() -> str:
     ]  # fmt: skip
     header = ("model", "before ms", "now ms", "ORT ms", "now / ORT")
     return titled("before_and_now.jsonl", rows, header, out)
+
+
+def bands_of_the_larger_operand() -> str:
+    """``before_and_now.py ... --off ...common:SPLIT_LARGER=False``: matmul threads on bands
+    of the larger operand, and not."""
+    return _switched("SPLIT_LARGER")
+
+
+def prefetched_panel_blocks() -> str:
+    """``before_and_now.py ... --off ...prefetch_panel_blocks:LINES_PER_TILE=0``: the next
+    depth block of a panel prefetched, and not."""
+    return _switched("LINES_PER_TILE")
 
 
 SECTIONS = {
@@ -497,6 +509,7 @@ SECTIONS = {
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
+    "prefetched-blocks": prefetched_panel_blocks,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -478,17 +478,21 @@ def test_a_deep_panel_read_by_several_row_tiles_is_cut_in_blocks_of_16_kib(depth
 
 def test_a_deep_pointwise_convolution_over_a_small_map_sums_its_depth_in_blocks():
     """512 -> 64 channels over 7 x 7, the weights as the columns: each 64 KiB panel is summed
-    in 4 blocks of 128 input channels, each block over the panel's 7 row tiles; the panel's
-    49 x 32 partial sums are initialised before the first block and written back after the
-    last, a row tile at a time, an output channel at a time, a vector of the tile's 7 positions
-    each (built for AVX-512: the host may lack it); numbers equal the unpacked build's on this
-    CPU, whichever tile it takes."""
+    in 4 blocks of 128 input channels, each block over the panel's 7 row tiles (marked for
+    the next block's prefetch); the panel's 49 x 32 partial sums are initialised before the
+    first block and written back after the last, a row tile at a time, an output channel at a
+    time, a vector of the tile's 7 positions each (built for AVX-512: the host may lack it);
+    numbers equal the unpacked build's on this CPU, whichever tile it takes."""
     avx512 = make_target({**cpu_device().target, "mcpu": "znver4", "num-cores": 2})
     packed = PackConstantWeights()(_pointwise_module(512, 7, target=avx512)[0])
     scheduled = schedule_kernels(relax.transform.DeadCodeElimination()(packed), "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
     text = next(iter(_kernels(scheduled).values())).script()
-    grid = r"for \w+, \w+, \w+ in T.grid\(T.int64\(4\), T.int64\(7\), T.int64\(128\)\)"
+    grid = (  # the row tiles marked for the next block's prefetch (PrefetchPanelBlocks)
+        r"for \w+ in range\(T.int64\(4\)\):\s+for \w+ in T.serial\(T.int64\(7\), "
+        r"annotations=\{\"tvm_hetero.prefetch_panel_block\": \[\"B\", 128\]\}\):\s+"
+        r"for \w+ in range\(T.int64\(128\)\)"
+    )
     assert re.search(grid, text), text
     init = r"_init in range\(T.int64\(7\)\)"
     back = (

@@ -18,6 +18,7 @@ from tvm_hetero.passes.pad_convolution_outputs import PadConvolutionOutputs
 from tvm_hetero.passes.pad_matmul_columns import PadMatmulColumns
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
+from tvm_hetero.passes.prefetch_panel_blocks import PrefetchPanelBlocks
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.separable_resize import SeparableResize
@@ -46,6 +47,7 @@ __all__ = [
     "PadMatmulColumns",
     "PartitionSpatialTiles",
     "PlaceOperators",
+    "PrefetchPanelBlocks",
     "RealizeOperatorSplits",
     "RestoreKernelTargets",
     "SeparableResize",

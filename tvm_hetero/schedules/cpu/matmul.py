@@ -176,6 +176,8 @@ class Matmul(CpuRule):
             acc = accumulate_in_registers(sch, main, panel, depth_outer, target)
         if named is not None and mr > 1:
             write_by_position(sch, acc, mr)
+        if depth_outer is not None:
+            sch.annotate(i0, PREFETCH_ANNOTATION, [named, block])
         return sch
 
     @staticmethod
@@ -300,6 +302,11 @@ def panels_per_block(
             return largest_divisor(panels, fit)
     return 1
 
+
+PREFETCH_ANNOTATION = "tvm_hetero.prefetch_panel_block"
+"""The rule's mark on the row-tile loop of a panel summed in blocks of its depth
+(:func:`depth_block`): ``[the packed weights' name, the block's depth]``, for
+:class:`~tvm_hetero.passes.PrefetchPanelBlocks`, which asks for the next block there."""
 
 DEPTH_BLOCK_BYTES = 16 * 1024
 """The most bytes of a packed panel of ``B`` a block of the reduction spans where the rule's
