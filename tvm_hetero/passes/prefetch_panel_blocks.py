@@ -35,9 +35,10 @@ class PrefetchPanelBlocks:
     Notes
     -----
     Runs on the scheduled kernels, before TVM's lowering
-    (:func:`~tvm_hetero.build.multi_device.tir_pipeline`). The annotated loop's parent is the
-    depth blocks' loop; the panel and the block's first row come from the first block under it
-    that reads the weights, its inner loops at zero. The annotation is removed.
+    (:func:`~tvm_hetero.build.multi_device.tir_pipeline`). The panel and the current block's
+    first row come from the first block under the marked loop that reads the weights, its
+    bindings with the marked loop and every loop inside it at their first value; a mark whose
+    weights or block are not found asks for nothing. The mark is removed either way.
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
