@@ -28,16 +28,21 @@ def cpu_session(path: str | Path, intra: int, inter: int = 1, parallel: bool = F
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def run_ms(session, feeds: dict[str, np.ndarray], runs: int, warmup: int = 3) -> list[float]:
-    """Milliseconds of each of ``runs`` runs after ``warmup`` untimed ones."""
+def call_ms(call: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
+    """Milliseconds of each of ``runs`` calls of ``call`` after ``warmup`` untimed ones."""
     for _ in range(warmup):
-        session.run(None, feeds)
+        call()
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        session.run(None, feeds)
+        call()
         samples.append((time.perf_counter() - start) * 1e3)
     return samples
+
+
+def run_ms(session, feeds: dict[str, np.ndarray], runs: int, warmup: int = 3) -> list[float]:
+    """Milliseconds of each of ``runs`` runs after ``warmup`` untimed ones."""
+    return call_ms(lambda: session.run(None, feeds), runs, warmup)
 
 
 def median_seconds(session, feeds: dict[str, np.ndarray], config=None) -> float:

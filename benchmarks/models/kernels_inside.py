@@ -47,6 +47,7 @@ def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
     in order without the instrument ``runs`` times, each timed, and each alone ``runs`` times
     over (its operands then stay in cache)."""
     import tvm
+    from ort_timing import call_ms
     from tvm.runtime.vm import VirtualMachine
 
     from tvm_hetero.runtime.worker import use_threads
@@ -61,13 +62,7 @@ def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
             calls.append((symbol, func, list(call_args)))
         return 0
 
-    for _ in range(3):
-        vm["main"](*args)
-    whole = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        vm["main"](*args)
-        whole.append((time.perf_counter() - start) * 1e6)
+    whole = call_ms(lambda: vm["main"](*args), runs)
     vm.set_instrument(instrument)
     vm["main"](*args)
     in_order: dict[int, list[float]] = collections.defaultdict(list)
@@ -77,19 +72,13 @@ def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
             func(*call_args)
             if run >= 3:
                 in_order[k].append((time.perf_counter() - start) * 1e6)
-    alone: dict[int, list[float]] = collections.defaultdict(list)
-    for k, (_, func, call_args) in enumerate(calls):
-        for run in range(runs + 3):
-            start = time.perf_counter()
-            func(*call_args)
-            if run >= 3:
-                alone[k].append((time.perf_counter() - start) * 1e6)
     rows = [
-        (name, statistics.median(in_order[k]), statistics.median(alone[k]),
+        (name, statistics.median(in_order[k]),
+         statistics.median(call_ms(lambda f=func, a=call_args: f(*a), runs)) * 1e3,
          [tuple(a.shape) for a in call_args if hasattr(a, "shape")])
-        for k, (name, _, call_args) in enumerate(calls)
+        for k, (name, func, call_args) in enumerate(calls)
     ]  # fmt: skip
-    return rows, statistics.median(whole)
+    return rows, statistics.median(whole) * 1e3
 
 
 def their_nodes(path: Path, feeds: dict, threads: int, runs: int) -> list[tuple[str, float, str]]:

@@ -4,9 +4,9 @@ rules scheduled them, beside its time inside the model (issue 56).
     .venv/bin/python benchmarks/models/parallel_loops.py MODEL [MODEL ...] [--threads 2]
         [--runs 10] [--share 0.005]
 
-Compiles each model for the CPU as ``api.compile`` does, times every kernel inside whole runs
-in the model's order (``kernels_inside.our_kernels``) and reads the scheduled kernels (``build.multi_device.lower``
-of the placed module). A kernel is listed when it takes at least ``--share`` of the model's
+Compiles each model for the CPU as ``api.compile`` does, times every kernel call replayed in
+the model's order (``kernels_inside.our_kernels``) and reads the scheduled kernels
+(``build.multi_device.lower`` of the placed module). A kernel is listed when it takes at least ``--share`` of the model's
 kernel time and none of its parallel loops splits evenly over ``--threads`` threads: the
 busiest thread would have over a tenth more than an even share (``matmul.MAX_IMBALANCE``; a
 loop of 3 tasks on 2 threads: 2 and 1), or it has no parallel loop at all. TVM hands each

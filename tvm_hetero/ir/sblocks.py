@@ -1,5 +1,6 @@
 """Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
-have no ``replace``), a statement's children, and a module's TIR functions one by one."""
+have no ``replace``), a statement's children, its block realizes with their loops, and a
+module's TIR functions one by one."""
 
 from __future__ import annotations
 
@@ -67,6 +68,24 @@ def with_children(stmt: tirx.Stmt, visit: Callable[[tirx.Stmt], tirx.Stmt]) -> t
     if isinstance(stmt, tirx.While):
         return tirx.While(stmt.condition, body)
     return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
+
+
+def realizes(stmt: tirx.Stmt, loops: list | None = None) -> list[tuple]:
+    """``(realize, loops)`` for every block realize under ``stmt``, in the order they run, with
+    the loops around it under ``stmt`` (outermost first; after ``loops``, those around
+    ``stmt``)."""
+    loops = loops or []
+    if isinstance(stmt, tirx.For):
+        return realizes(stmt.body, [*loops, stmt])
+    if isinstance(stmt, tirx.SeqStmt):
+        return [found for s in stmt.seq for found in realizes(s, loops)]
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return [(stmt, loops), *realizes(stmt.block.body, loops)]
+    if isinstance(stmt, tirx.IfThenElse):
+        cases = [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+        return [found for s in cases for found in realizes(s, loops)]
+    body = getattr(stmt, "body", None)
+    return [] if body is None else realizes(body, loops)
 
 
 def with_prim_funcs(mod: tvm.IRModule, change: Callable[[PrimFunc], PrimFunc]) -> tvm.IRModule:

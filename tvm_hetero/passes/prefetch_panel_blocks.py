@@ -4,12 +4,12 @@ computes the current one."""
 from __future__ import annotations
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.ir import IRModule
 from tvm.sym.analyzer import Analyzer
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with, with_children, with_prim_funcs
+from tvm_hetero.ir.sblocks import loop_with, realizes, with_children, with_prim_funcs
 from tvm_hetero.schedules.cpu.matmul import PREFETCH_ANNOTATION
 
 LINES_PER_TILE = 10
@@ -36,8 +36,9 @@ class PrefetchPanelBlocks:
     -----
     Runs on the scheduled kernels, before TVM's lowering
     (:func:`~tvm_hetero.build.multi_device.tir_pipeline`). The panel and the current block's
-    first row come from the first block under the marked loop that reads the weights, its
-    bindings with the marked loop and every loop inside it at their first value; a mark whose
+    first row come from the first block under the marked loop that reads the weights
+    (:func:`~tvm_hetero.ir.sblocks.realizes`), its bindings with the marked loop and the loops
+    around the block at their first value; a mark whose
     weights or block are not found asks for nothing. The mark is removed either way.
     """
 
@@ -49,40 +50,45 @@ class PrefetchPanelBlocks:
 def prefetched(func: PrimFunc) -> PrimFunc:
     """``func`` with its annotated row-tile loops prefetching (``func`` if none is)."""
     weights = {str(p.name): p for p in func.params}
-    body = _walk(func.body, [], weights)
+    body = _walk(func.body, weights)
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-def _walk(stmt: tirx.Stmt, loops: list[tirx.For], weights: dict) -> tirx.Stmt:
+def _walk(stmt: tirx.Stmt, weights: dict) -> tirx.Stmt:
     if not isinstance(stmt, tirx.For):
-        return with_children(stmt, lambda child: _walk(child, loops, weights))
-    body = _walk(stmt.body, [*loops, stmt], weights)
+        return with_children(stmt, lambda child: _walk(child, weights))
+    body = _walk(stmt.body, weights)
     said = stmt.annotations.get(PREFETCH_ANNOTATION)
     if said is None:
         return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
     annotations = {k: v for k, v in stmt.annotations.items() if k != PREFETCH_ANNOTATION}
     name, depth = str(said[0]), int(said[1])
-    asked = _ask(stmt, loops, weights.get(name), depth) if LINES_PER_TILE > 0 else None
+    asked = _ask(stmt, weights.get(name), depth) if LINES_PER_TILE > 0 else None
     if asked is not None:
         body = tirx.SeqStmt([asked, body])
     return loop_with(stmt, body=body, annotations=annotations)
 
 
-def _ask(tile: tirx.For, loops: list[tirx.For], buffer, depth: int) -> tirx.Stmt | None:
-    """The prefetches at the start of row tile ``tile`` (inside ``loops``) of ``buffer``'s
-    panel's next block of ``depth`` rows, or ``None`` where the structure is not found."""
-    if buffer is None or len(buffer.shape) != 3 or not loops:
+def _ask(tile: tirx.For, buffer, depth: int) -> tirx.Stmt | None:
+    """The prefetches at the start of row tile ``tile`` of ``buffer``'s panel's next block of
+    ``depth`` rows, or ``None`` where no block under ``tile`` reads ``buffer``."""
+    if buffer is None or len(buffer.shape) != 3:
         return None
-    read = _panel_read(tile.body, buffer)
-    if read is None:
+    found = [
+        (realize, loops, read.region)
+        for realize, loops in realizes(tile.body)
+        for read in realize.block.reads
+        if str(read.source.name) == str(buffer.name)
+    ]
+    if not found:
         return None
-    realize, region = read
+    realize, loops, region = found[0]
     analyzer = Analyzer()
     for var, value in zip(
         (iv.var for iv in realize.block.iter_vars), realize.iter_values, strict=True
     ):
         analyzer.bind(var, value)
-    for loop in [tile, *_loops(tile.body)]:  # the tile's first row tile and first element
+    for loop in [tile, *loops]:  # the tile's first row tile and first element
         analyzer.bind(loop.loop_var, loop.min)
     panel = analyzer.simplify(region[0].min)
     first = analyzer.simplify(region[1].min)  # this block's first row of the panel
@@ -94,8 +100,7 @@ def _ask(tile: tirx.For, loops: list[tirx.For], buffer, depth: int) -> tirx.Stmt
     line = tile.loop_var * LINES_PER_TILE + step
     row = tirx.min(first + depth + tirx.floordiv(line, per_row), rows - 1)
     column = tirx.floormod(line, per_row) * (width // per_row)
-    element = tirx.BufferLoad(buffer, [panel, row, column])
-    address = tirx.address_of(element)
+    address = tirx.address_of(tirx.BufferLoad(buffer, [panel, row, column]))
     ask = tirx.Evaluate(tirx.call_llvm_intrin(
         "void", "llvm.prefetch", address, tirx.const(0, "int32"), tirx.const(3, "int32"),
         tirx.const(1, "int32"),
@@ -103,34 +108,3 @@ def _ask(tile: tirx.For, loops: list[tirx.For], buffer, depth: int) -> tirx.Stmt
     loop = tirx.For(step, tirx.const(0, dtype), tirx.const(LINES_PER_TILE, dtype),
                     tirx.ForKind.UNROLLED, ask)  # fmt: skip
     return tirx.IfThenElse(tile.loop_var * LINES_PER_TILE < lines, loop, None)
-
-
-def _panel_read(stmt: tirx.Stmt, buffer) -> tuple | None:
-    """The first block realize under ``stmt`` that reads ``buffer``, and that read's region."""
-    found: list = []
-
-    def visit(s: tirx.Stmt) -> tirx.Stmt:
-        if found:
-            return s
-        if isinstance(s, s_tir.SBlockRealize):
-            for read in s.block.reads:
-                if str(read.source.name) == str(buffer.name):
-                    found.append((s, read.region))
-                    return s
-        return with_children(s, visit)
-
-    visit(stmt)
-    return found[0] if found else None
-
-
-def _loops(stmt: tirx.Stmt) -> list[tirx.For]:
-    """Every loop under ``stmt``."""
-    found: list[tirx.For] = []
-
-    def visit(s: tirx.Stmt) -> tirx.Stmt:
-        if isinstance(s, tirx.For):
-            found.append(s)
-        return with_children(s, visit)
-
-    visit(stmt)
-    return found

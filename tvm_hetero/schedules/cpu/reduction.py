@@ -13,6 +13,7 @@ from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
 from tvm.tirx.analysis import undefined_vars
 
+from tvm_hetero.ir.sblocks import realizes
 from tvm_hetero.schedules.cpu.common import (
     CpuRule,
     apply_each,
@@ -233,7 +234,7 @@ def recomputed(sch: s_tir.Schedule) -> int:
     """How many times the most recomputed reduction block of ``sch`` runs over its own domain:
     the product of the constant extents of the loops around it that none of its iterators use."""
     worst = 1
-    for realize, loops in _realizes(sch.mod["main"].body, []):
+    for realize, loops in realizes(sch.mod["main"].body):
         if all(v.iter_type == tirx.IterVar.DataPar for v in realize.block.iter_vars):
             continue
         used = {v for value in realize.iter_values for v in undefined_vars(value)}
@@ -245,25 +246,10 @@ def recomputed(sch: s_tir.Schedule) -> int:
 
 def _rows(sch: s_tir.Schedule) -> int:
     """The extent of the outermost loop around the last block (dlight's parallel rows)."""
-    realizes = _realizes(sch.mod["main"].body, [])
-    loops = realizes[-1][1] if realizes else []
+    found = realizes(sch.mod["main"].body)
+    loops = found[-1][1] if found else []
     extent = loops[0].extent if loops else None
     return int(extent) if isinstance(extent, tirx.IntImm) else 2
-
-
-def _realizes(stmt, loops: list) -> list:
-    """Every block realize under ``stmt`` with the loops around it (outermost first)."""
-    if isinstance(stmt, tirx.For):
-        return _realizes(stmt.body, [*loops, stmt])
-    if isinstance(stmt, tirx.SeqStmt):
-        return [found for s in stmt.seq for found in _realizes(s, loops)]
-    if isinstance(stmt, s_tir.SBlockRealize):
-        return [(stmt, loops), *_realizes(stmt.block.body, loops)]
-    if isinstance(stmt, tirx.IfThenElse):
-        cases = [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
-        return [found for s in cases for found in _realizes(s, loops)]
-    body = getattr(stmt, "body", None)
-    return [] if body is None else _realizes(body, loops)
 
 
 def two_passes(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
