@@ -2,7 +2,7 @@
 beside ONNX Runtime (issue 56).
 
     .venv/bin/python benchmarks/cpu_kernels/pointwise_layers.py
-        columns|blocks|groups|wider|panels|widened [--runs 30]
+        columns|blocks|groups|wider|panels|widened|tall [--runs 30]
 
 - ``columns``: over small maps (MobileNet-V2's expansions and projections at 14 x 14 and 7 x 7,
   ResNet-50's last stage, RegNet-Y's 14 x 14) the output channels as the rule's columns
@@ -34,6 +34,12 @@ beside ONNX Runtime (issue 56).
   channels and cropped (``PadMatmulColumns``, ``two_vector_channels``), or one vector wide as
   before; the last case (80 channels: a fifth more to widen) is a control. Results:
   ``benchmarks/results/widened_channels.jsonl``.
+- ``tall``: maps whose positions only a tile of 9 to 14 rows divides (SqueezeNet's 13 x 13:
+  169 positions), their output channels as the columns in tiles of 13 positions
+  (``matmul.tall_rows``; channels no vector divides widened to two vectors,
+  ``pad_matmul_columns.PART_VECTOR_CHANNELS``), or the positions as the columns, padded to 192
+  and copied on every call, as before; the last case (14 x 14, tiles of 7) is a control.
+  Results: ``benchmarks/results/tall_row_tiles.jsonl``.
 
 Each case is a 1x1 ``Conv2d`` with ReLU6 after it, exported to ONNX (batch 1), compiled for the
 whole CPU with the change and without it (``before``), run end to end by our executor beside
@@ -82,6 +88,11 @@ CHANGES = {  # change: ([(input channels, output channels, map side)], results f
          (240, 80, 14)],
         "widened_channels.jsonl",
     ),
+    "tall": (
+        [(512, 1000, 13), (512, 64, 13), (384, 48, 13), (64, 256, 13), (48, 192, 13),
+         (512, 1000, 14)],
+        "tall_row_tiles.jsonl",
+    ),
 }  # fmt: skip
 
 
@@ -111,6 +122,8 @@ def switch(change: str) -> tuple:
         return (matmul, "PANELS_AFTER_DEPTH", False)
     if change == "widened":
         return (pad_matmul_columns, "WIDE_PANELS", False)
+    if change == "tall":
+        return (matmul, "TALL_ROW_TILES", False)
     return (matmul, "panels_per_block", lambda *_: 1)
 
 

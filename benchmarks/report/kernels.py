@@ -419,6 +419,16 @@ def phase_ordered_copies() -> str:
     return _before_and_now("phase_ordered_copies.jsonl", "convolution")
 
 
+def row_bands() -> str:
+    """``benchmarks/cpu_kernels/row_bands.py``: convolution threads over bands of rows."""
+    return _before_and_now("row_bands.jsonl", "convolution")
+
+
+def tall_row_tiles() -> str:
+    """``benchmarks/cpu_kernels/pointwise_layers.py tall``: tiles of 13 positions."""
+    return _before_and_now("tall_row_tiles.jsonl", "1x1 convolution (in->out @side)")
+
+
 def tall_inputs() -> str:
     """``benchmarks/cpu_kernels/tall_inputs.py``: blocks of panels where ``A`` is large."""
     return _before_and_now("tall_inputs.jsonl", "matmul (M x K @ K x N)")
@@ -461,6 +471,18 @@ def bands_of_the_larger_operand() -> str:
     """``before_and_now.py ... --off ...common:SPLIT_LARGER=False``: matmul threads on bands
     of the larger operand, and not."""
     return _switched("SPLIT_LARGER")
+
+
+def bands_of_rows_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:ROWS_BEFORE_CHANNELS=False``: convolution
+    threads over bands of rows where the input outweighs the weights, and not."""
+    return _switched("ROWS_BEFORE_CHANNELS")
+
+
+def tall_tiles_in_models() -> str:
+    """``before_and_now.py ... --off ...matmul:TALL_ROW_TILES=False --off
+    ...pad_matmul_columns:PART_VECTOR_CHANNELS=False``: tiles of 9-14 rows, and not."""
+    return _switched("TALL_ROW_TILES")
 
 
 def prefetched_panel_blocks() -> str:
@@ -510,6 +532,10 @@ SECTIONS = {
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
     "prefetched-blocks": prefetched_panel_blocks,
+    "row-bands": row_bands,
+    "row-bands-models": bands_of_rows_in_models,
+    "tall-row-tiles": tall_row_tiles,
+    "tall-tiles-models": tall_tiles_in_models,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -535,10 +535,23 @@ def test_with_avx512_a_28_by_28_map_takes_the_weights_as_columns_for_a_wider_til
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("side", [28, 27, 13])  # 784: whole vectors; 729: larger; 169: no tile
-def test_pointwise_convolutions_over_larger_maps_keep_the_image_as_columns(side):
-    before, _ = _pointwise_module(8, side)
+@pytest.mark.parametrize(
+    ("side", "mcpu"), [(28, None), (27, None), (13, "znver3")]
+)  # 784: whole vectors; 729: larger; 169: no tile of 4 (AVX2's registers hold no 13 rows)
+def test_pointwise_convolutions_over_larger_maps_keep_the_image_as_columns(side, mcpu):
+    target = CPU if mcpu is None else make_target({**cpu_device().target, "mcpu": mcpu})
+    before, _ = _pointwise_module(8, side, target=target)
     tvm.ir.assert_structural_equal(PackConstantWeights()(before), before)
+
+
+def test_a_13_by_13_map_takes_its_channels_as_columns_where_avx512_holds_13_rows():
+    """169 positions: tiles of 13 rows with AVX-512's 32 registers (``matmul.tall_rows``), so
+    the weights are packed as the columns' panels (two of 32 channels) and named ``B``."""
+    target = make_target({**cpu_device().target, "mcpu": "skylake-avx512"})
+    before, _ = _pointwise_module(8, 13, target=target)
+    text = PackConstantWeights()(before).script()
+    assert '"tvm_hetero.columns_operand": 1' in text, text
+    assert "T.Buffer((T.int64(2), T.int64(8), T.int64(32))" in text, text
 
 
 def test_a_pointwise_convolution_over_a_map_of_symbolic_height_stays():

@@ -141,10 +141,26 @@ def test_channels_one_vector_divides_are_widened_to_two_over_a_small_map():
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-5, atol=1e-5)
 
 
+def test_channels_no_vector_divides_are_widened_to_two_vectors_too(monkeypatch):
+    """124 output channels over 14 x 14 with 8 lanes (no vector divides them): widened to 128
+    (a thirtieth more) and cropped after, the numbers unchanged; with
+    :data:`PART_VECTOR_CHANNELS` off they stay (the matmul rule then takes the positions as its
+    columns, padded to whole vectors and copied on every call)."""
+    import tvm_hetero.passes.pad_matmul_columns as pass_module
+
+    (before, _), (expected, _) = _pointwise_module(124, 14), _pointwise_module(124, 14, padded=128)
+    after = PadMatmulColumns()(before)
+    tvm.ir.assert_structural_equal(after, expected)
+    x = np.random.default_rng(5).standard_normal((1, 32, 14, 14)).astype("float32")
+    np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(pass_module, "PART_VECTOR_CHANNELS", False)
+    tvm.ir.assert_structural_equal(PadMatmulColumns()(before), before)
+
+
 @pytest.mark.parametrize(
     ("channels", "side"),
     [(72, 28), (24, 14), (68, 14)],
-    ids=["positions_are_the_columns", "over_an_eighth", "no_whole_vector"],
+    ids=["positions_are_the_columns", "over_an_eighth", "no_whole_vector_over_an_eighth"],
 )
 def test_channels_stay_where_widening_does_not_apply(channels, side):
     mod, _ = _pointwise_module(channels, side)

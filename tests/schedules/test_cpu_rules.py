@@ -502,8 +502,8 @@ def test_a_wide_channel_vector_tile_runs_along_the_row_on_a_tie(rows, width, lan
 
 @pytest.mark.parametrize(
     ("width_in", "phases", "splits", "copy_loops"),
-    [(32, [1, 4, 34, 2, 17], [[2, 8], [4]], [(1, 272), (2, 17)]),
-     (31, [1, 4, 33, 33], [[1, 8], [8]], [(1, 132), (0, 33)])],
+    [(32, [1, 4, 34, 2, 17], [[2, 8], [4], [2]], [(1, 272), (2, 17)]),
+     (31, [1, 4, 33, 33], [[1, 8], [8], [2]], [(1, 132), (0, 33)])],
     ids=["even_width", "odd_width"],
 )  # fmt: skip
 def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
@@ -513,7 +513,8 @@ def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
     are contiguous and the tile is 4 x 2 vectors, the copy iterating in that layout (the
     image's rows and phases in parallel, a phase's 17 columns one vector); where the stride
     does not divide the padded width the input stays, its copy a row a task, and its vectors
-    are gathers, each reused over 8 channels. The numbers equal TVM's default build's."""
+    are gathers, each reused over 8 channels. The input outweighs the weights: the output rows
+    are cut in a band a thread (the last split). The numbers equal TVM's default build's."""
     shapes = [(1, 4, width_in, width_in), (16, 4, 3, 3)]
     mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1))
     (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
@@ -813,6 +814,46 @@ def test_rows_are_padded_only_where_no_tile_of_4_to_the_registers_rows_divides_t
     assert padded_row_count(31, ROWS_PER_TILE) == 31  # few rows: one-row tiles cost little
 
 
+def test_rows_only_a_tile_of_9_to_14_divides_take_it_where_avx512_has_the_registers():
+    """A 13 x 13 map's 169 positions take tiles of 13 rows with AVX-512's 32 registers, not
+    padded (to 172 before) and not made the columns; with AVX2's 16, or with
+    :data:`TALL_ROW_TILES` off, as before. Rows a tile of 4 to 8 divides keep it."""
+    from tvm_hetero.schedules.cpu import matmul
+
+    wide = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    assert matmul.tile_rows(wide, 169, transposed=True) == 13
+    assert matmul.padded_row_count(169, matmul.WIDE_ROWS_PER_TILE) == 169
+    assert matmul.tile_rows(wide, 26) == 13 and matmul.tile_rows(wide, 196) == 7
+    assert matmul.tile_rows(CPU, 169) == 1 and matmul.padded_row_count(169) == 172
+    with patch.object(matmul, "TALL_ROW_TILES", False):
+        assert matmul.padded_row_count(169, matmul.WIDE_ROWS_PER_TILE) == 172
+
+
+def test_a_13_by_13_pointwise_convolution_takes_its_channels_as_columns_in_tiles_of_13():
+    """SqueezeNet's 1x1 convolutions over 13 x 13 with AVX-512: the weights are packed in
+    panels at build time and each tile is 13 positions by two vectors of output channels,
+    written back a vector of 13 positions a channel; numbers unchanged (where the host has
+    AVX-512)."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((64, 96, 1, 1)).astype("float32")
+    mod = _module([(1, 96, 13, 13)], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))), target)  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    scheduled = schedule_kernels(mod, "rules")
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert "T.int64(2), T.int64(96), T.int64(32)" in text, text  # two panels of 32 channels
+    assert "in T.unroll(T.int64(13)):" in text and "in T.vectorized(T.int64(13)):" in text, text
+    assert "reindex_pad" not in text, text  # no rows padded, no image copied
+    if vector_bits(make_target(cpu_device().target)) < 512:
+        return  # the AVX-512 build runs only where the host has it
+    x = np.random.default_rng(1).standard_normal((1, 96, 13, 13)).astype("float32")
+    np.testing.assert_allclose(
+        _run(scheduled, [x], target), _run(mod, [x], target), rtol=1e-4, atol=1e-4
+    )
+
+
 @pytest.mark.parametrize(
     ("x_shape", "w_shape", "block", "blocks", "row_tiles"),
     [  # AVX2: panels of 16 columns, tiles of 4 rows
@@ -1017,3 +1058,33 @@ def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "rows_first"),
+    [((1, 3, 64, 64), (32, 3, 3, 3), True),  # image 48 KB (padded), weights 3.5 KB: rows first
+     ((1, 64, 10, 10), (64, 64, 3, 3), False)],  # image 36 KB, weights 147 KB: channels first
+)  # fmt: skip
+def test_conv_threads_take_bands_of_rows_where_the_image_outweighs_the_weights(
+    x_shape, w_shape, rows_first
+):
+    """A convolution's parallel loop runs over bands of output rows first (every output
+    channel each) where its input outweighs its weights, and the copy that pads the input is
+    cut by rows too: each thread reads and writes a band of the image, not the whole of it;
+    else over blocks of output channels first, as before. With :data:`ROWS_BEFORE_CHANNELS`
+    off, channels first always; numbers unchanged either way."""
+    from tvm_hetero.schedules.cpu import conv
+
+    rng = np.random.default_rng(0)
+    x, w = (rng.standard_normal(s).astype("float32") for s in (x_shape, w_shape))
+    mod = _module([x_shape, w_shape], lambda bb, x, w: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, w, strides=2, padding=1)))  # fmt: skip
+    for switched in (True, False):
+        with patch.object(conv, "ROWS_BEFORE_CHANNELS", switched):
+            scheduled = schedule_kernels(mod, "rules")
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        tasks, copy = re.findall(r"for (\w+) in T\.parallel", text)[::-1][:2]
+        bands = switched and rows_first
+        assert (tasks.index("yy") < tasks.index("ff")) == bands, text
+        assert copy.startswith("ax0_ax2_ax1" if bands else "ax0_ax1_ax2"), text
+        np.testing.assert_allclose(_run(scheduled, [x, w]), _run(mod, [x, w]), rtol=1e-4, atol=1e-4)

@@ -39,7 +39,7 @@ class PadMatmulColumns:
     of its 168 -> 672 excite).
 
     A 1x1 convolution over a larger map whose output channels the matmul rule takes as its
-    columns, one vector dividing them and two not, is widened to two vectors the same way
+    columns, two vectors not dividing them, is widened to two vectors the same way
     (:func:`two_vector_channels`).
 
     Notes
@@ -131,15 +131,19 @@ def _padded_pointwise(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr |
 
 WIDE_PANELS = True
 """Whether :func:`two_vector_channels` widens output channels one vector divides to two."""
+PART_VECTOR_CHANNELS = True
+"""Whether :func:`two_vector_channels` widens output channels no vector divides too."""
 
 
 def two_vector_channels(
     target: tvm.target.Target, bits: int, positions: int, inputs: int, outputs: int
 ) -> int:  # fmt: skip
     """The output channels a 1x1 convolution over ``positions`` is computed with: ``outputs``,
-    or the next multiple of two vectors where one vector divides them and two do not, the
-    padding is at most an eighth, and the matmul rule takes the widened channels as its
-    columns (:func:`~tvm_hetero.schedules.cpu.matmul.weights_as_columns`).
+    or the next multiple of two vectors where two vectors do not divide them, the padding is
+    at most an eighth, and the matmul rule takes the widened channels as its columns
+    (:func:`~tvm_hetero.schedules.cpu.matmul.weights_as_columns`). Channels no vector divides
+    are widened too (:data:`PART_VECTOR_CHANNELS`): SqueezeNet's 1000 classes over 13 x 13 to
+    1024, where its positions had been the columns, padded to 192.
 
     One vector wide, the rule's register tile makes one multiply-add for each load (a
     broadcast of the image, a vector of weights: 7 x 1 over 7 x 7); two wide, two (7 x 2). The
@@ -150,6 +154,8 @@ def two_vector_channels(
     1.33x in an earlier run)."""
     lanes = vector_lanes(target, bits)
     wide = -(-outputs // (2 * lanes)) * 2 * lanes
-    if not WIDE_PANELS or outputs % lanes or wide == outputs or 8 * (wide - outputs) > outputs:
+    if not WIDE_PANELS or wide == outputs or 8 * (wide - outputs) > outputs:
+        return outputs
+    if outputs % lanes and not PART_VECTOR_CHANNELS:
         return outputs
     return wide if weights_as_columns(target, bits, positions, inputs, wide) else outputs

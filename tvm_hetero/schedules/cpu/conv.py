@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tvm import s_tir, tirx
+from tvm import DataType, s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.s_tir.schedule import ScheduleError
@@ -21,6 +21,7 @@ from tvm_hetero.schedules.cpu.common import (
     cpu_cores,
     largest_divisor,
     output_bits,
+    split_first,
     vector_bits,
     vector_lanes,
 )
@@ -442,10 +443,11 @@ class Conv(CpuRule):
 
     Tile: ``CHANNELS_PER_TILE`` output channels (a spatial axis the data operand does not use,
     so one data vector is reused across them) by a vector of output columns, accumulated in
-    registers over the reduction axes; the remaining leading spatial axes are the parallel loop.
-    Depthwise convolutions have no such channel axis and get a vector-only tile, or, with
-    weights packed by channel (:func:`depthwise_channel_tiled`), a vector of channels a
-    position (:meth:`_depthwise_channel_vectors`). Padding stays a
+    registers over the reduction axes; the remaining leading spatial axes are the parallel loop
+    (bands of rows before blocks of channels where the input outweighs the weights,
+    :func:`rows_before_channels`). Depthwise convolutions have no such channel axis and get a
+    vector-only tile, or, with weights packed by channel (:func:`depthwise_channel_tiled`), a
+    vector of channels a position (:meth:`_depthwise_channel_vectors`). Padding stays a
     separate parallel pass so the inner loop has no bounds checks; epilogues are folded in.
     Rows of 1-3 columns (a 2 x 2 map, a tile cut by columns) get the same tile with vectors of
     their width: left to the reduction rule (accumulating in memory) they ran at 1.8-3.5
@@ -532,6 +534,17 @@ class Conv(CpuRule):
             r0, r1 = sch.split(loops[row], [None, rw])
             outer[spatial.index(row)] = r0
             tile.append(r1)
+        rows_first = (
+            channel is not None and row != channel and rows_before_channels(data, form.weights)
+        )
+        if rows_first:
+            bands, count = cpu_cores(target), extents[row] // rw
+            if count % bands == 0 and count > bands:
+                band, inner = sch.split(outer[spatial.index(row)], [bands, None])
+                outer[spatial.index(row)] = inner
+                outer.insert(spatial.index(channel), band)
+            else:
+                outer.insert(spatial.index(channel), outer.pop(spatial.index(row)))
         tasks = []
         if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
             # a row is a task where there are rows (N, C, H): a 1-D pool's channels are its tasks
@@ -541,7 +554,7 @@ class Conv(CpuRule):
         if channel is not None and tasks == outer and extents[vec] // (nv * vw) > 1:
             block = channel_block(stmt, data, (row, rw), [extents[i] for i in reduce])
         nest = (outer, v0, reduction, [*tile, v1], v2)
-        return _in_registers(sch, main, nest, tasks, target, block)
+        return _in_registers(sch, main, nest, tasks, target, block, rows_first=rows_first)
 
     @classmethod
     def _depthwise_channel_vectors(
@@ -645,7 +658,7 @@ def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | 
 
 def _in_registers(
     sch: s_tir.Schedule, main, nest: tuple, tasks: list, target, block: int | None = None,
-    row_tile: bool = False,
+    row_tile: bool = False, rows_first: bool = False,
 ) -> s_tir.Schedule:  # fmt: skip
     """Finish a register tile: ``nest`` is ``(outer loops, tile loop, reduction loops, unrolled
     loops, vector loop)`` in that order; ``tasks`` (fused) run in parallel; the tile is
@@ -654,7 +667,8 @@ def _in_registers(
     reduction axis is cut in blocks of ``block``, each outside the tile loop: the task's partial
     sums are kept in a local buffer over the row's vectors. ``row_tile`` (the depthwise row
     tile, :data:`DEPTHWISE_ROWS`): the tile is written back unrolled and each task computes the
-    producers' part it reads (:func:`_in_task`)."""
+    producers' part it reads (:func:`_in_task`). ``rows_first`` (:func:`rows_before_channels`):
+    the producers' parallel pass runs over rows before channels, as the tasks do."""
     outer, tile, reduction, unrolled, vector = nest
     producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
     anchor, first, fused = tile, reduction[0], None
@@ -672,8 +686,40 @@ def _in_registers(
     sch.vectorize(vector)
     accumulate_in_registers(sch, main, anchor, first, target, unrolled=row_tile)
     for name in producers:
-        _in_task(sch, sch.get_sblock(name), fused if row_tile else None)
+        _in_task(sch, sch.get_sblock(name), fused if row_tile else None, rows_first)
     return sch
+
+
+ROWS_BEFORE_CHANNELS = True
+"""Whether a convolution whose input outweighs its weights runs its threads over bands of
+output rows, every output channel each, rather than blocks of output channels, every row each
+(:func:`rows_before_channels`). Channels first, each thread read the whole input, half of it
+from the other core's cache (the copy that pads it, cut by channels, was written by both).
+Each case alone beside ONNX Runtime (Intel Xeon, family 6 model 167, two threads,
+``benchmarks/cpu_kernels/row_bands.py``): see its results."""
+
+
+def rows_before_channels(data, weights) -> bool:
+    """Whether a convolution's threads take bands of output rows first: its ``data`` read's
+    buffer outweighs its ``weights``' (:func:`~tvm_hetero.schedules.cpu.common.split_first`),
+    as in stems of three input channels and early layers over large maps. Each thread then
+    reads its band of the input, pads it (the copy is cut by rows too) and reads every weight.
+    The rows are cut in one band a core where the cores divide them, each band's channel
+    blocks outermost (a thread writes each output channel's rows in order); in bands of one
+    row tile otherwise. With rows of one tile outermost instead, VGG's first layer (3 -> 64
+    over 224 x 224) had run 0.63 -> 0.68 ms, its 64 output planes written a tile at a time
+    each."""
+    if not ROWS_BEFORE_CHANNELS or weights is None:
+        return False
+    return split_first(_bytes(data.source), _bytes(weights.source))
+
+
+def _bytes(buffer) -> int:
+    """Bytes of ``buffer``; 0 where its shape is not static."""
+    shape = [int(d) for d in buffer.shape if isinstance(d, tirx.IntImm)]
+    if len(shape) != len(buffer.shape):
+        return 0
+    return math.prod(shape) * DataType(str(buffer.dtype)).bits // 8
 
 
 def region_uses(region, var: tirx.Var) -> bool:
@@ -770,16 +816,20 @@ def _row_tiled(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) -> bo
     return depthwise_channel(stmt, form) is not None and column_step(data, w) == 1
 
 
-def _in_task(sch: s_tir.Schedule, producer, task) -> None:
+def _in_task(sch: s_tir.Schedule, producer, task, rows_first: bool = False) -> None:
     """Compute ``producer`` (the copy that pads the input) inside the parallel ``task`` loop,
     the part that task reads, its rows vectorized; where there is no task or it cannot move
-    there, a parallel pass of its own (:func:`_parallel_spatial`)."""
+    there, a parallel pass of its own (:func:`_parallel_spatial`), over rows before channels
+    where the convolution's threads take bands of rows (``rows_first``)."""
     if task is not None:
         try:
             sch.compute_at(producer, task)
         except ScheduleError:
             task = None
     if task is None:
+        loops = sch.get_loops(producer)
+        if rows_first and len(loops) >= 4:
+            sch.reorder(loops[2], loops[1])
         _parallel_spatial(sch, producer)
         return
     sch.vectorize(sch.get_loops(producer)[-1])

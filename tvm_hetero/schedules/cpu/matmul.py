@@ -35,6 +35,12 @@ FMA units busy (4 x 2 left a 1x1 convolution of 960 -> 160 channels over 32 x 32
 Runtime's time, 8 x 2 at 1.0x: ``benchmarks/cpu_kernels/pointwise.py``)."""
 WIDEST_ROWS_PER_TILE = 12
 """The rows of a tile with 32 vector registers where they divide the rows (:func:`tile_rows`)."""
+TALL_ROWS_PER_TILE = 14
+"""The most rows of a tile with 32 vector registers where no tile of ``ROWS_PER_TILE`` to
+``WIDE_ROWS_PER_TILE`` rows divides the rows (:func:`tall_rows`): 14 x 2 accumulators, two
+vectors of ``B`` and a broadcast are 31 registers."""
+TALL_ROW_TILES = True
+"""Whether rows that only a tile of 9 to 14 rows divides take it (:func:`tall_rows`)."""
 BLOCK_BYTES = 16 * 1024
 """The most bytes of ``B`` a row tile sweeps across several panels (half of a 32 KiB L1)."""
 L2_BLOCK_BYTES = 256 * 1024
@@ -389,15 +395,34 @@ def tile_rows(target: Target, rows: int, transposed: bool = False) -> int:
     most = rows_per_tile(target)
     if not transposed and most >= WIDE_ROWS_PER_TILE and rows % WIDEST_ROWS_PER_TILE == 0:
         return WIDEST_ROWS_PER_TILE
-    return largest_divisor(rows, most)
+    return tall_rows(rows, most) or largest_divisor(rows, most)
+
+
+def tall_rows(rows: int, most: int) -> int | None:
+    """A tile of 9 to :data:`TALL_ROWS_PER_TILE` rows where the target has AVX-512's 32 vector
+    registers (``most`` of :data:`WIDE_ROWS_PER_TILE`), no tile of ``ROWS_PER_TILE`` to
+    ``most`` rows divides ``rows`` and one of those does: a 13 x 13 map's 169 positions in
+    tiles of 13, which were padded to 172 and copied on every call, or made the columns (192,
+    a ninth computed for nothing). Else ``None``. SqueezeNet's 512 -> 1000 over 13 x 13 alone
+    (its channels padded to 1024, :func:`~tvm_hetero.passes.pad_matmul_columns.
+    two_vector_channels`) beside ONNX Runtime: see :data:`TALL_ROW_TILES`' benchmark."""
+    if not TALL_ROW_TILES or most < WIDE_ROWS_PER_TILE:
+        return None
+    if largest_divisor(rows, most) >= ROWS_PER_TILE:
+        return None
+    tall = largest_divisor(rows, TALL_ROWS_PER_TILE)
+    return tall if tall > most else None
 
 
 def padded_row_count(rows: int, most: int = ROWS_PER_TILE) -> int:
     """The rows the rule computes: ``rows``, or the next multiple of ``ROWS_PER_TILE`` where
-    no tile of ``ROWS_PER_TILE`` to ``most`` rows divides them and padding adds at most an
-    eighth (ViT's 197 tokens: one-row tiles load two vectors of ``B`` per two multiply-adds;
-    a 7 x 7 map's 49 positions take tiles of 7 where AVX-512 has the registers)."""
+    no tile of ``ROWS_PER_TILE`` to ``most`` rows (or :func:`tall_rows`) divides them and
+    padding adds at most an eighth (ViT's 197 tokens: one-row tiles load two vectors of ``B``
+    per two multiply-adds; a 7 x 7 map's 49 positions take tiles of 7 where AVX-512 has the
+    registers)."""
     if largest_divisor(rows, most) >= ROWS_PER_TILE or rows < 8 * ROWS_PER_TILE:
+        return rows
+    if tall_rows(rows, most) is not None:
         return rows
     return -(-rows // ROWS_PER_TILE) * ROWS_PER_TILE
 
