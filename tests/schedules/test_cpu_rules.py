@@ -1024,7 +1024,8 @@ def test_row_groups_even_out_the_threads(tasks, row_tiles, cores, groups):
     ("x_shape", "w_shape", "block", "tasks", "row_tiles"),
     [((2048, 256), (512, 256), 8, 4, 512),  # A 2 MiB: 4 blocks of 8 panels of 16 KiB
      ((2048, 1024), (128, 1024), 8, 2, 256),  # one block of all 8: two groups of row tiles
-     ((2048, 2048), (128, 2048), 4, 2, 512),  # 128 KiB panels: 4 fill 512 KiB
+     ((2048, 2048), (128, 2048), 4, 4, 256),  # 128 KiB panels: 4 fill 512 KiB; 2 blocks,
+     # one a thread: A (16 MiB) outweighs B, so each thread takes a band of rows instead
      ((512, 256), (512, 256), 1, 32, 128)],  # A 512 KiB stays cached: panels alone
 )  # fmt: skip
 def test_a_row_tile_sweeps_blocks_of_panels_where_a_is_larger_than_l2(
@@ -1088,3 +1089,32 @@ def test_conv_threads_take_bands_of_rows_where_the_image_outweighs_the_weights(
         assert (tasks.index("yy") < tasks.index("ff")) == bands, text
         assert copy.startswith("ax0_ax2_ax1" if bands else "ax0_ax1_ax2"), text
         np.testing.assert_allclose(_run(scheduled, [x, w]), _run(mod, [x, w]), rtol=1e-4, atol=1e-4)
+
+
+def test_one_panel_a_thread_takes_a_band_of_rows_where_the_image_outweighs_the_weights():
+    """MobileNet-V2's 384 -> 64 over 14 x 14 with AVX-512: two panels of 32 channels for two
+    threads, even already; its image (301 KB) outweighs its weights (98 KB), so each panel's
+    28 row tiles are cut in two bands and each thread takes a band (every panel) instead of a
+    panel (every row). With :data:`ONE_PANEL_BANDS` off, a panel a thread; numbers unchanged
+    (where the host has AVX-512)."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import matmul
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((64, 384, 1, 1)).astype("float32")
+    mod = _module([(1, 384, 14, 14)], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))), target)  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, 384, 14, 14)).astype("float32")
+    runs = vector_bits(make_target(cpu_device().target)) >= 512
+    for banded in (True, False):
+        with patch.object(matmul, "ONE_PANEL_BANDS", banded):
+            scheduled = schedule_kernels(mod, "rules")
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        task = re.search(r"for (\w+) in T\.parallel\(T\.int64\((\d+)\)\)", text)
+        assert int(task.group(2)) == (4 if banded else 2), text
+        row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)} // T\.int64\(2\)"
+        assert bool(re.search(row, text)) == banded, text
+        if runs:
+            want = _run(mod, [x], target)
+            np.testing.assert_allclose(_run(scheduled, [x], target), want, rtol=1e-4, atol=1e-4)

@@ -153,6 +153,9 @@ class Matmul(CpuRule):
             sch.reorder(batch, j0, i0, k, i1, j1)
         tasks = batches * cols // nr // per_block
         groups = row_groups(tasks, rows // mr, cpu_cores(target)) if parallel and not copy else 1
+        if parallel and not copy and groups == 1:
+            groups = one_panel_bands(tasks, rows // mr, cpu_cores(target), a_bytes,
+                                     depth * cols * bits // 8)  # fmt: skip
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
@@ -364,6 +367,25 @@ def row_groups(tasks: int, row_tiles: int, cores: int) -> int:
     if fit:
         return fit[0]
     return min(divisors, key=lambda g: (busiest_share(tasks * g, cores), g), default=1)
+
+
+ONE_PANEL_BANDS = True
+"""Whether :func:`one_panel_bands` cuts the row tiles where each thread has one panel."""
+
+
+def one_panel_bands(tasks: int, row_tiles: int, cores: int, a_bytes: int, b_bytes: int) -> int:
+    """Into how many groups each panel's ``row_tiles`` are cut where ``tasks`` panels give
+    each of ``cores`` threads one (the threads even already, :func:`row_groups` cuts none):
+    ``cores``, a band of rows each, where ``A`` outweighs ``B``
+    (:func:`~tvm_hetero.schedules.cpu.common.split_first`) and the cores divide the row tiles;
+    else 1. A thread had read the whole of ``A`` for its one panel: MobileNet-V2's 384 -> 64
+    over 14 x 14 (two panels of 32 channels, its 301 KB image just written by both cores, a
+    block of channels each) took 68-70 us in the model's order and 25 alone; in bands of rows
+    47-48 (30 alone) (``benchmarks/models/kernels_inside.py``, Intel Xeon, family 6 model
+    167, two threads)."""
+    if not ONE_PANEL_BANDS or tasks != cores or row_tiles % cores:
+        return 1
+    return cores if split_first(a_bytes, b_bytes) else 1
 
 
 def busiest_share(tasks: int, threads: int) -> float:
