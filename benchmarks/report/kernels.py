@@ -479,6 +479,12 @@ def bands_of_rows_in_models() -> str:
     return _switched("ROWS_BEFORE_CHANNELS")
 
 
+def one_panel_bands() -> str:
+    """``before_and_now.py ... --off ...matmul:ONE_PANEL_BANDS=False``: a band of rows a
+    thread where each thread has one panel, and not."""
+    return _switched("ONE_PANEL_BANDS")
+
+
 def tall_tiles_in_models() -> str:
     """``before_and_now.py ... --off ...matmul:TALL_ROW_TILES=False --off
     ...pad_matmul_columns:PART_VECTOR_CHANNELS=False``: tiles of 9-14 rows, and not."""
@@ -536,6 +542,7 @@ SECTIONS = {
     "row-bands-models": bands_of_rows_in_models,
     "tall-row-tiles": tall_row_tiles,
     "tall-tiles-models": tall_tiles_in_models,
+    "one-panel-bands": one_panel_bands,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
