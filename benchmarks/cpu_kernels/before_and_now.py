@@ -82,6 +82,28 @@ def case_command(
     return 0
 
 
+def convolution_case_command(
+    doc: str, cases: dict, switch: tuple[str, object], results: str
+) -> int:  # fmt: skip
+    """:func:`case_command` for convolutions: each case ``(input channels, output channels,
+    window, stride, map side)`` a convolution with ReLU after it
+    (``onnx_models.export_convolution``), built without the change by setting the convolution
+    rule's ``switch`` (its name and value in ``tvm_hetero.schedules.cpu.conv``; a callable
+    value is called with the module)."""
+    from onnx_models import export_convolution
+
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import conv
+
+        name, value = switch
+        return (conv, name, value(conv) if callable(value) else value)
+
+    def export(case, path: Path) -> np.ndarray:
+        return export_convolution(path, *case)
+
+    return case_command(doc, cases, export, off, results)
+
+
 def linear_case_command(
     doc: str, cases: list[tuple[int, int, int]], off: Callable[[], tuple], results: str
 ) -> int:  # fmt: skip

@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
-from onnx_models import export_convolution  # noqa: E402
+from before_and_now import convolution_case_command  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, kernel, stride, input height, width)
     "3x3/2 128 @56": (128, 128, 3, 2, 56, 56),
@@ -38,15 +37,9 @@ CASES = {  # name: (input channels, output channels, kernel, stride, input heigh
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "WIDE_CHANNEL_TILE_VECTORS", 1)
-
-    def export(case, path):
-        return export_convolution(path, *case)
-
-    return case_command(__doc__, CASES, export, off, "channel_tiles.jsonl")
+    return convolution_case_command(
+        __doc__, CASES, ("WIDE_CHANNEL_TILE_VECTORS", 1), "channel_tiles.jsonl"
+    )
 
 
 if __name__ == "__main__":

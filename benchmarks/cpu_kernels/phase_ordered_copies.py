@@ -24,8 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
-from onnx_models import export_convolution  # noqa: E402
+from before_and_now import convolution_case_command  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side)
     "3x3/2 3->32 @224 (MobileNet-V2)": (3, 32, 3, 2, 224),
@@ -37,15 +36,9 @@ CASES = {  # name: (input channels, output channels, window, stride, map side)
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "PHASE_ORDERED_COPY", False)
-
-    def export(case, path):
-        return export_convolution(path, *case)
-
-    return case_command(__doc__, CASES, export, off, "phase_ordered_copies.jsonl")
+    return convolution_case_command(
+        __doc__, CASES, ("PHASE_ORDERED_COPY", False), "phase_ordered_copies.jsonl"
+    )
 
 
 if __name__ == "__main__":

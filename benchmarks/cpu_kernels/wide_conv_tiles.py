@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
-from onnx_models import export_convolution  # noqa: E402
+from before_and_now import convolution_case_command  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, map side)
     "3x3 32->64 @147 (Inception v3)": (32, 64, 3, 1, 147),
@@ -38,15 +37,12 @@ CASES = {  # name: (input channels, output channels, window, stride, map side)
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "WIDE_TILE_CHANNELS_AVX512", conv.CHANNELS_PER_WIDE_TILE)
-
-    def export(case, path):
-        return export_convolution(path, *case)
-
-    return case_command(__doc__, CASES, export, off, "wide_conv_tiles.jsonl")
+    return convolution_case_command(
+        __doc__,
+        CASES,
+        ("WIDE_TILE_CHANNELS_AVX512", lambda conv: conv.CHANNELS_PER_WIDE_TILE),
+        "wide_conv_tiles.jsonl",
+    )
 
 
 if __name__ == "__main__":
