@@ -1,6 +1,6 @@
 """Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
-have no ``replace``), a statement's children, its block realizes with their loops, and a
-module's TIR functions one by one."""
+have no ``replace``), a statement's children, its block realizes with their loops, a
+buffer's bytes, and a module's TIR functions one by one."""
 
 from __future__ import annotations
 
@@ -68,6 +68,16 @@ def with_children(stmt: tirx.Stmt, visit: Callable[[tirx.Stmt], tirx.Stmt]) -> t
     if isinstance(stmt, tirx.While):
         return tirx.While(stmt.condition, body)
     return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
+
+
+def buffer_bytes(buffer: tirx.Buffer) -> int | None:
+    """Bytes of ``buffer``, or ``None`` where its shape is not constant."""
+    count = 1
+    for extent in buffer.shape:
+        if not isinstance(extent, tirx.IntImm):
+            return None
+        count *= int(extent)
+    return count * tvm.DataType(str(buffer.dtype)).bits // 8
 
 
 def realizes(stmt: tirx.Stmt, loops: list | None = None) -> list[tuple]:

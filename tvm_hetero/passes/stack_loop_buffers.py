@@ -7,7 +7,7 @@ from tvm import tirx
 from tvm.ir import IRModule
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import with_children, with_prim_funcs
+from tvm_hetero.ir.sblocks import buffer_bytes, with_children, with_prim_funcs
 
 STACK_ANNOTATION = "disable_lower_builtin"
 """TVM's ``kDisableLowerTVMBuiltin``: ``LowerTVMBuiltin`` leaves an allocation so annotated as it
@@ -64,16 +64,6 @@ def stacked(func: PrimFunc) -> PrimFunc:
     budget = [MAX_KERNEL_BYTES]
     body = _walk(func.body, cpu=False, in_loop=False, budget=budget)
     return func if body.same_as(func.body) else func.with_body(body)
-
-
-def buffer_bytes(buffer: tirx.Buffer) -> int | None:
-    """Bytes of ``buffer``, or ``None`` where its shape is not constant."""
-    count = 1
-    for extent in buffer.shape:
-        if not isinstance(extent, tirx.IntImm):
-            return None
-        count *= int(extent)
-    return count * tvm.DataType(str(buffer.dtype)).bits // 8
 
 
 def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.Stmt:

@@ -6,13 +6,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tvm import DataType, s_tir, tirx
+from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.s_tir.schedule import ScheduleError
 from tvm.sym import detect_linear_equation
 from tvm.target import Target
 
+from tvm_hetero.ir.sblocks import buffer_bytes
 from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
@@ -713,16 +714,8 @@ def rows_before_channels(data, weights) -> bool:
     over 224 x 224) had run 0.63 -> 0.68 ms, its 64 output planes written a tile at a time
     each."""
     if not ROWS_BEFORE_CHANNELS or weights is None:
-        return False
-    return split_first(_bytes(data.source), _bytes(weights.source))
-
-
-def _bytes(buffer) -> int:
-    """Bytes of ``buffer``; 0 where its shape is not static."""
-    shape = [int(d) for d in buffer.shape if isinstance(d, tirx.IntImm)]
-    if len(shape) != len(buffer.shape):
-        return 0
-    return math.prod(shape) * DataType(str(buffer.dtype)).bits // 8
+        return False  # a buffer of symbolic shape weighs nothing here
+    return split_first(buffer_bytes(data.source) or 0, buffer_bytes(weights.source) or 0)
 
 
 def region_uses(region, var: tirx.Var) -> bool:

@@ -138,6 +138,7 @@ class Matmul(CpuRule):
         copy = columns == STRIDED and rows > mr and _panel_evicts_itself(sch, main, depth)
         panel_bytes = depth * nr * bits // 8
         a_bytes, c_bytes = rows * depth * bits // 8, rows * cols * bits // 8
+        b_bytes = depth * cols * bits // 8
         packed = columns != STRIDED
         per_block = (
             1 if copy else panels_per_block(cols // nr, panel_bytes, packed, a_bytes, c_bytes)
@@ -152,14 +153,16 @@ class Matmul(CpuRule):
         else:
             sch.reorder(batch, j0, i0, k, i1, j1)
         tasks = batches * cols // nr // per_block
-        groups = row_groups(tasks, rows // mr, cpu_cores(target)) if parallel and not copy else 1
-        if parallel and not copy and groups == 1:
-            groups = one_panel_bands(tasks, rows // mr, cpu_cores(target), a_bytes,
-                                     depth * cols * bits // 8)  # fmt: skip
+        groups = 1
+        if parallel and not copy:
+            cores = cpu_cores(target)
+            groups = row_groups(tasks, rows // mr, cores)
+            if groups == 1:
+                groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
-            if split_first(a_bytes, depth * cols * bits // 8):  # each thread a band of A's rows
+            if split_first(a_bytes, b_bytes):  # each thread a band of A's rows
                 sch.reorder(group, j0)
                 panel = sch.fuse(batch, group, j0)
             else:
