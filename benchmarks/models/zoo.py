@@ -294,6 +294,8 @@ CORPUS: dict[str, Entry] = {
     "resnet26d": _timm("resnet26d"),
     "ghostnet_100": _timm("ghostnet_100"),
     "mobileone_s0": _timm("mobileone_s0"),
+    "hgnetv2_b0": _timm("hgnetv2_b0"),
+    "mobilenetv4_conv_small": _timm("mobilenetv4_conv_small"),
     # Metaformers and hybrid vision transformers
     "poolformer_s12": _timm("poolformer_s12"),
     "convformer_s18": _timm("convformer_s18"),

@@ -497,6 +497,12 @@ def prefetched_panel_blocks() -> str:
     return _switched("LINES_PER_TILE")
 
 
+def pads_in_pieces() -> str:
+    """``before_and_now.py ... --off ...pieces:ACROSS_AXES=False``: pads over two axes in
+    pieces, and as one block."""
+    return _switched("ACROSS_AXES")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -543,6 +549,7 @@ SECTIONS = {
     "tall-row-tiles": tall_row_tiles,
     "tall-tiles-models": tall_tiles_in_models,
     "one-panel-bands": one_panel_bands,
+    "pads-in-pieces": pads_in_pieces,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -50,6 +50,14 @@ CASES = {  # shapes, body, lanes of each piece's vector (in order), whether it r
     "then_channel_scale_relu": (  # the scale is read once a channel: a run of each map
         [(1, 16, 8, 8), (1, 16, 8, 8), (1, 32, 1, 1)], _concat_scale_relu, [16, 16], False,
     ),
+    "pad_rows_no_vector_divides": (  # 112 -> 113 on two axes: four pieces, two rows of 112
+        [(1, 16, 112, 112)], lambda bb, x: relax.op.nn.pad(x, [0, 0, 0, 0, 0, 1, 0, 1]),
+        [16, 16], True,
+    ),
+    "pad_all_sides_to_58": (  # 56 -> 58: nine pieces, three with rows of 56 in vectors of 14
+        [(1, 64, 56, 56)], lambda bb, x: relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1]),
+        [14, 14, 14], True,
+    ),
 }  # fmt: skip
 
 
@@ -97,14 +105,15 @@ def test_a_serial_target_gets_the_pieces_with_no_parallel_loop(shapes, body):
 
 
 @pytest.mark.parametrize(
-    "body",
-    [
-        lambda bb, x: relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1]),  # a choice over two axes
-        lambda bb, x: relax.op.nn.relu(x),  # no choice at all
+    ("shape", "body"),
+    [  # over two axes, rows of 10: one block chooses per vector of 10 lanes (of 16)
+        ((1, 4, 8, 8), lambda bb, x: relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1])),
+        ((1, 4, 8, 8), lambda bb, x: relax.op.nn.relu(x)),  # no choice at all
+        ((1, 4, 6, 111), lambda bb, x: relax.op.nn.pad(x, [0, 0, 1, 1, 1, 1, 1, 1])),  # 27
     ],
 )
-def test_kernels_without_a_choice_along_one_axis_are_not_this_rules(body):
-    mod = _module([(1, 4, 8, 8)], body)
+def test_kernels_one_block_serves_or_too_many_pieces_are_not_this_rules(shape, body):
+    mod = _module([shape], body)
     (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
     assert Pieces().apply(func, CPU, False) is None
 

@@ -4,6 +4,7 @@ contiguous memory."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 
 from tvm import ir, s_tir, tirx
@@ -12,7 +13,10 @@ from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
     CpuRule,
+    largest_divisor,
+    output_bits,
     spatial_inlined,
+    vector_lanes,
     vectorize_parallel,
 )
 from tvm_hetero.schedules.cpu.transposed import transposed_tile
@@ -21,16 +25,23 @@ IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
 
 
 class Pieces(CpuRule):
-    """An element-wise kernel whose value is chosen piece by piece along one axis (TOPI's
-    ``concatenate``: ``if_then_else(64 <= c, b[c - 64], a[c])``), computed as one block per
-    piece, where the choice is known.
+    """An element-wise kernel whose value is chosen piece by piece along its axes (TOPI's
+    ``concatenate``: ``if_then_else(64 <= c, b[c - 64], a[c])``; ``pad``: ``if_then_else(h <
+    112 and w < 112, a[h, w], 0)``), computed as one block per piece, where the choice is
+    known.
 
     As one block, every vector of the output evaluated the choice, and its lanes were a
     divisor of the innermost width (11 of SqueezeNet's 55): its concatenations ran about level
     with ONNX Runtime's, and 0.5-0.86x its time in pieces. In a piece the condition folds away, and
     where every read is indexed as the output is from the chosen axis inward (a copy, or an
     element-wise step after one), the axes from there inward are one run of memory, cut into
-    whole vectors (``benchmarks/cpu_kernels/concatenations.py``). The numbers are the same.
+    whole vectors (``benchmarks/cpu_kernels/concatenations.py``). A pad chooses over two axes
+    (a piece for each pair of intervals, :data:`MAX_PIECES` at most): as one block, HGNetV2's
+    pad of 16 x 112 x 112 to 113 x 113 (its stem's, read by a convolution and a pool) had no
+    vector (no lanes divide 113) and every element a division of the fused index, 209 us,
+    ONNX Runtime fusing it into the pool; in pieces 37 us. Where the output's rows take vectors
+    of half the lanes or more, one block stays (a pad of 28 x 28 by two to 32 x 32: 3 us, in
+    nine pieces 19). The numbers are the same.
 
     Notes
     -----
@@ -51,18 +62,33 @@ class Pieces(CpuRule):
         found = _cut(sch.get(block))
         if found is None:
             return None
-        axis, bounds = found
-        pieces = [_piece(sch.get(block), axis, lo, hi, k) for k, (lo, hi) in enumerate(bounds)]
+        width = int(sch.get(block).iter_vars[-1].dom.extent)
+        lanes = vector_lanes(target, output_bits(sch, block))
+        if len(found) > 1 and 2 * largest_divisor(width, lanes) >= lanes:
+            return None  # one block chooses per vector of half the lanes or more
+        axes = [axis for axis, _ in found]
+        pieces = [
+            _piece(sch.get(block), dict(zip(axes, ranges, strict=True)), k)
+            for k, ranges in enumerate(itertools.product(*(bounds for _, bounds in found)))
+        ]
         out = s_tir.Schedule(inlined.with_body(_with_root(inlined, pieces)))
         for piece in out.get_child_blocks(out.get_sblock("root")):
-            start = _run_from(out.get(piece), axis)
+            start = _run_from(out.get(piece), axes[-1])
             if start is not None or not transposed_tile(out, piece, target):
                 vectorize_parallel(out, piece, target, start=start)
         return out
 
 
-def _cut(block: s_tir.SBlock) -> tuple[int, list[tuple[int, int]]] | None:
-    """The axis whose constant thresholds choose ``block``'s value, and its pieces."""
+MAX_PIECES = 16
+"""The most pieces the rule cuts a kernel into (a pad of four sides of two axes: 9)."""
+ACROSS_AXES = True
+"""Whether the rule cuts a choice over several axes (a pad); off, one axis alone (to
+compare: ``benchmarks/models/before_and_now.py``)."""
+
+
+def _cut(block: s_tir.SBlock) -> list[tuple[int, list[tuple[int, int]]]] | None:
+    """Each axis whose constant thresholds choose ``block``'s value, outermost first, with
+    its intervals; ``None`` where a choice is not of that kind or nothing is cut."""
     store = block.body
     names = [iv.var for iv in block.iter_vars]
     if not isinstance(store, tirx.BufferStore) or len(store.indices) != len(names):
@@ -72,22 +98,35 @@ def _cut(block: s_tir.SBlock) -> tuple[int, list[tuple[int, int]]] | None:
     extents = [iv.dom.extent for iv in block.iter_vars]
     if any(not isinstance(e, tirx.IntImm) for e in extents):
         return None
-    axes, thresholds = set(), set()
+    thresholds: dict[int, set[int]] = {}
     for node in _nodes(store.value):
         if isinstance(node, ir.expr.Call) and node.op.same_as(IF_THEN_ELSE):
-            found = _threshold(node.args[0], names)
+            found = _thresholds(node.args[0], names)
             if found is None:
                 return None
-            axes.add(found[0])
-            thresholds.add(found[1])
-    if len(axes) != 1:
+            for axis, t in found:
+                thresholds.setdefault(axis, set()).add(t)
+    cuts = []
+    for axis in sorted(thresholds):
+        extent = int(extents[axis])
+        points = sorted({0, extent, *(t for t in thresholds[axis] if 0 < t < extent)})
+        if len(points) >= 3:
+            cuts.append((axis, list(itertools.pairwise(points))))
+    if not cuts or math.prod(len(bounds) for _, bounds in cuts) > MAX_PIECES:
         return None
-    (axis,) = axes
-    extent = int(extents[axis])
-    cuts = sorted({0, extent, *(t for t in thresholds if 0 < t < extent)})
-    if len(cuts) < 3:
+    if len(cuts) > 1 and not ACROSS_AXES:
         return None
-    return axis, list(itertools.pairwise(cuts))
+    return cuts
+
+
+def _thresholds(cond, names: list) -> list[tuple[int, int]] | None:
+    """Every ``(axis, t)`` of :func:`_threshold` in ``cond``, a comparison or comparisons
+    joined by ``and`` / ``or``; ``None`` where a part is neither."""
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        left, right = _thresholds(cond.a, names), _thresholds(cond.b, names)
+        return None if left is None or right is None else left + right
+    found = _threshold(cond, names)
+    return None if found is None else [found]
 
 
 def _threshold(cond, names: list) -> tuple[int, int] | None:
@@ -108,19 +147,20 @@ def _threshold(cond, names: list) -> tuple[int, int] | None:
     return None
 
 
-def _piece(block: s_tir.SBlock, axis: int, lo: int, hi: int, k: int) -> tirx.Stmt:
-    """``block`` over ``lo <= v < hi`` on ``axis`` (its ``k``-th piece) as a loop nest of its
-    own variables, its choice folded."""
+def _piece(block: s_tir.SBlock, ranges: dict[int, tuple[int, int]], k: int) -> tirx.Stmt:
+    """``block`` over ``lo <= v < hi`` on each axis of ``ranges`` (its ``k``-th piece) as a
+    loop nest of its own variables, its choice folded."""
     analyzer, iters, values = Analyzer(), [], {}
     for j, iv in enumerate(block.iter_vars):
         dtype = str(iv.var.ty)
         var = tirx.Var(str(iv.var.name), iv.var.ty)
         dom = iv.dom
-        if j == axis:
+        lo, hi = ranges.get(j, (0, 0))
+        if j in ranges:
             dom = ir.Range.from_min_extent(tirx.const(0, dtype), tirx.const(hi - lo, dtype))
         iters.append(tirx.IterVar(dom, var, iv.iter_type))
         analyzer.bind(var, dom)
-        values[iv.var] = var + tirx.const(lo, dtype) if j == axis else var
+        values[iv.var] = var + tirx.const(lo, dtype) if j in ranges else var
     store = block.body
     value = analyzer.simplify(_substitute(store.value, values))
     indices = [analyzer.simplify(_substitute(i, values)) for i in store.indices]
@@ -147,11 +187,11 @@ def _with_root(func: tirx.PrimFunc, pieces: list[tirx.Stmt]) -> tirx.Stmt:
 
 
 def _run_from(block: s_tir.SBlock, axis: int) -> int | None:
-    """The outermost axis ``d`` (from the chosen ``axis`` inward) such that the axes from ``d``
-    inward are one run of memory in the output and in every buffer read, for given outer
-    indices: each read is indexed as the output there (on ``axis`` a constant shift is
-    allowed) with the output's extents inside ``d``, or does not vary there (a per-channel
-    scale); ``None`` when not even the innermost axis is."""
+    """The outermost axis ``d`` (from the innermost chosen ``axis`` inward) such that the
+    axes from ``d`` inward are one run of memory in the output and in every buffer read, for
+    given outer indices: each read is indexed as the output there (on ``axis`` a constant
+    shift is allowed) with the output's extents inside ``d``, or does not vary there (a
+    per-channel scale); ``None`` when not even the innermost axis is."""
     names = [iv.var for iv in block.iter_vars]
     for d in range(axis, len(names)):
         if all(_runs(load, block.body.buffer, names, d, axis) for load in _loads(block.body.value)):
