@@ -47,7 +47,7 @@ def summary() -> str:
     gpu = load("gpu_versus_torch.jsonl")
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
-        ("53-model corpus, one CPU", "ONNX Runtime", _range(corpus), "models.json"),
+        (f"{len(corpus)}-model corpus, one CPU", "ONNX Runtime", _range(corpus), "models.json"),
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
         ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
         ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),
