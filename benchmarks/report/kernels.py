@@ -503,6 +503,12 @@ def pads_in_pieces() -> str:
     return _switched("ACROSS_AXES")
 
 
+def copies_in_task() -> str:
+    """``before_and_now.py ... --off ...conv:CHANNEL_TILE_COPIES_IN_TASK=False``: the
+    channel tile's padding in its tasks, and in a pass of its own."""
+    return _switched("CHANNEL_TILE_COPIES_IN_TASK")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -550,6 +556,7 @@ SECTIONS = {
     "tall-tiles-models": tall_tiles_in_models,
     "one-panel-bands": one_panel_bands,
     "pads-in-pieces": pads_in_pieces,
+    "copies-in-task": copies_in_task,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -1118,3 +1118,32 @@ def test_one_panel_a_thread_takes_a_band_of_rows_where_the_image_outweighs_the_w
         if runs:
             want = _run(mod, [x], target)
             np.testing.assert_allclose(_run(scheduled, [x], target), want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_channel_tile_pads_in_each_task_the_rows_it_reads():
+    """A 3x3 / 2 convolution of 64 -> 64 channels to rows of 5 columns with packed weights
+    (the channel-vectorized tile): the copy that pads its input is computed inside the
+    parallel task loop, each task the rows it reads, no parallel pass of its own before the
+    tasks; with :data:`CHANNEL_TILE_COPIES_IN_TASK` off, a pass of its own; numbers
+    unchanged."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import conv
+
+    weights = np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype("float32")
+    mod = _module([(1, 64, 10, 10)], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights), strides=2, padding=1)))  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, 64, 10, 10)).astype("float32")
+    for in_task in (True, False):
+        with patch.object(conv, "CHANNEL_TILE_COPIES_IN_TASK", in_task):
+            scheduled = schedule_kernels(mod, "rules")
+        assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        lines = text.splitlines()
+        parallel = [k for k, line in enumerate(lines) if "T.parallel" in line]
+        copy = next(k for k, line in enumerate(lines) if 'T.sblock("pad_temp")' in line)
+        tile = next(k for k, line in enumerate(lines) if "T.vectorized(T.int64(" in line
+                    and k > copy and "ff" in line)  # fmt: skip
+        assert len(parallel) == (1 if in_task else 2), text
+        assert (parallel[-1] < copy) == in_task and parallel[-1] < tile, text
+        np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)

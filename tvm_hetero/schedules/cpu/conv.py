@@ -489,7 +489,9 @@ class Conv(CpuRule):
             if whole and (form.group is None or form.group % lanes == 0):
                 tile = (spatial, reduce, channel, lanes)
                 shared = form.group is None  # a group's channels read inputs of their own
-                return self._channel_vectors(sch, main, loops, extents, tile, target, shared)
+                return self._channel_vectors(
+                    sch, main, loops, extents, tile, target, shared, CHANNEL_TILE_COPIES_IN_TASK
+                )
             if form.group is not None:
                 channel = None  # no channel tile shares a grouped convolution's reads
         else:
@@ -591,8 +593,9 @@ class Conv(CpuRule):
 
     @staticmethod
     def _channel_vectors(
-        sch, main, loops, extents, tile, target: Target, shared: bool = False
-    ) -> s_tir.Schedule:
+        sch, main, loops, extents, tile, target: Target, shared: bool = False,
+        copies_in_task: bool = False,
+    ) -> s_tir.Schedule:  # fmt: skip
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
         (:func:`channel_vector_tile`), each ``vectors`` vectors of ``lanes`` output channels
         (:func:`channel_tile_vectors`, where the channels ``shared`` their inputs, else one)
@@ -601,7 +604,8 @@ class Conv(CpuRule):
         inputs are read one element at a time whatever the stride. The accumulators are laid
         out as the tile holds them, the channels' vector innermost (``[N, O / L, H, W, L]``; in
         the output's layout a vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to
-        56 x 56 ran 2-5 % slower, alone, Zen 4)."""
+        56 x 56 ran 2-5 % slower, alone, Zen 4). ``copies_in_task``: each task pads the input
+        rows it reads (:data:`CHANNEL_TILE_COPIES_IN_TASK`)."""
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
@@ -624,7 +628,8 @@ class Conv(CpuRule):
         tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
         reduction = [loops[i] for i in reduce]
         channel_var = sch.get(main).iter_vars[channel].var
-        _in_registers(sch, main, (outer, w0, reduction, [*inner, w1], c1), tasks, target)
+        nest = (outer, w0, reduction, [*inner, w1], c1)
+        _in_registers(sch, main, nest, tasks, target, copies_in_task=copies_in_task)
         indices = [r.min for r in sch.get(main).writes[0].region]
         axis = next((i for i, index in enumerate(indices) if index.same_as(channel_var)), None)
         if axis is not None:  # the accumulators as the tile holds them: a vector a position
@@ -659,7 +664,7 @@ def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | 
 
 def _in_registers(
     sch: s_tir.Schedule, main, nest: tuple, tasks: list, target, block: int | None = None,
-    row_tile: bool = False, rows_first: bool = False,
+    row_tile: bool = False, rows_first: bool = False, copies_in_task: bool = False,
 ) -> s_tir.Schedule:  # fmt: skip
     """Finish a register tile: ``nest`` is ``(outer loops, tile loop, reduction loops, unrolled
     loops, vector loop)`` in that order; ``tasks`` (fused) run in parallel; the tile is
@@ -668,8 +673,9 @@ def _in_registers(
     reduction axis is cut in blocks of ``block``, each outside the tile loop: the task's partial
     sums are kept in a local buffer over the row's vectors. ``row_tile`` (the depthwise row
     tile, :data:`DEPTHWISE_ROWS`): the tile is written back unrolled and each task computes the
-    producers' part it reads (:func:`_in_task`). ``rows_first`` (:func:`rows_before_channels`):
-    the producers' parallel pass runs over rows before channels, as the tasks do."""
+    producers' part it reads (:func:`_in_task`), as with ``copies_in_task`` alone (the
+    tile written back as it was). ``rows_first`` (:func:`rows_before_channels`): the
+    producers' parallel pass runs over rows before channels, as the tasks do."""
     outer, tile, reduction, unrolled, vector = nest
     producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
     anchor, first, fused = tile, reduction[0], None
@@ -687,8 +693,24 @@ def _in_registers(
     sch.vectorize(vector)
     accumulate_in_registers(sch, main, anchor, first, target, unrolled=row_tile)
     for name in producers:
-        _in_task(sch, sch.get_sblock(name), fused if row_tile else None, rows_first)
+        in_task = row_tile or copies_in_task
+        _in_task(sch, sch.get_sblock(name), fused if in_task else None, rows_first)
     return sch
+
+
+CHANNEL_TILE_COPIES_IN_TASK = True
+"""Whether the channel-vectorized tile of a convolution that is not depthwise
+(:meth:`Conv._channel_vectors`) pads, inside each parallel task, the input rows that task
+reads (:func:`_in_task`), rather than the whole input in a parallel pass of its own before
+the tasks. The pass wrote a padded copy as large as the input, read again by the tasks from
+wherever it had been written: of MobileNetV4's 3x3 / 2 of 32 -> 32 channels over 112 x 112,
+217 us alone, the copy took 57 (a probe timing the kernel without it). In the tasks a stride
+of two pads each row about one and a half times, in the cache of the core that reads it:
+alone (Intel Xeon, two threads) that layer 218 -> 183 us (ONNX Runtime's in its model about
+154), 32 -> 96 over 56 x 56 140 -> 131, 64 -> 128 over 56 x 56 349 -> 331; whole models 1-5 %
+faster (RegNet-X/Y, RepVGG, MobileNetV4, ResNet-26D; ``before_and_now.py``). The
+width-vectorized tile keeps its pass (MobileNet-V2's stem in the tasks: 87 -> 149 us), and
+the depthwise tile its own copy, a task's rows with channels innermost."""
 
 
 ROWS_BEFORE_CHANNELS = True
