@@ -86,6 +86,7 @@ _TRANSFORMERS = {
     "opt": ("OPTConfig", "OPTForCausalLM", "logits"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "logits"),
     "t5-encoder": ("T5Config", "T5EncoderModel", "last_hidden_state"),
+    "albert": ("AlbertConfig", "AlbertModel", "last_hidden_state"),
 }
 """Text models: (config class, model class, output field); their input is token ids."""
 
@@ -314,6 +315,7 @@ CORPUS: dict[str, Entry] = {
     "qwen2": _transformers("qwen2", hidden_size=256, intermediate_size=704, num_hidden_layers=4,
                            num_attention_heads=8, num_key_value_heads=2, vocab_size=8000),
     "mobilebert": _transformers("mobilebert", num_hidden_layers=6),
+    "albert": _transformers("albert", num_hidden_layers=4),  # its default: hidden 4,096
     "wav2vec2": _wav2vec2(num_hidden_layers=4),
     "whisper_encoder": _whisper_encoder(),
     # Symbolic batch dimensions (loaded as batch 1)
