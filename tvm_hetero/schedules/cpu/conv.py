@@ -692,9 +692,9 @@ def _in_registers(
         sch.unroll(loop)
     sch.vectorize(vector)
     accumulate_in_registers(sch, main, anchor, first, target, unrolled=row_tile)
+    task = fused if row_tile or copies_in_task else None
     for name in producers:
-        in_task = row_tile or copies_in_task
-        _in_task(sch, sch.get_sblock(name), fused if in_task else None, rows_first)
+        _in_task(sch, sch.get_sblock(name), task, rows_first)
     return sch
 
 

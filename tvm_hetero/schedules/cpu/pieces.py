@@ -62,10 +62,8 @@ class Pieces(CpuRule):
         found = _cut(sch.get(block))
         if found is None:
             return None
-        width = int(sch.get(block).iter_vars[-1].dom.extent)
-        lanes = vector_lanes(target, output_bits(sch, block))
-        if len(found) > 1 and 2 * largest_divisor(width, lanes) >= lanes:
-            return None  # one block chooses per vector of half the lanes or more
+        if len(found) > 1 and not _across_axes(sch, block, target):
+            return None
         axes = [axis for axis, _ in found]
         pieces = [
             _piece(sch.get(block), dict(zip(axes, ranges, strict=True)), k)
@@ -114,9 +112,15 @@ def _cut(block: s_tir.SBlock) -> list[tuple[int, list[tuple[int, int]]]] | None:
             cuts.append((axis, list(itertools.pairwise(points))))
     if not cuts or math.prod(len(bounds) for _, bounds in cuts) > MAX_PIECES:
         return None
-    if len(cuts) > 1 and not ACROSS_AXES:
-        return None
     return cuts
+
+
+def _across_axes(sch: s_tir.Schedule, block, target: Target) -> bool:
+    """Whether a choice over several axes is cut (:data:`ACROSS_AXES`): only where one block
+    would choose per vector of under half the lanes (a width no wide vector divides)."""
+    width = int(sch.get(block).iter_vars[-1].dom.extent)
+    lanes = vector_lanes(target, output_bits(sch, block))
+    return ACROSS_AXES and 2 * largest_divisor(width, lanes) < lanes
 
 
 def _thresholds(cond, names: list) -> list[tuple[int, int]] | None:
