@@ -15,7 +15,7 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
-from tvm_hetero.schedules.cpu.matmul import A_CACHED_BYTES, row_groups
+from tvm_hetero.schedules.cpu.matmul import A_CACHED_BYTES, deep_panels, row_groups
 from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3", "num-cores": 2}
@@ -1038,6 +1038,45 @@ def test_a_row_tile_sweeps_blocks_of_panels_where_a_is_larger_than_l2(
     assert (x_shape[0] * x_shape[1] * 4 > A_CACHED_BYTES) == (block > 1)
     mod = _module([x_shape, w_shape], lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
     _check_panel_blocks(mod, [x_shape, w_shape], block, tasks, row_tiles)
+
+
+@pytest.mark.parametrize(
+    ("depth", "cols", "row_tiles", "found"),
+    [(16384, 4096, 16, (256, 8)),  # ALBERT's 16384 -> 4096: 2 MiB panels, 8 a task
+     (4096, 768, 16, (256, 6)),  # 24 panels: 8 a task leave 3 tasks for 2 threads; 6 leave 4
+     (4096, 32, 16, (256, 1)),  # one panel: one a task
+     (3072, 768, 16, None),  # 384 KiB panels stay whole (BERT's 3072 -> 768)
+     (16384, 4096, 1, None)],  # one row tile reads each panel once
+)  # fmt: skip
+def test_panels_too_deep_for_l2_are_summed_in_blocks_of_their_depth(depth, cols, row_tiles, found):
+    """:func:`deep_panels` with AVX-512's panels of 32 columns and two cores: rows ``k`` a
+    block and panels a task, or none."""
+    panel_bytes = depth * 32 * 4
+    assert deep_panels(depth, panel_bytes, row_tiles, cols // 32, 2) == found
+
+
+def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_the_task():
+    """A 16 x 8192 by 8192 x 64 dense layer (AVX2: panels of 16 columns, 512 KiB each; four
+    row tiles): each of two tasks takes two panels and sums them in 16 blocks of 512 rows of
+    the depth, each block's row tiles in registers, the partial sums in a buffer of the
+    task's, written back after the last block; with :data:`DEEP_PANELS` off, a panel a task
+    over the whole depth. Numbers unchanged either way."""
+    from tvm_hetero.schedules.cpu import matmul
+
+    shapes = [(16, 8192), (64, 8192)]
+    mod = _module(shapes, lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    want = _run(mod, arrays)
+    for deep in (True, False):
+        with patch.object(matmul, "DEEP_PANELS", deep):
+            scheduled = schedule_kernels(mod, "rules")
+        text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
+        tasks = 2 if deep else 4  # (block, row tile, panel, k): 16 x 4 x 2 x 512, else k whole
+        assert f"T.parallel(T.int64({tasks}))" in text, text
+        nest = "T.grid(T.int64(16), T.int64(4), T.int64(2), T.int64(512))"
+        assert (nest in text) == deep and ("in range(T.int64(8192))" in text) != deep, text
+        np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-3, atol=1e-3)
 
 
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():

@@ -68,6 +68,7 @@ class Matmul(CpuRule):
     whole ``K`` (``cache_write`` to ``local``; a small map's 1x1 convolution over a deep panel in
     blocks of ``K``, :func:`depth_block`), ``NR`` is vectorized and ``MR`` unrolled, and the
     ``(batch, J / NR)`` panels are the parallel loop (``B``'s panel stays in L2 across ``I``;
+    a panel too large for that is summed in blocks of ``K``, :func:`deep_panels`;
     one read in place whose rows would evict each other from their few cache sets is copied
     into a buffer of its own first, :func:`_copy_panel`). ``MR`` is up to 8 rows with AVX-512's
     32 vector registers, up to 4 with AVX2's 16 (:func:`rows_per_tile`).
@@ -143,6 +144,9 @@ class Matmul(CpuRule):
         per_block = (
             1 if copy else panels_per_block(cols // nr, panel_bytes, packed, a_bytes, c_bytes)
         )
+        deep = deep_panels(depth, panel_bytes, rows // mr, cols // nr, cpu_cores(target))
+        if deep is not None and packed and not copy and named is None:
+            return _deep_panels(sch, main, (mr, nr), deep, parallel, target)
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
         i0, i1 = sch.split(i, [None, mr])
@@ -346,6 +350,65 @@ def depth_block(depth: int, panel_bytes: int, row_tiles: int) -> int | None:
         return None
     block = largest_divisor(depth, DEPTH_BLOCK_BYTES // row_bytes)
     return block if MIN_DEPTH_BLOCK <= block < depth else None
+
+
+DEEP_PANELS = True
+"""Whether a packed panel too deep to stay in L2 over its row tiles is summed in blocks of its
+depth (:func:`deep_panels`)."""
+DEEP_PANEL_BYTES = 384 * 1024
+"""The largest packed panel of ``B`` the rule reads whole for each row tile: BERT's 3072 ->
+768 (384 KiB panels with AVX-512) ran the same either way, ALBERT's 4096 -> 16384 (512 KiB)
+a twentieth faster in blocks."""
+DEEP_BLOCK_BYTES = 32 * 1024
+"""The bytes of one panel a block of the depth spans (:func:`deep_panels`): 256 rows of 32
+columns (16, 64 and 32 KiB took 53.6, 52.8 and 52.6 ms on ALBERT's 16384 -> 4096)."""
+DEEP_PANELS_BYTES = 256 * 1024
+"""The most bytes of packed panels one block of the depth spans over a task's panels (128,
+256, 512 KiB and 1 MiB: 54.3, 52.6, 55.4 and 59.0 ms on ALBERT's 16384 -> 4096)."""
+
+
+def deep_panels(
+    depth: int, panel_bytes: int, row_tiles: int, panels: int, cores: int
+) -> tuple[int, int] | None:
+    """``(rows k a block, panels a task)`` where a packed panel (``panel_bytes``, ``depth``
+    rows) is larger than :data:`DEEP_PANEL_BYTES` and two row tiles or more read it, else
+    ``None``; the panels a task are the most whose blocks fit :data:`DEEP_PANELS_BYTES` that
+    leave ``cores`` threads even (:func:`busiest_share`). Read whole, such a panel left L2
+    before the next row tile read it again: ALBERT's 128 x 16384 by 16384 x 4096 (2 MiB
+    panels, AVX-512) took 95 ms alone, 52.6 in blocks, ONNX Runtime's in its model 53 (Intel
+    Xeon, two threads; benchmarks: panels too deep for L2)."""
+    if not DEEP_PANELS or panel_bytes <= DEEP_PANEL_BYTES or row_tiles < 2:
+        return None
+    row_bytes = panel_bytes // depth
+    block = largest_divisor(depth, DEEP_BLOCK_BYTES // row_bytes)
+    fit = largest_divisor(panels, max(1, DEEP_PANELS_BYTES // (block * row_bytes)))
+    while fit > 1 and busiest_share(panels // fit, cores) > MAX_IMBALANCE:
+        fit = largest_divisor(panels, fit - 1)
+    return (block, fit) if block < depth else None
+
+
+def _deep_panels(sch, main, tile: tuple, deep: tuple, parallel: bool, target) -> s_tir.Schedule:
+    """Sum each task's ``fit`` panels in blocks of ``block`` rows of the depth (``deep``,
+    :func:`deep_panels`): loops ``(batch, task, depth block, row tile, panel, k, MR, NR)``, so
+    a block of the task's panels stays in L2 over the row tiles and a row tile's block of
+    ``A`` in L1 over the panels. The task's partial sums are a local buffer (all rows by its
+    panels' columns) that each ``MR x NR`` tile adds into: its addresses do not change over
+    ``k``, so LLVM keeps the tile in registers over the block, loading and storing it once a
+    block. The buffer is written back, with the epilogues, after the last block."""
+    (mr, nr), (block, fit) = tile, deep
+    batch, i, j, k = sch.get_loops(main)
+    j0, j1 = sch.split(j, [None, nr])
+    task, panel = sch.split(j0, [None, fit])
+    i0, i1 = sch.split(i, [None, mr])
+    k0, k1 = sch.split(k, [None, block])
+    sch.reorder(batch, task, k0, i0, panel, k1, i1, j1)
+    outer = sch.fuse(batch, task)
+    if parallel:
+        sch.parallel(outer)
+    sch.unroll(i1)
+    sch.vectorize(j1)
+    accumulate_in_registers(sch, main, outer, k0, target)
+    return sch
 
 
 MAX_IMBALANCE = 1.1
