@@ -509,6 +509,12 @@ def copies_in_task() -> str:
     return _switched("CHANNEL_TILE_COPIES_IN_TASK")
 
 
+def deep_panels() -> str:
+    """``before_and_now.py ... --off ...matmul:DEEP_PANELS=False``: deep panels summed in
+    blocks of their depth, and whole."""
+    return _switched("DEEP_PANELS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -557,6 +563,7 @@ SECTIONS = {
     "one-panel-bands": one_panel_bands,
     "pads-in-pieces": pads_in_pieces,
     "copies-in-task": copies_in_task,
+    "deep-panels": deep_panels,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
