@@ -1060,7 +1060,8 @@ def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_
     row tiles): each of two tasks takes two panels and sums them in 16 blocks of 512 rows of
     the depth, each block's row tiles in registers, the partial sums in a buffer of the
     task's, written back after the last block; with :data:`DEEP_PANELS` off, a panel a task
-    over the whole depth. Numbers unchanged either way."""
+    over the whole depth. The depth loops take four rows a pass either way
+    (:data:`DEPTH_STEPS`). Numbers unchanged either way."""
     from tvm_hetero.schedules.cpu import matmul
 
     shapes = [(16, 8192), (64, 8192)]
@@ -1074,9 +1075,32 @@ def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_
         text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
         tasks = 2 if deep else 4  # (block, row tile, panel, k): 16 x 4 x 2 x 512, else k whole
         assert f"T.parallel(T.int64({tasks}))" in text, text
-        nest = "T.grid(T.int64(16), T.int64(4), T.int64(2), T.int64(512))"
-        assert (nest in text) == deep and ("in range(T.int64(8192))" in text) != deep, text
+        nest = "T.grid(T.int64(16), T.int64(4), T.int64(2), T.int64(128))"  # k four at a time
+        whole = re.search(
+            r"for \w+ in range\(T\.int64\(2048\)\):\n\s+for \w+ in T\.unroll\(T\.int64\(4\)", text
+        )
+        assert (nest in text) == deep and (whole is None) == deep, text
         np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "body", "reduce"),
+    [([(16, 64), (64, 48)], lambda bb, x, w: relax.op.matmul(x, w),
+      "T.axis.reduce(T.int64(64), ax3_0 * T.int64(4) + ax3_1)"),  # x's rows in runs
+     ([(1, 32, 8, 8), (16, 32, 1, 1)], lambda bb, x, w: relax.op.nn.conv2d(x, w),
+      "T.axis.reduce(T.int64(32), ax3)")],  # the image's channels, a map apart
+)  # fmt: skip
+def test_the_depth_loop_takes_four_rows_a_pass_where_a_reads_its_rows_in_runs(shapes, body, reduce):
+    """A matmul whose ``A`` is read along its rows (``x @ W``) takes :data:`DEPTH_STEPS` rows
+    of the depth a pass of its register tile's depth loop, unrolled; a 1x1 convolution, whose
+    depth is the image's channels, keeps one a pass. Numbers unchanged."""
+    mod = _module(shapes, body)
+    scheduled = schedule_kernels(mod, "rules")
+    text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
+    assert "rule:matmul" in text and reduce in text, text
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
 
 
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
