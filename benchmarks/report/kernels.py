@@ -515,6 +515,12 @@ def deep_panels() -> str:
     return _switched("DEEP_PANELS")
 
 
+def depth_steps() -> str:
+    """``before_and_now.py ... --off ...matmul:DEPTH_STEPS=1``: four rows of the depth a
+    pass of the register tile, and one."""
+    return _switched("DEPTH_STEPS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -564,6 +570,7 @@ SECTIONS = {
     "pads-in-pieces": pads_in_pieces,
     "copies-in-task": copies_in_task,
     "deep-panels": deep_panels,
+    "depth-steps": depth_steps,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
