@@ -1041,18 +1041,20 @@ def test_a_row_tile_sweeps_blocks_of_panels_where_a_is_larger_than_l2(
 
 
 @pytest.mark.parametrize(
-    ("depth", "cols", "row_tiles", "found"),
-    [(16384, 4096, 16, (256, 8)),  # ALBERT's 16384 -> 4096: 2 MiB panels, 8 a task
-     (4096, 768, 16, (256, 6)),  # 24 panels: 8 a task leave 3 tasks for 2 threads; 6 leave 4
-     (4096, 32, 16, (256, 1)),  # one panel: one a task
-     (3072, 768, 16, None),  # 384 KiB panels stay whole (BERT's 3072 -> 768)
-     (16384, 4096, 1, None)],  # one row tile reads each panel once
+    ("depth", "cols", "rows", "found"),
+    [(16384, 4096, 128, (256, 8)),  # ALBERT's 16384 -> 4096: 2 MiB panels, 8 a task
+     (4096, 768, 128, (256, 6)),  # 24 panels: 8 a task leave 3 tasks for 2 threads; 6 leave 4
+     (4096, 3072, 200, (256, 4)),  # 200 rows: sums of 5 panels would pass 128 KiB
+     (4096, 32, 128, (256, 1)),  # one panel: one a task
+     (5120, 1280, 1500, None),  # 1500 rows: not one panel's sums fit
+     (3072, 768, 128, None),  # 384 KiB panels stay whole (BERT's 3072 -> 768)
+     (16384, 4096, 8, None)],  # one row tile of 8 reads each panel once
 )  # fmt: skip
-def test_panels_too_deep_for_l2_are_summed_in_blocks_of_their_depth(depth, cols, row_tiles, found):
-    """:func:`deep_panels` with AVX-512's panels of 32 columns and two cores: rows ``k`` a
-    block and panels a task, or none."""
+def test_panels_too_deep_for_l2_are_summed_in_blocks_of_their_depth(depth, cols, rows, found):
+    """:func:`deep_panels` with AVX-512's panels of 32 columns, tiles of 8 rows and two
+    cores: rows ``k`` a block and panels a task, or none."""
     panel_bytes = depth * 32 * 4
-    assert deep_panels(depth, panel_bytes, row_tiles, cols // 32, 2) == found
+    assert deep_panels(depth, panel_bytes, rows, 8, cols // 32, 2) == found
 
 
 def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_the_task():

@@ -144,7 +144,7 @@ class Matmul(CpuRule):
         per_block = (
             1 if copy else panels_per_block(cols // nr, panel_bytes, packed, a_bytes, c_bytes)
         )
-        deep = deep_panels(depth, panel_bytes, rows // mr, cols // nr, cpu_cores(target))
+        deep = deep_panels(depth, panel_bytes, rows, mr, cols // nr, cpu_cores(target))
         if deep is not None and packed and not copy and named is None:
             return _deep_panels(sch, main, (mr, nr), deep, parallel, target)
         batch, i, j, k = sch.get_loops(main)
@@ -377,9 +377,10 @@ def _in_steps(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, k, depth: int)
 
 
 def _rows_in_runs(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV) -> bool:
-    """Whether ``main`` (``[batch, I, J, K]``) reads ``A``'s rows in runs of the depth: a read
-    whose innermost index moves with ``k`` (a transformer's ``x @ W``; not a 1x1
-    convolution's image, whose depth is its channels, a map apart)."""
+    """Whether ``main`` (``[batch, I, J, K]``) reads an operand along the depth: a read whose
+    innermost index moves with ``k`` (``A``'s rows in a transformer's ``x @ W``). A 1x1
+    convolution reads its image a map apart for each ``k`` and its weights through their
+    window's axes (innermost ``kw``): it has none."""
     block = sch.get(main)
     k = block.iter_vars[3].var
     return any(_uses(read.region[-1].min, k) for read in block.reads)
@@ -398,23 +399,34 @@ columns (16, 64 and 32 KiB took 53.6, 52.8 and 52.6 ms on ALBERT's 16384 -> 4096
 DEEP_PANELS_BYTES = 256 * 1024
 """The most bytes of packed panels one block of the depth spans over a task's panels (128,
 256, 512 KiB and 1 MiB: 54.3, 52.6, 55.4 and 59.0 ms on ALBERT's 16384 -> 4096)."""
+DEEP_SUMS_BYTES = 128 * 1024
+"""The most bytes of partial sums a task keeps (its rows by its panels' columns): with more
+rows than that holds a panel at a time, whole panels ran faster (1500 x 5120 by 5120 x 1280
+46.4 ms whole, 49.4 in blocks of 8 panels, 55.9 of one); at 512 rows (two panels a task)
+15.8 whole and 16.1 in blocks, at 256 and 197 rows level."""
 
 
 def deep_panels(
-    depth: int, panel_bytes: int, row_tiles: int, panels: int, cores: int
+    depth: int, panel_bytes: int, rows: int, mr: int, panels: int, cores: int
 ) -> tuple[int, int] | None:
     """``(rows k a block, panels a task)`` where a packed panel (``panel_bytes``, ``depth``
-    rows) is larger than :data:`DEEP_PANEL_BYTES` and two row tiles or more read it, else
-    ``None``; the panels a task are the most whose blocks fit :data:`DEEP_PANELS_BYTES` that
-    leave ``cores`` threads even (:func:`busiest_share`). Read whole, such a panel left L2
-    before the next row tile read it again: ALBERT's 128 x 16384 by 16384 x 4096 (2 MiB
-    panels, AVX-512) took 95 ms alone, 52.6 in blocks, ONNX Runtime's in its model 53 (Intel
-    Xeon, two threads; benchmarks: panels too deep for L2)."""
-    if not DEEP_PANELS or panel_bytes <= DEEP_PANEL_BYTES or row_tiles < 2:
+    rows) is larger than :data:`DEEP_PANEL_BYTES` and two row tiles of ``mr`` rows or more
+    read it, else ``None``; the panels a task are the most whose blocks fit
+    :data:`DEEP_PANELS_BYTES` and whose partial sums over ``rows`` fit
+    :data:`DEEP_SUMS_BYTES` that leave ``cores`` threads even (:func:`busiest_share`), and
+    ``None`` where not one panel's sums fit. Read whole, such a panel left L2 before the next
+    row tile read it again: ALBERT's 128 x 16384 by 16384 x 4096 (2 MiB panels, AVX-512) took
+    95 ms alone, 52.6 in blocks, ONNX Runtime's in its model 53 (Intel Xeon, two threads;
+    benchmarks: panels too deep for L2)."""
+    if not DEEP_PANELS or panel_bytes <= DEEP_PANEL_BYTES or rows < 2 * mr:
         return None
-    row_bytes = panel_bytes // depth
+    row_bytes = panel_bytes // depth  # of one row k of a panel; a row of its sums as many
+    most = min(DEEP_PANELS_BYTES // (DEEP_BLOCK_BYTES // row_bytes * row_bytes),
+               DEEP_SUMS_BYTES // (rows * row_bytes))  # fmt: skip
+    if most < 1:
+        return None
     block = largest_divisor(depth, DEEP_BLOCK_BYTES // row_bytes)
-    fit = largest_divisor(panels, max(1, DEEP_PANELS_BYTES // (block * row_bytes)))
+    fit = largest_divisor(panels, most)
     while fit > 1 and busiest_share(panels // fit, cores) > MAX_IMBALANCE:
         fit = largest_divisor(panels, fit - 1)
     return (block, fit) if block < depth else None
