@@ -1105,6 +1105,33 @@ def test_the_depth_loop_takes_four_rows_a_pass_where_a_reads_its_rows_in_runs(sh
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-4, atol=1e-4)
 
 
+def test_a_pointwise_layer_with_its_weights_as_columns_takes_four_depth_rows_a_pass():
+    """MobileNet-V2's 960 -> 160 over 7 x 7 with AVX-512 (the weights as the columns, tiles of
+    7 positions, 35 tasks, its depth whole): four input channels a pass of the depth loop,
+    unrolled; with :data:`NAMED_DEPTH_STEPS` off, one. Numbers unchanged (where the host has
+    AVX-512)."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import matmul
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((160, 960, 1, 1)).astype("float32")
+    mod = _module([(1, 960, 7, 7)], lambda bb, x: relax.op.nn.conv2d(
+        x, relax.const(weights)), target)  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, 960, 7, 7)).astype("float32")
+    runs = vector_bits(make_target(cpu_device().target)) >= 512
+    for steps in (True, False):
+        with patch.object(matmul, "NAMED_DEPTH_STEPS", steps):
+            scheduled = schedule_kernels(mod, "rules")
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        assert "tvm_hetero.columns_operand" in text, text
+        stepped = "T.axis.reduce(T.int64(960), ax3_0 * T.int64(4) + ax3_1)" in text
+        assert stepped == steps and ("T.axis.reduce(T.int64(960), ax3)" in text) != steps, text
+        if runs:
+            want = _run(mod, [x], target)
+            np.testing.assert_allclose(_run(scheduled, [x], target), want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_squeeze_excite_scale_computes_its_sigmoid_once_a_channel():
     """``x * sigmoid(conv(s))``, the conv over a 1x1 map: the sigmoid is computed in the tile's
     write-back, once a channel, and the broadcast multiply reads it (inlined into the multiply
