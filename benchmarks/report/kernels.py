@@ -456,7 +456,7 @@ def kernels_in_order() -> str:
 def _switched(switch: str) -> str:
     """``before_and_now.py``'s whole models with one change (``--off`` naming ``switch``) and
     without it, the latest row of each model."""
-    rows = [r for r in load("before_and_now.jsonl") if any(switch in o for o in r["off"])]
+    rows = [r for r in load("before_and_now.jsonl") if any(f":{switch}=" in o for o in r["off"])]
     rows = list(latest(rows, "model").values())
     out = [
         (r["model"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
@@ -521,6 +521,12 @@ def depth_steps() -> str:
     return _switched("DEPTH_STEPS")
 
 
+def named_depth_steps() -> str:
+    """``before_and_now.py ... --off ...matmul:NAMED_DEPTH_STEPS=False``: the depth steps for
+    1x1 convolutions with their weights as the columns, and not."""
+    return _switched("NAMED_DEPTH_STEPS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -571,6 +577,7 @@ SECTIONS = {
     "copies-in-task": copies_in_task,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,
+    "named-depth-steps": named_depth_steps,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
