@@ -41,6 +41,25 @@ def _run(mod, arrays, target=CPU):
     return vm["main"](*[tvm.runtime.tensor(a) for a in arrays]).numpy()
 
 
+def _packed_pointwise(cin: int, cout: int, side: int, relu: bool):
+    """``(target, module, input, runs)``: a 1x1 convolution of ``cin`` -> ``cout`` channels
+    over ``side`` x ``side`` (and a ReLU) with constant weights packed as the build packs them,
+    for an AVX-512 target; ``runs``: whether this host can run its code."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((cout, cin, 1, 1)).astype("float32")
+
+    def body(bb, x):
+        y = relax.op.nn.conv2d(x, relax.const(weights))
+        return relax.op.nn.relu(y) if relu else y
+
+    mod = _module([(1, cin, side, side)], body, target)
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, cin, side, side)).astype("float32")
+    return target, mod, x, vector_bits(make_target(cpu_device().target)) >= 512
+
+
 def _gelu(bb, x):
     return relax.op.nn.gelu(x)
 
@@ -1110,16 +1129,9 @@ def test_a_pointwise_layer_with_its_weights_as_columns_takes_four_depth_rows_a_p
     7 positions, 35 tasks, its depth whole): four input channels a pass of the depth loop,
     unrolled; with :data:`NAMED_DEPTH_STEPS` off, one. Numbers unchanged (where the host has
     AVX-512)."""
-    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
     from tvm_hetero.schedules.cpu import matmul
 
-    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
-    weights = np.random.default_rng(0).standard_normal((160, 960, 1, 1)).astype("float32")
-    mod = _module([(1, 960, 7, 7)], lambda bb, x: relax.op.nn.conv2d(
-        x, relax.const(weights)), target)  # fmt: skip
-    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
-    x = np.random.default_rng(1).standard_normal((1, 960, 7, 7)).astype("float32")
-    runs = vector_bits(make_target(cpu_device().target)) >= 512
+    target, mod, x, runs = _packed_pointwise(960, 160, 7, relu=False)
     for steps in (True, False):
         with patch.object(matmul, "NAMED_DEPTH_STEPS", steps):
             scheduled = schedule_kernels(mod, "rules")
@@ -1189,16 +1201,9 @@ def test_one_panel_a_thread_takes_a_band_of_rows_where_the_image_outweighs_the_w
     28 row tiles are cut in two bands and each thread takes a band (every panel) instead of a
     panel (every row). With :data:`ONE_PANEL_BANDS` off, a panel a thread; numbers unchanged
     (where the host has AVX-512)."""
-    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
     from tvm_hetero.schedules.cpu import matmul
 
-    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
-    weights = np.random.default_rng(0).standard_normal((64, 384, 1, 1)).astype("float32")
-    mod = _module([(1, 384, 14, 14)], lambda bb, x: relax.op.nn.relu(
-        relax.op.nn.conv2d(x, relax.const(weights))), target)  # fmt: skip
-    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
-    x = np.random.default_rng(1).standard_normal((1, 384, 14, 14)).astype("float32")
-    runs = vector_bits(make_target(cpu_device().target)) >= 512
+    target, mod, x, runs = _packed_pointwise(384, 64, 14, relu=True)
     for banded in (True, False):
         with patch.object(matmul, "ONE_PANEL_BANDS", banded):
             scheduled = schedule_kernels(mod, "rules")
