@@ -1065,6 +1065,8 @@ def test_a_row_tile_sweeps_blocks_of_panels_where_a_is_larger_than_l2(
      (4096, 768, 128, (256, 6)),  # 24 panels: 8 a task leave 3 tasks for 2 threads; 6 leave 4
      (4096, 3072, 200, (256, 4)),  # 200 rows: sums of 5 panels would pass 128 KiB
      (4096, 32, 128, (256, 1)),  # one panel: one a task
+     (3400, 1280, 64, (200, 10)),  # blocks of 200 rows (25 KiB): 10 panels' fit 256 KiB
+     (4099, 4096, 128, None),  # a prime depth: no block of 32 rows or more divides it
      (5120, 1280, 1500, None),  # 1500 rows: not one panel's sums fit
      (3072, 768, 128, None),  # 384 KiB panels stay whole (BERT's 3072 -> 768)
      (16384, 4096, 8, None)],  # one row tile of 8 reads each panel once

@@ -144,8 +144,10 @@ class Matmul(CpuRule):
         per_block = (
             1 if copy else panels_per_block(cols // nr, panel_bytes, packed, a_bytes, c_bytes)
         )
-        deep = deep_panels(depth, panel_bytes, rows, mr, cols // nr, cpu_cores(target))
-        if deep is not None and packed and not copy and named is None:
+        deep = None
+        if packed and not copy and named is None:
+            deep = deep_panels(depth, panel_bytes, rows, mr, cols // nr, cpu_cores(target))
+        if deep is not None:
             return _deep_panels(sch, main, (mr, nr), deep, parallel, target)
         batch, i, j, k = sch.get_loops(main)
         j0, j1 = sch.split(j, [None, nr])
@@ -426,22 +428,22 @@ def deep_panels(
     read it, else ``None``; the panels a task are the most whose blocks fit
     :data:`DEEP_PANELS_BYTES` and whose partial sums over ``rows`` fit
     :data:`DEEP_SUMS_BYTES` that leave ``cores`` threads even (:func:`busiest_share`), and
-    ``None`` where not one panel's sums fit. Read whole, such a panel left L2 before the next
+    ``None`` where not one panel's sums fit or no block of :data:`MIN_DEPTH_BLOCK` rows or
+    more divides the depth. Read whole, such a panel left L2 before the next
     row tile read it again: ALBERT's 128 x 16384 by 16384 x 4096 (2 MiB panels, AVX-512) took
     95 ms alone, 52.6 in blocks, ONNX Runtime's in its model 53 (Intel Xeon, two threads;
     benchmarks: panels too deep for L2)."""
     if not DEEP_PANELS or panel_bytes <= DEEP_PANEL_BYTES or rows < 2 * mr:
         return None
     row_bytes = panel_bytes // depth  # of one row k of a panel; a row of its sums as many
-    most = min(DEEP_PANELS_BYTES // (DEEP_BLOCK_BYTES // row_bytes * row_bytes),
-               DEEP_SUMS_BYTES // (rows * row_bytes))  # fmt: skip
-    if most < 1:
-        return None
     block = largest_divisor(depth, DEEP_BLOCK_BYTES // row_bytes)
+    most = min(DEEP_PANELS_BYTES // (block * row_bytes), DEEP_SUMS_BYTES // (rows * row_bytes))
+    if block < MIN_DEPTH_BLOCK or most < 1:
+        return None
     fit = largest_divisor(panels, most)
     while fit > 1 and busiest_share(panels // fit, cores) > MAX_IMBALANCE:
         fit = largest_divisor(panels, fit - 1)
-    return (block, fit) if block < depth else None
+    return block, fit
 
 
 def _deep_panels(sch, main, tile: tuple, deep: tuple, parallel: bool, target) -> s_tir.Schedule:
