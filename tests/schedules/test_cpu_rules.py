@@ -15,7 +15,12 @@ from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import cpu_rules
 from tvm_hetero.schedules.cpu.common import vector_bits
 from tvm_hetero.schedules.cpu.conv import Conv, channel_vector_tile, register_tile
-from tvm_hetero.schedules.cpu.matmul import A_CACHED_BYTES, deep_panels, row_groups
+from tvm_hetero.schedules.cpu.matmul import (
+    A_CACHED_BYTES,
+    deep_panels,
+    image_streams,
+    row_groups,
+)
 from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
 AVX2 = {**cpu_device().target, "mcpu": "znver3", "num-cores": 2}
@@ -878,7 +883,8 @@ def test_a_13_by_13_pointwise_convolution_takes_its_channels_as_columns_in_tiles
     [  # AVX2: panels of 16 columns, tiles of 4 rows
         ((1, 16, 112, 112), (96, 16, 1, 1), 8, 98, 24),  # 1 KiB panels: 8 a block
         ((1, 32, 56, 56), (192, 32, 1, 1), 7, 28, 48),  # 196 panels: 7 divides them
-        ((1, 144, 56, 56), (24, 144, 1, 1), 1, 196, 6),  # 9 KiB panels: one fills the budget
+        # 9 KiB panels: one fills the budget (an image under a MiB: not in channel blocks)
+        ((1, 144, 40, 40), (24, 144, 1, 1), 1, 100, 6),
         ((1, 96, 56, 56), (64, 96, 1, 1), 1, 196, 16),  # 6 KiB: 2 would fit, fewer than 4
         ((1, 16, 64, 64), (96, 16, 1, 1), 8, 32, 24),  # rows 16 KiB apart, 16 of them: no copy
         ((1, 48, 64, 64), (16, 48, 1, 1), 1, 256, 4),  # a panel the rule copies stays alone
@@ -1104,6 +1110,48 @@ def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_
         )
         assert (nest in text) == deep and (whole is None) == deep, text
         np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("depth", "rows", "panels", "found"),
+    [(144, 24, 98, (16, 49)),  # MobileNet-V2's 144 -> 24 over 56 x 56: 9 blocks, a band a thread
+     (96, 24, 98, (16, 49)),
+     (120, 24, 98, (15, 49)),  # 15 divides 120
+     (138, 24, 98, None),  # 138 = 2 x 3 x 23: no block of 8 to 16 channels divides it
+     (32, 24, 98, None),  # two blocks or fewer: the prefetcher follows 32 runs
+     (144, 24, 25, None),  # 25 panels (1x1 over 28 x 28) fall unevenly on two threads
+     (144, 24, 24, None),  # the image (432 KiB) stays in L2 between layers
+     (256, 64, 98, None)],  # the band's sums (64 x 1568 positions) would pass 256 KiB
+)  # fmt: skip
+def test_an_image_read_in_place_is_summed_in_blocks_of_channels_over_a_band_a_thread(
+    depth, rows, panels, found
+):
+    """:func:`image_streams` with AVX-512's panels of 32 columns (128 bytes a row) and two
+    cores: channels a block and panels a task, or none."""
+    assert image_streams(depth, rows, panels, 128, 2) == found
+
+
+def test_a_pointwise_layer_over_a_large_map_reads_its_image_in_blocks_of_channels():
+    """A 96 -> 24 1x1 convolution over 56 x 56 (a 1.2 MB image; AVX2: panels of 16
+    positions, 196 of them; tiles of 4 output channels): each thread takes one band of 98
+    panels and sums it in 6 blocks of 16 channels (loops block, panel, row tile, channel), its
+    partial sums in a buffer of the band's; with :data:`IMAGE_STREAMS` off, a panel a task
+    over all 96 channels. Numbers unchanged either way."""
+    from tvm_hetero.schedules.cpu import matmul
+
+    shapes = [(1, 96, 56, 56), (24, 96, 1, 1)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w))
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    want = _run(mod, arrays)
+    for streams in (True, False):
+        with patch.object(matmul, "IMAGE_STREAMS", streams):
+            scheduled = schedule_kernels(mod, "rules")
+        text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
+        assert ("T.parallel(T.int64(2))" in text) == streams, text
+        nest = "T.grid(T.int64(6), T.int64(98), T.int64(6), T.int64(16))"
+        assert (nest in text) == streams, text
+        np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
