@@ -527,6 +527,12 @@ def named_depth_steps() -> str:
     return _switched("NAMED_DEPTH_STEPS")
 
 
+def image_streams() -> str:
+    """``before_and_now.py ... --off ...matmul:IMAGE_STREAMS=False``: images read in place
+    summed in blocks of channels over a band a thread, and a panel at a time."""
+    return _switched("IMAGE_STREAMS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -578,6 +584,7 @@ SECTIONS = {
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,
     "named-depth-steps": named_depth_steps,
+    "image-streams": image_streams,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
