@@ -20,6 +20,7 @@ from tvm_hetero.schedules.cpu.matmul import (
     deep_panels,
     image_streams,
     row_groups,
+    token_bands_apply,
 )
 from tvm_hetero.schedules.cpu.reduction import Reduction, recomputed
 
@@ -1152,6 +1153,49 @@ def test_a_pointwise_layer_over_a_large_map_reads_its_image_in_blocks_of_channel
         nest = "T.grid(T.int64(6), T.int64(98), T.int64(6), T.int64(16))"
         assert (nest in text) == streams, text
         np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("batches", "row_tiles", "b_bytes", "laid_out", "found"),
+    [(1, 17, 768 * 192 * 4, True, True),  # DeiT-tiny's 768 -> 192: 576 KiB of weights
+     (1, 17, 768 * 768 * 4, True, False),  # ViT-B's 768 -> 768: each thread would read 2.25 MiB
+     (1, 1, 192 * 576 * 4, True, False),  # one row tile: one thread would have none
+     (6, 17, 64 * 197 * 4, True, False),  # attention's heads: a batch each already
+     (1, 17, 192 * 576 * 4, False, False)],  # weights packed per call or as the columns
+)  # fmt: skip
+def test_a_matmul_with_small_weights_takes_a_band_of_rows_a_thread(
+    batches, row_tiles, b_bytes, laid_out, found
+):
+    """:func:`token_bands_apply` on two cores."""
+    assert token_bands_apply(batches, row_tiles, 2, b_bytes, laid_out) is found
+
+
+def test_a_token_matmul_with_small_weights_runs_its_threads_on_bands_of_rows():
+    """DeiT-tiny's 197 x 192 by 192 x 576 with constant weights packed as the build packs them
+    (AVX2: 36 panels of 16 columns, rows padded to 50 tiles of 4): two bands of rows, each
+    over all 36 panels, the band outermost in the parallel loop (72 tasks: the first 36 one
+    thread's); with :data:`TOKEN_BANDS` off, the 36 panels. Numbers unchanged either way."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import matmul
+
+    weights = np.random.default_rng(0).standard_normal((192, 576)).astype("float32")
+    mod = _module([(1, 197, 192)], lambda bb, x: relax.op.matmul(x, relax.const(weights)))
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, 197, 192)).astype("float32")
+    want = x @ weights
+    for bands in (True, False):
+        with patch.object(matmul, "TOKEN_BANDS", bands):
+            scheduled = schedule_kernels(mod, "rules")
+        text = next(
+            f.script()
+            for _, f in scheduled.functions_items()
+            if isinstance(f, PrimFunc) and "rule:matmul" in f.script()
+        )
+        tasks = 72 if bands else 36
+        assert f"_fused in T.parallel(T.int64({tasks})):" in text, text
+        if bands:  # the band is the task's outer index: tasks 0-35 rows 0-99
+            assert "fused // T.int64(36) * T.int64(100)" in text, text
+        np.testing.assert_allclose(_run(scheduled, [x]), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
