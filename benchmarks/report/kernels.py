@@ -533,6 +533,12 @@ def image_streams() -> str:
     return _switched("IMAGE_STREAMS")
 
 
+def token_bands() -> str:
+    """``before_and_now.py ... --off ...matmul:TOKEN_BANDS=False``: matmul threads on bands of
+    rows where the weights are small, and on panels."""
+    return _switched("TOKEN_BANDS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "compile-time": compile_time,
@@ -585,6 +591,7 @@ SECTIONS = {
     "depth-steps": depth_steps,
     "named-depth-steps": named_depth_steps,
     "image-streams": image_streams,
+    "token-bands": token_bands,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
