@@ -1092,17 +1092,12 @@ def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_
     task's, written back after the last block; with :data:`DEEP_PANELS` off, a panel a task
     over the whole depth. The depth loops take four rows a pass either way
     (:data:`DEPTH_STEPS`). Numbers unchanged either way."""
-    from tvm_hetero.schedules.cpu import matmul
-
     shapes = [(16, 8192), (64, 8192)]
     mod = _module(shapes, lambda bb, x, w: bb.emit_te(topi.nn.dense, x, w))
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
-    want = _run(mod, arrays)
-    for deep in (True, False):
-        with patch.object(matmul, "DEEP_PANELS", deep):
-            scheduled = schedule_kernels(mod, "rules")
-        text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
+    texts = _on_and_off(mod, arrays, _run(mod, arrays), "DEEP_PANELS", 1e-3)
+    for deep, text in texts.items():
         tasks = 2 if deep else 4  # (block, row tile, panel, k): 16 x 4 x 2 x 512, else k whole
         assert f"T.parallel(T.int64({tasks}))" in text, text
         nest = "T.grid(T.int64(16), T.int64(4), T.int64(2), T.int64(128))"  # k four at a time
@@ -1110,7 +1105,24 @@ def test_a_deep_panel_is_summed_in_blocks_of_its_depth_its_partial_sums_kept_by_
             r"for \w+ in range\(T\.int64\(2048\)\):\n\s+for \w+ in T\.unroll\(T\.int64\(4\)", text
         )
         assert (nest in text) == deep and (whole is None) == deep, text
-        np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-3, atol=1e-3)
+
+
+def _on_and_off(mod, arrays, want, switch: str, tolerance: float = 1e-4) -> dict:
+    """``{on: the matmul kernel's scheduled text}`` with ``matmul.<switch>`` on and off, each
+    build's numbers checked against ``want``."""
+    from tvm_hetero.schedules.cpu import matmul
+
+    texts = {}
+    for on in (True, False):
+        with patch.object(matmul, switch, on):
+            scheduled = schedule_kernels(mod, "rules")
+        texts[on] = next(
+            f.script()
+            for _, f in scheduled.functions_items()
+            if isinstance(f, PrimFunc) and "rule:matmul" in f.script()
+        )
+        np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=tolerance, atol=tolerance)
+    return texts
 
 
 @pytest.mark.parametrize(
@@ -1138,21 +1150,14 @@ def test_a_pointwise_layer_over_a_large_map_reads_its_image_in_blocks_of_channel
     panels and sums it in 6 blocks of 16 channels (loops block, panel, row tile, channel), its
     partial sums in a buffer of the band's; with :data:`IMAGE_STREAMS` off, a panel a task
     over all 96 channels. Numbers unchanged either way."""
-    from tvm_hetero.schedules.cpu import matmul
-
     shapes = [(1, 96, 56, 56), (24, 96, 1, 1)]
     mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w))
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
-    want = _run(mod, arrays)
-    for streams in (True, False):
-        with patch.object(matmul, "IMAGE_STREAMS", streams):
-            scheduled = schedule_kernels(mod, "rules")
-        text = next(f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc))
+    for streams, text in _on_and_off(mod, arrays, _run(mod, arrays), "IMAGE_STREAMS").items():
         assert ("T.parallel(T.int64(2))" in text) == streams, text
         nest = "T.grid(T.int64(6), T.int64(98), T.int64(6), T.int64(16))"
         assert (nest in text) == streams, text
-        np.testing.assert_allclose(_run(scheduled, arrays), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -1176,26 +1181,16 @@ def test_a_token_matmul_with_small_weights_runs_its_threads_on_bands_of_rows():
     over all 36 panels, the band outermost in the parallel loop (72 tasks: the first 36 one
     thread's); with :data:`TOKEN_BANDS` off, the 36 panels. Numbers unchanged either way."""
     from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
-    from tvm_hetero.schedules.cpu import matmul
 
     weights = np.random.default_rng(0).standard_normal((192, 576)).astype("float32")
     mod = _module([(1, 197, 192)], lambda bb, x: relax.op.matmul(x, relax.const(weights)))
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     x = np.random.default_rng(1).standard_normal((1, 197, 192)).astype("float32")
-    want = x @ weights
-    for bands in (True, False):
-        with patch.object(matmul, "TOKEN_BANDS", bands):
-            scheduled = schedule_kernels(mod, "rules")
-        text = next(
-            f.script()
-            for _, f in scheduled.functions_items()
-            if isinstance(f, PrimFunc) and "rule:matmul" in f.script()
-        )
+    for bands, text in _on_and_off(mod, [x], x @ weights, "TOKEN_BANDS").items():
         tasks = 72 if bands else 36
         assert f"_fused in T.parallel(T.int64({tasks})):" in text, text
         if bands:  # the band is the task's outer index: tasks 0-35 rows 0-99
             assert "fused // T.int64(36) * T.int64(100)" in text, text
-        np.testing.assert_allclose(_run(scheduled, [x]), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
