@@ -164,17 +164,19 @@ class Matmul(CpuRule):
         else:
             sch.reorder(batch, j0, i0, k, i1, j1)
         tasks = batches * cols // nr // per_block
-        groups = 1
-        token_bands = False
+        groups, token_bands = 1, False
         if parallel and not copy:
             cores = cpu_cores(target)
-            groups = row_groups(tasks, rows // mr, cores)
-            if groups == 1:
-                groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
             laid_out = columns == PANELS and named is None and per_block == 1
-            bands = token_bands_apply(batches, rows // mr, cores, b_bytes, laid_out)
-            if bands and _rows_in_runs(sch, main):
-                groups, token_bands = cores, True
+            token_bands = token_bands_apply(
+                batches, rows // mr, cores, b_bytes, laid_out
+            ) and _rows_in_runs(sch, main)
+            if token_bands:
+                groups = cores
+            else:
+                groups = row_groups(tasks, rows // mr, cores)
+                if groups == 1:
+                    groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
@@ -572,14 +574,14 @@ def token_bands_apply(
     ``x @ W``, :func:`_rows_in_runs`) take a band of rows each, all panels in each, instead of
     panels over all rows: one batch, at least ``cores`` row tiles, ``B`` (``b_bytes``) at most
     :data:`TOKEN_BANDS_BYTES`, ``laid_out`` (weights in panels since compile time, read a
-    panel at a time, not the weights-as-columns layout). Each thread
-    then reads the rows its own core wrote (the row-parallel steps before it: a norm, the
-    padding of ``A`` to whole tiles, the matmul before with its threads on bands too) and all
-    of a ``B`` small enough for L2, not half of ``B`` and every row, half of them from the
-    other core. DeiT-tiny's
+    panel at a time, not the weights-as-columns layout). Each thread then reads the rows its
+    own core wrote (the row-parallel steps before it: a norm, the padding of ``A`` to whole
+    tiles, the matmul before with its threads on bands too) and all of a ``B`` small enough
+    for L2, not half of ``B`` and every row, half of them from the other core. DeiT-tiny's
     197 x 768 by 768 x 192, its rows padded to 200 by both threads, took 215 us in the model's
     order and 167 alone on panels; on bands 162 and 142 (ONNX Runtime's Gemm 150 in its model;
-    Intel Xeon, two threads; ``benchmarks/models/kernels_inside.py``)."""
+    Intel Xeon, two threads; ``benchmarks/models/kernels_inside.py``). Where it holds, the
+    bands replace :func:`row_groups`' and :func:`one_panel_bands`' groups."""
     small = laid_out and b_bytes <= TOKEN_BANDS_BYTES
     return TOKEN_BANDS and batches == 1 and row_tiles >= cores > 1 and small
 
