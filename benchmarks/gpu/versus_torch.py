@@ -30,7 +30,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +130,10 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], dict[str, tuple]]] = {
 """Name -> (torch module factory, inputs {name: (shape, dtype)}). The last two come from
 torchvision and transformers (random weights): models no one here wrote."""
 
+BUILDS = ("graph", "launch", "tuned")
+"""TVM's builds of a network: dlight's kernels with CUDA graphs, the same launching every
+kernel, and the tuned kernels of ``--tuning-db`` with CUDA graphs."""
+
 RECURRENT = ("lstm", "gru", "siamese-lstm", "wide-deep")
 """Exported by TorchScript (ONNX ``LSTM`` / ``GRU`` nodes, which tvm-hetero's ONNX frontend
 reads); the others by ``torch.export``."""
@@ -164,27 +168,59 @@ def make_inputs(name: str) -> dict[str, np.ndarray]:
     return out
 
 
-def export(folder: Path, names: list[str]) -> None:
-    from tvm_hetero import api
-    from tvm_hetero.build.multi_device import BuildOptions
-    from tvm_hetero.devices import ClusterSpec
+def _onnx_model(name: str):
+    """``NETWORKS[name]`` seeded, exported to ONNX and read by tvm-hetero; with its inputs."""
     from tvm_hetero.frontends import load_model
 
-    folder.mkdir(parents=True, exist_ok=True)
-    gpu = ClusterSpec.load(Path(__file__).parent / "box.json").device("cuda:0")
+    module = seeded(name)
+    inputs = make_inputs(name)
+    args = tuple(torch.from_numpy(v) for v in inputs.values())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.onnx"
+        torch.onnx.export(module, args, str(path), input_names=list(inputs),
+                          dynamo=name not in RECURRENT, external_data=False)  # fmt: skip
+        return load_model(path), module, inputs
+
+
+def _box_gpu():
+    from tvm_hetero.devices import ClusterSpec
+
+    return ClusterSpec.load(Path(__file__).parent / "box.json").device("cuda:0")
+
+
+def export_tasks(folder: Path, names: list[str]) -> None:
+    """The GPU kernels of every network, as tasks to tune on the box (``gpu_tuning``)."""
+    from tvm_hetero import api
+    from tvm_hetero.build.gpu_tuning import export_tasks as write
+    from tvm_hetero.build.gpu_tuning import gpu_tasks
+    from tvm_hetero.plan.placement import Placement
+
+    gpu = _box_gpu()
     for name in names:
-        module = seeded(name)
+        model = _onnx_model(name)[0]
+        tasks = gpu_tasks(api.place(model, [gpu], Placement((gpu.name,))))
+        write(tasks, folder)
+        print(f"{name}: {len(tasks)} kernels to tune", flush=True)
+
+
+def export(
+    folder: Path, names: list[str], tuning_db: str | None = None, which: Sequence[str] = BUILDS
+) -> None:
+    from tvm_hetero import api
+    from tvm_hetero.build.multi_device import BuildOptions
+
+    folder.mkdir(parents=True, exist_ok=True)
+    gpu = _box_gpu()
+    builds = {"graph": BuildOptions(cuda_graph=True), "launch": BuildOptions(cuda_graph=False)}
+    if tuning_db:
+        builds["tuned"] = BuildOptions(ms_database=tuning_db, cuda_graph=True)
+    builds = {k: v for k, v in builds.items() if k in which}
+    for name in names:
+        model, module, inputs = _onnx_model(name)
         (folder / f"{name}.digest").write_text(digest(module))
-        inputs = make_inputs(name)
         np.savez(folder / f"{name}.inputs.npz", **inputs)
-        args = tuple(torch.from_numpy(v) for v in inputs.values())
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}.onnx"
-            torch.onnx.export(module, args, str(path), input_names=list(inputs),
-                              dynamo=name not in RECURRENT, external_data=False)  # fmt: skip
-            model = load_model(path)
-        for suffix, graph in (("graph", True), ("launch", False)):
-            compiled = api.compile(model, [gpu], options=BuildOptions(cuda_graph=graph))
+        for suffix, options in builds.items():
+            compiled = api.compile(model, [gpu], options=options)
             compiled.save(folder / f"{name}.{suffix}.tar")
         print(f"exported {name}", flush=True)
 
@@ -250,7 +286,9 @@ def time_all(folder: Path, names: list[str], out: Path, rounds: int, repeat: int
             with torch.no_grad(), ExitStack() as stack:
                 eager, replay, reference = _torch_runs(module, inputs)
                 runs = {}
-                for suffix in ("graph", "launch"):
+                for suffix in BUILDS:
+                    if not (folder / f"{name}.{suffix}.tar").is_file():
+                        continue  # tuned builds exist only where a database was given
                     tmp = stack.enter_context(tempfile.TemporaryDirectory())
                     deployment = load(folder / f"{name}.{suffix}.tar", tmp)
                     executor = stack.enter_context(Executor(deployment))
@@ -294,6 +332,9 @@ def main() -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--export", type=Path, metavar="DIR")
     group.add_argument("--time", type=Path, metavar="DIR")
+    group.add_argument("--tasks", type=Path, metavar="DIR", help="export kernels to tune")
+    parser.add_argument("--tuning-db", help="with --export: also NAME.tuned.tar from it")
+    parser.add_argument("--builds", nargs="+", choices=BUILDS, default=list(BUILDS))
     parser.add_argument("--site", type=Path, help="the bundle's site folder (on the box)")
     parser.add_argument("--out", type=Path, default=Path("versus_torch.jsonl"))
     parser.add_argument("--only", nargs="+", choices=list(NETWORKS), default=list(NETWORKS))
@@ -301,7 +342,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=100)
     args = parser.parse_args()
     if args.export:
-        export(args.export, args.only)
+        export(args.export, args.only, args.tuning_db, args.builds)
+        return 0
+    if args.tasks:
+        export_tasks(args.tasks, args.only)
         return 0
     if args.site:  # after torch's own packages: the bundle brings TVM and tvm-hetero only
         os.environ["TVM_USE_RUNTIME_LIB"] = "1"

@@ -39,6 +39,9 @@ class CpuSchedule(StrEnum):
     """Records of a MetaSchedule tuning database where it has them, the rules elsewhere."""
 
 
+RECORDS_FILE = "database_tuning_record.json"
+"""The records file of a MetaSchedule work dir."""
+
 CONV3X3 = ("rule", "measure")
 """How CPU 3x3 convolutions of stride 1 are chosen (``BuildOptions.conv3x3``)."""
 
@@ -61,8 +64,9 @@ class BuildOptions:
     cpu_schedule : CpuSchedule
         Schedule mode of CPU kernels.
     ms_database : str or None
-        MetaSchedule work dir (``database_workload.json`` / ``database_tuning_record.json``);
-        required for ``metaschedule``.
+        MetaSchedule work dir (``database_workload.json`` / ``database_tuning_record.json``):
+        its records schedule the GPU kernels they hold (:mod:`~tvm_hetero.build.gpu_tuning`),
+        and the CPU kernels too under ``metaschedule``, which requires it.
     fuse : bool
         Fuse operators within each device; ``False`` keeps one kernel per operator (per-operator
         profiling maps each kernel call back to its operator).
@@ -100,15 +104,10 @@ class BuildOptions:
         object.__setattr__(self, "cpu_schedule", normalize_cpu_schedule(self.cpu_schedule))
         if self.conv3x3 not in CONV3X3:
             raise ValueError(f"unknown conv3x3 {self.conv3x3!r}; choose from {', '.join(CONV3X3)}")
-        if self.cpu_schedule is CpuSchedule.METASCHEDULE:
-            if not self.ms_database:
-                raise ValueError(
-                    "cpu_schedule 'metaschedule' needs ms_database (a tuning work dir)"
-                )
-            if not (Path(self.ms_database) / "database_tuning_record.json").is_file():
-                raise ValueError(
-                    f"ms_database {self.ms_database!r} has no database_tuning_record.json"
-                )
+        if self.cpu_schedule is CpuSchedule.METASCHEDULE and not self.ms_database:
+            raise ValueError("cpu_schedule 'metaschedule' needs ms_database (a tuning work dir)")
+        if self.ms_database and not (Path(self.ms_database) / RECORDS_FILE).is_file():
+            raise ValueError(f"ms_database {self.ms_database!r} has no {RECORDS_FILE}")
 
     @property
     def mode_key(self) -> str:
@@ -117,17 +116,21 @@ class BuildOptions:
         ``metaschedule`` carries a digest of the tuning records, so timings taken with one state
         of the tuning database are not served once it has better records.
         """
+        records = ""
+        if self.ms_database:
+            import hashlib
+
+            data = (Path(self.ms_database) / RECORDS_FILE).read_bytes()
+            records = hashlib.sha1(data).hexdigest()[:12]
+        if self.cpu_schedule is CpuSchedule.METASCHEDULE:
+            return f"metaschedule:{records}"
+        tuned = f"+tuned:{records}" if records else ""
         if self.cpu_schedule is CpuSchedule.RULES:
             from tvm_hetero.schedules.cpu import RULES_VERSION
 
             static = "+static3x3" if self.conv3x3 == "rule" else ""
-            return f"rules:v{RULES_VERSION}{static}"
-        if self.cpu_schedule is not CpuSchedule.METASCHEDULE:
-            return self.cpu_schedule.value
-        import hashlib
-
-        data = (Path(self.ms_database) / "database_tuning_record.json").read_bytes()
-        return f"metaschedule:{hashlib.sha1(data).hexdigest()[:12]}"
+            return f"rules:v{RULES_VERSION}{static}{tuned}"
+        return f"{self.cpu_schedule.value}{tuned}"
 
 
 def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModule:
@@ -137,6 +140,39 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     ------
     BuildError
         If the module declares no vdevices, or a GPU kernel stays unscheduled.
+    """
+    options = options or BuildOptions()
+    mod = fused(mod, options)
+    records = None
+    if options.ms_database:
+        from tvm.s_tir import meta_schedule as ms
+
+        records = ms.database.JSONDatabase(work_dir=options.ms_database)
+    cpu = options.cpu_schedule.value
+    cpu_records = None
+    if options.cpu_schedule is CpuSchedule.METASCHEDULE:
+        cpu_records, cpu = records, "rules"
+    mod = module_without_seq_scopes(schedule_kernels(mod, cpu, cpu_records, records))
+    unscheduled = [
+        gv.name_hint
+        for gv, f in mod.functions_items()
+        if isinstance(f, PrimFunc) and _kind(f) == "cuda" and not _scheduled(f)
+    ]
+    if unscheduled:
+        raise BuildError(
+            f"build: CUDA kernels left unscheduled (would run as host code): {unscheduled}"
+        )
+    return mod
+
+
+def fused(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModule:
+    """A placed module lowered to its kernels, fused (unless ``options.fuse`` is off), none
+    scheduled yet: what :func:`lower` schedules.
+
+    Raises
+    ------
+    BuildError
+        If the module declares no vdevices.
     """
     options = options or BuildOptions()
     if not list(mod.global_infos.get("vdevice", [])):
@@ -152,22 +188,6 @@ def lower(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
         mod = tail.build(winograd_tiles=tiles)(mod)
     else:
         mod = get_pipeline("multi_device_lower_unfused")(mod)
-    database = None
-    cpu = options.cpu_schedule.value
-    if options.cpu_schedule is CpuSchedule.METASCHEDULE:
-        from tvm.s_tir import meta_schedule as ms
-
-        database, cpu = ms.database.JSONDatabase(work_dir=options.ms_database), "rules"
-    mod = module_without_seq_scopes(schedule_kernels(mod, cpu, database))
-    unscheduled = [
-        gv.name_hint
-        for gv, f in mod.functions_items()
-        if isinstance(f, PrimFunc) and _kind(f) == "cuda" and not _scheduled(f)
-    ]
-    if unscheduled:
-        raise BuildError(
-            f"build: CUDA kernels left unscheduled (would run as host code): {unscheduled}"
-        )
     return mod
 
 

@@ -51,8 +51,9 @@ GPU_RULES = (
 
 
 def schedule_kernels(
-    mod: tvm.IRModule, cpu: str = "rules", database: object | None = None
-) -> tvm.IRModule:
+    mod: tvm.IRModule, cpu: str = "rules", database: object | None = None,
+    gpu_database: object | None = None,
+) -> tvm.IRModule:  # fmt: skip
     """Schedule the kernels of ``mod`` (each carries its ``target``), returning a new module.
 
     Parameters
@@ -63,10 +64,12 @@ def schedule_kernels(
         ``rules`` (our CPU rules), ``dlight`` (dlight's CPU rules) or ``default`` (plain loops).
     database : tvm.s_tir.meta_schedule.database.Database, optional
         Tuned records; a CPU kernel with a record uses it, the others use ``cpu``.
+    gpu_database : tvm.s_tir.meta_schedule.database.Database, optional
+        Tuned records of GPU kernels (:mod:`tvm_hetero.build.gpu_tuning`).
 
     Notes
     -----
-    GPU kernels always get dlight's GPU rules; a recurrent loop kernel
+    GPU kernels get their tuned record, else dlight's GPU rules; a recurrent loop kernel
     (:mod:`tvm_hetero.ir.recurrent`) is written again for its device. Each kernel records
     its choice in the ``tvm_hetero.schedule`` attribute; :func:`kernel_choices` reads them
     back.
@@ -81,7 +84,8 @@ def schedule_kernels(
         if RECURRENT_ATTR in func.attrs:  # a loop kernel, written for its device
             out[gv] = retarget(func, target).with_attr(SCHEDULE_ATTR, "rule:recurrent")
             continue
-        scheduled, label = _schedule_one(func, target, cpu, database)
+        records = gpu_database if target.kind.name == "cuda" else database
+        scheduled, label = _schedule_one(func, target, cpu, records)
         out[gv] = scheduled.with_attr(SCHEDULE_ATTR, label)
     return out
 
@@ -111,6 +115,9 @@ def _describe(target) -> str:
 
 def _schedule_one(func: PrimFunc, target, cpu: str, database) -> tuple[PrimFunc, str]:
     if target.kind.name != "llvm":
+        tuned = _tuned(func, target, database) if database is not None else None
+        if tuned is not None:
+            return tuned, str(ScheduleSource.TUNED)
         scheduled = _first_rule(func, target, GPU_RULES)
         if scheduled is None:
             return func, str(ScheduleSource.DEFAULT)
