@@ -32,6 +32,49 @@ def versus_torch() -> str:
     )  # fmt: skip
 
 
+def versus_torch_again() -> str:
+    """``versus_torch.py`` again, GPU kernels compiled without fast math (built on the box)."""
+    rows = load("gpu_versus_torch_again.jsonl")
+    out = [
+        (r["model"], ms(r["tvm_graph_p50_ms"]), ms(r["torch_eager_p50_ms"]),
+         ms(r["torch_cuda_graph_p50_ms"]), ratio(r["tvm_graph_p50_ms"], r["torch_eager_p50_ms"]),
+         ratio(r["tvm_graph_p50_ms"], r["torch_cuda_graph_p50_ms"]),
+         f"{r['tvm_graph_max_rel_err']:.1e}")
+        for r in rows
+    ]  # fmt: skip
+    return titled(
+        "gpu_versus_torch_again.jsonl", rows,
+        ("network", "TVM graphs ms", "torch eager ms", "torch graph ms", "TVM / eager",
+         "TVM / torch graph", "error vs torch"),
+        out,
+        "- p50: the median of 5 interleaved rounds' medians of 100 runs each (TVM's kernels are "
+        "dlight's, without `--use_fast_math`); error: the largest relative difference from "
+        "torch's output.",
+    )  # fmt: skip
+
+
+def dlight_kernels() -> str:
+    """``gpu_tuning``'s first measure: dlight's schedule of each kernel, alone on the GPU."""
+    rows = load("gpu_dlight_kernels.jsonl")
+    totals: dict[str, float] = {}
+    for r in rows:
+        totals[r["model"]] = totals.get(r["model"], 0.0) + r["us"] * r["calls"]
+    ranked = sorted(rows, key=lambda r: -r["us"] * r["calls"])
+    out = [
+        (r["model"], r["kernel"][:34], r["calls"], f"{r['us']:.1f}", f"{r['us'] * r['calls']:.0f}",
+         f"{100 * r['us'] * r['calls'] / totals[r['model']]:.0f}")
+        for r in ranked[:12]
+    ]  # fmt: skip
+    sums = ", ".join(f"{m} {t:.0f} us" for m, t in totals.items())
+    return titled(
+        "gpu_dlight_kernels.jsonl", rows,
+        ("network", "kernel", "calls", "us a call", "us a run", "% of kernels"),
+        out,
+        f"- The 12 costliest of {len(rows)} kernels that reduce; their sums a run: {sums}. "
+        "Median of 3 samples of 10 runs each, the kernel alone (its inputs in the GPU's cache).",
+    )  # fmt: skip
+
+
 def crossing_parts() -> str:
     """``crossing_parts.py``: the copies and hand-overs a crossing is made of."""
     name = "gpu_crossing/1_crossing_parts.json"
@@ -192,6 +235,8 @@ def outputs() -> str:
 
 SECTIONS = {
     "gpu-versus-torch": versus_torch,
+    "gpu-versus-torch-again": versus_torch_again,
+    "gpu-dlight-kernels": dlight_kernels,
     "gpu-crossing-parts": crossing_parts,
     "gpu-placements": placements,
     "gpu-eop": eop,

@@ -98,6 +98,7 @@ FILE_ERRORS = [
     ("inspect", ["mlp:tiny", "--model-arg", "batch=-1"], ["batch=-1", "positive"]),
     ("tune", ["mlp:tiny", "--trials", "2", "--tuning-db", "g.json"], ["--tuning-db", "is a file"]),
     ("tune", ["mlp:tiny", "--trials", "2", "--tuning-db", "t", "--device", "gpu7"], ["'gpu7'"]),
+    ("compile", ["mlp:tiny", "--tuning-db", "folder", "-o", "a.tar"], ["--tuning-db folder", "no database_tuning_record.json"]),
     ("demo", ["--model", "nosuch"], ["'nosuch'"]),
     ("demo", ["--device", "cuda:9"], ["cuda:9", "not present"]),
     ("demo", ["--cluster", "g.json"], ["'g.json'", "not valid JSON"]),

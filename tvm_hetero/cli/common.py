@@ -6,6 +6,7 @@ import argparse
 import functools
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -139,8 +140,12 @@ def build_options(args: argparse.Namespace):
     ``--tuning-db``), the GPU archs to carry device code for (``--cuda-arch``) and whether GPU
     units capture CUDA graphs (``--cuda-graph``), how CPU 3x3 convolutions are chosen
     (``--conv3x3``)."""
-    from tvm_hetero.build.multi_device import BuildOptions
+    from tvm_hetero.build.multi_device import RECORDS_FILE, BuildOptions
 
+    if args.tuning_db and not (Path(args.tuning_db) / RECORDS_FILE).is_file():
+        raise ValueError(
+            f"--tuning-db {args.tuning_db}: no {RECORDS_FILE} there (tune into it first)"
+        )
     archs = tuple(getattr(args, "cuda_arch", None) or ())
     graph = getattr(args, "cuda_graph", True)
     conv3x3 = getattr(args, "conv3x3", "measure")

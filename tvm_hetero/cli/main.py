@@ -121,7 +121,11 @@ def _add_schedule_args(p: argparse.ArgumentParser) -> None:
         "--cpu-schedule", default="rules", choices=["rules", "default", "dlight", "metaschedule"],
         help="schedule of CPU kernels",
     )  # fmt: skip
-    p.add_argument("--tuning-db", metavar="DIR", help="MetaSchedule work dir")
+    p.add_argument(
+        "--tuning-db", metavar="DIR",
+        help="MetaSchedule work dir: its records schedule the GPU kernels they hold, and CPU "
+        "kernels under --cpu-schedule metaschedule",
+    )  # fmt: skip
     p.add_argument(
         "--conv3x3", default="measure", choices=["measure", "rule"],
         help="CPU 3x3 convolutions: time each shape as Winograd 4x4, 2x2 tiles or direct on "
