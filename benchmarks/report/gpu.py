@@ -13,20 +13,8 @@ def _us(ms_value: float | None) -> str | None:
 
 def versus_torch() -> str:
     """``versus_torch.py``: TVM with and without CUDA graphs, torch eager and torch's graph."""
-    rows = load("gpu_versus_torch.jsonl")
-    out = [
-        (r["model"], ms(r["tvm_graph_p50_ms"]), ms(r["tvm_launch_p50_ms"]),
-         ratio(r["tvm_launch_p50_ms"], r["tvm_graph_p50_ms"]), ms(r["torch_eager_p50_ms"]),
-         ms(r["torch_cuda_graph_p50_ms"]), ratio(r["tvm_graph_p50_ms"], r["torch_eager_p50_ms"]),
-         ratio(r["tvm_graph_p50_ms"], r["torch_cuda_graph_p50_ms"]),
-         f"{r['tvm_graph_max_rel_err']:.1e}")
-        for r in rows
-    ]  # fmt: skip
-    return titled(
-        "gpu_versus_torch.jsonl", rows,
-        ("network", "TVM graphs ms", "TVM launches ms", "graphs' gain", "torch eager ms",
-         "torch graph ms", "TVM / eager", "TVM / torch graph", "error vs torch"),
-        out,
+    return _versus(
+        "gpu_versus_torch.jsonl", True,
         "- p50: the median of 5 interleaved rounds' medians of 100 runs each; error: the "
         "largest relative difference from torch's output (`nan`: TVM's output was not finite).",
     )  # fmt: skip
@@ -34,23 +22,32 @@ def versus_torch() -> str:
 
 def versus_torch_again() -> str:
     """``versus_torch.py`` again, GPU kernels compiled without fast math (built on the box)."""
-    rows = load("gpu_versus_torch_again.jsonl")
-    out = [
-        (r["model"], ms(r["tvm_graph_p50_ms"]), ms(r["torch_eager_p50_ms"]),
-         ms(r["torch_cuda_graph_p50_ms"]), ratio(r["tvm_graph_p50_ms"], r["torch_eager_p50_ms"]),
-         ratio(r["tvm_graph_p50_ms"], r["torch_cuda_graph_p50_ms"]),
-         f"{r['tvm_graph_max_rel_err']:.1e}")
-        for r in rows
-    ]  # fmt: skip
-    return titled(
-        "gpu_versus_torch_again.jsonl", rows,
-        ("network", "TVM graphs ms", "torch eager ms", "torch graph ms", "TVM / eager",
-         "TVM / torch graph", "error vs torch"),
-        out,
+    return _versus(
+        "gpu_versus_torch_again.jsonl", False,
         "- p50: the median of 5 interleaved rounds' medians of 100 runs each (TVM's kernels are "
         "dlight's, without `--use_fast_math`); error: the largest relative difference from "
         "torch's output.",
     )  # fmt: skip
+
+
+def _versus(name: str, launch: bool, note: str) -> str:
+    """TVM's CUDA-graph build beside torch (and, with ``launch``, TVM launching every kernel)."""
+    rows = load(name)
+    out = []
+    for r in rows:
+        tvm = r["tvm_graph_p50_ms"]
+        launched = (
+            (ms(r["tvm_launch_p50_ms"]), ratio(r["tvm_launch_p50_ms"], tvm)) if launch else ()
+        )
+        out.append(
+            (r["model"], ms(tvm), *launched, ms(r["torch_eager_p50_ms"]),
+             ms(r["torch_cuda_graph_p50_ms"]), ratio(tvm, r["torch_eager_p50_ms"]),
+             ratio(tvm, r["torch_cuda_graph_p50_ms"]), f"{r['tvm_graph_max_rel_err']:.1e}")
+        )  # fmt: skip
+    launch_columns = ("TVM launches ms", "graphs' gain") if launch else ()
+    header = ("network", "TVM graphs ms", *launch_columns, "torch eager ms", "torch graph ms",
+              "TVM / eager", "TVM / torch graph", "error vs torch")  # fmt: skip
+    return titled(name, rows, header, out, note)
 
 
 def dlight_kernels() -> str:
