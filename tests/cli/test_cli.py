@@ -148,6 +148,20 @@ def test_profile_and_tune_bad_input(capsys, tmp_path):
         main(["tune", "mlp:tiny", "--trials", "4"])  # --tuning-db is required
 
 
+def test_tune_on_a_gpu_writes_its_kernels_and_says_where_to_tune_them(capsys, tmp_path):
+    from tvm_hetero.runtime.cuda import cuda_runtime_error
+
+    if cuda_runtime_error() is None:
+        pytest.skip("a GPU is here: tune would tune")
+    folder = tmp_path / "td"
+    assert main(["tune", "mlp:tiny", "--device", "cuda:0", "--tuning-db", str(folder)]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
+    assert f"{len(tasks)} GPU kernels to tune" in out and tasks
+    assert "cuda:0 is not here" in out and "python -m tvm_hetero.build.gpu_tuning" in out
+    assert "--tuning-db" in out and not (folder / "database_tuning_record.json").exists()
+
+
 def test_plan_then_compile_the_plan(capsys, tmp_path):
     plan, png, art = tmp_path / "plan.json", tmp_path / "t.png", tmp_path / "m.tar"
     argv = [

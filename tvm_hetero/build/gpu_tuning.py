@@ -6,11 +6,11 @@ has no compiler), so the work is split like TVM's builder and runner, but by fol
 
 1. here: :func:`gpu_tasks` cuts the placed model's GPU kernels (fused, before any schedule;
    deduplicated by workload) and :func:`export_tasks` writes them to ``FOLDER/tasks.json``
-   (``tvm-hetero tune MODEL --device cuda:0 --export-tasks FOLDER``);
-2. on a machine with the GPU and the full TVM wheel: :func:`tune_tasks` searches every task
-   with MetaSchedule's evolutionary search, builds there and times there, for a number of
-   trials or seconds, into a tuning database (``python -m tvm_hetero.build.gpu_tuning FOLDER
-   --work-dir DB``; it imports TVM alone);
+   (``tvm-hetero tune MODEL --device cuda:0 --tuning-db FOLDER``);
+2. on a machine with the GPU and the full TVM wheel: :func:`tune_tasks` measures dlight's
+   schedule and random samples of MetaSchedule's design space for every task, built and
+   timed there, into a tuning database (``python -m tvm_hetero.build.gpu_tuning FOLDER
+   --work-dir DB``, or the same ``tune`` command where the GPU is);
 3. here again: ``tvm-hetero compile ... --tuning-db DB``: a GPU kernel the database has a
    record for gets the best one (``tuned``), the others dlight's rules.
 

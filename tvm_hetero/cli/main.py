@@ -27,7 +27,7 @@ COMMANDS = {
     "each device alone, the promising ones timed, the fastest written",
     "plan": "measure costs and plan where each operator runs (--strategy als, duet, eop, ...)",
     "profile": "time every operator on each device (and transfers); records go to a database",
-    "tune": "MetaSchedule-tune a model's CPU kernels into a persistent tuning database",
+    "tune": "MetaSchedule-tune a model's CPU or GPU kernels into a persistent tuning database",
     "demo": "the main job on this machine: optimize two default models (as ONNX files) and "
     "check the kept builds",
     "worker": "serve this machine's device to a client over TVM RPC (no authentication)",
