@@ -7,7 +7,7 @@ from conftest import fused_body, kernel_script
 from tvm import relax
 
 from tvm_hetero._compat import PrimFunc, make_target
-from tvm_hetero.build.tuning import _replays
+from tvm_hetero.build.tuning import replays
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu.pieces import Pieces
@@ -130,9 +130,9 @@ def test_its_schedule_is_not_a_tuning_seed_while_a_replayable_one_is():
     whose trace does not replay; the injective rule's does."""
     concat = _module([(1, 4, 8, 8), (1, 4, 8, 8)], _concat(1))
     (func,) = [f for _, f in concat.functions_items() if isinstance(f, PrimFunc)]
-    assert not _replays(Pieces().apply(func, CPU, False), func)
+    assert not replays(Pieces().apply(func, CPU, False), func)
     relu = _module([(1, 4, 8, 8)], lambda bb, x: relax.op.nn.relu(x))
     (func,) = [f for _, f in relu.functions_items() if isinstance(f, PrimFunc)]
     from tvm_hetero.schedules.cpu import Injective
 
-    assert _replays(Injective().apply(func, CPU, False), func)
+    assert replays(Injective().apply(func, CPU, False), func)

@@ -233,10 +233,11 @@ def _warm(_: int) -> int:
 
 def _dlight(task: GpuTask):
     """dlight's schedule of the task, where its trace replays on the kernel."""
+    from tvm_hetero.build.tuning import replays
     from tvm_hetero.schedules.apply import GPU_RULES, first_schedule
 
     found = first_schedule(task.mod["main"], task.target, GPU_RULES)
-    if found is None or not _replays(found[0], task.mod["main"]):
+    if found is None or not replays(found[0], task.mod["main"]):
         return None
     return found[0]
 
@@ -315,17 +316,6 @@ def _best_us(database, task: GpuTask) -> float:
         return float("nan")
     secs = [float(x) for x in best[0].run_secs]
     return sum(secs) / len(secs) * 1e6
-
-
-def _replays(sch, func) -> bool:
-    """Whether ``sch``'s trace replays on ``func`` (a record is its trace on the workload)."""
-    from tvm import s_tir
-
-    try:
-        sch.trace.apply_to_schedule(s_tir.Schedule(func), remove_postproc=False)
-    except Exception:  # any failure to replay: no record
-        return False
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -102,7 +102,7 @@ def tune(
     return TuneSummary(str(work_dir), n_kernels, done, time.perf_counter() - start, seeded)
 
 
-def _replays(sch, func: PrimFunc) -> bool:
+def replays(sch, func: PrimFunc) -> bool:
     """Whether ``sch``'s trace replays on ``func``: a record is its trace on the workload, and
     a rule that schedules a function of its own (``schedules.cpu.pieces``) leaves one that
     does not (the build then applies the rule)."""
@@ -137,7 +137,7 @@ def seed_with_rules(groups: dict[str, dict[str, PrimFunc]], work_dir: Path) -> i
             if database.has_workload(task):
                 continue
             found = first_schedule(task["main"], target, cpu_rules())
-            if found is None or not _replays(found[0], task["main"]):
+            if found is None or not replays(found[0], task["main"]):
                 continue
             sch = found[0]
             seconds = _time_kernel(sch.mod, target)
