@@ -415,28 +415,29 @@ def _pointwise_module(channels: int, side: int, outputs: int = 64, target=CPU):
 
 
 def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns():
-    """Over a 7 x 7 map (49 positions, no whole vector) the output channels are the matmul
-    rule's columns: the weights become ``[O / NR, I, NR]`` panels and the kernel names them as
+    """Over a 14 x 14 map (196 positions: no whole vector of AVX2 or AVX-512 divides them, a
+    tile of 4 rows does) the output channels are the matmul rule's columns: the weights become ``[O / NR, I, NR]`` panels and the kernel names them as
     ``B``; the rule reads image and weights in place (no pack per call), its tile runs along the
-    output channels, and the numbers equal the unpacked build's."""
+    output channels, and the numbers equal the unpacked build's. (A 7 x 7 map takes this form
+    only where AVX-512's tiles of 7 rows divide its 49 positions; AVX2's would pad them.)"""
     nr = panel_width(CPU, 32, 64)
     panels = 64 // nr
 
     @T.prim_func(private=True, s_tir=True)
     def expected(
-        x: T.Buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)), "float32"),
+        x: T.Buffer((T.int64(1), T.int64(8), T.int64(14), T.int64(14)), "float32"),
         B: T.Buffer((T.int64(panels), T.int64(8), T.int64(nr)), "float32"),
-        conv2d_nchw: T.Buffer((T.int64(1), T.int64(64), T.int64(7), T.int64(7)), "float32"),
+        conv2d_nchw: T.Buffer((T.int64(1), T.int64(64), T.int64(14), T.int64(14)), "float32"),
     ):
         T.func_attr({"op_pattern": 4, "target": CPU, "tirx.noalias": True,
                      "tvm_hetero.columns_operand": 1})  # fmt: skip
-        pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(7), T.int64(7)))
-        for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(7), T.int64(7)):
+        pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(14), T.int64(14)))
+        for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(14), T.int64(14)):
             with T.sblock("pad_temp"):
                 v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
                 pad_temp[v_i0, v_i1, v_i2, v_i3] = x[v_i0, v_i1, v_i2, v_i3]
         for a0, a1, a2, a3, a4 in T.grid(
-            T.int64(1), T.int64(64), T.int64(7), T.int64(7), T.int64(8)
+            T.int64(1), T.int64(64), T.int64(14), T.int64(14), T.int64(8)
         ):
             with T.sblock("conv2d_nchw"):
                 v0, v1, v2, v3, v4 = T.axis.remap("SSSSR", [a0, a1, a2, a3, a4])
@@ -447,7 +448,7 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
                     + pad_temp[v0, v4, v2, v3] * B[v1 // T.int64(nr), v4, v1 % T.int64(nr)]
                 )
 
-    before, weights = _pointwise_module(8, 7)
+    before, weights = _pointwise_module(8, 14)
     after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
     ((name, kernel),) = _kernels(after).items()
     assert name.endswith("_panels"), name
@@ -459,8 +460,8 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
     text = next(iter(_kernels(scheduled).values())).script()
     assert "_reindex = T.sblock_alloc_buffer" not in text  # neither operand packed per call
-    assert '(T.int64(1), T.int64(49), T.int64(64)), scope="local"' in text  # [batch, I, J]
-    x = np.random.default_rng(7).standard_normal((1, 8, 7, 7)).astype("float32")
+    assert '(T.int64(1), T.int64(196), T.int64(64)), scope="local"' in text  # [batch, I, J]
+    x = np.random.default_rng(7).standard_normal((1, 8, 14, 14)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
 
