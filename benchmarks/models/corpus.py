@@ -11,7 +11,9 @@ Runtime on the same file (relative error: the largest difference over the larges
 timed against it with the same threads, back to back (``--rounds`` rounds, each the median of
 several runs; the row is the round whose ratio is the median: this machine is shared). A model
 that fails is kept with its stage and the error's first line. Writes
-``benchmarks/results/models.json`` and ``models.md`` (``--only`` keeps the other rows).
+``benchmarks/results/models.json`` and ``models.md`` (``--only`` keeps the other rows;
+``--out NAME`` writes ``benchmarks/results/NAME.json`` and ``NAME.md`` instead: a host of
+another kind, its table beside the first).
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per model")
     parser.add_argument("--work", default="/tmp/tvm-hetero-corpus", help="ONNX files go here")
+    parser.add_argument("--out", default="models", help="results file name, without .json")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: one model, JSON on stdout
     args = parser.parse_args()
     work = Path(args.work)
@@ -145,7 +148,7 @@ def main() -> None:
     if args.one:
         print(json.dumps(check(args.one, work, args.threads, args.rounds)))
         return
-    out = RESULTS / "models.json"
+    out = RESULTS / f"{args.out}.json"
     rows = {r["model"]: r for r in json.loads(out.read_text())["rows"]} if out.exists() else {}
     for name in args.only or CORPUS:
         cmd = [sys.executable, __file__, "--one", name, "--threads", str(args.threads),
@@ -165,7 +168,7 @@ def main() -> None:
         ordered = [rows[n] for n in CORPUS if n in rows]
         meta = {"threads": args.threads, "tolerance": TOLERANCE}
         out.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
-        (RESULTS / "models.md").write_text(table(ordered))
+        (RESULTS / f"{args.out}.md").write_text(table(ordered))
     print(table([rows[n] for n in CORPUS if n in rows]))
 
 

@@ -7,9 +7,9 @@ from markdown import bullets, median, ms, ratio, table
 from sources import latest, load, source, titled
 
 
-def corpus() -> str:
+def corpus(name: str = "models.json") -> str:
     """``benchmarks/models/corpus.py``: every exported model against ONNX Runtime."""
-    data = load("models.json")
+    data = load(name)
     ok = [r for r in data["rows"] if r["stage"] == "ok"]
     ratios = [r["ratio"] for r in ok]
     out = [
@@ -18,7 +18,7 @@ def corpus() -> str:
         for r in sorted(ok, key=lambda r: r["ratio"])
     ]  # fmt: skip
     return "\n".join([
-        source("models.json", data).line(), "",
+        source(name, data).line(), "",
         bullets([
             f"{len(ok)} of {len(data['rows'])} models import, compile and match ONNX Runtime "
             f"(relative error under {data['tolerance']}).",
@@ -541,6 +541,7 @@ def token_bands() -> str:
 
 SECTIONS = {
     "corpus": corpus,
+    "corpus-avx2": lambda: corpus("models_avx2.json"),
     "compile-time": compile_time,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,

@@ -1,20 +1,28 @@
 """The concurrent runtime on models no one here wrote: torchvision and timm exports (random weights).
 
     .venv/bin/pip install torchvision timm     # not dependencies of tvm-hetero
-    .venv/bin/python benchmarks/runtime/real_models.py [--models resnet18 ...] [--out FILE.json]
+    .venv/bin/python benchmarks/runtime/real_models.py [--models resnet18 ...] [--rounds 5]
+        [--out FILE.json]
 
-Each model is exported by ``torch.onnx.export`` and compiled three ways: on ``cpu`` (one worker,
-both cores), with every other operator on a second one-core worker (``cpu@0`` + ``cpu@1``: the
+Each model is exported by ``torch.onnx.export`` and compiled four ways: on ``cpu`` (one worker,
+both cores), on ``cpu@0`` (one worker, one core), with every other operator on a second one-core worker (``cpu@0`` + ``cpu@1``: the
 most units and handoffs a placement can make), and with the convolutions and matmuls on ``cpu@1``
-(the rest on ``cpu@0``). Each is checked against the single-device build and timed (median).
+(the rest on ``cpu@0``). Each is checked against the single-device build, then the four and
+ONNX Runtime on the same export (both cores, as ``cpu``) are timed in ``--rounds`` interleaved
+rounds (each the median of several runs; the median of the rounds is kept). The alternating
+build against ``cpu@0``, over its units less one, is what a crossing between the workers costs
+on a real model (each unit runs on one core either way).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +34,11 @@ from tvm_hetero.frontends import load_model
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime.executor import Executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from ort_timing import cpu_session, interleaved_ms
+from ort_timing import median_seconds as ort_median_seconds
+from stamp import stamp
 
 MODELS = {
     "resnet18": ("torchvision", "resnet18", (1, 3, 112, 112)),
@@ -54,13 +67,19 @@ def export(name: str, out: Path) -> Path:
     return path
 
 
-def median_ms(compiled, inputs, repeat: int = 20) -> float:
-    with Executor(compiled.deployment) as ex:
-        return ex.time(inputs, repeat=repeat, warmup=3).median_ms
+def seconds_of(executor: Executor, inputs, repeat: int = 20) -> Callable[[], float]:
+    """A timer (seconds) of ``executor``'s runs: the median of ``repeat``."""
+    return lambda: executor.time(inputs, repeat=repeat, warmup=3).median_ms / 1e3
 
 
-def one(name: str, work: Path) -> dict:
-    model = load_model(str(export(name, work)))
+def _values(inputs) -> list:
+    """The model's input arrays in order (``random_inputs`` gives them by name or in a list)."""
+    return list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
+
+
+def one(name: str, work: Path, rounds: int) -> dict:
+    path = export(name, work)
+    model = load_model(str(path))
     cpu, c0, c1 = (resolve_device(d) for d in ("cpu", "cpu@0", "cpu@1"))
     x = model.random_inputs()
     ids = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
@@ -69,6 +88,7 @@ def one(name: str, work: Path) -> dict:
     heavy = api.placement_from_rules(model, [c0, c1], rules)
     builds = {
         "cpu": api.compile(model, [cpu]),
+        "cpu@0": api.compile(model, [c0]),
         "alternating": api.compile(
             model, [c0, c1], Placement(("cpu@0", "cpu@1"), {n: 1 for n in ids[1::2]})
         ),
@@ -76,28 +96,36 @@ def one(name: str, work: Path) -> dict:
     }
     ref = api.run(builds["cpu"], x)
     row = {"operators": len(ids)}
-    for label, compiled in builds.items():
-        got = api.run(compiled, x)
-        scale = max(float(np.abs(r).max()) for r in ref) or 1.0
-        row[label] = {
-            "units": len(compiled.deployment.units),
-            "rel_err": api.max_abs_error(got, ref) / scale,
-            "ms": median_ms(compiled, x),
-        }
+    scale = max(float(np.abs(r).max()) for r in ref) or 1.0
+    session = cpu_session(path, intra=2)
+    feeds = {i.name: np.asarray(v) for i, v in zip(session.get_inputs(), _values(x), strict=True)}
+    with ExitStack() as stack:
+        timers = {"ort": lambda: ort_median_seconds(session, feeds)}
+        for label, compiled in builds.items():
+            row[label] = {
+                "units": len(compiled.deployment.units),
+                "rel_err": api.max_abs_error(api.run(compiled, x), ref) / scale,
+            }
+            timers[label] = seconds_of(stack.enter_context(Executor(compiled.deployment)), x)
+        times = interleaved_ms(timers, rounds)
+    for label in builds:
+        row[label]["ms"] = times[label]
+    row["ort_ms"] = times["ort"]
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="benchmarks/results/runtime_real_models.json")
     args = parser.parse_args()
-    results = {}
+    results: dict = {"meta": stamp()}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             start = time.perf_counter()
             try:
-                results[name] = one(name, Path(tmp))
+                results[name] = one(name, Path(tmp), args.rounds)
             except Exception as err:  # a model that fails is a finding, not the end of the run
                 results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[-1]}"}
             results[name]["seconds"] = time.perf_counter() - start
