@@ -71,13 +71,14 @@ def runtime_real_models() -> str:
         (name, m["operators"], ms(m["ort_ms"]), ms(m["cpu"]["ms"]), ms(m["cpu@0"]["ms"]),
          m["alternating"]["units"], ms(m["alternating"]["ms"]),
          f"{(m['alternating']['ms'] - m['cpu@0']['ms']) * 1e3 / (m['alternating']['units'] - 1):.0f}",
+         f"{m['alternating']['gaps_ms'] * 1e3 / (m['alternating']['units'] - 1):.1f}",
          ratio(m["cpu"]["ms"], m["ort_ms"]), max(m[k]["rel_err"] for k in builds))
         for name, m in data.items() if name != "meta"
     ]  # fmt: skip
     return titled(
         "runtime_real_models.json", data,
         ("model", "operators", "ORT ms", "cpu ms", "cpu@0 ms", "alternating units",
-         "alternating ms", "us a crossing", "cpu / ORT", "largest error"),
+         "alternating ms", "us a crossing", "us between steps", "cpu / ORT", "largest error"),
         out,
     )  # fmt: skip
 

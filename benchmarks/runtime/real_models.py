@@ -11,13 +11,16 @@ most units and handoffs a placement can make), and with the convolutions and mat
 ONNX Runtime on the same export (both cores, as ``cpu``) are timed in ``--rounds`` interleaved
 rounds (each the median of several runs; the median of the rounds is kept). The alternating
 build against ``cpu@0``, over its units less one, is what a crossing between the workers costs
-on a real model (each unit runs on one core either way).
+on a real model (each unit runs on one core either way); the time between its steps in the
+runtime's timeline (``gaps_ms``) is the runtime's own share of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -72,6 +75,17 @@ def seconds_of(executor: Executor, inputs, repeat: int = 20) -> Callable[[], flo
     return lambda: executor.time(inputs, repeat=repeat, warmup=3).median_ms / 1e3
 
 
+def gaps_ms(executor: Executor, inputs, runs: int = 10) -> float:
+    """The median over ``runs`` of a run's time between its steps (from one step's end to the
+    next step's start, on any worker): the runtime's own share of the crossings."""
+    totals = []
+    for _ in range(runs):
+        executor.run(inputs)
+        events = sorted(executor.timeline.events, key=lambda e: e.start_s)
+        totals.append(sum(max(0.0, b.start_s - a.end_s) for a, b in itertools.pairwise(events)))
+    return statistics.median(totals) * 1e3
+
+
 def _values(inputs) -> list:
     """The model's input arrays in order (``random_inputs`` gives them by name or in a list)."""
     return list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
@@ -101,13 +115,16 @@ def one(name: str, work: Path, rounds: int) -> dict:
     feeds = {i.name: np.asarray(v) for i, v in zip(session.get_inputs(), _values(x), strict=True)}
     with ExitStack() as stack:
         timers = {"ort": lambda: ort_median_seconds(session, feeds)}
+        executors: dict[str, Executor] = {}
         for label, compiled in builds.items():
             row[label] = {
                 "units": len(compiled.deployment.units),
                 "rel_err": api.max_abs_error(api.run(compiled, x), ref) / scale,
             }
-            timers[label] = seconds_of(stack.enter_context(Executor(compiled.deployment)), x)
+            executors[label] = stack.enter_context(Executor(compiled.deployment))
+            timers[label] = seconds_of(executors[label], x)
         times = interleaved_ms(timers, rounds)
+        row["alternating"]["gaps_ms"] = gaps_ms(executors["alternating"], x)
     for label in builds:
         row[label]["ms"] = times[label]
     row["ort_ms"] = times["ort"]
