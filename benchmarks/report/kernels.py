@@ -521,6 +521,12 @@ def depth_steps() -> str:
     return _switched("DEPTH_STEPS")
 
 
+def padded_rows_as_columns() -> str:
+    """``before_and_now.py ... --off ...matmul:PADDED_ROWS_MAX_POSITIONS=0``: a 7 x 7 map's
+    1x1 convolutions with their weights as the columns where AVX2 pads their rows, and not."""
+    return _switched("PADDED_ROWS_MAX_POSITIONS")
+
+
 def named_depth_steps() -> str:
     """``before_and_now.py ... --off ...matmul:NAMED_DEPTH_STEPS=False``: the depth steps for
     1x1 convolutions with their weights as the columns, and not."""
@@ -590,6 +596,7 @@ SECTIONS = {
     "copies-in-task": copies_in_task,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,
+    "padded-rows-as-columns": padded_rows_as_columns,
     "named-depth-steps": named_depth_steps,
     "image-streams": image_streams,
     "token-bands": token_bands,

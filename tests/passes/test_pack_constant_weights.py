@@ -15,7 +15,12 @@ from tvm_hetero.devices import cpu_device
 from tvm_hetero.passes import PackConstantWeights
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu.common import largest_divisor, vector_lanes
-from tvm_hetero.schedules.cpu.matmul import depth_block, panel_width
+from tvm_hetero.schedules.cpu.matmul import (
+    depth_block,
+    padded_row_count,
+    panel_width,
+    rows_per_tile,
+)
 
 CPU = make_target(cpu_device().target)
 W = np.random.default_rng(0).standard_normal((16, 32)).astype("float32")
@@ -414,30 +419,33 @@ def _pointwise_module(channels: int, side: int, outputs: int = 64, target=CPU):
     return fused_kernels(bb.get(), target), weights
 
 
-def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns():
+@pytest.mark.parametrize("side", [7, 14])
+def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns(side):
     """Over a 14 x 14 map (196 positions: no whole vector of AVX2 or AVX-512 divides them, a
-    tile of 4 rows does) the output channels are the matmul rule's columns: the weights become ``[O / NR, I, NR]`` panels and the kernel names them as
-    ``B``; the rule reads image and weights in place (no pack per call), its tile runs along the
-    output channels, and the numbers equal the unpacked build's. (A 7 x 7 map takes this form
-    only where AVX-512's tiles of 7 rows divide its 49 positions; AVX2's would pad them.)"""
+    tile of 4 rows does) or a 7 x 7 one (49: AVX-512's 7-row tiles divide them, AVX2's rows
+    are padded to 52, :data:`PADDED_ROWS_MAX_POSITIONS`) the output channels are the matmul
+    rule's columns: the weights become ``[O / NR, I, NR]`` panels and the kernel names them as
+    ``B``; the rule reads the weights in place and the image too, but where its rows are padded
+    (then copied a call), its tile runs along the output channels, and the numbers equal the
+    unpacked build's."""
     nr = panel_width(CPU, 32, 64)
     panels = 64 // nr
 
     @T.prim_func(private=True, s_tir=True)
     def expected(
-        x: T.Buffer((T.int64(1), T.int64(8), T.int64(14), T.int64(14)), "float32"),
+        x: T.Buffer((T.int64(1), T.int64(8), T.int64(side), T.int64(side)), "float32"),
         B: T.Buffer((T.int64(panels), T.int64(8), T.int64(nr)), "float32"),
-        conv2d_nchw: T.Buffer((T.int64(1), T.int64(64), T.int64(14), T.int64(14)), "float32"),
+        conv2d_nchw: T.Buffer((T.int64(1), T.int64(64), T.int64(side), T.int64(side)), "float32"),
     ):
         T.func_attr({"op_pattern": 4, "target": CPU, "tirx.noalias": True,
                      "tvm_hetero.columns_operand": 1})  # fmt: skip
-        pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(14), T.int64(14)))
-        for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(14), T.int64(14)):
+        pad_temp = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(side), T.int64(side)))
+        for i0, i1, i2, i3 in T.grid(T.int64(1), T.int64(8), T.int64(side), T.int64(side)):
             with T.sblock("pad_temp"):
                 v_i0, v_i1, v_i2, v_i3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
                 pad_temp[v_i0, v_i1, v_i2, v_i3] = x[v_i0, v_i1, v_i2, v_i3]
         for a0, a1, a2, a3, a4 in T.grid(
-            T.int64(1), T.int64(64), T.int64(14), T.int64(14), T.int64(8)
+            T.int64(1), T.int64(64), T.int64(side), T.int64(side), T.int64(8)
         ):
             with T.sblock("conv2d_nchw"):
                 v0, v1, v2, v3, v4 = T.axis.remap("SSSSR", [a0, a1, a2, a3, a4])
@@ -448,7 +456,7 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
                     + pad_temp[v0, v4, v2, v3] * B[v1 // T.int64(nr), v4, v1 % T.int64(nr)]
                 )
 
-    before, weights = _pointwise_module(8, 14)
+    before, weights = _pointwise_module(8, side)
     after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
     ((name, kernel),) = _kernels(after).items()
     assert name.endswith("_panels"), name
@@ -459,9 +467,12 @@ def test_a_pointwise_convolution_over_a_small_map_takes_its_weights_as_columns()
     scheduled = schedule_kernels(after, "rules")
     assert {c.label for c in kernel_choices(scheduled)} == {"rule:matmul"}
     text = next(iter(_kernels(scheduled).values())).script()
-    assert "_reindex = T.sblock_alloc_buffer" not in text  # neither operand packed per call
-    assert '(T.int64(1), T.int64(196), T.int64(64)), scope="local"' in text  # [batch, I, J]
-    x = np.random.default_rng(7).standard_normal((1, 8, 14, 14)).astype("float32")
+    assert "_reindex = T.sblock_alloc_buffer" not in text  # no operand packed as it is
+    rows = padded_row_count(side * side, rows_per_tile(CPU))
+    local = f'(T.int64(1), T.int64({rows}), T.int64(64)), scope="local"'  # [batch, I, J]
+    assert local in text
+    assert ("pad_temp_reindex_pad = T.sblock_alloc_buffer" in text) == (rows != side * side)
+    x = np.random.default_rng(7).standard_normal((1, 8, side, side)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
 
 
@@ -534,6 +545,16 @@ def test_with_avx512_a_28_by_28_map_takes_the_weights_as_columns_for_a_wider_til
     after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
     x = np.random.default_rng(9).standard_normal((1, inputs, 28, 28)).astype("float32")
     np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+
+
+def test_with_avx2_a_7_by_7_map_pads_its_rows_and_takes_the_weights_as_columns():
+    """AVX2's 4-row tiles pad a 7 x 7 map's 49 positions to 52 rows; up to
+    ``PADDED_ROWS_MAX_POSITIONS`` that still makes the output channels the columns (built for
+    AVX2: the host may have AVX-512, whose 7-row tiles need no padding)."""
+    avx2 = make_target({**cpu_device().target, "mcpu": "znver3", "num-cores": 2})
+    packed = PackConstantWeights()(_pointwise_module(8, 7, target=avx2)[0])
+    ((name, kernel),) = _kernels(relax.transform.DeadCodeElimination()(packed)).items()
+    assert "tvm_hetero.columns_operand" in kernel.attrs, name
 
 
 @pytest.mark.parametrize(

@@ -693,6 +693,10 @@ def panel_width(target: Target, dtype_bits: int, cols: int) -> int | None:
 WEIGHT_COLUMNS_MAX_POSITIONS = 400
 """The largest map (output positions) whose 1x1 convolution takes its output channels as the
 columns where no whole vector divides its positions (:func:`weights_as_columns`)."""
+PADDED_ROWS_MAX_POSITIONS = 49
+"""The largest map (output positions) whose 1x1 convolution takes its output channels as the
+columns though no row tile divides its positions (:func:`weights_as_columns`): AVX2's 4-row
+tiles pad a 7 x 7 map's 49 to 52 rows, where the positions as columns would pad them to 56."""
 MIN_WIDER_COLUMNS_DEPTH = 64
 """The fewest input channels of a 1x1 convolution that takes its output channels as the
 columns because they make a wider tile than its positions (:func:`wider_with_weights`)."""
@@ -712,7 +716,8 @@ def weights_as_columns(
       would be padded to whole vectors (7 x 7 to 64) and the image packed on every call, or
     - the output channels make a tile twice as wide as the positions do
       (:func:`wider_with_weights`)."""
-    if padded_row_count(positions, rows_per_tile(target)) != positions:
+    rows = padded_row_count(positions, rows_per_tile(target))
+    if rows != positions and positions > PADDED_ROWS_MAX_POSITIONS:
         return False
     small = positions <= WEIGHT_COLUMNS_MAX_POSITIONS
     return (small and padded_columns(target, dtype_bits, positions) != positions) or (
