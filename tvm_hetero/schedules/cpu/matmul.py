@@ -709,8 +709,9 @@ def weights_as_columns(
     output positions is computed with its output channels as the tile's columns (its weights
     packed in panels at compile time, the tile written transposed) rather than its image's
     positions, where a tile of 4 rows or more divides the positions (13 x 13's 169 would be
-    padded to 172 rows, the image copied on every call: SqueezeNet ran 1.07x slower so) and
-    either
+    padded to 172 rows, the image copied on every call: SqueezeNet ran 1.07x slower so) or the
+    map has at most :data:`PADDED_ROWS_MAX_POSITIONS` (a 7 x 7 map's rows padded on AVX2:
+    MobileNet-V2 and MnasNet ran 1.08x faster so on an AMD EPYC) and either
 
     - no whole vector divides the positions of a small map (14 x 14, 7 x 7), whose columns
       would be padded to whole vectors (7 x 7 to 64) and the image packed on every call, or
