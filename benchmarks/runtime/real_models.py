@@ -7,9 +7,9 @@
 Each model is exported by ``torch.onnx.export`` and compiled four ways: on ``cpu`` (one worker,
 both cores), on ``cpu@0`` (one worker, one core), with every other operator on a second one-core
 worker (``cpu@0`` + ``cpu@1``: the most units and handoffs a placement can make), and with the
-convolutions and matmuls on ``cpu@1`` (the rest on ``cpu@0``). Each is checked against the single-device build, then the four and
-ONNX Runtime on the same export (both cores, as ``cpu``) are timed in ``--rounds`` interleaved
-rounds (each the median of several runs; the median of the rounds is kept). The alternating
+convolutions and matmuls on ``cpu@1`` (the rest on ``cpu@0``). Each is checked against the
+single-device build, then the four and ONNX Runtime on the same export (both cores, as ``cpu``)
+are timed in ``--rounds`` interleaved rounds (each the median of several runs; the median of the rounds is kept). The alternating
 build against ``cpu@0``, over its units less one, is what a crossing between the workers costs
 on a real model (each unit runs on one core either way); the time between its steps in the
 runtime's timeline (``gaps_ms``) is the runtime's own share of it.
@@ -86,11 +86,6 @@ def gaps_ms(executor: Executor, inputs, runs: int = 10) -> float:
     return statistics.median(totals) * 1e3
 
 
-def _values(inputs) -> list:
-    """The model's input arrays in order (``random_inputs`` gives them by name or in a list)."""
-    return list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
-
-
 def one(name: str, work: Path, rounds: int) -> dict:
     path = export(name, work)
     model = load_model(str(path))
@@ -112,7 +107,7 @@ def one(name: str, work: Path, rounds: int) -> dict:
     row = {"operators": len(ids)}
     scale = max(float(np.abs(r).max()) for r in ref) or 1.0
     session = cpu_session(path, intra=2)
-    feeds = {i.name: np.asarray(v) for i, v in zip(session.get_inputs(), _values(x), strict=True)}
+    feeds = {i.name: v for i, v in zip(session.get_inputs(), x.values(), strict=True)}
     with ExitStack() as stack:
         timers = {"ort": lambda: ort_median_seconds(session, feeds)}
         executors: dict[str, Executor] = {}
