@@ -87,6 +87,15 @@ _TRANSFORMERS = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "logits"),
     "t5-encoder": ("T5Config", "T5EncoderModel", "last_hidden_state"),
     "albert": ("AlbertConfig", "AlbertModel", "last_hidden_state"),
+    "electra": ("ElectraConfig", "ElectraModel", "last_hidden_state"),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2Model", "last_hidden_state"),
+    "squeezebert": ("SqueezeBertConfig", "SqueezeBertModel", "last_hidden_state"),
+    "mpnet": ("MPNetConfig", "MPNetModel", "last_hidden_state"),
+    "bloom": ("BloomConfig", "BloomForCausalLM", "logits"),
+    "gpt-neo": ("GPTNeoConfig", "GPTNeoForCausalLM", "logits"),
+    "phi": ("PhiConfig", "PhiForCausalLM", "logits"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", "logits"),
+    "mistral": ("MistralConfig", "MistralForCausalLM", "logits"),
 }
 """Text models: (config class, model class, output field); their input is token ids."""
 
@@ -322,7 +331,44 @@ CORPUS: dict[str, Entry] = {
     "resnet18_symbolic": _symbolic(_torchvision("resnet18")),
     "bert_symbolic": _symbolic(_transformers("bert", num_hidden_layers=4)),
 }  # fmt: skip
-"""Every corpus model by name."""
+"""Every corpus model by name (the 23 of :data:`ADDED` are added below)."""
+
+_DECODER = dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4,
+                num_attention_heads=8, vocab_size=8000)  # fmt: skip
+ADDED = {
+    # Vision: mixed depthwise kernels, hard-swish / SE mobiles, reparameterized and attention
+    # hybrids, multi-scale branches, aggregation trees
+    "mixnet_s": _timm("mixnet_s"),
+    "lcnet_050": _timm("lcnet_050"),
+    "rexnet_100": _timm("rexnet_100"),
+    "tinynet_a": _timm("tinynet_a", size=192),
+    "fastvit_t8": _timm("fastvit_t8"),
+    "repvit_m0_9": _timm("repvit_m0_9"),
+    "efficientvit_b0": _timm("efficientvit_b0"),
+    "tiny_vit_5m": _timm("tiny_vit_5m_224"),
+    "xcit_nano": _timm("xcit_nano_12_p16_224"),
+    "pit_ti": _timm("pit_ti_224"),
+    "dla34": _timm("dla34"),
+    "res2net50_14w_8s": _timm("res2net50_14w_8s"),
+    "selecsls42b": _timm("selecsls42b"),
+    "inception_next_tiny": _timm("inception_next_tiny"),
+    # Text encoders (relative positions, grouped 1-D convolutions) and decoders (ALiBi, local
+    # attention, partial rotary embeddings, GQA)
+    "electra": _transformers("electra", num_hidden_layers=4),
+    "deberta_v2": _transformers("deberta-v2", hidden_size=256, intermediate_size=1024,
+                                num_hidden_layers=4, num_attention_heads=4, vocab_size=8000),
+    "squeezebert": _transformers("squeezebert", num_hidden_layers=4),
+    "mpnet": _transformers("mpnet", num_hidden_layers=4),
+    "bloom": _transformers("bloom", hidden_size=256, n_layer=4, n_head=8, vocab_size=8000),
+    "gpt_neo": _transformers("gpt-neo", hidden_size=256, num_layers=4, num_heads=8,
+                             attention_types=[[["global", "local"], 2]], vocab_size=8000),
+    "phi": _transformers("phi", **_DECODER),
+    "gemma": _transformers("gemma", num_key_value_heads=2, head_dim=32, **_DECODER),
+    "mistral": _transformers("mistral", num_key_value_heads=2, **_DECODER),
+}  # fmt: skip
+"""23 architectures added on 2026-12-04, each run first by a session that had not tuned for
+it (``benchmarks/README.md``: the corpus, models added)."""
+CORPUS.update(ADDED)
 
 
 def export(name: str, path, small: bool = False) -> tuple[str, ...]:

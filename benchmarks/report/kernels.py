@@ -548,6 +548,7 @@ def token_bands() -> str:
 SECTIONS = {
     "corpus": corpus,
     "corpus-avx2": lambda: corpus("models_avx2.json"),
+    "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
     "compile-time": compile_time,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,
