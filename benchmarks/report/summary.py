@@ -12,7 +12,10 @@ def _range(values: list[float]) -> str:
 
 def summary() -> str:
     """Each benchmark's time against its peer (ONNX Runtime or torch), as ranges of ratios."""
-    corpus = [r["ratio"] for r in load("models.json")["rows"] if r["stage"] == "ok"]
+
+    def corpus(name: str) -> list[float]:
+        return [r["ratio"] for r in load(name)["rows"] if r["stage"] == "ok"]
+
     opt = []
     for r in load("optimize.jsonl"):
         orts = [c["p50_ms"] for c in r["candidates"] if c["name"].startswith("ORT on ")]
@@ -47,7 +50,13 @@ def summary() -> str:
     gpu = load("gpu_versus_torch.jsonl")
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
-        (f"{len(corpus)}-model corpus, one CPU", "ONNX Runtime", _range(corpus), "models.json"),
+        *[
+            (f"{len(corpus(name))} {what}, one CPU ({isa})", "ONNX Runtime",
+             _range(corpus(name)), name)
+            for what, isa, name in (("corpus models", "AVX-512", "models.json"),
+                                    ("corpus models", "AVX2", "models_avx2.json"),
+                                    ("added corpus models", "AVX2", "models_added_avx2.json"))
+        ],
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
         ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
         ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),
