@@ -10,12 +10,15 @@ def _range(values: list[float]) -> str:
     return f"{min(values):.2f}x-{max(values):.2f}x, median {median(values):.2f}x"
 
 
+def _corpus_row(what: str, isa: str, name: str) -> tuple[str, str, str, str]:
+    """The summary's row of one corpus results file (``corpus.py --out``): its models that ran
+    against ONNX Runtime, read once."""
+    ratios = [r["ratio"] for r in load(name)["rows"] if r["stage"] == "ok"]
+    return f"{len(ratios)} {what}, one CPU ({isa})", "ONNX Runtime", _range(ratios), name
+
+
 def summary() -> str:
     """Each benchmark's time against its peer (ONNX Runtime or torch), as ranges of ratios."""
-
-    def corpus(name: str) -> list[float]:
-        return [r["ratio"] for r in load(name)["rows"] if r["stage"] == "ok"]
-
     opt = []
     for r in load("optimize.jsonl"):
         orts = [c["p50_ms"] for c in r["candidates"] if c["name"].startswith("ORT on ")]
@@ -50,13 +53,9 @@ def summary() -> str:
     gpu = load("gpu_versus_torch.jsonl")
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
-        *[
-            (f"{len(corpus(name))} {what}, one CPU ({isa})", "ONNX Runtime",
-             _range(corpus(name)), name)
-            for what, isa, name in (("corpus models", "AVX-512", "models.json"),
-                                    ("corpus models", "AVX2", "models_avx2.json"),
-                                    ("added corpus models", "AVX2", "models_added_avx2.json"))
-        ],
+        _corpus_row("corpus models", "AVX-512", "models.json"),
+        _corpus_row("corpus models", "AVX2", "models_avx2.json"),
+        _corpus_row("added corpus models", "AVX2", "models_added_avx2.json"),
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
         ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
         ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),

@@ -9,10 +9,11 @@ both cores), on ``cpu@0`` (one worker, one core), with every other operator on a
 worker (``cpu@0`` + ``cpu@1``: the most units and handoffs a placement can make), and with the
 convolutions and matmuls on ``cpu@1`` (the rest on ``cpu@0``). Each is checked against the
 single-device build, then the four and ONNX Runtime on the same export (both cores, as ``cpu``)
-are timed in ``--rounds`` interleaved rounds (each the median of several runs; the median of the rounds is kept). The alternating
-build against ``cpu@0``, over its units less one, is what a crossing between the workers costs
-on a real model (each unit runs on one core either way); the time between its steps in the
-runtime's timeline (``gaps_ms``) is the runtime's own share of it.
+are timed in ``--rounds`` interleaved rounds (each the median of several runs; the median of
+the rounds is kept). The alternating build against ``cpu@0``, over its units less one, is what
+a crossing between the workers costs on a real model (each unit runs on one core either way);
+the time between its steps in the runtime's timeline (``gaps_ms``) is the runtime's own share
+of it.
 """
 
 from __future__ import annotations
