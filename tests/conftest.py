@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import build_memo
 import pytest
 import tvm
 import tvm.testing
@@ -18,9 +19,25 @@ from tvm_hetero.devices import cpu_device
 
 
 @pytest.fixture(autouse=True)
-def _well_formed_before_and_after_every_pass():
-    with tvm.transform.PassContext(instruments=[WellFormedInstrument()]):
+def _well_formed_after_every_pass():
+    """Each pass's output checked (a pass's input is the last one's output, checked already)."""
+    with tvm.transform.PassContext(
+        instruments=[WellFormedInstrument(validate_before_transform=False)]
+    ):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _builds_reused_unless_patched(request):
+    """Within one pytest process a module built again (same IR, options, pass config and
+    package constants) reuses the first build: many tests plan and confirm the same zoo models.
+    While a test's ``monkeypatch`` holds a patch that may change what a build does, every build
+    is made anew (:func:`build_memo.changes_builds`)."""
+    if "monkeypatch" in request.fixturenames:
+        patches = request.getfixturevalue("monkeypatch")
+        build_memo.bypass = lambda: build_memo.changes_builds(patches)
+    yield
+    build_memo.bypass = build_memo.never
 
 
 @pytest.fixture(scope="session")

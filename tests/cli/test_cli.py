@@ -290,9 +290,11 @@ def test_edgepipe_refuses_unjoined_devices_and_memory_no_partition_fits(capsys, 
     assert "no partition fits the devices' memories" in capsys.readouterr().out
 
 
-def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypatch):
+def _traced_and_trained(capsys, tmp_path, monkeypatch) -> tuple:
+    """``collect-traces`` of ``resnet18:tiny`` on two cores, then ``train``: (estimators
+    folder, the devices' flags, the database's flags)."""
     monkeypatch.setattr(trace_collection, "JOINS", trace_collection.JOINS[::9])  # every axis
-    traces, est, plan = tmp_path / "t.jsonl", tmp_path / "est", tmp_path / "plan.json"
+    traces, est = tmp_path / "t.jsonl", tmp_path / "est"
     devices = ["--device", "cpu@0", "--device", "cpu@1"]
     db = ["--db", str(tmp_path / "db.jsonl")]
     argv = ["collect-traces", "resnet18:tiny", *devices, *db, "-o", str(traces), "--limit", "10"]
@@ -304,7 +306,12 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     out = capsys.readouterr().out
     assert "held-out MAPE" in out and (est / "compute.json").exists()
     assert f"v{RULES_VERSION} (" in out  # the kernels' rules the traces timed
-    png = tmp_path / "schemes.png"
+    return est, devices, db
+
+
+def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypatch):
+    est, devices, db = _traced_and_trained(capsys, tmp_path, monkeypatch)
+    plan, png = tmp_path / "plan.json", tmp_path / "schemes.png"
     argv = ["plan", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
             str(est), "-o", str(plan), "--plot", str(png), "--confirm-plans", "2"]  # fmt: skip
     assert main(argv) == 0
@@ -316,7 +323,14 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     assert png.read_bytes()[:4] == b"\x89PNG"
     art = tmp_path / "m.tar"
     assert main(["compile", "resnet18:tiny", "--plan", str(plan), "-o", str(art), "--check"]) == 0
-    capsys.readouterr()
+    assert main(["train", str(tmp_path / "none.jsonl"), "-o", str(est)]) == 2
+    assert "no such file" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow  # a second search and confirmation (25 s); the test above plans and compiles
+def test_flexpie_compile_by_strategy_reuses_the_confirmation_s_build(capsys, tmp_path, monkeypatch):
+    est, devices, db = _traced_and_trained(capsys, tmp_path, monkeypatch)
+    art = tmp_path / "m.tar"
     argv = ["compile", "resnet18:tiny", "--strategy", "flexpie", *devices, *db, "--estimators",
             str(est), "--confirm-plans", "2", "-o", str(art), "--check"]  # fmt: skip
     assert main(argv) == 0
@@ -325,5 +339,3 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     assert "compiled while confirming" in out and "matches" in out
     written = read_manifest(art)["plan"]["strategy"]
     assert written == ("flexpie" if kept == "flexpie" else f"flexpie-{kept}")
-    assert main(["train", str(tmp_path / "none.jsonl"), "-o", str(est)]) == 2
-    assert "no such file" in " ".join(capsys.readouterr().out.split())

@@ -114,6 +114,7 @@ def _box_of_two_cpu_workers(tmp_path):
     return spec
 
 
+@pytest.mark.slow  # 35 s of rounds; EOP's and ALS's round trips here take the same path
 def test_duet_offline_rounds_on_a_stand_in_box_of_two_cpu_workers(tmp_path, capsys):
     # DUET asks in rounds: its subgraphs and links first, then the correction's end-to-end runs
     # (each pass starts from the best the box measured) with the single devices
@@ -240,6 +241,7 @@ def _constants(mod):
     return found
 
 
+@pytest.mark.slow  # 30 s of rounds; EOP's and ALS's round trips here take the same path
 def test_optimize_offline_rounds_on_a_stand_in_box(tmp_path, capsys):
     # the strategies that can plan offline ask in rounds, then the picked candidates (each
     # box device alone, the best plans) are exported compiled, timed there, and the fastest kept
