@@ -4,6 +4,7 @@ makes it has changed."""
 from unittest.mock import patch
 
 import build_memo
+import numpy as np
 from conftest import one_op_module
 from tvm import relax
 
@@ -32,3 +33,14 @@ def test_a_patched_build_function_or_variable_builds_anew(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(matmul, "write_by_position", matmul.write_by_position)
     assert build_memo.changes_builds(monkeypatch)
+
+
+def test_other_weights_are_another_build():
+    def added(value: float):
+        return one_op_module(
+            cpu_device(0).target, [("x", (4,))],
+            lambda x: relax.op.add(x, relax.const(np.full(4, value, "float32"))),
+        )  # fmt: skip
+
+    first = build(added(1.0))
+    assert build(added(2.0)) is not first and build(added(1.0)) is first
