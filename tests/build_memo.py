@@ -1,15 +1,17 @@
 """Builds reused within one test process (the suite's time, not a package feature).
 
 :func:`tvm_hetero.build.multi_device.build` lowers then compiles; both steps are replaced here
-by memos keyed by the module's structural hash (checked by structural equality on a hit), the
-build options, the pass context's configuration and every upper-case constant of the package's
-loaded modules (so ``unittest.mock.patch.object(rules, "SWITCH", ...)`` builds anew). A cached
-lowered module is handed out as a fresh ``IRModule`` (callers may update theirs in place).
+by memos keyed by the module's structural hash (``workload_key``; a hit checked by structural
+equality), the build options, the pass context's configuration and every upper-case constant
+of the package's loaded modules (so ``unittest.mock.patch.object(rules, "SWITCH", ...)``
+builds anew). A cached lowered module is handed out as a fresh ``IRModule`` (callers may
+update theirs in place).
 """
 
 from __future__ import annotations
 
 import sys
+import types
 from collections import OrderedDict
 from typing import Any
 
@@ -17,6 +19,7 @@ import tvm
 import tvm_ffi
 
 from tvm_hetero.build import multi_device
+from tvm_hetero.ir.workloads import workload_key
 
 CAPACITY = 64
 """Entries kept by each memo (least recently used dropped first)."""
@@ -41,8 +44,8 @@ def changes_builds(monkeypatch: Any) -> bool:
     if monkeypatch._setitem:
         return True
     for target, name, _ in monkeypatch._setattr:
-        where = getattr(target, "__name__", "") if isinstance(target, type(sys)) else ""
-        where = where or getattr(target, "__module__", "") or ""
+        module = isinstance(target, types.ModuleType)
+        where = (target.__name__ if module else getattr(target, "__module__", "")) or ""
         if not name.isupper() and f"{where}.".startswith(BUILD_MODULES):
             return True
     return False
@@ -67,8 +70,7 @@ def _constants() -> int:
 def _key(mod: tvm.IRModule, *extra: Any) -> tuple:
     context = tvm.transform.PassContext.current()
     config = repr(sorted((str(k), str(v)) for k, v in context.config.items()))
-    hashed = tvm_ffi.structural_hash(mod, map_free_vars=True)
-    return (hashed, context.opt_level, config, _constants(), *extra)
+    return (workload_key(mod), context.opt_level, config, _constants(), *extra)
 
 
 def _memo(table: OrderedDict, key: tuple, mod: tvm.IRModule, make) -> Any:

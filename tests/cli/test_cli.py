@@ -327,7 +327,7 @@ def test_flexpie_traces_training_plan_compile_and_run(capsys, tmp_path, monkeypa
     assert "no such file" in " ".join(capsys.readouterr().out.split())
 
 
-@pytest.mark.slow  # a second search and confirmation (25 s); the test above plans and compiles
+@pytest.mark.slow  # a second search and confirmation (30 s); the test above plans and compiles
 def test_flexpie_compile_by_strategy_reuses_the_confirmation_s_build(capsys, tmp_path, monkeypatch):
     est, devices, db = _traced_and_trained(capsys, tmp_path, monkeypatch)
     art = tmp_path / "m.tar"
