@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import io
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,6 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
-    from tvm_hetero.frontends import onnx_rnn
-
     try:
         proto = onnx.load(str(path))
     except Exception as err:  # onnx raises DecodeError and friends
@@ -167,11 +165,29 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
         )
     _check_given_shapes(path, proto, shapes or {})
     try:  # the frontend prints the node of a failed conversion before raising: kept quiet
-        with onnx_rnn.registered(loops), contextlib.redirect_stdout(io.StringIO()):
+        with onnx_converters(loops), contextlib.redirect_stdout(io.StringIO()):
             mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as err:
         raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None
     return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+@contextlib.contextmanager
+def onnx_converters(loops: bool = True) -> Iterator[None]:
+    """TVM's ONNX frontend with the operators it lacks in its table, within the ``with``: the
+    recurrent layers (:mod:`~tvm_hetero.frontends.onnx_rnn`; ``loops=False`` unrolls them) and
+    ``Col2Im`` (:mod:`~tvm_hetero.frontends.onnx_col2im`)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    from tvm_hetero.frontends import onnx_col2im, onnx_rnn
+
+    original = onnx_frontend._get_convert_map
+    added = {**onnx_rnn.converters(loops), **onnx_col2im.CONVERTERS}
+    onnx_frontend._get_convert_map = lambda: {**original(), **added}
+    try:
+        yield
+    finally:
+        onnx_frontend._get_convert_map = original
 
 
 def _check_given_shapes(path: Path, proto: Any, shapes: Mapping) -> None:

@@ -5,7 +5,7 @@ by default, each direction is one loop kernel (:mod:`tvm_hetero.ir.recurrent`) t
 steps inside: the recurrent product, the gates and the state. A node the loop kernel does not
 cover (other activations, ``clip``, peepholes, ``input_forget``, ``sequence_lens``, a GRU
 without ``linear_before_reset``, a dtype other than float32), or every node when asked
-(``registered(loops=False)``, for a strategy that cuts inside the sequence), is unrolled:
+(``converters(loops=False)``, for a strategy that cuts inside the sequence), is unrolled:
 each step adds the recurrent product, applies the gates and keeps the state. Covered: ``direction``
 ``forward`` / ``reverse`` / ``bidirectional``, ``layout`` 0 and 1, initial states given or
 absent, ``sequence_lens`` (steps past a sequence's length keep its state and write zeros, in
@@ -14,8 +14,9 @@ every activation the specification lists with its ``activation_alpha`` / ``activ
 (consumed in order by the activations that take them). A sequence of symbolic length cannot
 be unrolled: the error names the input and asks for its shape.
 
-:func:`registered` adds the converters to the frontend's table for the span of one import
-(the frontend reads ``_get_convert_map()`` for every node).
+:func:`converters` are added to the frontend's table for the span of one import
+(:func:`tvm_hetero.frontends.load.onnx_converters`; the frontend reads ``_get_convert_map()``
+for every node).
 
 Both forms return ONNX's outputs: ``Y (seq, directions, batch, hidden)``, ``Y_h`` and
 ``Y_c``.
@@ -23,8 +24,7 @@ Both forms return ONNX's outputs: ``Y (seq, directions, batch, hidden)``, ``Y_h`
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -471,18 +471,7 @@ class RNN(_Recurrent):
 CONVERTERS = {"LSTM": LSTM, "GRU": GRU, "RNN": RNN}
 
 
-@contextlib.contextmanager
-def registered(loops: bool = True) -> Iterator[None]:
-    """TVM's ONNX frontend with :data:`CONVERTERS` in its table, within the ``with``;
-    ``loops=False`` unrolls every recurrent node."""
-    original = onnx_frontend._get_convert_map
-    converters = {name: type(name, (cls,), {"loops": loops}) for name, cls in CONVERTERS.items()}
-
-    def with_recurrent() -> dict:
-        return {**original(), **converters}
-
-    onnx_frontend._get_convert_map = with_recurrent
-    try:
-        yield
-    finally:
-        onnx_frontend._get_convert_map = original
+def converters(loops: bool = True) -> dict:
+    """:data:`CONVERTERS` for the frontend's table; ``loops=False`` unrolls every recurrent
+    node."""
+    return {name: type(name, (cls,), {"loops": loops}) for name, cls in CONVERTERS.items()}
