@@ -16,7 +16,7 @@ from tvm_hetero.frontends.onnx_col2im import one_hot_kernels
 ort = pytest.importorskip("onnxruntime")
 
 
-def _col2im_model(path, channels, image, block, *, constant=True, **attrs):
+def _col2im_model(path, channels, image, block, *, constant=True, batch=1, **attrs):
     """One ``Col2Im`` node over ``X`` of ``[1, channels * kh * kw, L]``; returns ``X``."""
     strides = attrs.get("strides", [1] * len(image))
     dilations = attrs.get("dilations", [1] * len(image))
@@ -33,7 +33,7 @@ def _col2im_model(path, channels, image, block, *, constant=True, **attrs):
     )
     shapes = [numpy_helper.from_array(np.array(v, "int64"), n)
               for n, v in (("image", image), ("block", block))]  # fmt: skip
-    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [batch, *x.shape[1:]])]
     if not constant:  # the image's shape fed at run time
         inputs.append(helper.make_tensor_value_info("image", TensorProto.INT64, [len(image)]))
         shapes = shapes[1:]
@@ -64,6 +64,16 @@ def test_col2im_matches_onnx_runtime(tmp_path, channels, image, block, attrs):
     want = ort.InferenceSession(str(path)).run(None, {"X": x})[0]
     assert want.shape == (1, channels, *image)
     got = api.run(api.compile(load_model(path), [cpu_device()]), {"X": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_over_a_symbolic_batch_matches_onnx_runtime(tmp_path):
+    path = tmp_path / "col2im.onnx"
+    x = _col2im_model(path, 3, [7, 7], [3, 3], batch="N", strides=[2, 2], pads=[1, 1, 1, 1])
+    assert load_model(path).inputs[0].shape[0] == "N"  # imported with its batch symbolic
+    want = ort.InferenceSession(str(path)).run(None, {"X": x})[0]
+    model = load_model(path, shapes={"X": x.shape})
+    got = api.run(api.compile(model, [cpu_device()]), {"X": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -51,7 +51,10 @@ class Col2Im(onnx_frontend.OnnxOpConverter):
         strides = [int(s) for s in attr.get("strides", [1, 1])]
         dilations = [int(d) for d in attr.get("dilations", [1, 1])]
         pads = [int(p) for p in attr.get("pads", [0, 0, 0, 0])]  # top, left, bottom, right
-        batch, depth, _ = (int(d) for d in data.ty.shape.values)
+        batch, depth, _ = data.ty.shape.values  # the batch may be symbolic
+        if not isinstance(depth, tvm.tirx.IntImm):
+            raise tvm.error.OpAttributeUnImplemented("Col2Im: the input's channels must be known")
+        depth = int(depth)
         window = block[0] * block[1]
         if depth % window:
             raise tvm.error.OpAttributeUnImplemented(
