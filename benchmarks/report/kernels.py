@@ -424,6 +424,17 @@ def row_bands() -> str:
     return _before_and_now("row_bands.jsonl", "convolution")
 
 
+def row_tile_tasks() -> str:
+    """``benchmarks/cpu_kernels/row_tile_tasks.py``: strided convolutions padded in tasks."""
+    return _before_and_now("row_tile_tasks.jsonl", "convolution")
+
+
+def row_tile_tasks_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:ROW_TILE_TASKS=False``: tasks of a row tile that
+    pad their rows, and a pass that pads the whole input."""
+    return _switched("ROW_TILE_TASKS")
+
+
 def tall_row_tiles() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py tall``: tiles of 13 positions."""
     return _before_and_now("tall_row_tiles.jsonl", "1x1 convolution (in->out @side)")
@@ -590,6 +601,8 @@ SECTIONS = {
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,
+    "row-tile-tasks": row_tile_tasks,
+    "row-tile-tasks-models": row_tile_tasks_in_models,
     "tall-row-tiles": tall_row_tiles,
     "tall-tiles-models": tall_tiles_in_models,
     "one-panel-bands": one_panel_bands,

@@ -561,6 +561,45 @@ def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
     assert factors == splits
 
 
+@pytest.mark.parametrize(
+    ("side", "window", "in_task"),
+    [(80, 3, True), (48, 3, False), (80, 7, False)],
+    ids=["large_map", "small_map", "tall_window"],
+)
+def test_a_strided_convolution_over_a_large_map_pads_its_rows_in_tasks_of_one_row_tile(
+    side, window, in_task
+):
+    """A 3x3 / 2 convolution of 24 -> 24 channels over 80 x 80 (its padded input 645 KiB, over
+    ``ROW_TILE_TASK_MIN_BYTES``; 40 output columns, five vectors, so tiles of two rows): a task
+    per row tile of a band (20 of them), every block of 4 output channels inside the task, and
+    the copy that pads and de-interleaves the input computed in the task, the 5 rows it reads.
+    Over 48 x 48 (240 KiB) or with a 7x7 window (a tile reads 9 rows for 4) the copy stays a
+    parallel pass of its own before tasks of a channel block and row tile. The numbers equal
+    TVM's default build's."""
+    shapes = [(1, 24, side, side), (24, 24, window, window)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=window // 2))
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+
+    def loops(block):
+        return [sch.get(loop) for loop in sch.get_loops(sch.get_sblock(block))]
+
+    conv, pad = loops("conv2d_nchw_update"), loops("pad_temp")
+    assert conv[0].kind == tvm.tirx.ForKind.PARALLEL
+    assert pad[0].same_as(conv[0]) == in_task
+    rows = (side // 2) // 2  # output rows in tiles of two
+    if in_task:
+        assert (int(conv[0].extent), int(conv[1].extent)) == (rows, 24 // 4)
+        assert [int(loop.extent) for loop in pad[1:]] == [24, 5, 2, side // 2 + 1]
+    else:
+        assert pad[0].kind == tvm.tirx.ForKind.PARALLEL
+        assert int(conv[0].extent) == rows * 24 // 4
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), _run(mod, arrays),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
 @pytest.mark.parametrize("crop", [None, 30], ids=["whole", "cropped"])
 def test_a_depthwise_tile_is_rows_of_one_vector_with_its_taps_unrolled_and_input_padded_in_task(
     crop,

@@ -552,12 +552,19 @@ class Conv(CpuRule):
         if math.prod(extents) >= PARALLEL_MIN_FLOPS:  # with no channel tile a row is too small
             # a row is a task where there are rows (N, C, H): a 1-D pool's channels are its tasks
             tasks = outer if channel is not None or len(outer) < 3 else outer[:-1]
+        in_task = False
+        banded = rows_first and tasks and len(outer) == len(spatial) and len(reduce) == 3
+        if banded and row_tile_tasks(stmt, data, (row, rw), extents[reduce[1]]):
+            outer.append(outer.pop(spatial.index(channel) + 1))  # every channel block in a task
+            tasks, in_task = outer[:-1], True
         reduction = [loops[i] for i in reduce]
         block = None
         if channel is not None and tasks == outer and extents[vec] // (nv * vw) > 1:
             block = channel_block(stmt, data, (row, rw), [extents[i] for i in reduce])
         nest = (outer, v0, reduction, [*tile, v1], v2)
-        return _in_registers(sch, main, nest, tasks, target, block, rows_first=rows_first)
+        return _in_registers(
+            sch, main, nest, tasks, target, block, rows_first=rows_first, copies_in_task=in_task
+        )
 
     @classmethod
     def _depthwise_channel_vectors(
@@ -723,6 +730,43 @@ Each case alone beside ONNX Runtime (Intel Xeon, family 6 model 167, two threads
 reorders): SqueezeNet's 3x3/2 stem 0.281 -> 0.198 ms (ONNX Runtime 0.359), MobileNet-V2's
 0.202 -> 0.109 (0.204), ResNet's 7x7 0.77 -> 0.70 (0.82), a 3x3/2 of 64 -> 128 over 56 x 56
 0.53 -> 0.39 (0.41); whole models a percent to four faster (``before_and_now.py``)."""
+
+
+ROW_TILE_TASKS = True
+"""Whether a convolution whose threads take bands of rows (:func:`rows_before_channels`) over
+a large input runs a task per row tile of a band, every block of output channels inside it,
+each task padding (and laying out by column phase) the input rows it reads, where the tasks'
+rows overlap little (:func:`row_tile_tasks`); it had run a task per block of channels and row
+tile after a parallel pass that padded the whole input into memory, read back by the tasks.
+Each layer alone beside ONNX Runtime (AMD EPYC Zen 1, AVX2, two threads, 80 interleaved runs,
+``benchmarks/cpu_kernels/row_tile_tasks.py``): MobileNetV4's 3x3 / 2 of 32 -> 32 over
+112 x 112 1.24 -> 1.08 ms (ONNX Runtime 0.90), 16 -> 64 over 112 x 112 1.02 -> 0.96 (0.90),
+ResNet's 64 -> 128 over 56 x 56 the same; 13-21 % and 6-15 % faster in three noisier runs.
+Whole models (``before_and_now.py``, 9 rounds, twice): MobileNetV4 1.5-3 % faster, HGNetV2
+2 %, the others within a percent. Tasks of a channel block and a row tile, each padding its
+rows, had run twice as slow: every channel block padded the same rows again."""
+ROW_TILE_TASK_MIN_BYTES = 512 * 1024
+"""Padded input bytes from which :data:`ROW_TILE_TASKS` applies: MobileNetV4's 3x3 / 2 of
+32 -> 96 over 56 x 56 (430 KiB, in a core's L2 as the pass writes it) ran 1-4 % slower so."""
+ROW_TILE_TASK_OVERLAP = 1.25
+"""Most input rows a task pads for each input row its output rows advance over
+(:data:`ROW_TILE_TASKS`): a 3x3 window with stride 2 and two output rows reads 5 rows for 4."""
+
+
+def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
+    """Whether a convolution whose threads take bands of rows pads its input inside tasks of
+    one row tile (:data:`ROW_TILE_TASKS`): its padded input (``data``, the read of ``stmt``
+    along the rows, ``row`` its axis and the tile's rows) weighs at least
+    :data:`ROW_TILE_TASK_MIN_BYTES` and a tile of ``rw`` rows with a ``window`` rows tall
+    reads at most :data:`ROW_TILE_TASK_OVERLAP` times the rows it advances over."""
+    axis, rw = row
+    if not ROW_TILE_TASKS or (buffer_bytes(data.source) or 0) < ROW_TILE_TASK_MIN_BYTES:
+        return False
+    step = detect_linear_equation(data.region[2].min, [stmt.iter_vars[axis].var])
+    if len(step) != 2 or not isinstance(step[0], tirx.IntImm):
+        return False
+    stride = int(step[0])
+    return (rw - 1) * stride + window <= ROW_TILE_TASK_OVERLAP * rw * stride
 
 
 def rows_before_channels(data, weights) -> bool:
