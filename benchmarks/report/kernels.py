@@ -435,6 +435,12 @@ def row_tile_tasks_in_models() -> str:
     return _switched("ROW_TILE_TASKS")
 
 
+def row_tile_overlap_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:ROW_TILE_TASK_OVERLAP=1.25``: tiles of one row
+    that pad their rows in their tasks too, and not."""
+    return _switched("ROW_TILE_TASK_OVERLAP")
+
+
 def tall_row_tiles() -> str:
     """``benchmarks/cpu_kernels/pointwise_layers.py tall``: tiles of 13 positions."""
     return _before_and_now("tall_row_tiles.jsonl", "1x1 convolution (in->out @side)")
@@ -603,6 +609,7 @@ SECTIONS = {
     "row-bands-models": bands_of_rows_in_models,
     "row-tile-tasks": row_tile_tasks,
     "row-tile-tasks-models": row_tile_tasks_in_models,
+    "row-tile-overlap-models": row_tile_overlap_in_models,
     "tall-row-tiles": tall_row_tiles,
     "tall-tiles-models": tall_tiles_in_models,
     "one-panel-bands": one_panel_bands,

@@ -562,18 +562,19 @@ def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
 
 
 @pytest.mark.parametrize(
-    ("side", "window", "in_task"),
-    [(80, 3, True), (48, 3, False), (80, 7, False)],
-    ids=["large_map", "small_map", "tall_window"],
+    ("side", "window", "in_task", "tile_rows"),
+    [(80, 3, True, 2), (96, 3, True, 1), (48, 3, False, 2), (80, 7, False, 2)],
+    ids=["large_map", "large_map_one_row_tiles", "small_map", "tall_window"],
 )
 def test_a_strided_convolution_over_a_large_map_pads_its_rows_in_tasks_of_one_row_tile(
-    side, window, in_task
+    side, window, in_task, tile_rows
 ):
     """A 3x3 / 2 convolution of 24 -> 24 channels over 80 x 80 (its padded input 645 KiB, over
     ``ROW_TILE_TASK_MIN_BYTES``; 40 output columns, five vectors, so tiles of two rows): a task
     per row tile of a band (20 of them), every block of 4 output channels inside the task, and
-    the copy that pads and de-interleaves the input computed in the task, the 5 rows it reads.
-    Over 48 x 48 (240 KiB) or with a 7x7 window (a tile reads 9 rows for 4) the copy stays a
+    the copy that pads and de-interleaves the input computed in the task, the 5 rows it reads;
+    over 96 x 96 (48 columns, six vectors: tiles of one row) 48 tasks of 3 rows each. Over
+    48 x 48 (240 KiB) or with a 7x7 window (a tile reads 9 rows for 4) the copy stays a
     parallel pass of its own before tasks of a channel block and row tile. The numbers equal
     TVM's default build's."""
     shapes = [(1, 24, side, side), (24, 24, window, window)]
@@ -587,13 +588,14 @@ def test_a_strided_convolution_over_a_large_map_pads_its_rows_in_tasks_of_one_ro
     conv, pad = loops("conv2d_nchw_update"), loops("pad_temp")
     assert conv[0].kind == tvm.tirx.ForKind.PARALLEL
     assert pad[0].same_as(conv[0]) == in_task
-    rows = (side // 2) // 2  # output rows in tiles of two
+    tiles = (side // 2) // tile_rows
     if in_task:
-        assert (int(conv[0].extent), int(conv[1].extent)) == (rows, 24 // 4)
-        assert [int(loop.extent) for loop in pad[1:]] == [24, 5, 2, side // 2 + 1]
+        assert (int(conv[0].extent), int(conv[1].extent)) == (tiles, 24 // 4)
+        reach = 2 * (tile_rows - 1) + window
+        assert [int(loop.extent) for loop in pad[1:]] == [24, reach, 2, side // 2 + 1]
     else:
         assert pad[0].kind == tvm.tirx.ForKind.PARALLEL
-        assert int(conv[0].extent) == rows * 24 // 4
+        assert int(conv[0].extent) == tiles * 24 // 4
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), _run(mod, arrays),

@@ -740,17 +740,21 @@ rows overlap little (:func:`row_tile_tasks`); it had run a task per block of cha
 tile after a parallel pass that padded the whole input into memory, read back by the tasks.
 Each layer alone beside ONNX Runtime (AMD EPYC Zen 1, AVX2, two threads, 80 interleaved runs,
 ``benchmarks/cpu_kernels/row_tile_tasks.py``): MobileNetV4's 3x3 / 2 of 32 -> 32 over
-112 x 112 1.24 -> 1.08 ms (ONNX Runtime 0.90), 16 -> 64 over 112 x 112 1.02 -> 0.96 (0.90),
-ResNet's 64 -> 128 over 56 x 56 the same; 13-21 % and 6-15 % faster in three noisier runs.
-Whole models (``before_and_now.py``, 9 rounds, twice): MobileNetV4 1.5-3 % faster, HGNetV2
-2 %, the others within a percent. Tasks of a channel block and a row tile, each padding its
+112 x 112 1.35 -> 1.11 ms (ONNX Runtime 0.99), 16 -> 64 over 112 x 112 1.12 -> 0.97 (1.02),
+ResNet's 64 -> 128 over 56 x 56 2.26 -> 2.08 (1.66), HRNet's 128 -> 256 over 56 x 56 8.60 ->
+7.58 (6.41), MobileNet-V2's stem 0.55 -> 0.50 (0.58). Whole models (``before_and_now.py``):
+MobileNetV4 1.5-3 % faster, HRNet-W18-small 4 %, HGNetV2, SqueezeNet and ResNet-50 2 %,
+ResNet-18 and MobileNet-V2 level. Tasks of a channel block and a row tile, each padding its
 rows, had run twice as slow: every channel block padded the same rows again."""
 ROW_TILE_TASK_MIN_BYTES = 512 * 1024
 """Padded input bytes from which :data:`ROW_TILE_TASKS` applies: MobileNetV4's 3x3 / 2 of
 32 -> 96 over 56 x 56 (430 KiB, in a core's L2 as the pass writes it) ran 1-4 % slower so."""
-ROW_TILE_TASK_OVERLAP = 1.25
+ROW_TILE_TASK_OVERLAP = 1.5
 """Most input rows a task pads for each input row its output rows advance over
-(:data:`ROW_TILE_TASKS`): a 3x3 window with stride 2 and two output rows reads 5 rows for 4."""
+(:data:`ROW_TILE_TASKS`): a 3x3 window with stride 2 reads 3 rows for 2 in tiles of one row,
+5 for 4 in tiles of two; windows of 7 rows (ResNet's stem: 7 for 2) and stride 1 (3 for 1)
+keep the pass. At 1.25 (tiles of two rows only) ResNet's and HRNet's 3x3 / 2 over 56 x 56,
+tiles of one row, had run 4-6 % and 12-13 % slower (``row_tile_tasks.py``, four runs)."""
 
 
 def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
