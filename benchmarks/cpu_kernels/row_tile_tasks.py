@@ -10,11 +10,10 @@ every block of output channels inside it, and pads and lays out by column phase 
 reads (``conv.ROW_TILE_TASKS``); before, a parallel pass padded the whole input into memory
 and the tasks, a channel block and a row tile each, read it back. The 3x3 / 2 over 56 x 56 of
 32 channels (430 KiB padded) and the 3x3 with stride 1 (a tile of one row reads three) keep
-the pass: controls. Each case a convolution with
-ReLU after it, exported to ONNX (batch 1), compiled for the whole CPU with the change and
-without it, run end to end by our executor beside ONNX Runtime on the same cores and threads
-in interleaved rounds (medians); outputs checked against ONNX Runtime's. Results:
-``benchmarks/results/row_tile_tasks.jsonl``.
+the pass: controls. Each case a convolution with ReLU after it, exported to ONNX (batch 1),
+compiled for the whole CPU with the change and without it, run end to end by our executor
+beside ONNX Runtime on the same cores and threads in interleaved rounds (medians); outputs
+checked against ONNX Runtime's. Results: ``benchmarks/results/row_tile_tasks.jsonl``.
 """
 
 from __future__ import annotations

@@ -651,17 +651,15 @@ def channel_block(stmt, data, row: tuple[int, int], reduce: list[int]) -> int | 
     input channels whose rows fit :data:`BLOCK_BYTES` stay in L1 over the row's vectors (the
     partial sums go to a local buffer between blocks). Convolutions over NCHW inputs
     (``rc, ry, rx`` reductions, the channel first; rows laid out by column phase too) only."""
-    axis, rw = row
     if len(reduce) != 3 or len(data.region) not in (4, 5) or len(stmt.iter_vars) != 7:
         return None
     row_shape = data.source.shape[3:]  # a padded row (by column phase: phases x columns)
     if not all(isinstance(d, tirx.IntImm) for d in row_shape):
         return None
-    step = detect_linear_equation(data.region[2].min, [stmt.iter_vars[axis].var])
-    if len(step) != 2 or not isinstance(step[0], tirx.IntImm):
+    read = rows_read(stmt, data, row, reduce[1])
+    if read is None:
         return None
-    channels, kh = reduce[0], reduce[1]
-    reach = (rw - 1) * int(step[0]) + kh  # input rows a task reads
+    channels, (reach, _) = reduce[0], read
     per_channel = reach * math.prod(int(d) for d in row_shape) * 4
     if channels * per_channel <= SLAB_BYTES:
         return None
@@ -761,16 +759,25 @@ def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
     """Whether a convolution whose threads take bands of rows pads its input inside tasks of
     one row tile (:data:`ROW_TILE_TASKS`): its padded input (``data``, the read of ``stmt``
     along the rows, ``row`` its axis and the tile's rows) weighs at least
-    :data:`ROW_TILE_TASK_MIN_BYTES` and a tile of ``rw`` rows with a ``window`` rows tall
-    reads at most :data:`ROW_TILE_TASK_OVERLAP` times the rows it advances over."""
-    axis, rw = row
+    :data:`ROW_TILE_TASK_MIN_BYTES` and a tile with a window ``window`` rows tall reads at
+    most :data:`ROW_TILE_TASK_OVERLAP` times the rows it advances over (:func:`rows_read`)."""
     if not ROW_TILE_TASKS or (buffer_bytes(data.source) or 0) < ROW_TILE_TASK_MIN_BYTES:
         return False
-    step = detect_linear_equation(data.region[2].min, [stmt.iter_vars[axis].var])
-    if len(step) != 2 or not isinstance(step[0], tirx.IntImm):
+    read = rows_read(stmt, data, row, window)
+    if read is None:
         return False
-    stride = int(step[0])
-    return (rw - 1) * stride + window <= ROW_TILE_TASK_OVERLAP * rw * stride
+    reach, stride = read
+    return reach <= ROW_TILE_TASK_OVERLAP * row[1] * stride
+
+
+def rows_read(stmt, data, row: tuple[int, int], window: int) -> tuple[int, int] | None:
+    """``(reach, stride)``: the input rows a tile of ``rw`` output rows reads with a window
+    ``window`` rows tall, and the input rows an output row advances by, where ``data`` (the
+    read of ``stmt`` along the rows, index 2) moves a constant multiple of the row axis
+    (``row``: its index and the tile's rows); else ``None``."""
+    axis, rw = row
+    stride = _index_step(data.region[2].min, stmt.iter_vars[axis].var)
+    return None if stride is None else ((rw - 1) * stride + window, stride)
 
 
 def rows_before_channels(data, weights) -> bool:
@@ -872,7 +879,12 @@ def _channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
 def column_step(region, var: tirx.Var) -> int | None:
     """How far ``region``'s innermost index moves per step of ``var`` (``w + kw``: 1,
     ``2 * w + kw``: 2), or ``None`` when it is not a constant multiple."""
-    found = detect_linear_equation(region.region[-1].min, [var])
+    return _index_step(region.region[-1].min, var)
+
+
+def _index_step(index, var: tirx.Var) -> int | None:
+    """How far ``index`` moves per step of ``var``, or ``None`` when not a constant multiple."""
+    found = detect_linear_equation(index, [var])
     return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
 
 

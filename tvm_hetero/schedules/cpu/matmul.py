@@ -172,18 +172,18 @@ class Matmul(CpuRule):
                 batches, rows // mr, cores, b_bytes, laid_out
             ) and _rows_in_runs(sch, main)
             if token_bands:
-                groups = cores
+                # whole bands only: where an epilogue crops the columns (a strided slice after
+                # PadMatmulColumns), TVM's reverse_compute_inline of it into the tile's
+                # write-back replaced the predicate that kept an uneven last band within the
+                # rows with the columns' own, and that band wrote rows past the output (VOLO's
+                # 64 -> 486 over 14 x 14, 49 row tiles in two bands: the heap corrupted);
+                # row_groups and one_panel_bands cut into divisors of the row tiles already
+                groups = cores if (rows // mr) % cores == 0 else 1
+                token_bands = groups > 1
             else:
                 groups = row_groups(tasks, rows // mr, cores)
                 if groups == 1:
                     groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
-        if groups > 1 and (rows // mr) % groups:
-            # no uneven groups: where an epilogue crops the columns (a strided slice after
-            # PadMatmulColumns), TVM's reverse_compute_inline of it into the tile's write-back
-            # replaced the predicate that kept the last group within the rows with the
-            # columns' own, and that group wrote rows past the output (VOLO's 64 -> 486 over
-            # 14 x 14, 49 row tiles in two bands: the heap corrupted)
-            groups, token_bands = 1, False
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
