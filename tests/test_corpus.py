@@ -12,6 +12,8 @@ pytest.importorskip("onnxruntime")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "models"))
 
 import corpus
+import torch
+import zoo
 
 
 @pytest.mark.parametrize(
@@ -36,3 +38,45 @@ def test_the_row_is_the_round_whose_ratio_is_the_median():
     ours, theirs = [5.0, 5.0, 6.0, 9.0, 2.0], [6.0, 3.0, 5.0, 6.0, 8.0]
     assert corpus.median_round(ours, theirs) == (6.0, 5.0, 6.0 / 5.0)
     assert corpus.median_round([4.0, 1.0], [2.0, 2.0]) == (1.0, 2.0, 0.5)
+
+
+class _Gated(torch.nn.Module):
+    """A residual block as libraries initialise it for training: its branch's batch norm
+    scale at zero (timm's ResNets), a layer scale of 1e-6 (ConvNeXt), a classifier of zeros."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        torch.nn.init.zeros_(self.bn.weight)
+        self.gamma = torch.nn.Parameter(torch.full((4,), 1e-6))
+        self.head = torch.nn.Linear(4, 3)
+        torch.nn.init.zeros_(self.head.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.gamma[:, None, None] * self.bn(self.conv(x))
+        return self.head(x.mean((2, 3)))
+
+
+def _branch_shows(model: torch.nn.Module, x: torch.Tensor) -> bool:
+    """Whether changing the branch's convolution moves the output by more than the corpus'
+    tolerance, relative to the output's largest value."""
+    with torch.no_grad():
+        before = model(x)
+        model.conv.weight.add_(0.1 * torch.randn_like(model.conv.weight))
+        after = model(x)
+    scale = float(before.abs().max())
+    return scale > 0 and float((after - before).abs().max()) / scale > corpus.TOLERANCE
+
+
+def test_live_weights_let_every_layer_show_in_the_output():
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 6, 6)
+    model = _Gated().eval()
+    assert not _branch_shows(model, x)  # as initialised: a wrong branch would still match
+    drawn = zoo.live_weights(model)
+    assert sorted(drawn) == ["bn.weight", "gamma", "head.weight"]
+    assert float(model.gamma.min()) >= 0.5 and float(model.gamma.max()) <= 1.0
+    assert not float(model.bn.bias.abs().max())  # a zero bias stays zero
+    assert _branch_shows(model, x)
+    assert zoo.live_weights(model) == []  # nothing left to draw

@@ -4,7 +4,8 @@ interleaved rounds: the row a before / now benchmark records."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -42,13 +43,27 @@ def before_and_now(
             "max_abs_error": max(errors)}  # fmt: skip
 
 
-def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> None:
+def patched(off: tuple | list[tuple]) -> AbstractContextManager:
+    """``patch.object`` of ``off`` (the object, attribute and value), or of each of a list of
+    them, entered together when the result is."""
+    from unittest.mock import patch
+
+    @contextlib.contextmanager
+    def every() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for one in off if isinstance(off, list) else [off]:
+                stack.enter_context(patch.object(*one))
+            yield
+
+    return every()
+
+
+def record_cases(cases: dict, export, off: tuple | list[tuple], runs: int, results: str) -> None:
     """Each of ``cases`` (``{name: case}``) exported by ``export(case, path)`` (its input),
     measured by :func:`before_and_now` with the change off (``off``: the object, attribute and
-    value ``patch.object`` sets for the ``before`` build), printed and appended, stamped, to
-    ``benchmarks/results/<results>``."""
+    value ``patch.object`` sets for the ``before`` build, or a list of them), printed and
+    appended, stamped, to ``benchmarks/results/<results>``."""
     import tempfile
-    from unittest.mock import patch
 
     from onnx_models import append_rows
     from stamp import stamp
@@ -59,7 +74,7 @@ def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> No
         for name, case in cases.items():
             path = Path(tmp) / f"{len(rows)}.onnx"
             x = export(case, path)
-            row = {**stamp(), "case": name, **before_and_now(path, x, patch.object(*off), runs)}
+            row = {**stamp(), "case": name, **before_and_now(path, x, patched(off), runs)}
             rows.append(row)
             print(f"{name:{width}} before {row['before_ms']:7.3f} ms  now {row['now_ms']:7.3f} ms"
                   f"  ORT {row['ort_ms']:7.3f} ms  now / ORT {row['now_ms'] / row['ort_ms']:5.2f}x"
@@ -68,7 +83,7 @@ def record_cases(cases: dict, export, off: tuple, runs: int, results: str) -> No
 
 
 def case_command(
-    doc: str, cases: dict, export, off: Callable[[], tuple], results: str
+    doc: str, cases: dict, export, off: Callable[[], tuple | list[tuple]], results: str
 ) -> int:  # fmt: skip
     """A before / now benchmark's command line (``--runs``, ``--only CASE ...``; ``doc``'s first
     paragraph as its description): the chosen ``cases`` measured by :func:`record_cases` with

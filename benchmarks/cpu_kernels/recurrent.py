@@ -58,7 +58,7 @@ def exported(name: str, work: Path) -> tuple[Path, dict]:
 
     names = export(name, path)
     torch.manual_seed(0)
-    _, args = CORPUS[name].build(False)
+    _, args = CORPUS[name].make(False)
     return path, {n: a.numpy() for n, a in zip(names, args, strict=True)}
 
 

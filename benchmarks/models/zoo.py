@@ -1,7 +1,9 @@
 """Models no one here wrote: torchvision, timm and transformers architectures with random weights
 (no downloads), and a few PyTorch models of the kinds the papers use (recurrent classifiers,
 recommenders). Each entry builds ``(module, example inputs)``; ``small=True`` shrinks the input
-(the test suite's size), never the architecture.
+(the test suite's size), never the architecture. Weights that would hide a layer from the
+output are drawn again (:func:`live_weights`), so that matching ONNX Runtime's output says
+something of every layer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,44 @@ class Entry:
     source: str  # torchvision / timm / transformers / pytorch
     build: Callable[[bool], tuple[nn.Module, tuple[torch.Tensor, ...]]]
     symbolic: bool = False  # exported with a symbolic batch dimension (loaded as batch 1)
+
+    def make(self, small: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        """The module (its weights made live: :func:`live_weights`) and its example inputs."""
+        module, args = self.build(small)
+        live_weights(module)
+        return module, args
+
+
+LIVE_BELOW = 1e-3
+"""A parameter (not a bias) whose every value is smaller than this in magnitude is drawn again
+by :func:`live_weights`."""
+
+
+def live_weights(module: nn.Module, seed: int = 0) -> list[str]:
+    """Draw again, in place, the parameters with which a randomly initialised model's output
+    would not show a layer: all zero, or every value under :data:`LIVE_BELOW` in magnitude,
+    biases left as they are. Libraries initialise so for training: the last batch norm of each
+    residual branch at zero (timm's ResNets, RepViT, LeViT, MobileViT), layer scales of 1e-5 or
+    1e-6 (ConvNeXt, PoolFormer, FastViT, EdgeNeXt), a classifier of zeros (torchvision's
+    ViT-B/16: every output the same), attention-bias tables of zeros; each branch behind them
+    added a millionth of its value or nothing, so a wrong kernel there still matched ONNX
+    Runtime within the corpus' tolerance. A per-channel scale (one axis longer than 1) is
+    drawn from U(0.5, 1), anything else from N(0, 0.02). Returns the names drawn again."""
+    generator = torch.Generator().manual_seed(seed)
+    drawn = []
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if name.endswith("bias") or not param.numel():
+                continue
+            if float(param.abs().max()) >= LIVE_BELOW:
+                continue
+            if sum(d > 1 for d in param.shape) <= 1:
+                fresh = 0.5 + 0.5 * torch.rand(param.shape, generator=generator)
+            else:
+                fresh = 0.02 * torch.randn(param.shape, generator=generator)
+            param.copy_(fresh.to(param.dtype))
+            drawn.append(name)
+    return drawn
 
 
 def _image(size: int, small: bool) -> tuple[torch.Tensor]:
@@ -377,7 +417,7 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     import warnings
 
     torch.manual_seed(0)
-    module, args = CORPUS[name].build(small)
+    module, args = CORPUS[name].make(small)
     module.eval()
     names = tuple(f"in{k}" for k in range(len(args)))
     with warnings.catch_warnings(), torch.no_grad():
@@ -399,7 +439,7 @@ def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, d
     input name (the loaded model may keep fewer of them)."""
     names = export(name, path, small)
     torch.manual_seed(0)
-    _, args = CORPUS[name].build(small)
+    _, args = CORPUS[name].make(small)
     feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
     shapes = {n: list(a.shape) for n, a in feeds.items()} if CORPUS[name].symbolic else None
     return shapes, feeds
@@ -442,7 +482,7 @@ def load_exported(name: str, work, row: dict):
     base, symbolic = name.removesuffix("-symbolic"), name.endswith("-symbolic")
     path = Path(work) / f"{name}.onnx"
     torch.manual_seed(0)  # the weights ``export`` draws, and the example inputs
-    module, args = CORPUS[base].build(True)
+    module, args = CORPUS[base].make(True)
     if symbolic:
         export_symbolic_batch(module, args, path)
     else:

@@ -32,6 +32,40 @@ def corpus(name: str = "models.json") -> str:
     ])  # fmt: skip
 
 
+def live_weights() -> str:
+    """``benchmarks/models/live_weights.py``: the corpus models whose initialisation hid
+    layers, checked again with live weights."""
+    data = load("corpus_live_weights.json")
+    rows = data["rows"]
+    matched = [r for r in rows if r["stage"] == "time"]
+    out = [
+        (r["model"], str(len(r["drawn"])), _kinds(r["drawn"]),
+         f"{r['rel_err']:.1e}" if "rel_err" in r else "-",
+         "matches" if r["stage"] == "time" else f"fails at {r['stage']}")
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join([
+        source("corpus_live_weights.json", data).line(), "",
+        bullets([f"{len(matched)} of {len(rows)} models match ONNX Runtime with live weights "
+                 "(relative error under 1e-3)."]),
+        "",
+        table(("model", "drawn again", "e.g.", "rel. error", "result"), out),
+    ])  # fmt: skip
+
+
+def _kinds(names: list[str]) -> str:
+    """The first three distinct kinds of parameter among ``names``: the last part of a name,
+    with the part before it where the last is generic (``layer1.0.bn3.weight``: ``bn3.weight``;
+    ``features.1.0.layer_scale``: ``layer_scale``)."""
+    kinds = []
+    for name in names:
+        parts = [p for p in name.split(".") if not p.isdigit()]
+        generic = parts[-1] in ("weight", "gamma", "scale") and len(parts) > 1
+        kinds.append(".".join(parts[-2:]) if generic else parts[-1])
+    kinds = list(dict.fromkeys(kinds))
+    return ", ".join(kinds[:3]) + (", ..." if len(kinds) > 3 else "")
+
+
 def compile_time() -> str:
     """``benchmarks/models/compile_time.py``: compile time with constants folded a round in one
     build, against TVM's folding alone and ONNX Runtime's session creation."""
@@ -309,6 +343,11 @@ def softmax() -> str:
     return _before_and_now("softmax.jsonl", "softmax")
 
 
+def softmax_over_tokens() -> str:
+    """``benchmarks/cpu_kernels/softmax_over_tokens.py``: each column reduced once."""
+    return _before_and_now("softmax_over_tokens.jsonl", "softmax")
+
+
 def whole_rows() -> str:
     """``benchmarks/cpu_kernels/whole_rows.py``: row tiles over every panel."""
     return _before_and_now("whole_rows.jsonl", "kernel")
@@ -566,6 +605,7 @@ SECTIONS = {
     "corpus": corpus,
     "corpus-avx2": lambda: corpus("models_avx2.json"),
     "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
+    "corpus-live-weights": live_weights,
     "compile-time": compile_time,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,
@@ -601,6 +641,7 @@ SECTIONS = {
     "concatenations": concatenations,
     "transposes": transposes,
     "softmax": softmax,
+    "softmax-over-tokens": softmax_over_tokens,
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,

@@ -232,16 +232,42 @@ def window_sums(sums: list[list[int]], lanes: int) -> bool:
 
 def recomputed(sch: s_tir.Schedule) -> int:
     """How many times the most recomputed reduction block of ``sch`` runs over its own domain:
-    the product of the constant extents of the loops around it that none of its iterators use."""
+    the larger of :func:`unused_loop_runs` and, where every extent is a constant, its runs (the
+    loops' extents multiplied) over its domain's size, rounded down (a padded loop's few extra
+    steps are not counted). The second finds a loop of fused axes of which the block reads
+    one: a softmax over the tokens of ``(1, 8, 785, 16)``, ``axis=2``, had each of its 128
+    columns' max and sum under the 6,280 fused rows of its output, each column reduced again
+    for each of its 785 tokens, in 0.99 s."""
+    worst = unused_loop_runs(sch)
+    for realize, loops in _reductions(sch):
+        block = realize.block
+        extents = [f.extent for f in loops] + [v.dom.extent for v in block.iter_vars]
+        if all(isinstance(e, tirx.IntImm) for e in extents):
+            domain = math.prod(int(v.dom.extent) for v in block.iter_vars)
+            worst = max(worst, math.prod(int(f.extent) for f in loops) // max(domain, 1))
+    return worst
+
+
+def unused_loop_runs(sch: s_tir.Schedule) -> int:
+    """How many times the most recomputed reduction block of ``sch`` runs over its own domain,
+    as far as the loops around it that none of its iterators use tell: their constant extents
+    multiplied."""
     worst = 1
-    for realize, loops in realizes(sch.mod["main"].body):
-        if all(v.iter_type == tirx.IterVar.DataPar for v in realize.block.iter_vars):
-            continue
+    for realize, loops in _reductions(sch):
         used = {v for value in realize.iter_values for v in undefined_vars(value)}
         extents = [int(f.extent) for f in loops
                    if f.loop_var not in used and isinstance(f.extent, tirx.IntImm)]  # fmt: skip
         worst = max(worst, math.prod(extents))
     return worst
+
+
+def _reductions(sch: s_tir.Schedule) -> list[tuple]:
+    """``(realize, loops)`` of each block of ``sch`` with a reduction iterator."""
+    return [
+        (realize, loops)
+        for realize, loops in realizes(sch.mod["main"].body)
+        if any(v.iter_type != tirx.IterVar.DataPar for v in realize.block.iter_vars)
+    ]
 
 
 def _rows(sch: s_tir.Schedule) -> int:
@@ -279,6 +305,8 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     One scalar chain of adds waits on each add's latency."""
     kinds = [v.iter_type for v in sch.get(block).iter_vars]
     rows = next((k for k, kind in enumerate(kinds) if kind != tirx.IterVar.DataPar), len(kinds))
+    if _columns_in_lanes(sch, block, rows, lanes):
+        return
     inner = _whole_window(sch, block, rows, lanes) or sch.get_loops(block)[-1]
     extents = const_extents(sch, [inner])
     if not extents or extents[0] <= lanes:
@@ -297,6 +325,47 @@ def _sum_in_lanes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: in
     sch.annotate(lane, "pragma_auto_unroll_max_step", lanes)
     sch.annotate(lane, "pragma_unroll_explicit", 1)
     _parallel_rows(sch, block, rows)
+
+
+COLUMNS_IN_LANES = True
+"""Reductions over an axis before the innermost, contiguous one take a vector of columns at a
+time (:func:`_columns_in_lanes`); False: their rows are reduced in lanes as any other's."""
+
+
+def _columns_in_lanes(
+    sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, rows: int, lanes: int
+) -> bool:
+    """Reduce ``block`` a vector of its columns at a time, where every buffer it reads has its
+    innermost output axis (``rows`` axes, then the reduction's) as its own last, contiguous
+    axis, and the reduction runs over an axis before it: that axis is cut into vectors of its
+    largest divisor up to ``lanes`` (at least :data:`MIN_ROW_LANES`), the reduction loops
+    move inside each vector's step, and the axes before them run in parallel. A softmax over
+    the tokens of heads x tokens x channels (CoaT's keys) reduced each column in lanes of
+    tokens, read a row of channels apart: 2.3 ms for 8 x 3,137 x 8 against ONNX Runtime's
+    0.84. False, and nothing changed, where this does not apply."""
+    stmt = sch.get(block)
+    if not COLUMNS_IN_LANES or rows == 0 or rows == len(stmt.iter_vars):
+        return False
+    column = stmt.iter_vars[rows - 1]
+    extent = column.dom.extent
+    if not isinstance(extent, tirx.IntImm):
+        return False
+    width = largest_divisor(int(extent), lanes)
+    loops = sch.get_loops(block)
+    if width < MIN_ROW_LANES or len(loops) != len(stmt.iter_vars):
+        return False
+    for region in stmt.reads:
+        last = region.region[-1].min if region.region else None
+        if not (isinstance(last, tirx.Var) and last.same_as(column.var)):
+            return False
+    _, vector = sch.split(loops[rows - 1], [None, width])
+    sch.reorder(*loops[rows:], vector)
+    sch.vectorize(vector)
+    _parallel_rows(sch, block, rows)
+    loops = sch.get_loops(block)  # the reduction's loops, then the vector's
+    init = sch.decompose_reduction(block, loops[len(loops) - 1 - (len(stmt.iter_vars) - rows)])
+    sch.vectorize(sch.get_loops(init)[-1])
+    return True
 
 
 def _lane_width(count: int, lanes: int) -> int | None:
