@@ -53,6 +53,21 @@ def live_weights() -> str:
     ])  # fmt: skip
 
 
+def live_weights_timed() -> str:
+    """``benchmarks/models/live_weights.py --timed``: the weights as built and live, ours and
+    ONNX Runtime's time on each."""
+    rows = list(latest(load("corpus_live_weights_timed.jsonl"), "model").values())
+    out = [
+        (r["model"], ms(r["ours_built_ms"]), ms(r["ort_built_ms"]), ms(r["ort_zeroed_ms"]),
+         ratio(r["ours_built_ms"], r["ort_built_ms"]), ms(r["ours_live_ms"]),
+         ms(r["ort_live_ms"]), ratio(r["ours_live_ms"], r["ort_live_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "built: ours ms", "ORT ms", "ORT, denormals 0", "ours / ORT",
+              "live: ours ms", "ORT ms", "ours / ORT")  # fmt: skip
+    return titled("corpus_live_weights_timed.jsonl", rows, header, out)
+
+
 def _kinds(names: list[str]) -> str:
     """The first three distinct kinds of parameter among ``names``: the last part of a name,
     with the part before it where the last is generic (``layer1.0.bn3.weight``: ``bn3.weight``;
@@ -523,6 +538,13 @@ def _switched(switch: str) -> str:
     return titled("before_and_now.jsonl", rows, header, out)
 
 
+def columns_in_lanes_models() -> str:
+    """``before_and_now.py ... --off ...reduction:COLUMNS_IN_LANES=False --off
+    ...reduction:recomputed=...``: models with normalisations, the reduction rule of v61 and
+    of v60."""
+    return _switched("COLUMNS_IN_LANES")
+
+
 def bands_of_the_larger_operand() -> str:
     """``before_and_now.py ... --off ...common:SPLIT_LARGER=False``: matmul threads on bands
     of the larger operand, and not."""
@@ -606,6 +628,7 @@ SECTIONS = {
     "corpus-avx2": lambda: corpus("models_avx2.json"),
     "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
     "corpus-live-weights": live_weights,
+    "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,
@@ -642,6 +665,7 @@ SECTIONS = {
     "transposes": transposes,
     "softmax": softmax,
     "softmax-over-tokens": softmax_over_tokens,
+    "softmax-over-tokens-models": columns_in_lanes_models,
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
