@@ -130,6 +130,25 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n\n" + " ".join(summary) + "\n"
 
 
+def check_apart(name: str, work: Path, threads: int, rounds: int, timeout: int) -> dict:
+    """:func:`check` of ``name`` in a process of its own, given ``timeout`` seconds; a crash or
+    a timeout is the row's stage, with the error's last line."""
+    from zoo import CORPUS
+
+    cmd = [sys.executable, __file__, "--one", name, "--threads", str(threads),
+           "--rounds", str(rounds), "--work", str(work)]  # fmt: skip
+    failed = {"model": name, "source": CORPUS[name].source}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**failed, "stage": "timeout", "error": f"over {timeout} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    return {**failed, "stage": "crash",
+            "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:160]}  # fmt: skip
+
+
 def main() -> None:
     sys.path.insert(0, str(HERE))
     from zoo import CORPUS
@@ -151,17 +170,7 @@ def main() -> None:
     out = RESULTS / f"{args.out}.json"
     rows = {r["model"]: r for r in json.loads(out.read_text())["rows"]} if out.exists() else {}
     for name in args.only or CORPUS:
-        cmd = [sys.executable, __file__, "--one", name, "--threads", str(args.threads),
-               "--rounds", str(args.rounds), "--work", str(work)]  # fmt: skip
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-            row = json.loads(lines[-1]) if lines else {
-                "model": name, "source": CORPUS[name].source, "stage": "crash",
-                "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:160]}  # fmt: skip
-        except subprocess.TimeoutExpired:
-            row = {"model": name, "source": CORPUS[name].source, "stage": "timeout",
-                   "error": f"over {args.timeout} s"}  # fmt: skip
+        row = check_apart(name, work, args.threads, args.rounds, args.timeout)
         rows[name] = {**row, **stamp()}  # rows of earlier runs keep their own
         print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
               f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip

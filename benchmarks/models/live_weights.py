@@ -10,7 +10,7 @@ branch, a layer scale of 1e-6, a classifier of zeros...): with those, the branch
 added a millionth of their value to the output or nothing, and matching ONNX Runtime within the
 corpus' tolerance said nothing of them. Each model with any is then exported with the live
 weights (what every corpus run and test now exports) and checked in its own process
-(``corpus.py --one NAME --rounds 0``: no timing). Writes
+(``corpus.check_apart``, no timing). Writes
 ``benchmarks/results/corpus_live_weights.json``.
 
 ``--timed``: each named model exported twice, with the weights as built and live, both
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +91,7 @@ def timed(name: str, work: Path, rounds: int) -> dict:
 
 
 def main() -> int:
+    from corpus import check_apart
     from zoo import CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -116,16 +116,8 @@ def main() -> int:
             drawn = drawn_again(name)
             if not drawn:
                 continue
-            cmd = [sys.executable, str(HERE / "corpus.py"), "--one", name, "--rounds", "0",
-                   "--work", work]  # fmt: skip
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-                row = json.loads(lines[-1]) if lines else {"stage": "crash", "error": (
-                    done.stderr.strip().splitlines() or ["no output"])[-1][:160]}  # fmt: skip
-            except subprocess.TimeoutExpired:
-                row = {"stage": "timeout", "error": f"over {args.timeout} s"}
-            row = {**row, "model": name, "drawn": drawn, **stamp()}
+            row = check_apart(name, Path(work), 2, 0, args.timeout)  # matched, not timed
+            row = {**row, "drawn": drawn, **stamp()}
             rows.append(row)
             print(f"{name:>20}: {len(drawn):3d} drawn again, {row['stage']:>6}, relative error "
                   f"{row.get('rel_err', float('nan')):.1e} {row.get('error', '')}", flush=True)  # fmt: skip
