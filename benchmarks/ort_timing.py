@@ -17,14 +17,20 @@ import numpy as np
 import onnxruntime as ort
 
 
-def cpu_session(path: str | Path, intra: int, inter: int = 1, parallel: bool = False):
+def cpu_session(
+    path: str | Path, intra: int, inter: int = 1, parallel: bool = False,
+    entries: Mapping[str, str] | None = None,
+):  # fmt: skip
     """An ``onnxruntime.InferenceSession`` on the CPU with ``intra`` / ``inter`` op threads
-    (``parallel``: ``ORT_PARALLEL``, branches at once)."""
+    (``parallel``: ``ORT_PARALLEL``, branches at once; ``entries``: session config entries
+    besides ours, such as ``session.set_denormal_as_zero``)."""
     from tvm_hetero.runtime.onnx_session import session_options
 
     opts = session_options(intra, inter)  # threads stop spinning when a run ends
     if parallel:
         opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    for key, value in (entries or {}).items():
+        opts.add_session_config_entry(key, value)
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 

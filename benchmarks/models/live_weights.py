@@ -48,11 +48,8 @@ def timed(name: str, work: Path, rounds: int) -> dict:
     """Milliseconds (medians of ``rounds`` interleaved rounds) of ``CORPUS[name]`` with its
     weights as built and live: ours and ONNX Runtime's each, and ONNX Runtime's on the weights
     as built with denormals read and written as zero (``ort_zeroed``)."""
-    import statistics
-
-    import onnxruntime as ort
     import torch
-    from ort_timing import cpu_session
+    from ort_timing import cpu_session, interleaved_ms
     from ort_timing import median_seconds as ort_seconds
     from zoo import CORPUS, _torchscript_export, live_weights
 
@@ -60,7 +57,6 @@ def timed(name: str, work: Path, rounds: int) -> dict:
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.runtime.measure import MeasureConfig
-    from tvm_hetero.runtime.onnx_session import session_options
 
     config = MeasureConfig(repeat=5, min_repeat_ms=100)
     timers = {}
@@ -78,16 +74,10 @@ def timed(name: str, work: Path, rounds: int) -> dict:
         session = cpu_session(path, 2)
         timers[f"ort_{kind}"] = lambda s=session, f=feeds: ort_seconds(s, f, config)
         if kind == "built":
-            opts = session_options(2, 1)
-            opts.add_session_config_entry("session.set_denormal_as_zero", "1")
-            zeroed = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            zeroed = cpu_session(path, 2, entries={"session.set_denormal_as_zero": "1"})
             timers["ort_zeroed"] = lambda s=zeroed, f=feeds: ort_seconds(s, f, config)
-    times = {k: [] for k in timers}
-    for _ in range(rounds):
-        for key, timer in timers.items():
-            times[key].append(timer())
-    return {"model": name, "rounds": rounds,
-            **{f"{k}_ms": 1e3 * statistics.median(v) for k, v in times.items()}}  # fmt: skip
+    times = interleaved_ms(timers, rounds)
+    return {"model": name, "rounds": rounds, **{f"{k}_ms": v for k, v in times.items()}}
 
 
 def main() -> int:
