@@ -13,7 +13,8 @@ several runs; the row is the round whose ratio is the median: this machine is sh
 that fails is kept with its stage and the error's first line. Writes
 ``benchmarks/results/models.json`` and ``models.md`` (``--only`` keeps the other rows;
 ``--out NAME`` writes ``benchmarks/results/NAME.json`` and ``NAME.md`` instead: a host of
-another kind, its table beside the first).
+another kind, its table beside the first). The rows of ``zoo.ADDED`` go to a table of their
+own beside it (``models_added.json``, ``models_added_avx2.json``: :func:`added_name`).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def check_apart(name: str, work: Path, threads: int, rounds: int, timeout: int) 
 
 def main() -> None:
     sys.path.insert(0, str(HERE))
-    from zoo import CORPUS
+    from zoo import ADDED, CORPUS
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", choices=sorted(CORPUS), default=None)
@@ -167,18 +168,32 @@ def main() -> None:
     if args.one:
         print(json.dumps(check(args.one, work, args.threads, args.rounds)))
         return
-    out = RESULTS / f"{args.out}.json"
-    rows = {r["model"]: r for r in json.loads(out.read_text())["rows"]} if out.exists() else {}
+    names = {args.out: [n for n in CORPUS if n not in ADDED], added_name(args.out): list(ADDED)}
+    rows = {}
+    for path in (RESULTS / f"{out}.json" for out in names):
+        if path.exists():
+            rows.update({r["model"]: r for r in json.loads(path.read_text())["rows"]})
+    meta = {"threads": args.threads, "tolerance": TOLERANCE}
     for name in args.only or CORPUS:
         row = check_apart(name, work, args.threads, args.rounds, args.timeout)
         rows[name] = {**row, **stamp()}  # rows of earlier runs keep their own
         print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
               f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip
-        ordered = [rows[n] for n in CORPUS if n in rows]
-        meta = {"threads": args.threads, "tolerance": TOLERANCE}
-        out.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
-        (RESULTS / f"{args.out}.md").write_text(table(ordered))
+        for out, members in names.items():
+            ordered = [rows[n] for n in members if n in rows]
+            if ordered:
+                path = RESULTS / f"{out}.json"
+                path.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
+                (RESULTS / f"{out}.md").write_text(table(ordered))
     print(table([rows[n] for n in CORPUS if n in rows]))
+
+
+def added_name(out: str) -> str:
+    """The results file (no ``.json``) of :data:`zoo.ADDED`'s rows beside the table ``out``:
+    ``models`` -> ``models_added``, ``models_avx2`` -> ``models_added_avx2``. The models that
+    joined the corpus later keep a table of their own, measured in the same run."""
+    head, found, tail = out.partition("models")
+    return f"{head}models_added{tail}" if found else f"{out}_added"
 
 
 if __name__ == "__main__":
