@@ -20,6 +20,7 @@ from tvm_hetero.schedules.cpu.matmul import (
     A_CACHED_BYTES,
     deep_panels,
     image_streams,
+    position_bands_apply,
     row_groups,
     token_bands_apply,
 )
@@ -1411,17 +1412,57 @@ def test_one_panel_a_thread_takes_a_band_of_rows_where_the_image_outweighs_the_w
     threads, even already; its image (301 KB) outweighs its weights (98 KB), so each panel's
     28 row tiles are cut in two bands and each thread takes a band (every panel) instead of a
     panel (every row). With :data:`ONE_PANEL_BANDS` off, a panel a thread; numbers unchanged
-    (where the host has AVX-512)."""
+    (where the host has AVX-512). :data:`POSITION_BANDS`, which would band it either way, is
+    off."""
     from tvm_hetero.schedules.cpu import matmul
 
     target, mod, x, runs = _packed_pointwise(384, 64, 14, relu=True)
     for banded in (True, False):
-        with patch.object(matmul, "ONE_PANEL_BANDS", banded):
+        with (
+            patch.object(matmul, "ONE_PANEL_BANDS", banded),
+            patch.object(matmul, "POSITION_BANDS", False),
+        ):
             scheduled = schedule_kernels(mod, "rules")
         (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
         task = re.search(r"for (\w+) in T\.parallel\(T\.int64\((\d+)\)\)", text)
         assert int(task.group(2)) == (4 if banded else 2), text
         row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)} // T\.int64\(2\)"
+        assert bool(re.search(row, text)) == banded, text
+        if runs:
+            want = _run(mod, [x], target)
+            np.testing.assert_allclose(_run(scheduled, [x], target), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("row_tiles", "b_bytes", "found"),
+    [(28, 96 * 576 * 4, True),  # MobileNet-V2's 96 -> 576 over 14 x 14: 216 KiB of weights
+     (28, 704 * 256 * 4, True),  # HGNetV2's 704 -> 256: 704 KiB
+     (28, 1024 * 1024 * 4, False),  # ResNeXt's 1024 -> 1024: each thread would read 4 MiB
+     (7, 160 * 960 * 4, False)],  # 7 x 7 in tiles of 7 positions: two bands would be uneven
+)  # fmt: skip
+def test_a_pointwise_convolution_with_small_weights_takes_a_band_of_positions_a_thread(
+    row_tiles, b_bytes, found
+):
+    """:func:`position_bands_apply` on two cores."""
+    assert position_bands_apply(row_tiles, 2, b_bytes) is found
+
+
+def test_a_pointwise_convolution_with_small_weights_runs_its_threads_on_bands_of_positions():
+    """MobileNet-V2's 96 -> 576 over 14 x 14 with AVX-512 (18 panels of 32 channels, even on
+    two threads, so no other chooser cuts its 28 row tiles): two bands of positions, each over
+    all 18 panels, the band outermost in the parallel loop (36 tasks: the first 18 one
+    thread's, positions 0-97); with :data:`POSITION_BANDS` off, the 18 panels over every
+    position. Numbers unchanged (where the host has AVX-512)."""
+    from tvm_hetero.schedules.cpu import matmul
+
+    target, mod, x, runs = _packed_pointwise(96, 576, 14, relu=True)
+    for banded in (True, False):
+        with patch.object(matmul, "POSITION_BANDS", banded):
+            scheduled = schedule_kernels(mod, "rules")
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        task = re.search(r"for (\w+) in T\.parallel\(T\.int64\((\d+)\)\)", text)
+        assert int(task.group(2)) == (36 if banded else 18), text
+        row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)} // T\.int64\(18\) \* T\.int64\(98\)"
         assert bool(re.search(row, text)) == banded, text
         if runs:
             want = _run(mod, [x], target)

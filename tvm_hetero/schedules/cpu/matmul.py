@@ -164,14 +164,14 @@ class Matmul(CpuRule):
         else:
             sch.reorder(batch, j0, i0, k, i1, j1)
         tasks = batches * cols // nr // per_block
-        groups, token_bands = 1, False
+        groups, banded = 1, False
         if parallel and not copy:
             cores = cpu_cores(target)
             laid_out = columns == PANELS and named is None and per_block == 1
-            token_bands = token_bands_apply(
+            banded = token_bands_apply(
                 batches, rows // mr, cores, b_bytes, laid_out
             ) and _rows_in_runs(sch, main)
-            if token_bands:
+            if banded:
                 # whole bands only: where an epilogue crops the columns (a strided slice after
                 # PadMatmulColumns), TVM's reverse_compute_inline of it into the tile's
                 # write-back replaced the predicate that kept an uneven last band within the
@@ -179,7 +179,9 @@ class Matmul(CpuRule):
                 # 64 -> 486 over 14 x 14, 49 row tiles in two bands: the heap corrupted);
                 # row_groups and one_panel_bands cut into divisors of the row tiles already
                 groups = cores if (rows // mr) % cores == 0 else 1
-                token_bands = groups > 1
+                banded = groups > 1
+            elif named is not None and position_bands_apply(rows // mr, cores, b_bytes):
+                groups, banded = cores, True  # bands of the map's positions
             else:
                 groups = row_groups(tasks, rows // mr, cores)
                 if groups == 1:
@@ -187,7 +189,7 @@ class Matmul(CpuRule):
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
-            if token_bands or split_first(a_bytes, b_bytes):  # each thread a band of A's rows
+            if banded or split_first(a_bytes, b_bytes):  # each thread a band of A's rows
                 sch.reorder(group, j0)
                 panel = sch.fuse(batch, group, j0)
             else:
@@ -591,6 +593,30 @@ def token_bands_apply(
     bands replace :func:`row_groups`' and :func:`one_panel_bands`' groups."""
     small = laid_out and b_bytes <= TOKEN_BANDS_BYTES
     return TOKEN_BANDS and batches == 1 and row_tiles >= cores > 1 and small
+
+
+POSITION_BANDS = True
+"""Whether a 1x1 convolution over a small map with its weights as the columns gives each thread
+a band of positions over all its panels where its weights are small
+(:func:`position_bands_apply`)."""
+
+
+def position_bands_apply(row_tiles: int, cores: int, b_bytes: int) -> bool:
+    """Whether the threads of a 1x1 convolution whose weights are the columns
+    (:func:`weights_as_columns`: its rows are the map's positions) take a band of positions
+    each, all panels in each, instead of panels over all positions: ``cores`` divide its
+    ``row_tiles`` and its weights (``b_bytes``) are at most :data:`TOKEN_BANDS_BYTES`, as for
+    :func:`token_bands_apply`. A thread had taken panels of output channels over every
+    position and read the whole image, half of it from the other core's cache where the layers
+    before wrote bands of positions (a 1x1 convolution like this one, a concatenation of such
+    layers): HGNetV2's 160 -> 128 over 28 x 28, after a concatenation of four layers, took 192
+    us in the model's order and 106 alone; in bands 127 and 112 (Intel Xeon, two threads;
+    a replay of the model's kernel calls as ``benchmarks/models/kernels_inside.py`` makes). Where
+    it holds, the bands replace :func:`row_groups`' and :func:`one_panel_bands`' groups. Larger
+    weights, which each thread
+    would then read whole (ResNeXt's 1024 -> 1024 over 14 x 14, 4 MiB), keep those."""
+    small = b_bytes <= TOKEN_BANDS_BYTES
+    return POSITION_BANDS and cores > 1 and row_tiles % cores == 0 and small
 
 
 ONE_PANEL_BANDS = True
