@@ -623,10 +623,18 @@ def token_bands() -> str:
     return _switched("TOKEN_BANDS")
 
 
+def position_bands() -> str:
+    """``before_and_now.py ... --off ...matmul:POSITION_BANDS=False``: 1x1 convolutions with
+    their weights as the columns on bands of positions where the weights are small, and on
+    panels."""
+    return _switched("POSITION_BANDS")
+
+
 SECTIONS = {
     "corpus": corpus,
     "corpus-avx2": lambda: corpus("models_avx2.json"),
     "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
+    "corpus-added": lambda: corpus("models_added.json"),
     "corpus-live-weights": live_weights,
     "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
@@ -686,6 +694,7 @@ SECTIONS = {
     "named-depth-steps": named_depth_steps,
     "image-streams": image_streams,
     "token-bands": token_bands,
+    "position-bands": position_bands,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,
