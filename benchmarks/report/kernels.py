@@ -623,6 +623,12 @@ def token_bands() -> str:
     return _switched("TOKEN_BANDS")
 
 
+def uneven_token_bands() -> str:
+    """``before_and_now.py ... --off ...matmul:crops_columns=lambda *_: True``: token bands
+    uneven where no crop is fused, and cut only where the cores divide the row tiles."""
+    return _switched("crops_columns")
+
+
 def position_bands() -> str:
     """``before_and_now.py ... --off ...matmul:POSITION_BANDS=False``: 1x1 convolutions with
     their weights as the columns on bands of positions where the weights are small, and on
@@ -694,6 +700,7 @@ SECTIONS = {
     "named-depth-steps": named_depth_steps,
     "image-streams": image_streams,
     "token-bands": token_bands,
+    "uneven-token-bands": uneven_token_bands,
     "position-bands": position_bands,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,

@@ -172,13 +172,15 @@ class Matmul(CpuRule):
                 batches, rows // mr, cores, b_bytes, laid_out
             ) and _rows_in_runs(sch, main)
             if banded:
-                # whole bands only: where an epilogue crops the columns (a strided slice after
-                # PadMatmulColumns), TVM's reverse_compute_inline of it into the tile's
-                # write-back replaced the predicate that kept an uneven last band within the
-                # rows with the columns' own, and that band wrote rows past the output (VOLO's
-                # 64 -> 486 over 14 x 14, 49 row tiles in two bands: the heap corrupted);
-                # row_groups and one_panel_bands cut into divisors of the row tiles already
-                groups = cores if (rows // mr) % cores == 0 else 1
+                # whole bands only where the columns are cropped (an epilogue's strided slice
+                # after PadMatmulColumns, or this rule's own padding): TVM's
+                # reverse_compute_inline of the crop into the tile's write-back replaced the
+                # predicate that kept an uneven last band within the rows with the columns'
+                # own, and that band wrote rows past the output (VOLO's 64 -> 486 over
+                # 14 x 14, 49 row tiles in two bands: the heap corrupted); row_groups and
+                # one_panel_bands cut into divisors of the row tiles already
+                even = (rows // mr) % cores == 0
+                groups = cores if even or not crops_columns(func, cols, whole_columns) else 1
                 banded = groups > 1
             elif named is not None and position_bands_apply(rows // mr, cores, b_bytes):
                 groups, banded = cores, True  # bands of the map's positions
@@ -593,6 +595,19 @@ def token_bands_apply(
     bands replace :func:`row_groups`' and :func:`one_panel_bands`' groups."""
     small = laid_out and b_bytes <= TOKEN_BANDS_BYTES
     return TOKEN_BANDS and batches == 1 and row_tiles >= cores > 1 and small
+
+
+def crops_columns(func: tirx.PrimFunc, cols: int, whole_columns: int) -> bool:
+    """Whether a matmul kernel of ``cols`` columns (``whole_columns`` before the rule padded
+    them) writes fewer columns than it computes: the rule padded them, or the kernel's output
+    (its last parameter) is narrower, a crop fused after it. DeiT-tiny's 197 rows make 25 tiles
+    of 8 with AVX-512, which two bands of rows split unevenly; without a crop its bands write
+    no row past the output, and the model ran about a tenth faster with them (benchmarks:
+    bands of rows for small weights)."""
+    if cols != whole_columns:
+        return True
+    shape = list(getattr(func.params[-1], "shape", None) or []) if func.params else []
+    return not shape or not isinstance(shape[-1], tirx.IntImm) or int(shape[-1]) != cols
 
 
 POSITION_BANDS = True
