@@ -55,6 +55,7 @@ def summary() -> str:
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
         _corpus_row("corpus models", "AVX-512", "models.json"),
         _corpus_row("corpus models", "AVX2", "models_avx2.json"),
+        _corpus_row("added corpus models", "AVX-512", "models_added.json"),
         _corpus_row("added corpus models", "AVX2", "models_added_avx2.json"),
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
         ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
