@@ -5,7 +5,8 @@ change did to whole models, measured in the same interleaved rounds (issue 56).
         --off MODULE:NAME=EXPR [--off ...] [--rounds 5] [--threads 2]
 
 ``--off`` turns the change off for the ``before`` build by setting ``NAME`` in ``MODULE`` to the
-Python expression ``EXPR`` while it compiles, e.g.
+Python expression ``EXPR`` while it compiles (a ``MODEL`` outside the corpus: ``timm:NAME``,
+:func:`zoo.outside`), e.g.
 ``--off "tvm_hetero.schedules.cpu.reduction:rows_in_vectors=lambda *_: None"`` or
 ``--off "tvm_hetero.schedules.cpu.conv:NARROWEST_HALVED_LANES=1 << 30"``. Each model is exported
 as ``corpus.py`` exports it; both builds and ONNX Runtime are timed by ``api.median_seconds`` /
@@ -49,14 +50,14 @@ def main() -> int:
     args = parser.parse_args()
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, exported_feeds
+    from zoo import CORPUS, exported_feeds, outside
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.runtime.measure import MeasureConfig
 
-    unknown = [m for m in args.models if m not in CORPUS]
+    unknown = [m for m in map(outside, args.models) if m not in CORPUS]
     if unknown:
         raise SystemExit(f"before_and_now: MODEL: {unknown[0]!r} is not in the corpus")
     device, config = cpu_device(threads=args.threads), MeasureConfig(repeat=5, min_repeat_ms=100)

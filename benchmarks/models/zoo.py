@@ -433,6 +433,16 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     return names
 
 
+def outside(name: str) -> str:
+    """``name``; one of the form ``timm:NAME`` (a timm model outside the corpus, built as the
+    corpus builds its timm models: random weights made live, a 224 x 224 image) is added to
+    :data:`CORPUS` under that name first, so that a benchmark taking corpus models can measure a
+    model no one here has tuned for."""
+    if name.startswith("timm:") and name not in CORPUS:
+        CORPUS[name] = _timm(name.removeprefix("timm:"))
+    return name
+
+
 def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, dict]:
     """``CORPUS[name]`` exported to ``path`` (:func:`export`); returns the shapes to give
     ``load_model`` (a symbolic batch as the example's, else None) and the example inputs by

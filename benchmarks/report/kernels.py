@@ -629,6 +629,12 @@ def uneven_token_bands() -> str:
     return _switched("crops_columns")
 
 
+def group_tiles() -> str:
+    """``before_and_now.py ... --off ...conv:GROUP_TILES=False``: grouped convolutions whose
+    groups hold whole tiles on the one-group tile, and on one vector a tile."""
+    return _switched("GROUP_TILES")
+
+
 def position_bands() -> str:
     """``before_and_now.py ... --off ...matmul:POSITION_BANDS=False``: 1x1 convolutions with
     their weights as the columns on bands of positions where the weights are small, and on
@@ -702,6 +708,7 @@ SECTIONS = {
     "token-bands": token_bands,
     "uneven-token-bands": uneven_token_bands,
     "position-bands": position_bands,
+    "group-tiles": group_tiles,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -295,6 +295,31 @@ def test_with_avx512_groups_of_8_channels_are_vectors_of_8():
     assert "ff_1 in T.vectorized(T.int64(8))" in tiled.script()
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_with_avx512_groups_of_two_vectors_take_the_one_group_tile(on):
+    """ResNeSt's radix-2 groups in small: 2 groups of 32 channels with AVX-512's 16 lanes. With
+    :data:`GROUP_TILES` each tile holds two vectors of one group's channels (14 accumulators:
+    ``ff_1`` unrolled by 2 around the vector), as a one-group convolution's; off, one vector.
+    Built for AVX-512 (the host may lack it); numbers on the host's own target equal the
+    unpacked build's either way."""
+    from unittest.mock import patch
+
+    from tvm_hetero.schedules.cpu import conv
+
+    target = make_target({**cpu_device().target, "mcpu": "znver4"})
+    packed = relax.transform.DeadCodeElimination()(
+        PackConstantWeights()(_grouped_module(64, 32, 14, 1, target))
+    )
+    with patch.object(conv, "GROUP_TILES", on):
+        (tiled,) = _kernels(schedule_kernels(packed, "rules")).values()
+        before = _grouped_module(64, 32, 14, 1)
+        after = relax.transform.DeadCodeElimination()(PackConstantWeights()(before))
+        x = np.random.default_rng(5).standard_normal((1, 64, 6, 14)).astype("float32")
+        np.testing.assert_allclose(_run(after, x), _run(before, x), rtol=1e-4, atol=1e-4)
+    assert ("for ff_1 in T.unroll(T.int64(2))" in tiled.script()) == on, tiled.script()
+    assert "ff_2 in T.vectorized(T.int64(16))" in tiled.script() or not on
+
+
 def test_groups_the_lanes_do_not_divide_stay():
     mod = _grouped_module(32, 4, 7, 1)  # ResNeXt's groups of 4 channels
     tvm.ir.assert_structural_equal(PackConstantWeights()(mod), mod)
