@@ -629,6 +629,12 @@ def uneven_token_bands() -> str:
     return _switched("crops_columns")
 
 
+def rows_of_vectors() -> str:
+    """``before_and_now.py ... --off ...common:ROWS_OF_VECTORS=False``: concatenations over
+    maps whose vectors would cross rows, vectorized a row at a time, and across rows."""
+    return _switched("ROWS_OF_VECTORS")
+
+
 def group_tiles() -> str:
     """``before_and_now.py ... --off ...conv:GROUP_TILES=False``: grouped convolutions whose
     groups hold whole tiles on the one-group tile, and on one vector a tile."""
@@ -709,6 +715,7 @@ SECTIONS = {
     "uneven-token-bands": uneven_token_bands,
     "position-bands": position_bands,
     "group-tiles": group_tiles,
+    "rows-of-vectors": rows_of_vectors,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

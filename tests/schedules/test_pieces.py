@@ -41,6 +41,9 @@ CASES = {  # shapes, body, lanes of each piece's vector (in order), whether it r
     "squeezenet_fire": (  # 64 + 64 channels of 55 x 55: each input one run, whole vectors
         [(1, 64, 55, 55), (1, 64, 55, 55)], _concat(1), [16, 16], True,
     ),
+    "vovnet_rows_of_56": (  # 56 x 56: whole vectors of each map cross rows; rows of 14
+        [(1, 64, 56, 56), (1, 128, 56, 56)], _concat(1), [14, 14], True,
+    ),
     "three_inputs_small": (  # 2, 3 and 4 channels of 5 x 5: runs of 50, 75, 100
         [(1, 2, 5, 5), (1, 3, 5, 5), (1, 4, 5, 5)], _concat(1), [10, 15, 10], False,
     ),
@@ -80,6 +83,20 @@ def test_each_input_is_a_block_of_whole_vectors_with_no_choice_left(case):
     got = relax.VirtualMachine(tvm.compile(scheduled, CPU), tvm.cpu())["main"](*arrays)
     want = relax.VirtualMachine(tvm.compile(mod, CPU), tvm.cpu())["main"](*arrays)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_without_rows_of_vectors_a_map_of_56_is_cut_in_vectors_across_its_rows():
+    """:data:`ROWS_OF_VECTORS` off: VoVNet's 56 x 56 pieces are whole vectors of 16 of each
+    map's run, crossing its rows (what LLVM computed lane by lane)."""
+    from unittest.mock import patch
+
+    from tvm_hetero.schedules.cpu import common
+
+    shapes, body, _, _ = CASES["vovnet_rows_of_56"]
+    with patch.object(common, "ROWS_OF_VECTORS", False):
+        text = kernel_script(schedule_kernels(_module(shapes, body), "rules"))
+    vectors = [line for line in text.splitlines() if "T.vectorized" in line]
+    assert len(vectors) == 2 and all("T.int64(16)" in line for line in vectors), text
 
 
 def _transposed_first(bb, a, b):
