@@ -80,3 +80,23 @@ def test_live_weights_let_every_layer_show_in_the_output():
     assert not float(model.bn.bias.abs().max())  # a zero bias stays zero
     assert _branch_shows(model, x)
     assert zoo.live_weights(model) == []  # nothing left to draw
+
+
+@pytest.mark.parametrize(
+    ("out", "added"),
+    [("models", "models_added"), ("models_avx2", "models_added_avx2"), ("zen5", "zen5_added")],
+)
+def test_the_added_models_table_sits_beside_each_hosts_table(out, added):
+    """``corpus.py --out NAME`` writes the rows of ``zoo.ADDED`` to the table beside NAME's."""
+    assert corpus.added_name(out) == added
+
+
+def test_a_timm_model_outside_the_corpus_is_added_under_its_name():
+    """``zoo.outside``: ``timm:NAME`` joins the corpus (a benchmark's ``MODEL``); a corpus name
+    is left as it is; neither is built here."""
+    name = "timm:resnest14d"
+    try:
+        assert zoo.outside(name) == name and zoo.CORPUS[name].source == "timm"
+        assert zoo.outside("resnet18") == "resnet18"
+    finally:
+        zoo.CORPUS.pop(name, None)
