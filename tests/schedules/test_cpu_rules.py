@@ -1,6 +1,7 @@
 """CPU schedule rules: which rule takes which kernel, and equal numbers to TVM's default build."""
 
 import re
+from contextlib import ExitStack
 from unittest.mock import patch
 
 import numpy as np
@@ -1422,19 +1423,27 @@ def test_one_panel_a_thread_takes_a_band_of_rows_where_the_image_outweighs_the_w
     panel (every row). With :data:`ONE_PANEL_BANDS` off, a panel a thread; numbers unchanged
     (where the host has AVX-512). :data:`POSITION_BANDS`, which would band it either way, is
     off."""
+    switches = {"ONE_PANEL_BANDS": None, "POSITION_BANDS": False}
+    _banded_pointwise(384, 64, switches, (4, 2), r" // T\.int64\(2\)")
+
+
+def _banded_pointwise(cin: int, cout: int, switches: dict, tasks: tuple, band: str) -> None:
+    """A packed 1x1 convolution of ``cin`` -> ``cout`` over 14 x 14 with AVX-512, scheduled
+    with the matmul rule's ``switches`` set (``None``: on, then off; else that value): its
+    parallel loop has ``tasks`` tasks (on, off) and its positions' index is the task's
+    variable then ``band`` where on; numbers unchanged where the host has AVX-512."""
     from tvm_hetero.schedules.cpu import matmul
 
-    target, mod, x, runs = _packed_pointwise(384, 64, 14, relu=True)
+    target, mod, x, runs = _packed_pointwise(cin, cout, 14, relu=True)
     for banded in (True, False):
-        with (
-            patch.object(matmul, "ONE_PANEL_BANDS", banded),
-            patch.object(matmul, "POSITION_BANDS", False),
-        ):
+        with ExitStack() as stack:
+            for name, value in switches.items():
+                stack.enter_context(patch.object(matmul, name, banded if value is None else value))
             scheduled = schedule_kernels(mod, "rules")
         (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
         task = re.search(r"for (\w+) in T\.parallel\(T\.int64\((\d+)\)\)", text)
-        assert int(task.group(2)) == (4 if banded else 2), text
-        row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)} // T\.int64\(2\)"
+        assert int(task.group(2)) == tasks[0 if banded else 1], text
+        row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)}{band}"
         assert bool(re.search(row, text)) == banded, text
         if runs:
             want = _run(mod, [x], target)
@@ -1461,20 +1470,8 @@ def test_a_pointwise_convolution_with_small_weights_runs_its_threads_on_bands_of
     all 18 panels, the band outermost in the parallel loop (36 tasks: the first 18 one
     thread's, positions 0-97); with :data:`POSITION_BANDS` off, the 18 panels over every
     position. Numbers unchanged (where the host has AVX-512)."""
-    from tvm_hetero.schedules.cpu import matmul
-
-    target, mod, x, runs = _packed_pointwise(96, 576, 14, relu=True)
-    for banded in (True, False):
-        with patch.object(matmul, "POSITION_BANDS", banded):
-            scheduled = schedule_kernels(mod, "rules")
-        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
-        task = re.search(r"for (\w+) in T\.parallel\(T\.int64\((\d+)\)\)", text)
-        assert int(task.group(2)) == (36 if banded else 18), text
-        row = rf"T\.axis\.spatial\(T\.int64\(196\), {task.group(1)} // T\.int64\(18\) \* T\.int64\(98\)"
-        assert bool(re.search(row, text)) == banded, text
-        if runs:
-            want = _run(mod, [x], target)
-            np.testing.assert_allclose(_run(scheduled, [x], target), want, rtol=1e-4, atol=1e-4)
+    band = r" // T\.int64\(18\) \* T\.int64\(98\)"
+    _banded_pointwise(96, 576, {"POSITION_BANDS": None}, (36, 18), band)
 
 
 def test_the_channel_tile_pads_in_each_task_the_rows_it_reads():
