@@ -196,8 +196,10 @@ def crosses_rows(extents: list[int], lanes: int) -> bool:
     channels over 56 x 56 took 0.9-1.2 ms (ONNX Runtime 0.28), over 28 x 28 0.36-0.44; along
     rows of 14 lanes 0.20-0.34 and 0.06-0.08 (Intel Xeon, two threads; a replay of its kernels
     as ``benchmarks/models/kernels_inside.py`` makes), the model 8 % faster
-    (``before_and_now.py``). A vector that crosses maps too (SqueezeNet's 55 x 55, 14 x 14) is
-    not made so: rows of 11 lanes ran slower than it."""
+    (``before_and_now.py``). Built for AVX2 (8 lanes: 28 x 28 in rows of 7) and run on the
+    same host, that concatenation over 28 x 28 took 510 us and 163 in rows (a scratch probe,
+    the call's output allocated each time). A vector that crosses maps too (SqueezeNet's
+    55 x 55, 14 x 14) is not made so: rows of 11 lanes ran slower than it."""
     if not ROWS_OF_VECTORS or len(extents) < 2:
         return False
     width, area = extents[-1], extents[-1] * extents[-2]
