@@ -125,7 +125,9 @@ def shares_inputs(group: int | None, lanes: int) -> bool:
     convolutions (groups of 128 to 512 channels) inside ResNeSt-14d ran 1.5-1.7x faster
     (6.0 -> 3.6 ms over 56 x 56; ONNX Runtime's 2.5), the model 1.56 -> 1.22x ONNX Runtime's
     time (Intel Xeon, two threads; ``before_and_now.py timm:resnest14d``). With AVX2 (one
-    vector a tile) only the row orientation changes, as for one group; not measured there.
+    vector a tile) only the row orientation changes, as for one group: 128 -> 256 channels in
+    two groups over 56 x 56, built for Haswell and run on that Xeon, 19.1 -> 18.5 ms, over
+    28 x 28 5.06 -> 5.13 (a scratch probe; the AVX-512 build 10.3 -> 6.7 ms).
     ResNeXt's and RegNet's groups (4-16 channels) keep one vector."""
     if group is None:
         return True
