@@ -414,6 +414,11 @@ CORPUS.update(ADDED)
 def export(name: str, path, small: bool = False) -> tuple[str, ...]:
     """Write ``CORPUS[name]`` as ONNX to ``path`` (seeded weights); returns the input names.
     The dynamo exporter first, the TorchScript one where it fails (and for a symbolic batch)."""
+    return _export(name, path, small)[0]
+
+
+def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
+    """:func:`export`, and the example inputs the model was built with."""
     import warnings
 
     torch.manual_seed(0)
@@ -424,13 +429,13 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
         warnings.simplefilter("ignore")
         if CORPUS[name].symbolic:
             _torchscript_export(module, args, path, names, symbolic=True)
-            return names
+            return names, args
         try:
             torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=True,
                               external_data=False, verbose=False)  # fmt: skip
         except Exception:
             _torchscript_export(module, args, path, names)
-    return names
+    return names, args
 
 
 def outside(name: str) -> str:
@@ -447,9 +452,7 @@ def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, d
     """``CORPUS[name]`` exported to ``path`` (:func:`export`); returns the shapes to give
     ``load_model`` (a symbolic batch as the example's, else None) and the example inputs by
     input name (the loaded model may keep fewer of them)."""
-    names = export(name, path, small)
-    torch.manual_seed(0)
-    _, args = CORPUS[name].make(small)
+    names, args = _export(name, path, small)  # the inputs it was built with: built once
     feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
     shapes = {n: list(a.shape) for n, a in feeds.items()} if CORPUS[name].symbolic else None
     return shapes, feeds
