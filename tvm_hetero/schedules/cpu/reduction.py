@@ -238,27 +238,34 @@ def recomputed(sch: s_tir.Schedule) -> int:
     one: a softmax over the tokens of ``(1, 8, 785, 16)``, ``axis=2``, had each of its 128
     columns' max and sum under the 6,280 fused rows of its output, each column reduced again
     for each of its 785 tokens, in 0.99 s."""
-    worst = unused_loop_runs(sch)
-    for realize, loops in _reductions(sch):
-        block = realize.block
-        extents = [f.extent for f in loops] + [v.dom.extent for v in block.iter_vars]
-        if all(isinstance(e, tirx.IntImm) for e in extents):
-            domain = math.prod(int(v.dom.extent) for v in block.iter_vars)
-            worst = max(worst, math.prod(int(f.extent) for f in loops) // max(domain, 1))
-    return worst
+    found = _reductions(sch)
+    return max((max(_unused_runs(*r), _domain_runs(*r)) for r in found), default=1)
 
 
 def unused_loop_runs(sch: s_tir.Schedule) -> int:
     """How many times the most recomputed reduction block of ``sch`` runs over its own domain,
     as far as the loops around it that none of its iterators use tell: their constant extents
     multiplied."""
-    worst = 1
-    for realize, loops in _reductions(sch):
-        used = {v for value in realize.iter_values for v in undefined_vars(value)}
-        extents = [int(f.extent) for f in loops
-                   if f.loop_var not in used and isinstance(f.extent, tirx.IntImm)]  # fmt: skip
-        worst = max(worst, math.prod(extents))
-    return worst
+    return max((_unused_runs(*r) for r in _reductions(sch)), default=1)
+
+
+def _unused_runs(realize, loops: list) -> int:
+    """The constant extents of the ``loops`` around ``realize`` that none of its iterators
+    use, multiplied."""
+    used = {v for value in realize.iter_values for v in undefined_vars(value)}
+    return math.prod(int(f.extent) for f in loops
+                     if f.loop_var not in used and isinstance(f.extent, tirx.IntImm))  # fmt: skip
+
+
+def _domain_runs(realize, loops: list) -> int:
+    """The ``loops``' extents multiplied over ``realize``'s domain, rounded down; 1 where an
+    extent is not a constant."""
+    block = realize.block
+    extents = [f.extent for f in loops] + [v.dom.extent for v in block.iter_vars]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return 1
+    domain = math.prod(int(v.dom.extent) for v in block.iter_vars)
+    return math.prod(int(f.extent) for f in loops) // max(domain, 1)
 
 
 def _reductions(sch: s_tir.Schedule) -> list[tuple]:
