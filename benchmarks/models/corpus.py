@@ -15,6 +15,8 @@ that fails is kept with its stage and the error's first line. Writes
 ``--out NAME`` writes ``benchmarks/results/NAME.json`` and ``NAME.md`` instead: a host of
 another kind, its table beside the first). The rows of ``zoo.ADDED`` go to a table of their
 own beside it (``models_added.json``, ``models_added_avx2.json``: :func:`added_name`).
+``--only timm:NAME ... --out NAME`` measures timm models outside the corpus the same way
+(``zoo.outside``), in a table of their own.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, exported_feeds
+    from zoo import CORPUS, exported_feeds, outside
+
+    outside(name)
 
     row: dict = {"model": name, "source": CORPUS[name].source, "stage": "export"}
     path = work / f"{name}{'-small' if small else ''}.onnx"
@@ -152,10 +156,11 @@ def check_apart(name: str, work: Path, threads: int, rounds: int, timeout: int) 
 
 def main() -> None:
     sys.path.insert(0, str(HERE))
-    from zoo import ADDED, CORPUS
+    from zoo import ADDED, CORPUS, outside
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", nargs="+", choices=sorted(CORPUS), default=None)
+    parser.add_argument("--only", nargs="+", metavar="MODEL", default=None,
+                        help="corpus models, or timm:NAME for a timm model outside it")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per model")
@@ -165,6 +170,9 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    unknown = [m for m in map(outside, args.only or []) if m not in CORPUS]
+    if unknown:
+        parser.error(f"--only: {unknown[0]!r} is not in the corpus nor timm:NAME")
     if args.one:
         print(json.dumps(check(args.one, work, args.threads, args.rounds)))
         return
