@@ -653,6 +653,7 @@ SECTIONS = {
     "corpus-avx2": lambda: corpus("models_avx2.json"),
     "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
     "corpus-added": lambda: corpus("models_added.json"),
+    "corpus-outside": lambda: corpus("models_outside.json"),
     "corpus-live-weights": live_weights,
     "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
