@@ -51,7 +51,7 @@ def timed(name: str, work: Path, rounds: int) -> dict:
     import torch
     from ort_timing import cpu_session, interleaved_ms
     from ort_timing import median_seconds as ort_seconds
-    from zoo import CORPUS, _torchscript_export, live_weights
+    from zoo import CORPUS, _torchscript_export, input_names, live_weights
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -66,7 +66,7 @@ def timed(name: str, work: Path, rounds: int) -> dict:
         if kind == "live":
             live_weights(module)
         path = work / f"{name}-{kind}.onnx"
-        names = tuple(f"in{k}" for k in range(len(args)))
+        names = input_names(args)
         _torchscript_export(module, args, path, names)
         feeds = {n: a.numpy() for n, a in zip(names, args, strict=True)}
         compiled = api.compile(load_model(path), [cpu_device(threads=2)])

@@ -424,7 +424,7 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
     torch.manual_seed(0)
     module, args = CORPUS[name].make(small)
     module.eval()
-    names = tuple(f"in{k}" for k in range(len(args)))
+    names = input_names(args)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         if CORPUS[name].symbolic:
@@ -436,6 +436,12 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
         except Exception:
             _torchscript_export(module, args, path, names)
     return names, args
+
+
+def input_names(args: tuple) -> tuple[str, ...]:
+    """The ONNX input names a corpus export gives its example inputs ``args``: ``in0``,
+    ``in1``..."""
+    return tuple(f"in{k}" for k in range(len(args)))
 
 
 def outside(name: str) -> str:
