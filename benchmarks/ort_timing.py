@@ -123,22 +123,19 @@ def child(path: str, runs: int) -> None:
 
 
 def held_run(path: Path, quota: float, runs: int) -> list[float]:
-    """``child`` in a process on core 0 under a CPU quota of ``quota`` cores, held as an emulated
-    device is (``control.hold_cpu``, ``control.start_ticks``)."""
+    """``child`` in a process on core 0 under a CPU quota of ``quota`` cores."""
     from tvm_hetero.emulation import control
 
     cgroup = control.CGROUP_ROOT / "cpu" / "tvm-hetero-ort"
     cgroup.mkdir(exist_ok=True)
-    control.hold_cpu(cgroup, quota)
-    ticks = control.start_ticks([cgroup], [0])
+    period = control.cfs_period_us(quota)
+    (cgroup / "cpu.cfs_period_us").write_text(str(period))
+    (cgroup / "cpu.cfs_quota_us").write_text(str(round(quota * period)))
     hold = f'echo $$ > {cgroup / "tasks"} && exec taskset -c 0 "$0" "$@"'
     cmd = ["sh", "-c", hold, sys.executable, __file__, "--child", str(path), "--runs", str(runs)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True)
     finally:
-        for tick in ticks:
-            tick.kill()
-            tick.wait()
         if cgroup.is_dir() and not (cgroup / "tasks").read_text().strip():
             cgroup.rmdir()  # the held process is gone
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -12,7 +12,7 @@ median latency and, from the executor's timeline of the last run, each device's 
 copies: their span and how long its units waited there for pieces still arriving. With
 ``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
 on its device is printed beside its time in the runs together. A unit shorter than its
-device's quota per CFS period (0.45 core: 1 ms of 2.2) runs alone as a burst at a full core,
+device's quota per CFS period (0.45 core: 2.25 ms of 5) runs alone as a burst at a full core,
 so the ratio shows the core's share among the devices pinned to it. The estimators price
 neither: they time tiles over 500 ms, at the quota's rate.
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,21 +26,14 @@ from tvm_hetero.emulation.layout import CGROUP_PARENT, WORKER_PORT, Layout, Node
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "memory")
-MIN_PERIOD_US = 1_000
-"""The least CFS period the kernel takes."""
+CFS_PERIOD_US = 5_000
+"""The period of a device's CPU quota. A device held to a fraction of a core must be that much
+slower at every time scale a plan sees: under the kernel's default 100 ms a worker held to 0.45
+core ran 45 ms at full speed and then stood still, so one device's MobileNet took 118-135 ms
+or about 197 ms by where its run fell in the period (25 runs: two modes), and a tile of a few
+milliseconds ran at full speed; at 5 ms the same runs took 180-211 ms (median 198)."""
 MIN_QUOTA_US = 1_000
 """The least quota the kernel takes per period."""
-TICK_S = 0.0002
-"""How often a device held to a CPU quota is woken on each of its cores (:func:`start_ticks`).
-The kernel charges a running task's time to its cgroup's quota, and throttles it, only when it
-looks at the task: at its scheduler tick (4 ms at ``HZ=250``, as here) or when another task of
-the group wakes on its core. A busy loop held to 0.45 core in 5 ms periods ran in bursts of up to
-3.5 ms with pauses of up to 6.5 ms (``taskset -c 1`` of a timestamp loop, 2 s); with a task of
-its group waking every 0.2 ms beside it, 2.1-2.4 ms and 2.6-2.9 ms, the period's share; in
-periods of 2.2 ms (the least the kernel's least quota allows at 0.45 core) 0.8-1.1 ms and
-1.2-1.4 ms, where without the waking task it was no finer than in 5 ms. The waking task costs
-the device about a fortieth of its quota."""
-TICKER = f"import time\nwhile True:\n    time.sleep({TICK_S})"
 SESSION_BYTES = 256 * 2**20
 """Memory a client's session may take in a worker besides the model (the forked session
 process's copied pages, its buffers): link probes' sessions took 30-70 MiB over the idle
@@ -139,40 +132,9 @@ def _sh(cmd: list[str]) -> None:
 
 
 def cfs_period_us(quota: float) -> int:
-    """The finest CFS period for ``quota`` cores: :data:`MIN_PERIOD_US`, or longer where the
-    quota of a shorter one would be under the kernel's :data:`MIN_QUOTA_US` (0.45 core: 2.2 ms).
-    A device held to a fraction of a core must be that much slower at every time scale a plan
-    sees: under the kernel's default 100 ms a worker held to 0.45 core ran 45 ms at full speed
-    and then stood still, so one device's MobileNet took 118-135 ms or about 197 ms by where its
-    run fell in the period (25 runs: two modes); FlexPie's tiles last a millisecond or two."""
-    return max(MIN_PERIOD_US, math.ceil(MIN_QUOTA_US / quota))
-
-
-def hold_cpu(group: Path, quota: float) -> None:
-    """Hold cgroup ``group`` (v1 ``cpu``) to ``quota`` cores in :func:`cfs_period_us` periods;
-    its tasks keep to it within a period only beside :func:`start_ticks`."""
-    period = cfs_period_us(quota)
-    (group / "cpu.cfs_period_us").write_text(str(period))
-    (group / "cpu.cfs_quota_us").write_text(str(round(quota * period)))
-
-
-def start_ticks(groups: list[Path], cores: Iterable[int]) -> list[subprocess.Popen]:
-    """A process on each of ``cores``, in ``groups``, that wakes every :data:`TICK_S`, so that
-    the kernel throttles the groups' tasks there when their quota is spent, not up to a
-    scheduler tick later (:data:`TICK_S`). They run until killed (:func:`down` kills them with
-    the workers: they are in the device's groups)."""
-
-    def join() -> None:
-        for group in groups:
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-
-    ticks = []
-    for core in cores:
-        argv = ["taskset", "-c", str(core), sys.executable, "-c", TICKER]
-        ticks.append(subprocess.Popen(argv, preexec_fn=join, start_new_session=True,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))  # fmt: skip
-    return ticks
+    """:data:`CFS_PERIOD_US`, or longer where ``quota`` cores of it would be under the kernel's
+    :data:`MIN_QUOTA_US` (a device of 0.1 core: 10 ms)."""
+    return max(CFS_PERIOD_US, math.ceil(MIN_QUOTA_US / quota))
 
 
 def device_cgroups(node: Node) -> list[Path]:
@@ -185,8 +147,9 @@ def _make_cgroups(node: Node) -> list[Path]:
     for path in made:
         path.mkdir(parents=True, exist_ok=True)
     if node.cpu_quota is not None:
-        hold_cpu(made[0], node.cpu_quota)
-        start_ticks(made, node.cores or range(os.cpu_count() or 1))
+        period = cfs_period_us(node.cpu_quota)
+        (made[0] / "cpu.cfs_period_us").write_text(str(period))
+        (made[0] / "cpu.cfs_quota_us").write_text(str(round(node.cpu_quota * period)))
     return made
 
 
