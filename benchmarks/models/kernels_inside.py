@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/models/kernels_inside.py MODEL [MODEL ...] [--threads 2]
         [--runs 20] [--top 25]
 
+(``MODEL``: a corpus model, or ``timm:NAME`` for a timm model outside it, :func:`zoo.outside`.)
+
 Compiles each model for the CPU as ``api.compile`` does, records its kernel calls in one run
 (a VM instrument: each call's kernel and the VM's own argument tensors) and times them without
 the instrument: replayed in the model's order ``--runs`` times (each call reads what the one
@@ -132,14 +134,19 @@ def compiled_model(name: str, tmp: str, threads: int) -> tuple:
 def main() -> int:
     from onnx_models import append_rows
     from stamp import stamp
-    from zoo import CORPUS
+    from zoo import CORPUS, outside
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="+", choices=sorted(CORPUS), metavar="MODEL")
+    parser.add_argument("models", nargs="+", metavar="MODEL",
+                        help="a corpus model, or timm:NAME for a timm model outside it")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
+    unknown = [m for m in map(outside, args.models) if m not in CORPUS]
+    if unknown:
+        parser.error(f"argument MODEL: {unknown[0]!r} is not in the corpus (timm:NAME for a "
+                     "timm model outside it)")  # fmt: skip
 
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:

@@ -635,6 +635,14 @@ def rows_of_vectors() -> str:
     return _switched("ROWS_OF_VECTORS")
 
 
+def strided_reads() -> str:
+    """``before_and_now.py ... --off ...conv:ROW_TILED_STEPS=(1,) --off
+    ...strided_loads_as_shuffles:MAX_STRIDE=1``: strided vector reads as whole vectors and a
+    shuffle, depthwise convolutions of column stride 2 on the row tile; and neither (every
+    other column computed, then taken)."""
+    return _switched("MAX_STRIDE")
+
+
 def group_tiles() -> str:
     """``before_and_now.py ... --off ...conv:GROUP_TILES=False``: grouped convolutions whose
     groups hold whole tiles on the one-group tile, and on one vector a tile."""
@@ -717,6 +725,7 @@ SECTIONS = {
     "position-bands": position_bands,
     "group-tiles": group_tiles,
     "rows-of-vectors": rows_of_vectors,
+    "strided-reads": strided_reads,
     "kernels-in-order": kernels_in_order,
     "channel-tiles": channel_tiles,
     "depth-blocks": depth_blocks,

@@ -12,9 +12,17 @@ from tvm_hetero._compat import VDevice, make_target
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.frontends import load_model
 from tvm_hetero.passes import DepthwiseColumnsAfter
+from tvm_hetero.schedules.cpu import conv
 
 CPU = {"kind": "llvm", "mcpu": "haswell"}
 CUDA = {"kind": "cuda", "arch": "sm_80"}
+
+
+@pytest.fixture
+def without_strided_rows(monkeypatch):
+    """The convolution rule as it was before its row tile took a column stride of 2
+    (``conv.ROW_TILED_STEPS``): this pass rewrites stride 2 too."""
+    monkeypatch.setattr(conv, "ROW_TILED_STEPS", (1,))
 
 
 def _conv_module(shape=(1, 8, 9, 17), kernel=3, stride=2, padding=1, groups=8, outputs=8,
@@ -34,7 +42,9 @@ def _conv_module(shape=(1, 8, 9, 17), kernel=3, stride=2, padding=1, groups=8, o
     return mod
 
 
-def test_a_strided_depthwise_convolution_keeps_its_row_stride_and_takes_every_other_column():
+def test_a_strided_depthwise_convolution_keeps_its_row_stride_and_takes_every_other_column(
+    without_strided_rows,
+):
     """17 columns with stride 2 and padding 1: 9 outputs; with stride 1, 17, of which columns
     0, 2, ..., 16 (the slice ends one past column 16)."""
 
@@ -66,7 +76,7 @@ def test_a_strided_depthwise_convolution_keeps_its_row_stride_and_takes_every_ot
      dict(shape=(2, 4, 8, 18), groups=4, outputs=4, padding=0), dict(dilation=(2, 1), padding=2),
      dict(kernel=1, padding=0)],
 )  # fmt: skip
-def test_numbers_match_the_strided_convolution(case):
+def test_numbers_match_the_strided_convolution(case, without_strided_rows):
     """Strides along the columns only and by 3, a batch of 2 unpadded, dilated rows, a window
     one column wide (its columns taken first)."""
     after = same_numbers_after(DepthwiseColumnsAfter(), _conv_module(**case))
@@ -76,21 +86,26 @@ def test_numbers_match_the_strided_convolution(case):
 @pytest.mark.parametrize(
     "case",
     [dict(stride=1), dict(stride=(2, 1)), dict(groups=4), dict(groups=8, outputs=16),
-     dict(dilation=2, padding=2), dict(device=CUDA), dict(shape=(1, 8, 9, 13))],
+     dict(dilation=2, padding=2), dict(device=CUDA), dict(shape=(1, 8, 9, 13)), dict(stride=2)],
 )  # fmt: skip
 def test_other_convolutions_stay(case):
-    """Unstrided columns, grouped or multiplied channels, dilated columns, a GPU, 7 columns."""
+    """Unstrided columns, grouped or multiplied channels, dilated columns, a GPU, 7 columns;
+    a column stride of 2, which the convolution rule's row tile reads as it is
+    (``conv.ROW_TILED_STEPS``)."""
     mod = _conv_module(**case)
     tvm.ir.assert_structural_equal(DepthwiseColumnsAfter()(mod), mod)
 
 
-def test_an_exported_mobile_block_matches_torch(tmp_path):
-    """A strided depthwise layer, ReLU6 after it, as a build compiles it (padded, fused)."""
+@pytest.mark.parametrize(("window", "side"), [(5, 28), (3, 56), (5, 57)])
+def test_an_exported_mobile_block_matches_torch(tmp_path, window, side):
+    """A strided depthwise layer, ReLU6 after it, as a build compiles it (padded, fused): 14
+    output columns (the channel tile), 28 (the row tile, its reads shuffled) and 29."""
     torch = pytest.importorskip("torch")
     import numpy as np
 
-    block = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 5, 2, 2, groups=16), torch.nn.ReLU6())
-    x = torch.randn(1, 16, 28, 28)
+    conv2d = torch.nn.Conv2d(16, 16, window, 2, window // 2, groups=16)
+    block = torch.nn.Sequential(conv2d, torch.nn.ReLU6())
+    x = torch.randn(1, 16, side, side)
     path = tmp_path / "block.onnx"
     torch.onnx.export(block.eval(), (x,), str(path), input_names=["x"], dynamo=False)
     compiled = api.compile(load_model(path), [cpu_device()])
@@ -98,7 +113,7 @@ def test_an_exported_mobile_block_matches_torch(tmp_path):
     np.testing.assert_allclose(got, block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_a_window_one_column_wide_takes_the_input_columns_first():
+def test_a_window_one_column_wide_takes_the_input_columns_first(without_strided_rows):
     """MobileOne's strided 1x1 depthwise branch: no column of the convolution is thrown away."""
 
     @I.ir_module
@@ -121,7 +136,7 @@ def test_a_window_one_column_wide_takes_the_input_columns_first():
 
 
 @pytest.mark.parametrize(("channels", "rewritten"), [(16, False), (12, True)])
-def test_constant_weights_the_channel_tile_takes_stay(channels, rewritten):
+def test_constant_weights_the_channel_tile_takes_stay(channels, rewritten, without_strided_rows):
     """14 output columns with stride 2 and constant weights: with whole vectors of channels
     (AVX2's 8 lanes) the convolution rule reads a vector of channels a position whatever the
     stride, so the convolution stays; 12 channels are still rewritten."""

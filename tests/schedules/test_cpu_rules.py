@@ -675,6 +675,32 @@ def test_a_depthwise_tile_is_rows_of_one_vector_with_its_taps_unrolled_and_input
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("steps", [(1, 2), (1,)], ids=["stride 2 row-tiled", "unit steps only"])
+def test_a_depthwise_convolution_of_column_stride_2_takes_the_row_tile(steps, monkeypatch):
+    """A 3x3 / 2 depthwise convolution over 28 x 64 (8 lanes): 14 output rows of 4 vectors,
+    tiled as a unit-stride one is, 7 rows by one vector with the taps unrolled, since its
+    strided reads are whole vectors and a shuffle (``StridedLoadsAsShuffles``); with
+    ``ROW_TILED_STEPS`` of unit steps only, no row tile. The numbers equal the default
+    schedule's either way (the build shuffles the strided reads)."""
+    from tvm_hetero.schedules.cpu import conv
+
+    monkeypatch.setattr(conv, "ROW_TILED_STEPS", steps)
+    shapes = [(1, 64, 28, 64), (64, 1, 3, 3)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1,
+                                                                groups=64))  # fmt: skip
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+    found = sch.get_loops(sch.get_sblock("group_conv2d_nchw_update"))
+    loops = [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
+    unrolled, vectorized = 3, 2
+    taps = [(unrolled, 3), (unrolled, 3), (unrolled, 7), (vectorized, 8)]
+    assert (loops[-4:] == taps) == (2 in steps), loops
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), _run(mod, arrays),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
 def test_input_module_is_not_mutated():
     shapes, body, _ = CASES["matmul"]
     mod = _module(shapes, body)

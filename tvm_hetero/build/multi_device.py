@@ -19,7 +19,7 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
 from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
-from tvm_hetero.passes import PrefetchPanelBlocks, StackLoopBuffers
+from tvm_hetero.passes import PrefetchPanelBlocks, StackLoopBuffers, StridedLoadsAsShuffles
 from tvm_hetero.pipelines import PIPELINES, get_pipeline
 from tvm_hetero.schedules import schedule_kernels
 
@@ -286,12 +286,14 @@ TIR_PIPELINE = "tvm_hetero"
 def tir_pipeline() -> tuple:
     """TVM's ``s_tir`` pipeline (its lowering, the host's and the devices' last passes) with
     :class:`~tvm_hetero.passes.PrefetchPanelBlocks` before the lowering (on the scheduled
-    kernels) and :class:`~tvm_hetero.passes.StackLoopBuffers` before the host's
-    (``LowerTVMBuiltin``, which turns each buffer the pass leaves into a workspace allocation).
+    kernels), :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` and
+    :class:`~tvm_hetero.passes.StackLoopBuffers` before the host's (``LowerTVMBuiltin``, which
+    turns each buffer the latter leaves into a workspace allocation).
     Registered with TVM as :data:`TIR_PIPELINE`."""
     lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), lowering])
-    return lowered, lambda: tvm.transform.Sequential([StackLoopBuffers(), host()]), device
+    host_steps = [StridedLoadsAsShuffles(), StackLoopBuffers()]
+    return lowered, lambda: tvm.transform.Sequential([*host_steps, host()]), device
 
 
 tvm.tirx.register_tir_pipeline(TIR_PIPELINE, tir_pipeline)

@@ -23,6 +23,7 @@ from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
 from tvm_hetero.passes.separable_resize import SeparableResize
 from tvm_hetero.passes.stack_loop_buffers import StackLoopBuffers
+from tvm_hetero.passes.strided_loads_as_shuffles import StridedLoadsAsShuffles
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
 from tvm_hetero.passes.winograd_convolutions import WinogradConvolutions
@@ -52,6 +53,7 @@ __all__ = [
     "RestoreKernelTargets",
     "SeparableResize",
     "StackLoopBuffers",
+    "StridedLoadsAsShuffles",
     "StripStageBoundaries",
     "SubsampleStridedPointwise",
     "WinogradConvolutions",

@@ -11,6 +11,7 @@ from tvm.relax.expr_functor import PyExprMutator
 from tvm_hetero.ir.mutate import rewrite_calls
 from tvm_hetero.ir.types import cpu_op_with_static_shapes
 from tvm_hetero.passes.grouped_convolutions_by_group import channel_vectorized
+from tvm_hetero.schedules.cpu import conv
 
 CONV2D_OP = "relax.nn.conv2d"
 MIN_COLUMNS = 8
@@ -21,8 +22,11 @@ and wider the rewrite was faster (``benchmarks/cpu_kernels/strided_depthwise.py`
 
 @tvm.transform.module_pass(opt_level=0, name="DepthwiseColumnsAfter")
 class DepthwiseColumnsAfter:
-    """Compute each NCHW depthwise ``conv2d`` with a column stride ``s > 1`` on a CPU vdevice
-    as ``strided_slice(conv2d(x, w, strides=(sh, 1)), axes=[3], strides=[s])``.
+    """Compute each NCHW depthwise ``conv2d`` with a column stride ``s > 1`` that the
+    convolution rule's row tile does not read as it is (not in ``conv.ROW_TILED_STEPS``: 3 and
+    more since :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` reads a stride of 2 as whole
+    vectors) on a CPU
+    vdevice as ``strided_slice(conv2d(x, w, strides=(sh, 1)), axes=[3], strides=[s])``.
 
     The convolution rule vectorizes a row of output columns; with a column stride each lane
     reads its own input column, and TVM's code for such a read is one scalar load and insert a
@@ -70,7 +74,7 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     return (
         int(a.groups) == channels == outputs
         and per_group == 1
-        and int(a.strides[1]) > 1
+        and int(a.strides[1]) not in conv.ROW_TILED_STEPS
         and int(a.dilation[1]) == 1
         and int(call.ty.shape.values[3]) >= MIN_COLUMNS
     )

@@ -283,6 +283,20 @@ rounds): ConvNeXt-T 0.98 -> 0.91x ONNX Runtime's time, LR-ASPP 1.14 -> 1.05x,
 EdgeNeXt 0.86 -> 0.82x, MnasNet 1.27 -> 1.23x, most others within 2 %."""
 
 
+ROW_TILED_STEPS = (1, 2)
+"""How far apart a depthwise convolution may read its input's columns and take the tile of
+:data:`DEPTHWISE_ROWS` rows. With a step of 2 a vector of outputs reads every other column:
+TVM reads such a vector a lane at a time, which is why ``DepthwiseColumnsAfter`` computed
+strided layers along the rows with every column, then took every other one (twice the work,
+and the slice a kernel of its own); :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` reads it
+as two vectors and one permute, and ``DepthwiseColumnsAfter`` leaves these steps to this tile.
+Each layer alone, ReLU6 after it, against the rows with every column then the slice (Intel
+Xeon, AVX-512, two threads, ``benchmarks/cpu_kernels/strided_depthwise.py``): 96 channels
+from 112 x 112 0.273 -> 0.203 ms (ONNX Runtime 0.382), 144 from 56 x 56 0.067 -> 0.063, the
+5x5 windows at 56 x 56 and 32 channels at 112 x 112 3-7 % slower; the same tile with the reads
+a lane at a time took 0.46 ms for the first and 0.45 for the 5x5 of 144 (0.13 by either)."""
+
+
 DEPTHWISE_ROWS_MIN_VECTORS = 2
 """Vectors a row from which a width-vectorized depthwise convolution takes the tile of
 :data:`DEPTHWISE_ROWS` rows. Rows of one vector (MobileNet-V2's 3x3 of 384 and 576 channels
@@ -915,8 +929,9 @@ def _index_step(index, var: tirx.Var) -> int | None:
 
 def _row_tiled(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) -> bool:
     """Whether ``stmt`` is a depthwise convolution over ``[N, C, H, W]`` whose columns it reads
-    one apart (:data:`DEPTHWISE_ROWS`): not a grouped one, a pool or a strided read."""
-    return depthwise_channel(stmt, form) is not None and column_step(data, w) == 1
+    a step of :data:`ROW_TILED_STEPS` apart (:data:`DEPTHWISE_ROWS`): not a grouped one or a
+    pool."""
+    return depthwise_channel(stmt, form) is not None and column_step(data, w) in ROW_TILED_STEPS
 
 
 def _in_task(sch: s_tir.Schedule, producer, task, rows_first: bool = False) -> None:
