@@ -100,3 +100,27 @@ def test_a_timm_model_outside_the_corpus_is_added_under_its_name():
         assert zoo.outside("resnet18") == "resnet18"
     finally:
         zoo.CORPUS.pop(name, None)
+
+
+def test_a_run_of_other_models_keeps_the_rows_of_timm_models_outside_the_corpus(
+    tmp_path, monkeypatch
+):
+    """``corpus.py --only timm:B --out T`` after ``--only timm:A --out T``: table T keeps A's
+    row (it had dropped every outside row but the run's, whose names alone had joined the
+    corpus), in the corpus's order, and the added models' rows go to their own table."""
+    import json
+
+    monkeypatch.setattr(corpus, "RESULTS", tmp_path)
+    old = {"model": "timm:resnest14d", "ratio": 1.2}
+    added = {"model": next(iter(zoo.ADDED)), "ratio": 0.9}
+    (tmp_path / "outside.json").write_text(json.dumps({"rows": [old]}))
+    (tmp_path / f"{corpus.added_name('outside')}.json").write_text(json.dumps({"rows": [added]}))
+    try:
+        rows = corpus.earlier_rows("outside")
+        rows[zoo.outside("timm:skresnet18")] = {"model": "timm:skresnet18", "ratio": 0.95}
+        tables = corpus.tables("outside", rows)
+        assert [r["model"] for r in tables["outside"]] == ["timm:resnest14d", "timm:skresnet18"]
+        assert tables[corpus.added_name("outside")] == [added]
+    finally:
+        for name in ("timm:resnest14d", "timm:skresnet18"):
+            zoo.CORPUS.pop(name, None)

@@ -156,7 +156,7 @@ def check_apart(name: str, work: Path, threads: int, rounds: int, timeout: int) 
 
 def main() -> None:
     sys.path.insert(0, str(HERE))
-    from zoo import ADDED, CORPUS, outside
+    from zoo import CORPUS, outside
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", metavar="MODEL", default=None,
@@ -176,24 +176,43 @@ def main() -> None:
     if args.one:
         print(json.dumps(check(args.one, work, args.threads, args.rounds)))
         return
-    names = {args.out: [n for n in CORPUS if n not in ADDED], added_name(args.out): list(ADDED)}
-    rows = {}
-    for path in (RESULTS / f"{out}.json" for out in names):
-        if path.exists():
-            rows.update({r["model"]: r for r in json.loads(path.read_text())["rows"]})
+    rows = earlier_rows(args.out)
     meta = {"threads": args.threads, "tolerance": TOLERANCE}
-    for name in args.only or CORPUS:
+    for name in args.only or list(CORPUS):
         row = check_apart(name, work, args.threads, args.rounds, args.timeout)
         rows[name] = {**row, **stamp()}  # rows of earlier runs keep their own
         print(f"{name:>20}: {row['stage']:>8} {row.get('ratio', 0):5.2f}x "
               f"compile {row.get('compile_s', 0):6.1f} s {row.get('error', '')}", flush=True)  # fmt: skip
-        for out, members in names.items():
-            ordered = [rows[n] for n in members if n in rows]
+        for out, ordered in tables(args.out, rows).items():
             if ordered:
                 path = RESULTS / f"{out}.json"
                 path.write_text(json.dumps({**meta, "rows": ordered}, indent=1) + "\n")
                 (RESULTS / f"{out}.md").write_text(table(ordered))
     print(table([rows[n] for n in CORPUS if n in rows]))
+
+
+def earlier_rows(out: str) -> dict[str, dict]:
+    """The rows of table ``out`` and of its added models' (:func:`added_name`), by model; each
+    timm model outside the corpus among them joins it (``zoo.outside``), so that a run of other
+    models keeps its row."""
+    from zoo import outside
+
+    rows: dict[str, dict] = {}
+    for path in (RESULTS / f"{name}.json" for name in (out, added_name(out))):
+        if path.exists():
+            rows.update({r["model"]: r for r in json.loads(path.read_text())["rows"]})
+    for name in rows:
+        outside(name)
+    return rows
+
+
+def tables(out: str, rows: dict[str, dict]) -> dict[str, list[dict]]:
+    """Table ``out``'s rows and its added models' (:func:`added_name`), each in the corpus's
+    order, from ``rows`` (by model)."""
+    from zoo import ADDED, CORPUS
+
+    names = {out: [n for n in CORPUS if n not in ADDED], added_name(out): list(ADDED)}
+    return {o: [rows[n] for n in members if n in rows] for o, members in names.items()}
 
 
 def added_name(out: str) -> str:
