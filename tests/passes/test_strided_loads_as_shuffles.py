@@ -44,6 +44,32 @@ def _unit_and_wide_strides(a: T.Buffer((96,), "float32"), b: T.Buffer((32,), "fl
     b[16:32] = a[T.Ramp(0, 5, 16)]
 
 
+@T.prim_func
+def _in_a_call(a: T.Buffer((64,), "float32"), b: T.Buffer((32,), "float32"), n: T.int32):
+    T.attr("default", "device_type", 1)
+    for i in range(2):
+        b[i * 16 : i * 16 + 16] = T.if_then_else(i < n, a[T.Ramp(i * 32, 2, 16)],
+                                                 T.Broadcast(T.float32(0), 16))  # fmt: skip
+
+
+@T.prim_func
+def _in_a_call_expected(a: T.Buffer((64,), "float32"), b: T.Buffer((32,), "float32"), n: T.int32):
+    T.attr("default", "device_type", 1)
+    for i in range(2):
+        b[i * 16 : i * 16 + 16] = T.if_then_else(
+            i < n, T.Shuffle([a[T.Ramp(i * 32, 1, 16)], a[T.Ramp(i * 32 + 15, 1, 16)]], EVENS),
+            T.Broadcast(T.float32(0), 16),
+        )  # fmt: skip
+
+
+def test_a_strided_read_inside_a_call_is_shuffled_too():
+    """A padded read (``if_then_else``, as a convolution's padding copy fused in a task)."""
+    tvm.ir.assert_structural_equal(
+        shuffled(_in_a_call), _in_a_call_expected.with_attr("global_symbol", "_in_a_call"),
+        map_free_vars=True,
+    )  # fmt: skip
+
+
 def test_every_other_element_becomes_two_vectors_and_a_shuffle_within_the_read():
     """The second vector starts at 15, not 16: its last element (30) is the strided read's."""
     after = shuffled(_before)
