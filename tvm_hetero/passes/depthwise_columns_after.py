@@ -22,11 +22,11 @@ and wider the rewrite was faster (``benchmarks/cpu_kernels/strided_depthwise.py`
 
 @tvm.transform.module_pass(opt_level=0, name="DepthwiseColumnsAfter")
 class DepthwiseColumnsAfter:
-    """Compute each NCHW depthwise ``conv2d`` with a column stride ``s > 1`` that the
-    convolution rule's row tile does not read as it is (not in ``conv.ROW_TILED_STEPS``: 3 and
-    more since :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` reads a stride of 2 as whole
-    vectors) on a CPU
-    vdevice as ``strided_slice(conv2d(x, w, strides=(sh, 1)), axes=[3], strides=[s])``.
+    """Compute each NCHW depthwise ``conv2d`` on a CPU vdevice with a column stride ``s > 1``
+    that the convolution rule's row tile does not read as it is (not in
+    ``conv.ROW_TILED_STEPS``: 3 and more, since
+    :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` reads a stride of 2 as whole vectors) as
+    ``strided_slice(conv2d(x, w, strides=(sh, 1)), axes=[3], strides=[s])``.
 
     The convolution rule vectorizes a row of output columns; with a column stride each lane
     reads its own input column, and TVM's code for such a read is one scalar load and insert a
