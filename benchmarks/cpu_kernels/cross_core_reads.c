@@ -16,23 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "../probes.h"
+
 static size_t floats;
 static float *data;
 static volatile int phase;
 static volatile float sink;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void pin(int core) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 static float read_all(void) {
   __m512 sum = _mm512_setzero_ps();
