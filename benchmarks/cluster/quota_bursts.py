@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -60,8 +61,8 @@ ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_N
 
 def settings(quota: float) -> dict[str, tuple[int, float] | None]:
     """Name: (period us, tick s or 0), or None for a core unheld."""
-    default = max(5000, control.cfs_period_us(quota))
-    finest = max(1000, int(1000 / quota) + 1)
+    default = control.cfs_period_us(quota)  # what an emulated device is held in
+    finest = max(1000, math.ceil(control.MIN_QUOTA_US / quota))  # the kernel's least quota
     return {
         "unheld": None,
         f"{default / 1e3:g} ms": (default, 0.0),

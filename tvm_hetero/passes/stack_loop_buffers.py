@@ -66,12 +66,19 @@ def stacked(func: PrimFunc) -> PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
+def on_cpu(stmt: tirx.Stmt, cpu: bool) -> bool:
+    """Whether what ``stmt`` holds runs on a CPU, given whether ``stmt`` does: a
+    ``device_type`` attribute says so for its body, anything else keeps ``cpu``."""
+    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "device_type":
+        value = stmt.value
+        return isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
+    return cpu
+
+
 def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.Stmt:
     if isinstance(stmt, tirx.AllocBuffer):
         return _stacked_alloc(stmt, budget) if cpu and in_loop else stmt
-    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "device_type":
-        value = stmt.value
-        cpu = isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
+    cpu = on_cpu(stmt, cpu)
     in_loop = in_loop or isinstance(stmt, tirx.For | tirx.While)
     return with_children(stmt, lambda child: _walk(child, cpu, in_loop, budget))
 

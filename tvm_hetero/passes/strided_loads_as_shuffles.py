@@ -10,7 +10,7 @@ from tvm.ir.expr import Call, TensorLoad
 
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.sblocks import with_children, with_prim_funcs
-from tvm_hetero.passes.stack_loop_buffers import CPU_DEVICE_TYPE
+from tvm_hetero.passes.stack_loop_buffers import on_cpu
 
 MAX_STRIDE = 4
 """The largest stride rewritten (``s`` loads for a vector of ``s``-fold span; 1: none is)."""
@@ -62,9 +62,7 @@ def shuffled(func: PrimFunc) -> PrimFunc:
 
 
 def _walk(stmt: tirx.Stmt, cpu: bool) -> tirx.Stmt:
-    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "device_type":
-        value = stmt.value
-        cpu = isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
+    cpu = on_cpu(stmt, cpu)
     if cpu and isinstance(stmt, tirx.BufferStore):
         value = _expr(stmt.value)
         return stmt if value.same_as(stmt.value) else tirx.BufferStore(
