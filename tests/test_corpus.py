@@ -102,6 +102,45 @@ def test_a_timm_model_outside_the_corpus_is_added_under_its_name():
         zoo.CORPUS.pop(name, None)
 
 
+TINY_BERT = (
+    "hf:BertModel:hidden_size=64,num_hidden_layers=1,num_attention_heads=2,intermediate_size=128"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "out"),
+    [
+        (TINY_BERT, (1, 16), (1, 16, 64)),
+        ("hf:ViTModel:hidden_size=32,num_hidden_layers=1,num_attention_heads=2,"
+         "intermediate_size=64,image_size=32,patch_size=8", (1, 3, 32, 32), (1, 17, 32)),
+    ],
+)  # fmt: skip
+def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, shape, out):
+    """``zoo.outside``: ``hf:CLASS:FIELD=VALUE,...`` joins the corpus as the class built from
+    its own config's defaults with those fields (a list or a string as Python writes it), over
+    the input its ``main_input_name`` names (token ids, or an image of the config's size), its
+    output the first field of the model's."""
+    try:
+        assert zoo.outside(name) == name and zoo.CORPUS[name].source == "transformers"
+        module, (x,) = zoo.CORPUS[name].make(True)
+        assert tuple(x.shape) == shape
+        with torch.no_grad():
+            assert tuple(module.eval()(x).shape) == out
+    finally:
+        zoo.CORPUS.pop(name, None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hf:NoSuchModel", "hf:BertConfig", "hf:BertModel:num_hidden_layers", "hf:BertModel:a=b",
+     "hf:BertModel:hidden_size=(", "hf:BertModel:**x", "other:resnet18"],
+)  # fmt: skip
+def test_a_name_outside_the_corpus_that_names_no_model_is_left_out(name):
+    """No class, a config rather than a model, a value without its field, a value that is not
+    a literal, an unknown prefix: not added (each benchmark's check then names it, exit 2)."""
+    assert zoo.outside(name) == name and name not in zoo.CORPUS
+
+
 def test_a_run_of_other_models_keeps_the_rows_of_timm_models_outside_the_corpus(
     tmp_path, monkeypatch
 ):

@@ -5,8 +5,8 @@ change did to whole models, measured in the same interleaved rounds (issue 56).
         --off MODULE:NAME=EXPR [--off ...] [--rounds 5] [--threads 2]
 
 ``--off`` turns the change off for the ``before`` build by setting ``NAME`` in ``MODULE`` to the
-Python expression ``EXPR`` while it compiles (a ``MODEL`` outside the corpus: ``timm:NAME``,
-:func:`zoo.outside`), e.g.
+Python expression ``EXPR`` while it compiles (a ``MODEL`` outside the corpus: ``timm:NAME`` or
+``hf:CLASS[:FIELD=VALUE,...]``, :func:`zoo.outside`), e.g.
 ``--off "tvm_hetero.schedules.cpu.reduction:rows_in_vectors=lambda *_: None"`` or
 ``--off "tvm_hetero.schedules.cpu.conv:NARROWEST_HALVED_LANES=1 << 30"``. Each model is exported
 as ``corpus.py`` exports it; both builds and ONNX Runtime are timed by ``api.median_seconds`` /
@@ -33,12 +33,23 @@ from stamp import stamp  # noqa: E402
 
 
 def switch(spec: str):
-    """``patch.object`` for one ``MODULE:NAME=EXPR``."""
+    """``patch.object`` for one ``MODULE:NAME=EXPR``; ValueError naming what is wrong with it
+    (not of that form, no such module, no such name in it, an expression that fails)."""
     target, _, expr = spec.partition("=")
     module, _, name = target.partition(":")
     if not (module and name and expr):
-        raise SystemExit(f"before_and_now: --off: {spec!r} is not MODULE:NAME=EXPR")
-    return patch.object(importlib.import_module(module), name, eval(expr))
+        raise ValueError(f"--off: {spec!r} is not MODULE:NAME=EXPR")
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        raise ValueError(f"--off: {spec!r}: no module {module!r}") from None
+    if not hasattr(found, name):
+        raise ValueError(f"--off: {spec!r}: {module} has no {name!r}")
+    try:
+        value = eval(expr)
+    except Exception as error:
+        raise ValueError(f"--off: {spec!r}: {expr!r} fails: {error}") from None
+    return patch.object(found, name, value)
 
 
 def main() -> int:
@@ -50,7 +61,7 @@ def main() -> int:
     args = parser.parse_args()
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, exported_feeds, outside
+    from zoo import CORPUS, OUTSIDE_FORMS, exported_feeds, outside
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -59,7 +70,12 @@ def main() -> int:
 
     unknown = [m for m in map(outside, args.models) if m not in CORPUS]
     if unknown:
-        raise SystemExit(f"before_and_now: MODEL: {unknown[0]!r} is not in the corpus")
+        parser.error(f"MODEL: {unknown[0]!r} is not in the corpus nor {OUTSIDE_FORMS}")
+    try:
+        for spec in args.off:
+            switch(spec)  # every switch checked before the first export
+    except ValueError as error:
+        parser.error(str(error))
     device, config = cpu_device(threads=args.threads), MeasureConfig(repeat=5, min_repeat_ms=100)
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:

@@ -15,8 +15,9 @@ that fails is kept with its stage and the error's first line. Writes
 ``--out NAME`` writes ``benchmarks/results/NAME.json`` and ``NAME.md`` instead: a host of
 another kind, its table beside the first). The rows of ``zoo.ADDED`` go to a table of their
 own beside it (``models_added.json``, ``models_added_avx2.json``: :func:`added_name`).
-``--only timm:NAME ... --out NAME`` measures timm models outside the corpus the same way
-(``zoo.outside``), in a table of their own.
+``--only timm:NAME ... --out NAME`` measures timm models outside the corpus the same way, and
+``hf:CLASS[:FIELD=VALUE,...]`` transformers model classes from their own config's defaults
+with the named fields changed (``zoo.outside``), in a table of their own.
 """
 
 from __future__ import annotations
@@ -156,11 +157,11 @@ def check_apart(name: str, work: Path, threads: int, rounds: int, timeout: int) 
 
 def main() -> None:
     sys.path.insert(0, str(HERE))
-    from zoo import CORPUS, outside
+    from zoo import CORPUS, OUTSIDE_FORMS, outside
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="+", metavar="MODEL", default=None,
-                        help="corpus models, or timm:NAME for a timm model outside it")  # fmt: skip
+                        help=f"corpus models, or {OUTSIDE_FORMS} for one outside it")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per model")
@@ -172,7 +173,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     unknown = [m for m in map(outside, args.only or []) if m not in CORPUS]
     if unknown:
-        parser.error(f"--only: {unknown[0]!r} is not in the corpus nor timm:NAME")
+        parser.error(f"--only: {unknown[0]!r} is not in the corpus nor {OUTSIDE_FORMS}")
     if args.one:
         print(json.dumps(check(args.one, work, args.threads, args.rounds)))
         return
@@ -193,7 +194,7 @@ def main() -> None:
 
 def earlier_rows(out: str) -> dict[str, dict]:
     """The rows of table ``out`` and of its added models' (:func:`added_name`), by model; each
-    timm model outside the corpus among them joins it (``zoo.outside``), so that a run of other
+    model outside the corpus among them joins it (``zoo.outside``), so that a run of other
     models keeps its row."""
     from zoo import outside
 

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/models/kernels_inside.py MODEL [MODEL ...] [--threads 2]
         [--runs 20] [--top 25]
 
-(``MODEL``: a corpus model, or ``timm:NAME`` for a timm model outside it, :func:`zoo.outside`.)
+(``MODEL``: a corpus model, or ``timm:NAME`` / ``hf:CLASS[:FIELD=VALUE,...]`` for one outside
+it, :func:`zoo.outside`.)
 
 Compiles each model for the CPU as ``api.compile`` does, records its kernel calls in one run
 (a VM instrument: each call's kernel and the VM's own argument tensors) and times them without
@@ -134,19 +135,19 @@ def compiled_model(name: str, tmp: str, threads: int) -> tuple:
 def main() -> int:
     from onnx_models import append_rows
     from stamp import stamp
-    from zoo import CORPUS, outside
+    from zoo import CORPUS, OUTSIDE_FORMS, outside
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", metavar="MODEL",
-                        help="a corpus model, or timm:NAME for a timm model outside it")  # fmt: skip
+                        help=f"a corpus model, or {OUTSIDE_FORMS} for one outside it")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     unknown = [m for m in map(outside, args.models) if m not in CORPUS]
     if unknown:
-        parser.error(f"argument MODEL: {unknown[0]!r} is not in the corpus (timm:NAME for a "
-                     "timm model outside it)")  # fmt: skip
+        parser.error(f"argument MODEL: {unknown[0]!r} is not in the corpus ({OUTSIDE_FORMS} "
+                     "for one outside it)")  # fmt: skip
 
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:

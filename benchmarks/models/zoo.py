@@ -446,12 +446,84 @@ def input_names(args: tuple) -> tuple[str, ...]:
 
 def outside(name: str) -> str:
     """``name``; one of the form ``timm:NAME`` (a timm model outside the corpus, built as the
-    corpus builds its timm models: random weights made live, a 224 x 224 image) is added to
-    :data:`CORPUS` under that name first, so that a benchmark taking corpus models can measure a
-    model no one here has tuned for."""
-    if name.startswith("timm:") and name not in CORPUS:
+    corpus builds its timm models: random weights made live, a 224 x 224 image) or
+    ``hf:CLASS[:KEY=VALUE,...]`` (a transformers model class outside it, :func:`_hf`) is added
+    to :data:`CORPUS` under that name first, so that a benchmark taking corpus models can
+    measure a model no one here has tuned for. Anything else is left as it is (the caller
+    finds it missing from the corpus)."""
+    if name in CORPUS:
+        return name
+    if name.startswith("timm:"):
         CORPUS[name] = _timm(name.removeprefix("timm:"))
+    elif name.startswith("hf:"):
+        entry = _hf(name.removeprefix("hf:"))
+        if entry is not None:
+            CORPUS[name] = entry
     return name
+
+
+OUTSIDE_FORMS = "timm:NAME or hf:CLASS[:FIELD=VALUE,...]"
+"""How a benchmark's ``MODEL`` names a model outside the corpus (:func:`outside`)."""
+
+HF_INPUTS = {"input_ids": 128, "input_values": 16000, "input_features": 3000, "pixel_values": 224}
+"""The input a transformers model takes first (its ``main_input_name``) and its length: 128
+tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 image (or the
+size the config names)."""
+
+
+def _hf(spec: str) -> Entry | None:
+    """``CLASS[:KEY=VALUE,...]``: ``transformers.CLASS`` built from its own config class's
+    defaults with the given fields changed (Python literals; ``hidden_size=256,
+    num_hidden_layers=2``), eager attention, its first output field as the output, over
+    :data:`HF_INPUTS`'s input for its ``main_input_name``; None where ``CLASS`` is not a
+    transformers model class with one of those inputs or a field is not a literal."""
+    import ast
+
+    import transformers
+
+    cls_name, _, fields = spec.partition(":")
+    cls = getattr(transformers, cls_name, None)
+    if not isinstance(cls, type) or getattr(cls, "main_input_name", None) not in HF_INPUTS:
+        return None
+    try:
+        call = ast.parse(f"config({fields})", mode="eval").body
+        config = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    except (ValueError, SyntaxError):
+        return None
+    if call.args or None in config:
+        return None  # a value without its field's name
+
+    def build(small: bool):
+        cfg = cls.config_class(**config)
+        cfg._attn_implementation = "eager"
+        model = cls(cfg)
+        kind = cls.main_input_name
+        length = HF_INPUTS[kind] // (8 if small and kind != "pixel_values" else 1)
+        if kind == "input_ids":
+            x = torch.randint(0, cfg.vocab_size, (1, length))
+        elif kind == "input_values":
+            x = torch.randn(1, length)
+        elif kind == "input_features":
+            x = torch.randn(1, cfg.num_mel_bins, length)
+        else:  # the config's image size, where it names one (a model may check it)
+            named = getattr(cfg, "image_size", None)
+            side = named if isinstance(named, int) else length
+            x = torch.randn(1, 3, side, side)
+        return _First(model, kind), (x,)
+
+    return Entry("transformers", build)
+
+
+class _First(nn.Module):
+    """A transformers model returning its output's first field (``logits``,
+    ``last_hidden_state``) as a tensor, its input given as ``keyword``."""
+
+    def __init__(self, model: nn.Module, keyword: str) -> None:
+        super().__init__()
+        self.model, self.keyword = model, keyword
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(**{self.keyword: x})[0]
 
 
 def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, dict]:
