@@ -33,6 +33,22 @@ def test_corpus_model_imports_compiles_and_matches_onnx_runtime(name, tmp_path):
     assert row["rel_err"] <= corpus.TOLERANCE
 
 
+def test_a_model_whose_reference_output_is_one_value_is_not_counted_as_matching(tmp_path):
+    """A dead model (every output the same: transformers' EfficientNet at its random
+    initialisation gave zeros) matches any build; the row stops at ``reference``."""
+
+    class Dead(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(-x.abs())
+
+    zoo.CORPUS["dead"] = zoo.Entry("pytorch", lambda small: (Dead(), (torch.randn(1, 8),)))
+    try:
+        row = corpus.check("dead", tmp_path, rounds=0, small=True)
+    finally:
+        zoo.CORPUS.pop("dead")
+    assert row["stage"] == "reference" and "one value" in row["error"]
+
+
 def test_the_row_is_the_round_whose_ratio_is_the_median():
     # the columns' own medians (5 and 6) would read 0.83x beside a median ratio of 1.2x
     ours, theirs = [5.0, 5.0, 6.0, 9.0, 2.0], [6.0, 3.0, 5.0, 6.0, 8.0]

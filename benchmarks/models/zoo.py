@@ -500,7 +500,7 @@ def _hf(spec: str) -> Entry | None:
         kind = cls.main_input_name
         length = HF_INPUTS[kind] // (8 if small and kind != "pixel_values" else 1)
         if kind == "input_ids":
-            x = torch.randint(0, cfg.vocab_size, (1, length))
+            x = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, length))  # CANINE: chars
         elif kind == "input_values":
             x = torch.randn(1, length)
         elif kind == "input_features":

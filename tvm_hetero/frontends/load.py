@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import io
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +20,7 @@ from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.recurrent import RECURRENT_FORMS
 from tvm_hetero.ir.types import tensor_infos
 from tvm_hetero.runtime.memory import give_back_freed_memory
+from tvm_hetero.runtime.native_noise import without_native_lines
 
 SUFFIXES = {".onnx": "ONNX", ".pt2": "torch.export program", ".py": "TVMScript"}
 
@@ -150,7 +153,6 @@ def _load_path(source: str | Path, shapes: Mapping | None, overrides: dict, loop
 
 def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
     import onnx
-    from tvm.relax.frontend.onnx import from_onnx
 
     try:
         proto = onnx.load(str(path))
@@ -164,25 +166,65 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
             f"{path}: shapes given for {unknown}, which are not its inputs {names}"
         )
     _check_given_shapes(path, proto, shapes or {})
-    try:  # the frontend prints the node of a failed conversion before raising: kept quiet
-        with onnx_converters(loops), contextlib.redirect_stdout(io.StringIO()):
-            mod = from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
-    except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as err:
-        raise UnsupportedOperatorError(f"{path}: {_first_line(err)}") from None
+    try:
+        mod = _converted(proto, shapes, loops)
+    except UnsupportedOperatorError as err:
+        from tvm_hetero.frontends.onnx_fold import folded
+
+        simpler = folded(proto)  # the shape arithmetic it failed on, evaluated
+        if simpler is None:
+            raise UnsupportedOperatorError(f"{path}: {err}") from None
+        try:
+            mod = _converted(simpler, shapes, loops)
+        except UnsupportedOperatorError:
+            raise UnsupportedOperatorError(f"{path}: {err}") from None  # the first failure
     return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+FRONTEND_ERRORS = (tvm.error.OpError, tvm.error.InternalError, ValueError, TypeError,
+                   AssertionError, KeyError, IndexError, NotImplementedError)  # fmt: skip
+"""What TVM's ONNX frontend raises on a graph it cannot convert: ``OpNotImplemented`` and
+``OpAttributeUnImplemented`` (``OpError``), a converter's own checks (``ValueError``,
+``assert``), Relax's type inference (``ValueError``), an internal check of TVM's."""
+
+
+def _converted(proto: Any, shapes: Mapping | None, loops: bool) -> tvm.IRModule:
+    """``proto`` through TVM's ONNX frontend with :func:`onnx_converters`; a failure as
+    :class:`UnsupportedOperatorError` naming the operator it failed at (the frontend prints it
+    before raising: kept quiet otherwise), without the warning TVM logs when the failed
+    import's builder is freed (:data:`BUILDER_NOISE`)."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    said, failure = io.StringIO(), ""
+    with without_native_lines(BUILDER_NOISE):
+        try:
+            with onnx_converters(loops), contextlib.redirect_stdout(said):
+                return from_onnx(proto, shape_dict=dict(shapes) if shapes else None)
+        except FRONTEND_ERRORS as err:
+            failure = _first_line(err)
+        gc.collect()  # the failed import's builder, and its warning, go here
+    found = re.search(r"Error converting operator (\w+)", said.getvalue())
+    raise UnsupportedOperatorError(f"{found.group(1)}: {failure}" if found else failure)
+
+
+BUILDER_NOISE = "BlockBuilder destroyed with remaining blocks"
+"""What TVM logs (C++, to stderr) when a builder left by a failed import is freed."""
 
 
 @contextlib.contextmanager
 def onnx_converters(loops: bool = True) -> Iterator[None]:
     """TVM's ONNX frontend with the operators it lacks in its table, within the ``with``: the
-    recurrent layers (:mod:`~tvm_hetero.frontends.onnx_rnn`; ``loops=False`` unrolls them) and
-    ``Col2Im`` (:mod:`~tvm_hetero.frontends.onnx_col2im`)."""
+    recurrent layers (:mod:`~tvm_hetero.frontends.onnx_rnn`; ``loops=False`` unrolls them),
+    ``Col2Im`` (:mod:`~tvm_hetero.frontends.onnx_col2im`) and ``DFT``
+    (:mod:`~tvm_hetero.frontends.onnx_dft`); and ``ConstantOfShape`` of an empty shape
+    (:mod:`~tvm_hetero.frontends.onnx_constant_of_shape`), which it fails on."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    from tvm_hetero.frontends import onnx_col2im, onnx_rnn
+    from tvm_hetero.frontends import onnx_col2im, onnx_constant_of_shape, onnx_dft, onnx_rnn
 
     original = onnx_frontend._get_convert_map
-    added = {**onnx_rnn.converters(loops), **onnx_col2im.CONVERTERS}
+    added = {**onnx_rnn.converters(loops), **onnx_col2im.CONVERTERS, **onnx_dft.CONVERTERS,
+             **onnx_constant_of_shape.CONVERTERS}  # fmt: skip
     onnx_frontend._get_convert_map = lambda: {**original(), **added}
     try:
         yield

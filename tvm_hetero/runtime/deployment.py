@@ -16,15 +16,11 @@ device specs with their targets, the steps, the inputs, the plan) and one librar
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import json
-import os
-import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +28,7 @@ from typing import Any
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
 from tvm_hetero.runtime.inputs import InputSpec
 from tvm_hetero.runtime.manifest import ArtifactError, check_manifest
+from tvm_hetero.runtime.native_noise import without_native_lines
 
 MANIFEST = "manifest.json"
 FORMAT = "tvm-hetero-deployment"
@@ -196,7 +193,7 @@ class Deployment:
                 for k, lib in sorted(self.libraries.items()):
                     file = lib if isinstance(lib, Path) else Path(tmp) / f"lib{k}.so"
                     if not isinstance(lib, Path):
-                        with _without_native_line(SAVE_NOISE):
+                        with without_native_lines(SAVE_NOISE):
                             lib.export_library(str(file))
                     tar.add(file, f"lib{k}.so")
             partial.replace(path)
@@ -241,26 +238,6 @@ def retargeted(
 SAVE_NOISE = "Warning: Scope Saving"
 """What TVM 0.27 prints to the process's stderr, four times a library, when it saves an
 executable that a VM has run: nothing the user can act on."""
-
-
-@contextlib.contextmanager
-def _without_native_line(noise: str) -> Iterator[None]:
-    """Run the body with the process's stderr (file descriptor 2: TVM's C++ logging) caught,
-    then write back every line of it except those containing ``noise``."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            lines = caught.read().decode(errors="replace").splitlines()
-            kept = [line for line in lines if noise not in line]
-            if kept:
-                sys.stderr.write("\n".join(kept) + "\n")
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
