@@ -147,13 +147,46 @@ def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, 
 
 
 @pytest.mark.parametrize(
+    ("name", "shape"),
+    [("tv:mnasnet0_5", (1, 3, 224, 224)), ("tv:video.mc3_18", (1, 3, 16, 112, 112)),
+     ("tv:segmentation.lraspp_mobilenet_v3_large", (1, 3, 224, 224))],
+)  # fmt: skip
+def test_a_torchvision_model_outside_the_corpus_is_added_with_its_familys_input(name, shape):
+    """``tv:[FAMILY.]NAME``: torchvision's builder with random weights over an image or 16
+    frames; not built here beyond its input."""
+    try:
+        assert zoo.outside(name) == name and zoo.CORPUS[name].source == "torchvision"
+        assert not zoo.CORPUS[name].symbolic
+        _, (x,) = zoo.CORPUS[name].build(True)
+        assert tuple(x.shape) == shape
+    finally:
+        zoo.CORPUS.pop(name, None)
+
+
+def test_sym_exports_any_model_with_a_symbolic_batch():
+    """``sym:MODEL``: the model ``MODEL`` names (a corpus model, or one of the other forms,
+    added too), exported with a symbolic batch."""
+    try:
+        assert zoo.outside("sym:squeezenet1_1") == "sym:squeezenet1_1"
+        assert zoo.CORPUS["sym:squeezenet1_1"].symbolic
+        assert zoo.CORPUS["sym:squeezenet1_1"].build is zoo.CORPUS["squeezenet1_1"].build
+        assert zoo.outside("sym:" + TINY_BERT) in zoo.CORPUS and TINY_BERT in zoo.CORPUS
+    finally:
+        for name in ("sym:squeezenet1_1", "sym:" + TINY_BERT, TINY_BERT):
+            zoo.CORPUS.pop(name, None)
+
+
+@pytest.mark.parametrize(
     "name",
     ["hf:NoSuchModel", "hf:BertConfig", "hf:BertModel:num_hidden_layers", "hf:BertModel:a=b",
-     "hf:BertModel:hidden_size=(", "hf:BertModel:**x", "other:resnet18"],
+     "hf:BertModel:hidden_size=(", "hf:BertModel:**x", "other:resnet18", "tv:nope",
+     "tv:list_models", "tv:video.VideoResNet", "tv:quantization.resnet18", "sym:nope"],
 )  # fmt: skip
 def test_a_name_outside_the_corpus_that_names_no_model_is_left_out(name):
     """No class, a config rather than a model, a value without its field, a value that is not
-    a literal, an unknown prefix: not added (each benchmark's check then names it, exit 2)."""
+    a literal, an unknown prefix, no such torchvision builder (or a helper, a class, a family
+    without an input here), a symbolic batch of nothing: not added (each benchmark's check
+    then names it, exit 2)."""
     assert zoo.outside(name) == name and name not in zoo.CORPUS
 
 

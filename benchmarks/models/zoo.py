@@ -445,25 +445,64 @@ def input_names(args: tuple) -> tuple[str, ...]:
 
 
 def outside(name: str) -> str:
-    """``name``; one of the form ``timm:NAME`` (a timm model outside the corpus, built as the
-    corpus builds its timm models: random weights made live, a 224 x 224 image) or
-    ``hf:CLASS[:KEY=VALUE,...]`` (a transformers model class outside it, :func:`_hf`) is added
-    to :data:`CORPUS` under that name first, so that a benchmark taking corpus models can
-    measure a model no one here has tuned for. Anything else is left as it is (the caller
-    finds it missing from the corpus)."""
+    """``name``; one of the forms of :data:`OUTSIDE_FORMS` is added to :data:`CORPUS` under
+    that name first, so that a benchmark taking corpus models can measure a model no one here
+    has tuned for: ``timm:NAME`` (a timm model, built as the corpus builds its timm models:
+    random weights made live, a 224 x 224 image), ``tv:NAME`` (a torchvision model,
+    :func:`_tv`), ``hf:CLASS[:FIELD=VALUE,...]`` (a transformers model class, :func:`_hf`),
+    ``sym:MODEL`` (any of these or a corpus model exported with a symbolic batch, loaded as
+    batch 1). Anything else is left as it is (the caller finds it missing from the corpus)."""
     if name in CORPUS:
         return name
+    entry = None
     if name.startswith("timm:"):
-        CORPUS[name] = _timm(name.removeprefix("timm:"))
+        entry = _timm(name.removeprefix("timm:"))
+    elif name.startswith("tv:"):
+        entry = _tv(name.removeprefix("tv:"))
     elif name.startswith("hf:"):
         entry = _hf(name.removeprefix("hf:"))
-        if entry is not None:
-            CORPUS[name] = entry
+    elif name.startswith("sym:"):
+        inner = outside(name.removeprefix("sym:"))
+        entry = _symbolic(CORPUS[inner]) if inner in CORPUS else None
+    if entry is not None:
+        CORPUS[name] = entry
     return name
 
 
-OUTSIDE_FORMS = "timm:NAME or hf:CLASS[:FIELD=VALUE,...]"
+OUTSIDE_FORMS = "timm:NAME, tv:[video.|segmentation.]NAME, hf:CLASS[:FIELD=VALUE,...] or sym:MODEL"
 """How a benchmark's ``MODEL`` names a model outside the corpus (:func:`outside`)."""
+
+TV_INPUTS = {"": (3, 224, 224), "video.": (3, 16, 112, 112), "segmentation.": (3, 224, 224)}
+"""A torchvision model's input by its family (``torchvision.models`` itself, ``.video``,
+``.segmentation``), batch 1: an image, or 16 frames of 112 x 112."""
+
+
+def _tv(spec: str) -> Entry | None:
+    """``[video.|segmentation.]NAME``: ``torchvision.models[.FAMILY].NAME`` with random
+    weights (no backbone weights either) over :data:`TV_INPUTS`'s input for its family (a
+    segmentation model's ``out`` map); None where the family has no such builder."""
+    import torchvision
+
+    family, _, name = spec.rpartition(".")
+    family = f"{family}." if family else ""
+    module = torchvision.models
+    for part in family.split(".")[:-1]:
+        module = getattr(module, part, None)
+    builder = getattr(module, name, None) if module is not None else None
+    if family not in TV_INPUTS or not callable(builder) or name.startswith("_"):
+        return None
+    if name not in torchvision.models.list_models(module):
+        return None  # a helper or a class, not a model builder
+
+    def build(small: bool):
+        extra = {"weights_backbone": None} if family == "segmentation." else {}
+        model = builder(weights=None, **extra)
+        if family == "segmentation.":
+            model = _Field(model, "out")
+        return model, (torch.randn(1, *TV_INPUTS[family]),)
+
+    return Entry("torchvision", build)
+
 
 HF_INPUTS = {"input_ids": 128, "input_values": 16000, "input_features": 3000, "pixel_values": 224}
 """The input a transformers model takes first (its ``main_input_name``) and its length: 128

@@ -107,10 +107,19 @@ def _load(source: Any, shapes, spec, example_args, overrides: dict, loops: bool)
 
 
 def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
-    """Wrap an IRModule with entry ``main``; inputs are its first ``num_input`` parameters."""
+    """Wrap an IRModule with entry ``main``; inputs are its first ``num_input`` parameters.
+    Computations of empty tensors become constants (:class:`EmptyTensorsAsConstants`), and
+    convolution taps that read padding alone are dropped (:class:`CropConvolutionTaps`), and
+    convolutions whose taps mostly read padding computed tap by tap
+    (:class:`ConvolutionTapsByRegion`)."""
+    from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
+    from tvm_hetero.passes.crop_convolution_taps import CropConvolutionTaps
+    from tvm_hetero.passes.empty_tensors_as_constants import EmptyTensorsAsConstants
+
     names = [gv.name_hint for gv in mod.get_global_vars()]
     if ENTRY_FUNC not in names:
         raise ModelLoadError(f"{source}: module has no {ENTRY_FUNC!r} function; functions: {names}")
+    mod = ConvolutionTapsByRegion()(CropConvolutionTaps()(EmptyTensorsAsConstants()(mod)))
     func = mod[ENTRY_FUNC]
     n = func.attrs.get("num_input") if func.attrs else None
     params = list(func.params)[: len(func.params) if n is None else int(n)]
@@ -171,21 +180,45 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
     except UnsupportedOperatorError as err:
         from tvm_hetero.frontends.onnx_fold import folded
 
-        simpler = folded(proto)  # the shape arithmetic it failed on, evaluated
+        simpler = folded(proto, shapes)  # the shape arithmetic it failed on, evaluated
         if simpler is None:
-            raise UnsupportedOperatorError(f"{path}: {err}") from None
+            raise UnsupportedOperatorError(
+                f"{path}: {err}{_symbolic_hint(proto, shapes)}"
+            ) from None
         try:
             mod = _converted(simpler, shapes, loops)
-        except UnsupportedOperatorError:
-            raise UnsupportedOperatorError(f"{path}: {err}") from None  # the first failure
+        except UnsupportedOperatorError:  # the first failure
+            raise UnsupportedOperatorError(
+                f"{path}: {err}{_symbolic_hint(proto, shapes)}"
+            ) from None
     return from_irmodule(mod, path.stem, f"onnx:{path}")
 
 
 FRONTEND_ERRORS = (tvm.error.OpError, tvm.error.InternalError, ValueError, TypeError,
-                   AssertionError, KeyError, IndexError, NotImplementedError)  # fmt: skip
+                   AssertionError, AttributeError, KeyError, IndexError,
+                   NotImplementedError)  # fmt: skip
 """What TVM's ONNX frontend raises on a graph it cannot convert: ``OpNotImplemented`` and
 ``OpAttributeUnImplemented`` (``OpError``), a converter's own checks (``ValueError``,
-``assert``), Relax's type inference (``ValueError``), an internal check of TVM's."""
+``assert``), Relax's type inference (``ValueError``), an internal check of TVM's, a converter
+that reads a symbolic dimension's ``value`` (``AttributeError``)."""
+
+
+def _symbolic_hint(proto: Any, shapes: Mapping | None) -> str:
+    """What to try where ``proto`` has symbolic input dimensions no size was given for: give
+    them one, so that its shape arithmetic can be evaluated before import."""
+    named = []
+    for value in proto.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name not in (shapes or {}) and any(not d.HasField("dim_value") for d in dims):
+            named.append((value.name, [d.dim_param or str(d.dim_value or "?") for d in dims]))
+    if not named:
+        return ""
+    name, dims = named[0]
+    shape = "x".join(dims)
+    return (
+        f"; its input {name} has symbolic dimensions ({shape}): given sizes "
+        f"(--input-shape {name}:{shape} with sizes) its shape arithmetic is evaluated first"
+    )
 
 
 def _converted(proto: Any, shapes: Mapping | None, loops: bool) -> tvm.IRModule:

@@ -19,6 +19,8 @@ The loader tries a model as it is first and folds it only where the frontend fai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -31,9 +33,12 @@ RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLik
 """Operators whose outputs are not a function of their inputs (``Dropout``: its mask)."""
 
 
-def folded(proto: onnx.ModelProto) -> onnx.ModelProto | None:
-    """``proto`` with every node computable from constants evaluated (see the module); None
-    where nothing could be (or shape inference fails on it)."""
+def folded(proto: onnx.ModelProto, shapes: Mapping | None = None) -> onnx.ModelProto | None:
+    """``proto`` with every node computable from constants evaluated (see the module), its
+    inputs of ``shapes`` (by name: a symbolic batch given a size) of those shapes; None where
+    nothing could be (or shape inference fails on it)."""
+    if shapes:
+        proto = _with_input_shapes(proto, shapes)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:  # shape inference refuses some exports outright
@@ -53,6 +58,19 @@ def folded(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     if not changed:
         return None
     return _rebuilt(proto, kept, known)
+
+
+def _with_input_shapes(proto: onnx.ModelProto, shapes: Mapping) -> onnx.ModelProto:
+    """A copy of ``proto`` whose inputs named in ``shapes`` have those shapes."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for value in copy.graph.input:
+        if value.name in shapes:
+            dims = value.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shapes[value.name], strict=True):
+                dim.Clear()
+                dim.dim_value = int(size)
+    return copy
 
 
 def _static_shapes(graph: onnx.GraphProto) -> dict[str, list[int]]:

@@ -3,8 +3,11 @@
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
 from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
+from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
+from tvm_hetero.passes.crop_convolution_taps import CropConvolutionTaps
 from tvm_hetero.passes.declare_vdevices import DeclareVDevices
 from tvm_hetero.passes.depthwise_columns_after import DepthwiseColumnsAfter
+from tvm_hetero.passes.empty_tensors_as_constants import EmptyTensorsAsConstants
 from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
@@ -33,8 +36,11 @@ __all__ = [
     "AnnotateOperatorSplits",
     "CarvePipelineStages",
     "Conv1dAsMatmul",
+    "ConvolutionTapsByRegion",
+    "CropConvolutionTaps",
     "DeclareVDevices",
     "DepthwiseColumnsAfter",
+    "EmptyTensorsAsConstants",
     "ExactCeilPools",
     "FoldConstantKernels",
     "GroupedConvolutionsByGroup",
