@@ -107,6 +107,53 @@ def fused_body(shapes, body, target) -> tvm.IRModule:
     return fused_kernels(bb.get(), target)
 
 
+def op_calls(mod: tvm.IRModule) -> list:
+    """The operator calls bound in ``main``'s blocks, in order (calls of functions left out)."""
+    from tvm import relax
+
+    return [
+        b.value
+        for block in mod["main"].body.blocks
+        for b in block.bindings
+        if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
+    ]
+
+
+def conv_axes():
+    """Every ``(size, outputs, window, stride, dilation, before)`` of one convolution axis over
+    sizes 1-8, windows 1-4, strides 1-3, dilations 1-5 and paddings 0-7 before and after
+    (``outputs`` of at least one), and the outputs that read input ``o * stride + k *
+    dilation - before`` inside it for each tap ``k``: a brute force for tap arithmetic."""
+    import itertools
+
+    for size, window, stride, dilation, before, after in itertools.product(
+        range(1, 9), range(1, 5), range(1, 4), range(1, 6), range(8), range(8)
+    ):
+        outputs = (size + before + after - dilation * (window - 1) - 1) // stride + 1
+        if outputs < 1:
+            continue
+        reading = [
+            [o for o in range(outputs) if 0 <= o * stride + k * dilation - before < size]
+            for k in range(window)
+        ]
+        yield (size, outputs, window, stride, dilation, before), reading
+
+
+def conv_module(shape, weights, **attrs) -> tvm.IRModule:
+    """``main(x, w) = conv2d(x, w, **attrs)`` over float32 ``x`` of ``shape`` and ``w`` of
+    ``weights``."""
+    from tvm import relax
+
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    w = relax.Var("w", relax.TensorType(weights, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, **attrs))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
 def kernel_script(mod: tvm.IRModule) -> str:
     """The TVMScript of the one kernel (PrimFunc) of ``mod``."""
     from tvm_hetero._compat import PrimFunc

@@ -4,9 +4,8 @@ the shapes it refuses."""
 import numpy as np
 import onnx
 import pytest
-import tvm
+from conftest import op_calls
 from onnx import TensorProto, helper, numpy_helper
-from tvm import relax
 
 from tvm_hetero import api
 from tvm_hetero.devices import cpu_device
@@ -95,12 +94,7 @@ def test_col2im_matches_torch_fold(tmp_path):
 def test_col2im_is_a_grouped_transposed_convolution_with_one_hot_kernels(tmp_path):
     path = tmp_path / "col2im.onnx"
     _col2im_model(path, 3, [7, 7], [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    calls = [
-        b.value
-        for block in load_model(path).mod["main"].body.blocks
-        for b in block.bindings
-        if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
-    ]
+    calls = op_calls(load_model(path).mod)
     names = [c.op.name for c in calls]
     assert names == ["relax.reshape", "relax.nn.conv2d_transpose"]
     conv = calls[1]

@@ -3,9 +3,8 @@
 import numpy as np
 import onnx
 import pytest
-import tvm
+from conftest import op_calls
 from onnx import TensorProto, helper, numpy_helper
-from tvm import relax
 from tvm.ir.expr import Constant
 
 from tvm_hetero import api
@@ -82,12 +81,7 @@ def test_dft_is_matmuls_with_constant_matrices(tmp_path):
     imaginary parts against cos and sin), combined, moved back and stacked."""
     path = tmp_path / "dft.onnx"
     _dft_model(path, [1, 8, 6, 2], 17, 1)
-    calls = [
-        b.value
-        for block in load_model(path).mod["main"].body.blocks
-        for b in block.bindings
-        if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
-    ]
+    calls = op_calls(load_model(path).mod)
     names = [c.op.name for c in calls]
     assert names.count("relax.matmul") == 4 and names[-1] == "relax.stack"
     assert "relax.fft" not in " ".join(names)

@@ -4,9 +4,8 @@
 import numpy as np
 import onnx
 import pytest
-import tvm
+from conftest import op_calls
 from onnx import TensorProto, helper, numpy_helper
-from tvm import relax
 from tvm.ir.expr import Constant
 
 from tvm_hetero import api
@@ -123,12 +122,7 @@ def test_constant_of_an_empty_shape_is_a_scalar(tmp_path):
     onnx.save(_model(nodes, [x], [numpy_helper.from_array(np.zeros(0, "int64"), "empty")]),
               str(path))  # fmt: skip
     model = load_model(path)
-    (add,) = [
-        b.value
-        for block in model.mod["main"].body.blocks
-        for b in block.bindings
-        if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
-    ]
+    (add,) = op_calls(model.mod)
     (scalar,) = [a for a in add.args if isinstance(a, Constant)]
     assert scalar.value.numpy().shape == () and float(scalar.value.numpy()) == 2.5
     data = np.arange(6, dtype="float32").reshape(2, 3)

@@ -1,28 +1,15 @@
 """ConvolutionTapsByRegion: a convolution whose taps mostly read padding, tap by tap over the
 outputs each tap reaches the input from."""
 
-import itertools
-
 import pytest
 import tvm
-from conftest import same_numbers_after
+from conftest import conv_axes, conv_module, same_numbers_after
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_hetero.passes import ConvolutionTapsByRegion
 from tvm_hetero.passes.convolution_taps_by_region import tap_outputs
-
-
-def _conv_module(shape, weights, **attrs):
-    x = relax.Var("x", relax.TensorType(shape, "float32"))
-    w = relax.Var("w", relax.TensorType(weights, "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.nn.conv2d(x, w, **attrs))
-        bb.emit_func_output(y)
-    return bb.get()
 
 
 @I.ir_module
@@ -54,7 +41,7 @@ class Expected:
 
 
 def test_a_window_reaching_the_input_from_few_outputs_is_computed_tap_by_tap():
-    before = _conv_module((1, 2, 4, 1), (2, 2, 3, 1), padding=(3, 0, 3, 0), dilation=(3, 1))
+    before = conv_module((1, 2, 4, 1), (2, 2, 3, 1), padding=(3, 0, 3, 0), dilation=(3, 1))
     after = same_numbers_after(ConvolutionTapsByRegion(), before)
     tvm.ir.assert_structural_equal(after, Expected)
 
@@ -69,7 +56,7 @@ def test_a_window_reaching_the_input_from_few_outputs_is_computed_tap_by_tap():
     ],
 )  # fmt: skip
 def test_tap_by_tap_keeps_the_numbers(shape, weights, attrs):
-    after = same_numbers_after(ConvolutionTapsByRegion(), _conv_module(shape, weights, **attrs))
+    after = same_numbers_after(ConvolutionTapsByRegion(), conv_module(shape, weights, **attrs))
     ops = [b.value.op.name for b in after["main"].body.blocks[0].bindings
            if isinstance(b.value, relax.Call)]  # fmt: skip
     assert ops.count("relax.nn.conv2d") > 1
@@ -84,20 +71,12 @@ def test_tap_by_tap_keeps_the_numbers(shape, weights, attrs):
     ],
 )  # fmt: skip
 def test_windows_that_mostly_reach_the_input_are_left(shape, weights, attrs):
-    before = _conv_module(shape, weights, **attrs)
+    before = conv_module(shape, weights, **attrs)
     tvm.ir.assert_structural_equal(ConvolutionTapsByRegion()(before), before)
 
 
 def test_tap_outputs_are_the_outputs_that_read_the_input():
     """Against every output tried, over sizes, windows, strides, dilations and paddings."""
-    for size, window, stride, dilation, before, after in itertools.product(
-        range(1, 9), range(1, 5), range(1, 4), range(1, 6), range(8), range(8)
-    ):
-        outputs = (size + before + after - dilation * (window - 1) - 1) // stride + 1
-        if outputs < 1:
-            continue
-        for k, (first, end) in enumerate(
-            tap_outputs(size, outputs, window, stride, dilation, before)
-        ):
-            want = [o for o in range(outputs) if 0 <= o * stride + k * dilation - before < size]
-            assert list(range(first, end)) == want
+    for axis, reading in conv_axes():
+        spans = tap_outputs(*axis)
+        assert [list(range(first, end)) for first, end in spans] == reading

@@ -1,27 +1,13 @@
 """CropConvolutionTaps: the taps of a convolution that read only its padding are dropped."""
 
-import itertools
-
 import pytest
 import tvm
-from conftest import same_numbers_after
-from tvm import relax
+from conftest import conv_axes, conv_module, same_numbers_after
 from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_hetero.passes import CropConvolutionTaps
 from tvm_hetero.passes.crop_convolution_taps import reaching_taps
-
-
-def _conv_module(shape, weights, **attrs):
-    x = relax.Var("x", relax.TensorType(shape, "float32"))
-    w = relax.Var("w", relax.TensorType(weights, "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            y = bb.emit_output(relax.op.nn.conv2d(x, w, **attrs))
-        bb.emit_func_output(y)
-    return bb.get()
 
 
 def test_an_atrous_tap_beyond_the_map_leaves_a_1x1_convolution():
@@ -39,7 +25,7 @@ def test_an_atrous_tap_beyond_the_map_leaves_a_1x1_convolution():
                 R.output(y)
             return y
 
-    before = _conv_module((1, 8, 14, 14), (4, 8, 3, 3), padding=24, dilation=24)
+    before = conv_module((1, 8, 14, 14), (4, 8, 3, 3), padding=24, dilation=24)
     after = same_numbers_after(CropConvolutionTaps(), before)
     tvm.ir.assert_structural_equal(after, Expected)
 
@@ -55,7 +41,7 @@ def test_an_atrous_tap_beyond_the_map_leaves_a_1x1_convolution():
     ],
 )  # fmt: skip
 def test_cropped_windows_keep_their_numbers(shape, weights, attrs):
-    before = _conv_module(shape, weights, **attrs)
+    before = conv_module(shape, weights, **attrs)
     after = same_numbers_after(CropConvolutionTaps(), before)
     conv = after["main"].body.blocks[0].bindings[-1].value
     assert [int(d) for d in conv.args[1].ty.shape.values][2:] != list(weights[2:])  # cropped
@@ -72,21 +58,13 @@ def test_cropped_windows_keep_their_numbers(shape, weights, attrs):
 def test_windows_whose_every_tap_reads_the_input_are_left(shape, weights, attrs):
     if attrs.get("data_layout") == "NHWC":
         shape = (shape[0], shape[2], shape[3], shape[1])
-    before = _conv_module(shape, weights, **attrs)
+    before = conv_module(shape, weights, **attrs)
     tvm.ir.assert_structural_equal(CropConvolutionTaps()(before), before)
 
 
 def test_reaching_taps_are_those_some_output_reads_the_input_with():
     """Against every output tried, over sizes, windows, strides, dilations and paddings."""
-    for size, window, stride, dilation, before, after in itertools.product(
-        range(1, 9), range(1, 5), range(1, 4), range(1, 6), range(8), range(8)
-    ):
-        outputs = (size + before + after - dilation * (window - 1) - 1) // stride + 1
-        if outputs < 1:
-            continue
-        reach = [
-            k for k in range(window)
-            if any(0 <= o * stride + k * dilation - before < size for o in range(outputs))
-        ]  # fmt: skip
+    for axis, reading in conv_axes():
+        reach = [k for k, outputs in enumerate(reading) if outputs]
         want = (reach[0], reach[-1]) if reach else (1, 0)
-        assert reaching_taps(size, outputs, window, stride, dilation, before) == want
+        assert reaching_taps(*axis) == want

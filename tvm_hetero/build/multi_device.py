@@ -21,6 +21,7 @@ from tvm_hetero.errors import BuildError
 from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
 from tvm_hetero.passes import PrefetchPanelBlocks, StackLoopBuffers, StridedLoadsAsShuffles
 from tvm_hetero.pipelines import PIPELINES, get_pipeline
+from tvm_hetero.runtime.native_noise import without_native_lines
 from tvm_hetero.schedules import schedule_kernels
 
 log = logging.getLogger(__name__)
@@ -177,18 +178,25 @@ def fused(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     options = options or BuildOptions()
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
-    if options.fuse:
-        head, tail = PIPELINES["multi_device_lower"].split("WinogradConvolutions")
-        mod = head.build()(mod)
-        tiles = dict(options.winograd_tiles)
-        if options.conv3x3 == "measure":
-            from tvm_hetero.build.conv_choices import measured_tiles
+    with without_native_lines(PRAGMA_NOISE):  # TVM's FoldConstant builds topi's kernels
+        if options.fuse:
+            head, tail = PIPELINES["multi_device_lower"].split("WinogradConvolutions")
+            mod = head.build()(mod)
+            tiles = dict(options.winograd_tiles)
+            if options.conv3x3 == "measure":
+                from tvm_hetero.build.conv_choices import measured_tiles
 
-            tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
-        mod = tail.build(winograd_tiles=tiles)(mod)
-    else:
-        mod = get_pipeline("multi_device_lower_unfused")(mod)
+                tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
+            mod = tail.build(winograd_tiles=tiles)(mod)
+        else:
+            mod = get_pipeline("multi_device_lower_unfused")(mod)
     return mod
+
+
+PRAGMA_NOISE = "Unknown pragma pragma_scope"
+"""What LLVM's code generator logs for each ``pragma_scope`` of topi's ``scatter_nd`` (see
+:mod:`~tvm_hetero.ir.builder_scopes`) when TVM's ``FoldConstant`` builds one of constants
+itself: Swin3D's shifted-window mask printed eight such lines while it compiled."""
 
 
 def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime.Executable:

@@ -10,7 +10,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.mutate import rewrite_calls
-from tvm_hetero.passes.crop_convolution_taps import CONV2D_OP, static_dims
+from tvm_hetero.passes.crop_convolution_taps import window_of
 
 MOST_REACHED = 0.5
 """The largest share of (tap, output) pairs that read the input, over all of them, for which a
@@ -62,30 +62,14 @@ def tap_outputs(size: int, outputs: int, window: int, stride: int, dilation: int
 
 
 def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
+    w = window_of(call)
+    if w is None or not 2 <= w.windows[0] * w.windows[1] <= MOST_TAPS:
         return None
     a = call.attrs
-    if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW":
-        return None
     data, weight = call.args
-    dims = static_dims(data.ty), static_dims(weight.ty)
-    if None in dims:
-        return None
-    (_, _, height, width), (_, _, kh, kw) = dims
-    if kh * kw > MOST_TAPS or kh * kw < 2:
-        return None
-    strides = [int(s) for s in a.strides]
-    dilations = [int(d) for d in a.dilation]
-    top, left, bottom, right = (int(p) for p in a.padding)
-    sizes, windows, befores, afters = (height, width), (kh, kw), (top, left), (bottom, right)
-    outputs = [
-        (sizes[i] + befores[i] + afters[i] - dilations[i] * (windows[i] - 1) - 1) // strides[i] + 1
-        for i in range(2)
-    ]
-    spans = [
-        tap_outputs(sizes[i], outputs[i], windows[i], strides[i], dilations[i], befores[i])
-        for i in range(2)
-    ]
+    (height, width), (kh, kw), strides, dilations = w.sizes, w.windows, w.strides, w.dilations
+    (top, left), outputs = w.befores, w.outputs
+    spans = [tap_outputs(*w.axis(i)) for i in range(2)]
     reached = sum(e - f for f, e in spans[0]) * sum(e - f for f, e in spans[1])
     if reached > MOST_REACHED * kh * kw * outputs[0] * outputs[1]:
         return None
@@ -103,7 +87,7 @@ def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
             c0 * strides[1] + j * dilations[1] - left,
             (c1 - 1) * strides[1] + j * dilations[1] - left,
         ]
-        whole = rows == [0, height - 1] and cols == [0, width - 1] and strides == [1, 1]
+        whole = rows == [0, height - 1] and cols == [0, width - 1] and strides == (1, 1)
         block = data if whole else emit(relax.op.strided_slice(
             data, [2, 3], [rows[0], cols[0]], [rows[1] + 1, cols[1] + 1], strides,
         ))  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import tvm
 from tvm import relax
@@ -56,29 +58,58 @@ def reaching_taps(size: int, outputs: int, window: int, stride: int, dilation: i
     return (reach[0], reach[-1]) if reach else (1, 0)
 
 
-def _cropped(_rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+@dataclass(frozen=True)
+class Window:
+    """An NCHW / OIHW ``conv2d``'s two spatial axes, each ``(height, width)``: the input's
+    sizes, the window, strides, dilations, padding before and after, and the outputs."""
+
+    sizes: tuple[int, int]
+    windows: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    befores: tuple[int, int]
+    afters: tuple[int, int]
+    outputs: tuple[int, int]
+
+    def axis(self, i: int) -> tuple[int, int, int, int, int, int]:
+        """``(size, outputs, window, stride, dilation, before)`` of axis ``i``: the arguments of
+        :func:`reaching_taps` and its kin."""
+        return (self.sizes[i], self.outputs[i], self.windows[i], self.strides[i],
+                self.dilations[i], self.befores[i])  # fmt: skip
+
+
+def window_of(call: relax.Call) -> Window | None:
+    """The :class:`Window` of ``call`` where it is an NCHW / OIHW ``conv2d`` of static shapes,
+    else None."""
     if not (isinstance(call.op, tvm.ir.Op) and call.op.name == CONV2D_OP):
         return None
     a = call.attrs
     if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW":
         return None
-    data, weight = call.args
-    dims = [static_dims(data.ty), static_dims(weight.ty)]
+    dims = [static_dims(arg.ty) for arg in call.args]
     if None in dims:
         return None
     (_, _, height, width), (_, _, kh, kw) = dims
-    strides = [int(s) for s in a.strides]
-    dilations = [int(d) for d in a.dilation]
     top, left, bottom, right = (int(p) for p in a.padding)
     sizes, windows, befores, afters = (height, width), (kh, kw), (top, left), (bottom, right)
-    outputs = [
+    strides = tuple(int(v) for v in a.strides)
+    dilations = tuple(int(v) for v in a.dilation)
+    outputs = tuple(
         (sizes[i] + befores[i] + afters[i] - dilations[i] * (windows[i] - 1) - 1) // strides[i] + 1
         for i in range(2)
-    ]
-    taps = [
-        reaching_taps(sizes[i], outputs[i], windows[i], strides[i], dilations[i], befores[i])
-        for i in range(2)
-    ]
+    )
+    return Window(sizes, windows, strides, dilations, befores, afters, outputs)
+
+
+def _cropped(_rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
+    w = window_of(call)
+    if w is None:
+        return None
+    a = call.attrs
+    data, weight = call.args
+    sizes, windows, strides, dilations = w.sizes, w.windows, w.strides, w.dilations
+    befores, outputs = w.befores, w.outputs
+    taps = [reaching_taps(*w.axis(i)) for i in range(2)]
     if any(last < first for first, last in taps):
         return None  # every tap reads padding alone: a zero output, left to the kernels
     if all((first, last) == (0, windows[i] - 1) for i, (first, last) in enumerate(taps)):
