@@ -68,6 +68,7 @@ def test_tap_by_tap_keeps_the_numbers(shape, weights, attrs):
         ((1, 4, 14, 14), (3, 4, 3, 3), {"padding": 1}),
         ((1, 4, 32, 32), (3, 4, 3, 3), {"padding": 12, "dilation": 12}),  # most reach
         ((1, 4, 14, 14), (3, 4, 1, 1), {}),
+        ((1, 4, 2, 2), (3, 4, 3, 3), {"padding": 1}),  # under half reach, but undilated
     ],
 )  # fmt: skip
 def test_windows_that_mostly_reach_the_input_are_left(shape, weights, attrs):

@@ -35,7 +35,9 @@ class ConvolutionTapsByRegion:
     tap it multiplies only what reaches the input. The taps whose outputs are all of them are
     not padded; numbers are the convolution's (the same products, summed in another order).
     Windows cropped first (:class:`~tvm_hetero.passes.CropConvolutionTaps`), static shapes,
-    at most :data:`MOST_TAPS` taps.
+    dilated windows of at most :data:`MOST_TAPS` taps (an undilated 3 x 3 window over a 2 x 2
+    map reaches the input for under half its pairs too, but there nine small kernels would
+    cost more than the one).
 
     Notes
     -----
@@ -63,8 +65,8 @@ def tap_outputs(size: int, outputs: int, window: int, stride: int, dilation: int
 
 def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     w = window_of(call)
-    if w is None or not 2 <= w.windows[0] * w.windows[1] <= MOST_TAPS:
-        return None
+    if w is None or not 2 <= w.windows[0] * w.windows[1] <= MOST_TAPS or max(w.dilations) < 2:
+        return None  # an undilated window over a small map: one kernel beats nine small ones
     a = call.attrs
     data, weight = call.args
     (height, width), (kh, kw), strides, dilations = w.sizes, w.windows, w.strides, w.dilations
