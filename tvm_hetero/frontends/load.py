@@ -108,9 +108,9 @@ def _load(source: Any, shapes, spec, example_args, overrides: dict, loops: bool)
 
 def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
     """Wrap an IRModule with entry ``main``; inputs are its first ``num_input`` parameters.
-    Computations of empty tensors become constants (:class:`EmptyTensorsAsConstants`), and
+    Computations of empty tensors become constants (:class:`EmptyTensorsAsConstants`),
     convolution taps that read padding alone are dropped (:class:`CropConvolutionTaps`), and
-    convolutions whose taps mostly read padding computed tap by tap
+    dilated convolutions whose taps mostly read padding are computed tap by tap
     (:class:`ConvolutionTapsByRegion`)."""
     from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
     from tvm_hetero.passes.crop_convolution_taps import CropConvolutionTaps
