@@ -135,7 +135,8 @@ def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, 
     """``zoo.outside``: ``hf:CLASS:FIELD=VALUE,...`` joins the corpus as the class built from
     its own config's defaults with those fields (a list or a string as Python writes it), over
     the input its ``main_input_name`` names (token ids, or an image of the config's size), its
-    output the first field of the model's."""
+    output the first field of the model's. (transformers is a benchmark dependency.)"""
+    pytest.importorskip("transformers")
     try:
         assert zoo.outside(name) == name and zoo.CORPUS[name].source == "transformers"
         module, (x,) = zoo.CORPUS[name].make(True)
@@ -170,24 +171,43 @@ def test_sym_exports_any_model_with_a_symbolic_batch():
         assert zoo.outside("sym:squeezenet1_1") == "sym:squeezenet1_1"
         assert zoo.CORPUS["sym:squeezenet1_1"].symbolic
         assert zoo.CORPUS["sym:squeezenet1_1"].build is zoo.CORPUS["squeezenet1_1"].build
-        assert zoo.outside("sym:" + TINY_BERT) in zoo.CORPUS and TINY_BERT in zoo.CORPUS
+        assert zoo.outside("sym:tv:mnasnet0_5") in zoo.CORPUS and "tv:mnasnet0_5" in zoo.CORPUS
     finally:
-        for name in ("sym:squeezenet1_1", "sym:" + TINY_BERT, TINY_BERT):
+        for name in ("sym:squeezenet1_1", "sym:tv:mnasnet0_5", "tv:mnasnet0_5"):
             zoo.CORPUS.pop(name, None)
 
 
 @pytest.mark.parametrize(
     "name",
-    ["hf:NoSuchModel", "hf:BertConfig", "hf:BertModel:num_hidden_layers", "hf:BertModel:a=b",
-     "hf:BertModel:hidden_size=(", "hf:BertModel:**x", "other:resnet18", "tv:nope",
-     "tv:list_models", "tv:video.VideoResNet", "tv:quantization.resnet18", "sym:nope"],
+    ["hf:BertModel:num_hidden_layers", "hf:BertModel:a=b", "hf:BertModel:hidden_size=(",
+     "hf:BertModel:**x", "hf:Bert Model", "other:resnet18", "tv:nope", "tv:list_models",
+     "tv:video.VideoResNet", "tv:quantization.resnet18", "sym:nope"],
 )  # fmt: skip
 def test_a_name_outside_the_corpus_that_names_no_model_is_left_out(name):
-    """No class, a config rather than a model, a value without its field, a value that is not
-    a literal, an unknown prefix, no such torchvision builder (or a helper, a class, a family
+    """A value without its field, a value that is not a literal, a class name that is no
+    name, an unknown prefix, no such torchvision builder (or a helper, a class, a family
     without an input here), a symbolic batch of nothing: not added (each benchmark's check
-    then names it, exit 2)."""
+    then names it, exit 2); none of it needs transformers."""
     assert zoo.outside(name) == name and name not in zoo.CORPUS
+
+
+@pytest.mark.parametrize("name", ["hf:NoSuchModel", "hf:BertConfig", "hf:BertTokenizer"])
+def test_a_transformers_name_that_is_no_model_class_is_left_out(name):
+    """No such class, a config, a tokenizer: not model classes with an input here."""
+    pytest.importorskip("transformers")
+    assert zoo.outside(name) == name and name not in zoo.CORPUS
+
+
+def test_hf_specs_are_a_class_and_literal_fields():
+    assert zoo.hf_spec("Swinv2Model:depths=[2,2,2,2],embed_dim=48") == (
+        "Swinv2Model",
+        {"depths": [2, 2, 2, 2], "embed_dim": 48},
+    )
+    assert zoo.hf_spec("BigBirdModel:attention_type='original_full'") == (
+        "BigBirdModel",
+        {"attention_type": "original_full"},
+    )
+    assert zoo.hf_spec("CvtModel") == ("CvtModel", {})
 
 
 def test_a_run_of_other_models_keeps_the_rows_of_timm_models_outside_the_corpus(

@@ -510,27 +510,38 @@ tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 ima
 size the config names)."""
 
 
-def _hf(spec: str) -> Entry | None:
-    """``CLASS[:KEY=VALUE,...]``: ``transformers.CLASS`` built from its own config class's
-    defaults with the given fields changed (Python literals; ``hidden_size=256,
-    num_hidden_layers=2``), eager attention, its first output field as the output, over
-    :data:`HF_INPUTS`'s input for its ``main_input_name``; None where ``CLASS`` is not a
-    transformers model class with one of those inputs or a field is not a literal."""
+def hf_spec(spec: str) -> tuple[str, dict] | None:
+    """``CLASS[:FIELD=VALUE,...]`` as ``(CLASS, {FIELD: VALUE})``, each value a Python literal
+    (``depths=[2,2,2,2]``); None where a value is not a literal or has no field's name. No
+    class is looked up here."""
     import ast
 
-    import transformers
-
     cls_name, _, fields = spec.partition(":")
-    cls = getattr(transformers, cls_name, None)
-    if not isinstance(cls, type) or getattr(cls, "main_input_name", None) not in HF_INPUTS:
-        return None
     try:
         call = ast.parse(f"config({fields})", mode="eval").body
         config = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     except (ValueError, SyntaxError):
         return None
-    if call.args or None in config:
+    if call.args or None in config or not cls_name.isidentifier():
         return None  # a value without its field's name
+    return cls_name, config
+
+
+def _hf(spec: str) -> Entry | None:
+    """``CLASS[:KEY=VALUE,...]`` (:func:`hf_spec`): ``transformers.CLASS`` built from its own
+    config class's defaults with the given fields changed, eager attention, its first output
+    field as the output, over :data:`HF_INPUTS`'s input for its ``main_input_name``; None
+    where the spec does not parse or ``CLASS`` is not a transformers model class with one of
+    those inputs."""
+    parsed = hf_spec(spec)
+    if parsed is None:
+        return None
+    import transformers
+
+    cls_name, config = parsed
+    cls = getattr(transformers, cls_name, None)
+    if not isinstance(cls, type) or getattr(cls, "main_input_name", None) not in HF_INPUTS:
+        return None
 
     def build(small: bool):
         cfg = cls.config_class(**config)

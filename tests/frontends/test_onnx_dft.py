@@ -63,6 +63,7 @@ def test_dft_matches_onnx_runtime(tmp_path, shape, opset, axis, length, attrs):
 def test_dft_of_a_torch_fft_matches_torch(tmp_path):
     """FNet's token mixing: ``fftn`` over tokens and channels, its real part."""
     torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")  # the dynamo exporter's (a benchmark dependency)
 
     class Mix(torch.nn.Module):
         def forward(self, x):
