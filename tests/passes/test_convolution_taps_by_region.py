@@ -9,7 +9,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_hetero.passes import ConvolutionTapsByRegion
-from tvm_hetero.passes.convolution_taps_by_region import tap_outputs
+from tvm_hetero.passes.crop_convolution_taps import tap_outputs
 
 
 @I.ir_module

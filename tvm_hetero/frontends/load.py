@@ -178,20 +178,26 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
     try:
         mod = _converted(proto, shapes, loops)
     except UnsupportedOperatorError as err:
-        from tvm_hetero.frontends.onnx_fold import folded
-
-        simpler = folded(proto, shapes)  # the shape arithmetic it failed on, evaluated
-        if simpler is None:
-            raise UnsupportedOperatorError(
-                f"{path}: {err}{_symbolic_hint(proto, shapes)}"
-            ) from None
-        try:
-            mod = _converted(simpler, shapes, loops)
-        except UnsupportedOperatorError:  # the first failure
+        mod = _converted_folded(proto, shapes, loops)
+        if mod is None:  # the first failure is the one to tell
             raise UnsupportedOperatorError(
                 f"{path}: {err}{_symbolic_hint(proto, shapes)}"
             ) from None
     return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+def _converted_folded(proto: Any, shapes: Mapping | None, loops: bool) -> tvm.IRModule | None:
+    """``proto`` with its constant shape arithmetic evaluated (:func:`onnx_fold.folded`),
+    through :func:`_converted`; None where nothing folds or it fails again."""
+    from tvm_hetero.frontends.onnx_fold import folded
+
+    simpler = folded(proto, shapes)
+    if simpler is None:
+        return None
+    try:
+        return _converted(simpler, shapes, loops)
+    except UnsupportedOperatorError:
+        return None
 
 
 FRONTEND_ERRORS = (tvm.error.OpError, tvm.error.InternalError, ValueError, TypeError,

@@ -44,12 +44,12 @@ def folded(proto: onnx.ModelProto, shapes: Mapping | None = None) -> onnx.ModelP
     except Exception:  # shape inference refuses some exports outright
         return None
     graph = inferred.graph
-    shapes = _static_shapes(graph)
+    static = _static_shapes(graph)
     known = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     opsets = list(proto.opset_import)
     kept, changed = [], False
     for node in graph.node:
-        values = _evaluate(node, known, shapes, opsets)
+        values = _evaluate(node, known, static, opsets)
         if values is None:
             kept.append(node)
             continue

@@ -6,11 +6,10 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.ir import IRModule
-from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.mutate import rewrite_calls
-from tvm_hetero.passes.crop_convolution_taps import window_of
+from tvm_hetero.passes.crop_convolution_taps import tap_outputs, window_of, window_weights
 
 MOST_REACHED = 0.5
 """The largest share of (tap, output) pairs that read the input, over all of them, for which a
@@ -50,19 +49,6 @@ class ConvolutionTapsByRegion:
         return rewrite_calls(mod, _by_region)
 
 
-def tap_outputs(size: int, outputs: int, window: int, stride: int, dilation: int,
-                before: int) -> list[tuple[int, int]]:  # fmt: skip
-    """For each tap of one axis, ``(first, end)``: the outputs whose read of that tap lands in
-    the input (``end <= first``: none)."""
-    spans = []
-    for k in range(window):
-        offset = k * dilation - before
-        first = -(offset // stride) if offset < 0 else 0  # least o with o * stride + offset >= 0
-        end = min(outputs, (size - 1 - offset) // stride + 1) if size - 1 - offset >= 0 else 0
-        spans.append((first, max(first, end)))
-    return spans
-
-
 def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     w = window_of(call)
     if w is None or not 2 <= w.windows[0] * w.windows[1] <= MOST_TAPS or max(w.dilations) < 2:
@@ -93,7 +79,7 @@ def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
         block = data if whole else emit(relax.op.strided_slice(
             data, [2, 3], [rows[0], cols[0]], [rows[1] + 1, cols[1] + 1], strides,
         ))  # fmt: skip
-        tap = _tap(weight, i, j)
+        tap = window_weights(weight, (i, i + 1), (j, j + 1))
         part = emit(relax.op.nn.conv2d(block, tap, groups=int(a.groups),
                                        out_dtype=a.out_dtype or None))  # fmt: skip
         pads = [r0, outputs[0] - r1, c0, outputs[1] - c1]
@@ -101,11 +87,3 @@ def _by_region(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
             part = emit(relax.op.nn.pad(part, [0, 0, 0, 0, pads[0], pads[1], pads[2], pads[3]]))
         total = part if total is None else emit(relax.op.add(total, part))
     return total
-
-
-def _tap(weight: relax.Expr, i: int, j: int) -> relax.Expr:
-    """The weights of tap ``(i, j)``, a 1x1 window."""
-    if isinstance(weight, Constant):
-        return relax.const(weight.value.numpy()[:, :, i : i + 1, j : j + 1].copy(),
-                           str(weight.ty.dtype))  # fmt: skip
-    return relax.op.strided_slice(weight, [2, 3], [i, j], [i + 1, j + 1])

@@ -44,18 +44,36 @@ class CropConvolutionTaps:
         return rewrite_calls(mod, _cropped)
 
 
-def reaching_taps(size: int, outputs: int, window: int, stride: int, dilation: int,
-                  before: int) -> tuple[int, int]:  # fmt: skip
-    """``(first, last)``: the taps of one axis that read the input for some output (``last <
-    first``: none). Tap ``k`` reads ``o * stride + k * dilation - before``; the first output
-    at or past the input's start is the one to check."""
-    reach = []
+def tap_outputs(size: int, outputs: int, window: int, stride: int, dilation: int,
+                before: int) -> list[tuple[int, int]]:  # fmt: skip
+    """For each tap of one axis, ``(first, end)``: the outputs whose read of that tap lands in
+    the input (``end <= first``: none). Tap ``k`` reads ``o * stride + k * dilation -
+    before``."""
+    spans = []
     for k in range(window):
         offset = k * dilation - before
-        first = -(offset // stride) if offset < 0 else 0  # the least o with o * stride >= -offset
-        if first < outputs and 0 <= first * stride + offset < size:
-            reach.append(k)
+        first = -(offset // stride) if offset < 0 else 0  # least o with o * stride + offset >= 0
+        end = min(outputs, (size - 1 - offset) // stride + 1) if size - 1 - offset >= 0 else 0
+        spans.append((first, max(first, end)))
+    return spans
+
+
+def reaching_taps(size: int, outputs: int, window: int, stride: int, dilation: int,
+                  before: int) -> tuple[int, int]:  # fmt: skip
+    """``(first, last)``: the taps of one axis that read the input for some output
+    (:func:`tap_outputs`; ``last < first``: none)."""
+    spans = tap_outputs(size, outputs, window, stride, dilation, before)
+    reach = [k for k, (first, end) in enumerate(spans) if end > first]
     return (reach[0], reach[-1]) if reach else (1, 0)
+
+
+def window_weights(weight: relax.Expr, rows: tuple[int, int], cols: tuple[int, int]):
+    """The taps ``rows[0]:rows[1]`` x ``cols[0]:cols[1]`` of OIHW weights: a constant sliced
+    here, anything else by a ``strided_slice``."""
+    if isinstance(weight, Constant):
+        kept = weight.value.numpy()[:, :, rows[0] : rows[1], cols[0] : cols[1]]
+        return relax.const(np.ascontiguousarray(kept), str(weight.ty.dtype))
+    return relax.op.strided_slice(weight, [2, 3], [rows[0], cols[0]], [rows[1], cols[1]])
 
 
 @dataclass(frozen=True)
@@ -124,15 +142,11 @@ def _cropped(_rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     if min(new_before + new_after) < 0:
         return None  # the output would need the input cropped: left as it is
     (h0, h1), (w0, w1) = taps
-    if isinstance(weight, Constant):
-        kept = weight.value.numpy()[:, :, h0 : h1 + 1, w0 : w1 + 1]
-        weight = relax.const(np.ascontiguousarray(kept), str(weight.ty.dtype))
-    else:
-        weight = relax.op.strided_slice(weight, [2, 3], [h0, w0], [h1 + 1, w1 + 1])
+    weight = window_weights(weight, (h0, h1 + 1), (w0, w1 + 1))
     return relax.op.nn.conv2d(
         data, weight, a.strides, [new_before[0], new_before[1], new_after[0], new_after[1]],
         a.dilation, int(a.groups), a.data_layout, a.kernel_layout, a.out_layout,
-        None if a.out_dtype is None or str(a.out_dtype) in ("", "None") else str(a.out_dtype),
+        a.out_dtype or None,
     )  # fmt: skip
 
 
