@@ -104,10 +104,11 @@ def _timm(name: str, size: int = 224, **kw) -> Entry:
 
 
 class _Field(nn.Module):
-    """A model returning one field of its output as a tensor (ONNX wants tensors); ``keyword``
-    names the argument its input goes to (positional when empty)."""
+    """A model returning one field of its output as a tensor (ONNX wants tensors): by name, or
+    by position (``0``: a transformers output's first field); ``keyword`` names the argument
+    its input goes to (positional when empty)."""
 
-    def __init__(self, model: nn.Module, field: str, keyword: str = "") -> None:
+    def __init__(self, model: nn.Module, field: str | int, keyword: str = "") -> None:
         super().__init__()
         self.model, self.field, self.keyword = model, field, keyword
 
@@ -485,14 +486,12 @@ def _tv(spec: str) -> Entry | None:
 
     family, _, name = spec.rpartition(".")
     family = f"{family}." if family else ""
-    module = torchvision.models
-    for part in family.split(".")[:-1]:
-        module = getattr(module, part, None)
-    builder = getattr(module, name, None) if module is not None else None
-    if family not in TV_INPUTS or not callable(builder) or name.startswith("_"):
+    if family not in TV_INPUTS:
         return None
+    module = getattr(torchvision.models, family[:-1]) if family else torchvision.models
     if name not in torchvision.models.list_models(module):
-        return None  # a helper or a class, not a model builder
+        return None  # no such builder (a helper or a class is none either)
+    builder = getattr(module, name)
 
     def build(small: bool):
         extra = {"weights_backbone": None} if family == "segmentation." else {}
@@ -559,21 +558,9 @@ def _hf(spec: str) -> Entry | None:
             named = getattr(cfg, "image_size", None)
             side = named if isinstance(named, int) else length
             x = torch.randn(1, 3, side, side)
-        return _First(model, kind), (x,)
+        return _Field(model, 0, kind), (x,)
 
     return Entry("transformers", build)
-
-
-class _First(nn.Module):
-    """A transformers model returning its output's first field (``logits``,
-    ``last_hidden_state``) as a tensor, its input given as ``keyword``."""
-
-    def __init__(self, model: nn.Module, keyword: str) -> None:
-        super().__init__()
-        self.model, self.keyword = model, keyword
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(**{self.keyword: x})[0]
 
 
 def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, dict]:
