@@ -109,3 +109,20 @@ def test_the_pass_runs_on_a_module():
     mod = tvm.IRModule({"f": _before})
     after = StridedLoadsAsShuffles()(mod)
     assert "T.Shuffle" in after["f"].script() and "T.Ramp(i * 32, 2, 16)" not in after.script()
+
+
+def test_a_function_whose_statements_nest_past_pythons_frame_limit_is_walked():
+    """Mamba's selective scan, unrolled by its export, lowers to statements 520 deep, and the
+    walk recursed past Python's 1,000 frames (``RecursionError`` from a compile): here the
+    strided read sits under 600 loops and is still rewritten."""
+    from tvm import tirx
+
+    attr = _before.body
+    nested = attr.body
+    for k in range(600):
+        nested = tirx.For(tirx.Var(f"k{k}", "int32"), 0, 1, tirx.ForKind.SERIAL, nested)
+    deep = _before.with_body(tirx.AttrStmt(attr.node, attr.attr_key, attr.value, nested))
+    inner = StridedLoadsAsShuffles()(tvm.IRModule({"main": deep}))["main"].body.body
+    for _ in range(600):
+        inner = inner.body
+    tvm.ir.assert_structural_equal(inner, _expected.body.body, map_free_vars=True)

@@ -4,6 +4,7 @@ buffer's bytes, and a module's TIR functions one by one."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import tvm
@@ -98,14 +99,27 @@ def realizes(stmt: tirx.Stmt, loops: list | None = None) -> list[tuple]:
     return [] if body is None else realizes(body, loops)
 
 
+DEEP_WALK_FRAMES = 100_000
+"""Python frames a walk of a TIR function may nest (:func:`with_prim_funcs`). A walk recurses
+once a statement: Mamba's selective scan from transformers, unrolled over 128 tokens by its
+export, lowers to a host function whose statements nest 520 deep, two or three frames a level, past
+Python's default limit of 1,000 (``RecursionError`` from ``tvm-hetero compile``)."""
+
+
 def with_prim_funcs(mod: tvm.IRModule, change: Callable[[PrimFunc], PrimFunc]) -> tvm.IRModule:
     """``mod`` with ``change`` applied to each of its TIR functions (``change`` returns a
-    function itself where it changes nothing; ``mod`` itself where none changes)."""
-    changed = {
-        gv: new
-        for gv, func in mod.functions_items()
-        if isinstance(func, PrimFunc) and (new := change(func)) is not func
-    }
+    function itself where it changes nothing; ``mod`` itself where none changes), with room
+    for :data:`DEEP_WALK_FRAMES` frames."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEEP_WALK_FRAMES))
+    try:
+        changed = {
+            gv: new
+            for gv, func in mod.functions_items()
+            if isinstance(func, PrimFunc) and (new := change(func)) is not func
+        }
+    finally:
+        sys.setrecursionlimit(limit)
     if not changed:
         return mod
     functions = {gv: changed.get(gv, func) for gv, func in mod.functions_items()}
