@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -94,11 +95,16 @@ def _symbolic(entry: Entry) -> Entry:
     return Entry(entry.source, entry.build, symbolic=True)
 
 
-def _timm(name: str, size: int = 224, **kw) -> Entry:
+def _timm(name: str, size: int | None = 224, **kw) -> Entry:
+    """A timm model over a ``size`` x ``size`` image (``None``: the side its own configuration
+    names, 256 for BoTNet and HaloNet, whose attention takes no other)."""
+
     def build(small: bool):
         import timm
 
-        return timm.create_model(name, pretrained=False, **kw), _image(size, False)
+        model = timm.create_model(name, pretrained=False, **kw)
+        side = size or model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
+        return model, _image(side, False)
 
     return Entry("timm", build)
 
@@ -439,6 +445,27 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
     return names, args
 
 
+def float64_outputs(name: str, small: bool = False) -> list[np.ndarray] | None:
+    """``CORPUS[name]`` built as :func:`export` builds it (the same seed, so the same weights
+    and inputs) and run by torch in float64, its floating inputs widened: its output tensors in
+    order, a reference more exact than any float32 runtime (``None`` where the module does not
+    run in float64)."""
+    torch.manual_seed(0)
+    try:
+        module, args = CORPUS[name].make(small)
+        wide = [a.double() if a.is_floating_point() else a for a in args]
+        with torch.no_grad():
+            out = module.eval().double()(*wide)
+    except Exception:  # a module that does not run in float64 has no reference
+        return None
+    tensors = [out] if isinstance(out, torch.Tensor) else out
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        return None
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    return [t.numpy() for t in tensors]
+
+
 def input_names(args: tuple) -> tuple[str, ...]:
     """The ONNX input names a corpus export gives its example inputs ``args``: ``in0``,
     ``in1``..."""
@@ -449,7 +476,7 @@ def outside(name: str) -> str:
     """``name``; one of the forms of :data:`OUTSIDE_FORMS` is added to :data:`CORPUS` under
     that name first, so that a benchmark taking corpus models can measure a model no one here
     has tuned for: ``timm:NAME`` (a timm model, built as the corpus builds its timm models:
-    random weights made live, a 224 x 224 image), ``tv:NAME`` (a torchvision model,
+    random weights made live, an image of the size its configuration names), ``tv:NAME`` (a torchvision model,
     :func:`_tv`), ``hf:CLASS[:FIELD=VALUE,...]`` (a transformers model class, :func:`_hf`),
     ``sym:MODEL`` (any of these or a corpus model exported with a symbolic batch, loaded as
     batch 1). Anything else is left as it is (the caller finds it missing from the corpus)."""
@@ -457,7 +484,7 @@ def outside(name: str) -> str:
         return name
     entry = None
     if name.startswith("timm:"):
-        entry = _timm(name.removeprefix("timm:"))
+        entry = _timm(name.removeprefix("timm:"), size=None)
     elif name.startswith("tv:"):
         entry = _tv(name.removeprefix("tv:"))
     elif name.startswith("hf:"):
