@@ -33,6 +33,15 @@ def test_corpus_model_imports_compiles_and_matches_onnx_runtime(name, tmp_path):
     assert row["rel_err"] <= corpus.TOLERANCE
 
 
+def _row_of(module: torch.nn.Module, x: torch.Tensor, tmp_path) -> dict:
+    """``corpus.check``'s row for ``module`` over ``x``, in the corpus for the call."""
+    zoo.CORPUS["probe"] = zoo.Entry("pytorch", lambda small: (module, (x,)))
+    try:
+        return corpus.check("probe", tmp_path, rounds=0, small=True)
+    finally:
+        zoo.CORPUS.pop("probe")
+
+
 def test_a_model_whose_reference_output_is_one_value_is_not_counted_as_matching(tmp_path):
     """A dead model (every output the same: transformers' EfficientNet at its random
     initialisation gave zeros) matches any build; the row stops at ``reference``."""
@@ -41,11 +50,7 @@ def test_a_model_whose_reference_output_is_one_value_is_not_counted_as_matching(
         def forward(self, x):
             return torch.relu(-x.abs())
 
-    zoo.CORPUS["dead"] = zoo.Entry("pytorch", lambda small: (Dead(), (torch.randn(1, 8),)))
-    try:
-        row = corpus.check("dead", tmp_path, rounds=0, small=True)
-    finally:
-        zoo.CORPUS.pop("dead")
+    row = _row_of(Dead(), torch.randn(1, 8), tmp_path)
     assert row["stage"] == "reference" and "one value" in row["error"]
 
 
@@ -264,12 +269,7 @@ def test_where_ours_and_onnx_runtime_differ_torch_in_float64_says_which_is_off(
     monkeypatch.setattr(ort_timing, "cpu_session", Session)
     if off == "ours":
         monkeypatch.setattr(api, "run", lambda *args: _offset(real_run(*args), 0.01))
-    linear = lambda small: (torch.nn.Linear(8, 4), (torch.randn(1, 8),))  # noqa: E731
-    zoo.CORPUS["linear"] = zoo.Entry("pytorch", linear)
-    try:
-        row = corpus.check("linear", tmp_path, rounds=0, small=True)
-    finally:
-        zoo.CORPUS.pop("linear")
+    row = _row_of(torch.nn.Linear(8, 4), torch.randn(1, 8), tmp_path)
     assert row["rel_err"] > corpus.TOLERANCE
     wrong, right = ("rel_err_f64", "ort_rel_err_f64")[:: 1 if off == "ours" else -1]
     assert row[right] < 1e-6 and row[wrong] > corpus.TOLERANCE
@@ -286,9 +286,5 @@ def test_a_model_whose_reference_output_is_subnormal_is_not_counted_as_matching(
         def forward(self, x):
             return x * 1e-42
 
-    zoo.CORPUS["faint"] = zoo.Entry("pytorch", lambda small: (Faint(), (torch.randn(1, 8),)))
-    try:
-        row = corpus.check("faint", tmp_path, rounds=0, small=True)
-    finally:
-        zoo.CORPUS.pop("faint")
+    row = _row_of(Faint(), torch.randn(1, 8), tmp_path)
     assert row["stage"] == "reference" and "normal range" in row["error"]
