@@ -587,6 +587,18 @@ def copies_in_task() -> str:
     return _switched("CHANNEL_TILE_COPIES_IN_TASK")
 
 
+def channel_write_back() -> str:
+    """``benchmarks/cpu_kernels/channel_write_back.py``: a channel tile one position wide
+    written back a vector of channels at a time, or along the width."""
+    return _before_and_now("channel_write_back.jsonl", "convolution and activation")
+
+
+def channel_write_back_models() -> str:
+    """``before_and_now.py ... --off ...conv:CHANNEL_VECTOR_WRITE_BACK=False``: whole models
+    with the channel tile written back a vector of channels at a time, and along the width."""
+    return _switched("CHANNEL_VECTOR_WRITE_BACK")
+
+
 def deep_panels() -> str:
     """``before_and_now.py ... --off ...matmul:DEEP_PANELS=False``: deep panels summed in
     blocks of their depth, and whole."""
@@ -715,6 +727,8 @@ SECTIONS = {
     "one-panel-bands": one_panel_bands,
     "pads-in-pieces": pads_in_pieces,
     "copies-in-task": copies_in_task,
+    "channel-write-back": channel_write_back,
+    "channel-write-back-models": channel_write_back_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,
     "padded-rows-as-columns": padded_rows_as_columns,

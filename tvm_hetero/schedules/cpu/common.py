@@ -151,6 +151,7 @@ def accumulate_in_registers(
     reduction_loop,
     target: Target,
     unrolled: bool = False,
+    vector_axis: int | None = None,
 ) -> s_tir.schedule.SBlockRV:
     """Accumulate ``main``'s output tile in a local buffer under ``tile_loop``, write it back
     (vectorized, with the epilogues folded in) and initialise it outside ``reduction_loop``.
@@ -158,11 +159,17 @@ def accumulate_in_registers(
     domain) stays a loop nest of its own, vectorized and parallel. ``unrolled``: the loops
     that write the tile back are unrolled too, so that a tile of several rows whose last
     vector is cropped (a ``T.where``) stays in registers; left as loops, LLVM kept such a
-    tile in memory and gathered it back. Returns the block that writes the tile back."""
+    tile in memory and gathered it back. ``vector_axis``: the write-back runs with that
+    dimension of the output innermost and vectorized, not the last (a tile whose vector is
+    a run of channels, one position wide). Returns the block that writes the tile back."""
     acc = sch.cache_write(main, 0, "local")
     sch.reverse_compute_at(acc, tile_loop, preserve_unit_loops=True)
     inline_consumers(sch, acc)
     loops = sch.get_loops(acc)
+    if vector_axis is not None:
+        own = loops[-len(sch.get(acc).iter_vars) :]
+        sch.reorder(*[loop for k, loop in enumerate(own) if k != vector_axis], own[vector_axis])
+        loops = sch.get_loops(acc)
     sch.vectorize(loops[-1])
     if unrolled:
         tile = sch.get(tile_loop)
