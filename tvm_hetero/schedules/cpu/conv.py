@@ -722,7 +722,9 @@ def _in_registers(
     tile, :data:`DEPTHWISE_ROWS`): the tile is written back unrolled and each task computes the
     producers' part it reads (:func:`_in_task`), as with ``copies_in_task`` alone (the
     tile written back as it was). ``rows_first`` (:func:`rows_before_channels`): the
-    producers' parallel pass runs over rows before channels, as the tasks do."""
+    producers' parallel pass runs over rows before channels, as the tasks do.
+    ``vector_axis``: the output dimension the tile is written back along, its other loops
+    unrolled (:func:`~tvm_hetero.schedules.cpu.common.accumulate_in_registers`)."""
     outer, tile, reduction, unrolled, vector = nest
     producers = [sch.get(p).name_hint for p in sch.get_producers(main)]
     anchor, first, fused = tile, reduction[0], None
