@@ -301,16 +301,18 @@ def _worker_args(port: int) -> list[str]:
 def start_workers(tmp_path_factory):
     """Start ``count`` ``tvm-hetero worker`` processes at once on loopback, with the TVM runtime
     library only (``extra``: more flags; each keeps its libraries in a test folder unless
-    ``extra`` says where; ``cwd``: the folder they start in; ``env``: more environment);
+    ``extra`` says where; ``cwd``: the folder they start in; ``env``: more environment;
+    ``own_cache``: the worker makes its own temporary folder, as a user's does);
     returns ``[(port, process)]``; all are killed (process group) at the end."""
     procs: list[subprocess.Popen] = []
 
     def start(
         count: int = 1, extra: tuple[str, ...] = (), cwd: Path | None = None,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, own_cache: bool = False,
     ) -> list[tuple[int, subprocess.Popen]]:  # fmt: skip
         ports = free_ports(count)
-        cache = () if "--cache" in extra else ("--cache", str(tmp_path_factory.mktemp("cache")))
+        given = "--cache" in extra or own_cache  # own_cache: a temporary folder of its own
+        cache = () if given else ("--cache", str(tmp_path_factory.mktemp("cache")))
         environment = {**os.environ, "TVM_USE_RUNTIME_LIB": "1", **(env or {})}
         new = [launch([*_worker_args(p), *cache, *extra], environment, cwd) for p in ports]
         procs.extend(new)

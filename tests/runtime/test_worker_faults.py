@@ -105,6 +105,24 @@ def test_a_killed_worker_takes_its_session_with_it(start_workers):
     del session
 
 
+def test_a_terminated_worker_exits_at_once_with_a_session_open(start_workers):
+    """SIGTERM ends a worker while a client holds a session open, the session with it, and
+    removes the temporary folder the worker made: the interpreter's exit had waited for the
+    session's process, and a tutorial's ``proc.wait()`` after ``terminate()`` hung 300 s in
+    ``make test``."""
+    ((port, proc),) = start_workers(1, own_cache=True)
+    worker = psutil.Process(proc.pid)
+    folder = Path(worker.cwd())  # the worker works in the folder it made
+    session, _ = remote_worker.connect_worker(_edge(port), timeout_s=10.0)
+    (pid,) = _session_pids(worker, port)
+    child = psutil.Process(pid)
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0  # raises subprocess.TimeoutExpired if it lives on
+    _, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive and folder.name.startswith("tvm-hetero-worker-") and not folder.exists()
+    del session
+
+
 def test_a_worker_serves_on_when_the_folder_it_started_in_is_deleted(start_workers, tmp_path):
     """The folder a worker started in is deleted under it (a cluster brought up from a
     benchmark's clone, the clone made again), then its own folder while a session is open:

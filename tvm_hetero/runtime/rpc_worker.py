@@ -689,11 +689,12 @@ def serve(
     from tvm_hetero.runtime.uploads import LibraryStore
 
     _BIND["host"] = host
+    owned = None
     if cache is None and cache_bytes > 0:
-        cache = Path(tempfile.mkdtemp(prefix="tvm-hetero-worker-"))
+        cache = owned = Path(tempfile.mkdtemp(prefix="tvm-hetero-worker-"))
         owner = os.getpid()
-        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(cache, True))
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # atexit runs on SIGTERM too
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(owned, True))
+    _ended_by_sigterm(owned)
     if cache is not None:
         cache = Path(cache).resolve()  # it works in it: a relative path would move with it
         _STORE[:] = [LibraryStore(cache, cache_bytes)]
@@ -718,6 +719,21 @@ def serve(
     sock.listen(1)
     print(f"tvm-hetero worker listening on {host}:{candidate}", flush=True)
     rpc_server._listen_loop(sock, candidate, key, tracker, None, None)
+
+
+def _ended_by_sigterm(owned: Path | None) -> None:
+    """SIGTERM ends the worker at once, removing the folder of kept libraries it made
+    (``owned``); its open sessions die with it (:func:`_dying_with`). ``sys.exit`` had the
+    interpreter's exit wait for each session's process first, so a client holding a session
+    open kept a terminated worker alive (a tutorial's ``proc.wait()`` hung 300 s in ``make
+    test``). A session's own process ends on SIGTERM as a process does (:func:`_dying_with`)."""
+
+    def end(*_: Any) -> None:
+        if owned is not None:
+            shutil.rmtree(owned, True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, end)
 
 
 def _surviving(serving: Callable) -> Callable:
@@ -759,6 +775,7 @@ def _dying_with(worker_pid: int, serve_loop: Callable) -> Callable:
     served on through a session no one could stop (654 s of a run, re-parented to init)."""
 
     def session(*args: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's (_ended_by_sigterm)
         if sys.platform.startswith("linux"):
             import ctypes
 
