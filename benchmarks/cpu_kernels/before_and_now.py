@@ -97,6 +97,20 @@ def case_command(
     return 0
 
 
+def module_case_command(
+    doc: str, cases: dict, make: Callable[..., tuple], off: Callable[[], tuple], results: str
+) -> int:  # fmt: skip
+    """:func:`case_command` for cases that are torch modules over one input: ``make(*case)``
+    returns the module's builder and the input's shape (``onnx_models.export_case``)."""
+    from onnx_models import export_case
+
+    def export(case, path: Path) -> np.ndarray:
+        build, shape = make(*case)
+        return export_case(build, shape, path)
+
+    return case_command(doc, cases, export, off, results)
+
+
 def convolution_case_command(
     doc: str, cases: dict, switch: tuple[str, object], results: str
 ) -> int:  # fmt: skip

@@ -21,8 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from before_and_now import module_case_command  # noqa: E402
 
 CASES = {  # name: (channels, window, group size, activation, map side)
     "g16 3x3 144 @56 silu": (144, 3, 16, "silu", 56),
@@ -49,12 +48,10 @@ def main() -> int:
 
         return (conv, "CHANNEL_VECTOR_WRITE_BACK", False)
 
-    def export(case, path):
-        channels, window, group, activation, side = case
-        shape = (1, channels, side, side)
-        return export_case(lambda: layer(channels, window, group, activation), shape, path)
+    def make(channels: int, window: int, group: int, activation: str, side: int) -> tuple:
+        return (lambda: layer(channels, window, group, activation)), (1, channels, side, side)
 
-    return case_command(__doc__, CASES, export, off, "channel_write_back.jsonl")
+    return module_case_command(__doc__, CASES, make, off, "channel_write_back.jsonl")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
-from onnx_models import export_case  # noqa: E402
+from before_and_now import module_case_command  # noqa: E402
 
 CASES = {  # name: (channels, expanded channels, map side, blocks or 0 for one layer, swish)
     "4 x 96->576->96 @14": (96, 576, 14, 4, False),
@@ -69,12 +68,10 @@ def main() -> int:
 
         return (matmul, "write_by_position", lambda *_: None)
 
-    def export(case, path):
-        channels, expanded, side, count, swish = case
-        shape = (1, channels, side, side)
-        return export_case(lambda: blocks(channels, expanded, count, swish), shape, path)
+    def make(channels: int, expanded: int, side: int, count: int, swish: bool) -> tuple:
+        return (lambda: blocks(channels, expanded, count, swish)), (1, channels, side, side)
 
-    return case_command(__doc__, CASES, export, off, "transposed_writes.jsonl")
+    return module_case_command(__doc__, CASES, make, off, "transposed_writes.jsonl")
 
 
 if __name__ == "__main__":
