@@ -476,10 +476,11 @@ def outside(name: str) -> str:
     """``name``; one of the forms of :data:`OUTSIDE_FORMS` is added to :data:`CORPUS` under
     that name first, so that a benchmark taking corpus models can measure a model no one here
     has tuned for: ``timm:NAME`` (a timm model, built as the corpus builds its timm models:
-    random weights made live, an image of the size its configuration names), ``tv:NAME`` (a torchvision model,
-    :func:`_tv`), ``hf:CLASS[:FIELD=VALUE,...]`` (a transformers model class, :func:`_hf`),
-    ``sym:MODEL`` (any of these or a corpus model exported with a symbolic batch, loaded as
-    batch 1). Anything else is left as it is (the caller finds it missing from the corpus)."""
+    random weights made live, an image of the size its configuration names), ``tv:NAME`` (a
+    torchvision model, :func:`_tv`), ``hf:CLASS[:FIELD=VALUE,...]`` (a transformers model
+    class, :func:`_hf`), ``sym:MODEL`` (any of these or a corpus model exported with a
+    symbolic batch, loaded as batch 1). Anything else is left as it is (the caller finds it
+    missing from the corpus)."""
     if name in CORPUS:
         return name
     entry = None
