@@ -2,6 +2,7 @@
 
 import numpy as np
 import tvm
+from conftest import op_calls
 from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.script import ir as I
@@ -27,18 +28,9 @@ class Before:
         return z
 
 
-def _calls(mod):
-    return [
-        (b.var, b.value)
-        for block in mod["main"].body.blocks
-        for b in block.bindings
-        if isinstance(b.value, relax.Call)
-    ]
-
-
 def test_empty_results_are_constants_and_a_scatter_of_nothing_is_its_data():
     after = EmptyTensorsAsConstants()(Before)
-    names = [c.op.name for _, c in _calls(after)]
+    names = [c.op.name for c in op_calls(after)]
     assert names == ["relax.add"]  # the slice, its product and the scatter are gone
     bindings = {b.var.name: b.value for b in after["main"].body.blocks[0].bindings}
     assert isinstance(bindings["none"], Constant)

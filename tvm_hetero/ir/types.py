@@ -98,6 +98,16 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def static_shape(ty: Any) -> list[int] | None:
+    """``ty``'s shape as integers, or None where it has none or a symbolic dimension."""
+    shape = getattr(ty, "shape", None)
+    if not isinstance(shape, relax.ShapeExpr):
+        return None
+    if not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
+        return None
+    return [int(d) for d in shape.values]
+
+
 def cpu_op_with_static_shapes(call: Any, op: str, layouts: tuple, mod: tvm.IRModule) -> bool:
     """Whether ``call`` is ``op`` with ``(data, kernel, out)`` ``layouts``, its two operands
     and its output of static shapes, on a CPU vdevice (what the convolution rewrites take)."""

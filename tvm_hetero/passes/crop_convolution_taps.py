@@ -12,6 +12,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.mutate import rewrite_calls
+from tvm_hetero.ir.types import static_shape
 
 CONV2D_OP = "relax.nn.conv2d"
 
@@ -104,8 +105,8 @@ def window_of(call: relax.Call) -> Window | None:
     a = call.attrs
     if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW":
         return None
-    dims = [static_dims(arg.ty) for arg in call.args]
-    if None in dims:
+    dims = [static_shape(arg.ty) for arg in call.args]
+    if any(d is None or len(d) != 4 for d in dims):
         return None
     (_, _, height, width), (_, _, kh, kw) = dims
     top, left, bottom, right = (int(p) for p in a.padding)
@@ -148,13 +149,3 @@ def _cropped(_rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
         a.dilation, int(a.groups), a.data_layout, a.kernel_layout, a.out_layout,
         a.out_dtype or None,
     )  # fmt: skip
-
-
-def static_dims(ty) -> list[int] | None:
-    """The four static dimensions of tensor type ``ty``, or None."""
-    shape = getattr(ty, "shape", None)
-    if not isinstance(shape, relax.ShapeExpr) or len(shape.values) != 4:
-        return None
-    if not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
-        return None
-    return [int(d) for d in shape.values]

@@ -9,6 +9,7 @@ from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.mutate import rewrite_calls
+from tvm_hetero.ir.types import static_shape
 
 SCATTERS = {"relax.scatter_nd": (1, 2), "relax.scatter_elements": (1, 2)}
 """Scatters and their operands (indices, updates): with either empty, the data as it is."""
@@ -43,13 +44,8 @@ class EmptyTensorsAsConstants:
 
 def empty_shape(ty) -> list[int] | None:
     """The static shape of tensor type ``ty`` where one of its dimensions is zero, else None."""
-    shape = getattr(ty, "shape", None)
-    if not isinstance(ty, relax.TensorType) or not isinstance(shape, relax.ShapeExpr):
-        return None
-    if not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
-        return None
-    dims = [int(d) for d in shape.values]
-    return dims if 0 in dims else None
+    dims = static_shape(ty) if isinstance(ty, relax.TensorType) else None
+    return dims if dims is not None and 0 in dims else None
 
 
 def _without_empty(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:

@@ -15,6 +15,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import mutate_functions
+from tvm_hetero.ir.types import static_shape
 
 CONV2D_OP, ADD_OP, BATCH_NORM_OP, RESHAPE_OP = (
     "relax.nn.conv2d", "relax.add", "relax.nn.batch_norm", "relax.reshape",
@@ -156,7 +157,7 @@ def _merge(terms: list) -> tuple[relax.Expr, np.ndarray | None] | None:
         return None
     a = first.attrs
     out_ty = first.ty
-    shape, out_shape = _static_shape(x.ty), _static_shape(out_ty)
+    shape, out_shape = static_shape(x.ty), static_shape(out_ty)
     if shape is None or out_shape is None:
         return None  # a symbolic batch: the window sizes and padding are fixed, the maps not
     strides = [int(s) for s in a.strides]
@@ -243,16 +244,8 @@ def _same_type(a, b) -> bool:
     return (
         str(a.dtype) == str(b.dtype)
         and a.vdevice == b.vdevice
-        and (_static_shape(a) == _static_shape(b))
+        and (static_shape(a) == static_shape(b))
     )
-
-
-def _static_shape(ty) -> list[int] | None:
-    """``ty``'s shape as integers, or None where it is unknown or has a symbolic dimension."""
-    shape = getattr(ty, "shape", None)
-    if shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
-        return None
-    return [int(d) for d in shape.values]
 
 
 def _channel_vector(value: np.ndarray, channels: int) -> np.ndarray | None:
