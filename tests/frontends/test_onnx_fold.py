@@ -129,3 +129,16 @@ def test_constant_of_an_empty_shape_is_a_scalar(tmp_path):
     want = ort.InferenceSession(str(path)).run(None, {"X": data})[0]
     got = api.run(api.compile(model, [cpu_device()]), {"X": data})[0]
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_symbolic_input_is_named_in_the_error_and_imports_given_a_size(tmp_path):
+    """Shape arithmetic from a symbolic batch cannot be evaluated: the error names the input
+    and how to give it a size (``--input-shape``); given one, the arithmetic folds with it."""
+    path = tmp_path / "pad.onnx"
+    onnx.save(_padded_to_eight(batch="N"), str(path))
+    with pytest.raises(UnsupportedOperatorError, match=r"input X .*\(Nx3x5x5\).*--input-shape X:"):
+        load_model(path)
+    model = load_model(path, shapes={"X": [2, 3, 5, 5]})
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype("float32")
+    got = api.run(api.compile(model, [cpu_device()]), {"X": x})[0]
+    np.testing.assert_array_equal(got, np.pad(x, [(0, 0), (0, 0), (0, 3), (0, 3)]))

@@ -212,15 +212,16 @@ that reads a symbolic dimension's ``value`` (``AttributeError``)."""
 def _symbolic_hint(proto: Any, shapes: Mapping | None) -> str:
     """What to try where ``proto`` has symbolic input dimensions no size was given for: give
     them one, so that its shape arithmetic can be evaluated before import."""
-    named = []
-    for value in proto.graph.input:
-        dims = value.type.tensor_type.shape.dim
-        if value.name not in (shapes or {}) and any(not d.HasField("dim_value") for d in dims):
-            named.append((value.name, [d.dim_param or str(d.dim_value or "?") for d in dims]))
-    if not named:
+    symbolic = (
+        value for value in proto.graph.input if value.name not in (shapes or {})
+        and any(not d.HasField("dim_value") for d in value.type.tensor_type.shape.dim)
+    )  # fmt: skip
+    value = next(symbolic, None)
+    if value is None:
         return ""
-    name, dims = named[0]
-    shape = "x".join(dims)
+    name = value.name
+    dims = value.type.tensor_type.shape.dim
+    shape = "x".join(d.dim_param or str(d.dim_value or "?") for d in dims)
     return (
         f"; its input {name} has symbolic dimensions ({shape}): given sizes "
         f"(--input-shape {name}:{shape} with sizes) its shape arithmetic is evaluated first"
