@@ -750,8 +750,8 @@ SECTIONS = {
 
 
 def _by_float64(ok: list[dict]) -> str:
-    """How many of ``ok`` matched torch in float64 where ONNX Runtime's output was the one off
-    (``corpus.float64_errors``), as a clause."""
+    """The models of ``ok`` that matched torch in float64 where ONNX Runtime's output was the
+    one off (``corpus.float64_errors``), as a clause ("" where none did)."""
     names = [r["model"] for r in ok if "ort_rel_err_f64" in r]
     if not names:
         return ""
