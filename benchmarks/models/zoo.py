@@ -428,8 +428,7 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
     """:func:`export`, and the example inputs the model was built with."""
     import warnings
 
-    torch.manual_seed(0)
-    module, args = CORPUS[name].make(small)
+    module, args = _seeded(name, small)
     module.eval()
     names = input_names(args)
     with warnings.catch_warnings(), torch.no_grad():
@@ -445,14 +444,20 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
     return names, args
 
 
+def _seeded(name: str, small: bool) -> tuple[nn.Module, tuple]:
+    """``CORPUS[name]``'s module and example inputs, made after seeding torch: the same weights
+    and inputs every time (the export, the float64 reference)."""
+    torch.manual_seed(0)
+    return CORPUS[name].make(small)
+
+
 def float64_outputs(name: str, small: bool = False) -> list[np.ndarray] | None:
     """``CORPUS[name]`` built as :func:`export` builds it (the same seed, so the same weights
     and inputs) and run by torch in float64, its floating inputs widened: its output tensors in
     order, a reference more exact than any float32 runtime (``None`` where the module does not
     run in float64)."""
-    torch.manual_seed(0)
     try:
-        module, args = CORPUS[name].make(small)
+        module, args = _seeded(name, small)
         wide = [a.double() if a.is_floating_point() else a for a in args]
         with torch.no_grad():
             out = module.eval().double()(*wide)
