@@ -48,7 +48,7 @@ CHAINS = {  # name: (channels, expanded channels, map side, blocks, depthwise wi
     "4 x 160->960->160 @7": (160, 960, 7, 4, 0),
     "4 x 96->576 dw3->96 @14": (96, 576, 14, 4, 3),
 }
-MODELS = ("mobilenet_v2", "regnet_x_400mf", "poolformer_s12")
+MODELS = ("mobilenet_v2", "regnet_x_400mf", "poolformer_s12", "mnasnet1_0")
 
 
 def blocked_convolutions(block: int):
@@ -140,10 +140,10 @@ def prototype(block: int):
         pipelines.PASSES.update(passes)
 
 
-def measure(path: Path, feeds: dict, runs: int) -> dict:
+def measure(path: Path, feeds: dict, runs: int, vectors: int = 2) -> dict:
     """Milliseconds (medians) of ``path`` built as the package builds it and with the
     prototype, and of ONNX Runtime, in interleaved rounds; each build's largest relative error
-    against ONNX Runtime's first output."""
+    against ONNX Runtime's first output; a block is ``vectors`` vectors of channels."""
     import onnxruntime as ort
 
     from tvm_hetero import api
@@ -160,7 +160,7 @@ def measure(path: Path, feeds: dict, runs: int) -> dict:
     feeds = {i.name: feeds[i.name] for i in model.inputs}
     want = ort.InferenceSession(str(path), session_options()).run(None, feeds)[0]
     nchw = api.compile(model, [device])
-    with prototype(2 * vector_lanes(make_target(device.target), 32)):
+    with prototype(vectors * vector_lanes(make_target(device.target), 32)):
         blocked = api.compile(model, [device])
     errors = [
         float(np.abs(api.run(c, feeds)[0] - want).max() / np.abs(want).max())
@@ -207,6 +207,13 @@ def export_chain(chain: tuple[int, int, int, int, int], path: Path) -> np.ndarra
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument(
+        "--vectors",
+        type=int,
+        default=2,
+        choices=(1, 2),
+        help="vectors of channels a block (default 2: the matmul's panel)",
+    )
     names = [*CHAINS, *MODELS]
     parser.add_argument("--only", nargs="+", choices=names, metavar="CASE")
     args = parser.parse_args()
@@ -220,7 +227,12 @@ def main() -> int:
                 feeds = {"x": export_chain(CHAINS[name], path)}
             else:
                 feeds = exported_feeds(name, path)[1]
-            row = {**stamp(), "case": name, **measure(path, feeds, args.runs)}
+            row = {
+                **stamp(),
+                "case": name,
+                "vectors": args.vectors,
+                **measure(path, feeds, args.runs, args.vectors),
+            }
             rows.append(row)
             print(
                 f"{name:24} NCHW {row['nchw_ms']:7.3f} ms  blocked {row['blocked_ms']:7.3f} ms"

@@ -112,13 +112,15 @@ def layers_alone() -> str:
 
 def blocked_channels() -> str:
     """``benchmarks/models/blocked_channels.py``: NCHW against a prototype of blocked channels."""
-    rows = list(latest(load("blocked_channels.jsonl"), "case").values())
+    keyed = [{**r, "key": (r["case"], r.get("vectors", 2))} for r in load("blocked_channels.jsonl")]
+    rows = list(latest(keyed, "key").values())
     out = [
-        (r["case"], ms(r["nchw_ms"]), ms(r["blocked_ms"]), ms(r["ort_ms"]),
+        (r["case"], r["key"][1], ms(r["nchw_ms"]), ms(r["blocked_ms"]), ms(r["ort_ms"]),
          ratio(r["nchw_ms"], r["ort_ms"]), ratio(r["blocked_ms"], r["ort_ms"]))
         for r in rows
     ]  # fmt: skip
-    header = ("case", "NCHW ms", "blocked ms", "ORT ms", "NCHW / ORT", "blocked / ORT")
+    header = ("case", "vectors", "NCHW ms", "blocked ms", "ORT ms", "NCHW / ORT",
+              "blocked / ORT")  # fmt: skip
     return titled("blocked_channels.jsonl", rows, header, out)
 
 
@@ -599,6 +601,18 @@ def channel_write_back_models() -> str:
     return _switched("CHANNEL_VECTOR_WRITE_BACK")
 
 
+def channel_write_back_wide() -> str:
+    """``benchmarks/cpu_kernels/channel_write_back_wide.py``: a channel tile a row wide
+    written back a vector of channels at a time, or along the row."""
+    return _before_and_now("channel_write_back_wide.jsonl", "convolution and activation")
+
+
+def channel_write_back_wide_models() -> str:
+    """``before_and_now.py ... --off ...conv:CHANNEL_VECTOR_WRITE_BACK_WIDE=False``: whole
+    models with channel tiles a row wide written back along channels, and along the row."""
+    return _switched("CHANNEL_VECTOR_WRITE_BACK_WIDE")
+
+
 def deep_panels() -> str:
     """``before_and_now.py ... --off ...matmul:DEEP_PANELS=False``: deep panels summed in
     blocks of their depth, and whole."""
@@ -729,6 +743,8 @@ SECTIONS = {
     "copies-in-task": copies_in_task,
     "channel-write-back": channel_write_back,
     "channel-write-back-models": channel_write_back_models,
+    "channel-write-back-wide": channel_write_back_wide,
+    "channel-write-back-wide-models": channel_write_back_wide_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,
     "padded-rows-as-columns": padded_rows_as_columns,

@@ -1556,3 +1556,36 @@ def test_a_channel_tile_one_position_wide_is_written_back_a_vector_of_channels(a
     assert re.search(written, text), text
     x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
     np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_a_channel_tile_a_row_wide_is_written_back_a_vector_of_channels(wide):
+    """A 3x3 convolution of stride 2, 32 -> 32 channels over 14 x 14 with a SiLU after it, for
+    AVX-512, takes the channel-vectorized tile a row of 7 positions wide, two vectors of 16
+    channels each: its accumulators are written back and the SiLU computed 32 channels at a
+    time (the two vectors lie side by side in the output); with :data:`CHANNEL_VECTOR_WRITE_BACK_WIDE` off, along the width, 7
+    positions of one channel. Numbers unchanged where the host runs AVX-512."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import conv
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((32, 32, 3, 3)).astype("float32")
+
+    def silu(bb, x):
+        out = relax.op.nn.conv2d(x, relax.const(weights), strides=2, padding=1)
+        return relax.op.multiply(out, relax.op.sigmoid(out))
+
+    mod = _module([(1, 32, 14, 14)], silu, target)
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    with patch.object(conv, "CHANNEL_VECTOR_WRITE_BACK_WIDE", wide):
+        scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    assert "in T.vectorized(T.int64(16)):" in text  # the tile: a vector of channels
+    lanes = 32 if wide else 7
+    written = rf"in T\.vectorized\(T\.int64\({lanes}\)\):\s+with T\.sblock\(\"\w+_local\"\)"
+    assert re.search(written, text), text
+    if vector_bits(make_target(cpu_device().target)) >= 512:
+        x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
+        expected = _run(mod, [x], target)
+        np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)

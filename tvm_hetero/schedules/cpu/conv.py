@@ -677,7 +677,8 @@ class Conv(CpuRule):
         nest = (outer, w0, reduction, [*inner, w1], c1)
         indices = [r.min for r in sch.get(main).writes[0].region]
         axis = next((i for i, index in enumerate(indices) if index.same_as(channel_var)), None)
-        along = axis if wt == 1 and CHANNEL_VECTOR_WRITE_BACK else None
+        back = CHANNEL_VECTOR_WRITE_BACK and (wt == 1 or CHANNEL_VECTOR_WRITE_BACK_WIDE)
+        along = axis if back else None
         _in_registers(sch, main, nest, tasks, target, copies_in_task=copies_in_task,
                       vector_axis=along)  # fmt: skip
         if axis is not None:  # the accumulators as the tile holds them: a vector a position
@@ -759,6 +760,17 @@ over 28 x 28 (ONNX Runtime 0.31), EfficientNet-B0's depthwise 3x3 of 1152 channe
 0.118 -> 0.037 ms, MobileNetV3's 5x5 with hard-swish 0.047 -> 0.030, a grouped one with ReLU
 0.255 -> 0.230; whole models (``before_and_now.py``, 7 rounds): RegNetZ-B16 1.54 -> 1.14x
 ONNX Runtime's time, EfficientNet-B0 and EfficientNetV2-B0 1.23 -> 1.15x, RegNet-Y level."""
+
+
+CHANNEL_VECTOR_WRITE_BACK_WIDE = True
+"""Whether channel-vectorized tiles wider than one position (a convolution with one group
+over a small map: a row of up to seven positions) write back a vector of channels at a time
+too (:data:`CHANNEL_VECTOR_WRITE_BACK`), rather than along the width, a channel at a time:
+the epilogue then ran on vectors of up to seven lanes. Each layer with its activation alone
+(Intel Xeon, two threads, ``benchmarks/cpu_kernels/channel_write_back_wide.py``): 3x3
+convolutions of stride 2 with SiLU into 14 x 14 and 7 x 7, and of 256 channels over 7 x 7,
+five to ten percent faster, with ReLU level; whole models level within the host's noise
+(EfficientNetV2, CSPDarkNet-53, ResNets, RegNet-X, MobileNetV4; ``before_and_now.py``)."""
 
 
 CHANNEL_TILE_COPIES_IN_TASK = True
