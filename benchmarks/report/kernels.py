@@ -613,6 +613,12 @@ def channel_write_back_wide_models() -> str:
     return _switched("CHANNEL_VECTOR_WRITE_BACK_WIDE")
 
 
+def fold_constant_weights_models() -> str:
+    """``before_and_now.py ... --off ...fold_constant_weights:CONVOLUTIONS=frozenset()``:
+    whole models with convolution weights computed from constants folded at load, and not."""
+    return _switched("CONVOLUTIONS")
+
+
 def deep_panels() -> str:
     """``before_and_now.py ... --off ...matmul:DEEP_PANELS=False``: deep panels summed in
     blocks of their depth, and whole."""
@@ -744,6 +750,7 @@ SECTIONS = {
     "channel-write-back": channel_write_back,
     "channel-write-back-models": channel_write_back_models,
     "channel-write-back-wide": channel_write_back_wide,
+    "fold-constant-weights-models": fold_constant_weights_models,
     "channel-write-back-wide-models": channel_write_back_wide_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,

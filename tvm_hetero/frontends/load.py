@@ -108,18 +108,21 @@ def _load(source: Any, shapes, spec, example_args, overrides: dict, loops: bool)
 
 def from_irmodule(mod: tvm.IRModule, name: str, source: str) -> Model:
     """Wrap an IRModule with entry ``main``; inputs are its first ``num_input`` parameters.
-    Computations of empty tensors become constants (:class:`EmptyTensorsAsConstants`),
+    Computations of empty tensors become constants (:class:`EmptyTensorsAsConstants`), as do
+    convolution weights computed from constants (:class:`FoldConstantWeights`),
     convolution taps that read padding alone are dropped (:class:`CropConvolutionTaps`), and
     dilated convolutions whose taps mostly read padding are computed tap by tap
     (:class:`ConvolutionTapsByRegion`)."""
     from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
     from tvm_hetero.passes.crop_convolution_taps import CropConvolutionTaps
     from tvm_hetero.passes.empty_tensors_as_constants import EmptyTensorsAsConstants
+    from tvm_hetero.passes.fold_constant_weights import FoldConstantWeights
 
     names = [gv.name_hint for gv in mod.get_global_vars()]
     if ENTRY_FUNC not in names:
         raise ModelLoadError(f"{source}: module has no {ENTRY_FUNC!r} function; functions: {names}")
-    mod = ConvolutionTapsByRegion()(CropConvolutionTaps()(EmptyTensorsAsConstants()(mod)))
+    mod = FoldConstantWeights()(EmptyTensorsAsConstants()(mod))
+    mod = ConvolutionTapsByRegion()(CropConvolutionTaps()(mod))
     func = mod[ENTRY_FUNC]
     n = func.attrs.get("num_input") if func.attrs else None
     params = list(func.params)[: len(func.params) if n is None else int(n)]

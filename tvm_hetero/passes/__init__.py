@@ -10,6 +10,7 @@ from tvm_hetero.passes.depthwise_columns_after import DepthwiseColumnsAfter
 from tvm_hetero.passes.empty_tensors_as_constants import EmptyTensorsAsConstants
 from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
+from tvm_hetero.passes.fold_constant_weights import FoldConstantWeights
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
@@ -43,6 +44,7 @@ __all__ = [
     "EmptyTensorsAsConstants",
     "ExactCeilPools",
     "FoldConstantKernels",
+    "FoldConstantWeights",
     "GroupedConvolutionsByGroup",
     "InferKernelVDevices",
     "LegalizeWithFastMath",
