@@ -23,12 +23,16 @@ CONVOLUTIONS = frozenset(
 )  # fmt: skip
 """Operators whose second operand is a weight this pass folds."""
 
+BATCH_NORM = "relax.nn.batch_norm"
+
 LEAVES = (Constant, relax.ShapeExpr, tvm.ir.StringImm)
 """Operands that are constants themselves (a value of TIR type is a ``Constant`` too)."""
 FOLD_ROUNDS = 2
-"""Rounds of folding: TVM's ``FoldConstant`` leaves an item of a tuple it folded (a batch
-norm's output) bound to the item's expression; ``CanonicalizeBindings`` takes the constant out
-of the tuple, for the next round to fold what reads it."""
+"""Rounds of folding (``FoldConstantKernels``: the round's kernels in one build): an item of a
+tuple of folded values (a batch norm's output) stays bound to the item's expression until
+``CanonicalizeBindings`` takes the constant out of the tuple, for the next round to fold what
+reads it. TVM's ``FoldConstant`` (a build a kernel) runs once after the rounds, for what
+they could not fold."""
 
 
 @tvm.transform.module_pass(opt_level=0, name="FoldConstantWeights")
@@ -149,10 +153,10 @@ def _evaluate(order: list[relax.Binding], wanted: list[relax.Var]) -> dict[relax
     block = relax.DataflowBlock([*order, relax.VarBinding(result, relax.Tuple(wanted))])
     fold = relax.Function([], relax.SeqExpr([block], result), result.ty)
     small = IRModule({"main": fold.with_attr("global_symbol", "main")})
-    small = relax.transform.LegalizeOps()(small)
+    small = relax.transform.LegalizeOps()(_batch_norms_decomposed(small))
     for _ in range(FOLD_ROUNDS):
-        small = relax.transform.FoldConstant()(FoldConstantKernels()(small))
-        small = relax.transform.CanonicalizeBindings()(small)
+        small = relax.transform.CanonicalizeBindings()(FoldConstantKernels()(small))
+    small = relax.transform.FoldConstant()(small)  # what one build could not fold
     bound = {b.var: b.value for _, _, b in iter_bindings(small["main"])}
     body = small["main"].body.body
     fields = bound.get(body, body)
@@ -163,6 +167,25 @@ def _evaluate(order: list[relax.Binding], wanted: list[relax.Var]) -> dict[relax
         if isinstance(field, Constant):
             values[var] = field
     return values
+
+
+def _batch_norms_decomposed(mod: IRModule) -> IRModule:
+    """``mod`` with its batch norms as the operators they are made of, where all of them are
+    in training mode or all in inference mode (TVM's decompositions take every batch norm as
+    one or the other, whatever its ``training``); else as it is. A batch norm legalizes to a
+    kernel of three outputs, which ``FoldConstantKernels`` does not fold and TVM's
+    ``FoldConstant`` builds alone: NFNet-L0's load took 7.3 s, 2.6 of them in 55 such builds,
+    and takes 4.0 decomposed."""
+    modes = {
+        bool(b.value.attrs.training)
+        for _, _, b in iter_bindings(mod["main"])
+        if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == BATCH_NORM
+    }
+    if modes == {True}:
+        return relax.transform.DecomposeOpsForTraining()(mod)
+    if modes == {False}:
+        return relax.transform.DecomposeOpsForInference()(mod)
+    return mod
 
 
 @mutator
