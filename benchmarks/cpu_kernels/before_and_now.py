@@ -121,16 +121,23 @@ def convolution_case_command(
     value is called with the module)."""
     from onnx_models import export_convolution
 
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        name, value = switch
-        return (conv, name, value(conv) if callable(value) else value)
-
     def export(case, path: Path) -> np.ndarray:
         return export_convolution(path, *case)
 
-    return case_command(doc, cases, export, off, results)
+    return case_command(doc, cases, export, conv_switch(*switch), results)
+
+
+def conv_switch(name: str, value: object) -> Callable[[], tuple]:
+    """The ``off`` of :func:`case_command` that sets the convolution rule's ``name`` (in
+    ``tvm_hetero.schedules.cpu.conv``, imported when called) to ``value`` (a callable value is
+    called with the module)."""
+
+    def off() -> tuple:
+        from tvm_hetero.schedules.cpu import conv
+
+        return (conv, name, value(conv) if callable(value) else value)
+
+    return off
 
 
 def linear_case_command(

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command  # noqa: E402
+from before_and_now import conv_switch, module_case_command  # noqa: E402
 
 CASES = {  # name: (channels, window, group size, activation, map side)
     "g16 3x3 144 @56 silu": (144, 3, 16, "silu", 56),
@@ -43,14 +43,10 @@ def layer(channels: int, window: int, group: int, activation: str) -> torch.nn.M
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "CHANNEL_VECTOR_WRITE_BACK", False)
-
     def make(channels: int, window: int, group: int, activation: str, side: int) -> tuple:
         return (lambda: layer(channels, window, group, activation)), (1, channels, side, side)
 
+    off = conv_switch("CHANNEL_VECTOR_WRITE_BACK", False)
     return module_case_command(__doc__, CASES, make, off, "channel_write_back.jsonl")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command  # noqa: E402
+from before_and_now import conv_switch, module_case_command  # noqa: E402
 from channel_write_back import ACTIVATIONS  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, stride, activation, map side)
@@ -35,11 +35,6 @@ CASES = {  # name: (input channels, output channels, stride, activation, map sid
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "CHANNEL_VECTOR_WRITE_BACK_WIDE", False)
-
     def make(cin: int, cout: int, stride: int, activation: str, side: int) -> tuple:
         def build() -> torch.nn.Module:
             conv = torch.nn.Conv2d(cin, cout, 3, stride, 1)
@@ -47,6 +42,7 @@ def main() -> int:
 
         return build, (1, cin, side, side)
 
+    off = conv_switch("CHANNEL_VECTOR_WRITE_BACK_WIDE", False)
     return module_case_command(__doc__, CASES, make, off, "channel_write_back_wide.jsonl")
 
 

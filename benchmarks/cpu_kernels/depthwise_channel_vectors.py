@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import case_command  # noqa: E402
+from before_and_now import case_command, conv_switch  # noqa: E402
 from onnx_models import export_case  # noqa: E402
 
 CASES = {  # name: (channels, window, stride, input side)
@@ -46,16 +46,12 @@ def depthwise(channels: int, window: int, stride: int) -> torch.nn.Module:
 
 
 def main() -> int:
-    def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, "DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH", 0)
-
     def export(case, path):
         channels, window, stride, side = case
         shape = (1, channels, side, side)
         return export_case(lambda: depthwise(channels, window, stride), shape, path)
 
+    off = conv_switch("DEPTHWISE_CHANNEL_VECTOR_MAX_WIDTH", 0)
     return case_command(__doc__, CASES, export, off, "depthwise_channel_vectors.jsonl")
 
 
