@@ -68,14 +68,12 @@ class FoldConstantWeights:
         (``mod`` itself where there is none)."""
         out = None
         for gv, func in mod.functions_items():
-            if not isinstance(func, relax.Function):
-                continue
-            values = _folded_weights(func)
+            values = _folded_weights(func) if isinstance(func, relax.Function) else {}
             if values:
-                out = out or mod.clone()
+                out = mod.clone() if out is None else out
                 folded = _Substitute(out, values).visit_expr(func)
                 out[gv] = relax.analysis.remove_all_unused(folded)
-        return out or mod
+        return mod if out is None else out
 
 
 def _folded_weights(func: relax.Function) -> dict[relax.Var, Constant]:
