@@ -7,7 +7,7 @@ unique with a ``.k`` suffix when Relax reuses a name hint.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import tvm
@@ -85,4 +85,9 @@ def function_named(mod: tvm.IRModule, name: str, owner: str) -> relax.Function:
 def calls_op(expr: relax.Expr, name: str) -> bool:
     """Whether ``expr`` is a call of the Relax operator ``name`` (``relax.call_tir``,
     ``relax.nn.conv2d``...)."""
-    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == name
+    return calls_one_of(expr, (name,))
+
+
+def calls_one_of(expr: relax.Expr, names: Collection[str]) -> bool:
+    """Whether ``expr`` is a call of one of the Relax operators ``names``."""
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name in names

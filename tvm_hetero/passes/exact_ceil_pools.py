@@ -7,6 +7,7 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator
 
+from tvm_hetero.ir.bindings import calls_one_of
 from tvm_hetero.ir.mutate import rewrite_calls
 
 POOLS = {
@@ -44,7 +45,7 @@ class ExactCeilPools:
 
 def exact(call: relax.Call) -> bool:
     """Whether ``call`` is a pool in ``ceil_mode`` whose windows end exactly on every axis."""
-    if not (isinstance(call.op, tvm.ir.Op) and call.op.name in POOLS):
+    if not calls_one_of(call, POOLS):
         return False
     a = call.attrs
     if not a.ceil_mode:

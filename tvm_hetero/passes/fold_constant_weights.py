@@ -11,7 +11,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvm_hetero._compat import TupleType
-from tvm_hetero.ir.bindings import iter_bindings
+from tvm_hetero.ir.bindings import calls_one_of, calls_op, iter_bindings
 from tvm_hetero.ir.types import static_shape
 from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 
@@ -84,7 +84,7 @@ def _folded_weights(func: relax.Function) -> dict[relax.Var, Constant]:
         value = getattr(binding, "value", None)
         if _from_constants(value, computed):
             computed[binding.var] = binding
-        elif _is_convolution(value):
+        elif calls_one_of(value, CONVOLUTIONS):
             weight = value.args[1]
             if weight in computed and weight not in wanted and _static(weight):
                 wanted.append(weight)
@@ -97,14 +97,6 @@ def _folded_weights(func: relax.Function) -> dict[relax.Var, Constant]:
     except Exception as err:  # whatever legalizing or folding raised: leave them as they are
         log.debug("FoldConstantWeights: left %d weight(s) unfolded: %s", len(wanted), err)
         return {}
-
-
-def _is_convolution(value: relax.Expr | None) -> bool:
-    return (
-        isinstance(value, relax.Call)
-        and isinstance(value.op, tvm.ir.Op)
-        and value.op.name in CONVOLUTIONS
-    )
 
 
 def _static(var: relax.Var) -> bool:
@@ -177,7 +169,7 @@ def _batch_norms_decomposed(mod: IRModule) -> IRModule:
     modes = {
         bool(b.value.attrs.training)
         for _, _, b in iter_bindings(mod["main"])
-        if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == BATCH_NORM
+        if calls_op(b.value, BATCH_NORM)
     }
     if modes == {True}:
         return relax.transform.DecomposeOpsForTraining()(mod)

@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.ir import IRModule
 
 from tvm_hetero.ir.attrs import ENTRY_FUNC
-from tvm_hetero.ir.bindings import function_named
+from tvm_hetero.ir.bindings import calls_one_of, calls_op, function_named
 from tvm_hetero.ir.units import (
     BindingGraph,
     Unit,
@@ -91,14 +91,6 @@ MOVES = (SLICE_OP, "relax.concat")
 """Operators that only move data: a boundary's slices and joins."""
 
 
-def _calls(b: relax.VarBinding, ops: tuple[str, ...]) -> bool:
-    """Whether ``b`` binds a call of one of the operators ``ops``."""
-    value = b.value
-    return (
-        isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in ops
-    )
-
-
 def _joins_only(unit: Unit, g: BindingGraph) -> bool:
     """Whether ``unit`` so far only slices and joins tensors that stay on its device: a
     binding that reads a received piece then joins it rather than starting a unit of its own.
@@ -107,7 +99,7 @@ def _joins_only(unit: Unit, g: BindingGraph) -> bool:
     joins its pieces in steps (the top strip, the bottom strip, then the two) with pieces read
     in between: three units a boundary, each a call to the worker (0.4-1.9 ms each on ResNet-18
     over four devices), where one does."""
-    return all(b.var not in g.sent and _calls(b, MOVES) for b in unit.bindings)
+    return all(b.var not in g.sent and calls_one_of(b.value, MOVES) for b in unit.bindings)
 
 
 def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
@@ -116,4 +108,4 @@ def _sent_slice(b: relax.VarBinding, g: BindingGraph) -> bool:
     the send before it, which it delays by a copy of the piece only; a unit of its own cost a
     call to the worker and a return (MobileNet in rows over four devices: 0.6-0.8 ms each on
     the critical path, `benchmarks/README.md`)."""
-    return b.var in g.sent and _calls(b, (SLICE_OP,))
+    return b.var in g.sent and calls_op(b.value, SLICE_OP)
