@@ -31,6 +31,7 @@ from tvm_hetero.passes import (
     OutlineDeviceUnits,
     OutlineSubgraphUnits,
     PackConstantWeights,
+    PadConvolutionChannels,
     PadConvolutionOutputs,
     PadMatmulColumns,
     PartitionSpatialTiles,
@@ -54,6 +55,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "LegalizeWithFastMath": LegalizeWithFastMath,
     "RestoreKernelTargets": RestoreKernelTargets,
     "PackConstantWeights": PackConstantWeights,
+    "PadConvolutionChannels": PadConvolutionChannels,
     "PadConvolutionOutputs": PadConvolutionOutputs,
     "Conv1dAsMatmul": Conv1dAsMatmul,
     "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
@@ -90,6 +92,7 @@ OWN_PASSES = (
     "LegalizeWithFastMath",
     "RestoreKernelTargets",
     "PackConstantWeights",
+    "PadConvolutionChannels",
     "PadConvolutionOutputs",
     "Conv1dAsMatmul",
     "GroupedConvolutionsByGroup",
@@ -273,7 +276,8 @@ PIPELINES: dict[str, Pipeline] = {
             "convolutions along the rows with every column, then take their columns, compute "
             "pools whose windows fit "
             "exactly in floor mode, widen CPU "
-            "convolutions and constant matmul weights to widths the vector divides, compute CPU "
+            "convolutions (their output channels, then their rows) and constant matmul weights "
+            "to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
             "columns times the weights, CPU bilinear resizes as a pass along the width then "
             "one along the height, legalize (CPU "
@@ -295,6 +299,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("SubsampleStridedPointwise"),
                 Step("DepthwiseColumnsAfter"),
                 Step("ExactCeilPools"),
+                Step("PadConvolutionChannels"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
                 Step("SeparableResize"),
@@ -326,6 +331,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("ExactCeilPools"),
+                Step("PadConvolutionChannels"),
                 Step("PadConvolutionOutputs"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),

@@ -613,6 +613,18 @@ def channel_write_back_wide_models() -> str:
     return _switched("CHANNEL_VECTOR_WRITE_BACK_WIDE")
 
 
+def padded_channels() -> str:
+    """``benchmarks/cpu_kernels/padded_channels.py``: convolutions whose output channels no
+    vector divides, widened to whole vectors of them and cropped, or as given."""
+    return _before_and_now("padded_channels.jsonl", "convolution")
+
+
+def padded_channels_models() -> str:
+    """``before_and_now.py ... --off ...pad_convolution_channels:PAD_CHANNELS=False``: whole
+    models with such convolutions widened, and not."""
+    return _switched("PAD_CHANNELS")
+
+
 def fold_constant_weights_models() -> str:
     """``before_and_now.py ... --off ...fold_constant_weights:CONVOLUTIONS=frozenset()``:
     whole models with convolution weights computed from constants folded at load, and not."""
@@ -751,6 +763,8 @@ SECTIONS = {
     "channel-write-back-models": channel_write_back_models,
     "channel-write-back-wide": channel_write_back_wide,
     "fold-constant-weights-models": fold_constant_weights_models,
+    "padded-channels": padded_channels,
+    "padded-channels-models": padded_channels_models,
     "channel-write-back-wide-models": channel_write_back_wide_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,

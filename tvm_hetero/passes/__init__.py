@@ -18,6 +18,7 @@ from tvm_hetero.passes.merge_parallel_convolutions import MergeParallelConvoluti
 from tvm_hetero.passes.outline_device_units import OutlineDeviceUnits
 from tvm_hetero.passes.outline_subgraph_units import OutlineSubgraphUnits
 from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+from tvm_hetero.passes.pad_convolution_channels import PadConvolutionChannels
 from tvm_hetero.passes.pad_convolution_outputs import PadConvolutionOutputs
 from tvm_hetero.passes.pad_matmul_columns import PadMatmulColumns
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
@@ -52,6 +53,7 @@ __all__ = [
     "OutlineDeviceUnits",
     "OutlineSubgraphUnits",
     "PackConstantWeights",
+    "PadConvolutionChannels",
     "PadConvolutionOutputs",
     "PadMatmulColumns",
     "PartitionSpatialTiles",
