@@ -12,6 +12,7 @@ pytest.importorskip("onnxruntime")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "models"))
 
 import corpus
+import numpy as np
 import torch
 import zoo
 
@@ -288,3 +289,40 @@ def test_a_model_whose_reference_output_is_subnormal_is_not_counted_as_matching(
 
     row = _row_of(Faint(), torch.randn(1, 8), tmp_path)
     assert row["stage"] == "reference" and "normal range" in row["error"]
+
+
+def test_a_model_whose_output_does_not_follow_its_input_is_not_counted_as_matching(tmp_path):
+    """torchvision's S3D at PyTorch's default draw: its features vanish (about 1e-7) and its
+    output is its classifier's bias for any input, which any build matches; the row stops at
+    ``reference``. A model that does follow its input (below) is timed as usual."""
+
+    class BiasOnly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.linspace(-1, 1, 8))
+
+        def forward(self, x):
+            return x * 1e-9 + self.bias
+
+    row = _row_of(BiasOnly(), torch.randn(1, 8), tmp_path)
+    assert row["stage"] == "reference" and "another input" in row["error"]
+    assert _row_of(torch.nn.Linear(8, 8), torch.randn(1, 8), tmp_path)["stage"] == "time"
+
+
+def test_other_feeds_change_every_input_and_keep_token_ids_valid():
+    feeds = {"x": np.ones((1, 4), "float32") * 3, "ids": np.arange(6).reshape(1, 6)}
+    other = corpus.other_feeds(feeds)
+    assert other["x"].dtype == np.float32 and not np.array_equal(other["x"], feeds["x"])
+    assert sorted(other["ids"].ravel()) == sorted(feeds["ids"].ravel())  # the same ids
+    assert not np.array_equal(other["ids"], feeds["ids"])
+
+
+def test_s3d_takes_frames_of_224_and_a_draw_that_reaches_its_output():
+    try:
+        zoo.outside("tv:video.s3d")
+        model, (x,) = zoo.CORPUS["tv:video.s3d"].build(True)
+        assert tuple(x.shape) == (1, 3, 16, 224, 224)
+        with torch.no_grad():
+            assert float(model.eval().features(x).std()) > 1e-2  # the default draw: 4e-7
+    finally:
+        zoo.CORPUS.pop("tv:video.s3d", None)

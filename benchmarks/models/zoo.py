@@ -509,6 +509,20 @@ OUTSIDE_FORMS = "timm:NAME, tv:[video.|segmentation.]NAME, hf:CLASS[:FIELD=VALUE
 TV_INPUTS = {"": (3, 224, 224), "video.": (3, 16, 112, 112), "segmentation.": (3, 224, 224)}
 """A torchvision model's input by its family (``torchvision.models`` itself, ``.video``,
 ``.segmentation``), batch 1: an image, or 16 frames of 112 x 112."""
+TV_MODEL_INPUTS = {"video.s3d": (3, 16, 224, 224)}
+"""Models whose input is not their family's: S3D pools its last 2 x 7 x 7 map whole with a
+fixed window (frames of 224 x 224)."""
+TV_FAN_OUT_INIT = {"video.s3d"}
+"""Models whose convolutions are drawn again as torchvision's ResNets draw theirs (Kaiming,
+fan out, ReLU): S3D keeps PyTorch's default draw, under which its activations shrink to about
+1e-7 over its 78 convolutions and its output is its classifier's bias, whatever the input
+(``corpus.follows_input``)."""
+
+
+def _fan_out_init(model: torch.nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, torch.nn.Conv2d | torch.nn.Conv3d):
+            torch.nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
 
 def _tv(spec: str) -> Entry | None:
@@ -531,7 +545,10 @@ def _tv(spec: str) -> Entry | None:
         model = builder(weights=None, **extra)
         if family == "segmentation.":
             model = _Field(model, "out")
-        return model, (torch.randn(1, *TV_INPUTS[family]),)
+        if f"{family}{name}" in TV_FAN_OUT_INIT:
+            _fan_out_init(model)
+        shape = TV_MODEL_INPUTS.get(f"{family}{name}", TV_INPUTS[family])
+        return model, (torch.randn(1, *shape),)
 
     return Entry("torchvision", build)
 
