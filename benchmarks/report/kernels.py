@@ -625,6 +625,18 @@ def padded_channels_models() -> str:
     return _switched("PAD_CHANNELS")
 
 
+def channel_blocks_in_task() -> str:
+    """``benchmarks/cpu_kernels/channel_blocks_in_task.py``: channel-vectorized convolutions
+    whose input outweighs their weights, every block of channels in each task, or one."""
+    return _before_and_now("channel_blocks_in_task.jsonl", "convolution")
+
+
+def channel_blocks_in_task_models() -> str:
+    """``before_and_now.py ... --off ...conv:CHANNEL_BLOCKS_IN_TASK=False``: whole models with
+    every block of channels in each task, and one."""
+    return _switched("CHANNEL_BLOCKS_IN_TASK")
+
+
 def fold_constant_weights_models() -> str:
     """``before_and_now.py ... --off ...fold_constant_weights:CONVOLUTIONS=frozenset()``:
     whole models with convolution weights computed from constants folded at load, and not."""
@@ -765,6 +777,8 @@ SECTIONS = {
     "fold-constant-weights-models": fold_constant_weights_models,
     "padded-channels": padded_channels,
     "padded-channels-models": padded_channels_models,
+    "channel-blocks-in-task": channel_blocks_in_task,
+    "channel-blocks-in-task-models": channel_blocks_in_task_models,
     "channel-write-back-wide-models": channel_write_back_wide_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,

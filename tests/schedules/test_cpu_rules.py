@@ -1589,3 +1589,36 @@ def test_a_channel_tile_a_row_wide_is_written_back_a_vector_of_channels(wide):
         x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
         expected = _run(mod, [x], target)
         np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_each_task_of_a_temporal_convolution_computes_every_channel_block(inside):
+    """S3D's 3x1x1 convolution of 64 channels over 4 frames of 14 x 14, for AVX-512: its input
+    (200 KiB) outweighs its weights (48 KiB), so each task (a frame's row) pads its three
+    frames' rows of every input channel once and computes both blocks of 32 output channels
+    from them (:data:`conv.CHANNEL_BLOCKS_IN_TASK`): 56 tasks. Off, a task per block and row,
+    each copying the same rows again: 112. Numbers unchanged where the host runs AVX-512."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import conv
+
+    target = make_target({**AVX2, "mcpu": "skylake-avx512"})
+    weights = np.random.default_rng(0).standard_normal((64, 64, 3, 1, 1)).astype("float32")
+
+    def temporal(bb, x):
+        out = relax.op.nn.conv3d(x, relax.const(weights), padding=(1, 0, 0))
+        return relax.op.nn.relu(out)
+
+    mod = _module([(1, 64, 4, 14, 14)], temporal, target)
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    with patch.object(conv, "CHANNEL_BLOCKS_IN_TASK", inside):
+        scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    tasks = re.search(r"in T\.parallel\(T\.int64\((\d+)\)\)", text).group(1)
+    assert int(tasks) == (56 if inside else 112), text
+    if inside:  # the copy, then the two blocks of channels, in each task
+        assert re.search(r"pad_temp.*\n(.*\n)*?\s+for ff_0(, \w+)? in T\.grid\(T\.int64\(2\)", text)
+    if vector_bits(make_target(cpu_device().target)) >= 512:
+        x = np.random.default_rng(1).standard_normal((1, 64, 4, 14, 14)).astype("float32")
+        expected = _run(mod, [x], target)
+        np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)

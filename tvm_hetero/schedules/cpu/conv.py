@@ -528,8 +528,10 @@ class Conv(CpuRule):
             if whole and (form.group is None or form.group % lanes == 0):
                 tile = (spatial, reduce, channel, lanes)
                 shared = shares_inputs(form.group, lanes)
+                copies = CHANNEL_TILE_COPIES_IN_TASK
+                blocks = copies and form.group is None and blocks_in_task(data, form.weights)
                 return self._channel_vectors(
-                    sch, main, loops, extents, tile, target, shared, CHANNEL_TILE_COPIES_IN_TASK
+                    sch, main, loops, extents, tile, target, shared, copies, blocks
                 )
             if form.group is not None:
                 channel = None  # no channel tile shares a grouped convolution's reads
@@ -640,7 +642,7 @@ class Conv(CpuRule):
     @staticmethod
     def _channel_vectors(
         sch, main, loops, extents, tile, target: Target, shared: bool = False,
-        copies_in_task: bool = False,
+        copies_in_task: bool = False, blocks_inside: bool = False,
     ) -> s_tir.Schedule:  # fmt: skip
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
         (:func:`channel_vector_tile`), each ``vectors`` vectors of ``lanes`` output channels
@@ -651,7 +653,9 @@ class Conv(CpuRule):
         out as the tile holds them, the channels' vector innermost (``[N, O / L, H, W, L]``; in
         the output's layout a vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to
         56 x 56 ran 2-5 % slower, alone, Zen 4). ``copies_in_task``: each task pads the input
-        rows it reads (:data:`CHANNEL_TILE_COPIES_IN_TASK`)."""
+        rows it reads (:data:`CHANNEL_TILE_COPIES_IN_TASK`); ``blocks_inside``: each task
+        computes every block of output channels over its positions, after that copy
+        (:func:`blocks_in_task`), where other axes leave two tasks a core or more."""
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
@@ -672,6 +676,9 @@ class Conv(CpuRule):
             inner.append(r1)
         w0, w1 = sch.split(loops[vec], [None, wt])
         tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
+        if blocks_inside and tasks and apart >= 2 * cpu_cores(target):
+            outer = [loop for loop in outer if not loop.same_as(c0)] + [c0]
+            tasks = outer[:-1]
         reduction = [loops[i] for i in reduce]
         channel_var = sch.get(main).iter_vars[channel].var
         nest = (outer, w0, reduction, [*inner, w1], c1)
@@ -823,6 +830,27 @@ ROW_TILE_TASK_OVERLAP = 1.5
 5 for 4 in tiles of two; windows of 7 rows (ResNet's stem: 7 for 2) and stride 1 (3 for 1)
 keep the pass. At 1.25 (tiles of two rows only) ResNet's and HRNet's 3x3 / 2 over 56 x 56,
 tiles of one row, had run 4-6 % and 12-13 % slower (``row_tile_tasks.py``, four runs)."""
+
+
+CHANNEL_BLOCKS_IN_TASK = True
+"""Whether a channel-vectorized tile whose input outweighs its weights runs a task per row
+tile with every block of output channels inside it (:func:`blocks_in_task`)."""
+CHANNEL_BLOCKS_IN_TASK_BYTES = 512 * 1024
+"""The most bytes of weights each such task reads whole (every block's, from L2)."""
+
+
+def blocks_in_task(data, weights) -> bool:
+    """Whether each task of a channel-vectorized tile (one group, each task padding the input
+    rows it reads: :data:`CHANNEL_TILE_COPIES_IN_TASK`) computes every block of output
+    channels of its row tile, not one: its ``data`` read's buffer outweighs its ``weights``'
+    (:func:`rows_before_channels`) and the weights are at most
+    :data:`CHANNEL_BLOCKS_IN_TASK_BYTES`. A task of one block copied its input rows for that
+    block alone, every block copying the same rows again: a temporal 3x1x1 convolution (S3D,
+    R(2+1)D) reads three frames' rows of every input channel for one row of output."""
+    if not CHANNEL_BLOCKS_IN_TASK or weights is None:
+        return False
+    light = (buffer_bytes(weights.source) or 0) <= CHANNEL_BLOCKS_IN_TASK_BYTES
+    return light and rows_before_channels(data, weights)
 
 
 def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
