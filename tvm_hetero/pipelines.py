@@ -41,6 +41,7 @@ from tvm_hetero.passes import (
     SeparableResize,
     StripStageBoundaries,
     SubsampleStridedPointwise,
+    TemporalConvolutionsAs2D,
     WinogradConvolutions,
     WrapIndices,
 )
@@ -64,6 +65,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "ExactCeilPools": ExactCeilPools,
     "FoldConstantKernels": FoldConstantKernels,
     "WinogradConvolutions": WinogradConvolutions,
+    "TemporalConvolutionsAs2D": TemporalConvolutionsAs2D,
     "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
     "MergeParallelConvolutions": MergeParallelConvolutions,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
@@ -92,6 +94,7 @@ OWN_PASSES = (
     "LegalizeWithFastMath",
     "RestoreKernelTargets",
     "PackConstantWeights",
+    "TemporalConvolutionsAs2D",
     "PadConvolutionChannels",
     "PadConvolutionOutputs",
     "Conv1dAsMatmul",
@@ -275,7 +278,9 @@ PIPELINES: dict[str, Pipeline] = {
             "strided CPU 1x1 convolutions (then of stride 1), compute strided CPU depthwise "
             "convolutions along the rows with every column, then take their columns, compute "
             "pools whose windows fit "
-            "exactly in floor mode, widen CPU "
+            "exactly in floor mode, compute CPU 3-D convolutions with a window along time "
+            "only that the channel tile does not take as 2-D ones over (time, height x width), "
+            "widen CPU "
             "convolutions (their output channels, then their rows) and constant matmul weights "
             "to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
@@ -299,6 +304,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("SubsampleStridedPointwise"),
                 Step("DepthwiseColumnsAfter"),
                 Step("ExactCeilPools"),
+                Step("TemporalConvolutionsAs2D"),
                 Step("PadConvolutionChannels"),
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
@@ -331,6 +337,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("ExactCeilPools"),
+                Step("TemporalConvolutionsAs2D"),
                 Step("PadConvolutionChannels"),
                 Step("PadConvolutionOutputs"),
                 Step("PadMatmulColumns"),

@@ -637,6 +637,18 @@ def channel_blocks_in_task_models() -> str:
     return _switched("CHANNEL_BLOCKS_IN_TASK")
 
 
+def temporal_convolutions() -> str:
+    """``benchmarks/cpu_kernels/temporal_convolutions.py``: 3-D convolutions with a window
+    along time only, as 2-D ones over (time, height x width) or as given."""
+    return _before_and_now("temporal_convolutions.jsonl", "convolution")
+
+
+def temporal_convolutions_models() -> str:
+    """``before_and_now.py ... --off ...temporal_convolutions_as_2d:AS_2D=False``: whole
+    models with such convolutions as 2-D ones, and as given."""
+    return _switched("AS_2D")
+
+
 def fold_constant_weights_models() -> str:
     """``before_and_now.py ... --off ...fold_constant_weights:CONVOLUTIONS=frozenset()``:
     whole models with convolution weights computed from constants folded at load, and not."""
@@ -779,6 +791,8 @@ SECTIONS = {
     "padded-channels-models": padded_channels_models,
     "channel-blocks-in-task": channel_blocks_in_task,
     "channel-blocks-in-task-models": channel_blocks_in_task_models,
+    "temporal-convolutions": temporal_convolutions,
+    "temporal-convolutions-models": temporal_convolutions_models,
     "channel-write-back-wide-models": channel_write_back_wide_models,
     "deep-panels": deep_panels,
     "depth-steps": depth_steps,

@@ -31,6 +31,7 @@ from tvm_hetero.passes.stack_loop_buffers import StackLoopBuffers
 from tvm_hetero.passes.strided_loads_as_shuffles import StridedLoadsAsShuffles
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
+from tvm_hetero.passes.temporal_convolutions_as_2d import TemporalConvolutionsAs2D
 from tvm_hetero.passes.winograd_convolutions import WinogradConvolutions
 from tvm_hetero.passes.wrap_indices import WrapIndices
 
@@ -66,6 +67,7 @@ __all__ = [
     "StridedLoadsAsShuffles",
     "StripStageBoundaries",
     "SubsampleStridedPointwise",
+    "TemporalConvolutionsAs2D",
     "WinogradConvolutions",
     "WrapIndices",
 ]
