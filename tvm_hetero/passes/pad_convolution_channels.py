@@ -69,9 +69,9 @@ class PadConvolutionChannels:
         return rewrite_calls(mod, _padded)
 
 
-def padded_channels(call: relax.Call, rewriter: PyExprMutator) -> tuple[int, np.ndarray] | None:
-    """``(channels, weights)``: the output channels ``call`` is computed with and its weights
-    widened to them, or ``None`` to leave it alone."""
+def padded_weights(call: relax.Call, rewriter: PyExprMutator) -> np.ndarray | None:
+    """The weights of ``call`` with zero output channels up to those it is computed with, or
+    ``None`` to leave it alone."""
     if not PAD_CHANNELS or not calls_one_of(call, CONV_OPS):
         return None
     a, ty = call.attrs, call.ty
@@ -104,17 +104,15 @@ def padded_channels(call: relax.Call, rewriter: PyExprMutator) -> tuple[int, np.
     ]
     if not fitting:
         return None
-    wide = fitting[0]
-    padded = np.zeros((wide, *value.shape[1:]), value.dtype)
+    padded = np.zeros((fitting[0], *value.shape[1:]), value.dtype)
     padded[:channels] = value
-    return wide, padded
+    return padded
 
 
 def _padded(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    found = padded_channels(call, rewriter)
-    if found is None:
+    weights = padded_weights(call, rewriter)
+    if weights is None:
         return None
-    _, weights = found
     wide = relax.Call(call.op, [call.args[0], relax.const(weights)], call.attrs)
     channels = int(call.ty.shape.values[1])
     return relax.op.strided_slice(rewriter.builder_.emit(wide), axes=[1], begin=[0], end=[channels])

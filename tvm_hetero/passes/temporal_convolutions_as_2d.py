@@ -48,7 +48,7 @@ class TemporalConvolutionsAs2D:
         return rewrite_calls(mod, _as_2d)
 
 
-def temporal(call: relax.Call, mod: tvm.IRModule) -> bool:
+def computed_as_2d(call: relax.Call, mod: tvm.IRModule) -> bool:
     """Whether ``call`` is a CPU ``conv3d`` with a window along time only that the
     channel-vectorized tile would not take (:func:`~tvm_hetero.schedules.cpu.conv.
     channel_tiled`)."""
@@ -75,7 +75,7 @@ def temporal(call: relax.Call, mod: tvm.IRModule) -> bool:
 
 
 def _as_2d(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    if not temporal(call, rewriter.mod_):
+    if not computed_as_2d(call, rewriter.mod_):
         return None
     a = call.attrs
     n, c, t, h, w = (int(d) for d in call.args[0].ty.shape.values)
