@@ -317,12 +317,38 @@ def test_other_feeds_change_every_input_and_keep_token_ids_valid():
     assert not np.array_equal(other["ids"], feeds["ids"])
 
 
+def test_a_stack_whose_output_does_not_follow_its_input_gets_its_convolutions_drawn_again():
+    """Twelve convolutions drawn with a standard deviation of 0.01 (GoogLeNet's draw) leave
+    the output its last layer's bias; ``make`` draws them again (Kaiming, fan out), after
+    which the output follows the input. A stack that follows it keeps its weights."""
+
+    def stack(std: float) -> torch.nn.Module:
+        layers = [torch.nn.Conv2d(3, 16, 3, padding=1)]
+        layers += [torch.nn.Conv2d(16, 16, 3, padding=1) for _ in range(11)]
+        model = torch.nn.Sequential(*(m for c in layers for m in (c, torch.nn.ReLU())))
+        for c in layers:
+            torch.nn.init.normal_(c.weight, std=std)
+        return model
+
+    x = torch.randn(1, 3, 8, 8)
+    for std, drawn in ((0.01, True), (0.3, False)):
+        module = stack(std)
+        before = module[0].weight.clone()
+        assert zoo.follows_input(module, (x,)) != drawn
+        entry = zoo.Entry("pytorch", lambda small, m=module: (m, (x,)))
+        made, _ = entry.make(True)
+        assert zoo.follows_input(made, (x,))
+        assert torch.equal(made[0].weight, before) != drawn
+
+
 def test_s3d_takes_frames_of_224_and_a_draw_that_reaches_its_output():
+    """torchvision's S3D pools its last 2 x 7 x 7 map whole (frames of 224 x 224) and keeps
+    PyTorch's default draw, under which its features are about 4e-7 whatever the input."""
     try:
         zoo.outside("tv:video.s3d")
-        model, (x,) = zoo.CORPUS["tv:video.s3d"].build(True)
+        model, (x,) = zoo.CORPUS["tv:video.s3d"].make(True)
         assert tuple(x.shape) == (1, 3, 16, 224, 224)
         with torch.no_grad():
-            assert float(model.eval().features(x).std()) > 1e-2  # the default draw: 4e-7
+            assert float(model.eval().features(x).std()) > 1e-2
     finally:
         zoo.CORPUS.pop("tv:video.s3d", None)

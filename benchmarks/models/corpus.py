@@ -73,28 +73,21 @@ def float64_errors(name: str, small: bool, got: list, expected: list) -> dict[st
 
 
 def other_feeds(feeds: dict) -> dict:
-    """``feeds`` with every input changed: floating-point ones drawn again (same shape, mean
-    and spread), integer ones (token ids) rolled by one along their last axis, so they stay
-    valid ids; masks and other constant inputs stay as they are."""
-    import numpy as np
+    """``feeds`` with every input changed as :func:`zoo.other_args` changes a module's: floating
+    ones drawn again, token ids rolled by one along their last axis."""
+    import torch
+    from zoo import other_args
 
-    rng = np.random.default_rng(1)
-    changed = {}
-    for name, value in feeds.items():
-        if np.issubdtype(value.dtype, np.floating):
-            drawn = rng.standard_normal(value.shape) * (value.std() or 1.0) + value.mean()
-            changed[name] = drawn.astype(value.dtype)
-        else:
-            changed[name] = np.roll(value, 1, axis=-1) if value.ndim else value
-    return changed
+    changed = other_args(tuple(torch.from_numpy(v) for v in feeds.values()))
+    return {name: t.numpy() for name, t in zip(feeds, changed, strict=True)}
 
 
 def follows_input(session, feeds: dict, expected: list, scale: float) -> bool:
     """Whether ONNX Runtime's outputs for another input (:func:`other_feeds`) differ from
     ``expected`` by more than :data:`TOLERANCE` of ``scale``: where they do not, the model's
     output does not depend on its input (a network whose activations vanish through its
-    layers at random initialisation, leaving the last layer's bias), and any build would
-    match it."""
+    layers at random initialisation, leaving the last layer's bias: ``zoo.follows_input``
+    draws such a model's convolutions again before export), and any build would match it."""
     from tvm_hetero import api
 
     again = session.run(None, other_feeds(feeds))

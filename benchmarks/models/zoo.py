@@ -25,9 +25,13 @@ class Entry:
     symbolic: bool = False  # exported with a symbolic batch dimension (loaded as batch 1)
 
     def make(self, small: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-        """The module (its weights made live: :func:`live_weights`) and its example inputs."""
+        """The module (its weights made live: :func:`live_weights`, and its convolutions drawn
+        again where its output does not follow its input: :func:`fan_out_init`) and its
+        example inputs."""
         module, args = self.build(small)
         live_weights(module)
+        if not follows_input(module, args):
+            fan_out_init(module)
         return module, args
 
 
@@ -61,6 +65,63 @@ def live_weights(module: nn.Module, seed: int = 0) -> list[str]:
             param.copy_(fresh.to(param.dtype))
             drawn.append(name)
     return drawn
+
+
+FOLLOW_TOLERANCE = 1e-3
+"""The least change, as a share of the output's largest value, another input must make to a
+model's output for the output to follow the input (:func:`follows_input`): the corpus'
+tolerance, so that a model whose output does not follow its input cannot match by chance."""
+
+
+def follows_input(module: nn.Module, args: tuple) -> bool:
+    """Whether ``module`` (in eval mode) gives another input (:func:`other_args`) an output
+    differing by more than :data:`FOLLOW_TOLERANCE`. Deep networks that keep PyTorch's default
+    draw or draw small weights (S3D; GoogLeNet, whose convolutions are drawn with a standard
+    deviation of 0.01; ShuffleNet V2) shrink their activations layer by layer to nothing at
+    random initialisation, and their output is the last layer's bias whatever the input: any
+    build would match it."""
+    module.eval()
+    with torch.no_grad():
+        first = _tensors(module(*args))
+        second = _tensors(module(*other_args(args)))
+    scale = max((float(t.abs().max()) for t in first), default=0.0) or 1.0
+    change = max((float((a - b).abs().max()) for a, b in zip(first, second, strict=True)),
+                 default=0.0)  # fmt: skip
+    return change > FOLLOW_TOLERANCE * scale
+
+
+def other_args(args: tuple) -> tuple:
+    """``args`` with floating-point tensors drawn again (same shape, mean and spread) and
+    integer ones (token ids) rolled by one along their last axis, so they stay valid ids."""
+    generator = torch.Generator().manual_seed(1)
+    other = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            spread = float(a.std()) if a.numel() > 1 else 1.0
+            drawn = torch.randn(a.shape, generator=generator) * (spread or 1.0) + float(a.mean())
+            other.append(drawn.to(a.dtype))
+        elif isinstance(a, torch.Tensor) and a.dim():
+            other.append(torch.roll(a, 1, dims=-1))
+        else:
+            other.append(a)
+    return tuple(other)
+
+
+def _tensors(out) -> list[torch.Tensor]:
+    """The floating-point tensors of a module's output (a tensor, a tuple, a dict or a
+    transformers ``ModelOutput``), in order."""
+    if isinstance(out, torch.Tensor):
+        return [out.float()] if out.is_floating_point() else []
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, list | tuple) else []
+    return [t for item in items for t in _tensors(item)]
+
+
+def fan_out_init(module: nn.Module) -> None:
+    """Draw every convolution's weights again as torchvision's ResNets draw theirs (Kaiming,
+    fan out, for ReLU), which keeps activations alive through deep stacks."""
+    for m in module.modules():
+        if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
 
 def _image(size: int, small: bool) -> tuple[torch.Tensor]:
@@ -512,17 +573,6 @@ TV_INPUTS = {"": (3, 224, 224), "video.": (3, 16, 112, 112), "segmentation.": (3
 TV_MODEL_INPUTS = {"video.s3d": (3, 16, 224, 224)}
 """Models whose input is not their family's: S3D pools its last 2 x 7 x 7 map whole with a
 fixed window (frames of 224 x 224)."""
-TV_FAN_OUT_INIT = {"video.s3d"}
-"""Models whose convolutions are drawn again as torchvision's ResNets draw theirs (Kaiming,
-fan out, ReLU): S3D keeps PyTorch's default draw, under which its activations shrink to about
-1e-7 over its 78 convolutions and its output is its classifier's bias, whatever the input
-(``corpus.follows_input``)."""
-
-
-def _fan_out_init(model: torch.nn.Module) -> None:
-    for module in model.modules():
-        if isinstance(module, torch.nn.Conv2d | torch.nn.Conv3d):
-            torch.nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
 
 def _tv(spec: str) -> Entry | None:
@@ -545,8 +595,6 @@ def _tv(spec: str) -> Entry | None:
         model = builder(weights=None, **extra)
         if family == "segmentation.":
             model = _Field(model, "out")
-        if f"{family}{name}" in TV_FAN_OUT_INIT:
-            _fan_out_init(model)
         shape = TV_MODEL_INPUTS.get(f"{family}{name}", TV_INPUTS[family])
         return model, (torch.randn(1, *shape),)
 
