@@ -319,7 +319,7 @@ def test_other_feeds_change_every_input_and_keep_token_ids_valid():
 
 def test_a_stack_whose_output_does_not_follow_its_input_gets_its_convolutions_drawn_again():
     """Twelve convolutions drawn with a standard deviation of 0.01 (GoogLeNet's draw) leave
-    the output its last layer's bias; ``make`` draws them again (Kaiming, fan out), after
+    the output its last layer's bias; ``make`` draws them again (He's draw, fan in), after
     which the output follows the input. A stack that follows it keeps its weights."""
 
     def stack(std: float) -> torch.nn.Module:

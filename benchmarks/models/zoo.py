@@ -26,12 +26,12 @@ class Entry:
 
     def make(self, small: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         """The module (its weights made live: :func:`live_weights`, and its convolutions drawn
-        again where its output does not follow its input: :func:`fan_out_init`) and its
-        example inputs."""
+        again where its output does not follow its input: :func:`he_init`) and its example
+        inputs."""
         module, args = self.build(small)
         live_weights(module)
         if not follows_input(module, args):
-            fan_out_init(module)
+            he_init(module)
         return module, args
 
 
@@ -116,12 +116,15 @@ def _tensors(out) -> list[torch.Tensor]:
     return [t for item in items for t in _tensors(item)]
 
 
-def fan_out_init(module: nn.Module) -> None:
-    """Draw every convolution's weights again as torchvision's ResNets draw theirs (Kaiming,
-    fan out, for ReLU), which keeps activations alive through deep stacks."""
+def he_init(module: nn.Module) -> None:
+    """Draw every convolution's weights again as He et al. draw them for ReLU (normal, fan
+    in), which keeps the variance from layer to layer. Drawn with fan out (torchvision's
+    ResNets' draw), a depthwise convolution's weights come out too small by the root of its
+    channels (PyTorch counts its fan out as channels x window), and ShuffleNet V2 still shrank
+    to a millionth by its last stage."""
     for m in module.modules():
         if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
 
 
 def _image(size: int, small: bool) -> tuple[torch.Tensor]:
