@@ -57,10 +57,10 @@ def computed_as_2d(call: relax.Call, mod: tvm.IRModule) -> bool:
     a, ty = call.attrs, call.ty
     if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCDHW", "OIDHW", "NCDHW"):
         return False
-    target, kernel = cpu_tensor_target(ty, mod), call.args[1].ty.shape
-    if target is None or kernel is None or int(a.groups) != 1:
+    target, kernel, data = cpu_tensor_target(ty, mod), call.args[1].ty.shape, call.args[0].ty.shape
+    if target is None or kernel is None or data is None or int(a.groups) != 1:
         return False
-    shapes = [*ty.shape.values, *kernel.values, *call.args[0].ty.shape.values]
+    shapes = [*ty.shape.values, *kernel.values, *data.values]
     if not all(isinstance(d, tvm.tirx.IntImm) for d in shapes):
         return False
     window = [int(k) for k in kernel.values[2:]]
