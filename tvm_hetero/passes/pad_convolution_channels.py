@@ -39,9 +39,9 @@ class PadConvolutionChannels:
     weights packed by channel at compile time: :func:`~tvm_hetero.schedules.cpu.conv.
     channel_tiled`) needs output channels a vector divides; others got the width-vectorized
     tile. R(2+1)D's factorised convolutions have 230, 460 and 921 (torchvision's
-    ``r2plus1d_18``): its 64 -> 230 1x3x3 layer of stride 2 over 16 x 56 x 56 took 31.9 ms,
-    its 512 -> 921 one over 2 x 7 x 7 10.4 ms, ONNX Runtime's (which pads them to its blocked
-    layout) 12.4 and 3.2; computed as 240 and 928 channels, cropped, 15.5 and 2.8 (Intel
+    ``r2plus1d_18``): its 64 -> 230 1x3x3 layer of stride 2 over 16 x 56 x 56 took 31.1 ms,
+    its 512 -> 921 one over 2 x 7 x 7 11.6 ms, ONNX Runtime's (which pads them to its blocked
+    layout) 13.5 and 3.6; computed as 256 and 928 channels, cropped, 14.4 and 3.0 (Intel
     Xeon, two threads, each layer alone with its bias and ReLU). ``conv(x, w)`` becomes
     ``strided_slice(conv(x, w'), axes=[1], end=[O])`` with ``w'`` the constant with zero
     output channels up to the next multiple of two vectors (with AVX-512, whose channel tile
