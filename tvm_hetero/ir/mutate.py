@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
@@ -19,6 +20,19 @@ def bound_value(rewriter: PyExprMutator, expr: relax.Expr) -> relax.Expr:
     (a parameter, a constant)."""
     value = rewriter.lookup_binding(expr) if isinstance(expr, relax.Var) else None
     return expr if value is None else value
+
+
+def output_channels_widened(
+    rewriter: PyExprMutator, call: relax.Call, weights: np.ndarray, wide: int
+) -> relax.Expr:
+    """``call``, a convolution whose constant weights are ``weights`` (``[O, ...]``), computed
+    over ``wide`` output channels, the added ones' weights zero, and its output cropped back to
+    its ``O`` channels by a ``strided_slice`` (the convolution emitted through ``rewriter``)."""
+    channels = weights.shape[0]
+    padded = np.zeros((wide, *weights.shape[1:]), weights.dtype)
+    padded[:channels] = weights
+    conv = relax.Call(call.op, [call.args[0], relax.const(padded)], call.attrs)
+    return relax.op.strided_slice(rewriter.builder_.emit(conv), axes=[1], begin=[0], end=[channels])
 
 
 def mutate_functions(mod: IRModule, rewriter: PyExprMutator) -> IRModule:

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.bindings import calls_one_of
-from tvm_hetero.ir.mutate import bound_value, rewrite_calls
+from tvm_hetero.ir.mutate import bound_value, output_channels_widened, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_bits, vector_lanes
 from tvm_hetero.schedules.cpu.conv import (
     CHANNELS_PER_TILE,
     WIDE_CHANNEL_TILE_VECTORS,
-    channel_tiled,
+    conv_channel_tiled,
 )
 
 CONV_OPS = ("relax.nn.conv2d", "relax.nn.conv3d")
@@ -69,9 +68,8 @@ class PadConvolutionChannels:
         return rewrite_calls(mod, _padded)
 
 
-def padded_weights(call: relax.Call, rewriter: PyExprMutator) -> np.ndarray | None:
-    """The weights of ``call`` with zero output channels up to those it is computed with, or
-    ``None`` to leave it alone."""
+def widened_channels(call: relax.Call, rewriter: PyExprMutator) -> int | None:
+    """The output channels ``call`` is computed with, or ``None`` to leave it alone."""
     if not PAD_CHANNELS or not calls_one_of(call, CONV_OPS):
         return None
     a, ty = call.attrs, call.ty
@@ -84,15 +82,14 @@ def padded_weights(call: relax.Call, rewriter: PyExprMutator) -> np.ndarray | No
     shape = [int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in ty.shape.values]
     if None in shape:
         return None
-    value = weight.value.numpy()
-    window, channels = value.shape[2:], shape[1]
-    pointwise = math.prod(window) == 1 and all(int(s) == 1 for s in a.strides)
+    weight_shape = [int(d) for d in weight.value.shape]
+    channels = shape[1]
+    pointwise = math.prod(weight_shape[2:]) == 1 and all(int(s) == 1 for s in a.strides)
     if pointwise and not any(int(p) for p in a.padding):
         return None  # the matmul rule's
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
     if channels % lanes == 0:
         return None
-    inputs = value.shape[1] if math.prod(window) > 1 else 0
     steps = [WIDE_CHANNEL_TILE_VECTORS * lanes] if vector_bits(target) >= 512 else []
     if channels % CHANNELS_PER_TILE:  # the width tile takes fewer channels: one vector serves
         steps.append(lanes)
@@ -100,19 +97,14 @@ def padded_weights(call: relax.Call, rewriter: PyExprMutator) -> np.ndarray | No
         wide
         for wide in (-(-channels // step) * step for step in steps)
         if wide - channels <= MAX_EXTRA * channels
-        and channel_tiled(shape[-1], wide, lanes, None, inputs, shape[-2])
+        and conv_channel_tiled(shape, weight_shape, lanes, wide)
     ]
-    if not fitting:
-        return None
-    padded = np.zeros((fitting[0], *value.shape[1:]), value.dtype)
-    padded[:channels] = value
-    return padded
+    return fitting[0] if fitting else None
 
 
 def _padded(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
-    weights = padded_weights(call, rewriter)
-    if weights is None:
+    wide = widened_channels(call, rewriter)
+    if wide is None:
         return None
-    wide = relax.Call(call.op, [call.args[0], relax.const(weights)], call.attrs)
-    channels = int(call.ty.shape.values[1])
-    return relax.op.strided_slice(rewriter.builder_.emit(wide), axes=[1], begin=[0], end=[channels])
+    weights = bound_value(rewriter, call.args[1]).value.numpy()
+    return output_channels_widened(rewriter, call, weights, wide)

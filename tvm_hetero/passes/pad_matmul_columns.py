@@ -10,7 +10,7 @@ from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.bindings import calls_op
-from tvm_hetero.ir.mutate import bound_value, rewrite_calls
+from tvm_hetero.ir.mutate import bound_value, output_channels_widened, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.matmul import padded_columns, weights_as_columns
@@ -120,13 +120,7 @@ def _padded_pointwise(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr |
         wide = two_vector_channels(target, bits, out[2] * out[3], inputs, channels)
     if wide == channels:
         return None
-    padded = np.zeros((wide, *value.shape[1:]), value.dtype)
-    padded[:channels] = value
-    conv = relax.op.nn.conv2d(
-        call.args[0], relax.const(padded), a.strides, a.padding, a.dilation, a.groups,
-        a.data_layout, a.kernel_layout, a.out_layout, a.out_dtype or None,
-    )  # fmt: skip
-    return relax.op.strided_slice(rewriter.builder_.emit(conv), axes=[1], begin=[0], end=[channels])
+    return output_channels_widened(rewriter, call, value, wide)
 
 
 WIDE_PANELS = True

@@ -13,7 +13,7 @@ from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.schedules.cpu.conv import channel_tiled
+from tvm_hetero.schedules.cpu.conv import conv_channel_tiled
 
 CONV3D_OP = "relax.nn.conv3d"
 AS_2D = True
@@ -70,10 +70,9 @@ def computed_as_2d(call: relax.Call, mod: tvm.IRModule) -> bool:
     padding = [int(p) for p in a.padding]
     if window[1:] != [1, 1] or spatial != [1, 1, 1, 1] or any(padding[1:3] + padding[4:]):
         return False
-    _, channels, _, rows, width = (int(d) for d in ty.shape.values)
-    inputs = int(kernel.values[1]) if window[0] > 1 else 0
     lanes = vector_lanes(target, tvm.DataType(ty.dtype).bits)
-    return not channel_tiled(width, channels, lanes, None, inputs, rows)
+    out_shape = [int(d) for d in ty.shape.values]
+    return not conv_channel_tiled(out_shape, [int(k) for k in kernel.values], lanes)
 
 
 def _as_2d(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:

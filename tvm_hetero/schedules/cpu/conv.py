@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,6 +240,18 @@ def channel_tiled(
     if lanes < wide_lanes or width > wide_width or channels < 2 * lanes or inputs < lanes:
         return False
     return math.prod(channel_vector_tile(rows, width, lanes)) == channel_accumulators(lanes)
+
+
+def conv_channel_tiled(
+    out_shape: Sequence[int], weight_shape: Sequence[int], lanes: int, channels: int = 0
+) -> bool:  # fmt: skip
+    """:func:`channel_tiled` for a one-group convolution with output ``(N, O, ..., H, W)`` and
+    weights ``(O, I, *window)``, computed over ``channels`` output channels (``O`` when 0), as
+    ``PackConstantWeights`` will read its kernel: the input channels count only where the
+    window has more than one tap."""
+    inputs = weight_shape[1] if math.prod(weight_shape[2:]) > 1 else 0
+    rows, width = out_shape[-2], out_shape[-1]
+    return channel_tiled(width, channels or out_shape[1], lanes, None, inputs, rows)
 
 
 CHANNEL_VECTOR_EXTRA = 0.25
