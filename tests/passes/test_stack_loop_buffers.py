@@ -21,12 +21,16 @@ def _before(a: T.Buffer((8, 1500), "float32"), b: T.Buffer((8, 1500), "float32")
         row = T.alloc_buffer((1500,))  # 6,000 bytes a row: the stack's
         small = T.alloc_buffer((16,))  # under 1 KiB: LowerTVMBuiltin's stack already
         large = T.alloc_buffer((20000,))  # 80,000 bytes: the pool's
-        acc = T.alloc_buffer((1500,), scope="local")
+        acc = T.alloc_buffer((1500,), scope="local")  # a register tile: the stack's too
+        tile = T.alloc_buffer((7,), scope="local")  # however small: TVM keeps only global ones
+        vectors = T.alloc_buffer((121,), "float32x16")  # 7,744 bytes, not 484: the stack's
         for j in range(1500):
             row[j] = a[i, j] * T.float32(2)
             acc[j] = row[j]
         small[0] = row[0]
         large[0] = small[0]
+        tile[0] = large[0]
+        vectors[0] = T.Broadcast(tile[0], 16)
         for j in range(1500):
             b[i, j] = acc[j] + whole[j] + large[0]
 
@@ -39,12 +43,16 @@ def _expected(a: T.Buffer((8, 1500), "float32"), b: T.Buffer((8, 1500), "float32
         row = T.alloc_buffer((1500,), annotations={"disable_lower_builtin": 1})
         small = T.alloc_buffer((16,))
         large = T.alloc_buffer((20000,))
-        acc = T.alloc_buffer((1500,), scope="local")
+        acc = T.alloc_buffer((1500,), scope="local", annotations={"disable_lower_builtin": 1})
+        tile = T.alloc_buffer((7,), scope="local", annotations={"disable_lower_builtin": 1})
+        vectors = T.alloc_buffer((121,), "float32x16", annotations={"disable_lower_builtin": 1})
         for j in range(1500):
             row[j] = a[i, j] * T.float32(2)
             acc[j] = row[j]
         small[0] = row[0]
         large[0] = small[0]
+        tile[0] = large[0]
+        vectors[0] = T.Broadcast(tile[0], 16)
         for j in range(1500):
             b[i, j] = acc[j] + whole[j] + large[0]
 
@@ -77,7 +85,7 @@ def _many_rows(a: T.Buffer((8, 15000), "float32")):
             a[i, j] = r4[j]
 
 
-def test_a_buffer_in_a_loop_of_1_to_64_kib_goes_on_the_stack():
+def test_a_buffer_in_a_loop_of_1_to_64_kib_or_a_register_tile_goes_on_the_stack():
     mod = StackLoopBuffers()(tvm.IRModule({"main": _before}))
     tvm.ir.assert_structural_equal(_named(mod["main"]), _named(_expected))
 
@@ -134,3 +142,28 @@ def _llvm_sources(module: tvm.runtime.Module) -> list[str]:
             found.append(m.inspect_source("ll"))
         stack.extend(m.imports)
     return found
+
+
+def test_a_depthwise_convolutions_tasks_ask_the_pool_for_nothing_and_match_numpy(tmp_path):
+    """The channel-vectorized tile of a 5x5 depthwise convolution over a 7 x 7 map (36 tasks): each task's
+    padded input (121 vectors of 16 floats, counted as 484 bytes while a buffer's lanes were
+    left out) and its register tile (``local``) had each been asked of the pool once a task."""
+    channels = 576
+    w = np.random.default_rng(1).standard_normal((channels, 1, 5, 5)).astype(np.float32)
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 7, 7])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 7, 7])
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=channels, pads=[2, 2, 2, 2])
+    weights = helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel().tolist())
+    graph = helper.make_graph([node], "dw", [x_info], [y_info], [weights])
+    path = tmp_path / "dw.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    compiled = api.compile(load_model(str(path)), [resolve_device("cpu")])
+    x = np.random.default_rng(0).standard_normal((1, channels, 7, 7), dtype=np.float32)
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    want = np.zeros_like(x)
+    for dy in range(5):
+        for dx in range(5):
+            want += padded[:, :, dy : dy + 7, dx : dx + 7] * w[None, :, 0, dy, dx, None, None]
+    np.testing.assert_allclose(api.run(compiled, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    sources = _llvm_sources(compiled.deployment.libraries[0].mod)
+    assert sources and not any("TVMBackendAllocWorkspace" in s for s in sources)

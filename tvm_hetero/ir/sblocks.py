@@ -72,13 +72,15 @@ def with_children(stmt: tirx.Stmt, visit: Callable[[tirx.Stmt], tirx.Stmt]) -> t
 
 
 def buffer_bytes(buffer: tirx.Buffer) -> int | None:
-    """Bytes of ``buffer``, or ``None`` where its shape is not constant."""
+    """Bytes of ``buffer`` (of every lane of a vector type: a lowered kernel's buffer may hold
+    ``float32x16``), or ``None`` where its shape is not constant."""
     count = 1
     for extent in buffer.shape:
         if not isinstance(extent, tirx.IntImm):
             return None
         count *= int(extent)
-    return count * tvm.DataType(str(buffer.dtype)).bits // 8
+    dtype = tvm.DataType(str(buffer.dtype))
+    return count * dtype.bits * dtype.lanes // 8
 
 
 def realizes(stmt: tirx.Stmt, loops: list | None = None) -> list[tuple]:

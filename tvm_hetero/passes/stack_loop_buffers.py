@@ -20,6 +20,11 @@ appear (an unrolled loop's copies each count): TVM's pool threads and the caller
 megabytes of stack."""
 TVM_STACK_BYTES = 1024
 """``runtime::kMaxStackAlloca``: below it ``LowerTVMBuiltin`` keeps a CPU buffer on the stack."""
+LOCAL_BUFFERS = True
+"""Whether buffers in ``local`` scope (a schedule's register tile, ``cache_write``'s
+accumulators) are put on the stack too, whatever their size: ``LowerTVMBuiltin`` keeps only
+``global`` buffers under 1 KiB there and asks the pool for every ``local`` one, however small.
+Off, only ``global`` buffers are (the switch its benchmark turns)."""
 CPU_DEVICE_TYPE = 1
 """``kDLCPU``, the value of the ``device_type`` attribute ``MakePackedAPI`` sets on a kernel."""
 
@@ -40,6 +45,12 @@ class StackLoopBuffers:
     time; each thread runs the loop body on its own stack, as the pool's buffers are each
     thread's too. Buffers outside every loop (once a call) stay in the pool, whatever their
     size, and so does every buffer of a kernel once :data:`MAX_KERNEL_BYTES` is reached.
+    ``LowerTVMBuiltin`` asks the pool for every ``local`` buffer (a register tile, the
+    accumulators of ``cache_write``), however small, so those go on the stack from one byte
+    (:data:`LOCAL_BUFFERS`): a depthwise convolution's tasks each asked for 64 bytes of the
+    last row LLVM kept in memory. A lowered buffer of vectors (``float32x16``) is counted by
+    all its lanes: counted by one, the channel tile's padded input of 7,744 bytes passed for
+    484, was left to ``LowerTVMBuiltin``, and went to the pool.
     Each kernel alone, pool -> stack, ONNX Runtime beside (AMD EPYC Zen 4, two threads,
     ``benchmarks/cpu_kernels/loop_buffers.py``): SegFormer's softmax 1.88 -> 1.58 ms (1.24),
     a 3x3 / 2 max pool over 112 x 112 0.080 -> 0.072, a strided depthwise convolution 0.221 ->
@@ -83,12 +94,19 @@ def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.
     return with_children(stmt, lambda child: _walk(child, cpu, in_loop, budget))
 
 
+def _scopes() -> tuple[str, ...]:
+    """The storage scopes whose loop buffers go on the stack (:data:`LOCAL_BUFFERS`)."""
+    return ("global", "local") if LOCAL_BUFFERS else ("global",)
+
+
 def _stacked_alloc(stmt: tirx.AllocBuffer, budget: list[int]) -> tirx.AllocBuffer:
     """``stmt`` annotated for the stack where its buffer qualifies and the budget allows."""
-    if STACK_ANNOTATION in stmt.annotations or stmt.buffer.scope() != "global":
+    scope = stmt.buffer.scope()
+    if STACK_ANNOTATION in stmt.annotations or scope not in _scopes():
         return stmt
     size = buffer_bytes(stmt.buffer)
-    if size is None or not TVM_STACK_BYTES <= size <= min(MAX_BUFFER_BYTES, budget[0]):
+    least = TVM_STACK_BYTES if scope == "global" else 1
+    if size is None or not least <= size <= min(MAX_BUFFER_BYTES, budget[0]):
         return stmt
     budget[0] -= size
     annotations = {**dict(stmt.annotations), STACK_ANNOTATION: tirx.IntImm("int32", 1)}
