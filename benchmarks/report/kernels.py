@@ -547,6 +547,13 @@ def columns_in_lanes_models() -> str:
     return _switched("COLUMNS_IN_LANES")
 
 
+def register_tiles_on_the_stack() -> str:
+    """``before_and_now.py ... --off ...stack_loop_buffers:LOCAL_BUFFERS=False --off
+    ...stack_loop_buffers:buffer_bytes=...``: loop buffers of every scope and every lane on the
+    stack, and only ``global`` ones counted by one lane."""
+    return _switched("LOCAL_BUFFERS")
+
+
 def bands_of_the_larger_operand() -> str:
     """``before_and_now.py ... --off ...common:SPLIT_LARGER=False``: matmul threads on bands
     of the larger operand, and not."""
@@ -772,6 +779,7 @@ SECTIONS = {
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
+    "register-tiles-stack": register_tiles_on_the_stack,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,
