@@ -701,6 +701,30 @@ def test_a_depthwise_convolution_of_column_stride_2_takes_the_row_tile(steps, mo
                                rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
+@pytest.mark.parametrize("least", [1, 2], ids=["rows of one vector tiled", "two vectors"])
+def test_a_depthwise_convolution_with_rows_of_one_vector_takes_the_row_tile(least, monkeypatch):
+    """A 3x3 depthwise convolution over 14 x 8 (8 lanes: one vector a row) takes the tile of
+    7 rows, the taps unrolled, as wider rows do: each row's 9 multiply-adds had been one chain
+    of dependent sums. With ``DEPTHWISE_ROWS_MIN_VECTORS`` of 2 it keeps one row a tile. The
+    numbers equal the default schedule's either way."""
+    from tvm_hetero.schedules.cpu import conv
+
+    monkeypatch.setattr(conv, "DEPTHWISE_ROWS_MIN_VECTORS", least)
+    shapes = [(1, 64, 14, 8), (64, 1, 3, 3)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=64))
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+    found = sch.get_loops(sch.get_sblock("group_conv2d_nchw_update"))
+    loops = [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
+    unrolled, vectorized = 3, 2
+    taps = [(unrolled, 3), (unrolled, 3), (unrolled, 7), (vectorized, 8)]
+    assert (loops[-4:] == taps) == (least == 1), loops
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), _run(mod, arrays),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
 def test_input_module_is_not_mutated():
     shapes, body, _ = CASES["matmul"]
     mod = _module(shapes, body)

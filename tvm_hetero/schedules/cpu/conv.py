@@ -310,12 +310,19 @@ from 112 x 112 0.273 -> 0.203 ms (ONNX Runtime 0.382), 144 from 56 x 56 0.067 ->
 a lane at a time took 0.46 ms for the first and 0.45 for the 5x5 of 144 (0.13 by either)."""
 
 
-DEPTHWISE_ROWS_MIN_VECTORS = 2
+DEPTHWISE_ROWS_MIN_VECTORS = 1
 """Vectors a row from which a width-vectorized depthwise convolution takes the tile of
-:data:`DEPTHWISE_ROWS` rows. Rows of one vector (MobileNet-V2's 3x3 of 384 and 576 channels
-at 14 x 14, computed 16 wide) ran within 5 % either way alone, and MobileNet-V2 whole ran
-1.02-1.04x slower with them tiled too (``before_and_now.py``, 9 interleaved rounds, twice);
-without them, level."""
+:data:`DEPTHWISE_ROWS` rows: every row, one vector (a 14 x 14 map computed 16 wide) included.
+Untiled, such a row's taps were one chain of dependent multiply-adds (25 for a 5x5 window).
+Each layer alone, with its ReLU, the tile against one row a tile (Intel Xeon, AVX-512, two
+threads, ``benchmarks/cpu_kernels/depthwise_rows.py``): 3x3 of 384 and 576 channels over
+14 x 14 0.045 -> 0.027 and 0.059 -> 0.041 ms, 5x5 of 480 and 672 0.077 -> 0.056 and 0.103 ->
+0.070 ms. Whole models (``benchmarks/models/before_and_now.py``, 7 interleaved rounds):
+MnasNet, MobileNet-V2 and MobileNet-V3-Small three to four percent faster, MobileNet-V3-Large
+one, EfficientNet-B0, MobileNetV4-Conv-Small and GhostNet level. On Zen 4, when each task
+still asked the workspace pool for its register tile (:class:`~tvm_hetero.passes.
+StackLoopBuffers` now puts it on the stack), MobileNet-V2 had run 2-4 % slower with these rows
+tiled, and 2 was kept."""
 
 
 def depthwise_channel_tiled(width: int, channels: int, lanes: int, stride: int = 1) -> bool:
