@@ -547,6 +547,17 @@ def columns_in_lanes_models() -> str:
     return _switched("COLUMNS_IN_LANES")
 
 
+def depthwise_rows() -> str:
+    """``benchmarks/cpu_kernels/depthwise_rows.py``: depthwise rows of one vector tiled."""
+    return _before_and_now("depthwise_rows.jsonl", "kernel")
+
+
+def depthwise_rows_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:DEPTHWISE_ROWS_MIN_VECTORS=2``: mobile networks
+    with depthwise rows of one vector tiled, and not."""
+    return _switched("DEPTHWISE_ROWS_MIN_VECTORS")
+
+
 def register_tiles_on_the_stack() -> str:
     """``before_and_now.py ... --off ...stack_loop_buffers:LOCAL_BUFFERS=False --off
     ...stack_loop_buffers:buffer_bytes=...``: loop buffers of every scope and every lane on the
@@ -780,6 +791,8 @@ SECTIONS = {
     "loop-buffers": loop_buffers,
     "bands-larger": bands_of_the_larger_operand,
     "register-tiles-stack": register_tiles_on_the_stack,
+    "depthwise-rows": depthwise_rows,
+    "depthwise-rows-models": depthwise_rows_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,
