@@ -341,6 +341,31 @@ def test_a_stack_whose_output_does_not_follow_its_input_gets_its_convolutions_dr
         assert torch.equal(made[0].weight, before) != drawn
 
 
+def test_a_stack_whose_norms_shrink_it_gets_them_made_the_identity_too():
+    """Eight convolution + batch norm blocks whose norms scale by about a tenth and shift by a
+    drawn bias (timm's RepVGG draw): He's draw of the convolutions alone leaves the output the
+    shifts', whatever the input; ``make`` then makes the norms the identity, after which the
+    output follows the input. A stack that follows after He's draw keeps its norms."""
+
+    def stack(scale: float) -> torch.nn.Module:
+        blocks = []
+        for k in range(8):
+            norm = torch.nn.BatchNorm2d(16)
+            torch.nn.init.normal_(norm.weight, scale, 0.01)
+            torch.nn.init.normal_(norm.bias, 0.0, 0.1)
+            blocks += [torch.nn.Conv2d(3 if k == 0 else 16, 16, 3, padding=1), norm,
+                       torch.nn.ReLU()]  # fmt: skip
+        return torch.nn.Sequential(*blocks).eval()
+
+    x = torch.randn(1, 3, 8, 8)
+    for scale, unit in ((0.05, True), (1.0, False)):
+        module = stack(scale)
+        entry = zoo.Entry("pytorch", lambda small, m=module: (m, (x,)))
+        made, _ = entry.make(True)
+        assert zoo.follows_input(made, (x,))
+        assert bool(torch.all(made[1].weight == 1.0)) == unit
+
+
 def test_s3d_takes_frames_of_224_and_a_draw_that_reaches_its_output():
     """torchvision's S3D pools its last 2 x 7 x 7 map whole (frames of 224 x 224) and keeps
     PyTorch's default draw, under which its features are about 4e-7 whatever the input."""

@@ -26,12 +26,15 @@ class Entry:
 
     def make(self, small: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         """The module (its weights made live: :func:`live_weights`, and its convolutions drawn
-        again where its output does not follow its input: :func:`he_init`) and its example
-        inputs."""
+        again where its output does not follow its input: :func:`he_init`, then its
+        normalisations made the identity where it still does not: :func:`unit_norms`) and its
+        example inputs."""
         module, args = self.build(small)
         live_weights(module)
         if not follows_input(module, args):
             he_init(module)
+        if not follows_input(module, args):
+            unit_norms(module)
         return module, args
 
 
@@ -125,6 +128,21 @@ def he_init(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d):
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+
+
+def unit_norms(module: nn.Module) -> None:
+    """Make every normalisation's scale 1 and shift 0 (PyTorch's default draw). timm's RepVGG
+    draws its batch norms' scales from N(0.1, 0.1) and shifts from N(0, 0.1): each block
+    scaled its input by about a tenth and added a shift, so the input's trace shrank to a
+    hundred-millionth by the third stage even with :func:`he_init`'s convolutions, and the
+    output was the shifts' alone, whatever the input."""
+    norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.LayerNorm)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, norms) and getattr(m, "weight", None) is not None:
+                m.weight.fill_(1.0)
+                if m.bias is not None:
+                    m.bias.zero_()
 
 
 def _image(size: int, small: bool) -> tuple[torch.Tensor]:
@@ -489,23 +507,39 @@ def export(name: str, path, small: bool = False) -> tuple[str, ...]:
 
 
 def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
-    """:func:`export`, and the example inputs the model was built with."""
-    import warnings
+    """:func:`export`, and the example inputs the model was built with. The exporter's own
+    optimizer logs each constant it cannot fold (BERT's attention mask: "Evaluation failed:
+    cannot reshape ...") as a warning: its logger is held to errors while it exports."""
+    import logging
 
     module, args = _seeded(name, small)
     module.eval()
     names = input_names(args)
+    folding = logging.getLogger("onnxscript")
+    level = folding.level
+    folding.setLevel(logging.ERROR)
+    try:
+        _exported(name, module, args, names, path)
+    finally:
+        folding.setLevel(level)
+    return names, args
+
+
+def _exported(name: str, module: nn.Module, args: tuple, names: tuple, path) -> None:
+    """Export ``module`` to ``path``: with a symbolic batch where the corpus says so, else by
+    the dynamo exporter, by TorchScript where that fails."""
+    import warnings
+
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         if CORPUS[name].symbolic:
             _torchscript_export(module, args, path, names, symbolic=True)
-            return names, args
+            return
         try:
             torch.onnx.export(module, args, str(path), input_names=list(names), dynamo=True,
                               external_data=False, verbose=False)  # fmt: skip
         except Exception:
             _torchscript_export(module, args, path, names)
-    return names, args
 
 
 def _seeded(name: str, small: bool) -> tuple[nn.Module, tuple]:
