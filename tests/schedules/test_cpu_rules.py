@@ -675,6 +675,19 @@ def test_a_depthwise_tile_is_rows_of_one_vector_with_its_taps_unrolled_and_input
     np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)
 
 
+UNROLLED, VECTORIZED = 3, 2
+"""``ForKind`` values of an unrolled and a vectorized loop."""
+
+
+def _depthwise_update_loops(mod) -> list[tuple[int, int]]:
+    """``(kind, extent)`` of each loop around the convolution rule's depthwise update block in
+    ``mod``'s one kernel, outermost first."""
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+    found = sch.get_loops(sch.get_sblock("group_conv2d_nchw_update"))
+    return [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
+
+
 @pytest.mark.parametrize("steps", [(1, 2), (1,)], ids=["stride 2 row-tiled", "unit steps only"])
 def test_a_depthwise_convolution_of_column_stride_2_takes_the_row_tile(steps, monkeypatch):
     """A 3x3 / 2 depthwise convolution over 28 x 64 (8 lanes): 14 output rows of 4 vectors,
@@ -688,12 +701,8 @@ def test_a_depthwise_convolution_of_column_stride_2_takes_the_row_tile(steps, mo
     shapes = [(1, 64, 28, 64), (64, 1, 3, 3)]
     mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, strides=2, padding=1,
                                                                 groups=64))  # fmt: skip
-    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    sch = Conv().schedule(func, CPU)
-    found = sch.get_loops(sch.get_sblock("group_conv2d_nchw_update"))
-    loops = [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
-    unrolled, vectorized = 3, 2
-    taps = [(unrolled, 3), (unrolled, 3), (unrolled, 7), (vectorized, 8)]
+    loops = _depthwise_update_loops(mod)
+    taps = [(UNROLLED, 3), (UNROLLED, 3), (UNROLLED, 7), (VECTORIZED, 8)]
     assert (loops[-4:] == taps) == (2 in steps), loops
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
@@ -712,12 +721,8 @@ def test_a_depthwise_convolution_with_rows_of_one_vector_takes_the_row_tile(leas
     monkeypatch.setattr(conv, "DEPTHWISE_ROWS_MIN_VECTORS", least)
     shapes = [(1, 64, 14, 8), (64, 1, 3, 3)]
     mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=64))
-    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
-    sch = Conv().schedule(func, CPU)
-    found = sch.get_loops(sch.get_sblock("group_conv2d_nchw_update"))
-    loops = [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in found]
-    unrolled, vectorized = 3, 2
-    taps = [(unrolled, 3), (unrolled, 3), (unrolled, 7), (vectorized, 8)]
+    loops = _depthwise_update_loops(mod)
+    taps = [(UNROLLED, 3), (UNROLLED, 3), (UNROLLED, 7), (VECTORIZED, 8)]
     assert (loops[-4:] == taps) == (least == 1), loops
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
