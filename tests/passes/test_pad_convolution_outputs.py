@@ -376,13 +376,16 @@ def test_avx2_and_grouped_convolutions_keep_whole_vectors(device, groups):
 
 
 @pytest.mark.parametrize(
-    ("width", "stride", "widened"), [(7, 1, None), (13, 1, 16), (27, 2, None), (56, 2, None)]
+    ("width", "stride", "widened"),
+    [(7, 1, None), (13, 1, 16), (27, 2, None), (56, 2, 32), (140, 5, None)],
 )
 def test_depthwise_convolutions_the_channel_tile_takes_keep_their_width(width, stride, widened):
     """A depthwise 3x3 of 16 channels (two AVX2 vectors) with constant weights gets the
     channel-vectorized tile over rows of up to 7 output columns, 14 with a stride: not widened
-    (7, and 27 with stride 2: 14); 13 columns with unit stride are widened to 16; 28 strided
-    columns keep whole vectors (two of 14: the column stride reads lane by lane)."""
+    (7, and 27 with stride 2: 14); 13 columns with unit stride are widened to 16; 28 columns of
+    stride 2 are widened to 32, whole vectors of 8, as unit-stride ones are
+    (``StridedLoadsAsShuffles`` reads them as whole vectors and a permute); 28 of stride 5, read
+    lane by lane, keep their width (four vectors of 7, as many as 32 would take)."""
     vdev = VDevice(make_target(HASWELL), 0, "global")
     x = relax.Var("x", relax.TensorType((1, 16, 8, width), "float32", vdev))
     weights = np.random.default_rng(0).standard_normal((16, 1, 3, 3)).astype("float32")
@@ -397,6 +400,14 @@ def test_depthwise_convolutions_the_channel_tile_takes_keep_their_width(width, s
     after = PadConvolutionOutputs()(mod)
     if widened is None:
         tvm.ir.assert_structural_equal(after, mod)
-    else:
-        (wide, _) = after["main"].body.blocks[0].bindings
-        assert int(wide.var.ty.shape.values[3]) == widened
+        return
+    (wide, _) = after["main"].body.blocks[0].bindings
+    assert int(wide.var.ty.shape.values[3]) == widened
+    x_value = np.random.default_rng(1).standard_normal((1, 16, 8, width)).astype("float32")
+
+    def run(m):
+        m = relax.transform.LegalizeOps()(tvm.IRModule({"main": m["main"]}))
+        vm = relax.VirtualMachine(tvm.compile(m, "llvm"), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(x_value)).numpy()
+
+    np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)

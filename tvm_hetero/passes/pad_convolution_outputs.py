@@ -12,6 +12,7 @@ from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
 from tvm_hetero.ir.types import cpu_tensor_target
 from tvm_hetero.passes.grouped_convolutions_by_group import channel_vectorized
+from tvm_hetero.passes.strided_loads_as_shuffles import MAX_STRIDE
 from tvm_hetero.schedules.cpu.common import vector_lanes
 from tvm_hetero.schedules.cpu.conv import (
     MIN_WIDTH,
@@ -24,6 +25,23 @@ from tvm_hetero.schedules.cpu.conv import (
 CONV2D_OP = "relax.nn.conv2d"
 
 
+SHUFFLED_STRIDES = True
+"""Whether a grouped or depthwise convolution whose column stride
+:class:`~tvm_hetero.passes.StridedLoadsAsShuffles` reads as whole vectors and a permute (up to
+its ``MAX_STRIDE``) is widened as one of unit stride is, to whole vectors (MnasNet's 48
+channels from 112 x 112: 56 columns computed 64 wide in vectors of 16, not 56 in vectors of
+14). Its vectors of 14 were each read as pieces of 8, 4 and 2 floats put together before the
+permute. Off, every strided one counts as read lane by lane (the switch its benchmark turns)."""
+
+
+def gathered_stride(step: int) -> bool:
+    """Whether a grouped or depthwise convolution with column stride ``step`` reads its input
+    lane by lane (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`'s ``gathered``): a stride
+    over :data:`~tvm_hetero.passes.strided_loads_as_shuffles.MAX_STRIDE`, or any stride with
+    :data:`SHUFFLED_STRIDES` off."""
+    return step > (MAX_STRIDE if SHUFFLED_STRIDES else 1)
+
+
 @tvm.transform.module_pass(opt_level=0, name="PadConvolutionOutputs")
 class PadConvolutionOutputs:
     """Compute NCHW ``conv2d``\\ s on CPU vdevices over an output the register tile divides, then
@@ -33,8 +51,10 @@ class PadConvolutionOutputs:
     the vector lanes: SqueezeNet's 13-wide maps would get 1 lane, 27 and 111 get 3, ResNet's 28,
     14 and 7 get 7, and a vector of fewer lanes costs nearly as much as a whole one (a 3x3
     convolution at width 13 ran at a fifth of the rate of width 14, one at width 28 took
-    1.2-1.3x the time of one at width 32). The output is computed at whole vectors, strided
-    depthwise and grouped convolutions (read lane by lane) at the fewest vectors per row
+    1.2-1.3x the time of one at width 32). The output is computed at whole vectors, depthwise
+    and grouped convolutions whose column stride is read lane by lane (over
+    :class:`~tvm_hetero.passes.StridedLoadsAsShuffles`' ``MAX_STRIDE``:
+    :func:`gathered_stride`) at the fewest vectors per row
     (:func:`~tvm_hetero.schedules.cpu.conv.vector_width`: 13 to 16, 28 to 32; lane by lane,
     13 to 14 and 28 stays).
 
@@ -116,7 +136,7 @@ def computed_output(
         wide = channel_tile_width(width, channels, lanes, inputs, rows)
         if wide is not None:
             return (rows, wide), (top, left, bottom, right + stride[1] * (wide - width))
-    wide, vector = vector_width(width, lanes, stride[1] > 1 and groups > 1)
+    wide, vector = vector_width(width, lanes, groups > 1 and gathered_stride(stride[1]))
     right += stride[1] * (wide - width)
     columns = int(data.shape.values[3]) + left + right  # of the padded input
     reach = int(attrs.dilation[1]) * (int(call.args[1].ty.shape.values[3]) - 1) + 1

@@ -148,8 +148,9 @@ def vector_width(width: int, lanes: int, gathered: bool = False) -> tuple[int, i
     took 1.18-1.32x the time of one 32 wide in vectors of 8 (14 against 16: 1.14-1.40x; 7
     against 8: 1.19x), and 13 columns are two vectors of 8, not 13 of 1; rows of at most half a
     vector take vectors half as wide (:data:`NARROWEST_HALVED_LANES`). ``gathered``: the
-    input is read lane by lane (a strided depthwise or grouped convolution: the rule
-    de-interleaves only where channels share the input), each lane costs the same wide or not,
+    input is read lane by lane (a depthwise or grouped convolution whose column stride
+    ``StridedLoadsAsShuffles`` does not read as whole vectors: the rule de-interleaves only
+    where channels share the input), each lane costs the same wide or not,
     so ``W'`` is the width up to ``lanes - 1`` wider with the fewest vectors per row (the
     narrowest on a tie: 13 is computed 14 wide in vectors of 7, 28 stays 28). Narrower rows
     keep their width.
