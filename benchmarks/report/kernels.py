@@ -558,6 +558,18 @@ def depthwise_rows_in_models() -> str:
     return _switched("DEPTHWISE_ROWS_MIN_VECTORS")
 
 
+def shuffled_stride_widths() -> str:
+    """``benchmarks/cpu_kernels/shuffled_stride_widths.py``: strided depthwise and grouped
+    convolutions widened to whole vectors."""
+    return _before_and_now("shuffled_stride_widths.jsonl", "kernel")
+
+
+def shuffled_stride_widths_in_models() -> str:
+    """``before_and_now.py ... --off ...pad_convolution_outputs:SHUFFLED_STRIDES=False``:
+    mobile networks with strided depthwise layers widened to whole vectors, and not."""
+    return _switched("SHUFFLED_STRIDES")
+
+
 def register_tiles_on_the_stack() -> str:
     """``before_and_now.py ... --off ...stack_loop_buffers:LOCAL_BUFFERS=False --off
     ...stack_loop_buffers:buffer_bytes=...``: loop buffers of every scope and every lane on the
@@ -793,6 +805,8 @@ SECTIONS = {
     "register-tiles-stack": register_tiles_on_the_stack,
     "depthwise-rows": depthwise_rows,
     "depthwise-rows-models": depthwise_rows_in_models,
+    "shuffled-stride-widths": shuffled_stride_widths,
+    "shuffled-stride-widths-models": shuffled_stride_widths_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

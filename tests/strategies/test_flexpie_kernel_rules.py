@@ -71,3 +71,18 @@ def test_a_plan_says_when_its_estimator_priced_older_kernels():
     assert f"{lanes} lanes: v{RULES_VERSION - 1}" in said and f"v{RULES_VERSION}" in said
     for rules in ({}, {lanes: 0}, {"3": RULES_VERSION}):
         assert "not traced with versioned rules" in stale_kernels(noted(rules), [device])
+
+
+@pytest.mark.parametrize(("stride", "computed"), [(2, 32), (5, 28)])
+def test_the_compute_estimator_prices_strided_depthwise_rows_as_the_build_widens_them(
+    stride, computed
+):
+    """A depthwise row of 28 columns on 8 lanes: with a column stride of 2 (read as whole
+    vectors and a permute) computed 32 wide, as ``PadConvolutionOutputs`` widens it; with a
+    stride of 5 (read lane by lane) it keeps its 28 columns (four vectors of 7)."""
+    from tvm_hetero.costmodel.estimators import FEATURES, OP_KINDS, _widened
+
+    row = {**conv_trace_row(64, 28), "kind": OP_KINDS["depthwise"], "groups": 64}
+    row["stride"] = stride
+    matrix = np.array([[float(row[f]) for f in FEATURES["compute"]]])
+    assert _widened(matrix)[0] == pytest.approx(computed / 28)

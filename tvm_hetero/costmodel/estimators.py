@@ -297,12 +297,14 @@ def _widened(matrix: np.ndarray) -> np.ndarray:
     on this host it ran 1.5-2.1x the 16-wide tile beside it, where the trees, which had seen
     no 17-wide convolution, priced it 1.05-1.3x; trained on this work instead they price it
     1.4-1.7x (2026-11-27, ``benchmarks/README.md``)."""
+    from tvm_hetero.passes.pad_convolution_outputs import gathered_stride
     from tvm_hetero.schedules.cpu.conv import vector_width
 
     col = dict(zip(FEATURES["compute"], matrix.T, strict=True))
     convs = np.isin(col["kind"], [OP_KINDS["depthwise"], OP_KINDS["grouped"], OP_KINDS["conv2d"]])
     pointwise = (col["k_h"] == 1) & (col["k_w"] == 1) & (col["stride"] == 1)
-    gathered = (col["stride"] > 1) & (col["groups"] > 1)
+    strides = [gathered_stride(int(s)) for s in col["stride"]]
+    gathered = np.asarray(strides, dtype=bool) & (col["groups"] > 1)
     wide = [
         vector_width(int(n), int(cap), bool(g))[0]
         for n, cap, g in zip(col["inner"], col["lanes"], gathered, strict=True)
