@@ -641,7 +641,9 @@ def _tv(spec: str) -> Entry | None:
 HF_INPUTS = {"input_ids": 128, "input_values": 16000, "input_features": 3000, "pixel_values": 224}
 """The input a transformers model takes first (its ``main_input_name``) and its length: 128
 tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 image (or the
-size the config names)."""
+size the config names). A config that names mel bins for ``input_values`` (AST) takes its
+own spectrogram, one that names frames for ``pixel_values`` (VideoMAE, TimeSformer) a clip of
+that many images."""
 
 
 def hf_spec(spec: str) -> tuple[str, dict] | None:
@@ -685,6 +687,8 @@ def _hf(spec: str) -> Entry | None:
         length = HF_INPUTS[kind] // (8 if small and kind != "pixel_values" else 1)
         if kind == "input_ids":
             x = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, length))  # CANINE: chars
+        elif kind == "input_values" and hasattr(cfg, "num_mel_bins"):  # AST: a spectrogram
+            x = torch.randn(1, cfg.max_length, cfg.num_mel_bins)
         elif kind == "input_values":
             x = torch.randn(1, length)
         elif kind == "input_features":
@@ -692,7 +696,8 @@ def _hf(spec: str) -> Entry | None:
         else:  # the config's image size, where it names one (a model may check it)
             named = getattr(cfg, "image_size", None)
             side = named if isinstance(named, int) else length
-            x = torch.randn(1, 3, side, side)
+            frames = getattr(cfg, "num_frames", None)  # VideoMAE, TimeSformer: a clip
+            x = torch.randn(1, *([frames] if frames else []), 3, side, side)
         return _Field(model, 0, kind), (x,)
 
     return Entry("transformers", build)
