@@ -1,5 +1,6 @@
 """Which tabled models give one output whatever their input at the draw their row was
-measured with (the library's draw, then ``zoo.live_weights``): torch alone, no export.
+measured with (the library's draw, then ``zoo.live_weights``: ``Entry.live``): torch alone,
+no export.
 
     .venv/bin/python benchmarks/models/follows_scan.py [--table models_outside] [--only NAME ...]
 
@@ -7,7 +8,7 @@ A row whose model does not follow its input (``zoo.follows_input``) matched ONNX
 without saying anything; ``corpus.py`` now refuses such rows and the zoo draws such models
 again (``zoo.he_init``, ``zoo.unit_norms``), so rows measured before those checks are the ones
 to find. Prints each model's verdict, and for one that does not follow whether the zoo's draw
-(``Entry.make``, what ``corpus.py`` measures now) does, and the rows measured before
+(``zoo.seeded``, what ``corpus.py`` measures now) does, and the rows measured before
 2026-12-06 (the check's day) among them: those to measure again. Writes nothing.
 """
 
@@ -40,15 +41,13 @@ def main() -> int:
     dates = {r["model"]: r["date"] for r in rows}
     stale = []
     for name in names:
-        entry = zoo.CORPUS[zoo.outside(name)]
+        key = zoo.outside(name)
         torch.manual_seed(0)
-        module, inputs = entry.build(False)
-        zoo.live_weights(module)
+        module, inputs = zoo.CORPUS[key].live(False)
         if zoo.follows_input(module, inputs):
             print(f"{name}: follows", flush=True)
             continue
-        torch.manual_seed(0)
-        drawn, _ = entry.make(False)
+        drawn, _ = zoo.seeded(key, False)
         now = "follows" if zoo.follows_input(drawn, inputs) else "does not follow either"
         print(f"{name}: one output whatever the input; the zoo's draw {now}", flush=True)
         if dates[name] < CHECKED or now != "follows":

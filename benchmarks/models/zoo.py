@@ -29,12 +29,19 @@ class Entry:
         again where its output does not follow its input: :func:`he_init`, then its
         normalisations made the identity where it still does not: :func:`unit_norms`) and its
         example inputs."""
-        module, args = self.build(small)
-        live_weights(module)
+        module, args = self.live(small)
         if not follows_input(module, args):
             he_init(module)
-        if not follows_input(module, args):
-            unit_norms(module)
+            if not follows_input(module, args):
+                unit_norms(module)
+        return module, args
+
+    def live(self, small: bool) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        """The module at its library's draw with its weights made live (:func:`live_weights`),
+        as rows measured before :meth:`make` checked that the output follows the input were,
+        and its example inputs."""
+        module, args = self.build(small)
+        live_weights(module)
         return module, args
 
 
@@ -512,7 +519,7 @@ def _export(name: str, path, small: bool) -> tuple[tuple[str, ...], tuple]:
     cannot reshape ...") as a warning: its logger is held to errors while it exports."""
     import logging
 
-    module, args = _seeded(name, small)
+    module, args = seeded(name, small)
     module.eval()
     names = input_names(args)
     folding = logging.getLogger("onnxscript")
@@ -542,7 +549,7 @@ def _exported(name: str, module: nn.Module, args: tuple, names: tuple, path) -> 
             _torchscript_export(module, args, path, names)
 
 
-def _seeded(name: str, small: bool) -> tuple[nn.Module, tuple]:
+def seeded(name: str, small: bool) -> tuple[nn.Module, tuple]:
     """``CORPUS[name]``'s module and example inputs, made after seeding torch: the same weights
     and inputs every time (the export, the float64 reference)."""
     torch.manual_seed(0)
@@ -555,7 +562,7 @@ def float64_outputs(name: str, small: bool = False) -> list[np.ndarray] | None:
     order, a reference more exact than any float32 runtime (``None`` where the module does not
     run in float64)."""
     try:
-        module, args = _seeded(name, small)
+        module, args = seeded(name, small)
         wide = [a.double() if a.is_floating_point() else a for a in args]
         with torch.no_grad():
             out = module.eval().double()(*wide)
