@@ -119,19 +119,51 @@ def _collect(stmt, out: list) -> None:
 def test_a_softmax_over_long_rows_asks_the_pool_for_nothing_and_matches_numpy(tmp_path):
     """Each row's ``exp`` (1,500 floats) and the rows' partial maxima: before the pass, two
     workspace allocations inside the row loop of the kernel's LLVM code."""
-    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64, 1500])
-    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64, 1500])
     node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
-    graph = helper.make_graph([node], "softmax", [x_info], [y_info])
-    path = tmp_path / "softmax.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    compiled = api.compile(load_model(str(path)), [resolve_device("cpu")])
+    compiled = _one_node_build(tmp_path, node, (2, 64, 1500))
     x = np.random.default_rng(0).standard_normal((2, 64, 1500), dtype=np.float32) * 4
     want = np.exp(x - x.max(-1, keepdims=True))
     want /= want.sum(-1, keepdims=True)
     np.testing.assert_allclose(api.run(compiled, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+    assert not _asks_the_pool(compiled)
+
+
+def test_a_depthwise_convolutions_tasks_ask_the_pool_for_nothing_and_match_numpy(tmp_path):
+    """The channel-vectorized tile of a 5x5 depthwise convolution over a 7 x 7 map (36
+    tasks): each task's padded input (121 vectors of 16 floats, counted as 484 bytes while a
+    buffer's lanes were left out) and its register tile (``local``) had each been asked of the
+    pool once a task."""
+    channels = 576
+    w = np.random.default_rng(1).standard_normal((channels, 1, 5, 5)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=channels, pads=[2, 2, 2, 2])
+    weights = helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel().tolist())
+    compiled = _one_node_build(tmp_path, node, (1, channels, 7, 7), [weights])
+    x = np.random.default_rng(0).standard_normal((1, channels, 7, 7), dtype=np.float32)
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    want = np.zeros_like(x)
+    for dy in range(5):
+        for dx in range(5):
+            want += padded[:, :, dy : dy + 7, dx : dx + 7] * w[None, :, 0, dy, dx, None, None]
+    np.testing.assert_allclose(api.run(compiled, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    assert not _asks_the_pool(compiled)
+
+
+def _one_node_build(tmp_path, node, shape: tuple, initializers: list = ()):
+    """``node`` (``x`` in, ``y`` out, both of ``shape``) as an ONNX file, compiled for the
+    whole CPU."""
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
+    graph = helper.make_graph([node], "one", [x_info], [y_info], list(initializers))
+    path = tmp_path / "one.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return api.compile(load_model(str(path)), [resolve_device("cpu")])
+
+
+def _asks_the_pool(compiled) -> bool:
+    """Whether ``compiled``'s LLVM code calls the workspace pool anywhere (it has some code)."""
     sources = _llvm_sources(compiled.deployment.libraries[0].mod)
-    assert sources and not any("TVMBackendAllocWorkspace" in s for s in sources)
+    assert sources
+    return any("TVMBackendAllocWorkspace" in s for s in sources)
 
 
 def _llvm_sources(module: tvm.runtime.Module) -> list[str]:
@@ -142,28 +174,3 @@ def _llvm_sources(module: tvm.runtime.Module) -> list[str]:
             found.append(m.inspect_source("ll"))
         stack.extend(m.imports)
     return found
-
-
-def test_a_depthwise_convolutions_tasks_ask_the_pool_for_nothing_and_match_numpy(tmp_path):
-    """The channel-vectorized tile of a 5x5 depthwise convolution over a 7 x 7 map (36 tasks): each task's
-    padded input (121 vectors of 16 floats, counted as 484 bytes while a buffer's lanes were
-    left out) and its register tile (``local``) had each been asked of the pool once a task."""
-    channels = 576
-    w = np.random.default_rng(1).standard_normal((channels, 1, 5, 5)).astype(np.float32)
-    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 7, 7])
-    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 7, 7])
-    node = helper.make_node("Conv", ["x", "w"], ["y"], group=channels, pads=[2, 2, 2, 2])
-    weights = helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel().tolist())
-    graph = helper.make_graph([node], "dw", [x_info], [y_info], [weights])
-    path = tmp_path / "dw.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    compiled = api.compile(load_model(str(path)), [resolve_device("cpu")])
-    x = np.random.default_rng(0).standard_normal((1, channels, 7, 7), dtype=np.float32)
-    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
-    want = np.zeros_like(x)
-    for dy in range(5):
-        for dx in range(5):
-            want += padded[:, :, dy : dy + 7, dx : dx + 7] * w[None, :, 0, dy, dx, None, None]
-    np.testing.assert_allclose(api.run(compiled, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
-    sources = _llvm_sources(compiled.deployment.libraries[0].mod)
-    assert sources and not any("TVMBackendAllocWorkspace" in s for s in sources)
