@@ -564,6 +564,30 @@ def shuffled_stride_widths() -> str:
     return _before_and_now("shuffled_stride_widths.jsonl", "kernel")
 
 
+def blocked_copies() -> str:
+    """``benchmarks/cpu_kernels/blocked_copies.py``: channel tiles' planar reads and writes
+    as blocked copies by register transposes."""
+    return _before_and_now("blocked_copies.jsonl", "convolution")
+
+
+def blocked_copies_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:BLOCKED_COPIES=False``: mobile and grouped
+    networks with the channel tiles' blocked copies, and without."""
+    return _switched("BLOCKED_COPIES")
+
+
+def depthwise_threads() -> str:
+    """``benchmarks/cpu_kernels/depthwise_threads.py``: small depthwise convolutions on both
+    threads."""
+    return _before_and_now("depthwise_threads.jsonl", "convolution")
+
+
+def depthwise_threads_in_models() -> str:
+    """``before_and_now.py ... --off ...conv:DEPTHWISE_PARALLEL_MIN_FLOPS=262144``: mobile
+    networks with small depthwise layers on both threads, and on one."""
+    return _switched("DEPTHWISE_PARALLEL_MIN_FLOPS")
+
+
 def shuffled_stride_widths_in_models() -> str:
     """``before_and_now.py ... --off ...pad_convolution_outputs:SHUFFLED_STRIDES=False``:
     mobile networks with strided depthwise layers widened to whole vectors, and not."""
@@ -807,6 +831,10 @@ SECTIONS = {
     "depthwise-rows-models": depthwise_rows_in_models,
     "shuffled-stride-widths": shuffled_stride_widths,
     "shuffled-stride-widths-models": shuffled_stride_widths_in_models,
+    "blocked-copies": blocked_copies,
+    "blocked-copies-models": blocked_copies_in_models,
+    "depthwise-threads": depthwise_threads,
+    "depthwise-threads-models": depthwise_threads_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

@@ -1651,3 +1651,125 @@ def test_each_task_of_a_temporal_convolution_computes_every_channel_block(inside
         x = np.random.default_rng(1).standard_normal((1, 64, 4, 14, 14)).astype("float32")
         expected = _run(mod, [x], target)
         np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)
+
+
+def _packed_depthwise(channels: int, groups: int, side: int, stride: int = 1) -> tuple:
+    """``(module, input)``: a 3x3 convolution of ``channels`` channels in ``groups`` groups
+    over ``side`` x ``side`` with ReLU, its constant weights packed as the build packs them,
+    for the AVX2 target (8 lanes)."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((channels, channels // groups, 3, 3)).astype("float32")
+
+    def body(bb, x):
+        y = relax.op.nn.conv2d(x, relax.const(weights), strides=stride, padding=1, groups=groups)
+        return relax.op.nn.relu(y)
+
+    mod = _module([(1, channels, side, side)], body)
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    return mod, rng.standard_normal((1, channels, side, side)).astype("float32")
+
+
+def _gathered_vectors(mod) -> int:
+    """Vectors that ``mod``'s kernels, built by the build's TIR pipeline, read or write a lane
+    at a time in one call: accesses whose index is a ``Ramp`` of a stride over 4 (which no
+    pass reads whole), each counted as often as the loops around it run, in the lowered TIR
+    after ``BlockedCopiesAsTransposes``."""
+    from tvm_hetero.build.multi_device import TIR_PIPELINE
+
+    seen = []
+
+    @tvm.instrument.pass_instrument
+    class After:
+        def run_after_pass(self, module, info):
+            if info.name == "BlockedCopiesAsTransposes":
+                seen.extend(f for _, f in module.functions_items() if isinstance(f, PrimFunc))
+
+    kernels = tvm.IRModule({gv.name_hint: f.with_attr("global_symbol", gv.name_hint)
+                            for gv, f in mod.functions_items() if isinstance(f, PrimFunc)})  # fmt: skip
+    with tvm.transform.PassContext(opt_level=3, instruments=[After()]):
+        tvm.compile(kernels, CPU, tir_pipeline=TIR_PIPELINE)
+
+    def strided(index) -> bool:
+        return isinstance(index, tvm.tirx.Ramp) and int(index.stride) > 4
+
+    def loads(expr) -> int:
+        if isinstance(expr, tvm.ir.expr.TensorLoad):
+            return sum(strided(i) for i in expr.indices)
+        parts = [getattr(expr, k, None) for k in ("a", "b", "value", "true_value", "false_value")]
+        parts += list(getattr(expr, "args", []))
+        return sum(loads(p) for p in parts if isinstance(p, tvm.ir.expr.Expr))
+
+    def count(stmt, times: int) -> int:
+        if isinstance(stmt, tvm.tirx.For):
+            return count(stmt.body, times * int(stmt.extent))
+        if isinstance(stmt, tvm.tirx.SeqStmt):
+            return sum(count(s, times) for s in stmt.seq)
+        if isinstance(stmt, tvm.tirx.BufferStore):
+            return times * (sum(strided(i) for i in stmt.indices) + loads(stmt.value))
+        body = getattr(stmt, "body", None)
+        return count(body, times) if isinstance(body, tvm.tirx.Stmt) else 0
+
+    return sum(count(f.body, 1) for f in seen)
+
+
+@pytest.mark.parametrize(
+    ("groups", "stride", "side", "blocked"),
+    [(640, 1, 7, True), (640, 2, 14, True), (8, 1, 14, True), (1, 1, 7, False)],
+    ids=["depthwise", "depthwise stride 2", "groups of 8", "one group"],
+)
+def test_a_channel_tiles_planar_reads_and_writes_are_blocked_copies(
+    groups, stride, side, blocked, monkeypatch
+):
+    """A depthwise 3x3 convolution of 640 channels over 7 x 7 (8 lanes: 80 tasks of a block of
+    channels), one of stride 2 from 14 x 14, and a grouped one of 64 channels (groups of 8)
+    over 14 x 14 take
+    the channel-vectorized tile; with ``BLOCKED_COPIES`` the depthwise tiles read their input
+    and every such tile writes its output through a buffer of the task's positions, channels
+    innermost, which the build copies from and to the planar maps by transposes: most of the
+    vectors read or written a lane at a time are gone (a position past the last whole vector
+    of positions stays). A one-group convolution's tile is scheduled as it was. The numbers equal the default
+    schedule's either way."""
+    from tvm_hetero.schedules.cpu import conv
+
+    mod, x = _packed_depthwise(640 if groups == 640 else 64, groups, side, stride)
+    scheduled = schedule_kernels(mod, "rules")
+    monkeypatch.setattr(conv, "BLOCKED_COPIES", False)
+    before = schedule_kernels(mod, "rules")
+    alone, alone_before = _gathered_vectors(scheduled), _gathered_vectors(before)
+    if blocked:
+        assert alone < alone_before / 4, (alone, alone_before)
+    else:
+        tvm.ir.assert_structural_equal(scheduled, before)
+    want = _run(mod, [x])
+    np.testing.assert_allclose(_run(scheduled, [x]), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_run(before, [x]), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("least", [1 << 15, 1 << 18], ids=["depthwise threshold", "other convs'"])
+@pytest.mark.parametrize("tile", ["rows", "channels"])
+def test_a_small_depthwise_convolution_runs_its_tasks_in_parallel(tile, least, monkeypatch):
+    """A 3x3 depthwise convolution of 96 channels over 14 x 16 (194 thousand multiply-adds,
+    the width-vectorized row tile) and one of 256 packed channels over 7 x 7 (113 thousand,
+    the channel tile) run their tasks in parallel, under ``PARALLEL_MIN_FLOPS`` (2^18) as they
+    are; with ``DEPTHWISE_PARALLEL_MIN_FLOPS`` at that too, on one thread. The numbers equal
+    the default schedule's either way."""
+    from tvm_hetero.schedules.cpu import conv
+
+    monkeypatch.setattr(conv, "DEPTHWISE_PARALLEL_MIN_FLOPS", least)
+    if tile == "rows":
+        shapes = [(1, 96, 14, 16), (96, 1, 3, 3)]
+        mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv2d(x, w, padding=1, groups=96))
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    else:
+        mod, x = _packed_depthwise(256, 256, 7)
+        arrays = [x]
+    scheduled = schedule_kernels(mod, "rules")
+    (func,) = [f for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    (update,) = [(r, loops) for r, loops in realizes(func.body)
+                 if r.block.name_hint.endswith("_update")]  # fmt: skip
+    kinds = {int(loop.kind) for loop in update[1]}
+    assert (int(tvm.tirx.ForKind.PARALLEL) in kinds) == (least < 1 << 18)
+    np.testing.assert_allclose(_run(scheduled, arrays), _run(mod, arrays), rtol=1e-5, atol=1e-5)

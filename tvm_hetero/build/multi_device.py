@@ -19,7 +19,12 @@ from tvm_hetero._compat import PrimFunc
 from tvm_hetero.build.storage_per_device import TagStorageByDevice, UntagStorage
 from tvm_hetero.errors import BuildError
 from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
-from tvm_hetero.passes import PrefetchPanelBlocks, StackLoopBuffers, StridedLoadsAsShuffles
+from tvm_hetero.passes import (
+    BlockedCopiesAsTransposes,
+    PrefetchPanelBlocks,
+    StackLoopBuffers,
+    StridedLoadsAsShuffles,
+)
 from tvm_hetero.pipelines import PIPELINES, get_pipeline
 from tvm_hetero.runtime.native_noise import without_native_lines
 from tvm_hetero.schedules import schedule_kernels
@@ -301,7 +306,7 @@ def tir_pipeline() -> tuple:
     Registered with TVM as :data:`TIR_PIPELINE`."""
     lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), lowering])
-    host_steps = [StridedLoadsAsShuffles(), StackLoopBuffers()]
+    host_steps = [BlockedCopiesAsTransposes(), StridedLoadsAsShuffles(), StackLoopBuffers()]
     return lowered, lambda: tvm.transform.Sequential([*host_steps, host()]), device
 
 

@@ -1,6 +1,7 @@
 """IR passes: plan in, IR out. One pass per file."""
 
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
+from tvm_hetero.passes.blocked_copies_as_transposes import BlockedCopiesAsTransposes
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
 from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
 from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
@@ -37,6 +38,7 @@ from tvm_hetero.passes.wrap_indices import WrapIndices
 
 __all__ = [
     "AnnotateOperatorSplits",
+    "BlockedCopiesAsTransposes",
     "CarvePipelineStages",
     "Conv1dAsMatmul",
     "ConvolutionTapsByRegion",

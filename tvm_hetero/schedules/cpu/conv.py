@@ -14,7 +14,7 @@ from tvm.s_tir.schedule import ScheduleError
 from tvm.sym import detect_linear_equation
 from tvm.target import Target
 
-from tvm_hetero.ir.sblocks import buffer_bytes
+from tvm_hetero.ir.sblocks import buffer_bytes, realizes
 from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
@@ -309,6 +309,12 @@ Xeon, AVX-512, two threads, ``benchmarks/cpu_kernels/strided_depthwise.py``): 96
 from 112 x 112 0.273 -> 0.203 ms (ONNX Runtime 0.382), 144 from 56 x 56 0.067 -> 0.063, the
 5x5 windows at 56 x 56 and 32 channels at 112 x 112 3-7 % slower; the same tile with the reads
 a lane at a time took 0.46 ms for the first and 0.45 for the 5x5 of 144 (0.13 by either)."""
+
+
+DEPTHWISE_PARALLEL_MIN_FLOPS = 1 << 15
+"""Multiply-adds from which a depthwise convolution's tasks run in parallel (other
+convolutions: ``PARALLEL_MIN_FLOPS``, eight times as many). A depthwise layer does a few
+multiply-adds for each element it moves."""
 
 
 DEPTHWISE_ROWS_MIN_VECTORS = 1
@@ -639,9 +645,13 @@ class Conv(CpuRule):
         channels, and the tile's accumulators are laid out the same way."""
         lanes = tile[-1]
         copy = _channels_innermost(sch, main, data, lanes)
-        cls._channel_vectors(sch, main, loops, extents, tile, target)
-        sch.compute_at(copy, sch.get_loops(main)[0])
+        cls._channel_vectors(sch, main, loops, extents, tile, target,
+                             parallel_min=DEPTHWISE_PARALLEL_MIN_FLOPS)  # fmt: skip
+        task = sch.get_loops(main)[0]
+        sch.compute_at(copy, task)
         sch.vectorize(sch.get_loops(copy)[-1])
+        if BLOCKED_COPIES:
+            blocked_input(sch, copy, task, lanes)
         return sch
 
     @staticmethod
@@ -655,7 +665,7 @@ class Conv(CpuRule):
         v0, v1 = sch.split(loops[vec], [None, vw])
         r0, r1 = sch.split(loops[row], [None, rw])
         outer = [loops[i] for i in spatial[:-2]] + [r0]
-        tasks = outer[:-1] if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
+        tasks = outer[:-1] if math.prod(extents) >= DEPTHWISE_PARALLEL_MIN_FLOPS else []
         first, *taps = [loops[i] for i in reduce]
         return _in_registers(sch, main, (outer, v0, [first], [*taps, r1], v1), tasks, target,
                              row_tile=True)  # fmt: skip
@@ -664,6 +674,7 @@ class Conv(CpuRule):
     def _channel_vectors(
         sch, main, loops, extents, tile, target: Target, shared: bool = False,
         copies_in_task: bool = False, blocks_inside: bool = False,
+        parallel_min: int = PARALLEL_MIN_FLOPS,
     ) -> s_tir.Schedule:  # fmt: skip
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
         (:func:`channel_vector_tile`), each ``vectors`` vectors of ``lanes`` output channels
@@ -696,7 +707,7 @@ class Conv(CpuRule):
             outer[spatial.index(row)] = r0
             inner.append(r1)
         w0, w1 = sch.split(loops[vec], [None, wt])
-        tasks = outer if math.prod(extents) >= PARALLEL_MIN_FLOPS else []
+        tasks = outer if math.prod(extents) >= parallel_min else []
         if blocks_inside and tasks and apart >= 2 * cpu_cores(target):
             outer = [loop for loop in outer if not loop.same_as(c0)] + [c0]
             tasks = outer[:-1]
@@ -711,6 +722,8 @@ class Conv(CpuRule):
                       vector_axis=along)  # fmt: skip
         if axis is not None:  # the accumulators as the tile holds them: a vector a position
             sch.transform_layout(main, ("write", 0), _channels_last(len(indices), axis, lanes))
+        if BLOCKED_COPIES and along is not None and tasks and not shared:
+            blocked_output(sch, sch.get_loops(main)[0], lanes)
         return sch
 
 
@@ -983,6 +996,114 @@ def _channels_innermost(sch: s_tir.Schedule, main, index: int, lanes: int):
     sch.transform_layout(block, ("write", 0), blocked)
     sch.transform_block_layout(block, blocked)
     return block
+
+
+BLOCKED_COPIES = True
+"""Whether the channel-vectorized tile of a depthwise convolution, or of a grouped one whose
+tile's channels do not share their inputs (:func:`shares_inputs`), writes its output (and a
+depthwise one reads its input) through a buffer of the task's positions with a vector of
+channels innermost, copied to or from the planar map by
+:class:`~tvm_hetero.passes.BlockedCopiesAsTransposes` (:func:`blocked_input`,
+:func:`blocked_output`), rather than writing (reading) each position's vector of channels to
+(from) the planar map a lane at a time: about twenty instructions a vector, against the 9 to
+25 multiply-adds a depthwise tile computes it with. Each layer alone with ReLU6, ONNX Runtime
+beside (Intel Xeon, family 6 model 207, two threads, ``benchmarks/cpu_kernels/
+blocked_copies.py``): depthwise layers over 7 x 7 0.047 -> 0.033 ms (3x3 of 960; ONNX Runtime
+0.069) and 0.053 -> 0.041 (5x5 of 1152; 0.078), into 7 x 7 with a stride of 2 0.053 -> 0.043
+(5x5 of 672) and 0.073 -> 0.063 (3x3 of 576), grouped 3x3 layers (groups of 16) four to eight
+percent faster; a one-group convolution's tile (hundreds of multiply-adds a vector) ran a few
+percent slower so and keeps writing a lane at a time. Whole mobile networks level within the
+host's noise (``before_and_now.py``, 5 rounds)."""
+BLOCKED_COPY_MAX_BYTES = 32 * 1024
+"""The largest buffer of a task's positions :data:`BLOCKED_COPIES` makes (a stack slot)."""
+
+
+def blocked_input(sch: s_tir.Schedule, pad, task, lanes: int) -> None:
+    """Give the depthwise channel tile's padding copy ``pad`` (laid out ``[N, C / L, H, W,
+    L]``, ``lanes`` channels innermost) a copy of the input it reads laid out the same way,
+    computed in ``task``: a loop of positions (rows and columns fused) over a vector of
+    channels, which :class:`~tvm_hetero.passes.BlockedCopiesAsTransposes` runs as
+    transposes; not where ``pad`` writes over :data:`BLOCKED_COPY_MAX_BYTES` in a task (a
+    depthwise layer of stride 2 from 28 x 28, its copies together larger than L1, ran slower
+    so) or where the copy would be predicated (a task's tile of rows reaching past the map's
+    edge), which the pass leaves as it is."""
+    if _bytes_in(sch, pad, task) > BLOCKED_COPY_MAX_BYTES:
+        return
+    trial = sch.copy()
+    if _predicated(trial, _blocked_read(trial, pad, task, lanes)):
+        return
+    _blocked_read(sch, pad, task, lanes)
+
+
+def _blocked_read(sch: s_tir.Schedule, pad, task, lanes: int):
+    """:func:`blocked_input`'s steps; the copy's block."""
+    blocked = _channels_last(4, 1, lanes)
+    read = sch.cache_read(pad, 0, "global")
+    sch.transform_layout(read, ("write", 0), blocked)
+    sch.transform_block_layout(read, blocked)
+    sch.compute_at(read, task)
+    _positions_by_vectors(sch, read, task)
+    return read
+
+
+def _predicated(sch: s_tir.Schedule, block) -> bool:
+    """Whether ``block`` runs under a condition (its realize's predicate is not true)."""
+    stmt = sch.get(block)
+    for realize, _ in realizes(sch.mod["main"].body):
+        if realize.block.same_as(stmt):
+            predicate = realize.predicate
+            return not (isinstance(predicate, tirx.IntImm) and int(predicate) == 1)
+    return True
+
+
+def blocked_output(sch: s_tir.Schedule, task, lanes: int) -> None:
+    """Have the block that writes a channel-vectorized tile's ``[N, C, H, W]`` output (its
+    epilogue folded in) write it laid out ``[N, C / L, H, W, L]`` into a buffer of ``task``'s
+    positions, copied out by a loop of positions over a vector of channels
+    (:class:`~tvm_hetero.passes.BlockedCopiesAsTransposes`), where that buffer is at most
+    :data:`BLOCKED_COPY_MAX_BYTES` and the output one 4-D map."""
+    out = _output_writer(sch)
+    if out is None or len(sch.get(out).writes[0].source.shape) != 4:
+        return
+    if _bytes_in(sch, out, task) > BLOCKED_COPY_MAX_BYTES:
+        return
+    copy = sch.cache_write(out, 0, "global")
+    blocked = _channels_last(4, 1, lanes)
+    sch.transform_layout(out, ("write", 0), blocked)
+    sch.transform_block_layout(copy, blocked)
+    sch.reverse_compute_at(copy, task)
+    _positions_by_vectors(sch, copy, task)
+
+
+def _bytes_in(sch: s_tir.Schedule, block, task) -> int:
+    """Bytes of float32 that ``block`` writes in one iteration of ``task`` (the product of
+    its loops below ``task``; all of them where ``task`` is not one of its loops)."""
+    loops = [sch.get(loop) for loop in sch.get_loops(block)]
+    inside = next((k + 1 for k, loop in enumerate(loops) if loop.same_as(sch.get(task))), 0)
+    return 4 * math.prod(int(loop.extent) for loop in loops[inside:])
+
+
+def _output_writer(sch: s_tir.Schedule):
+    """The one block that writes what no block reads (the function's output), or ``None``."""
+    found, stack = [], [sch.get_sblock("root")]
+    while stack:
+        for child in sch.get_child_blocks(stack.pop()):
+            stack.append(child)
+            if not sch.get_consumers(child) and not sch.get_child_blocks(child):
+                found.append(child)
+    return found[0] if len(found) == 1 else None
+
+
+def _positions_by_vectors(sch: s_tir.Schedule, block, task) -> None:
+    """``block``'s loops below ``task`` (a blocked copy computed there: its rows and columns,
+    or a row's columns, then the lanes) with the rows and columns fused and the lanes
+    vectorized."""
+    loops = sch.get_loops(block)
+    inside = next(k + 1 for k, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(task)))
+    own = loops[inside:]
+    if len(own) >= 3:
+        sch.fuse(own[-3], own[-2])
+    sch.vectorize(sch.get_loops(block)[-1])
 
 
 def _channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
