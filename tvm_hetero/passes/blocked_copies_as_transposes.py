@@ -35,8 +35,9 @@ class BlockedCopiesAsTransposes:
 
     The loop is ``for p in range(P): dst[Ramp(d + p * L, 1, L)] = src[Ramp(s + p, S, L)]`` (a
     read of the planar buffer, a gather) or ``dst[Ramp(d + p, S, L)] = src[Ramp(s + p * L, 1,
-    L)]`` (a write to it, a scatter), ``L`` in :data:`LANES`, ``L <= P <= S`` (no element
-    written twice), two buffers. The same elements get the same values; numbers are
+    L)]`` (a write to it, a scatter), the blocked side possibly a buffer of ``L``-lane vectors
+    indexed ``d + p``; ``L`` in :data:`LANES`, ``L <= P <= S`` (no element written twice), two
+    buffers, the value the read itself. The same elements get the same values; numbers are
     unchanged.
 
     Notes
@@ -45,7 +46,8 @@ class BlockedCopiesAsTransposes:
     ``Ramp`` indices (:func:`~tvm_hetero.build.multi_device.tir_pipeline`, before
     ``StridedLoadsAsShuffles``); only under ``device_type`` CPU. The schedules make such loops
     where they lay a vector of channels innermost
-    (:func:`~tvm_hetero.schedules.cpu.conv.blocked_copies`).
+    (:func:`~tvm_hetero.schedules.cpu.conv.blocked_input`,
+    :func:`~tvm_hetero.schedules.cpu.conv.blocked_output`).
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:

@@ -314,7 +314,12 @@ a lane at a time took 0.46 ms for the first and 0.45 for the 5x5 of 144 (0.13 by
 DEPTHWISE_PARALLEL_MIN_FLOPS = 1 << 15
 """Multiply-adds from which a depthwise convolution's tasks run in parallel (other
 convolutions: ``PARALLEL_MIN_FLOPS``, eight times as many). A depthwise layer does a few
-multiply-adds for each element it moves."""
+multiply-adds for each element it moves. Each layer alone with ReLU6 against one thread (Intel
+Xeon, family 6 model 207, two threads, ``benchmarks/cpu_kernels/depthwise_threads.py``):
+MobileNet-V2's 3x3 of 576 channels into 7 x 7 (254 thousand multiply-adds) 0.093 -> 0.036 ms
+(ONNX Runtime 0.059), 3x3 of 384 into 7 x 7 0.061 -> 0.030, of 144 into 14 x 14 0.086 ->
+0.049, 5x5 of 32 over 14 x 14 0.033 -> 0.017; whole mobile networks level to five percent
+faster (``before_and_now.py``, 5 rounds)."""
 
 
 DEPTHWISE_ROWS_MIN_VECTORS = 1
@@ -1008,12 +1013,14 @@ channels innermost, copied to or from the planar map by
 (from) the planar map a lane at a time: about twenty instructions a vector, against the 9 to
 25 multiply-adds a depthwise tile computes it with. Each layer alone with ReLU6, ONNX Runtime
 beside (Intel Xeon, family 6 model 207, two threads, ``benchmarks/cpu_kernels/
-blocked_copies.py``): depthwise layers over 7 x 7 0.047 -> 0.033 ms (3x3 of 960; ONNX Runtime
-0.069) and 0.053 -> 0.041 (5x5 of 1152; 0.078), into 7 x 7 with a stride of 2 0.053 -> 0.043
-(5x5 of 672) and 0.073 -> 0.063 (3x3 of 576), grouped 3x3 layers (groups of 16) four to eight
-percent faster; a one-group convolution's tile (hundreds of multiply-adds a vector) ran a few
-percent slower so and keeps writing a lane at a time. Whole mobile networks level within the
-host's noise (``before_and_now.py``, 5 rounds)."""
+blocked_copies.py``): depthwise layers over 7 x 7 0.044 -> 0.030 ms (3x3 of 960; ONNX Runtime
+0.064) and 0.051 -> 0.037 (5x5 of 1152; 0.075), into 7 x 7 with a stride of 2 0.092 -> 0.062
+(5x5 of 672) and 0.054 -> 0.038 (3x3 of 576), grouped 3x3 layers (groups of 16) six to eleven
+percent faster; a one-group convolution's tile (hundreds of multiply-adds a vector) ran up to
+four percent slower so and keeps writing a lane at a time. Whole mobile networks level to a
+tenth faster within the host's noise (``before_and_now.py``, 5 rounds); replayed in the
+model's order, MobileNet-V2's depthwise layers over 7 x 7 a third faster, RegNetZ-B16's
+grouped layers a twentieth to a tenth."""
 BLOCKED_COPY_MAX_BYTES = 32 * 1024
 """The largest buffer of a task's positions :data:`BLOCKED_COPIES` makes (a stack slot)."""
 
