@@ -54,6 +54,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpu)
 
 
+def host_has_avx512() -> bool:
+    """Whether this host's CPU target has 512-bit vectors (code built for AVX-512 runs here)."""
+    from tvm_hetero._compat import make_target
+    from tvm_hetero.schedules.cpu.common import vector_bits
+
+    return vector_bits(make_target(cpu_device().target)) >= 512
+
+
 def fused_kernels(mod: tvm.IRModule, target, legalize=None) -> tvm.IRModule:
     """``mod`` legalized (by ``legalize``, TVM's ``LegalizeOps`` by default) and fused, each
     kernel tagged with ``target`` (as a build's kernels reach the schedule rules)."""

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tvm
+from conftest import host_has_avx512
 from tvm.script import tirx as T
 
 from tvm_hetero._compat import make_target
@@ -157,7 +158,7 @@ def test_built_copies_equal_numpys_transpose(lanes, positions, scatter):
     if positions % lanes == 0:
         assert "insertelement" not in ll and "extractelement" not in ll
     assert "shufflevector" in ll
-    if lanes == 16 and not _has_avx512():
+    if lanes == 16 and not host_has_avx512():
         return
     a = np.random.default_rng(0).standard_normal(n).astype("float32")
     b = tvm.runtime.tensor(np.zeros(n, "float32"))
@@ -166,10 +167,3 @@ def test_built_copies_equal_numpys_transpose(lanes, positions, scatter):
         (channels // lanes, positions, lanes) if scatter else (channels // lanes, lanes, positions)
     )
     np.testing.assert_array_equal(b.numpy(), a.reshape(shape).transpose(0, 2, 1).ravel())
-
-
-def _has_avx512() -> bool:
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.schedules.cpu.common import vector_bits
-
-    return vector_bits(make_target(cpu_device().target)) >= 512

@@ -7,7 +7,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_body, fused_kernels
+from conftest import fused_body, fused_kernels, host_has_avx512
 from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, VDevice, make_target
@@ -66,7 +66,7 @@ def _packed_pointwise(cin: int, cout: int, side: int, relu: bool):
     mod = _module([(1, cin, side, side)], body, target)
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     x = np.random.default_rng(1).standard_normal((1, cin, side, side)).astype("float32")
-    return target, mod, x, vector_bits(make_target(cpu_device().target)) >= 512
+    return target, mod, x, host_has_avx512()
 
 
 def _gelu(bb, x):
@@ -532,7 +532,7 @@ def test_a_wide_convolution_tiles_the_channels_its_registers_hold(mcpu, channels
     assert "rule:conv" in text, text
     tile = rf"T.unroll\(T.int64\({channels}\)\):\s+for \w+ in T.unroll\(T.int64\(2\)\):\s+"
     assert re.search(tile + r"for \w+ in T.vectorized", text), text
-    if mcpu == "skylake-avx512" and vector_bits(make_target(cpu_device().target)) < 512:
+    if mcpu == "skylake-avx512" and not host_has_avx512():
         return
     rng = np.random.default_rng(3)
     arrays = [rng.standard_normal(s).astype("float32") for s in ((1, 16, 6, 64), (32, 16, 3, 3))]
@@ -1003,7 +1003,7 @@ def test_a_13_by_13_pointwise_convolution_takes_its_channels_as_columns_in_tiles
     assert "T.int64(2), T.int64(96), T.int64(32)" in text, text  # two panels of 32 channels
     assert "in T.unroll(T.int64(13)):" in text and "in T.vectorized(T.int64(13)):" in text, text
     assert "reindex_pad" not in text, text  # no rows padded, no image copied
-    if vector_bits(make_target(cpu_device().target)) < 512:
+    if not host_has_avx512():
         return  # the AVX-512 build runs only where the host has it
     x = np.random.default_rng(1).standard_normal((1, 96, 13, 13)).astype("float32")
     np.testing.assert_allclose(
@@ -1614,7 +1614,7 @@ def test_a_channel_tile_a_row_wide_is_written_back_a_vector_of_channels(wide):
     lanes = 32 if wide else 7
     written = rf"in T\.vectorized\(T\.int64\({lanes}\)\):\s+with T\.sblock\(\"\w+_local\"\)"
     assert re.search(written, text), text
-    if vector_bits(make_target(cpu_device().target)) >= 512:
+    if host_has_avx512():
         x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
         expected = _run(mod, [x], target)
         np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)
@@ -1647,7 +1647,7 @@ def test_each_task_of_a_temporal_convolution_computes_every_channel_block(inside
     assert int(tasks) == (56 if inside else 112), text
     if inside:  # the copy, then the two blocks of channels, in each task
         assert re.search(r"pad_temp.*\n(.*\n)*?\s+for ff_0(, \w+)? in T\.grid\(T\.int64\(2\)", text)
-    if vector_bits(make_target(cpu_device().target)) >= 512:
+    if host_has_avx512():
         x = np.random.default_rng(1).standard_normal((1, 64, 4, 14, 14)).astype("float32")
         expected = _run(mod, [x], target)
         np.testing.assert_allclose(_run(scheduled, [x], target), expected, rtol=1e-4, atol=1e-4)

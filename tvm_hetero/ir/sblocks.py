@@ -1,6 +1,7 @@
 """Rebuilding TIR statements field by field (0.27's ``SBlock``, ``SBlockRealize`` and ``For``
 have no ``replace``), a statement's children, its block realizes with their loops, a
-buffer's bytes, and a module's TIR functions one by one."""
+buffer's bytes, an expression's variables replaced, and a module's TIR functions one by
+one."""
 
 from __future__ import annotations
 
@@ -106,6 +107,15 @@ DEEP_WALK_FRAMES = 100_000
 once a statement: Mamba's selective scan from transformers, unrolled over 128 tokens by its
 export, lowers to a host function whose statements nest 520 deep, two or three frames a level, past
 Python's default limit of 1,000 (``RecursionError`` from ``tvm-hetero compile``)."""
+
+
+def substituted(expr: tirx.PrimExpr, values: dict) -> tirx.PrimExpr:
+    """``expr`` with the variables in ``values`` replaced by their values (``expr`` itself
+    where ``values`` is empty)."""
+    if not values:
+        return expr
+    names = list(values)
+    return tirx.IndexMap(names, [expr], None).map_indices([values[v] for v in names])[0]
 
 
 def with_prim_funcs(mod: tvm.IRModule, change: Callable[[PrimFunc], PrimFunc]) -> tvm.IRModule:

@@ -12,7 +12,7 @@ from tvm.sym import detect_linear_equation
 from tvm.sym.analyzer import Analyzer
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import with_children, with_prim_funcs
+from tvm_hetero.ir.sblocks import substituted, with_children, with_prim_funcs
 from tvm_hetero.passes.stack_loop_buffers import on_cpu
 
 LANES = (8, 16)
@@ -122,8 +122,8 @@ def as_transposes(loop: tirx.For) -> tirx.Stmt | None:
     var, lanes, count = loop.loop_var, dst[2], int(loop.extent)
     values = {}
     for let in lets:  # common subexpressions bound in the loop: their values in the indices
-        values[let.var] = _substitute(let.value, values) if values else let.value
-    d, s = _linear(_substitute(dst[0], values), var), _linear(_substitute(src[0], values), var)
+        values[let.var] = substituted(let.value, values)
+    d, s = _linear(substituted(dst[0], values), var), _linear(substituted(src[0], values), var)
     if d is None or s is None:
         return None
     # per position: the blocked side moves a vector (L elements, or one of a buffer of
@@ -149,12 +149,12 @@ def as_transposes(loop: tirx.For) -> tirx.Stmt | None:
         (coefficient, rest), access = blocked
         return [_index(analyzer.simplify(rest + position * coefficient), access)]
 
-    rows, stores = [], []
     if gather:  # channel c's L positions in a row: row c, lane j is position j's channel c
         rows = [tirx.BufferLoad(load.source, planar_at(first, c)) for c in range(lanes)]
     else:  # position j's channels in a row
         rows = [tirx.BufferLoad(load.source, blocked_at(first + j)) for j in range(lanes)]
     lets, columns = _transpose(rows, str(var.name))
+    stores = []
     for k, column in enumerate(columns):  # gather: position k's channels; else channel k's
         at = blocked_at(first + k) if gather else planar_at(first, k)
         stores.append(tirx.BufferStore(store.buffer, column, at))
@@ -195,14 +195,6 @@ def _transpose(rows: list, name: str) -> tuple[list[tirx.Stmt], list]:
                 nxt[row] = v
         current, b, stage = nxt, b // 2, stage + 1
     return lets, current
-
-
-def _substitute(expr, values: dict):
-    """``expr`` with the variables in ``values`` replaced by their values."""
-    if not values:
-        return expr
-    names = list(values)
-    return tirx.IndexMap(names, [expr], None).map_indices([values[v] for v in names])[0]
 
 
 def _int(value: int) -> tirx.IntImm:

@@ -11,6 +11,7 @@ from tvm import ir, s_tir, tirx
 from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
+from tvm_hetero.ir.sblocks import substituted
 from tvm_hetero.schedules.cpu.common import (
     CpuRule,
     largest_divisor,
@@ -166,8 +167,8 @@ def _piece(block: s_tir.SBlock, ranges: dict[int, tuple[int, int]], k: int) -> t
         analyzer.bind(var, dom)
         values[iv.var] = var + tirx.const(lo, dtype) if j in ranges else var
     store = block.body
-    value = analyzer.simplify(_substitute(store.value, values))
-    indices = [analyzer.simplify(_substitute(i, values)) for i in store.indices]
+    value = analyzer.simplify(substituted(store.value, values))
+    indices = [analyzer.simplify(substituted(i, values)) for i in store.indices]
     body = tirx.BufferStore(store.buffer, value, indices)
     buffers = {load.source: load.source for load in _loads(value)}
     buffers[store.buffer] = store.buffer
@@ -246,9 +247,3 @@ _CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "args"
 
 def _loads(expr) -> list[ir.expr.TensorLoad]:
     return [node for node in _nodes(expr) if isinstance(node, ir.expr.TensorLoad)]
-
-
-def _substitute(expr, values: dict):
-    """``expr`` with the variables in ``values`` replaced."""
-    names = list(values)
-    return tirx.IndexMap(names, [expr], None).map_indices([values[v] for v in names])[0]
