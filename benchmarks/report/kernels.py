@@ -588,6 +588,18 @@ def depthwise_threads_in_models() -> str:
     return _switched("DEPTHWISE_PARALLEL_MIN_FLOPS")
 
 
+def masked_stores() -> str:
+    """``benchmarks/cpu_kernels/masked_stores.py``: cropped write-backs computed as whole
+    vectors and stored under a mask."""
+    return _before_and_now("masked_stores.jsonl", "convolution")
+
+
+def masked_stores_in_models() -> str:
+    """``before_and_now.py ... --off ...guarded_lanes_as_masked_stores:MASKED_STORES=False``:
+    whole models with cropped write-backs stored under a mask, and without."""
+    return _switched("MASKED_STORES")
+
+
 def shuffled_stride_widths_in_models() -> str:
     """``before_and_now.py ... --off ...pad_convolution_outputs:SHUFFLED_STRIDES=False``:
     mobile networks with strided depthwise layers widened to whole vectors, and not."""
@@ -835,6 +847,8 @@ SECTIONS = {
     "blocked-copies-models": blocked_copies_in_models,
     "depthwise-threads": depthwise_threads,
     "depthwise-threads-models": depthwise_threads_in_models,
+    "masked-stores": masked_stores,
+    "masked-stores-models": masked_stores_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

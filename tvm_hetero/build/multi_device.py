@@ -21,6 +21,7 @@ from tvm_hetero.errors import BuildError
 from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
 from tvm_hetero.passes import (
     BlockedCopiesAsTransposes,
+    GuardedLanesAsMaskedStores,
     PrefetchPanelBlocks,
     StackLoopBuffers,
     StridedLoadsAsShuffles,
@@ -300,13 +301,18 @@ TIR_PIPELINE = "tvm_hetero"
 def tir_pipeline() -> tuple:
     """TVM's ``s_tir`` pipeline (its lowering, the host's and the devices' last passes) with
     :class:`~tvm_hetero.passes.PrefetchPanelBlocks` before the lowering (on the scheduled
-    kernels), :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` and
+    kernels), :class:`~tvm_hetero.passes.GuardedLanesAsMaskedStores`,
+    :class:`~tvm_hetero.passes.BlockedCopiesAsTransposes`,
+    :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` and
     :class:`~tvm_hetero.passes.StackLoopBuffers` before the host's (``LowerTVMBuiltin``, which
     turns each buffer the latter leaves into a workspace allocation).
     Registered with TVM as :data:`TIR_PIPELINE`."""
     lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), lowering])
-    host_steps = [BlockedCopiesAsTransposes(), StridedLoadsAsShuffles(), StackLoopBuffers()]
+    host_steps = [
+        GuardedLanesAsMaskedStores(), BlockedCopiesAsTransposes(), StridedLoadsAsShuffles(),
+        StackLoopBuffers(),
+    ]  # fmt: skip
     return lowered, lambda: tvm.transform.Sequential([*host_steps, host()]), device
 
 

@@ -13,6 +13,7 @@ from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 from tvm_hetero.passes.fold_constant_weights import FoldConstantWeights
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
+from tvm_hetero.passes.guarded_lanes_as_masked_stores import GuardedLanesAsMaskedStores
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
 from tvm_hetero.passes.merge_parallel_convolutions import MergeParallelConvolutions
@@ -50,6 +51,7 @@ __all__ = [
     "FoldConstantKernels",
     "FoldConstantWeights",
     "GroupedConvolutionsByGroup",
+    "GuardedLanesAsMaskedStores",
     "InferKernelVDevices",
     "LegalizeWithFastMath",
     "MergeParallelConvolutions",
