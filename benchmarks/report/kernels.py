@@ -600,6 +600,17 @@ def masked_stores_in_models() -> str:
     return _switched("MASKED_STORES")
 
 
+def guarded_reads() -> str:
+    """``benchmarks/cpu_kernels/guarded_reads.py``: padded copies a vector at a time."""
+    return _before_and_now("guarded_reads.jsonl", "convolution")
+
+
+def guarded_reads_in_models() -> str:
+    """``before_and_now.py ... --off ...guarded_reads_as_vectors:VECTOR_READS=False``: whole
+    models with their padded copies in vectors, and without."""
+    return _switched("VECTOR_READS")
+
+
 def shuffled_stride_widths_in_models() -> str:
     """``before_and_now.py ... --off ...pad_convolution_outputs:SHUFFLED_STRIDES=False``:
     mobile networks with strided depthwise layers widened to whole vectors, and not."""
@@ -849,6 +860,8 @@ SECTIONS = {
     "depthwise-threads-models": depthwise_threads_in_models,
     "masked-stores": masked_stores,
     "masked-stores-models": masked_stores_in_models,
+    "guarded-reads": guarded_reads,
+    "guarded-reads-models": guarded_reads_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

@@ -221,3 +221,10 @@ def test_a_cropped_depthwise_convolution_with_silu_stores_masked_vectors_and_mat
     plain = relax.VirtualMachine(tvm.compile(mod, target), tvm.cpu())
     want = plain["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_pure_calls_are_tvm_operators():
+    """Each name the pass lets a guarded value call names an operator TVM registers (a name
+    that does not would never match, and its calls would stay serial)."""
+    for name in guarded_lanes_as_masked_stores.PURE_CALLS:
+        assert tvm.ir.Op.get(name).name == name

@@ -22,6 +22,7 @@ from tvm_hetero.ir.builder_scopes import module_without_seq_scopes
 from tvm_hetero.passes import (
     BlockedCopiesAsTransposes,
     GuardedLanesAsMaskedStores,
+    GuardedReadsAsVectors,
     PrefetchPanelBlocks,
     StackLoopBuffers,
     StridedLoadsAsShuffles,
@@ -302,6 +303,7 @@ def tir_pipeline() -> tuple:
     """TVM's ``s_tir`` pipeline (its lowering, the host's and the devices' last passes) with
     :class:`~tvm_hetero.passes.PrefetchPanelBlocks` before the lowering (on the scheduled
     kernels), :class:`~tvm_hetero.passes.GuardedLanesAsMaskedStores`,
+    :class:`~tvm_hetero.passes.GuardedReadsAsVectors`,
     :class:`~tvm_hetero.passes.BlockedCopiesAsTransposes`,
     :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` and
     :class:`~tvm_hetero.passes.StackLoopBuffers` before the host's (``LowerTVMBuiltin``, which
@@ -310,8 +312,8 @@ def tir_pipeline() -> tuple:
     lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), lowering])
     host_steps = [
-        GuardedLanesAsMaskedStores(), BlockedCopiesAsTransposes(), StridedLoadsAsShuffles(),
-        StackLoopBuffers(),
+        GuardedLanesAsMaskedStores(), GuardedReadsAsVectors(), BlockedCopiesAsTransposes(),
+        StridedLoadsAsShuffles(), StackLoopBuffers(),
     ]  # fmt: skip
     return lowered, lambda: tvm.transform.Sequential([*host_steps, host()]), device
 

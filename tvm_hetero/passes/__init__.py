@@ -14,6 +14,7 @@ from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 from tvm_hetero.passes.fold_constant_weights import FoldConstantWeights
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.guarded_lanes_as_masked_stores import GuardedLanesAsMaskedStores
+from tvm_hetero.passes.guarded_reads_as_vectors import GuardedReadsAsVectors
 from tvm_hetero.passes.infer_kernel_vdevices import InferKernelVDevices
 from tvm_hetero.passes.legalize_with_fast_math import LegalizeWithFastMath
 from tvm_hetero.passes.merge_parallel_convolutions import MergeParallelConvolutions
@@ -52,6 +53,7 @@ __all__ = [
     "FoldConstantWeights",
     "GroupedConvolutionsByGroup",
     "GuardedLanesAsMaskedStores",
+    "GuardedReadsAsVectors",
     "InferKernelVDevices",
     "LegalizeWithFastMath",
     "MergeParallelConvolutions",

@@ -20,15 +20,15 @@ from tvm_hetero.passes.stack_loop_buffers import on_cpu
 MASKED_STORES = True
 """Whether the pass rewrites anything (off: the lowered TIR as TVM leaves it)."""
 
-LANES = (4, 8, 16)
-"""The loop extents taken as one vector (a float32 vector of SSE, AVX2 or AVX-512)."""
+LANES = (4, 8, 16, 32, 64)
+"""The loop extents taken as one vector: a float32 vector of SSE, AVX2 or AVX-512, or two or
+four of AVX-512's (a tile written back two vectors at a time: LLVM splits the vector)."""
 
 PURE_CALLS = frozenset({
-    "tirx.floor", "tirx.ceil", "tirx.round", "tirx.nearbyint", "tirx.trunc", "tirx.fabs",
-    "tirx.sqrt", "tirx.exp", "tirx.log", "tirx.tanh", "tirx.sigmoid", "tirx.erf", "tirx.pow",
-    "tirx.fma", "tirx.reinterpret", "tirx.if_then_else", "tirx.shift_left",
-    "tirx.shift_right", "tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor",
-    "tirx.bitwise_not",
+    "tirx.floor", "prim.ceil", "tirx.round", "tirx.nearbyint", "tirx.trunc", "tirx.fabs",
+    "tirx.sqrt", "tirx.exp", "tirx.exp2", "tirx.log", "prim.log2", "tirx.tanh", "tirx.sigmoid",
+    "tirx.erf", "tirx.pow", "tirx.fma", "tirx.copysign", "tirx.isnan", "tirx.reinterpret",
+    "prim.if_then_else",
 })  # fmt: skip
 """Calls a guarded value may hold: arithmetic without side effects, safe on any lane."""
 
@@ -90,11 +90,11 @@ def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:
         return None
     if not isinstance(loop.min, tirx.IntImm) or not isinstance(loop.extent, tirx.IntImm):
         return None
-    *outside, guard = _statements(loop.body)
+    *outside, guard = statements(loop.body)
     lanes = int(loop.extent)
     if lanes not in LANES or not isinstance(guard, tirx.IfThenElse) or guard.else_case is not None:
         return None
-    *inside, store = _statements(guard.then_case)
+    *inside, store = statements(guard.then_case)
     if not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
         return None
     if not all(isinstance(let, tirx.LetStmt) for let in (*outside, *inside)):
@@ -117,7 +117,7 @@ def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:
         analyzer.bind(around.loop_var, Range.from_min_extent(around.min, around.extent))
     if not all(_safe(e, var, analyzer) for e in (value, condition)):
         return None
-    vectors = _vectorized(var, loop.min, lanes, [value, condition])
+    vectors = vectorized(var, loop.min, lanes, [value, condition])
     if vectors is None:
         return None
     first = analyzer.simplify(found[1] + loop.min)
@@ -125,7 +125,8 @@ def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:
     return tirx.Evaluate(call)
 
 
-def _statements(stmt: tirx.Stmt) -> list[tirx.Stmt]:
+def statements(stmt: tirx.Stmt) -> list[tirx.Stmt]:
+    """The statements of ``stmt`` in order (``stmt`` alone where it is no sequence)."""
     return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 
 
@@ -168,7 +169,7 @@ def _safe_read(load: TensorLoad, var: tirx.Var, analyzer: Analyzer) -> bool:
     return bound.min_value >= 0 and bound.max_value < int(size)
 
 
-def _vectorized(var: tirx.Var, start, lanes: int, exprs: list) -> list | None:
+def vectorized(var: tirx.Var, start, lanes: int, exprs: list) -> list | None:
     """``exprs`` over ``var`` (``start`` to ``start + lanes - 1``) as vectors of ``lanes``,
     as TVM's ``VectorizeLoop`` computes them; ``None`` where it would not."""
     lane = tirx.Var("lane", var.ty)
@@ -179,7 +180,8 @@ def _vectorized(var: tirx.Var, start, lanes: int, exprs: list) -> list | None:
         tirx.BufferStore(slot, substituted(e, {var: lane + start}), [lane])
         for slot, e in zip(slots, exprs, strict=True)
     ]
-    loop = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, tirx.SeqStmt(stores))
+    body = stores[0] if len(stores) == 1 else tirx.SeqStmt(stores)
+    loop = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, body)
     func = PrimFunc([], loop)
     done = tvm.tirx.transform.VectorizeLoop()(IRModule({"f": func}))["f"].body
     found = list(done.seq) if isinstance(done, tirx.SeqStmt) else [done]
