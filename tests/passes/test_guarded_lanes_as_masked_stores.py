@@ -134,6 +134,16 @@ def test_a_guarded_write_back_becomes_one_vector_and_a_masked_store(before, expe
     tvm.ir.assert_structural_equal(masked(before), want, map_free_vars=True)
 
 
+@T.prim_func
+def _read_through_a_let(a: T.Buffer((14,), "float32"), b: T.Buffer((14,), "float32")):
+    T.attr("default", "device_type", 1)
+    for x0 in range(4):  # the global read's index a let binds to the lane: past the end
+        for lane in range(4):
+            if x0 * 4 + lane < 14:
+                k = T.int32()
+                b[x0 * 4 + lane] = T.Let(a[k], where={k: x0 * 4 + lane})
+
+
 @pytest.mark.parametrize(
     "func",
     [_reads_past_the_end, _local_past_the_end, _extern_call, _strided_store, _with_else,
@@ -143,6 +153,10 @@ def test_a_guarded_write_back_becomes_one_vector_and_a_masked_store(before, expe
 )  # fmt: skip
 def test_loops_whose_masked_off_lanes_could_fault_or_differ_stay(func):
     assert masked(func) is func
+
+
+def test_a_read_whose_let_bound_index_follows_the_lane_stays():
+    assert masked(_read_through_a_let) is _read_through_a_let
 
 
 def test_switched_off_it_leaves_the_module(monkeypatch):

@@ -142,8 +142,9 @@ def _safe(expr, var: tirx.Var, analyzer: Analyzer) -> bool:
         return _safe(expr.a, var, analyzer) and _safe(expr.b, var, analyzer)
     if isinstance(expr, tirx.Cast | tirx.Not):
         return _safe(expr.value if isinstance(expr, tirx.Cast) else expr.a, var, analyzer)
-    if isinstance(expr, tirx.Let):
-        return _safe(expr.value, var, analyzer) and _safe(expr.body, var, analyzer)
+    if isinstance(expr, tirx.Let):  # its value in place: a read through it may use ``var``
+        body = substituted(expr.body, {expr.var: expr.value})
+        return _safe(expr.value, var, analyzer) and _safe(body, var, analyzer)
     if isinstance(expr, tirx.Select):
         parts = (expr.condition, expr.true_value, expr.false_value)
         return all(_safe(p, var, analyzer) for p in parts)
