@@ -12,8 +12,8 @@ from tvm.sym import detect_linear_equation
 from tvm.sym.analyzer import Analyzer
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import substituted, with_children, with_prim_funcs
-from tvm_hetero.passes.stack_loop_buffers import on_cpu
+from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
+from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 
 LANES = (8, 16)
 """The vector widths a copy is transposed at (a power of two: the transpose's stages halve it)."""
@@ -58,17 +58,7 @@ class BlockedCopiesAsTransposes:
 
 def transposed(func: PrimFunc) -> PrimFunc:
     """``func`` with its blocked copies under ``device_type`` CPU run as transposes."""
-    body = _walk(func.body, cpu=False)
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def _walk(stmt: tirx.Stmt, cpu: bool) -> tirx.Stmt:
-    cpu = on_cpu(stmt, cpu)
-    if cpu and isinstance(stmt, tirx.For):
-        found = as_transposes(stmt)
-        if found is not None:
-            return found
-    return with_children(stmt, lambda child: _walk(child, cpu))
+    return rewritten_cpu_loops(func, lambda loop, _outer: as_transposes(loop))
 
 
 def _access(buffer, index) -> tuple[tirx.PrimExpr, int, int, int] | None:

@@ -14,8 +14,8 @@ from tvm.tirx.analysis import undefined_vars
 from tvm.tirx.expr import BinaryOpExpr, CmpExpr
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import substituted, with_children, with_prim_funcs
-from tvm_hetero.passes.stack_loop_buffers import on_cpu
+from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
+from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 
 MASKED_STORES = True
 """Whether the pass rewrites anything (off: the lowered TIR as TVM leaves it)."""
@@ -68,18 +68,7 @@ class GuardedLanesAsMaskedStores:
 
 def masked(func: PrimFunc) -> PrimFunc:
     """``func`` with its guarded lane loops under ``device_type`` CPU as masked stores."""
-    body = _walk(func.body, cpu=False, outer=())
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def _walk(stmt: tirx.Stmt, cpu: bool, outer: tuple) -> tirx.Stmt:
-    cpu = on_cpu(stmt, cpu)
-    if cpu and isinstance(stmt, tirx.For):
-        found = as_masked_store(stmt, outer)
-        if found is not None:
-            return found
-        outer = (*outer, stmt)
-    return with_children(stmt, lambda child: _walk(child, cpu, outer))
+    return rewritten_cpu_loops(func, as_masked_store)
 
 
 def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:

@@ -13,9 +13,9 @@ from tvm.sym.analyzer import Analyzer
 from tvm.tirx.analysis import undefined_vars
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import substituted, with_children, with_prim_funcs
+from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
 from tvm_hetero.passes.guarded_lanes_as_masked_stores import statements, vectorized
-from tvm_hetero.passes.stack_loop_buffers import on_cpu
+from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 from tvm_hetero.schedules.cpu.common import vector_lanes
 
 VECTOR_READS = True
@@ -70,17 +70,7 @@ def in_vectors(func: PrimFunc) -> PrimFunc:
     if target is None or target.kind.name != "llvm":
         return func
     lanes = max(2, int(vector_lanes(target, 32) * CHUNK_VECTORS))
-    body = _walk(func.body, cpu=False, lanes=lanes)
-    return func if body.same_as(func.body) else func.with_body(body)
-
-
-def _walk(stmt: tirx.Stmt, cpu: bool, lanes: int) -> tirx.Stmt:
-    cpu = on_cpu(stmt, cpu)
-    if cpu and isinstance(stmt, tirx.For):
-        found = as_vector_chunks(stmt, lanes)
-        if found is not None:
-            return found
-    return with_children(stmt, lambda child: _walk(child, cpu, lanes))
+    return rewritten_cpu_loops(func, lambda loop, _outer: as_vector_chunks(loop, lanes))
 
 
 def as_vector_chunks(loop: tirx.For, lanes: int) -> tirx.Stmt | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tvm
 from tvm import tirx
 from tvm.ir import IRModule
@@ -84,6 +86,25 @@ def on_cpu(stmt: tirx.Stmt, cpu: bool) -> bool:
         value = stmt.value
         return isinstance(value, tirx.IntImm) and int(value) == CPU_DEVICE_TYPE
     return cpu
+
+
+def rewritten_cpu_loops(func: PrimFunc, rewrite: Callable) -> PrimFunc:
+    """``func`` with each loop under ``device_type`` CPU for which ``rewrite(loop, outer)``
+    (``outer``: the loops around it, outermost first) returns a statement replaced by that
+    statement, the loops it returns ``None`` for walked into (``func`` itself where nothing
+    is replaced): the walk of the TIR passes that rewrite a CPU kernel's loops."""
+    body = _rewritten(func.body, False, (), rewrite)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _rewritten(stmt: tirx.Stmt, cpu: bool, outer: tuple, rewrite: Callable) -> tirx.Stmt:
+    cpu = on_cpu(stmt, cpu)
+    if cpu and isinstance(stmt, tirx.For):
+        found = rewrite(stmt, outer)
+        if found is not None:
+            return found
+        outer = (*outer, stmt)
+    return with_children(stmt, lambda child: _rewritten(child, cpu, outer, rewrite))
 
 
 def _walk(stmt: tirx.Stmt, cpu: bool, in_loop: bool, budget: list[int]) -> tirx.Stmt:
