@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -127,17 +128,20 @@ def convolution_case_command(
     return case_command(doc, cases, export, conv_switch(*switch), results)
 
 
-def conv_switch(name: str, value: object) -> Callable[[], tuple]:
-    """The ``off`` of :func:`case_command` that sets the convolution rule's ``name`` (in
-    ``tvm_hetero.schedules.cpu.conv``, imported when called) to ``value`` (a callable value is
-    called with the module)."""
+def module_switch(module: str, name: str, value: object) -> Callable[[], tuple]:
+    """The ``off`` of :func:`case_command` that sets ``name`` in the package module ``module``
+    (imported when called) to ``value`` (a callable value is called with the module)."""
 
     def off() -> tuple:
-        from tvm_hetero.schedules.cpu import conv
-
-        return (conv, name, value(conv) if callable(value) else value)
+        found = importlib.import_module(module)
+        return (found, name, value(found) if callable(value) else value)
 
     return off
+
+
+def conv_switch(name: str, value: object) -> Callable[[], tuple]:
+    """:func:`module_switch` for the convolution rule (``tvm_hetero.schedules.cpu.conv``)."""
+    return module_switch("tvm_hetero.schedules.cpu.conv", name, value)
 
 
 def linear_case_command(

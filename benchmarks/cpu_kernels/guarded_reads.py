@@ -8,11 +8,12 @@ Runtime (issue 56).
 Each case is one convolution with 'same' padding and ReLU after it, exported to ONNX (batch
 1): strided ones whose copy lays the input out by column phase (HGNetV2's 3x3 / 2 of 32 -> 16
 over 112 x 112, MobileNetV4's of 32 -> 32, stems of three channels, ResNet's 7 x 7 stem and a
-3x3 / 2 of 64 -> 128, a depthwise 3x3 / 2), one of stride 1 (its copy pads, contiguous), and
-a 2x2 / 2 without padding (its copy by phase guards the columns past the input) and a 1x1 one (no copy: both builds the same, a check on the noise). Compiled for the
-whole CPU both ways, run end to end by our executor beside ONNX Runtime on the same cores and
-threads in 5 interleaved rounds (medians); outputs checked against ONNX Runtime's. One JSON
-line per case in ``benchmarks/results/guarded_reads.jsonl``.
+3x3 / 2 of 64 -> 128, a depthwise 3x3 / 2), one of stride 1 (its copy pads, contiguous), a
+2x2 / 2 without padding (its copy by phase guards the columns past the input) and a 1x1 one
+(no copy: both builds the same, a check on the noise). Compiled for the whole CPU both ways,
+run end to end by our executor beside ONNX Runtime on the same cores and threads in 5
+interleaved rounds (medians); outputs checked against ONNX Runtime's. One JSON line per case
+in ``benchmarks/results/guarded_reads.jsonl``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command  # noqa: E402
+from before_and_now import module_case_command, module_switch  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, groups, side, padding)
     "3x3 /2 32->16 @112": (32, 16, 3, 2, 1, 112, 1),
@@ -48,11 +49,7 @@ def main() -> int:
 
         return build, (1, cin, side, side)
 
-    def off() -> tuple:
-        from tvm_hetero.passes import guarded_reads_as_vectors
-
-        return (guarded_reads_as_vectors, "VECTOR_READS", False)
-
+    off = module_switch("tvm_hetero.passes.guarded_reads_as_vectors", "VECTOR_READS", False)
     return module_case_command(__doc__, CASES, make, off, "guarded_reads.jsonl")
 
 

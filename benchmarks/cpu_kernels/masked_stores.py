@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command  # noqa: E402
+from before_and_now import module_case_command, module_switch  # noqa: E402
 
 ACTIVATIONS = {"SiLU": torch.nn.SiLU, "hard-swish": torch.nn.Hardswish, "ReLU": torch.nn.ReLU}
 
@@ -49,11 +49,7 @@ def main() -> int:
 
         return build, (1, cin, side, side)
 
-    def off() -> tuple:
-        from tvm_hetero.passes import guarded_lanes_as_masked_stores
-
-        return (guarded_lanes_as_masked_stores, "MASKED_STORES", False)
-
+    off = module_switch("tvm_hetero.passes.guarded_lanes_as_masked_stores", "MASKED_STORES", False)
     return module_case_command(__doc__, CASES, make, off, "masked_stores.jsonl")
 
 

@@ -8,10 +8,10 @@ import tvm
 from tvm import tirx
 from tvm.ir import IRModule
 from tvm.ir.expr import TensorLoad
-from tvm.sym import detect_linear_equation
 from tvm.sym.analyzer import Analyzer
 
 from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.lowered_loops import bound_values, linear_in, statements
 from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
 from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 
@@ -81,23 +81,11 @@ def _index(base, access: tuple) -> tirx.PrimExpr:
     return base if step > 1 else tirx.Ramp(base, 1, lanes)
 
 
-def _linear(base, var: tirx.Var) -> tuple[int, tirx.PrimExpr] | None:
-    """``(coefficient, rest)`` of ``base`` as ``coefficient * var + rest`` with a constant
-    coefficient."""
-    found = detect_linear_equation(base, [var])
-    if len(found) != 2 or not isinstance(found[0], tirx.IntImm):
-        return None
-    return int(found[0]), found[1]
-
-
 def as_transposes(loop: tirx.For) -> tirx.Stmt | None:
     """``loop`` as transposes (:class:`BlockedCopiesAsTransposes`), or ``None`` where it is
     not a blocked copy."""
-    body = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
-    *lets, store = body
+    *lets, store = statements(loop.body)
     if loop.kind != tirx.ForKind.SERIAL or not isinstance(store, tirx.BufferStore):
-        return None
-    if not all(isinstance(let, tirx.LetStmt) for let in lets):
         return None
     load = store.value
     if not isinstance(load, TensorLoad) or load.source.same_as(store.buffer):
@@ -109,11 +97,11 @@ def as_transposes(loop: tirx.For) -> tirx.Stmt | None:
     dst, src = _access(store.buffer, store.indices[0]), _access(load.source, load.indices[0])
     if dst is None or src is None or dst[2] != src[2] or dst[2] not in LANES:
         return None
+    values = bound_values(lets)  # common subexpressions bound in the loop: in the indices
+    if values is None:
+        return None
     var, lanes, count = loop.loop_var, dst[2], int(loop.extent)
-    values = {}
-    for let in lets:  # common subexpressions bound in the loop: their values in the indices
-        values[let.var] = substituted(let.value, values)
-    d, s = _linear(substituted(dst[0], values), var), _linear(substituted(src[0], values), var)
+    d, s = linear_in(substituted(dst[0], values), var), linear_in(substituted(src[0], values), var)
     if d is None or s is None:
         return None
     # per position: the blocked side moves a vector (L elements, or one of a buffer of

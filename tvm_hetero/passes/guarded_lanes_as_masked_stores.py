@@ -8,12 +8,12 @@ import tvm
 from tvm import tirx
 from tvm.ir import IRModule, Range
 from tvm.ir.expr import Call, TensorLoad
-from tvm.sym import detect_linear_equation
 from tvm.sym.analyzer import Analyzer
 from tvm.tirx.analysis import undefined_vars
 from tvm.tirx.expr import BinaryOpExpr, CmpExpr
 
 from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.lowered_loops import bound_values, lanes_of, linear_in, statements, vectorized
 from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
 from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 
@@ -86,20 +86,15 @@ def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:
     *inside, store = statements(guard.then_case)
     if not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
         return None
-    if not all(isinstance(let, tirx.LetStmt) for let in (*outside, *inside)):
+    if tvm.DataType(str(store.buffer.dtype)).lanes != 1 or lanes_of(store.value) != 1:
         return None
-    if tvm.DataType(str(store.buffer.dtype)).lanes != 1 or _lanes(store.value) != 1:
+    values = bound_values([*outside, *inside])  # bound around or under the guard: in place
+    if values is None:
         return None
-    values: dict = {}
-    for let in outside:  # common subexpressions bound around or under the guard: in place
-        values[let.var] = substituted(let.value, values)
-    condition = substituted(guard.condition, values)
-    for let in inside:
-        values[let.var] = substituted(let.value, values)
-    var = loop.loop_var
+    var, condition = loop.loop_var, substituted(guard.condition, values)
     value, index = substituted(store.value, values), substituted(store.indices[0], values)
-    found = detect_linear_equation(index, [var])
-    if len(found) != 2 or not isinstance(found[0], tirx.IntImm) or int(found[0]) != 1:
+    found = linear_in(index, var)
+    if found is None or found[0] != 1:
         return None
     analyzer = Analyzer()
     for around in (*outer, loop):
@@ -112,11 +107,6 @@ def as_masked_store(loop: tirx.For, outer: tuple = ()) -> tirx.Stmt | None:
     first = analyzer.simplify(found[1] + loop.min)
     call = tirx.op.masked_store(store.buffer, vectors[0], tirx.Ramp(first, 1, lanes), vectors[1])
     return tirx.Evaluate(call)
-
-
-def statements(stmt: tirx.Stmt) -> list[tirx.Stmt]:
-    """The statements of ``stmt`` in order (``stmt`` alone where it is no sequence)."""
-    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 
 
 def _safe(expr, var: tirx.Var, analyzer: Analyzer) -> bool:
@@ -144,7 +134,7 @@ def _safe(expr, var: tirx.Var, analyzer: Analyzer) -> bool:
 
 
 def _safe_read(load: TensorLoad, var: tirx.Var, analyzer: Analyzer) -> bool:
-    if len(load.indices) != 1 or _lanes(load) != 1:
+    if len(load.indices) != 1 or lanes_of(load) != 1:
         return False
     index = load.indices[0]
     if not any(v.same_as(var) for v in undefined_vars(index)):
@@ -157,33 +147,3 @@ def _safe_read(load: TensorLoad, var: tirx.Var, analyzer: Analyzer) -> bool:
         return False
     bound = analyzer.const_int_bound(index)
     return bound.min_value >= 0 and bound.max_value < int(size)
-
-
-def vectorized(var: tirx.Var, start, lanes: int, exprs: list) -> list | None:
-    """``exprs`` over ``var`` (``start`` to ``start + lanes - 1``) as vectors of ``lanes``,
-    as TVM's ``VectorizeLoop`` computes them; ``None`` where it would not."""
-    lane = tirx.Var("lane", var.ty)
-    slots = [
-        tirx.decl_buffer((lanes,), str(e.ty.dtype), name=f"slot{k}") for k, e in enumerate(exprs)
-    ]
-    stores = [
-        tirx.BufferStore(slot, substituted(e, {var: lane + start}), [lane])
-        for slot, e in zip(slots, exprs, strict=True)
-    ]
-    body = stores[0] if len(stores) == 1 else tirx.SeqStmt(stores)
-    loop = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, body)
-    func = PrimFunc([], loop)
-    done = tvm.tirx.transform.VectorizeLoop()(IRModule({"f": func}))["f"].body
-    found = list(done.seq) if isinstance(done, tirx.SeqStmt) else [done]
-    if len(found) != len(slots) or not all(isinstance(s, tirx.BufferStore) for s in found):
-        return None
-    out = []
-    for slot, s in zip(slots, found, strict=True):
-        if not s.buffer.same_as(slot) or _lanes(s.value) != lanes:
-            return None
-        out.append(s.value)
-    return out
-
-
-def _lanes(expr) -> int:
-    return tvm.DataType(str(expr.ty.dtype)).lanes

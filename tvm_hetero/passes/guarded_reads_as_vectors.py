@@ -8,13 +8,12 @@ import tvm
 from tvm import tirx
 from tvm.ir import IRModule, Range
 from tvm.ir.expr import Call
-from tvm.sym import detect_linear_equation
 from tvm.sym.analyzer import Analyzer
 from tvm.tirx.analysis import undefined_vars
 
 from tvm_hetero._compat import PrimFunc
+from tvm_hetero.ir.lowered_loops import bound_values, linear_in, statements, vectorized
 from tvm_hetero.ir.sblocks import substituted, with_prim_funcs
-from tvm_hetero.passes.guarded_lanes_as_masked_stores import statements, vectorized
 from tvm_hetero.passes.stack_loop_buffers import rewritten_cpu_loops
 from tvm_hetero.schedules.cpu.common import vector_lanes
 
@@ -84,20 +83,20 @@ def as_vector_chunks(loop: tirx.For, lanes: int) -> tirx.Stmt | None:
     *lets, store = statements(loop.body)
     if count < lanes or not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
         return None
-    if not all(isinstance(let, tirx.LetStmt) for let in lets):
-        return None
     if tvm.DataType(str(store.buffer.dtype)).lanes != 1:
         return None
-    values: dict = {}
-    for let in lets:
-        values[let.var] = substituted(let.value, values)
+    if _guarded(store.value) is None:  # before the bindings are folded in: most loops stop here
+        return None
+    values = bound_values(lets)
+    if values is None:
+        return None
     value, index = substituted(store.value, values), substituted(store.indices[0], values)
-    guarded = _guarded(value)
+    guarded = _guarded(value)  # the simplifier may have settled the guard with them
     if guarded is None:
         return None
     condition, read = guarded
-    found = detect_linear_equation(index, [var])
-    if len(found) != 2 or not isinstance(found[0], tirx.IntImm) or int(found[0]) != 1:
+    found = linear_in(index, var)
+    if found is None or found[0] != 1:
         return None
     if not all(_monotone(atom, var) for atom in _conjuncts(condition)):
         return None
@@ -151,5 +150,4 @@ def _monotone(atom, var: tirx.Var) -> bool:
         return True
     if not isinstance(atom, _ORDERED):
         return False
-    found = detect_linear_equation(atom.a - atom.b, [var])
-    return len(found) == 2 and isinstance(found[0], tirx.IntImm)
+    return linear_in(atom.a - atom.b, var) is not None
