@@ -153,6 +153,22 @@ def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, 
         zoo.CORPUS.pop(name, None)
 
 
+def test_an_encoder_decoder_transformers_class_is_given_decoder_tokens_too():
+    """An encoder-decoder class (T5) takes :data:`zoo.DECODER_TOKENS` decoder tokens beside its
+    input (it refuses to run without them); its output, the decoder's states, has their length."""
+    pytest.importorskip("transformers")
+    name = "hf:T5Model:d_model=32,d_kv=8,d_ff=64,num_layers=1,num_heads=2,vocab_size=100"
+    try:
+        zoo.outside(name)
+        module, (x, tokens) = zoo.CORPUS[name].make(True)
+        assert tuple(x.shape) == (1, 16) and tuple(tokens.shape) == (1, zoo.DECODER_TOKENS)
+        assert int(tokens.max()) < 100
+        with torch.no_grad():
+            assert tuple(module.eval()(x, tokens).shape) == (1, zoo.DECODER_TOKENS, 32)
+    finally:
+        zoo.CORPUS.pop(name, None)
+
+
 @pytest.mark.parametrize(
     ("name", "shape"),
     [("tv:mnasnet0_5", (1, 3, 224, 224)), ("tv:video.mc3_18", (1, 3, 16, 112, 112)),

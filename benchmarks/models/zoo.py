@@ -200,15 +200,16 @@ def _timm(name: str, size: int | None = 224, **kw) -> Entry:
 
 class _Field(nn.Module):
     """A model returning one field of its output as a tensor (ONNX wants tensors): by name, or
-    by position (``0``: a transformers output's first field); ``keyword`` names the argument
-    its input goes to (positional when empty)."""
+    by position (``0``: a transformers output's first field); ``keywords`` name the arguments
+    its inputs go to, in order (positional when none)."""
 
-    def __init__(self, model: nn.Module, field: str | int, keyword: str = "") -> None:
+    def __init__(self, model: nn.Module, field: str | int, *keywords: str) -> None:
         super().__init__()
-        self.model, self.field, self.keyword = model, field, keyword
+        self.model, self.field, self.keywords = model, field, keywords
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.model(**{self.keyword: x}) if self.keyword else self.model(x)
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        named = dict(zip(self.keywords, xs, strict=True))
+        out = self.model(**named) if self.keywords else self.model(*xs)
         return out[self.field]
 
 
@@ -673,9 +674,10 @@ def hf_spec(spec: str) -> tuple[str, dict] | None:
 def _hf(spec: str) -> Entry | None:
     """``CLASS[:KEY=VALUE,...]`` (:func:`hf_spec`): ``transformers.CLASS`` built from its own
     config class's defaults with the given fields changed, eager attention, its first output
-    field as the output, over :data:`HF_INPUTS`'s input for its ``main_input_name``; None
-    where the spec does not parse or ``CLASS`` is not a transformers model class with one of
-    those inputs."""
+    field as the output, over :data:`HF_INPUTS`'s input for its ``main_input_name`` (an
+    encoder-decoder's decoder also given :data:`DECODER_TOKENS` tokens, ``decoder_input_ids``:
+    T5, Whisper, Marian); None where the spec does not parse or ``CLASS`` is not a
+    transformers model class with one of those inputs."""
     parsed = hf_spec(spec)
     if parsed is None:
         return None
@@ -696,8 +698,11 @@ def _hf(spec: str) -> Entry | None:
             x = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, length))  # CANINE: chars
         elif kind == "input_values" and hasattr(cfg, "num_mel_bins"):  # AST: a spectrogram
             x = torch.randn(1, cfg.max_length, cfg.num_mel_bins)
-        elif kind == "input_values":
-            x = torch.randn(1, length)
+        elif kind == "input_values":  # a codec's (EnCodec) input has its audio channels
+            channels = getattr(cfg, "audio_channels", None)
+            x = torch.randn(1, *([channels] if channels else []), length)
+        elif kind == "input_features" and hasattr(cfg, "input_feat_per_channel"):
+            x = torch.randn(1, length, cfg.input_feat_per_channel * cfg.input_channels)  # S2T
         elif kind == "input_features":
             x = torch.randn(1, cfg.num_mel_bins, length)
         else:  # the config's image size, where it names one (a model may check it)
@@ -705,9 +710,17 @@ def _hf(spec: str) -> Entry | None:
             side = named if isinstance(named, int) else length
             frames = getattr(cfg, "num_frames", None)  # VideoMAE, TimeSformer: a clip
             x = torch.randn(1, *([frames] if frames else []), 3, side, side)
-        return _Field(model, 0, kind), (x,)
+        if not getattr(cfg, "is_encoder_decoder", False):
+            return _Field(model, 0, kind), (x,)
+        tokens = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, DECODER_TOKENS))
+        return _Field(model, 0, kind, "decoder_input_ids"), (x, tokens)
 
     return Entry("transformers", build)
+
+
+DECODER_TOKENS = 16
+"""Tokens an encoder-decoder transformers model's decoder is given (:func:`_hf`): a reply of
+16 tokens so far, attending to the whole encoded input."""
 
 
 def exported_feeds(name: str, path, small: bool = False) -> tuple[dict | None, dict]:

@@ -74,6 +74,53 @@ def test_a_shape_not_known_is_not_folded():
     assert onnx_fold.folded(_padded_to_eight(batch="N")) is None
 
 
+def _padded_twice():
+    """``Y = Pad(Pad(X, p1), p2)``, each pad computed from its input's width through ``Ceil``
+    (``ceil(width / 2)`` after the last axis), as EnCodec pads each convolution's input: ONNX's
+    shape inference does not evaluate ``Ceil``, so the first pad's output shape, which the
+    second pad's arithmetic reads, is known only once the first pads are constants."""
+    nodes = []
+    for k, (x, y) in enumerate((("X", "P"), ("P", "Y"))):
+        nodes += [
+            helper.make_node("Shape", [x], [f"s{k}"]),
+            helper.make_node("Gather", [f"s{k}", "two"], [f"w{k}"], axis=0),
+            helper.make_node("Cast", [f"w{k}"], [f"f{k}"], to=TensorProto.FLOAT),
+            helper.make_node("Div", [f"f{k}", "half"], [f"h{k}"]),
+            helper.make_node("Ceil", [f"h{k}"], [f"c{k}"]),
+            helper.make_node("Cast", [f"c{k}"], [f"n{k}"], to=TensorProto.INT64),
+            helper.make_node("Unsqueeze", [f"n{k}"], [f"u{k}"]),
+            helper.make_node("Concat", ["zeros5", f"u{k}"], [f"pads{k}"], axis=0),
+            helper.make_node("Pad", [x, f"pads{k}"], [y]),
+        ]
+        nodes[-3].input.append("zero")  # Unsqueeze's axes
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 2, 5])
+    half = numpy_helper.from_array(np.array(2.0, "float32"), "half")
+    return _model(nodes, [x], [_ints("two", 2), _ints("zero", [0]), _ints("zeros5", [0] * 5),
+                               half])  # fmt: skip
+
+
+def test_shape_arithmetic_after_a_folded_pad_is_folded_in_a_later_pass(tmp_path, monkeypatch):
+    """One pass folds the first pads alone (the second's read the padded shape, unknown until
+    then); :func:`onnx_fold.folded` passes again to a fixed point, and the model imports and
+    equals ONNX Runtime (width 5, padded by 3 to 8, then by 4 to 12)."""
+    proto = _padded_twice()
+    once = onnx_fold._folded_once(proto)
+    assert [n.op_type for n in once.graph.node].count("Pad") == 2
+    assert "Shape" in [n.op_type for n in once.graph.node]  # the second pads' arithmetic
+    after = onnx_fold.folded(proto)
+    assert [n.op_type for n in after.graph.node] == ["Pad", "Pad"]
+    monkeypatch.setattr(onnx_fold, "MOST_PASSES", 1)
+    assert "Shape" in [n.op_type for n in onnx_fold.folded(proto).graph.node]
+    monkeypatch.undo()
+    path = tmp_path / "twice.onnx"
+    onnx.save(proto, str(path))
+    x = np.random.default_rng(0).standard_normal((1, 2, 5)).astype("float32")
+    want = ort.InferenceSession(str(path)).run(None, {"X": x})[0]
+    got = api.run(api.compile(load_model(path), [cpu_device()]), {"X": x})[0]
+    assert got.shape == (1, 2, 12)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_random_and_large_values_are_left_to_the_frontend(monkeypatch):
     monkeypatch.setattr(onnx_fold, "MOST_ELEMENTS", 100)
     nodes = [

@@ -36,9 +36,31 @@ RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLik
 def folded(proto: onnx.ModelProto, shapes: Mapping | None = None) -> onnx.ModelProto | None:
     """``proto`` with every node computable from constants evaluated (see the module), its
     inputs of ``shapes`` (by name: a symbolic batch given a size) of those shapes; None where
-    nothing could be (or shape inference fails on it)."""
+    nothing could be (or shape inference fails on it).
+
+    Folded in passes to a fixed point (at most :data:`MOST_PASSES`): a pass's values give
+    ONNX's shape inference shapes it could not propagate before (a pad computed through
+    ``Ceil``, which it does not evaluate, padding a tensor whose ``Shape`` the next pad's
+    arithmetic reads), and the next pass folds what they make constant. EnCodec's encoder pads
+    each of its 18 convolutions by such arithmetic on the last one's output: 29 passes."""
     if shapes:
         proto = _with_input_shapes(proto, shapes)
+    result = None
+    for _ in range(MOST_PASSES):
+        once = _folded_once(proto)
+        if once is None:
+            break
+        proto = result = once
+    return result
+
+
+MOST_PASSES = 64
+"""The most passes :func:`folded` makes over a graph."""
+
+
+def _folded_once(proto: onnx.ModelProto) -> onnx.ModelProto | None:
+    """One pass of :func:`folded`: ``proto`` with the nodes computable from constants and the
+    shapes its shape inference knows now evaluated; None where there are none."""
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:  # shape inference refuses some exports outright
