@@ -41,16 +41,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cpu_kernels")]
 
 
-def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
-    """``(kernel, median us in the model's order, median us alone, argument shapes)`` of each
-    kernel call, in call order, and the whole VM run's median us.
-
-    One run with a VM instrument records each call and its arguments (the VM's own tensors, so
-    a call reads what the call before it wrote, where it wrote it); the calls are then replayed
-    in order without the instrument ``runs`` times, each timed, and each alone ``runs`` times
-    over (its operands then stay in cache)."""
+def recorded_calls(compiled, feeds: dict) -> tuple:
+    """``(vm, args, calls)``: a VM over ``compiled``'s library on the threads its device names,
+    its input tensors, and each kernel call of one run as ``(kernel, function, arguments)`` in
+    call order (a VM instrument's; the VM's own tensors, so a call replayed reads what the call
+    before it wrote, where it wrote it)."""
     import tvm
-    from ort_timing import call_ms
     from tvm.runtime.vm import VirtualMachine
 
     from tvm_hetero.runtime.worker import use_threads
@@ -65,9 +61,23 @@ def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
             calls.append((symbol, func, list(call_args)))
         return 0
 
-    whole = call_ms(lambda: vm["main"](*args), runs)
     vm.set_instrument(instrument)
     vm["main"](*args)
+    vm.set_instrument(None)
+    return vm, args, calls
+
+
+def our_kernels(compiled, feeds: dict, runs: int) -> tuple[list[tuple], float]:
+    """``(kernel, median us in the model's order, median us alone, argument shapes)`` of each
+    kernel call, in call order, and the whole VM run's median us.
+
+    One run with a VM instrument records each call and its arguments (:func:`recorded_calls`);
+    the calls are then replayed in order without the instrument ``runs`` times, each timed, and
+    each alone ``runs`` times over (its operands then stay in cache)."""
+    from ort_timing import call_ms
+
+    vm, args, calls = recorded_calls(compiled, feeds)
+    whole = call_ms(lambda: vm["main"](*args), runs)
     in_order: dict[int, list[float]] = collections.defaultdict(list)
     for run in range(runs + 3):
         for k, (_, func, call_args) in enumerate(calls):

@@ -540,6 +540,36 @@ def _switched(switch: str) -> str:
     return titled("before_and_now.jsonl", rows, header, out)
 
 
+def paired_replay() -> str:
+    """``benchmarks/models/paired_replay.py``: a change inside whole models, replayed turn by
+    turn beside ONNX Runtime; the latest row of each model and change."""
+    rows = list(latest(load("paired_replay.jsonl"), lambda r: (r["model"], *r["off"])).values())
+
+    def change(row: dict) -> str:
+        return "; ".join(o.rpartition(":")[2] for o in row["off"])
+
+    def turns(row: dict) -> str:
+        low, high = row["quartiles"]
+        return f"{row['now_over_before']:.3f} ({low:.3f}-{high:.3f})"
+
+    def picked(row: dict) -> str | None:
+        value = row.get("only_now_over_before")
+        return None if value is None else f"{value:.3f}"
+
+    out = [
+        (r["model"], change(r), f"{r['before_us']:.0f}", f"{r['now_us']:.0f}", turns(r),
+         picked(r), f"{r['ort_us']:.0f}", ratio(r["now_us"], r["ort_us"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "before: set", "before us", "now us", "now / before (quartiles)",
+              "--only now / before", "ORT us", "now / ORT")  # fmt: skip
+    notes = (
+        "- Medians over the turns; a ratio below 1.000: the change made the model's kernels "
+        "faster. `now / ORT`: our replay with the change over ONNX Runtime's whole run.",
+    )
+    return titled("paired_replay.jsonl", rows, header, out, *notes)
+
+
 def columns_in_lanes_models() -> str:
     """``before_and_now.py ... --off ...reduction:COLUMNS_IN_LANES=False --off
     ...reduction:recomputed=...``: models with normalisations, the reduction rule of v61 and
@@ -810,6 +840,7 @@ SECTIONS = {
     "corpus-live-weights": live_weights,
     "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
+    "paired-replay": paired_replay,
     "cpu-kernels": cpu_kernels,
     "recurrent": recurrent,
     "convolutions-1d": convolutions_1d,

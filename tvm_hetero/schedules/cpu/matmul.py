@@ -545,9 +545,16 @@ def _deep_panels(
     return sch
 
 
-MAX_IMBALANCE = 1.1
+MAX_IMBALANCE = 1.05
 """The most work the busiest thread may have over an even share before the rule cuts each
-panel's row tiles into groups the threads share (:func:`row_groups`)."""
+panel's row tiles into groups the threads share (:func:`row_groups`). At a tenth, RegNet-X's
+1x1 convolutions of 400 channels over 7 x 7 (13 panels) ran seven panels on one thread and six
+on the other; at a twentieth their row tiles are cut in seven groups (46 and 45 tasks). Each
+model's kernels replayed in its order with this and with a tenth, turn by turn beside ONNX
+Runtime (Intel Xeon, family 6 model 207, two threads, 150-200 turns,
+``benchmarks/models/paired_replay.py``, whose floor, the same build twice, was half a
+percent): RegNet-X-400MF, MnasNet and MobileNet-V2 a percent faster, EfficientNet-B0 and
+ResNet-50 half a percent, MobileNetV4, HGNetV2 and DenseNet-121 level."""
 
 
 def row_groups(tasks: int, row_tiles: int, cores: int) -> int:
