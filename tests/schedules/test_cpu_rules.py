@@ -1069,7 +1069,9 @@ def test_a_row_tile_sweeps_packed_panels_that_fit_l2_where_the_output_is_wide(
 
 @pytest.mark.parametrize(
     ("x_shape", "block", "blocks", "row_tiles"),
-    [((1100, 32), 75, 11, 25),  # a 2.6 MB output: every panel, the threads share the rows
+    [((1100, 32), 75, 25, 11),  # a 2.6 MB output: every panel, the threads share the rows
+     # in 25 groups of 11 row tiles (13 and 12 a thread; 11 groups of 25, 6 and 5, before the
+     # busiest thread's bound went from a tenth to a twentieth)
      ((200, 32), 3, 25, 50)],  # a 480 KB output: blocks of L1, as before
 )  # fmt: skip
 def test_a_row_tile_sweeps_every_panel_where_the_output_is_not_in_cache(
