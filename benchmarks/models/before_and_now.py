@@ -52,6 +52,22 @@ def switch(spec: str):
     return patch.object(found, name, value)
 
 
+def refuse_unknown(parser: argparse.ArgumentParser, models: list, offs: list) -> None:
+    """``parser.error`` (exit 2, one line) for the first of ``models`` neither in the corpus
+    nor of ``zoo.OUTSIDE_FORMS`` (those are added to the corpus), then for the first of
+    ``offs`` that :func:`switch` refuses: every argument checked before the first export."""
+    from zoo import CORPUS, OUTSIDE_FORMS, outside
+
+    unknown = [m for m in map(outside, models) if m not in CORPUS]
+    if unknown:
+        parser.error(f"MODEL: {unknown[0]!r} is not in the corpus nor {OUTSIDE_FORMS}")
+    try:
+        for spec in offs:
+            switch(spec)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+")
@@ -61,21 +77,14 @@ def main() -> int:
     args = parser.parse_args()
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, OUTSIDE_FORMS, exported_feeds, outside
+    from zoo import exported_feeds
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.runtime.measure import MeasureConfig
 
-    unknown = [m for m in map(outside, args.models) if m not in CORPUS]
-    if unknown:
-        parser.error(f"MODEL: {unknown[0]!r} is not in the corpus nor {OUTSIDE_FORMS}")
-    try:
-        for spec in args.off:
-            switch(spec)  # every switch checked before the first export
-    except ValueError as error:
-        parser.error(str(error))
+    refuse_unknown(parser, args.models, args.off)
     device, config = cpu_device(threads=args.threads), MeasureConfig(repeat=5, min_repeat_ms=100)
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:

@@ -128,18 +128,25 @@ def their_whole(path: Path, feeds: dict, threads: int, runs: int) -> float:
 def compiled_model(name: str, tmp: str, threads: int) -> tuple:
     """``(path, feeds, compiled)``: corpus model ``name`` exported as ``corpus.py`` exports it
     into the folder ``tmp``, loaded and compiled for the CPU with ``threads`` threads as
-    ``api.compile`` does, and its example inputs."""
+    ``api.compile`` does (:func:`compiled_export`), and its example inputs."""
     from zoo import exported_feeds
 
+    path = Path(tmp) / f"{name}.onnx"
+    given, feeds = exported_feeds(name, path)
+    return (path, *compiled_export(path, given, feeds, threads))
+
+
+def compiled_export(path: Path, given: dict | None, feeds: dict, threads: int) -> tuple:
+    """``(feeds, compiled)``: the export at ``path`` (``given``: its symbolic batch's shapes,
+    :func:`zoo.exported_feeds`) loaded and compiled for the CPU with ``threads`` threads, and
+    the example inputs ``feeds`` it keeps."""
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
 
-    path = Path(tmp) / f"{name}.onnx"
-    given, feeds = exported_feeds(name, path)
     model = load_model(path, shapes=given)
     feeds = {i.name: feeds[i.name] for i in model.inputs}
-    return path, feeds, api.compile(model, [cpu_device(threads=threads)])
+    return feeds, api.compile(model, [cpu_device(threads=threads)])
 
 
 def main() -> int:

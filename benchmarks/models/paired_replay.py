@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cpu_kernels")]
-from before_and_now import switch  # noqa: E402
+from before_and_now import refuse_unknown, switch  # noqa: E402
 from onnx_models import append_rows  # noqa: E402
 from stamp import stamp  # noqa: E402
 
@@ -100,28 +100,26 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from kernels_inside import compiled_model, recorded_calls
+    from kernels_inside import compiled_export, recorded_calls
     from ort_timing import cpu_session
-    from zoo import CORPUS, OUTSIDE_FORMS, outside
+    from zoo import exported_feeds
 
-    unknown = [m for m in map(outside, args.models) if m not in CORPUS]
-    if unknown:
-        parser.error(f"MODEL: {unknown[0]!r} is not in the corpus nor {OUTSIDE_FORMS}")
+    refuse_unknown(parser, args.models, args.off)
     if args.runs < 4:
         parser.error(f"--runs: {args.runs} is too few; at least 4 (turns) are needed")
     try:
         only = re.compile(args.only) if args.only else None
-        for spec in args.off:
-            switch(spec)  # every switch checked before the first export
-    except (ValueError, re.error) as error:
+    except re.error as error:
         parser.error(str(error))
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            path, feeds, now = compiled_model(name, tmp, args.threads)
+            path = Path(tmp) / f"{name}.onnx"
+            given, example = exported_feeds(name, path)  # one export, built both ways
+            feeds, now = compiled_export(path, given, example, args.threads)
             with ExitStack() as stack:
                 for spec in args.off:
                     stack.enter_context(switch(spec))
-                before = compiled_model(name, tmp, args.threads)[2]
+                before = compiled_export(path, given, example, args.threads)[1]
             calls = {k: recorded_calls(c, feeds)[2] for k, c in (("before", before), ("now", now))}
             if only is not None:
                 counts = {k: sum(bool(only.search(c[0])) for c in v) for k, v in calls.items()}
