@@ -41,6 +41,22 @@ class SplitOnTwoCpus:
         return out
 
 
+RAMP = np.arange(8, dtype="float32").reshape(2, 4)
+
+
+@I.ir_module
+class ScanOfConstants:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+    @R.function
+    def main(x: R.Tensor((2, 4), "float32", "llvm:0")):
+        with R.dataflow():
+            c = R.cumsum(R.const(RAMP), axis=1)
+            y = R.add(x, c)
+            R.output(y)
+        return y
+
+
 def _run(mod, devices, *args):
     vm = relax.VirtualMachine(build(mod), devices)
     return vm["main"](*[tvm.runtime.tensor(a, devices[0]) for a in args]).numpy()
@@ -54,6 +70,15 @@ def test_split_compute_on_llvm1_concat_equals_unsplit():
     got = _run(SplitOnTwoCpus, [tvm.cpu(0), tvm.cpu(1)], x, w)
     np.testing.assert_allclose(ref, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got, ref)
+
+
+def test_a_scan_of_constants_runs_on_the_home_device():
+    """A ``cumsum`` of a constant (DETR's position embedding) has no vdevice to take a target
+    from: TVM's dispatch runs on the home device's (vdevice 0), where the build had failed
+    ("Target not found")."""
+    x = np.ones((2, 4), "float32")
+    got = _run(ScanOfConstants, [tvm.cpu(0), tvm.cpu(1)], x)
+    np.testing.assert_allclose(got, x + np.cumsum(RAMP, axis=1), rtol=1e-6)
 
 
 def test_fusion_stays_within_one_device_and_targets_are_restored():

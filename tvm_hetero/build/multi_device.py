@@ -283,15 +283,38 @@ def vm_pipeline() -> tvm.transform.Pass:
     storage to itself while the planner runs. ``RewriteCUDAGraph`` acts only under the pass
     config ``relax.backend.use_cuda_graph`` (:func:`build` sets it for a CUDA device alone).
     """
-    t, b = relax.transform, relax.backend
+    t = relax.transform
     steps = [
-        b.DispatchSampling(), b.DispatchSortScan(), t.LegalizeOps(), t.RewriteDataflowReshape(),
+        DispatchOnHomeDevice(), t.LegalizeOps(), t.RewriteDataflowReshape(),
         t.ToNonDataflow(), t.RemovePurityChecking(), t.CallTIRRewrite(),
         TagStorageByDevice(), t.StaticPlanBlockMemory(), UntagStorage(),
         t.RewriteCUDAGraph(), t.LowerAllocTensor(), t.KillAfterLastUse(), t.LowerRuntimeBuiltin(),
         t.ComputePrimValue(), t.VMShapeLower(), t.AttachGlobalSymbol(),
     ]  # fmt: skip
     return tvm.transform.Sequential(steps, name="tvm_hetero_vm_pipeline")
+
+
+@tvm.transform.module_pass(opt_level=0, name="DispatchOnHomeDevice")
+class DispatchOnHomeDevice:
+    """TVM's ``DispatchSampling`` and ``DispatchSortScan`` with the home device's target (the
+    module's vdevice 0) current.
+
+    Each takes an operator's target from its output's vdevice, else from the current target,
+    and fails without one. An operator of constants alone has no vdevice: DETR's sine position
+    embedding sums a constant mask along each axis (``CumSum``), and its build failed ("Target
+    not found"). Such an operator runs on the home device, as a kernel of constants does
+    (:class:`~tvm_hetero.passes.RestoreKernelTargets`)."""
+
+    def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        """Return ``mod`` with its sampling, sort and scan operators as kernels."""
+        steps = tvm.transform.Sequential(
+            [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan()]
+        )
+        vdevices = list(mod.global_infos.get("vdevice", []))
+        if not vdevices or tvm.target.Target.current(allow_none=True) is not None:
+            return steps(mod)
+        with vdevices[0].target:
+            return steps(mod)
 
 
 TIR_PIPELINE = "tvm_hetero"
