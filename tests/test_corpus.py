@@ -135,13 +135,17 @@ TINY_BERT = (
         (TINY_BERT, (1, 16), (1, 16, 64)),
         ("hf:ViTModel:hidden_size=32,num_hidden_layers=1,num_attention_heads=2,"
          "intermediate_size=64,image_size=32,patch_size=8", (1, 3, 32, 32), (1, 17, 32)),
+        ("hf:PatchTSTModel:num_input_channels=3,d_model=16,num_hidden_layers=1,"
+         "num_attention_heads=2,ffn_dim=32,patch_length=16,patch_stride=8", (1, 64, 3),
+         (1, 3, 7, 16)),
     ],
 )  # fmt: skip
 def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, shape, out):
     """``zoo.outside``: ``hf:CLASS:FIELD=VALUE,...`` joins the corpus as the class built from
     its own config's defaults with those fields (a list or a string as Python writes it), over
-    the input its ``main_input_name`` names (token ids, or an image of the config's size), its
-    output the first field of the model's. (transformers is a benchmark dependency.)"""
+    the input its ``main_input_name`` names (token ids, an image of the config's size, or a
+    time series: 512 steps, 64 at the small size, of the config's channels), its output the
+    first field of the model's. (transformers is a benchmark dependency.)"""
     pytest.importorskip("transformers")
     try:
         assert zoo.outside(name) == name and zoo.CORPUS[name].source == "transformers"
@@ -167,6 +171,29 @@ def test_an_encoder_decoder_transformers_class_is_given_decoder_tokens_too():
             assert tuple(module.eval()(x, tokens).shape) == (1, zoo.DECODER_TOKENS, 32)
     finally:
         zoo.CORPUS.pop(name, None)
+
+
+TINY_DETR = (
+    "hf:DetrModel:use_timm_backbone=False,use_pretrained_backbone=False,backbone_config="
+    "{'model_type':'resnet','hidden_sizes':[8,16],'depths':[1,1],'embedding_size':8,"
+    "'out_features':['stage2']},d_model=16,encoder_layers=1,decoder_layers=1,num_queries=5,"
+    "encoder_attention_heads=2,decoder_attention_heads=2,encoder_ffn_dim=32,decoder_ffn_dim=32"
+)
+
+
+def test_a_decoder_of_learned_queries_is_given_no_tokens():
+    """DETR is an encoder-decoder whose decoder takes learned queries, not tokens: it is built
+    over its image alone (its forward would take decoder tokens as an unused keyword, and the
+    export gained an input the model never reads)."""
+    pytest.importorskip("transformers")
+    try:
+        zoo.outside(TINY_DETR)
+        module, args = zoo.CORPUS[TINY_DETR].make(True)
+        assert [tuple(a.shape) for a in args] == [(1, 3, 224, 224)]
+        with torch.no_grad():
+            assert tuple(module.eval()(*args).shape) == (1, 5, 16)
+    finally:
+        zoo.CORPUS.pop(TINY_DETR, None)
 
 
 @pytest.mark.parametrize(

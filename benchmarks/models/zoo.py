@@ -8,6 +8,7 @@ something of every layer.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -646,12 +647,17 @@ def _tv(spec: str) -> Entry | None:
     return Entry("torchvision", build)
 
 
-HF_INPUTS = {"input_ids": 128, "input_values": 16000, "input_features": 3000, "pixel_values": 224}
+HF_INPUTS = {
+    "input_ids": 128, "input_values": 16000, "input_features": 3000, "pixel_values": 224,
+    "past_values": 512,
+}  # fmt: skip
 """The input a transformers model takes first (its ``main_input_name``) and its length: 128
 tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 image (or the
 size the config names). A config that names mel bins for ``input_values`` (AST) takes its
 own spectrogram, one that names frames for ``pixel_values`` (VideoMAE, TimeSformer) a clip of
-that many images."""
+that many images. A time-series model's ``past_values`` (PatchTST, PatchTSMixer) is its
+config's ``num_input_channels`` series of 512 steps (the config's ``context_length`` set to it:
+its default, 32, is a few patches)."""
 
 
 def hf_spec(spec: str) -> tuple[str, dict] | None:
@@ -675,9 +681,10 @@ def _hf(spec: str) -> Entry | None:
     """``CLASS[:KEY=VALUE,...]`` (:func:`hf_spec`): ``transformers.CLASS`` built from its own
     config class's defaults with the given fields changed, eager attention, its first output
     field as the output, over :data:`HF_INPUTS`'s input for its ``main_input_name`` (an
-    encoder-decoder's decoder also given :data:`DECODER_TOKENS` tokens, ``decoder_input_ids``:
-    T5, Whisper, Marian); None where the spec does not parse or ``CLASS`` is not a
-    transformers model class with one of those inputs."""
+    encoder-decoder's decoder, where it takes ``decoder_input_ids``, also given
+    :data:`DECODER_TOKENS` tokens: T5, Whisper, Marian; DETR's takes learned queries); None
+    where the spec does not parse or ``CLASS`` is not a transformers model class with one of
+    those inputs."""
     parsed = hf_spec(spec)
     if parsed is None:
         return None
@@ -689,11 +696,12 @@ def _hf(spec: str) -> Entry | None:
         return None
 
     def build(small: bool):
-        cfg = cls.config_class(**config)
-        cfg._attn_implementation = "eager"
-        model = cls(cfg)
         kind = cls.main_input_name
         length = HF_INPUTS[kind] // (8 if small and kind != "pixel_values" else 1)
+        series = {"context_length": length} if kind == "past_values" else {}
+        cfg = cls.config_class(**{**series, **config})
+        cfg._attn_implementation = "eager"
+        model = cls(cfg)
         if kind == "input_ids":
             x = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, length))  # CANINE: chars
         elif kind == "input_values" and hasattr(cfg, "num_mel_bins"):  # AST: a spectrogram
@@ -705,13 +713,16 @@ def _hf(spec: str) -> Entry | None:
             x = torch.randn(1, length, cfg.input_feat_per_channel * cfg.input_channels)  # S2T
         elif kind == "input_features":
             x = torch.randn(1, cfg.num_mel_bins, length)
+        elif kind == "past_values":  # steps by channels
+            x = torch.randn(1, cfg.context_length, cfg.num_input_channels)
         else:  # the config's image size, where it names one (a model may check it)
             named = getattr(cfg, "image_size", None)
             side = named if isinstance(named, int) else length
             frames = getattr(cfg, "num_frames", None)  # VideoMAE, TimeSformer: a clip
             x = torch.randn(1, *([frames] if frames else []), 3, side, side)
-        if not getattr(cfg, "is_encoder_decoder", False):
-            return _Field(model, 0, kind), (x,)
+        decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
+        if not (decoder and getattr(cfg, "is_encoder_decoder", False)):
+            return _Field(model, 0, kind), (x,)  # DETR's decoder takes learned queries
         tokens = torch.randint(0, getattr(cfg, "vocab_size", 256), (1, DECODER_TOKENS))
         return _Field(model, 0, kind, "decoder_input_ids"), (x, tokens)
 
