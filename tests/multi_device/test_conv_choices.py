@@ -1,8 +1,10 @@
 """Each CPU 3x3 convolution computed the way measured fastest on this CPU, the choice kept."""
 
+import io
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -183,6 +185,58 @@ def test_a_workload_is_what_the_measuring_process_rebuilds():
     assert work.target == str(tvm.target.Target(HOST)) and work.key.endswith(work.target)
     layer = conv_choices._one_layer(work)
     assert candidates(layer).keys() == {work.key}
+
+
+def test_the_largest_shapes_are_measured_first(tmp_path, small_floor):
+    """Two convolutions in one module, the smaller first: the measurement is asked for the
+    larger first (a build's budget goes to the layers that cost most)."""
+    rng = np.random.default_rng(0)
+    w1 = relax.const(rng.standard_normal((64, 32, 3, 3)).astype("float32"))
+    w2 = relax.const(rng.standard_normal((64, 64, 3, 3)).astype("float32"))
+
+    def two_convs(x):
+        return relax.op.nn.conv2d(relax.op.nn.conv2d(x, w1, padding=(1, 1)), w2, padding=(1, 1))
+
+    fake = Fake({4: 1.0, 2: 2.0, 0: 3.0})
+    conv_choices.measured_tiles(
+        one_op_module(HOST, [("x", (1, 32, 28, 28))], two_convs), tmp_path / "c.json", fake
+    )
+    assert [w.weight[1] for w in fake.calls] == [64, 32]
+    assert fake.calls[0].flops == 2 * fake.calls[1].flops
+
+
+@pytest.mark.parametrize(("budget", "measured"), [(0.0, 1), (1e6, 3)])
+def test_the_measuring_process_stops_starting_shapes_when_its_budget_is_spent(
+    monkeypatch, capsys, budget, measured
+):
+    """The measuring process times the shapes in the order given until :data:`BUDGET_S` has
+    passed (at least one); the others are not in its answer (a later build measures them)."""
+    works = [_workload(size=size) for size in (20, 24, 28)]
+    monkeypatch.setattr(conv_choices, "BUDGET_S", budget)
+    monkeypatch.setattr(conv_choices, "time_ways", lambda work: {4: 1.0, 2: 2.0, 0: 3.0})
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps([asdict(w) for w in works])))
+    assert conv_choices.main() == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert list(answer) == [w.key for w in works[:measured]]
+
+
+def test_a_way_far_slower_after_the_first_rounds_is_timed_no_more(monkeypatch):
+    """After :data:`FIRST_ROUNDS` rounds of every way, only those within :data:`SLOWER` times
+    the fastest's median are timed in the other rounds; each way's figure is the median of its
+    own rounds."""
+    asked = []
+
+    def rounds(executables, _args, count):
+        asked.append((list(executables), count))
+        row = {4: 1.0, 2: 1.5, 0: 5.0}  # seconds a run, the rule's kernel far slower
+        return [[row[w] for w in executables]] * count
+
+    monkeypatch.setattr(conv_choices, "build", lambda _mod, options: options.winograd_tiles[0][1])
+    monkeypatch.setattr(conv_choices, "cold_rounds", rounds)
+    times = conv_choices.time_ways(_workload(size=20))
+    first, rest = conv_choices.FIRST_ROUNDS, conv_choices.ROUNDS - conv_choices.FIRST_ROUNDS
+    assert asked == [([4, 2, 0], first), ([4, 2], rest)]
+    assert times == {4: 1000.0, 2: 1500.0, 0: 5000.0}
 
 
 @pytest.mark.whole_machine  # two threads a build: another test's on the cores made one 14x
