@@ -12,7 +12,7 @@ from tvm.script import tirx as T
 from tvm_hetero import api
 from tvm_hetero.devices import cpu_device
 from tvm_hetero.frontends import load_model
-from tvm_hetero.passes import Conv1dAsMatmul
+from tvm_hetero.passes import Conv1dAsMatmul, conv1d_as_matmul
 
 CPU = {"kind": "llvm", "mcpu": "haswell"}
 CUDA = {"kind": "cuda", "arch": "sm_80"}
@@ -81,10 +81,68 @@ def test_a_strided_padded_convolution_becomes_windows_and_a_product():
     tvm.ir.assert_structural_equal(after, Expected)
 
 
+def test_an_output_short_of_whole_panels_is_gathered_wider_and_cropped():
+    """60 positions with AVX2's panels of 16 (two vectors): the windows are gathered for 64
+    (a fifteenth more; those past the input read zero), the product is 64 wide and cropped."""
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice(CPU, 0)]})
+
+        @T.prim_func(private=True, s_tir=True)
+        def tap_columns(
+            x: T.Buffer((T.int64(2), T.int64(4), T.int64(60)), "float32"),
+            columns: T.Buffer((T.int64(2), T.int64(12), T.int64(64)), "float32"),
+        ):
+            T.func_attr({"op_pattern": 4, "tirx.noalias": True})
+            for n, row, j in T.grid(T.int64(2), T.int64(12), T.int64(64)):
+                with T.sblock("columns"):
+                    v_n, v_row, v_j = T.axis.remap("SSS", [n, row, j])
+                    T.reads(x[v_n, v_row % T.int64(4), v_row // T.int64(4) + v_j - T.int64(1)])
+                    T.writes(columns[v_n, v_row, v_j])
+                    columns[v_n, v_row, v_j] = T.if_then_else(
+                        T.int64(1) <= v_row // T.int64(4) + v_j
+                        and v_row // T.int64(4) + v_j < T.int64(61),
+                        x[v_n, v_row % T.int64(4), v_row // T.int64(4) + v_j - T.int64(1)],
+                        T.float32(0.0),
+                    )
+
+        @R.function
+        def main(
+            x: R.Tensor((2, 4, 60), "float32", "llvm:0"),
+            w: R.Tensor((6, 4, 3), "float32", "llvm:0"),
+        ) -> R.Tensor((2, 6, 60), "float32", "llvm:0"):
+            cls = Expected
+            with R.dataflow():
+                columns = R.call_tir(
+                    cls.tap_columns, (x,), out_ty=R.Tensor((2, 12, 64), "float32", "llvm:0")
+                )
+                weights = R.reshape(R.permute_dims(w, [0, 2, 1]), R.shape([6, 12]))
+                wide = R.matmul(weights, columns)
+                y = R.strided_slice(wide, axes=[2], begin=[0], end=[60])
+                R.output(y)
+            return y
+
+    tvm.ir.assert_structural_equal(Conv1dAsMatmul()(_conv1d_module(length=60, stride=1)), Expected)
+
+
+@pytest.mark.parametrize(
+    ("mcpu", "length", "gathered"),
+    [("haswell", 60, 64), ("haswell", 2000, 2000), ("haswell", 5, 5), ("haswell", 20, 20),
+     ("skylake-avx512", 2000, 2016), ("skylake-avx512", 31, 32)],
+)  # fmt: skip
+def test_columns_reach_whole_panels_where_that_adds_at_most_an_eighth(mcpu, length, gathered):
+    """Two vectors of float32: 16 with AVX2, 32 with AVX-512; 5 -> 16 or 20 -> 32 would add
+    more than an eighth, and 2000 is whole panels of 16 already."""
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    assert conv1d_as_matmul.whole_panels(target, length) == gathered
+
+
 @pytest.mark.parametrize(
     "case",
     [dict(), dict(stride=1, padding=(0, 0)), dict(dilation=2, length=12),
-     dict(stride=5, taps=10, padding=(0, 0), length=40, channels=1), dict(taps=1, padding=(0, 0))],
+     dict(stride=5, taps=10, padding=(0, 0), length=40, channels=1), dict(taps=1, padding=(0, 0)),
+     dict(stride=1, length=60)],
 )  # fmt: skip
 def test_numbers_match_the_convolution(case):
     after = same_numbers_after(Conv1dAsMatmul(), _conv1d_module(**case))

@@ -9,7 +9,8 @@ from tvm.relax.expr_functor import PyExprMutator
 
 from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE
 from tvm_hetero.ir.mutate import rewrite_calls
-from tvm_hetero.ir.types import cpu_op_with_static_shapes
+from tvm_hetero.ir.types import cpu_op_with_static_shapes, cpu_tensor_target
+from tvm_hetero.schedules.cpu.common import vector_lanes
 
 CONV1D_OP = "relax.nn.conv1d"
 
@@ -22,7 +23,9 @@ class Conv1dAsMatmul:
     padding ``(p0, p1)`` becomes: ``x``'s ``K`` tap windows gathered on the channel axis into
     ``columns (N, K C, L')``, ``columns[n, k C + c, l] = x[n, c, l s + k d - p0]`` (zero
     outside ``x``; one kernel, :data:`COLUMNS_KERNEL`), and
-    ``matmul(reshape(permute_dims(w, [0, 2, 1]), (O, K C)), columns)``, whose weight
+    ``matmul(reshape(permute_dims(w, [0, 2, 1]), (O, K C)), columns)`` (where ``L'`` is no
+    multiple of the matmul rule's widest panel, the columns are gathered for the next one that
+    adds at most :data:`MOST_PADDED`, and the product is cropped to ``L'``), whose weight
     transform ``FoldConstant`` folds when ``w`` is a constant. The matrix product goes to the
     matmul rule, which runs it several times faster than the convolution rule runs the
     convolution: a 3-tap, stride-2 convolution of 512 channels over 1,600 samples took 73 ms
@@ -66,8 +69,9 @@ def _as_matmul(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     length = int(call.ty.shape.values[2])
     stride, dilation = int(a.strides[0]), int(a.dilation[0])
     left = int(a.padding[0])
+    wide = whole_panels(cpu_tensor_target(call.ty, rewriter.mod_), length)
     columns = rewriter.builder_.call_te(
-        _columns, x, taps, stride, dilation, left, length, primfunc_name_hint=COLUMNS_KERNEL
+        _columns, x, taps, stride, dilation, left, wide, primfunc_name_hint=COLUMNS_KERNEL
     )
     if COLUMNS_ALONE:
         kernel = columns.args[0]
@@ -75,7 +79,27 @@ def _as_matmul(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
         rewriter.builder_.update_func(kernel, func.with_attr(OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE))
     columns = emit(columns)
     weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
-    return relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
+    y = relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
+    return y if wide == length else relax.op.strided_slice(emit(y), [2], [0], [length])
+
+
+MOST_PADDED = 1 / 8
+"""The largest share of a convolution's output length its columns may add to reach whole
+panels (:func:`whole_panels`)."""
+
+
+def whole_panels(target: tvm.target.Target | None, length: int) -> int:
+    """The positions the columns are gathered for: ``length``, or the next multiple of the
+    matmul rule's widest panel (two vectors) where that is not one and adds at most
+    :data:`MOST_PADDED` (the extra positions are computed and cropped). The rule takes panels
+    of one vector where only that divides the columns, and rows of windows read in place
+    twice as often: DAC's 256 -> 256, 7 taps over 2,000 samples took 25.3 ms, over 2,016 17.6
+    (ONNX Runtime 11.2 both; Intel Xeon, two threads, the layer alone, interleaved)."""
+    if target is None:
+        return length
+    wide = 2 * vector_lanes(target, 32)
+    padded = -(-length // wide) * wide
+    return padded if padded - length <= MOST_PADDED * length else length
 
 
 COLUMNS_ALONE = True
@@ -89,7 +113,8 @@ COLUMNS_KERNEL = "tap_columns"
 def _columns(
     x: te.Tensor, taps: int, stride: int, dilation: int, left: int, length: int
 ) -> te.Tensor:
-    """``columns[n, k C + c, l] = x[n, c, l stride + k dilation - left]``, zero outside ``x``."""
+    """``columns[n, k C + c, l] = x[n, c, l stride + k dilation - left]``, zero outside ``x``
+    (positions past the output's, :func:`whole_panels`, read what lies there or zero)."""
     batch, channels, width = (int(v) for v in x.shape)
 
     def window(n, row, j):
