@@ -243,10 +243,8 @@ def time_ways(work: Workload) -> dict[int, float]:
     fixed = [BuildOptions(conv3x3="rule", winograd_tiles=((work.key, w),)) for w in WAYS]
     executables = [build(mod, options) for options in fixed]
     args = random_args([(work.data, "float32")])
-    times: dict[int, list[float]] = {w: [] for w in WAYS}
-    for row in cold_rounds(executables, args, FIRST_ROUNDS):
-        for w, t in zip(WAYS, row, strict=True):
-            times[w].append(t)
+    first = cold_rounds(executables, args, FIRST_ROUNDS)
+    times = {w: [row[k] for row in first] for k, w in enumerate(WAYS)}
     fastest = min(float(np.median(t)) for t in times.values())
     close = [k for k, w in enumerate(WAYS) if np.median(times[w]) <= SLOWER * fastest]
     for row in cold_rounds([executables[k] for k in close], args, ROUNDS - FIRST_ROUNDS):

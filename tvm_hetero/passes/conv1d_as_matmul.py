@@ -70,14 +70,11 @@ def _as_matmul(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     stride, dilation = int(a.strides[0]), int(a.dilation[0])
     left = int(a.padding[0])
     wide = whole_panels(cpu_tensor_target(call.ty, rewriter.mod_), length)
-    columns = rewriter.builder_.call_te(
-        _columns, x, taps, stride, dilation, left, wide, primfunc_name_hint=COLUMNS_KERNEL
-    )
-    if COLUMNS_ALONE:
-        kernel = columns.args[0]
-        func = rewriter.builder_.get()[kernel]
-        rewriter.builder_.update_func(kernel, func.with_attr(OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE))
-    columns = emit(columns)
+    alone = {OP_PATTERN_ATTR: OUT_ELEMWISE_FUSABLE} if COLUMNS_ALONE else None
+    columns = emit(rewriter.builder_.call_te(
+        _columns, x, taps, stride, dilation, left, wide, primfunc_name_hint=COLUMNS_KERNEL,
+        primfunc_attrs=alone,
+    ))  # fmt: skip
     weights = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1]), (out, taps * channels))
     y = relax.op.matmul(emit(weights), columns, out_dtype=a.out_dtype or None)
     return y if wide == length else relax.op.strided_slice(emit(y), [2], [0], [length])

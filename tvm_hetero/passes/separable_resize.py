@@ -111,12 +111,9 @@ def _separated(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
         if out_height == height:
             return x
         x = rewriter.builder_.emit(x)
-    out = rewriter.builder_.call_te(
-        _along, x, 2, out_height, mode, dtype, HEIGHT_KERNEL, primfunc_name_hint=HEIGHT_KERNEL
-    )
-    kernel = out.args[0]
-    func = rewriter.builder_.get()[kernel]
     # takes element-wise consumers, no producers: the width pass is not fused back into the
     # height pass (the CPU rules would inline it there)
-    rewriter.builder_.update_func(kernel, func.with_attr(OP_PATTERN_ATTR, OUT_ELEMWISE_FUSABLE))
-    return out
+    return rewriter.builder_.call_te(
+        _along, x, 2, out_height, mode, dtype, HEIGHT_KERNEL, primfunc_name_hint=HEIGHT_KERNEL,
+        primfunc_attrs={OP_PATTERN_ATTR: OUT_ELEMWISE_FUSABLE},
+    )  # fmt: skip
