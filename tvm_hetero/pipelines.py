@@ -24,6 +24,7 @@ from tvm_hetero.passes import (
     DepthwiseColumnsAfter,
     ExactCeilPools,
     FoldConstantKernels,
+    GridSampleTaps,
     GroupedConvolutionsByGroup,
     InferKernelVDevices,
     LegalizeWithFastMath,
@@ -62,6 +63,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "GroupedConvolutionsByGroup": GroupedConvolutionsByGroup,
     "PadMatmulColumns": PadMatmulColumns,
     "SeparableResize": SeparableResize,
+    "GridSampleTaps": GridSampleTaps,
     "ExactCeilPools": ExactCeilPools,
     "FoldConstantKernels": FoldConstantKernels,
     "WinogradConvolutions": WinogradConvolutions,
@@ -101,6 +103,7 @@ OWN_PASSES = (
     "GroupedConvolutionsByGroup",
     "PadMatmulColumns",
     "SeparableResize",
+    "GridSampleTaps",
     "ExactCeilPools",
     "FoldConstantKernels",
     "DepthwiseColumnsAfter",
@@ -285,7 +288,8 @@ PIPELINES: dict[str, Pipeline] = {
             "to widths the vector divides, compute CPU "
             "grouped convolutions with a group axis and 1-D convolutions as their windows' "
             "columns times the weights, CPU bilinear resizes as a pass along the width then "
-            "one along the height, legalize (CPU "
+            "one along the height, CPU bilinear grid samples as each point's taps then a "
+            "weighted gather, legalize (CPU "
             "exp, tanh, erf and their kin in TVM's fast forms), "
             "repair kernel vdevices, "
             "fold kernels of constants (weight transposes) at compile time (all in one build, "
@@ -309,6 +313,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("PadConvolutionOutputs"),
                 Step("Conv1dAsMatmul"),
                 Step("SeparableResize"),
+                Step("GridSampleTaps"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),

@@ -201,8 +201,9 @@ def _timm(name: str, size: int | None = 224, **kw) -> Entry:
 
 class _Field(nn.Module):
     """A model returning one field of its output as a tensor (ONNX wants tensors): by name, or
-    by position (``0``: a transformers output's first field); ``keywords`` name the arguments
-    its inputs go to, in order (positional when none)."""
+    by position (``0``: a transformers output's ``last_hidden_state`` where it has one, else its
+    first field); ``keywords`` name the arguments its inputs go to, in order (positional when
+    none)."""
 
     def __init__(self, model: nn.Module, field: str | int, *keywords: str) -> None:
         super().__init__()
@@ -211,6 +212,8 @@ class _Field(nn.Module):
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
         named = dict(zip(self.keywords, xs, strict=True))
         out = self.model(**named) if self.keywords else self.model(*xs)
+        if self.field == 0 and getattr(out, "last_hidden_state", None) is not None:
+            return out.last_hidden_state  # Deformable DETR's first field: its learned queries'
         return out[self.field]
 
 
@@ -653,9 +656,10 @@ HF_INPUTS = {
 }  # fmt: skip
 """The input a transformers model takes first (its ``main_input_name``) and its length: 128
 tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 image (or the
-size the config names). A config that names mel bins for ``input_values`` (AST) takes its
-own spectrogram, one that names frames for ``pixel_values`` (VideoMAE, TimeSformer) a clip of
-that many images. A time-series model's ``past_values`` (PatchTST, PatchTSMixer) is its
+size the config or its backbone's names, :func:`_image_size`). A config that names mel bins
+for ``input_values`` (AST) takes its own spectrogram, one that names frames for
+``pixel_values`` (VideoMAE, TimeSformer) a clip of that many images; W2V-BERT's
+``input_features`` are the 1,500 pairs of those frames, stacked. A time-series model's ``past_values`` (PatchTST, PatchTSMixer) is its
 config's ``num_input_channels`` series of 512 steps (the config's ``context_length`` set to it:
 its default, 32, is a few patches)."""
 
@@ -711,15 +715,15 @@ def _hf(spec: str) -> Entry | None:
             x = torch.randn(1, *([channels] if channels else []), length)
         elif kind == "input_features" and hasattr(cfg, "input_feat_per_channel"):
             x = torch.randn(1, length, cfg.input_feat_per_channel * cfg.input_channels)  # S2T
+        elif kind == "input_features" and hasattr(cfg, "feature_projection_input_dim"):
+            x = torch.randn(1, length // 2, cfg.feature_projection_input_dim)  # W2V-BERT: pairs
         elif kind == "input_features":
             x = torch.randn(1, cfg.num_mel_bins, length)
         elif kind == "past_values":  # steps by channels
             x = torch.randn(1, cfg.context_length, cfg.num_input_channels)
         else:  # the config's image size, where it names one (a model may check it)
-            named = getattr(cfg, "image_size", None)
-            side = named if isinstance(named, int) else length
             frames = getattr(cfg, "num_frames", None)  # VideoMAE, TimeSformer: a clip
-            x = torch.randn(1, *([frames] if frames else []), 3, side, side)
+            x = torch.randn(1, *([frames] if frames else []), 3, *_image_size(cfg, length))
         decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
         if not (decoder and getattr(cfg, "is_encoder_decoder", False)):
             return _Field(model, 0, kind), (x,)  # DETR's decoder takes learned queries
@@ -727,6 +731,20 @@ def _hf(spec: str) -> Entry | None:
         return _Field(model, 0, kind, "decoder_input_ids"), (x, tokens)
 
     return Entry("transformers", build)
+
+
+def _image_size(cfg, side: int) -> tuple[int, int]:
+    """Height and width of the image a transformers config names (``image_size``: one side or
+    both; its backbone's where it names none: ViTPose's 256 x 192, Depth Anything's 518), else
+    ``side`` square."""
+    named = getattr(cfg, "image_size", None)
+    if named is None and getattr(cfg, "backbone_config", None) is not None:
+        named = getattr(cfg.backbone_config, "image_size", None)
+    if isinstance(named, int):
+        return named, named
+    if isinstance(named, (list, tuple)) and len(named) == 2:
+        return int(named[0]), int(named[1])
+    return side, side
 
 
 DECODER_TOKENS = 16

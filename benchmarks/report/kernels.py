@@ -375,6 +375,12 @@ def loop_buffers() -> str:
     return _before_and_now("loop_buffers.jsonl", "kernel")
 
 
+def grid_samples() -> str:
+    """``benchmarks/cpu_kernels/grid_samples.py``: bilinear grid samples, TVM's kernel and
+    ``GridSampleTaps``'."""
+    return _before_and_now("grid_samples.jsonl", "sample (image, points)")
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     return _before_and_now("resize.jsonl", "resize (channels @in -> out)")
@@ -856,6 +862,7 @@ SECTIONS = {
     "wide-channel-vectors": wide_channel_vectors,
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
+    "grid-samples": grid_samples,
     "strided-depthwise": strided_depthwise,
     "winograd": winograd,
     "depthwise-channel-vectors": depthwise_channel_vectors,

@@ -40,7 +40,7 @@ class Conv1dAsMatmul:
     producer of ``x`` was computed once a tap. DAC's snake activations (``x + sin(a x)^2 / a``)
     before each 7-tap convolution were computed seven times an element: its columns kernels
     took 25 ms each beside a product of 18 ms, the model 1.8x ONNX Runtime's time (a gather of
-    ``pad`` and ``K`` ``strided_slice``\ s and a ``concat``, the rule's first form).
+    ``pad`` and ``K`` ``strided_slice`` calls and a ``concat``, the rule's first form).
 
     Run after ``RealizeVDevice`` (the output's vdevice names the target; none: the home
     vdevice's) and before ``LegalizeOps``. Grouped convolutions (``GroupedConvolutionsByGroup``
