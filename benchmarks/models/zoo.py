@@ -210,10 +210,12 @@ class _Field(nn.Module):
         self.model, self.field, self.keywords = model, field, keywords
 
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        named = dict(zip(self.keywords, xs, strict=True))
-        out = self.model(**named) if self.keywords else self.model(*xs)
+        if self.keywords:
+            out = self.model(**dict(zip(self.keywords, xs, strict=True)))
+        else:
+            out = self.model(*xs)
         if self.field == 0 and getattr(out, "last_hidden_state", None) is not None:
-            return out.last_hidden_state  # Deformable DETR's first field: its learned queries'
+            return out.last_hidden_state  # not Deformable DETR's queries' reference points
         return out[self.field]
 
 
@@ -659,9 +661,9 @@ tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 ima
 size the config or its backbone's names, :func:`_image_size`). A config that names mel bins
 for ``input_values`` (AST) takes its own spectrogram, one that names frames for
 ``pixel_values`` (VideoMAE, TimeSformer) a clip of that many images; W2V-BERT's
-``input_features`` are the 1,500 pairs of those frames, stacked. A time-series model's ``past_values`` (PatchTST, PatchTSMixer) is its
-config's ``num_input_channels`` series of 512 steps (the config's ``context_length`` set to it:
-its default, 32, is a few patches)."""
+``input_features`` are the 1,500 pairs of those frames, stacked. A time-series model's
+``past_values`` (PatchTST, PatchTSMixer) is its config's ``num_input_channels`` series of 512
+steps (the config's ``context_length`` set to it: its default, 32, is a few patches)."""
 
 
 def hf_spec(spec: str) -> tuple[str, dict] | None:

@@ -68,8 +68,10 @@ def rewritten(call: relax.Call, mod: IRModule) -> bool:
     return cpu_tensor_target(call.ty, mod) is not None
 
 
-def grid_taps(grid: te.Tensor, height: int, width: int, align_corners: bool, border: bool):
-    """``(indices, weights)``, each ``[N, 4, H', W']``: for every point of ``grid``
+def grid_taps(
+    grid: te.Tensor, height: int, width: int, align_corners: bool, border: bool
+) -> list[te.Tensor]:
+    """``[indices, weights]``, each ``[N, 4, H', W']``: for every point of ``grid``
     (``[N, 2, H', W']``, x then y in [-1, 1]) its four taps' flat indices into an image of
     ``height x width`` and their bilinear weights, TOPI's: top-left, top-right, bottom-left,
     bottom-right; a tap outside the image has index 0 and weight 0."""
@@ -102,11 +104,7 @@ def grid_taps(grid: te.Tensor, height: int, width: int, align_corners: bool, bor
     shape = (n, TAPS, out_height, out_width)
     indices = te.compute(shape, lambda *i: tap(*i)[0], name="tap_indices")
     weights = te.compute(shape, lambda *i: tap(*i)[1], name="tap_weights")
-    return indices, weights
-
-
-def _taps_kernel(grid: te.Tensor, height: int, width: int, align_corners: bool, border: bool):
-    return list(grid_taps(grid, height, width, align_corners, border))
+    return [indices, weights]
 
 
 def _gathered(flat: te.Tensor, indices: te.Tensor, weights: te.Tensor) -> te.Tensor:
@@ -130,7 +128,7 @@ def _by_taps(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     border = a.padding_mode == "border"
     taps = bb.emit(
         bb.call_te(
-            _taps_kernel, call.args[1], height, width, bool(a.align_corners), border,
+            grid_taps, call.args[1], height, width, bool(a.align_corners), border,
             primfunc_name_hint=TAPS_KERNEL,
         )
     )  # fmt: skip
