@@ -9,7 +9,10 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+from tvm_hetero import api
 from tvm_hetero._compat import VDevice, make_target
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.frontends import load_model
 from tvm_hetero.passes import GridSampleTaps
 
 CPU = {"kind": "llvm", "mcpu": "haswell"}
@@ -197,9 +200,6 @@ def test_an_exported_deformable_sample_builds_taps_apart_and_matches_torch(tmp_p
     gather they would be computed for every channel again), the ReLU after the gather fuses
     into it, and the output is torch's."""
     torch = pytest.importorskip("torch")
-    from tvm_hetero import api
-    from tvm_hetero.devices import cpu_device
-    from tvm_hetero.frontends import load_model
 
     class Sample(torch.nn.Module):
         def forward(self, image, points):
