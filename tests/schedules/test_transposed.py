@@ -1,19 +1,24 @@
 """Element-wise kernels that read an input transposed (``schedules/cpu/transposed.py``): square
-tiles of the two axes that move, the kernels it leaves alone, and equal numbers."""
+tiles of the two axes that move, rows of channel vectors where the read is Winograd's tiles, the
+kernels it leaves alone, and equal numbers."""
 
 import numpy as np
 import pytest
 import tvm
-from conftest import fused_body, kernel_script
+from conftest import fused_body, fused_kernels, kernel_script, one_op_module
 from tvm import relax, s_tir
 from tvm.script import tirx as T
 
 from tvm_hetero._compat import PrimFunc, make_target
+from tvm_hetero.build.multi_device import TIR_PIPELINE
+from tvm_hetero.passes import WinogradConvolutions
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
+from tvm_hetero.schedules.cpu import transposed
 from tvm_hetero.schedules.cpu.common import spatial_inlined
-from tvm_hetero.schedules.cpu.transposed import transposed_tile
+from tvm_hetero.schedules.cpu.transposed import blocked_rows, transposed_tile
 
-AVX2 = make_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})  # 8 float lanes
+AVX2_DEVICE = {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}
+AVX2 = make_target(AVX2_DEVICE)  # 8 float lanes
 SERIAL = make_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})
 
 
@@ -167,3 +172,154 @@ def test_a_serial_target_gets_the_tiles_with_no_parallel_loop():
     shapes, body = _tokens_to_map(32, 32)
     text = kernel_script(schedule_kernels(fused_body(shapes, body, SERIAL), "rules"))
     assert "T.parallel" not in text and "ax3_0, ax1_1 in T.grid(" in text, text
+
+
+@T.prim_func(private=True, s_tir=True)
+def tiles_as_a_map(
+    z: T.Buffer((T.int64(36), T.int64(2), T.int64(2), T.int64(8)), "float32"),
+    y: T.Buffer((T.int64(1), T.int64(8), T.int64(12), T.int64(12)), "float32"),
+):
+    for n, c, h, w in T.grid(T.int64(1), T.int64(8), T.int64(12), T.int64(12)):
+        with T.sblock("compute"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            y[vn, vc, vh, vw] = T.max(
+                z[vn * T.int64(36) + vh // T.int64(2) * T.int64(6) + vw // T.int64(2),
+                  vh % T.int64(2), vw % T.int64(2), vc],
+                T.float32(0.0),
+            )  # fmt: skip
+
+
+@T.prim_func(private=True, s_tir=True)
+def tiles_as_a_map_in_rows(
+    z: T.Buffer((T.int64(36), T.int64(2), T.int64(2), T.int64(8)), "float32"),
+    y: T.Buffer((T.int64(1), T.int64(8), T.int64(12), T.int64(12)), "float32"),
+):
+    y_reindex = T.sblock_alloc_buffer(
+        (T.int64(1), T.int64(1), T.int64(12), T.int64(12), T.int64(8))
+    )
+    for n_c_0_h_fused in range(T.int64(12)):
+        for w in range(T.int64(12)):
+            for c in T.vectorized(T.int64(8)):
+                with T.sblock("compute"):
+                    vn = T.axis.spatial(T.int64(1), T.int64(0))
+                    vc, vh, vw = T.axis.remap("SSS", [c, n_c_0_h_fused, w])
+                    T.reads(z[vn * T.int64(36) + vh // T.int64(2) * T.int64(6) + vw // T.int64(2),
+                              vh % T.int64(2), vw % T.int64(2), vc])  # fmt: skip
+                    T.writes(y_reindex[vn, T.int64(0), vh, vw, vc])
+                    y_reindex[vn, T.int64(0), vh, vw, vc] = T.max(
+                        z[vn * T.int64(36) + vh // T.int64(2) * T.int64(6) + vw // T.int64(2),
+                          vh % T.int64(2), vw % T.int64(2), vc],
+                        T.float32(0.0),
+                    )  # fmt: skip
+        for w in range(T.int64(12)):
+            for c in T.vectorized(T.int64(8)):
+                with T.sblock("y_reindex"):
+                    v0 = T.axis.spatial(T.int64(1), T.int64(0))
+                    v1, v2, v3 = T.axis.remap("SSS", [c, n_c_0_h_fused, w])
+                    T.reads(y_reindex[v0, T.int64(0), v2, v3, v1])
+                    T.writes(y[v0, v1, v2, v3])
+                    y[v0, v1, v2, v3] = y_reindex[v0, T.int64(0), v2, v3, v1]
+
+
+def test_winograd_tiles_back_as_a_map_are_written_a_row_of_channel_vectors_and_copied_out():
+    """Expected: a task a row of 8 channels (one vector; serial below the parallel size): the
+    ReLU of each position's channels, read whole from the tiles, into the row's ``[W, 8]``
+    buffer, then a loop of positions writing each one's vector of channels to the map (the
+    copy ``BlockedCopiesAsTransposes`` runs as transposes)."""
+    sch = s_tir.Schedule(tiles_as_a_map)
+    assert blocked_rows(sch, sch.get_sblock("compute"), AVX2)
+    tvm.ir.assert_structural_equal(sch.mod["main"], tiles_as_a_map_in_rows)
+
+
+W8 = np.random.default_rng(3).standard_normal((8, 8, 3, 3)).astype("float32")
+W16 = np.random.default_rng(4).standard_normal((16, 8, 3, 3)).astype("float32")
+
+
+def _conv(x, w=W8):
+    return relax.op.nn.conv2d(x, relax.const(w), 1, (1, 1, 1, 1))
+
+
+def _relu(x):
+    return relax.op.nn.relu(_conv(x))
+
+
+def _residual(x):
+    return relax.op.nn.relu(relax.op.add(_conv(x), x))
+
+
+def _concatenated(x):
+    return relax.op.concat([relax.op.nn.relu(x), _relu(x)], axis=1)
+
+
+WINOGRAD_MAPS = {  # case: (input shape, the model after the convolution's input), rule
+    "relu": ((1, 8, 16, 16), _relu, "injective"),
+    "residual": ((1, 8, 16, 16), _residual, "injective"),
+    "concatenated": ((1, 8, 16, 16), _concatenated, "pieces"),
+    "two_vectors_batch_2": ((2, 8, 12, 12), lambda x: _conv(x, W16), "injective"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WINOGRAD_MAPS))
+def test_kernels_reading_winograd_tiles_copy_out_by_transposes_and_keep_their_numbers(case):
+    """A Winograd convolution's last kernel with what fuses into it (a ReLU, a residual sum,
+    a concatenation's piece): a row buffer of channel vectors (a residual copied into one
+    too), built by the package's TIR pipeline into shuffles; the numbers are the unscheduled
+    kernels'."""
+    shape, body, rule = WINOGRAD_MAPS[case]
+    mod = fused_kernels(WinogradConvolutions()(one_op_module(AVX2_DEVICE, [("x", shape)], body)),
+                        AVX2)  # fmt: skip
+    scheduled = schedule_kernels(mod, "rules")
+    (name,) = [gv.name_hint for gv, _ in mod.functions_items() if "winograd_nchw" in gv.name_hint]
+    assert {c.kernel: c.label for c in kernel_choices(scheduled)}[name] == f"rule:{rule}"
+    text = scheduled[name].script()
+    assert "_reindex = T.sblock_alloc_buffer" in text, text
+    assert ("_global = T.sblock_alloc_buffer" in text) == (case == "residual"), text
+    libs = [
+        tvm.compile(tvm.IRModule({"k": f[name].with_attr("global_symbol", "k")}), AVX2,
+                    tir_pipeline=TIR_PIPELINE)
+        for f in (scheduled, mod)
+    ]  # fmt: skip
+    assert "shufflevector" in libs[0].mod.inspect_source("ll")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d) for d in p.shape]).astype("float32")
+            for p in scheduled[name].params]  # fmt: skip
+    outs = []
+    for lib in libs:
+        arrays = [tvm.runtime.tensor(a) for a in args]
+        lib["k"](*arrays)
+        outs.append(arrays[-1].numpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@T.prim_func(private=True, s_tir=True)
+def tiles_beside_a_map(
+    a: T.Buffer((T.int64(1), T.int64(8), T.int64(12), T.int64(12)), "float32"),
+    z: T.Buffer((T.int64(36), T.int64(2), T.int64(2), T.int64(8)), "float32"),
+    y: T.Buffer((T.int64(1), T.int64(16), T.int64(12), T.int64(12)), "float32"),
+):
+    for n, c, h, w in T.grid(T.int64(1), T.int64(16), T.int64(12), T.int64(12)):
+        with T.sblock("T_concat"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            y[vn, vc, vh, vw] = T.if_then_else(
+                T.int64(8) <= vc,
+                z[vh // T.int64(2) * T.int64(6) + vw // T.int64(2), vh % T.int64(2),
+                  vw % T.int64(2), vc - T.int64(8)],
+                a[vn, vc, vh, vw],
+            )  # fmt: skip
+
+
+def test_reads_rows_cannot_take_are_left_to_square_tiles(monkeypatch):
+    """12 channels (neither 8 nor 4 lanes: 4 is under half of AVX2's vector); a concatenation
+    left whole, whose other input a channel vector would gather; off, none."""
+    body = lambda x: relax.op.nn.relu(_conv(x, W16[:12]))  # noqa: E731
+    mod = fused_kernels(
+        WinogradConvolutions()(one_op_module(AVX2_DEVICE, [("x", (1, 8, 16, 16))], body)), AVX2
+    )
+    (func,) = [f for gv, f in mod.functions_items() if "winograd_nchw" in gv.name_hint]
+    sch, (block,) = spatial_inlined(func)
+    assert not blocked_rows(sch, block, AVX2)
+    sch = s_tir.Schedule(tiles_beside_a_map)
+    assert not blocked_rows(sch, sch.get_sblock("T_concat"), AVX2)
+    monkeypatch.setattr(transposed, "BLOCKED_ROWS", False)
+    sch = s_tir.Schedule(tiles_as_a_map)
+    assert not blocked_rows(sch, sch.get_sblock("compute"), AVX2)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Iterator
 
-from tvm import DataType, s_tir, tirx
+from tvm import DataType, ir, s_tir, tirx
 from tvm.error import InternalError
 from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.s_tir.schedule import ScheduleError
@@ -323,3 +324,46 @@ class CpuRule(ScheduleRule, abc.ABC):
     def is_target_available(self, target: Target) -> bool:
         """LLVM (CPU) targets only."""
         return target.kind.name == "llvm"
+
+
+BLOCKED_COPY_MAX_BYTES = 32 * 1024
+"""The largest buffer of a task's positions a blocked copy makes (a stack slot): the
+convolution rule's ``BLOCKED_COPIES``, ``transposed.blocked_rows``."""
+
+
+def positions_by_vectors(sch: s_tir.Schedule, block, task) -> None:
+    """``block``'s loops below ``task`` (a blocked copy computed there: its rows and columns,
+    or a row's columns, then the lanes) with the rows and columns fused and the lanes
+    vectorized."""
+    loops = sch.get_loops(block)
+    inside = next(k + 1 for k, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(task)))
+    own = loops[inside:]
+    if len(own) >= 3:
+        sch.fuse(own[-3], own[-2])
+    sch.vectorize(sch.get_loops(block)[-1])
+
+
+def channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
+    """The layout of ``ndim`` axes with axis ``axis`` cut into blocks of ``lanes``, the lanes
+    innermost: ``[N, C, H, W] -> [N, C / L, H, W, L]`` for ``axis`` 1."""
+
+    def blocked(*i):
+        return (*i[:axis], i[axis] // lanes, *i[axis + 1 :], i[axis] % lanes)
+
+    return tirx.IndexMap.from_func(blocked, ndim=ndim)
+
+
+def expression_nodes(expr) -> Iterator:
+    """``expr`` and every expression inside it (the pinned TVM has no TIR visitor in Python)."""
+    yield expr
+    for field in EXPRESSION_FIELDS:
+        child = getattr(expr, field, None)
+        if isinstance(child, ir.expr.Expr):
+            yield from expression_nodes(child)
+        elif field in ("args", "indices") and child is not None:
+            for item in child:
+                yield from expression_nodes(item)
+
+
+IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
+EXPRESSION_FIELDS = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")

@@ -16,13 +16,16 @@ from tvm.target import Target
 
 from tvm_hetero.ir.sblocks import buffer_bytes, realizes
 from tvm_hetero.schedules.cpu.common import (
+    BLOCKED_COPY_MAX_BYTES,
     PARALLEL_MIN_FLOPS,
     CpuRule,
     accumulate_in_registers,
+    channels_last,
     const_extents,
     cpu_cores,
     largest_divisor,
     output_bits,
+    positions_by_vectors,
     split_first,
     vector_bits,
     vector_lanes,
@@ -726,7 +729,7 @@ class Conv(CpuRule):
         _in_registers(sch, main, nest, tasks, target, copies_in_task=copies_in_task,
                       vector_axis=along)  # fmt: skip
         if axis is not None:  # the accumulators as the tile holds them: a vector a position
-            sch.transform_layout(main, ("write", 0), _channels_last(len(indices), axis, lanes))
+            sch.transform_layout(main, ("write", 0), channels_last(len(indices), axis, lanes))
         if BLOCKED_COPIES and along is not None and tasks and not shared:
             blocked_output(sch, sch.get_loops(main)[0], lanes)
         return sch
@@ -997,7 +1000,7 @@ def _channels_innermost(sch: s_tir.Schedule, main, index: int, lanes: int):
     the copy that pads it (a copy is made where there is none), iterating in the new layout
     (a vector of channels is read lane by lane, written whole)."""
     block = _input_copy(sch, main, index)
-    blocked = _channels_last(4, 1, lanes)
+    blocked = channels_last(4, 1, lanes)
     sch.transform_layout(block, ("write", 0), blocked)
     sch.transform_block_layout(block, blocked)
     return block
@@ -1021,8 +1024,6 @@ four percent slower so and keeps writing a lane at a time. Whole mobile networks
 tenth faster within the host's noise (``before_and_now.py``, 5 rounds); replayed in the
 model's order, MobileNet-V2's depthwise layers over 7 x 7 a third faster, RegNetZ-B16's
 grouped layers a twentieth to a tenth."""
-BLOCKED_COPY_MAX_BYTES = 32 * 1024
-"""The largest buffer of a task's positions :data:`BLOCKED_COPIES` makes (a stack slot)."""
 
 
 def blocked_input(sch: s_tir.Schedule, pad, task, lanes: int) -> None:
@@ -1044,12 +1045,12 @@ def blocked_input(sch: s_tir.Schedule, pad, task, lanes: int) -> None:
 
 def _blocked_read(sch: s_tir.Schedule, pad, task, lanes: int):
     """:func:`blocked_input`'s steps; the copy's block."""
-    blocked = _channels_last(4, 1, lanes)
+    blocked = channels_last(4, 1, lanes)
     read = sch.cache_read(pad, 0, "global")
     sch.transform_layout(read, ("write", 0), blocked)
     sch.transform_block_layout(read, blocked)
     sch.compute_at(read, task)
-    _positions_by_vectors(sch, read, task)
+    positions_by_vectors(sch, read, task)
     return read
 
 
@@ -1075,11 +1076,11 @@ def blocked_output(sch: s_tir.Schedule, task, lanes: int) -> None:
     if _bytes_in(sch, out, task) > BLOCKED_COPY_MAX_BYTES:
         return
     copy = sch.cache_write(out, 0, "global")
-    blocked = _channels_last(4, 1, lanes)
+    blocked = channels_last(4, 1, lanes)
     sch.transform_layout(out, ("write", 0), blocked)
     sch.transform_block_layout(copy, blocked)
     sch.reverse_compute_at(copy, task)
-    _positions_by_vectors(sch, copy, task)
+    positions_by_vectors(sch, copy, task)
 
 
 def _bytes_in(sch: s_tir.Schedule, block, task) -> int:
@@ -1099,28 +1100,6 @@ def _output_writer(sch: s_tir.Schedule):
             if not sch.get_consumers(child) and not sch.get_child_blocks(child):
                 found.append(child)
     return found[0] if len(found) == 1 else None
-
-
-def _positions_by_vectors(sch: s_tir.Schedule, block, task) -> None:
-    """``block``'s loops below ``task`` (a blocked copy computed there: its rows and columns,
-    or a row's columns, then the lanes) with the rows and columns fused and the lanes
-    vectorized."""
-    loops = sch.get_loops(block)
-    inside = next(k + 1 for k, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(task)))
-    own = loops[inside:]
-    if len(own) >= 3:
-        sch.fuse(own[-3], own[-2])
-    sch.vectorize(sch.get_loops(block)[-1])
-
-
-def _channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
-    """The layout of ``ndim`` axes with axis ``axis`` cut into blocks of ``lanes``, the lanes
-    innermost: ``[N, C, H, W] -> [N, C / L, H, W, L]`` for ``axis`` 1."""
-
-    def blocked(*i):
-        return (*i[:axis], i[axis] // lanes, *i[axis + 1 :], i[axis] % lanes)
-
-    return tirx.IndexMap.from_func(blocked, ndim=ndim)
 
 
 def column_step(region, var: tirx.Var) -> int | None:

@@ -6,7 +6,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import CpuRule, spatial_inlined, vectorize_parallel
-from tvm_hetero.schedules.cpu.transposed import transposed_tile
+from tvm_hetero.schedules.cpu.transposed import blocked_rows, transposed_tile
 
 
 class Injective(CpuRule):
@@ -15,7 +15,10 @@ class Injective(CpuRule):
 
     Producers are inlined into the outputs; each remaining block's innermost loop is
     vectorized, the others fused into parallel chunks; a block that reads an input transposed
-    is cut in square tiles instead (:func:`~tvm_hetero.schedules.cpu.transposed.transposed_tile`).
+    is cut in square tiles instead (:func:`~tvm_hetero.schedules.cpu.transposed.transposed_tile`),
+    or, where it reads tiles with channels innermost (Winograd's), written a row of channel
+    vectors at a time and copied out by transposes
+    (:func:`~tvm_hetero.schedules.cpu.transposed.blocked_rows`).
     """
 
     name = "injective"
@@ -26,6 +29,6 @@ class Injective(CpuRule):
             return None
         sch, blocks = found
         for block in blocks:
-            if not transposed_tile(sch, block, target):
+            if not (blocked_rows(sch, block, target) or transposed_tile(sch, block, target)):
                 vectorize_parallel(sch, block, target)
         return sch

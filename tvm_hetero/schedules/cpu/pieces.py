@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 
 from tvm import ir, s_tir, tirx
 from tvm.sym.analyzer import Analyzer
@@ -13,16 +12,16 @@ from tvm.target import Target
 
 from tvm_hetero.ir.sblocks import substituted
 from tvm_hetero.schedules.cpu.common import (
+    IF_THEN_ELSE,
     CpuRule,
+    expression_nodes,
     largest_divisor,
     output_bits,
     spatial_inlined,
     vector_lanes,
     vectorize_parallel,
 )
-from tvm_hetero.schedules.cpu.transposed import transposed_tile
-
-IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
+from tvm_hetero.schedules.cpu.transposed import blocked_rows, transposed_tile
 
 
 class Pieces(CpuRule):
@@ -73,7 +72,9 @@ class Pieces(CpuRule):
         out = s_tir.Schedule(inlined.with_body(_with_root(inlined, pieces)))
         for piece in out.get_child_blocks(out.get_sblock("root")):
             start = _run_from(out.get(piece), axes[-1])
-            if start is not None or not transposed_tile(out, piece, target):
+            if start is not None or not (
+                blocked_rows(out, piece, target) or transposed_tile(out, piece, target)
+            ):
                 vectorize_parallel(out, piece, target, start=start)
         return out
 
@@ -98,7 +99,7 @@ def _cut(block: s_tir.SBlock) -> list[tuple[int, list[tuple[int, int]]]] | None:
     if any(not isinstance(e, tirx.IntImm) for e in extents):
         return None
     thresholds: dict[int, set[int]] = {}
-    for node in _nodes(store.value):
+    for node in expression_nodes(store.value):
         if isinstance(node, ir.expr.Call) and node.op.same_as(IF_THEN_ELSE):
             found = _thresholds(node.args[0], names)
             if found is None:
@@ -227,23 +228,8 @@ def _runs(load, out: tirx.Buffer, names: list, d: int, axis: int) -> bool:
 
 
 def _uses(expr, var) -> bool:
-    return any(isinstance(n, tirx.Var) and n.same_as(var) for n in _nodes(expr))
-
-
-def _nodes(expr) -> Iterator:
-    """``expr`` and every expression inside it (the pinned TVM has no TIR visitor in Python)."""
-    yield expr
-    for field in _CHILDREN:
-        child = getattr(expr, field, None)
-        if isinstance(child, ir.expr.Expr):
-            yield from _nodes(child)
-        elif field in ("args", "indices") and child is not None:
-            for item in child:
-                yield from _nodes(item)
-
-
-_CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")
+    return any(isinstance(n, tirx.Var) and n.same_as(var) for n in expression_nodes(expr))
 
 
 def _loads(expr) -> list[ir.expr.TensorLoad]:
-    return [node for node in _nodes(expr) if isinstance(node, ir.expr.TensorLoad)]
+    return [node for node in expression_nodes(expr) if isinstance(node, ir.expr.TensorLoad)]

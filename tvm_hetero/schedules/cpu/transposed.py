@@ -1,4 +1,5 @@
-"""Element-wise kernels that read an input transposed: square tiles of the two axes that move."""
+"""Element-wise kernels that read an input transposed: square tiles of the two axes that move,
+or rows of channel vectors copied out by transposes where the read's columns are tiles."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from tvm.sym.analyzer import Analyzer
 from tvm.target import Target
 
 from tvm_hetero.schedules.cpu.common import (
+    BLOCKED_COPY_MAX_BYTES,
+    IF_THEN_ELSE,
     PARALLEL_MIN_ELEMENTS,
+    channels_last,
     const_extents,
+    expression_nodes,
     is_serial,
     largest_divisor,
     output_bits,
+    positions_by_vectors,
     vector_lanes,
 )
 
@@ -108,3 +114,125 @@ def _across_axis(
             if len(found) == 2 and isinstance(found[0], tirx.IntImm) and int(found[0]) == 1:
                 return k, side
     return None
+
+
+BLOCKED_ROWS = True
+"""Whether an element-wise block reading tiles with channels innermost writes rows of channel
+vectors copied out by transposes (:func:`blocked_rows`); off, :func:`transposed_tile` takes it."""
+
+
+def blocked_rows(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Target) -> bool:
+    """Schedule ``block`` (``[N, C, H, W]``) a row of ``L`` channels a task, vectorized along
+    the channels into a buffer of the row's positions laid out ``[W, L]``, copied out to the
+    output a position at a time, where it reads an input with ``C`` innermost and the
+    columns ``w`` in other indices but not linearly (Winograd's tiles back as a map,
+    ``y[n, c, h, w] = z[h // m * T + w // m, h % m, w % m, c]``); whether it did.
+
+    A read of ``[N, C, H, W]`` laid out as the output (a residual, the other operand of an
+    element-wise step) is copied into such a buffer of the row first. Both copies are loops of
+    positions over a vector of channels, which
+    :class:`~tvm_hetero.passes.BlockedCopiesAsTransposes` runs as transposes in registers
+    where the row has a vector of positions or more. Tiled along ``w``
+    (:func:`transposed_tile`), each vector's lanes were read a tile's row apart, a division
+    and a gather a lane, at a few times a copy's time: the Winograd convolution's last kernel
+    over SqueezeNet's 55 x 55 maps (64 channels, the ReLU fused) took 0.19 ms alone, 0.08 ms
+    so, a copy of as many floats 0.07 (Intel Xeon, two threads).
+
+    Left to :func:`transposed_tile`: a block that is not ``[N, C, H, W]``, channels no vector
+    (or half of one, of 8 lanes or more) divides, a row narrower than those lanes or over
+    :data:`BLOCKED_COPY_MAX_BYTES`, indices that are not ``int64``, and a block with another
+    read along the columns (a concatenation not cut in pieces chooses among its inputs: read
+    a vector of channels a position, each would be a gather; DenseNet-121's ran slower so).
+    """
+    if not BLOCKED_ROWS:
+        return False
+    stmt = sch.get(block)
+    loops = sch.get_loops(block)
+    extents = const_extents(sch, loops)
+    if extents is None or len(loops) != 4 or len(stmt.iter_vars) != 4:
+        return False
+    if any(str(iv.var.ty) != "int64" for iv in stmt.iter_vars):
+        return False
+    _, c, h, w = (iv.var for iv in stmt.iter_vars)
+    lanes = vector_lanes(target, output_bits(sch, block))
+    fits = (k for k in (lanes, lanes // 2) if 8 <= k <= extents[3] and extents[1] % k == 0)
+    lanes = next(fits, 0)
+    row_bytes = lanes * extents[3] * output_bits(sch, block) // 8
+    if not lanes or row_bytes > BLOCKED_COPY_MAX_BYTES:
+        return False
+    tiles = [_tiles_with_channels_innermost(region, c, w) for region in stmt.reads]
+    planar = [_as_output(region, (c, h, w)) for region in stmt.reads]
+    others = [
+        any(_uses(r.min, w) for r in region.region) and not (tiled or laid_out)
+        for region, tiled, laid_out in zip(stmt.reads, tiles, planar, strict=True)
+    ]
+    if not any(tiles) or any(others) or _chooses(stmt):
+        return False  # another read along the columns, or a choice (a concatenation whole)
+    copy = sch.reindex(block, ("write", 0))  # the only writer of the output: tasks anchor on it
+    indices = [r.min for r in sch.get(block).writes[0].region]
+    axis = next(k for k, index in enumerate(indices) if index.same_as(c))
+    sch.transform_layout(block, ("write", 0), channels_last(len(indices), axis, lanes))
+    *outer, channels, row, column = sch.get_loops(copy)
+    c0, c1 = sch.split(channels, [None, lanes])
+    sch.reorder(c0, row, column, c1)
+    task = sch.fuse(*outer, c0, row)
+    sch.vectorize(c1)
+    sch.compute_at(block, task)
+    lanes_loop, positions = sch.get_loops(block)[-2:]
+    sch.reorder(positions, lanes_loop)
+    sch.vectorize(lanes_loop)
+    for k in sorted((k for k, p in enumerate(planar) if p), reverse=True):
+        read = sch.cache_read(block, k, "global")
+        blocked = channels_last(4, 1, lanes)
+        sch.transform_layout(read, ("write", 0), blocked)
+        sch.transform_block_layout(read, blocked)
+        sch.compute_at(read, task)
+        positions_by_vectors(sch, read, task)
+    if math.prod(extents) >= PARALLEL_MIN_ELEMENTS and not is_serial(target):
+        sch.parallel(task)
+    return True
+
+
+def _tiles_with_channels_innermost(region, c: tirx.Var, w: tirx.Var) -> bool:
+    """Whether ``region``'s innermost index is ``c`` plus what does not move with it, and
+    another index uses ``w`` other than linearly."""
+    *rest, last = (r.min for r in region.region)
+    if _uses(last, w) or _step(last, c) != 1:
+        return False
+    return any(_uses(index, w) and _step(index, w) is None for index in rest)
+
+
+def _as_output(region, axes: tuple) -> bool:
+    """Whether ``region`` reads one element at ``[n, c, h, w]`` of a 4-D buffer, ``axes`` the
+    block's ``(c, h, w)``."""
+    if len(region.region) != 4 or any(not _is_one(r.extent) for r in region.region):
+        return False
+    return all(r.min.same_as(v) for r, v in zip(region.region[1:], axes, strict=True))
+
+
+def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
+    return var in collect_vars_used_in_prim_expr(expr)
+
+
+def _step(expr: tirx.PrimExpr, var: tirx.Var) -> int | None:
+    """How far ``expr`` moves per step of ``var``; ``None`` where not a constant multiple."""
+    found = detect_linear_equation(expr, [var])
+    return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
+
+
+def _chooses(stmt: s_tir.SBlock) -> bool:
+    """Whether ``stmt``'s value chooses between values (``if_then_else``, ``Select``): a read
+    under a choice may cover only part of the block's range."""
+    value = getattr(stmt.body, "value", None)
+    if value is None:
+        return True
+    for node in expression_nodes(value):
+        if isinstance(node, tirx.Select):
+            return True
+        if isinstance(node, ir.expr.Call) and node.op.same_as(IF_THEN_ELSE):
+            return True
+    return False
+
+
+def _is_one(extent: tirx.PrimExpr) -> bool:
+    return isinstance(extent, tirx.IntImm) and int(extent) == 1
