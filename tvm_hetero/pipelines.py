@@ -43,6 +43,7 @@ from tvm_hetero.passes import (
     StripStageBoundaries,
     SubsampleStridedPointwise,
     TemporalConvolutionsAs2D,
+    TransposedConvolutionsAsPointwise,
     WinogradConvolutions,
     WrapIndices,
 )
@@ -68,6 +69,7 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "FoldConstantKernels": FoldConstantKernels,
     "WinogradConvolutions": WinogradConvolutions,
     "TemporalConvolutionsAs2D": TemporalConvolutionsAs2D,
+    "TransposedConvolutionsAsPointwise": TransposedConvolutionsAsPointwise,
     "DepthwiseColumnsAfter": DepthwiseColumnsAfter,
     "MergeParallelConvolutions": MergeParallelConvolutions,
     "SubsampleStridedPointwise": SubsampleStridedPointwise,
@@ -97,6 +99,7 @@ OWN_PASSES = (
     "RestoreKernelTargets",
     "PackConstantWeights",
     "TemporalConvolutionsAs2D",
+    "TransposedConvolutionsAsPointwise",
     "PadConvolutionChannels",
     "PadConvolutionOutputs",
     "Conv1dAsMatmul",
@@ -274,6 +277,8 @@ PIPELINES: dict[str, Pipeline] = {
             "Lower a module whose bindings carry vdevices: drop stage-boundary marks, make every "
             "indexing op wrap its ids (none reads outside its table), merge sums of "
             "convolutions of one input (and its batch normalization) into one convolution, "
+            "compute CPU transposed convolutions whose window is their stride as 1x1 "
+            "convolutions to each output channel's window, then laid out as the map, "
             "compute CPU 3x3 convolutions of stride 1 as Winograd's F(4x4, 3x3) or "
             "F(2x2, 3x3) where winograd_tiles (measured on the CPU: build.conv_choices) says "
             "so, or, for convolutions it does not name, over maps of 32 tiles or more; "
@@ -303,6 +308,7 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
                 Step("MergeParallelConvolutions"),
+                Step("TransposedConvolutionsAsPointwise"),
                 Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
                 Step("GroupedConvolutionsByGroup"),
                 Step("SubsampleStridedPointwise"),
@@ -334,13 +340,16 @@ PIPELINES: dict[str, Pipeline] = {
             "multi_device_lower without fusion: one kernel per operator (a widened convolution "
             "and its crop are two), each call keeping the "
             "binding name of its operator (for per-operator profiling; 1-D and grouped "
-            "convolutions and resizes stay TOPI's, one operator each); kernels of constants are "
+            "convolutions and resizes stay TOPI's, one operator each, and transposed "
+            "convolutions without overlap are 1x1 ones laid out as maps, as in the fused build); "
+            "kernels of constants are "
             "folded as in the fused build.",
             (),
             (
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
+                Step("TransposedConvolutionsAsPointwise"),
                 Step("ExactCeilPools"),
                 Step("TemporalConvolutionsAs2D"),
                 Step("PadConvolutionChannels"),

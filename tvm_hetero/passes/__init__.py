@@ -36,6 +36,9 @@ from tvm_hetero.passes.strided_loads_as_shuffles import StridedLoadsAsShuffles
 from tvm_hetero.passes.strip_stage_boundaries import StripStageBoundaries
 from tvm_hetero.passes.subsample_strided_pointwise import SubsampleStridedPointwise
 from tvm_hetero.passes.temporal_convolutions_as_2d import TemporalConvolutionsAs2D
+from tvm_hetero.passes.transposed_convolutions_as_pointwise import (
+    TransposedConvolutionsAsPointwise,
+)
 from tvm_hetero.passes.winograd_convolutions import WinogradConvolutions
 from tvm_hetero.passes.wrap_indices import WrapIndices
 
@@ -76,6 +79,7 @@ __all__ = [
     "StripStageBoundaries",
     "SubsampleStridedPointwise",
     "TemporalConvolutionsAs2D",
+    "TransposedConvolutionsAsPointwise",
     "WinogradConvolutions",
     "WrapIndices",
 ]
