@@ -10,6 +10,7 @@ from tvm import DataType, ir, s_tir, tirx
 from tvm.error import InternalError
 from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.s_tir.schedule import ScheduleError
+from tvm.sym import detect_linear_equation
 from tvm.target import Target
 from tvm.target.codegen import target_has_features
 
@@ -367,3 +368,9 @@ def expression_nodes(expr) -> Iterator:
 
 IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
 EXPRESSION_FIELDS = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")
+
+
+def index_step(index, var: tirx.Var) -> int | None:
+    """How far ``index`` moves per step of ``var``, or ``None`` when not a constant multiple."""
+    found = detect_linear_equation(index, [var])
+    return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None

@@ -11,7 +11,6 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.s_tir.schedule import ScheduleError
-from tvm.sym import detect_linear_equation
 from tvm.target import Target
 
 from tvm_hetero.ir.sblocks import buffer_bytes, realizes
@@ -23,6 +22,7 @@ from tvm_hetero.schedules.cpu.common import (
     channels_last,
     const_extents,
     cpu_cores,
+    index_step,
     largest_divisor,
     output_bits,
     positions_by_vectors,
@@ -916,7 +916,7 @@ def rows_read(stmt, data, row: tuple[int, int], window: int) -> tuple[int, int] 
     read of ``stmt`` along the rows, index 2) moves a constant multiple of the row axis
     (``row``: its index and the tile's rows); else ``None``."""
     axis, rw = row
-    stride = _index_step(data.region[2].min, stmt.iter_vars[axis].var)
+    stride = index_step(data.region[2].min, stmt.iter_vars[axis].var)
     return None if stride is None else ((rw - 1) * stride + window, stride)
 
 
@@ -1105,13 +1105,7 @@ def _output_writer(sch: s_tir.Schedule):
 def column_step(region, var: tirx.Var) -> int | None:
     """How far ``region``'s innermost index moves per step of ``var`` (``w + kw``: 1,
     ``2 * w + kw``: 2), or ``None`` when it is not a constant multiple."""
-    return _index_step(region.region[-1].min, var)
-
-
-def _index_step(index, var: tirx.Var) -> int | None:
-    """How far ``index`` moves per step of ``var``, or ``None`` when not a constant multiple."""
-    found = detect_linear_equation(index, [var])
-    return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
+    return index_step(region.region[-1].min, var)
 
 
 def _row_tiled(stmt: s_tir.stmt.SBlock, form: ConvForm, data, w: tirx.Var) -> bool:

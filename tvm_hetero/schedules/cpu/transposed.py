@@ -18,6 +18,7 @@ from tvm_hetero.schedules.cpu.common import (
     channels_last,
     const_extents,
     expression_nodes,
+    index_step,
     is_serial,
     largest_divisor,
     output_bits,
@@ -197,9 +198,9 @@ def _tiles_with_channels_innermost(region, c: tirx.Var, w: tirx.Var) -> bool:
     """Whether ``region``'s innermost index is ``c`` plus what does not move with it, and
     another index uses ``w`` other than linearly."""
     *rest, last = (r.min for r in region.region)
-    if _uses(last, w) or _step(last, c) != 1:
+    if _uses(last, w) or index_step(last, c) != 1:
         return False
-    return any(_uses(index, w) and _step(index, w) is None for index in rest)
+    return any(_uses(index, w) and index_step(index, w) is None for index in rest)
 
 
 def _as_output(region, axes: tuple) -> bool:
@@ -212,12 +213,6 @@ def _as_output(region, axes: tuple) -> bool:
 
 def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
     return var in collect_vars_used_in_prim_expr(expr)
-
-
-def _step(expr: tirx.PrimExpr, var: tirx.Var) -> int | None:
-    """How far ``expr`` moves per step of ``var``; ``None`` where not a constant multiple."""
-    found = detect_linear_equation(expr, [var])
-    return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
 
 
 def _chooses(stmt: s_tir.SBlock) -> bool:
