@@ -381,6 +381,18 @@ def grid_samples() -> str:
     return _before_and_now("grid_samples.jsonl", "sample (image, points)")
 
 
+def winograd_rows() -> str:
+    """``benchmarks/cpu_kernels/winograd_rows.py``: Winograd's tiles back as maps, tiled along
+    the columns or in rows of channel vectors."""
+    return _before_and_now("winograd_rows.jsonl", "layer (channels @map)")
+
+
+def transposed_convolutions() -> str:
+    """``benchmarks/cpu_kernels/transposed_convolutions.py``: up-convolutions without overlap,
+    TVM's legalization and ``TransposedConvolutionsAsPointwise``."""
+    return _before_and_now("transposed_convolutions.jsonl", "up-convolution (channels @map)")
+
+
 def resize() -> str:
     """``benchmarks/cpu_kernels/resize.py``: bilinear resizes, TVM's kernel and two passes."""
     return _before_and_now("resize.jsonl", "resize (channels @in -> out)")
@@ -863,6 +875,8 @@ SECTIONS = {
     "padded-channel-vectors": padded_channel_vectors,
     "resize": resize,
     "grid-samples": grid_samples,
+    "winograd-rows": winograd_rows,
+    "transposed-convolutions": transposed_convolutions,
     "strided-depthwise": strided_depthwise,
     "winograd": winograd,
     "depthwise-channel-vectors": depthwise_channel_vectors,
