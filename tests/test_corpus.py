@@ -140,6 +140,9 @@ TINY_BERT = (
          (1, 3, 7, 16)),
         ("hf:Wav2Vec2BertModel:hidden_size=32,num_hidden_layers=1,num_attention_heads=2,"
          "intermediate_size=64,output_hidden_size=32", (1, 187, 160), (1, 187, 32)),
+        ("hf:ParakeetEncoder:hidden_size=32,num_hidden_layers=1,num_attention_heads=2,"
+         "num_key_value_heads=2,intermediate_size=64,subsampling_conv_channels=8,"
+         "num_mel_bins=16", (1, 375, 16), (1, 47, 32)),
         ("hf:VitPoseForPoseEstimation:backbone_config={'model_type':'vitpose_backbone',"
          "'image_size':[32,24],'patch_size':[8,8],'hidden_size':16,'num_hidden_layers':1,"
          "'num_attention_heads':2,'intermediate_size':32}", (1, 3, 32, 24), (1, 2, 16, 12)),
@@ -157,7 +160,8 @@ def test_a_transformers_class_outside_the_corpus_is_built_from_its_config(name, 
     the input its ``main_input_name`` names (token ids; an image of the size its config or its
     backbone's names: ViTPose refuses any other; a time series: 512 steps, 64 at the small
     size, of the config's channels; W2V-BERT's pairs of log-mel frames stacked, 187 of 160 at
-    the small size), its output the model's ``last_hidden_state`` where it has one, else its
+    the small size; Parakeet's log-mel frames first, which it takes where bins first fail),
+    its output the model's ``last_hidden_state`` where it has one, else its
     first field (Deformable DETR's first field is its learned queries' reference points, which
     no input changes: the corpus refused it). (transformers is a benchmark dependency.)"""
     pytest.importorskip("transformers")

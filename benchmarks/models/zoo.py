@@ -661,7 +661,9 @@ tokens, one second of 16 kHz audio, 3,000 log-mel frames (30 s), a 224 x 224 ima
 size the config or its backbone's names, :func:`_image_size`). A config that names mel bins
 for ``input_values`` (AST) takes its own spectrogram, one that names frames for
 ``pixel_values`` (VideoMAE, TimeSformer) a clip of that many images; W2V-BERT's
-``input_features`` are the 1,500 pairs of those frames, stacked. A time-series model's
+``input_features`` are the 1,500 pairs of those frames, stacked; other ``input_features`` are
+mel bins first (Whisper's), or frames first where the model refuses that (Parakeet's
+encoder). A time-series model's
 ``past_values`` (PatchTST, PatchTSMixer) is its config's ``num_input_channels`` series of 512
 steps (the config's ``context_length`` set to it: its default, 32, is a few patches)."""
 
@@ -719,8 +721,8 @@ def _hf(spec: str) -> Entry | None:
             x = torch.randn(1, length, cfg.input_feat_per_channel * cfg.input_channels)  # S2T
         elif kind == "input_features" and hasattr(cfg, "feature_projection_input_dim"):
             x = torch.randn(1, length // 2, cfg.feature_projection_input_dim)  # W2V-BERT: pairs
-        elif kind == "input_features":
-            x = torch.randn(1, cfg.num_mel_bins, length)
+        elif kind == "input_features":  # mel bins first (Whisper's), else frames first
+            x = _accepted(model, torch.randn(1, cfg.num_mel_bins, length))
         elif kind == "past_values":  # steps by channels
             x = torch.randn(1, cfg.context_length, cfg.num_input_channels)
         else:  # the config's image size, where it names one (a model may check it)
@@ -733,6 +735,17 @@ def _hf(spec: str) -> Entry | None:
         return _Field(model, 0, kind, "decoder_input_ids"), (x, tokens)
 
     return Entry("transformers", build)
+
+
+def _accepted(model, x):
+    """``x`` (``(1, bins, frames)``) where ``model`` runs on it, else its frames first
+    (Parakeet's encoder takes ``(1, frames, bins)``)."""
+    try:
+        with torch.no_grad():
+            model(x)
+    except RuntimeError:
+        return x.transpose(1, 2).contiguous()
+    return x
 
 
 def _image_size(cfg, side: int) -> tuple[int, int]:

@@ -354,6 +354,12 @@ def channels_last(ndim: int, axis: int, lanes: int) -> tirx.IndexMap:
     return tirx.IndexMap.from_func(blocked, ndim=ndim)
 
 
+IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
+"""TIR's conditional expression (a concatenation's or a pad's choice)."""
+EXPRESSION_FIELDS = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")
+"""The fields of a TIR expression :func:`expression_nodes` walks into."""
+
+
 def expression_nodes(expr) -> Iterator:
     """``expr`` and every expression inside it (the pinned TVM has no TIR visitor in Python)."""
     yield expr
@@ -364,10 +370,6 @@ def expression_nodes(expr) -> Iterator:
         elif field in ("args", "indices") and child is not None:
             for item in child:
                 yield from expression_nodes(item)
-
-
-IF_THEN_ELSE = ir.Op.get("prim.if_then_else")
-EXPRESSION_FIELDS = ("a", "b", "value", "condition", "true_value", "false_value", "args", "indices")
 
 
 def index_step(index, var: tirx.Var) -> int | None:
