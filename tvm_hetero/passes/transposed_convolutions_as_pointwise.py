@@ -64,7 +64,8 @@ def rewritten(call: relax.Call, mod: tvm.IRModule) -> bool:
         return False
     window = [int(k) for k in kernel.values[2:]]
     plain = [int(v) for v in (*a.padding, *a.output_padding)] == [0] * 6
-    return plain and [int(s) for s in a.strides] == window and list(a.dilation) == [1, 1]
+    dilation = [int(d) for d in a.dilation]
+    return plain and [int(s) for s in a.strides] == window and dilation == [1, 1]
 
 
 def pointwise_weights(w: np.ndarray) -> np.ndarray:
