@@ -9,9 +9,8 @@ from tvm import relax
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import bound_value, rewrite_calls
-from tvm_hetero.ir.types import cpu_tensor_target
+from tvm_hetero.ir.types import cpu_op_with_static_shapes
 
 CONV2D_TRANSPOSE_OP = "relax.nn.conv2d_transpose"
 AS_POINTWISE = True
@@ -50,16 +49,10 @@ class TransposedConvolutionsAsPointwise:
 
 def rewritten(call: relax.Call, mod: tvm.IRModule) -> bool:
     """Whether ``call`` is a CPU ``conv2d_transpose`` this pass computes as a 1x1 one."""
-    if not AS_POINTWISE or not calls_op(call, CONV2D_TRANSPOSE_OP):
+    layouts = ("NCHW", "IOHW", "NCHW")
+    if not AS_POINTWISE or not cpu_op_with_static_shapes(call, CONV2D_TRANSPOSE_OP, layouts, mod):
         return False
-    a, ty = call.attrs, call.ty
-    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "IOHW", "NCHW"):
-        return False
-    kernel, data = call.args[1].ty.shape, call.args[0].ty.shape
-    if cpu_tensor_target(ty, mod) is None or kernel is None or data is None:
-        return False
-    if not all(isinstance(d, tvm.tirx.IntImm) for d in [*kernel.values, *data.values]):
-        return False
+    a, ty, kernel = call.attrs, call.ty, call.args[1].ty.shape
     if int(a.groups) != 1 or (a.out_dtype and str(a.out_dtype) not in ("void", str(ty.dtype))):
         return False
     window = [int(k) for k in kernel.values[2:]]

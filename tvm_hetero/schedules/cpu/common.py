@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from tvm import DataType, ir, s_tir, tirx
 from tvm.error import InternalError
+from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.base import ScheduleRule
 from tvm.s_tir.schedule import ScheduleError
 from tvm.sym import detect_linear_equation
@@ -376,3 +377,32 @@ def index_step(index, var: tirx.Var) -> int | None:
     """How far ``index`` moves per step of ``var``, or ``None`` when not a constant multiple."""
     found = detect_linear_equation(index, [var])
     return int(found[0]) if len(found) == 2 and isinstance(found[0], tirx.IntImm) else None
+
+
+def uses_var(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
+    """Whether ``expr`` involves ``var``."""
+    return var in collect_vars_used_in_prim_expr(expr)
+
+
+def region_uses(region, var: tirx.Var) -> bool:
+    """Whether any index of the buffer ``region`` involves ``var``."""
+    return any(uses_var(r.min, var) for r in region.region)
+
+
+def is_int(expr: tirx.PrimExpr, value: int) -> bool:
+    """Whether ``expr`` is the integer constant ``value``."""
+    return isinstance(expr, tirx.IntImm) and int(expr) == value
+
+
+def blocked_read(sch: s_tir.Schedule, block, index: int, task, lanes: int):
+    """A copy of ``block``'s read ``index`` (an ``[N, C, H, W]`` map) laid out ``[N, C / L, H,
+    W, L]`` (``lanes`` channels innermost), computed in ``task`` as a loop of positions over a
+    vector of channels (:class:`~tvm_hetero.passes.BlockedCopiesAsTransposes` runs it as
+    transposes); the copy's block."""
+    blocked = channels_last(4, 1, lanes)
+    read = sch.cache_read(block, index, "global")
+    sch.transform_layout(read, ("write", 0), blocked)
+    sch.transform_block_layout(read, blocked)
+    sch.compute_at(read, task)
+    positions_by_vectors(sch, read, task)
+    return read

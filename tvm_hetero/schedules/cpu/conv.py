@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tvm import s_tir, tirx
-from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.s_tir.dlight.gpu.matmul import get_reduction_blocks
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
@@ -19,6 +18,7 @@ from tvm_hetero.schedules.cpu.common import (
     PARALLEL_MIN_FLOPS,
     CpuRule,
     accumulate_in_registers,
+    blocked_read,
     channels_last,
     const_extents,
     cpu_cores,
@@ -26,7 +26,9 @@ from tvm_hetero.schedules.cpu.common import (
     largest_divisor,
     output_bits,
     positions_by_vectors,
+    region_uses,
     split_first,
+    uses_var,
     vector_bits,
     vector_lanes,
 )
@@ -493,7 +495,7 @@ def group_channels(data, channel: tirx.Var) -> int | None:
     """``G`` where ``data`` reads ``channel`` only in one index, as ``channel // G * I`` plus
     terms without it (a grouped convolution's input channel: its group's first, ``I`` input
     channels a group, then the reduction's), with ``G`` above 1; else ``None``."""
-    indices = [r.min for r in data.region if channel in collect_vars_used_in_prim_expr(r.min)]
+    indices = [r.min for r in data.region if uses_var(r.min, channel)]
     if len(indices) != 1:
         return None
     terms, index = [], indices[0]
@@ -501,7 +503,7 @@ def group_channels(data, channel: tirx.Var) -> int | None:
         terms.append(index.b)
         index = index.a
     terms.append(index)
-    grouped = [t for t in terms if channel in collect_vars_used_in_prim_expr(t)]
+    grouped = [t for t in terms if uses_var(t, channel)]
     if len(grouped) != 1 or not isinstance(grouped[0], tirx.Mul):
         return None
     scaled, scale = grouped[0].a, grouped[0].b
@@ -935,11 +937,6 @@ def rows_before_channels(data, weights) -> bool:
     return split_first(buffer_bytes(data.source) or 0, buffer_bytes(weights.source) or 0)
 
 
-def region_uses(region, var: tirx.Var) -> bool:
-    """Whether any index of the buffer ``region`` involves ``var``."""
-    return any(var in collect_vars_used_in_prim_expr(r.min) for r in region.region)
-
-
 def _deinterleave(sch: s_tir.Schedule, main, index: int, w: tirx.Var) -> bool:
     """Lay the input's columns out by phase where the convolution reads them with a stride
     ``s``: ``x[..., c]`` at ``x'[..., c % s, c // s]``, so a vector of outputs reads
@@ -1038,20 +1035,9 @@ def blocked_input(sch: s_tir.Schedule, pad, task, lanes: int) -> None:
     if _bytes_in(sch, pad, task) > BLOCKED_COPY_MAX_BYTES:
         return
     trial = sch.copy()
-    if _predicated(trial, _blocked_read(trial, pad, task, lanes)):
+    if _predicated(trial, blocked_read(trial, pad, 0, task, lanes)):
         return
-    _blocked_read(sch, pad, task, lanes)
-
-
-def _blocked_read(sch: s_tir.Schedule, pad, task, lanes: int):
-    """:func:`blocked_input`'s steps; the copy's block."""
-    blocked = channels_last(4, 1, lanes)
-    read = sch.cache_read(pad, 0, "global")
-    sch.transform_layout(read, ("write", 0), blocked)
-    sch.transform_block_layout(read, blocked)
-    sch.compute_at(read, task)
-    positions_by_vectors(sch, read, task)
-    return read
+    blocked_read(sch, pad, 0, task, lanes)
 
 
 def _predicated(sch: s_tir.Schedule, block) -> bool:

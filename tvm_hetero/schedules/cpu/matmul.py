@@ -17,9 +17,11 @@ from tvm_hetero.schedules.cpu.common import (
     const_extents,
     cpu_cores,
     inline_producers,
+    is_int,
     largest_divisor,
     output_bits,
     split_first,
+    uses_var,
     vector_bits,
     vector_lanes,
 )
@@ -420,7 +422,7 @@ def _rows_in_runs(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV) -> bool:
     window's axes (innermost ``kw``): it has none."""
     block = sch.get(main)
     k = block.iter_vars[3].var
-    return any(_uses(read.region[-1].min, k) for read in block.reads)
+    return any(uses_var(read.region[-1].min, k) for read in block.reads)
 
 
 DEEP_PANELS = True
@@ -841,20 +843,20 @@ def _reads_of_columns(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV) -> lis
     return [
         read
         for read in block.reads
-        if not read.source.same_as(out) and any(_uses(r.min, j) for r in read.region)
+        if not read.source.same_as(out) and any(uses_var(r.min, j) for r in read.region)
     ]
 
 
 def _column_kind(read: s_tir.BufferRegion, j: tirx.Var, nr: int) -> str | None:
     last = read.region[-1].min
-    if isinstance(last, tirx.FloorMod) and last.a.same_as(j) and _is_int(last.b, nr):
-        depth_before = len(read.region) > 1 and not _uses(read.region[-2].min, j)
+    if isinstance(last, tirx.FloorMod) and last.a.same_as(j) and is_int(last.b, nr):
+        depth_before = len(read.region) > 1 and not uses_var(read.region[-2].min, j)
         if depth_before or not PANELS_AFTER_DEPTH:
             return PANELS
     offset, stride = 0, 1
     for r, extent in zip(reversed(read.region), reversed(read.source.shape), strict=True):
         offset, stride = offset + r.min * stride, stride * extent
-    moves_by_one = not _uses(Analyzer().simplify(offset - j), j)
+    moves_by_one = not uses_var(Analyzer().simplify(offset - j), j)
     return STRIDED if moves_by_one else None
 
 
@@ -866,7 +868,7 @@ def _panel_evicts_itself(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, dep
         return False  # two images summed as they are read (a fused add): copy neither
     (read,) = reads
     k = sch.get(main).iter_vars[3].var
-    dims = [d for d, r in enumerate(read.region) if _uses(r.min, k)]
+    dims = [d for d, r in enumerate(read.region) if uses_var(r.min, k)]
     if len(dims) != 1 or not read.region[dims[0]].min.same_as(k):
         return False
     step = math.prod(int(e) for e in read.source.shape[dims[0] + 1 :])
@@ -890,11 +892,3 @@ def _copy_panel(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, panel) -> No
     copy = sch.cache_read(main, index, "global")
     sch.compute_at(copy, panel, preserve_unit_loops=True)
     sch.vectorize(sch.get_loops(copy)[-1])
-
-
-def _is_int(expr: tirx.PrimExpr, value: int) -> bool:
-    return isinstance(expr, tirx.IntImm) and int(expr) == value
-
-
-def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))

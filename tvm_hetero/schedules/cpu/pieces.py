@@ -18,6 +18,7 @@ from tvm_hetero.schedules.cpu.common import (
     largest_divisor,
     output_bits,
     spatial_inlined,
+    uses_var,
     vector_lanes,
     vectorize_parallel,
 )
@@ -208,7 +209,7 @@ def _run_from(block: s_tir.SBlock, axis: int) -> int | None:
 def _runs(load, out: tirx.Buffer, names: list, d: int, axis: int) -> bool:
     """Whether ``load`` reads one run of memory as the output's axes from ``d`` inward run."""
     inner = names[d:]
-    uses = [any(_uses(i, v) for v in inner) for i in load.indices]
+    uses = [any(uses_var(i, v) for v in inner) for i in load.indices]
     if not any(uses):
         return True  # the same element for the whole run
     if len(load.indices) < len(inner):
@@ -225,10 +226,6 @@ def _runs(load, out: tirx.Buffer, names: list, d: int, axis: int) -> bool:
         if j < len(inner) and not analyzer.can_prove_equal(load.source.shape[-j], out.shape[-j]):
             return False
     return not any(uses[: len(load.indices) - len(inner)])
-
-
-def _uses(expr, var) -> bool:
-    return any(isinstance(n, tirx.Var) and n.same_as(var) for n in expression_nodes(expr))
 
 
 def _loads(expr) -> list[ir.expr.TensorLoad]:

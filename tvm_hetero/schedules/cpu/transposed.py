@@ -15,14 +15,17 @@ from tvm_hetero.schedules.cpu.common import (
     BLOCKED_COPY_MAX_BYTES,
     IF_THEN_ELSE,
     PARALLEL_MIN_ELEMENTS,
+    blocked_read,
     channels_last,
     const_extents,
     expression_nodes,
     index_step,
+    is_int,
     is_serial,
     largest_divisor,
     output_bits,
-    positions_by_vectors,
+    region_uses,
+    uses_var,
     vector_lanes,
 )
 
@@ -164,7 +167,7 @@ def blocked_rows(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Ta
     tiles = [_tiles_with_channels_innermost(region, c, w) for region in stmt.reads]
     planar = [_as_output(region, (c, h, w)) for region in stmt.reads]
     others = [
-        any(_uses(r.min, w) for r in region.region) and not (tiled or laid_out)
+        region_uses(region, w) and not (tiled or laid_out)
         for region, tiled, laid_out in zip(stmt.reads, tiles, planar, strict=True)
     ]
     if not any(tiles) or any(others) or _chooses(stmt):
@@ -183,12 +186,7 @@ def blocked_rows(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Ta
     sch.reorder(positions, lanes_loop)
     sch.vectorize(lanes_loop)
     for k in sorted((k for k, p in enumerate(planar) if p), reverse=True):
-        read = sch.cache_read(block, k, "global")
-        blocked = channels_last(4, 1, lanes)
-        sch.transform_layout(read, ("write", 0), blocked)
-        sch.transform_block_layout(read, blocked)
-        sch.compute_at(read, task)
-        positions_by_vectors(sch, read, task)
+        blocked_read(sch, block, k, task, lanes)
     if math.prod(extents) >= PARALLEL_MIN_ELEMENTS and not is_serial(target):
         sch.parallel(task)
     return True
@@ -198,21 +196,17 @@ def _tiles_with_channels_innermost(region, c: tirx.Var, w: tirx.Var) -> bool:
     """Whether ``region``'s innermost index is ``c`` plus what does not move with it, and
     another index uses ``w`` other than linearly."""
     *rest, last = (r.min for r in region.region)
-    if _uses(last, w) or index_step(last, c) != 1:
+    if uses_var(last, w) or index_step(last, c) != 1:
         return False
-    return any(_uses(index, w) and index_step(index, w) is None for index in rest)
+    return any(uses_var(index, w) and index_step(index, w) is None for index in rest)
 
 
 def _as_output(region, axes: tuple) -> bool:
     """Whether ``region`` reads one element at ``[n, c, h, w]`` of a 4-D buffer, ``axes`` the
     block's ``(c, h, w)``."""
-    if len(region.region) != 4 or any(not _is_one(r.extent) for r in region.region):
+    if len(region.region) != 4 or any(not is_int(r.extent, 1) for r in region.region):
         return False
     return all(r.min.same_as(v) for r, v in zip(region.region[1:], axes, strict=True))
-
-
-def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
-    return var in collect_vars_used_in_prim_expr(expr)
 
 
 def _chooses(stmt: s_tir.SBlock) -> bool:
@@ -227,7 +221,3 @@ def _chooses(stmt: s_tir.SBlock) -> bool:
         if isinstance(node, ir.expr.Call) and node.op.same_as(IF_THEN_ELSE):
             return True
     return False
-
-
-def _is_one(extent: tirx.PrimExpr) -> bool:
-    return isinstance(extent, tirx.IntImm) and int(extent) == 1
