@@ -387,6 +387,12 @@ def winograd_rows() -> str:
     return _before_and_now("winograd_rows.jsonl", "layer (channels @map)")
 
 
+def next_panels() -> str:
+    """``benchmarks/cpu_kernels/next_panels.py``: layers whose weights stream from beyond L2,
+    each thread asking for its next panel or not."""
+    return _before_and_now("next_panels.jsonl", "layers (widths @positions)")
+
+
 def transposed_convolutions() -> str:
     """``benchmarks/cpu_kernels/transposed_convolutions.py``: up-convolutions without overlap,
     TVM's legalization and ``TransposedConvolutionsAsPointwise``."""
@@ -877,6 +883,7 @@ SECTIONS = {
     "grid-samples": grid_samples,
     "winograd-rows": winograd_rows,
     "transposed-convolutions": transposed_convolutions,
+    "next-panels": next_panels,
     "strided-depthwise": strided_depthwise,
     "winograd": winograd,
     "depthwise-channel-vectors": depthwise_channel_vectors,

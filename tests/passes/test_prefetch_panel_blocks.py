@@ -46,7 +46,8 @@ def _expected(
                     T.call_llvm_intrin(
                         "void", "llvm.prefetch",
                         T.address_of(
-                            B[p, T.min(k0 * 8 + 8 + (r * 10 + prefetched) // 2, 31),
+                            B[T.min(p + (k0 * 8 + 8 + (r * 10 + prefetched) // 2) // 32, 1),
+                              (k0 * 8 + 8 + (r * 10 + prefetched) // 2) % 32,
                               (r * 10 + prefetched) % 2 * 16]
                         ),
                         0, 3, 1,
@@ -78,10 +79,19 @@ def _one(func) -> tvm.IRModule:
 
 def test_a_marked_row_tile_asks_for_the_next_block_of_its_panel():
     """At the start of each row tile, ten lines of the panel's next block of 8 rows (two
-    lines a row of 32 floats), as long as the block has lines left; the last block's rows are
-    clamped to the panel's; the mark is removed."""
+    lines a row of 32 floats), as long as the block has lines left; the last block asks for
+    the next panel's first (the last panel's for its own); the mark is removed."""
     after = PrefetchPanelBlocks()(_one(_before))
     tvm.ir.assert_structural_equal(after["main"], _expected)
+
+
+def test_the_last_block_can_ask_for_its_own_rows_again():
+    """With ``NEXT_PANEL_AFTER_LAST_BLOCK`` off (to compare), the rows past the panel's last
+    are clamped to it and the panel stays the same."""
+    with patch.object(pass_module, "NEXT_PANEL_AFTER_LAST_BLOCK", False):
+        after = PrefetchPanelBlocks()(_one(_before))["main"].script()
+    assert "T.min(k0 * 8 + 8 + (r * 10 + prefetched) // 2, 31)" in after
+    assert "B[p, " in after
 
 
 def test_no_lines_a_tile_removes_the_mark_only():

@@ -23,6 +23,7 @@ from tvm_hetero.passes import (
     BlockedCopiesAsTransposes,
     GuardedLanesAsMaskedStores,
     GuardedReadsAsVectors,
+    PrefetchNextPanels,
     PrefetchPanelBlocks,
     StackLoopBuffers,
     StridedLoadsAsShuffles,
@@ -324,7 +325,8 @@ TIR_PIPELINE = "tvm_hetero"
 
 def tir_pipeline() -> tuple:
     """TVM's ``s_tir`` pipeline (its lowering, the host's and the devices' last passes) with
-    :class:`~tvm_hetero.passes.PrefetchPanelBlocks` before the lowering (on the scheduled
+    :class:`~tvm_hetero.passes.PrefetchPanelBlocks` and
+    :class:`~tvm_hetero.passes.PrefetchNextPanels` before the lowering (on the scheduled
     kernels), :class:`~tvm_hetero.passes.GuardedLanesAsMaskedStores`,
     :class:`~tvm_hetero.passes.GuardedReadsAsVectors`,
     :class:`~tvm_hetero.passes.BlockedCopiesAsTransposes`,
@@ -333,7 +335,7 @@ def tir_pipeline() -> tuple:
     turns each buffer the latter leaves into a workspace allocation).
     Registered with TVM as :data:`TIR_PIPELINE`."""
     lowering, host, device = tvm.tirx.get_tir_pipeline("s_tir")
-    lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), lowering])
+    lowered = tvm.transform.Sequential([PrefetchPanelBlocks(), PrefetchNextPanels(), lowering])
     host_steps = [
         GuardedLanesAsMaskedStores(), GuardedReadsAsVectors(), BlockedCopiesAsTransposes(),
         StridedLoadsAsShuffles(), StackLoopBuffers(),

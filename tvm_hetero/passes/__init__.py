@@ -27,6 +27,7 @@ from tvm_hetero.passes.pad_convolution_outputs import PadConvolutionOutputs
 from tvm_hetero.passes.pad_matmul_columns import PadMatmulColumns
 from tvm_hetero.passes.partition_spatial_tiles import PartitionSpatialTiles
 from tvm_hetero.passes.place_operators import PlaceOperators
+from tvm_hetero.passes.prefetch_next_panels import PrefetchNextPanels
 from tvm_hetero.passes.prefetch_panel_blocks import PrefetchPanelBlocks
 from tvm_hetero.passes.realize_operator_splits import RealizeOperatorSplits
 from tvm_hetero.passes.restore_kernel_targets import RestoreKernelTargets
@@ -70,6 +71,7 @@ __all__ = [
     "PadMatmulColumns",
     "PartitionSpatialTiles",
     "PlaceOperators",
+    "PrefetchNextPanels",
     "PrefetchPanelBlocks",
     "RealizeOperatorSplits",
     "RestoreKernelTargets",

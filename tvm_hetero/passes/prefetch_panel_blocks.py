@@ -16,6 +16,9 @@ LINES_PER_TILE = 10
 """Cache lines of the next block asked for at the start of each row tile: a block of 16 KiB is
 256 lines, asked for over the first 26 of a 14 x 14 map's 28 row tiles. Zero: none."""
 LINE_BYTES = 64
+NEXT_PANEL_AFTER_LAST_BLOCK = True
+"""Whether a panel's last block asks for the first block of the next panel (the thread's next
+task), not for rows of its own again (False, to compare)."""
 
 
 @tvm.transform.module_pass(opt_level=0, name="PrefetchPanelBlocks")
@@ -72,6 +75,34 @@ def _walk(stmt: tirx.Stmt, weights: dict) -> tirx.Stmt:
 def _ask(tile: tirx.For, buffer, depth: int) -> tirx.Stmt | None:
     """The prefetches at the start of row tile ``tile`` of ``buffer``'s panel's next block of
     ``depth`` rows, or ``None`` where no block under ``tile`` reads ``buffer``."""
+    read = panel_read(tile, buffer)
+    if read is None:
+        return None
+    panel, first = read
+    rows, width = int(buffer.shape[1]), int(buffer.shape[2])
+    per_row = lines_per_row(buffer)
+    lines = depth * per_row
+    dtype = str(tile.min.ty)
+    step = tirx.Var("prefetched", dtype)
+    line = tile.loop_var * LINES_PER_TILE + step
+    row = first + depth + tirx.floordiv(line, per_row)
+    if NEXT_PANEL_AFTER_LAST_BLOCK:  # past the panel's last row: the next panel's first block
+        panel = tirx.min(panel + tirx.floordiv(row, rows), int(buffer.shape[0]) - 1)
+        row = tirx.floormod(row, rows)
+    else:
+        row = tirx.min(row, rows - 1)
+    column = tirx.floormod(line, per_row) * (width // per_row)
+    ask = prefetch(buffer, [panel, row, column], L1)
+    loop = tirx.For(step, tirx.const(0, dtype), tirx.const(LINES_PER_TILE, dtype),
+                    tirx.ForKind.UNROLLED, ask)  # fmt: skip
+    return tirx.IfThenElse(tile.loop_var * LINES_PER_TILE < lines, loop, None)
+
+
+def panel_read(tile: tirx.For, buffer) -> tuple | None:
+    """``(panel, row)``: the panel of ``buffer`` (``[panels, depth, width]``) that the first
+    block under ``tile`` reading it reads, and its first row, with ``tile`` and the loops
+    inside it at their first values (expressions of the loops around ``tile``); ``None`` where
+    ``buffer`` is not such a buffer or no block under ``tile`` reads it."""
     if buffer is None or len(buffer.shape) != 3:
         return None
     found = [
@@ -90,21 +121,24 @@ def _ask(tile: tirx.For, buffer, depth: int) -> tirx.Stmt | None:
         analyzer.bind(var, value)
     for loop in [tile, *loops]:  # the tile's first row tile and first element
         analyzer.bind(loop.loop_var, loop.min)
-    panel = analyzer.simplify(region[0].min)
-    first = analyzer.simplify(region[1].min)  # this block's first row of the panel
-    rows, width = int(buffer.shape[1]), int(buffer.shape[2])
-    per_row = max(1, width * tvm.DataType(str(buffer.dtype)).bits // 8 // LINE_BYTES)
-    lines = depth * per_row
-    dtype = str(tile.min.ty)
-    step = tirx.Var("prefetched", dtype)
-    line = tile.loop_var * LINES_PER_TILE + step
-    row = tirx.min(first + depth + tirx.floordiv(line, per_row), rows - 1)
-    column = tirx.floormod(line, per_row) * (width // per_row)
-    address = tirx.address_of(tirx.BufferLoad(buffer, [panel, row, column]))
-    ask = tirx.Evaluate(tirx.call_llvm_intrin(
-        "void", "llvm.prefetch", address, tirx.const(0, "int32"), tirx.const(3, "int32"),
+    return analyzer.simplify(region[0].min), analyzer.simplify(region[1].min)
+
+
+def lines_per_row(buffer) -> int:
+    """Cache lines in one row of ``buffer``'s panels (at least one)."""
+    width = int(buffer.shape[2])
+    return max(1, width * tvm.DataType(str(buffer.dtype)).bits // 8 // LINE_BYTES)
+
+
+L1, L2 = 3, 2
+"""``llvm.prefetch``'s locality: into every cache level (``prefetcht0``), or into L2 and
+beyond (``prefetcht1``)."""
+
+
+def prefetch(buffer, indices: list, locality: int) -> tirx.Stmt:
+    """A read prefetch of the cache line holding ``buffer[indices]``."""
+    address = tirx.address_of(tirx.BufferLoad(buffer, indices))
+    return tirx.Evaluate(tirx.call_llvm_intrin(
+        "void", "llvm.prefetch", address, tirx.const(0, "int32"), tirx.const(locality, "int32"),
         tirx.const(1, "int32"),
     ))  # fmt: skip
-    loop = tirx.For(step, tirx.const(0, dtype), tirx.const(LINES_PER_TILE, dtype),
-                    tirx.ForKind.UNROLLED, ask)  # fmt: skip
-    return tirx.IfThenElse(tile.loop_var * LINES_PER_TILE < lines, loop, None)

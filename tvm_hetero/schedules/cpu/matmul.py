@@ -221,6 +221,10 @@ class Matmul(CpuRule):
             write_by_position(sch, acc, mr)
         if depth_outer is not None:
             sch.annotate(i0, PREFETCH_ANNOTATION, [named, block])
+        elif parallel and groups == 1 and per_block == 1 and batches == 1 and rows > 1:
+            weights = _laid_out_panels(sch, main, func, depth, nr) if columns == PANELS else None
+            if weights is not None and NEXT_PANELS:
+                sch.annotate(i0, NEXT_PANEL_ANNOTATION, weights)
         return sch
 
     @staticmethod
@@ -350,6 +354,14 @@ PREFETCH_ANNOTATION = "tvm_hetero.prefetch_panel_block"
 """The rule's mark on the row-tile loop of a panel summed in blocks of its depth
 (:func:`depth_block`): ``[the packed weights' name, the block's depth]``, for
 :class:`~tvm_hetero.passes.PrefetchPanelBlocks`, which asks for the next block there."""
+
+NEXT_PANEL_ANNOTATION = "tvm_hetero.prefetch_next_panel"
+"""The rule's mark on the row-tile loop of a thread's panels of weights laid out at compile
+time (one panel a task, its row tiles in one thread, no blocks of its depth): the weights'
+name, for :class:`~tvm_hetero.passes.PrefetchNextPanels`, which asks for the next panel while
+the row tiles sum this one."""
+NEXT_PANELS = True
+"""Whether the rule marks such loops (:data:`NEXT_PANEL_ANNOTATION`); False to compare."""
 
 DEPTH_BLOCK_BYTES = 16 * 1024
 """The most bytes of a packed panel of ``B`` a block of the reduction spans where the rule's
@@ -817,6 +829,19 @@ copied (:func:`_panel_evicts_itself` was not asked). Each layer alone, beside ON
 32 x 32 2.38 -> 1.13 ms (ONNX Runtime 1.19), 672 -> 160 1.55 -> 0.75 (0.85), 960 -> 128 2.05 ->
 0.89 (1.32), 160 -> 960 1.14 -> 0.94 (1.12); 128 -> 512 0.43 -> 0.47 (0.56), its panels no
 longer taken for packed ones that fit L2 in blocks; over 28 x 28 (no such read) unchanged."""
+
+
+def _laid_out_panels(
+    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, func: tirx.PrimFunc, depth: int, nr: int
+) -> str | None:
+    """The name of the parameter ``main`` reads as ``B``'s panels laid out at compile time
+    (``[panels, depth, nr]``), or ``None``."""
+    params = {str(p.name) for p in func.params}
+    for read in sch.get(main).reads:
+        shape = [int(d) if isinstance(d, tirx.IntImm) else None for d in read.source.shape]
+        if str(read.source.name) in params and shape[1:] == [depth, nr] and len(shape) == 3:
+            return str(read.source.name)
+    return None
 
 
 def _column_reads(

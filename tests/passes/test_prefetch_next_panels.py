@@ -1,0 +1,181 @@
+"""PrefetchNextPanels: a row tile of a panel of laid-out weights asks for the next panel."""
+
+from unittest.mock import patch
+
+import numpy as np
+import tvm
+from conftest import fused_body
+from tvm import relax
+from tvm.script import tirx as T
+
+from tvm_hetero._compat import PrimFunc, make_target
+from tvm_hetero.build.multi_device import TIR_PIPELINE
+from tvm_hetero.devices import cpu_device
+from tvm_hetero.passes import PackConstantWeights, PrefetchNextPanels
+from tvm_hetero.schedules import schedule_kernels
+from tvm_hetero.schedules.cpu import matmul as rule_module
+from tvm_hetero.schedules.cpu.matmul import NEXT_PANEL_ANNOTATION
+
+MARK = {NEXT_PANEL_ANNOTATION: "B"}
+ELSEWHERE = {NEXT_PANEL_ANNOTATION: "D"}
+
+
+@T.prim_func(private=True, s_tir=True)
+def _before(
+    A: T.Buffer((4, 8), "float32"), B: T.Buffer((3, 8, 32), "float32"),
+    C: T.Buffer((4, 96), "float32"),
+):  # fmt: skip
+    for p in T.parallel(3):
+        for r in T.serial(2, annotations=MARK):
+            for i1, jj in T.grid(2, 32):
+                with T.sblock("init"):
+                    vi = T.axis.spatial(4, r * 2 + i1)
+                    vj = T.axis.spatial(96, p * 32 + jj)
+                    C[vi, vj] = T.float32(0)
+            for k0, k1, i1, jj in T.grid(2, 4, 2, 32):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(4, r * 2 + i1)
+                    vj = T.axis.spatial(96, p * 32 + jj)
+                    vk = T.axis.spatial(8, k0 * 4 + k1)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _expected(
+    A: T.Buffer((4, 8), "float32"), B: T.Buffer((3, 8, 32), "float32"),
+    C: T.Buffer((4, 96), "float32"),
+):  # fmt: skip
+    for p in T.parallel(3):
+        for r in range(2):
+            for i1, jj in T.grid(2, 32):
+                with T.sblock("init"):
+                    vi = T.axis.spatial(4, r * 2 + i1)
+                    vj = T.axis.spatial(96, p * 32 + jj)
+                    C[vi, vj] = T.float32(0)
+            for k0 in range(2):
+                # 8 rows of 128 bytes: 16 lines a panel over 2 row tiles x 2 passes: 4 a pass
+                if (r * 2 + k0) * 4 < 16:
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(p + 1, 2), T.min((r * 2 + k0) * 4 // 2, 7),
+                                       (r * 2 + k0) * 4 % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(p + 1, 2), T.min(((r * 2 + k0) * 4 + 1) // 2, 7),
+                                       ((r * 2 + k0) * 4 + 1) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(p + 1, 2), T.min(((r * 2 + k0) * 4 + 2) // 2, 7),
+                                       ((r * 2 + k0) * 4 + 2) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(p + 1, 2), T.min(((r * 2 + k0) * 4 + 3) // 2, 7),
+                                       ((r * 2 + k0) * 4 + 3) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                for k1, i1, jj in T.grid(4, 2, 32):
+                    with T.sblock("update"):
+                        vi = T.axis.spatial(4, r * 2 + i1)
+                        vj = T.axis.spatial(96, p * 32 + jj)
+                        vk = T.axis.spatial(8, k0 * 4 + k1)
+                        C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _unmarked(
+    A: T.Buffer((4, 8), "float32"), B: T.Buffer((3, 8, 32), "float32"),
+    C: T.Buffer((4, 96), "float32"),
+):  # fmt: skip
+    for p in T.parallel(3):
+        for r in range(2):
+            for i1, jj in T.grid(2, 32):
+                with T.sblock("init"):
+                    vi = T.axis.spatial(4, r * 2 + i1)
+                    vj = T.axis.spatial(96, p * 32 + jj)
+                    C[vi, vj] = T.float32(0)
+            for k0, k1, i1, jj in T.grid(2, 4, 2, 32):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(4, r * 2 + i1)
+                    vj = T.axis.spatial(96, p * 32 + jj)
+                    vk = T.axis.spatial(8, k0 * 4 + k1)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
+
+
+def _one(func) -> tvm.IRModule:
+    return tvm.IRModule({"main": func})
+
+
+def test_a_marked_row_tile_asks_for_the_next_panel_a_few_lines_a_pass():
+    """In each pass of the depth loop (the outermost loop under the mark that reads the
+    weights; the init block's loop does not), the next four lines of the next panel: 16 lines
+    over 2 row tiles x 2 passes; the last panel asks for itself; the mark is removed."""
+    after = PrefetchNextPanels()(_one(_before))
+    tvm.ir.assert_structural_equal(after["main"], _expected)
+
+
+def test_a_mark_naming_no_parameter_removes_the_mark_only():
+    marked_elsewhere = _before.script().replace('"B"}', '"D"}')
+    assert '"D"}' in marked_elsewhere
+    after = PrefetchNextPanels()(_one(tvm.script.from_source(marked_elsewhere)))
+    tvm.ir.assert_structural_equal(after["main"], _unmarked)
+
+
+def test_an_unmarked_kernel_is_left_as_it_is():
+    mod = _one(_unmarked)
+    assert PrefetchNextPanels()(mod)["main"].same_as(_unmarked)
+
+
+def _dense(rows: int, depth: int, columns: int):
+    """A dense layer ``rows x depth`` by a constant ``depth x columns`` with a bias, its
+    weights laid out in panels, fused and tagged for two AVX2 cores."""
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((depth, columns)).astype("float32")
+    bias = rng.standard_normal(columns).astype("float32")
+    target = make_target({**cpu_device().target, "mcpu": "znver3", "num-cores": 2})
+    mod = fused_body([(1, rows, depth)], lambda bb, x: relax.op.add(
+        relax.op.matmul(x, relax.const(weights)), relax.const(bias)), target)  # fmt: skip
+    return relax.transform.DeadCodeElimination()(PackConstantWeights()(mod)), target
+
+
+def _kernel(mod) -> PrimFunc:
+    (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    return kernel
+
+
+def test_the_matmul_rule_marks_laid_out_panels_and_the_build_prefetches_them():
+    """A 28 x 512 by 512 x 512 dense layer (its weights laid out in 32 panels of 16 columns
+    at compile time, 1 MiB: a panel a task, not bands of rows): the rule marks the row-tile loop with the weights'
+    name, the build turns the mark into prefetches into L2 (the LLVM code calls
+    ``llvm.prefetch``), and the numbers equal a build without them and the default
+    schedule's; one row (a vector times a matrix) is not marked."""
+    mod, target = _dense(28, 512, 512)
+    scheduled = schedule_kernels(mod, "rules")
+    kernel = _kernel(scheduled)
+    assert f'"{NEXT_PANEL_ANNOTATION}": "param_0"' in kernel.script()
+    lowered = PrefetchNextPanels()(tvm.IRModule({"main": kernel}))["main"].script()
+    assert "llvm.prefetch" in lowered and NEXT_PANEL_ANNOTATION not in lowered
+
+    x = np.random.default_rng(1).standard_normal((1, 28, 512)).astype("float32")
+
+    def run(module) -> np.ndarray:
+        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+    code = tvm.compile(scheduled, target, tir_pipeline=TIR_PIPELINE).mod.imports[0]
+    assert "llvm.prefetch" in code.inspect_source("ll")
+    with_prefetch = run(scheduled)
+    with patch.object(rule_module, "NEXT_PANELS", False):
+        unmarked = schedule_kernels(mod, "rules")
+    assert NEXT_PANEL_ANNOTATION not in _kernel(unmarked).script()
+    np.testing.assert_array_equal(with_prefetch, run(unmarked))
+    np.testing.assert_allclose(with_prefetch, run(mod), rtol=1e-4, atol=1e-4)
+
+    vector, _ = _dense(1, 512, 512)
+    assert NEXT_PANEL_ANNOTATION not in _kernel(schedule_kernels(vector, "rules")).script()
