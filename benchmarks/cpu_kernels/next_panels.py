@@ -8,7 +8,8 @@ beside ONNX Runtime (issue 56).
 Each case is a stack of layers exported to ONNX (batch 1) whose weights together are larger
 than L2, so that each run reads them from L3 or memory as a model's run does: ConvNeXt-T's
 MLP blocks over its last two stages (7 x 7 and 14 x 14 positions, channels last), BERT-base's
-feed-forward blocks over 128 tokens, a decoder's over 8 tokens, MnasNet's last 1x1
+feed-forward blocks over 128 tokens, a decoder's over 8 tokens, DeiT-tiny's over 197 tokens
+(weights under 768 KiB a layer: each thread a band of tokens over every panel), MnasNet's last 1x1
 convolutions over 7 x 7 (their panels summed in blocks of their depth), and a control of one
 token (a vector times a matrix: not marked). Compiled for the whole CPU both ways, run end to
 end by our executor beside ONNX Runtime on the same cores and threads in 5 interleaved rounds
@@ -32,6 +33,7 @@ CASES = {  # name: (kind, positions, widths, blocks)
     "ConvNeXt-T 3 MLPs 384-1536 @14x14": ("mlp", 196, (384, 1536), 3),
     "BERT-base 2 FFNs 768-3072 x 128": ("mlp", 128, (768, 3072), 2),
     "decoder 2 MLPs 1024-4096 x 8": ("mlp", 8, (1024, 4096), 2),
+    "DeiT-tiny 4 MLPs 192-768 x 197 (bands)": ("mlp", 197, (192, 768), 4),
     "MnasNet 1x1 1152-192-1152-320 @7x7": ("pointwise", 7, (1152, 192, 1152, 320), 1),
     "one token 2 MLPs 768-3072 (control)": ("mlp", 1, (768, 3072), 2),
 }

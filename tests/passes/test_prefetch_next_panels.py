@@ -179,3 +179,26 @@ def test_the_matmul_rule_marks_laid_out_panels_and_the_build_prefetches_them():
 
     vector, _ = _dense(1, 512, 512)
     assert NEXT_PANEL_ANNOTATION not in _kernel(schedule_kernels(vector, "rules")).script()
+
+
+def test_bands_of_rows_over_every_panel_are_marked_too():
+    """A 28 x 256 by 256 x 512 dense layer (512 KiB of weights: each thread a band of rows
+    over every panel in turn, the panel the fused task's remainder): marked, and the
+    prefetches ask for the panel after the remainder's; with ``NEXT_PANELS_IN_BANDS`` off, not
+    marked; the numbers equal either way."""
+    mod, target = _dense(28, 256, 512)
+    banded = _kernel(schedule_kernels(mod, "rules"))
+    assert f'"{NEXT_PANEL_ANNOTATION}": "param_0"' in banded.script()
+    lowered = PrefetchNextPanels()(tvm.IRModule({"main": banded}))["main"].script()
+    assert "T.min(ax0_ax1_0_0_ax2_0_fused % T.int64(32) + T.int64(1), T.int64(31))" in lowered
+    with patch.object(rule_module, "NEXT_PANELS_IN_BANDS", False):
+        unmarked = schedule_kernels(mod, "rules")
+    assert NEXT_PANEL_ANNOTATION not in _kernel(unmarked).script()
+
+    x = np.random.default_rng(2).standard_normal((1, 28, 256)).astype("float32")
+
+    def run(module) -> np.ndarray:
+        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
+        return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    np.testing.assert_array_equal(run(schedule_kernels(mod, "rules")), run(unmarked))

@@ -24,15 +24,17 @@ class PrefetchNextPanels:
     starts: ``ceil(lines / (row tiles x passes))`` lines a pass, at most
     :data:`MOST_LINES_A_STEP`.
 
-    A matmul whose weights are laid out in panels at compile time gives each task one panel
-    (:class:`~tvm_hetero.schedules.cpu.matmul.Matmul`); its first row tile reads the panel
+    A matmul whose weights are laid out in panels at compile time gives each task one panel,
+    or each thread a band of rows over every panel in turn
+    (:class:`~tvm_hetero.schedules.cpu.matmul.Matmul`); a panel's first row tile reads it
     from wherever it is, and inside a model that is beyond L2 (every weight is read once a
     run): each panel started with a wait the hardware prefetcher, which stops at each 4 KiB
     page, did not hide. ConvNeXt-T's 49 x 768 by 768 x 3072 layers took 1.18 ms alone and 1.51
     inside the model (``benchmarks/models/kernels_inside.py``); with their caches flushed
     before each call, 3.1 ms, and 1.9 asking for the next panel (a prototype of this pass,
     Intel Xeon, two threads). The marked loop's thread computes consecutive panels (a
-    parallel loop's share is a run of its tasks); the last panel asks for itself. Numbers
+    parallel loop's share is a run of its tasks; in bands, the panel is the task's remainder
+    and the band's last asks for itself, as does the last panel). Numbers
     are unchanged: a prefetch reads nothing into the program.
 
     Notes

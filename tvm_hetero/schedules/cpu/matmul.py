@@ -190,6 +190,7 @@ class Matmul(CpuRule):
                 groups = row_groups(tasks, rows // mr, cores)
                 if groups == 1:
                     groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
+        in_panel_order = True  # a thread's next task is the next panel
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
@@ -197,7 +198,7 @@ class Matmul(CpuRule):
                 sch.reorder(group, j0)
                 panel = sch.fuse(batch, group, j0)
             else:
-                panel = sch.fuse(batch, j0, group)
+                panel, in_panel_order = sch.fuse(batch, j0, group), False
         else:
             panel = sch.fuse(batch, j0)
         in_place = per_block == 1 and not copy and named is not None
@@ -221,7 +222,14 @@ class Matmul(CpuRule):
             write_by_position(sch, acc, mr)
         if depth_outer is not None:
             sch.annotate(i0, PREFETCH_ANNOTATION, [named, block])
-        elif parallel and groups == 1 and per_block == 1 and batches == 1 and rows > 1:
+        elif (
+            parallel
+            and in_panel_order
+            and per_block == 1
+            and batches == 1
+            and rows > 1
+            and (groups == 1 or NEXT_PANELS_IN_BANDS)
+        ):
             weights = _laid_out_panels(sch, main, func, depth, nr) if columns == PANELS else None
             if weights is not None and NEXT_PANELS:
                 sch.annotate(i0, NEXT_PANEL_ANNOTATION, weights)
@@ -356,12 +364,20 @@ PREFETCH_ANNOTATION = "tvm_hetero.prefetch_panel_block"
 :class:`~tvm_hetero.passes.PrefetchPanelBlocks`, which asks for the next block there."""
 
 NEXT_PANEL_ANNOTATION = "tvm_hetero.prefetch_next_panel"
-"""The rule's mark on the row-tile loop of a thread's panels of weights laid out at compile
-time (one panel a task, its row tiles in one thread, no blocks of its depth): the weights'
-name, for :class:`~tvm_hetero.passes.PrefetchNextPanels`, which asks for the next panel while
-the row tiles sum this one."""
+"""The rule's mark on the row-tile loop of a panel of weights laid out at compile time (no
+blocks of its depth) where a thread's next task is the next panel (one panel a task, or a band
+of rows over every panel in turn): the weights' name, for
+:class:`~tvm_hetero.passes.PrefetchNextPanels`, which asks for the next panel while the row
+tiles sum this one. Turn by turn (``paired_replay.py``, Intel Xeon, two threads): ConvNeXt-T
+0.953, BERT 0.969, the mobile networks level; with bands, LeViT-128S 0.909, MobileBERT 0.913,
+Qwen2 (4 layers of 256) 0.933, DeiT-tiny 0.952, MobileViT-XS, EfficientFormer-L1, HGNetV2-B0
+and DenseNet-121 level."""
 NEXT_PANELS = True
 """Whether the rule marks such loops (:data:`NEXT_PANEL_ANNOTATION`); False to compare."""
+NEXT_PANELS_IN_BANDS = True
+"""Whether the threads' bands of rows (:func:`token_bands_apply`, :func:`position_bands_apply`,
+:func:`~tvm_hetero.schedules.cpu.common.split_first`), each over every panel in turn, are
+marked too."""
 
 DEPTH_BLOCK_BYTES = 16 * 1024
 """The most bytes of a packed panel of ``B`` a block of the reduction spans where the rule's
