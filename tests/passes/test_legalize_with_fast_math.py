@@ -63,6 +63,32 @@ def test_fast_forms_are_within_2e_6_of_the_exact_functions(name):
     assert err.max() < 2e-6, (name, err.max())
 
 
+TINY = np.concatenate([
+    np.float32(10.0) ** np.linspace(-37, 1, 1 << 14, dtype="float32"),
+    -(np.float32(10.0) ** np.linspace(-37, 1, 1 << 14, dtype="float32")),
+    GRID,
+]).astype("float32")  # fmt: skip
+
+
+@pytest.mark.parametrize("op", [relax.op.erf, relax.op.nn.gelu])
+def test_erf_takes_a_tiny_arguments_square_as_zero_and_equals_tvms_fast_erf(op):
+    """The CPU erf (and GELU's) squares an argument under 1e-10 as zero (a select before the
+    square in its kernel) and gives exactly what ``topi.fast_erf`` gives, over magnitudes
+    from 1e-37 to 10 of both signs and the dense grid; with the flush off, the kernel is
+    ``topi.fast_erf``'s, without the select."""
+    from unittest.mock import patch
+
+    from tvm_hetero.passes import legalize_with_fast_math as pass_module
+
+    mod = _module(op, TINY.shape)
+    fast = LegalizeWithFastMath()(mod)
+    assert "T.Select(T.fabs(" in _kernel_text(fast)
+    with patch.object(pass_module, "FLUSH_TINY_SQUARES", False):
+        topis = LegalizeWithFastMath()(mod)
+    assert "T.Select(" not in _kernel_text(topis)
+    np.testing.assert_array_equal(_run(fast, TINY), _run(topis, TINY))
+
+
 def test_softmax_is_the_fast_softmax_and_matches():
     x = np.random.default_rng(0).standard_normal((8, 64)).astype("float32") * 10
     mod = _module(lambda v: relax.op.nn.softmax(v, axis=-1), x.shape)
