@@ -9,7 +9,13 @@ from tvm.ir import IRModule
 
 from tvm_hetero._compat import PrimFunc
 from tvm_hetero.ir.sblocks import loop_with, realizes, with_children, with_prim_funcs
-from tvm_hetero.passes.prefetch_panel_blocks import L2, lines_per_row, panel_read, prefetch
+from tvm_hetero.passes.prefetch_panel_blocks import (
+    L2,
+    lines_per_row,
+    panel_read,
+    prefetch,
+    with_marked_loops,
+)
 from tvm_hetero.schedules.cpu.matmul import NEXT_PANEL_ANNOTATION
 
 MOST_LINES_A_STEP = 8
@@ -56,22 +62,11 @@ class PrefetchNextPanels:
 def prefetched(func: PrimFunc) -> PrimFunc:
     """``func`` with its marked row-tile loops asking for their next panel (``func`` if none
     is marked)."""
-    weights = {str(p.name): p for p in func.params}
-    body = _walk(func.body, weights)
-    return func if body.same_as(func.body) else func.with_body(body)
+    return with_marked_loops(func, NEXT_PANEL_ANNOTATION, _next_asked)
 
 
-def _walk(stmt: tirx.Stmt, weights: dict) -> tirx.Stmt:
-    if not isinstance(stmt, tirx.For):
-        return with_children(stmt, lambda child: _walk(child, weights))
-    body = _walk(stmt.body, weights)
-    said = stmt.annotations.get(NEXT_PANEL_ANNOTATION)
-    if said is None:
-        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
-    annotations = {k: v for k, v in stmt.annotations.items() if k != NEXT_PANEL_ANNOTATION}
-    tile = loop_with(stmt, body=body)
-    asked = _asking(tile, weights.get(str(said)))
-    return loop_with(stmt, body=tile.body if asked is None else asked, annotations=annotations)
+def _next_asked(tile: tirx.For, said, weights: dict) -> tirx.Stmt | None:
+    return _asking(tile, weights.get(str(said)))
 
 
 def _asking(tile: tirx.For, buffer) -> tirx.Stmt | None:

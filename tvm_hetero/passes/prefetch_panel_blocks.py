@@ -3,6 +3,8 @@ computes the current one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tvm
 from tvm import tirx
 from tvm.ir import IRModule
@@ -52,24 +54,39 @@ class PrefetchPanelBlocks:
 
 def prefetched(func: PrimFunc) -> PrimFunc:
     """``func`` with its annotated row-tile loops prefetching (``func`` if none is)."""
+    return with_marked_loops(func, PREFETCH_ANNOTATION, _block_asked)
+
+
+def with_marked_loops(func: PrimFunc, mark: str, rewrite: Callable) -> PrimFunc:
+    """``func`` with each loop annotated ``mark`` given the body that ``rewrite(loop, said,
+    weights)`` returns (the loop with the marks inside it done, the annotation's value, the
+    parameters by name), or its own body where that is ``None``; the mark is removed either
+    way. ``func`` itself where no loop is marked."""
     weights = {str(p.name): p for p in func.params}
-    body = _walk(func.body, weights)
+
+    def walk(stmt: tirx.Stmt) -> tirx.Stmt:
+        if not isinstance(stmt, tirx.For):
+            return with_children(stmt, walk)
+        body = walk(stmt.body)
+        said = stmt.annotations.get(mark)
+        if said is None:
+            return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
+        rewritten = rewrite(loop_with(stmt, body=body), said, weights)
+        annotations = {k: v for k, v in stmt.annotations.items() if k != mark}
+        body = body if rewritten is None else rewritten
+        return loop_with(stmt, body=body, annotations=annotations)
+
+    body = walk(func.body)
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-def _walk(stmt: tirx.Stmt, weights: dict) -> tirx.Stmt:
-    if not isinstance(stmt, tirx.For):
-        return with_children(stmt, lambda child: _walk(child, weights))
-    body = _walk(stmt.body, weights)
-    said = stmt.annotations.get(PREFETCH_ANNOTATION)
-    if said is None:
-        return stmt if body.same_as(stmt.body) else loop_with(stmt, body=body)
-    annotations = {k: v for k, v in stmt.annotations.items() if k != PREFETCH_ANNOTATION}
-    name, depth = str(said[0]), int(said[1])
-    asked = _ask(stmt, weights.get(name), depth) if LINES_PER_TILE > 0 else None
-    if asked is not None:
-        body = tirx.SeqStmt([asked, body])
-    return loop_with(stmt, body=body, annotations=annotations)
+def _block_asked(tile: tirx.For, said, weights: dict) -> tirx.Stmt | None:
+    """``tile``'s body after the prefetches of its panel's next block (``said``: the weights'
+    name and the block's depth), or ``None``."""
+    if LINES_PER_TILE <= 0:
+        return None
+    asked = _ask(tile, weights.get(str(said[0])), int(said[1]))
+    return None if asked is None else tirx.SeqStmt([asked, tile.body])
 
 
 def _ask(tile: tirx.For, buffer, depth: int) -> tirx.Stmt | None:
