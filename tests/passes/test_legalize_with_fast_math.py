@@ -70,20 +70,22 @@ TINY = np.concatenate([
 ]).astype("float32")  # fmt: skip
 
 
-@pytest.mark.parametrize("op", [relax.op.erf, relax.op.nn.gelu])
-def test_erf_takes_a_tiny_arguments_square_as_zero_and_equals_tvms_fast_erf(op):
-    """The CPU erf (and GELU's) squares an argument under 1e-10 as zero (a select before the
-    square in its kernel) and gives exactly what ``topi.fast_erf`` gives, over magnitudes
-    from 1e-37 to 10 of both signs and the dense grid; with the flush off, the kernel is
-    ``topi.fast_erf``'s, without the select."""
+@pytest.mark.parametrize(
+    "op", [relax.op.erf, relax.op.nn.gelu, relax.op.tanh, relax.op.nn.gelu_tanh]
+)
+def test_erf_and_tanh_take_a_tiny_arguments_square_as_zero_and_equal_tvms_forms(op):
+    """The CPU erf and tanh (and the GELUs') square an argument under 1e-10 as zero (a select
+    before the square in the kernel) and give exactly what ``topi.fast_erf`` and
+    ``topi.fast_tanh`` give, over magnitudes from 1e-37 to 10 of both signs and the dense
+    grid; with the flush off, the kernels are TOPI's, without the select."""
     from unittest.mock import patch
 
-    from tvm_hetero.passes import legalize_with_fast_math as pass_module
+    from tvm_hetero.ir import fast_math
 
     mod = _module(op, TINY.shape)
     fast = LegalizeWithFastMath()(mod)
     assert "T.Select(T.fabs(" in _kernel_text(fast)
-    with patch.object(pass_module, "FLUSH_TINY_SQUARES", False):
+    with patch.object(fast_math, "FLUSH_TINY_SQUARES", False):
         topis = LegalizeWithFastMath()(mod)
     assert "T.Select(" not in _kernel_text(topis)
     np.testing.assert_array_equal(_run(fast, TINY), _run(topis, TINY))

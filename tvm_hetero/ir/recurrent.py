@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from tvm import relax, tirx
 from tvm.script import tirx as T
 
+from tvm_hetero.ir.fast_math import TANH_P, TANH_Q, rational
+
 RECURRENT_FORMS = ("loop", "unrolled")
 """How a recurrent layer is built: a loop kernel a direction, or a kernel a step and gate
 (``load_model(..., recurrent=...)``, a zoo model's ``recurrent`` setting)."""
@@ -54,17 +56,6 @@ PARALLEL_MACS = 1 << 16
 
 GPU_THREADS = 1024
 """Most threads of the GPU kernel's one block."""
-
-_TANH_P = (
-    4.89352455891786e-03,
-    6.37261928875436e-04,
-    1.48572235717979e-05,
-    5.12229709037114e-08,
-    -8.60467152213735e-11,
-    2.00018790482477e-13,
-    -2.76076847742355e-16,
-)
-_TANH_Q = (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06)
 
 
 @dataclass(frozen=True)
@@ -170,21 +161,11 @@ def _let(value: tirx.PrimExpr, body, name: str) -> tirx.PrimExpr:
     return tirx.Let(var, value, body(var))
 
 
-def _poly(x2: tirx.PrimExpr, coefs: tuple[float, ...]) -> tirx.PrimExpr:
-    out = _f32(coefs[-1])
-    for c in reversed(coefs[:-1]):
-        out = out * x2 + _f32(c)
-    return out
-
-
 def fast_tanh(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """``tanh(x)`` as a ratio of odd / even polynomials on ``[-9, 9]`` (TOPI's ``fast_tanh``)."""
+    """``tanh(x)`` as a ratio of odd / even polynomials on ``[-9, 9]`` (TOPI's ``fast_tanh``,
+    squaring no tiny argument: :func:`~tvm_hetero.ir.fast_math.rational`)."""
     clipped = tirx.max(tirx.min(x, _f32(9.0)), _f32(-9.0))
-
-    def ratio(c: tirx.PrimExpr) -> tirx.PrimExpr:
-        return _let(c * c, lambda c2: c * _poly(c2, _TANH_P) / _poly(c2, _TANH_Q), "x2")
-
-    return _let(clipped, ratio, "x")
+    return _let(clipped, lambda v: rational(v, TANH_P, TANH_Q), "x")
 
 
 def fast_sigmoid(x: tirx.PrimExpr) -> tirx.PrimExpr:

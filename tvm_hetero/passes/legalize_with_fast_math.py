@@ -12,6 +12,7 @@ import tvm_ffi
 from tvm import relax, te, topi
 from tvm.ir import IRModule
 
+from tvm_hetero.ir import fast_math
 from tvm_hetero.ir.attrs import OP_PATTERN_ATTR, OPAQUE, SEPARABLE_POOL_ATTR
 from tvm_hetero.ir.batch_norm import scale_and_shift
 from tvm_hetero.ir.types import cpu_tensor_target
@@ -23,51 +24,27 @@ def _sigmoid(x: te.Tensor) -> te.Tensor:
     return topi.divide(1.0, topi.add(1.0, topi.fast_exp(topi.negative(x))))
 
 
-ERF_ALPHAS = (
-    -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-    -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02,
-)  # fmt: skip
-ERF_BETAS = (
-    -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-    -1.42647390514189e-02,
-)  # fmt: skip
-"""The odd numerator's and the even denominator's coefficients of ``topi.fast_erf`` (Eigen's
-rational approximation over [-4, 4]), highest power first."""
-ERF_TINY = 1e-10
-"""Below this magnitude :func:`fast_erf` takes its argument's square as zero (its value then
-rounds to the same float: the square is under 1e-20 of the constant terms)."""
-FLUSH_TINY_SQUARES = True
-"""Whether :func:`fast_erf` does so (False: ``topi.fast_erf``'s products as they come)."""
-
-
 def fast_erf(x: te.Tensor) -> te.Tensor:
-    """``topi.fast_erf``, the same clamp, coefficients and order of operations, with the square
-    of an argument under :data:`ERF_TINY` taken as zero.
+    """``topi.fast_erf`` squaring no tiny argument (:func:`~tvm_hetero.ir.fast_math.fast_erf`:
+    the same floats out). The polynomials in the square of a tiny argument (a GELU's input
+    where a network's activations have faded, as through many layers of random weights, or
+    over silence) made subnormal products, each a microcode assist on x86: PP-OCRv6's tiny
+    recognizer, a model no one here had run, spent 29.5 ms in a 1x1 convolution with GELU that
+    takes 6 ms on normal inputs (``benchmarks/models/kernels_inside.py``), and ONNX Runtime's
+    GELU four times its usual time on the same values."""
+    return _elementwise(x, fast_math.fast_erf, topi.fast_erf, "T_fast_erf")
 
-    The polynomials in the square of a tiny argument (a GELU's input where a network's
-    activations have faded, as through many layers of random weights, or over silence) made
-    subnormal products, each a microcode assist on x86: PP-OCRv6's tiny recognizer, a model no
-    one here had run, spent 29.5 ms in a 1x1 convolution with GELU that takes 6 ms on normal
-    inputs (``benchmarks/models/kernels_inside.py``), and ONNX Runtime's GELU four times its
-    usual time on the same values."""
-    if not FLUSH_TINY_SQUARES or x.dtype != FLOAT32:
-        return topi.fast_erf(x)
 
-    def element(*index: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
-        v = te.max(te.min(x(*index), tvm.tirx.const(4.0, FLOAT32)), tvm.tirx.const(-4.0, FLOAT32))
-        tiny = te.abs(v) < tvm.tirx.const(ERF_TINY, FLOAT32)
-        s = tvm.tirx.Select(tiny, tvm.tirx.const(0.0, FLOAT32), v)
-        x2 = s * s
-        p = x2 * tvm.tirx.const(ERF_ALPHAS[0], FLOAT32) + tvm.tirx.const(ERF_ALPHAS[1], FLOAT32)
-        for alpha in ERF_ALPHAS[2:]:
-            p = x2 * p + tvm.tirx.const(alpha, FLOAT32)
-        p = v * p
-        q = x2 * tvm.tirx.const(ERF_BETAS[0], FLOAT32) + tvm.tirx.const(ERF_BETAS[1], FLOAT32)
-        for beta in ERF_BETAS[2:]:
-            q = x2 * q + tvm.tirx.const(beta, FLOAT32)
-        return p / q
+def fast_tanh(x: te.Tensor) -> te.Tensor:
+    """``topi.fast_tanh`` squaring no tiny argument (:func:`~tvm_hetero.ir.fast_math.
+    fast_tanh`), as :func:`fast_erf`."""
+    return _elementwise(x, fast_math.fast_tanh, topi.fast_tanh, "T_fast_tanh")
 
-    return te.compute(x.shape, element, name="T_fast_erf", tag="elemwise")
+
+def _elementwise(x: te.Tensor, expr: Callable, topis: Callable, name: str) -> te.Tensor:
+    if not fast_math.FLUSH_TINY_SQUARES or x.dtype != FLOAT32:
+        return topis(x)
+    return te.compute(x.shape, lambda *index: expr(x(*index)), name=name, tag="elemwise")
 
 
 def _gelu(x: te.Tensor) -> te.Tensor:
@@ -78,12 +55,12 @@ def _gelu(x: te.Tensor) -> te.Tensor:
 def _gelu_tanh(x: te.Tensor) -> te.Tensor:
     cube = topi.multiply(topi.multiply(topi.multiply(x, x), x), 0.044715)
     inner = topi.multiply(topi.add(x, cube), math.sqrt(2 / math.pi))
-    return topi.multiply(topi.multiply(x, 0.5), topi.add(1.0, topi.fast_tanh(inner)))
+    return topi.multiply(topi.multiply(x, 0.5), topi.add(1.0, fast_tanh(inner)))
 
 
 FAST: dict[str, Callable[..., te.Tensor]] = {
     "relax.exp": topi.fast_exp,
-    "relax.tanh": topi.fast_tanh,
+    "relax.tanh": fast_tanh,
     "relax.erf": fast_erf,
     "relax.sigmoid": _sigmoid,
     "relax.nn.silu": lambda x: topi.multiply(x, _sigmoid(x)),
