@@ -1,5 +1,7 @@
 """LegalizeWithFastMath: CPU exp, tanh, erf and their kin legalized to TVM's fast forms."""
 
+from unittest.mock import patch
+
 import numpy as np
 import pytest
 import tvm
@@ -7,6 +9,7 @@ from scipy.special import erf
 from tvm import relax, topi
 
 from tvm_hetero._compat import PrimFunc, VDevice, make_target
+from tvm_hetero.ir import fast_math
 from tvm_hetero.passes import LegalizeWithFastMath
 
 CPU = {"kind": "llvm"}
@@ -78,10 +81,6 @@ def test_erf_and_tanh_take_a_tiny_arguments_square_as_zero_and_equal_tvms_forms(
     before the square in the kernel) and give exactly what ``topi.fast_erf`` and
     ``topi.fast_tanh`` give, over magnitudes from 1e-37 to 10 of both signs and the dense
     grid; with the flush off, the kernels are TOPI's, without the select."""
-    from unittest.mock import patch
-
-    from tvm_hetero.ir import fast_math
-
     mod = _module(op, TINY.shape)
     fast = LegalizeWithFastMath()(mod)
     assert "T.Select(T.fabs(" in _kernel_text(fast)

@@ -8,12 +8,13 @@ from tvm import tirx
 from tvm.ir import IRModule
 
 from tvm_hetero._compat import PrimFunc
-from tvm_hetero.ir.sblocks import loop_with, realizes, with_children, with_prim_funcs
+from tvm_hetero.ir.sblocks import loop_with, with_children, with_prim_funcs
 from tvm_hetero.passes.prefetch_panel_blocks import (
     L2,
     lines_per_row,
     panel_read,
     prefetch,
+    reads_of,
     with_marked_loops,
 )
 from tvm_hetero.schedules.cpu.matmul import NEXT_PANEL_ANNOTATION
@@ -105,19 +106,10 @@ def _asking(tile: tirx.For, buffer) -> tirx.Stmt | None:
     def replaced(stmt: tirx.Stmt) -> tirx.Stmt:
         if not isinstance(stmt, tirx.For):
             return with_children(stmt, replaced)
-        if found or not _reads(stmt, buffer):
+        if found or not reads_of(stmt, buffer):
             return stmt
         found.append(stmt)
         return asking(stmt) or stmt
 
     body = replaced(tile.body)
     return body if found and not body.same_as(tile.body) else None
-
-
-def _reads(stmt: tirx.Stmt, buffer) -> bool:
-    """Whether a block under ``stmt`` reads ``buffer``."""
-    return any(
-        str(read.source.name) == str(buffer.name)
-        for realize, _ in realizes(stmt)
-        for read in realize.block.reads
-    )

@@ -122,12 +122,7 @@ def panel_read(tile: tirx.For, buffer) -> tuple | None:
     ``buffer`` is not such a buffer or no block under ``tile`` reads it."""
     if buffer is None or len(buffer.shape) != 3:
         return None
-    found = [
-        (realize, loops, read.region)
-        for realize, loops in realizes(tile.body)
-        for read in realize.block.reads
-        if str(read.source.name) == str(buffer.name)
-    ]
+    found = reads_of(tile.body, buffer)
     if not found:
         return None
     realize, loops, region = found[0]
@@ -139,6 +134,17 @@ def panel_read(tile: tirx.For, buffer) -> tuple | None:
     for loop in [tile, *loops]:  # the tile's first row tile and first element
         analyzer.bind(loop.loop_var, loop.min)
     return analyzer.simplify(region[0].min), analyzer.simplify(region[1].min)
+
+
+def reads_of(stmt: tirx.Stmt, buffer) -> list[tuple]:
+    """``(realize, loops, region)`` of each read of ``buffer`` by a block under ``stmt``, in
+    order (:func:`~tvm_hetero.ir.sblocks.realizes`)."""
+    return [
+        (realize, loops, read.region)
+        for realize, loops in realizes(stmt)
+        for read in realize.block.reads
+        if str(read.source.name) == str(buffer.name)
+    ]
 
 
 def lines_per_row(buffer) -> int:

@@ -223,15 +223,17 @@ class Matmul(CpuRule):
         if depth_outer is not None:
             sch.annotate(i0, PREFETCH_ANNOTATION, [named, block])
         elif (
-            parallel
+            NEXT_PANELS
+            and parallel
             and in_panel_order
             and per_block == 1
             and batches == 1
             and rows > 1
             and (groups == 1 or NEXT_PANELS_IN_BANDS)
+            and columns == PANELS
         ):
-            weights = _laid_out_panels(sch, main, func, depth, nr) if columns == PANELS else None
-            if weights is not None and NEXT_PANELS:
+            weights = _laid_out_panels(sch, main, func, depth, nr)
+            if weights is not None:
                 sch.annotate(i0, NEXT_PANEL_ANNOTATION, weights)
         return sch
 
