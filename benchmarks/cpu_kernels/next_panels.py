@@ -10,7 +10,9 @@ than L2, so that each run reads them from L3 or memory as a model's run does: Co
 MLP blocks over its last two stages (7 x 7 and 14 x 14 positions, channels last), BERT-base's
 feed-forward blocks over 128 tokens, a decoder's over 8 tokens, DeiT-tiny's over 197 tokens
 (weights under 768 KiB a layer: each thread a band of tokens over every panel), MnasNet's last 1x1
-convolutions over 7 x 7 (their panels summed in blocks of their depth), and a control of one
+convolutions over 7 x 7 (their panels summed in blocks of their depth), RegNet-X's 1x1
+convolutions of 400 channels over 7 x 7 (13 panels, each panel's 7 row tiles in groups the
+threads take one after another: :func:`~tvm_hetero.schedules.cpu.matmul.row_groups`), and a control of one
 token (a vector times a matrix: not marked). Compiled for the whole CPU both ways, run end to
 end by our executor beside ONNX Runtime on the same cores and threads in 5 interleaved rounds
 (medians); outputs checked against ONNX Runtime's. One JSON line per case in
@@ -35,6 +37,7 @@ CASES = {  # name: (kind, positions, widths, blocks)
     "decoder 2 MLPs 1024-4096 x 8": ("mlp", 8, (1024, 4096), 2),
     "DeiT-tiny 4 MLPs 192-768 x 197 (bands)": ("mlp", 197, (192, 768), 4),
     "MnasNet 1x1 1152-192-1152-320 @7x7": ("pointwise", 7, (1152, 192, 1152, 320), 1),
+    "RegNet-X 4 x 1x1 400-400 @7x7 (groups)": ("pointwise", 7, (400,) * 5, 1),
     "one token 2 MLPs 768-3072 (control)": ("mlp", 1, (768, 3072), 2),
 }
 

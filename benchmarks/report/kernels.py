@@ -4,7 +4,7 @@ inputs and threads."""
 from __future__ import annotations
 
 from markdown import bullets, median, ms, ratio, table
-from sources import latest, load, source, titled
+from sources import cpu_name, latest, load, source, titled
 
 
 def corpus(name: str = "models.json") -> str:
@@ -344,15 +344,18 @@ def padded_channel_vectors() -> str:
 
 
 def _before_and_now(results: str, case: str) -> str:
-    """A ``record_cases`` results file (``before_and_now.py``): the latest row of each case,
-    before, now and ONNX Runtime."""
-    rows = list(latest(load(results), "case").values())
+    """A ``record_cases`` results file (``before_and_now.py``): the latest row of each case
+    (of each kind of CPU, named in a column where the file holds more than one), before, now
+    and ONNX Runtime."""
+    rows = list(latest(load(results), lambda r: (r["case"], cpu_name(r["host"]))).values())
+    cpus = len({cpu_name(r["host"]) for r in rows}) > 1
     out = [
-        (r["case"], ms(r["before_ms"]), ms(r["now_ms"]), ms(r["ort_ms"]),
-         ratio(r["now_ms"], r["ort_ms"]))
+        (r["case"], *([cpu_name(r["host"])] if cpus else []), ms(r["before_ms"]),
+         ms(r["now_ms"]), ms(r["ort_ms"]), ratio(r["now_ms"], r["ort_ms"]))
         for r in rows
     ]  # fmt: skip
-    return titled(results, rows, (case, "before ms", "now ms", "ORT ms", "now / ORT"), out)
+    header = (case, *(["CPU"] if cpus else []), "before ms", "now ms", "ORT ms", "now / ORT")
+    return titled(results, rows, header, out)
 
 
 def softmax() -> str:
@@ -567,7 +570,10 @@ def _switched(switch: str) -> str:
 def paired_replay() -> str:
     """``benchmarks/models/paired_replay.py``: a change inside whole models, replayed turn by
     turn beside ONNX Runtime; the latest row of each model and change."""
-    rows = list(latest(load("paired_replay.jsonl"), lambda r: (r["model"], *r["off"])).values())
+    rows = list(latest(
+        load("paired_replay.jsonl"), lambda r: (r["model"], cpu_name(r["host"]), *r["off"])
+    ).values())  # fmt: skip
+    cpus = len({cpu_name(r["host"]) for r in rows}) > 1
 
     def change(row: dict) -> str:
         return "; ".join(o.rpartition(":")[2] for o in row["off"])
@@ -581,12 +587,13 @@ def paired_replay() -> str:
         return None if value is None else f"{value:.3f}"
 
     out = [
-        (r["model"], change(r), f"{r['before_us']:.0f}", f"{r['now_us']:.0f}", turns(r),
-         picked(r), f"{r['ort_us']:.0f}", ratio(r["now_us"], r["ort_us"]))
+        (r["model"], *([cpu_name(r["host"])] if cpus else []), change(r), f"{r['before_us']:.0f}",
+         f"{r['now_us']:.0f}", turns(r), picked(r), f"{r['ort_us']:.0f}",
+         ratio(r["now_us"], r["ort_us"]))
         for r in rows
     ]  # fmt: skip
-    header = ("model", "before: set", "before us", "now us", "now / before (quartiles)",
-              "--only now / before", "ORT us", "now / ORT")  # fmt: skip
+    header = ("model", *(["CPU"] if cpus else []), "before: set", "before us", "now us",
+              "now / before (quartiles)", "--only now / before", "ORT us", "now / ORT")  # fmt: skip
     notes = (
         "- Medians over the turns; a ratio below 1.000: the change made the model's kernels "
         "faster. `now / ORT`: our replay with the change over ONNX Runtime's whole run.",
@@ -859,6 +866,8 @@ SECTIONS = {
     "corpus": corpus,
     "corpus-avx2": lambda: corpus("models_avx2.json"),
     "corpus-added-avx2": lambda: corpus("models_added_avx2.json"),
+    "corpus-zen4": lambda: corpus("models_zen4.json"),
+    "corpus-added-zen4": lambda: corpus("models_added_zen4.json"),
     "corpus-added": lambda: corpus("models_added.json"),
     "corpus-outside": lambda: corpus("models_outside.json"),
     "corpus-live-weights": live_weights,

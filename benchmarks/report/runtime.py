@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from markdown import ms, ratio, share, table
-from sources import load, source, titled
+from sources import cpu_name, load, source, titled
 
 
 def runtime_programs() -> str:
@@ -19,7 +19,7 @@ def runtime_programs() -> str:
         m = r["median_us"]
         if "alternating programs" in m:
             out.append((
-                r.get("model", "chain of 64 adds"), r["where"], _cpu(r["host"]),
+                r.get("model", "chain of 64 adds"), r["where"], cpu_name(r["host"]),
                 us(r, "per_crossing_us_native"),
                 us(r, "per_crossing_slope_us_native"),
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
@@ -28,7 +28,7 @@ def runtime_programs() -> str:
                 us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
-        (_plan(r), r["case"], _cpu(r["host"]), ms(r["priced_ms"]), ms(native),
+        (_plan(r), r["case"], cpu_name(r["host"]), ms(r["priced_ms"]), ms(native),
          ms(r["median_ms"]["Python programs"]), ms(r["median_ms"]["dataflow"]),
          ms(r["ort_one_device_ms"]), ratio(native, r["priced_ms"]),
          ratio(native, r["ort_one_device_ms"]),
@@ -55,11 +55,6 @@ def _plan(row: dict) -> str:
     writes a row for any plan it is given: ``layerwise``, ``fixed-InH``...)."""
     plan = row.get("plan", "flexpie")
     return row["model"] if plan == "flexpie" else f"{row['model']} ({plan})"
-
-
-def _cpu(host: str) -> str:
-    """A results row's host, short: its name before the details (``Intel Xeon``, ``AMD EPYC``)."""
-    return host.split(" (")[0].replace("(R)", "").replace(" Processor", "")
 
 
 def runtime_real_models() -> str:

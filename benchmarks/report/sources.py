@@ -8,6 +8,7 @@ file was recorded. A file with neither fails the report: a figure must say where
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -101,3 +102,21 @@ def latest(rows: Iterable[dict], key: str | Callable[[dict], Hashable]) -> dict[
     for r in rows:
         last[of(r)] = r
     return last
+
+
+ZEN = {(23, 1): "Zen 1", (25, 1): "Zen 3", (25, 17): "Zen 4"}
+"""AMD's core generation by CPU family and model, as the hosts of these results report them."""
+
+
+def cpu_name(host: str) -> str:
+    """A results row's host, short: its name before the details (``Intel Xeon``, ``AMD EPYC``),
+    with AMD's core generation where the family and model name one (``AMD EPYC Zen 4``) and
+    Intel's model number (``Intel Xeon model 207``): rows of one name come from one kind of CPU."""
+    name = host.split(" (")[0].split(",")[0].replace("(R)", "").replace(" Processor", "")
+    found = re.search(r"family (\d+), model (\d+)", host)
+    if found is None:
+        return name
+    family, model = int(found[1]), int(found[2])
+    if name.startswith("AMD") and (family, model) in ZEN:
+        return f"{name} {ZEN[family, model]}"
+    return f"{name} model {model}" if name.startswith("Intel") else name

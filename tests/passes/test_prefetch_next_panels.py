@@ -16,8 +16,8 @@ from tvm_hetero.schedules import schedule_kernels
 from tvm_hetero.schedules.cpu import matmul as rule_module
 from tvm_hetero.schedules.cpu.matmul import NEXT_PANEL_ANNOTATION
 
-MARK = {NEXT_PANEL_ANNOTATION: "B"}
-ELSEWHERE = {NEXT_PANEL_ANNOTATION: "D"}
+MARK = {NEXT_PANEL_ANNOTATION: ["B", 1]}
+IN_GROUPS = {NEXT_PANEL_ANNOTATION: ["B", 2]}
 
 
 @T.prim_func(private=True, s_tir=True)
@@ -107,6 +107,66 @@ def _unmarked(
                     C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
 
 
+@T.prim_func(private=True, s_tir=True)
+def _in_groups(
+    A: T.Buffer((4, 8), "float32"), B: T.Buffer((2, 8, 32), "float32"),
+    C: T.Buffer((4, 64), "float32"),
+):  # fmt: skip
+    for t in T.parallel(4):  # panel t // 2, its group of row tiles t % 2
+        for r in T.serial(1, annotations=IN_GROUPS):
+            for k0, k1, i1, jj in T.grid(2, 4, 2, 32):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(4, t % 2 * 2 + r * 2 + i1)
+                    vj = T.axis.spatial(64, t // 2 * 32 + jj)
+                    vk = T.axis.reduce(8, k0 * 4 + k1)
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _in_groups_expected(
+    A: T.Buffer((4, 8), "float32"), B: T.Buffer((2, 8, 32), "float32"),
+    C: T.Buffer((4, 64), "float32"),
+):  # fmt: skip
+    for t in T.parallel(4):
+        for r in range(1):
+            for k0 in range(2):
+                # 16 lines a panel over 2 groups x 1 row tile x 2 passes: 4 a pass
+                if ((t % 2 + r) * 2 + k0) * 4 < 16:
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(t // 2 + 1, 1), T.min(((t % 2 + r) * 2 + k0) * 4 // 2, 7),
+                                       ((t % 2 + r) * 2 + k0) * 4 % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(t // 2 + 1, 1),
+                                       T.min((((t % 2 + r) * 2 + k0) * 4 + 1) // 2, 7),
+                                       (((t % 2 + r) * 2 + k0) * 4 + 1) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(t // 2 + 1, 1),
+                                       T.min((((t % 2 + r) * 2 + k0) * 4 + 2) // 2, 7),
+                                       (((t % 2 + r) * 2 + k0) * 4 + 2) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                    T.call_llvm_intrin(
+                        "void", "llvm.prefetch",
+                        T.address_of(B[T.min(t // 2 + 1, 1),
+                                       T.min((((t % 2 + r) * 2 + k0) * 4 + 3) // 2, 7),
+                                       (((t % 2 + r) * 2 + k0) * 4 + 3) % 2 * 16]),
+                        0, 2, 1,
+                    )  # fmt: skip
+                for k1, i1, jj in T.grid(4, 2, 32):
+                    with T.sblock("update"):
+                        vi = T.axis.spatial(4, t % 2 * 2 + r * 2 + i1)
+                        vj = T.axis.spatial(64, t // 2 * 32 + jj)
+                        vk = T.axis.reduce(8, k0 * 4 + k1)
+                        C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj // 32, vk, vj % 32]
+
+
 def _one(func) -> tvm.IRModule:
     return tvm.IRModule({"main": func})
 
@@ -119,9 +179,21 @@ def test_a_marked_row_tile_asks_for_the_next_panel_a_few_lines_a_pass():
     tvm.ir.assert_structural_equal(after["main"], _expected)
 
 
+def test_groups_of_a_panels_row_tiles_spread_the_next_panel_over_the_groups():
+    """Where a thread takes a panel's groups of row tiles one after another (the task's panel
+    ``t // 2``, its group ``t % 2``), the steps count the groups too: 16 lines over 2 groups
+    x 1 row tile x 2 passes, 4 a pass; a mark whose panel is not the task over the groups asks
+    for nothing."""
+    after = PrefetchNextPanels()(_one(_in_groups))
+    tvm.ir.assert_structural_equal(after["main"], _in_groups_expected)
+    other = _in_groups.script().replace('["B", 2]', '["B", 3]')
+    unasked = PrefetchNextPanels()(_one(tvm.script.from_source(other)))["main"].script()
+    assert "llvm.prefetch" not in unasked and NEXT_PANEL_ANNOTATION not in unasked
+
+
 def test_a_mark_naming_no_parameter_removes_the_mark_only():
-    marked_elsewhere = _before.script().replace('"B"}', '"D"}')
-    assert '"D"}' in marked_elsewhere
+    marked_elsewhere = _before.script().replace('["B", 1]', '["D", 1]')
+    assert '["D", 1]' in marked_elsewhere
     after = PrefetchNextPanels()(_one(tvm.script.from_source(marked_elsewhere)))
     tvm.ir.assert_structural_equal(after["main"], _unmarked)
 
@@ -157,7 +229,7 @@ def test_the_matmul_rule_marks_laid_out_panels_and_the_build_prefetches_them():
     mod, target = _dense(28, 512, 512)
     scheduled = schedule_kernels(mod, "rules")
     kernel = _kernel(scheduled)
-    assert f'"{NEXT_PANEL_ANNOTATION}": "param_0"' in kernel.script()
+    assert f'"{NEXT_PANEL_ANNOTATION}": ["param_0", 1]' in kernel.script()
     lowered = PrefetchNextPanels()(tvm.IRModule({"main": kernel}))["main"].script()
     assert "llvm.prefetch" in lowered and NEXT_PANEL_ANNOTATION not in lowered
 
@@ -188,7 +260,7 @@ def test_bands_of_rows_over_every_panel_are_marked_too():
     marked; the numbers equal either way."""
     mod, target = _dense(28, 256, 512)
     banded = _kernel(schedule_kernels(mod, "rules"))
-    assert f'"{NEXT_PANEL_ANNOTATION}": "param_0"' in banded.script()
+    assert f'"{NEXT_PANEL_ANNOTATION}": ["param_0", 1]' in banded.script()
     lowered = PrefetchNextPanels()(tvm.IRModule({"main": banded}))["main"].script()
     assert "T.min(ax0_ax1_0_0_ax2_0_fused % T.int64(32) + T.int64(1), T.int64(31))" in lowered
     with patch.object(rule_module, "NEXT_PANELS_IN_BANDS", False):
@@ -202,3 +274,35 @@ def test_bands_of_rows_over_every_panel_are_marked_too():
         return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
 
     np.testing.assert_array_equal(run(schedule_kernels(mod, "rules")), run(unmarked))
+
+
+def test_a_convolutions_groups_of_row_tiles_are_marked_and_match():
+    """A 1x1 convolution of 256 -> 80 channels over 7 x 7 (its weights the columns, five
+    panels of 16 for two AVX2 cores: each panel's 13 row tiles cut in 13 groups the threads
+    share, a panel's groups one after another): marked with its 13 groups, the prefetches
+    spread over them; with ``NEXT_PANELS_IN_GROUPS`` off, not marked; the numbers equal either
+    way and the default schedule's."""
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((80, 256, 1, 1)).astype("float32")
+    target = make_target({**cpu_device().target, "mcpu": "znver3", "num-cores": 2})
+    mod = fused_body([(1, 256, 7, 7)], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights))), target)  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    kernel = _kernel(schedule_kernels(mod, "rules"))
+    assert f'"{NEXT_PANEL_ANNOTATION}": ["param_0", 13]' in kernel.script()
+    lowered = PrefetchNextPanels()(tvm.IRModule({"main": kernel}))["main"].script()
+    asks = [line for line in lowered.splitlines() if "llvm.prefetch" in line]
+    assert asks and all("% T.int64(13)" in line for line in asks)  # the task's group
+    with patch.object(rule_module, "NEXT_PANELS_IN_GROUPS", False):
+        unmarked = schedule_kernels(mod, "rules")
+    assert NEXT_PANEL_ANNOTATION not in _kernel(unmarked).script()
+
+    x = rng.standard_normal((1, 256, 7, 7)).astype("float32")
+
+    def run(module) -> np.ndarray:
+        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
+        return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    marked = run(schedule_kernels(mod, "rules"))
+    np.testing.assert_array_equal(marked, run(unmarked))
+    np.testing.assert_allclose(marked, run(mod), rtol=1e-4, atol=1e-4)

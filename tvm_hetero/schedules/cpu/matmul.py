@@ -190,7 +190,7 @@ class Matmul(CpuRule):
                 groups = row_groups(tasks, rows // mr, cores)
                 if groups == 1:
                     groups = one_panel_bands(tasks, rows // mr, cores, a_bytes, b_bytes)
-        in_panel_order = True  # a thread's next task is the next panel
+        following = 1  # a thread's tasks of one panel before its next panel's
         if groups > 1:  # the threads share each panel's row tiles too
             group, i0 = sch.split(i0, [groups, None])
             tile = i0 if per_block == 1 else tile
@@ -198,7 +198,7 @@ class Matmul(CpuRule):
                 sch.reorder(group, j0)
                 panel = sch.fuse(batch, group, j0)
             else:
-                panel, in_panel_order = sch.fuse(batch, j0, group), False
+                panel, following = sch.fuse(batch, j0, group), groups
         else:
             panel = sch.fuse(batch, j0)
         in_place = per_block == 1 and not copy and named is not None
@@ -225,16 +225,15 @@ class Matmul(CpuRule):
         elif (
             NEXT_PANELS
             and parallel
-            and in_panel_order
             and per_block == 1
             and batches == 1
             and rows > 1
-            and (groups == 1 or NEXT_PANELS_IN_BANDS)
+            and (groups == 1 or (NEXT_PANELS_IN_BANDS if following == 1 else NEXT_PANELS_IN_GROUPS))
             and columns == PANELS
         ):
             weights = _laid_out_panels(sch, main, func, depth, nr)
             if weights is not None:
-                sch.annotate(i0, NEXT_PANEL_ANNOTATION, weights)
+                sch.annotate(i0, NEXT_PANEL_ANNOTATION, [weights, following])
         return sch
 
     @staticmethod
@@ -367,19 +366,25 @@ PREFETCH_ANNOTATION = "tvm_hetero.prefetch_panel_block"
 
 NEXT_PANEL_ANNOTATION = "tvm_hetero.prefetch_next_panel"
 """The rule's mark on the row-tile loop of a panel of weights laid out at compile time (no
-blocks of its depth) where a thread's next task is the next panel (one panel a task, or a band
-of rows over every panel in turn): the weights' name, for
-:class:`~tvm_hetero.passes.PrefetchNextPanels`, which asks for the next panel while the row
-tiles sum this one. Turn by turn (``paired_replay.py``, Intel Xeon, two threads): ConvNeXt-T
-0.953, BERT 0.969, the mobile networks level; with bands, LeViT-128S 0.909, MobileBERT 0.913,
-Qwen2 (4 layers of 256) 0.933, DeiT-tiny 0.952, MobileViT-XS, EfficientFormer-L1, HGNetV2-B0
-and DenseNet-121 level."""
+blocks of its depth) where a thread's tasks go from one panel to the next (one panel a task, a
+band of rows over every panel in turn, or a panel's groups of row tiles one after another,
+:func:`row_groups`): ``[the weights' name, the groups of a panel's row tiles that follow each
+other]``, for :class:`~tvm_hetero.passes.PrefetchNextPanels`, which asks for the next panel
+while the row tiles sum this one. Turn by turn (``paired_replay.py``, Intel Xeon, two
+threads): ConvNeXt-T 0.953, BERT 0.969, the mobile networks level; with bands, LeViT-128S
+0.909, MobileBERT 0.913, Qwen2 (4 layers of 256) 0.933, DeiT-tiny 0.952, MobileViT-XS,
+EfficientFormer-L1, HGNetV2-B0 and DenseNet-121 level; with groups (AMD EPYC Zen 4),
+RegNet-X-400MF 0.943 (its 400 -> 400 over 7 x 7, 13 panels of 7 row tiles in 7 groups), ten
+other CNNs and transformers level."""
 NEXT_PANELS = True
 """Whether the rule marks such loops (:data:`NEXT_PANEL_ANNOTATION`); False to compare."""
 NEXT_PANELS_IN_BANDS = True
 """Whether the threads' bands of rows (:func:`token_bands_apply`, :func:`position_bands_apply`,
 :func:`~tvm_hetero.schedules.cpu.common.split_first`), each over every panel in turn, are
 marked too."""
+NEXT_PANELS_IN_GROUPS = True
+"""Whether a panel's groups of row tiles (:func:`row_groups`), which a thread takes one after
+another before the next panel's, are marked too (the lines asked for spread over the groups)."""
 
 DEPTH_BLOCK_BYTES = 16 * 1024
 """The most bytes of a packed panel of ``B`` a block of the reduction spans where the rule's
