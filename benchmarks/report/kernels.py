@@ -870,6 +870,7 @@ SECTIONS = {
     "corpus-added-zen4": lambda: corpus("models_added_zen4.json"),
     "corpus-added": lambda: corpus("models_added.json"),
     "corpus-outside": lambda: corpus("models_outside.json"),
+    "corpus-outside-zen4": lambda: corpus("models_outside_zen4.json"),
     "corpus-live-weights": live_weights,
     "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
