@@ -98,11 +98,7 @@ def _asking(tile: tirx.For, buffer, groups: int) -> tirx.Stmt | None:
             return None
         steps = groups * int(tile.extent) * int(loop.extent)
         per_step = min(MOST_LINES_A_STEP, -(-lines // steps))
-        tiles_before = (
-            tile.loop_var - tile.min
-            if groups == 1
-            else (group * int(tile.extent) + tile.loop_var - tile.min)
-        )
+        tiles_before = group * int(tile.extent) + tile.loop_var - tile.min  # on this panel
         step = tiles_before * int(loop.extent) + (loop.loop_var - loop.min)
         following = tirx.min(panel + 1, panels - 1)
         asks = []
