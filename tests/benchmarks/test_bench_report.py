@@ -179,3 +179,38 @@ def test_strategy_tables_set_onnx_runtime_beside_their_plans(monkeypatch, sectio
         "edgepipe_throughput": (["-", "4.00"], ["-", "0.50x"]),
     }[section]
     assert (ort, vs_ort) == expected
+
+
+def test_a_host_is_named_by_its_kind_of_cpu():
+    from sources import cpu_name
+
+    zen4 = "AMD EPYC (family 25, model 17, stepping 1), 2 cores, AVX-512"
+    assert cpu_name(zen4) == "AMD EPYC Zen 4"
+    assert cpu_name("AMD EPYC (family 23, model 1, stepping 2), 2 cores, AVX2") == "AMD EPYC Zen 1"
+    assert cpu_name("AMD EPYC (family 26, model 2)") == "AMD EPYC"  # a generation not listed
+    xeon = "Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2), 2 cores, AVX-512"
+    assert cpu_name(xeon) == "Intel Xeon model 207"
+    assert cpu_name("AMD EPYC, 2 cores") == "AMD EPYC"
+
+
+def test_a_before_and_now_table_keeps_each_cpus_latest_row(monkeypatch):
+    """One case measured on two kinds of CPU keeps a row of each, a CPU column naming them;
+    measured again on one, that row is replaced; a file of one CPU has no such column."""
+    import kernels
+
+    xeon = "Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2), 2 cores, AVX-512"
+    zen4 = "AMD EPYC (family 25, model 17, stepping 1), 2 cores, AVX-512"
+
+    def row(host: str, now: float) -> dict:
+        return {**STAMP, "host": host, "case": "a layer", "before_ms": 2.0, "now_ms": now,
+                "ort_ms": 2.0}  # fmt: skip
+
+    files = {"two.jsonl": [row(xeon, 1.0), row(zen4, 1.5), row(xeon, 0.5)],
+             "one.jsonl": [row(zen4, 1.0), row(zen4, 1.5)]}  # fmt: skip
+    monkeypatch.setattr(kernels, "load", lambda name: files[name])
+    two = _rows_of(kernels._before_and_now("two.jsonl", "layer"))
+    assert two == [["a layer", "Intel Xeon model 207", "2", "0.5", "2", "0.25x"],
+                   ["a layer", "AMD EPYC Zen 4", "2", "1.5", "2", "0.75x"]]  # fmt: skip
+    assert _rows_of(kernels._before_and_now("one.jsonl", "layer")) == [
+        ["a layer", "2", "1.5", "2", "0.75x"]
+    ]
