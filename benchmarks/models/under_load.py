@@ -1,0 +1,140 @@
+"""Corpus models beside ONNX Runtime on a quiet host and with another process busy on one core
+(issue 56): how much each runtime slows when it does not have its cores to itself.
+
+    .venv/bin/python benchmarks/models/under_load.py [MODEL ...] [--duty 0.5] [--rounds 7]
+
+An edge server runs other work beside the model. Each model of ``zoo.CORPUS`` named (default:
+four CNNs and a transformer) is exported to ONNX, compiled for the whole CPU as the corpus
+does, and timed with two threads beside ONNX Runtime (two intra-op threads) in interleaved
+rounds, each round quiet and then loaded: a process of this script's pinned to the last core
+spins for ``--duty`` of every 10 ms and sleeps the rest (the load is measured: its share of
+that core while the runtimes ran). Each time is the median over the rounds of each round's
+median run. One JSON line per model in ``benchmarks/results/under_load.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from stamp import stamp  # noqa: E402
+
+MODELS = ("mobilenet_v2", "mnasnet1_0", "squeezenet1_1", "resnet50", "bert")
+PERIOD_S = 0.01
+"""The load's cycle: it spins for ``duty`` of it and sleeps the rest."""
+
+
+def _spin(core: int, duty: float, stop, busy) -> None:
+    """Spin ``duty`` of every :data:`PERIOD_S` on ``core`` until ``stop`` is set; add the CPU
+    seconds spent to ``busy``."""
+    os.sched_setaffinity(0, {core})
+    start = time.process_time()
+    while not stop.is_set():
+        until = time.perf_counter() + duty * PERIOD_S
+        while time.perf_counter() < until:
+            pass
+        time.sleep((1 - duty) * PERIOD_S)
+    busy.value = time.process_time() - start
+
+
+class Load:
+    """A process spinning ``duty`` of every 10 ms on ``core`` while the ``with`` block runs;
+    ``share`` is the CPU it got over the block's wall time."""
+
+    def __init__(self, core: int, duty: float) -> None:
+        self.core, self.duty, self.share = core, duty, 0.0
+
+    def __enter__(self) -> Load:
+        ctx = multiprocessing.get_context("fork")
+        self._stop, self._busy = ctx.Event(), ctx.Value("d", 0.0)
+        self._proc = ctx.Process(target=_spin, args=(self.core, self.duty, self._stop, self._busy))
+        self._start = time.perf_counter()
+        self._proc.start()
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._proc.join(timeout=5)
+        self.share = self._busy.value / (time.perf_counter() - self._start)
+
+
+def measure(name: str, rounds: int, duty: float, work: Path) -> dict:
+    """One model's row: quiet and loaded times, ours and ONNX Runtime's, and the load's share."""
+    import numpy as np
+    from ort_timing import cpu_session
+    from ort_timing import median_seconds as ort_median_seconds
+    from zoo import exported_feeds
+
+    from tvm_hetero import api
+    from tvm_hetero.devices import cpu_device
+    from tvm_hetero.frontends import load_model
+    from tvm_hetero.runtime.measure import MeasureConfig
+
+    path = work / f"{name}.onnx"
+    given, feeds = exported_feeds(name, path)
+    model = load_model(path, shapes=given)
+    feeds = {s.name: feeds[s.name] for s in model.inputs}
+    compiled = api.compile(model, [cpu_device(threads=2)])
+    session = cpu_session(path, 2)
+    got, expected = api.run(compiled, feeds), session.run(None, feeds)
+    scale = max(float(np.abs(e).max()) for e in expected) or 1.0
+    config = MeasureConfig(repeat=5, min_repeat_ms=100)
+    times: dict[str, list[float]] = {k: [] for k in ("tvm", "ort", "tvm_loaded", "ort_loaded")}
+    shares = []
+    core = max(os.sched_getaffinity(0))
+    for _ in range(rounds):
+        times["tvm"].append(api.median_seconds(compiled, feeds, config) * 1e3)
+        times["ort"].append(ort_median_seconds(session, feeds, config) * 1e3)
+        with Load(core, duty) as load:
+            times["tvm_loaded"].append(api.median_seconds(compiled, feeds, config) * 1e3)
+            times["ort_loaded"].append(ort_median_seconds(session, feeds, config) * 1e3)
+        shares.append(load.share)
+    row = {"model": name, "duty": duty, "rounds": rounds, "load_share": statistics.median(shares),
+           "rel_err": api.max_abs_error(got, expected) / scale}  # fmt: skip
+    for key, values in times.items():
+        row[f"{key}_ms"] = statistics.median(values)
+        row[f"{key}_rounds_ms"] = values
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODELS), metavar="MODEL")
+    parser.add_argument("--duty", type=float, default=0.5, help="the load's share of its core")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--out", default="under_load.jsonl")
+    args = parser.parse_args()
+    from zoo import CORPUS
+
+    unknown = [m for m in args.models if m not in CORPUS]
+    if unknown or not 0 < args.duty < 1 or args.rounds < 1:
+        said = (f"model {unknown[0]!r}: not in zoo.CORPUS" if unknown else
+                f"--duty {args.duty} or --rounds {args.rounds}: a duty in (0, 1), rounds >= 1")  # fmt: skip
+        print(f"under_load.py: {said}", file=sys.stderr)
+        return 2
+    import json
+
+    out = HERE.parent / "results" / args.out
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            row = {**stamp(), **measure(name, args.rounds, args.duty, Path(tmp))}
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{name:>16}: quiet {row['tvm_ms']:.2f} ms / ORT {row['ort_ms']:.2f} = "
+                  f"{row['tvm_ms'] / row['ort_ms']:.2f}x; loaded {row['tvm_loaded_ms']:.2f} / "
+                  f"{row['ort_loaded_ms']:.2f} = {row['tvm_loaded_ms'] / row['ort_loaded_ms']:.2f}x "
+                  f"(load {row['load_share']:.0%} of a core)", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
