@@ -862,6 +862,24 @@ def position_bands() -> str:
     return _switched("POSITION_BANDS")
 
 
+def under_load() -> str:
+    """``benchmarks/models/under_load.py``: models quiet and with another process busy on one
+    core, ours and ONNX Runtime's."""
+    rows = list(latest(
+        load("under_load.jsonl"), lambda r: (r["model"], cpu_name(r["host"]), r["duty"])
+    ).values())  # fmt: skip
+    out = [
+        (r["model"], cpu_name(r["host"]), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
+         ms(r["ort_ms"]), ratio(r["tvm_ms"], r["ort_ms"]), ms(r["tvm_loaded_ms"]),
+         ms(r["ort_loaded_ms"]), ratio(r["tvm_loaded_ms"], r["ort_loaded_ms"]),
+         ratio(r["tvm_loaded_ms"], r["tvm_ms"]), ratio(r["ort_loaded_ms"], r["ort_ms"]))
+        for r in rows
+    ]  # fmt: skip
+    header = ("model", "CPU", "load", "quiet ms", "ORT ms", "quiet / ORT", "loaded ms",
+              "ORT loaded ms", "loaded / ORT", "ours slowed", "ORT slowed")  # fmt: skip
+    return titled("under_load.jsonl", rows, header, out)
+
+
 SECTIONS = {
     "corpus": corpus,
     "corpus-avx2": lambda: corpus("models_avx2.json"),
@@ -871,6 +889,7 @@ SECTIONS = {
     "corpus-added": lambda: corpus("models_added.json"),
     "corpus-outside": lambda: corpus("models_outside.json"),
     "corpus-outside-zen4": lambda: corpus("models_outside_zen4.json"),
+    "under-load": under_load,
     "corpus-live-weights": live_weights,
     "corpus-live-weights-timed": live_weights_timed,
     "compile-time": compile_time,
