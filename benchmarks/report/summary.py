@@ -51,6 +51,10 @@ def summary() -> str:
         if c.get("ort_per_s")
     ]
     gpu = load("gpu_versus_torch.jsonl")
+    loaded = [
+        r["tvm_loaded_ms"] / r["ort_loaded_ms"]
+        for r in latest(load("under_load.jsonl"), lambda r: (r["model"], r["host"])).values()
+    ]
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
         _corpus_row("corpus models", "AVX-512", "models.json"),
@@ -59,6 +63,8 @@ def summary() -> str:
         _corpus_row("added corpus models", "AVX-512", "models_added.json"),
         _corpus_row("added corpus models", "AVX2", "models_added_avx2.json"),
         _corpus_row("added corpus models", "AVX-512, Zen 4", "models_added_zen4.json"),
+        (f"{len(loaded)} corpus models, one core shared with another process", "ONNX Runtime, the same",
+         _range(loaded), "under_load.jsonl"),
         ("EOP on two one-core workers", "ONNX Runtime, both cores", _range(eop), "eop_cores.json"),
         ("DUET, two zoo models", "ONNX Runtime, both cores", _range(duet), "duet.json"),
         ("EdgePipe, 12 exports (time per item)", "ONNX Runtime, both cores", _range(edgepipe),
