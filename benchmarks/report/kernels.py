@@ -4,7 +4,7 @@ inputs and threads."""
 from __future__ import annotations
 
 from markdown import bullets, median, ms, ratio, table
-from sources import cpu_name, latest, load, source, titled
+from sources import cpu_name, latest, latest_by_cpu, load, source, titled
 
 
 def corpus(name: str = "models.json") -> str:
@@ -347,8 +347,7 @@ def _before_and_now(results: str, case: str) -> str:
     """A ``record_cases`` results file (``before_and_now.py``): the latest row of each case
     (of each kind of CPU, named in a column where the file holds more than one), before, now
     and ONNX Runtime."""
-    rows = list(latest(load(results), lambda r: (r["case"], cpu_name(r["host"]))).values())
-    cpus = len({cpu_name(r["host"]) for r in rows}) > 1
+    rows, cpus = latest_by_cpu(load(results), lambda r: r["case"])
     out = [
         (r["case"], *([cpu_name(r["host"])] if cpus else []), ms(r["before_ms"]),
          ms(r["now_ms"]), ms(r["ort_ms"]), ratio(r["now_ms"], r["ort_ms"]))
@@ -570,10 +569,7 @@ def _switched(switch: str) -> str:
 def paired_replay() -> str:
     """``benchmarks/models/paired_replay.py``: a change inside whole models, replayed turn by
     turn beside ONNX Runtime; the latest row of each model and change."""
-    rows = list(latest(
-        load("paired_replay.jsonl"), lambda r: (r["model"], cpu_name(r["host"]), *r["off"])
-    ).values())  # fmt: skip
-    cpus = len({cpu_name(r["host"]) for r in rows}) > 1
+    rows, cpus = latest_by_cpu(load("paired_replay.jsonl"), lambda r: (r["model"], *r["off"]))
 
     def change(row: dict) -> str:
         return "; ".join(o.rpartition(":")[2] for o in row["off"])
@@ -862,12 +858,15 @@ def position_bands() -> str:
     return _switched("POSITION_BANDS")
 
 
+def under_load_rows() -> list[dict]:
+    """``under_load.jsonl``'s latest row of each model, load and kind of CPU."""
+    return latest_by_cpu(load("under_load.jsonl"), lambda r: (r["model"], r["duty"]))[0]
+
+
 def under_load() -> str:
     """``benchmarks/models/under_load.py``: models quiet and with another process busy on one
     core, ours and ONNX Runtime's."""
-    rows = list(latest(
-        load("under_load.jsonl"), lambda r: (r["model"], cpu_name(r["host"]), r["duty"])
-    ).values())  # fmt: skip
+    rows = under_load_rows()
     out = [
         (r["model"], cpu_name(r["host"]), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
          ms(r["ort_ms"]), ratio(r["tvm_ms"], r["ort_ms"]), ms(r["tvm_loaded_ms"]),

@@ -120,3 +120,12 @@ def cpu_name(host: str) -> str:
     if name.startswith("AMD") and (family, model) in ZEN:
         return f"{name} {ZEN[family, model]}"
     return f"{name} model {model}" if name.startswith("Intel") else name
+
+
+def latest_by_cpu(
+    rows: Iterable[dict], key: Callable[[dict], Hashable]
+) -> tuple[list[dict], bool]:  # fmt: skip
+    """The last row of each key and kind of CPU (:func:`latest`, :func:`cpu_name`), and
+    whether they come from more than one kind: a table then names each row's CPU."""
+    kept = list(latest(rows, lambda r: (key(r), cpu_name(r["host"]))).values())
+    return kept, len({cpu_name(r["host"]) for r in kept}) > 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernels import under_load_rows
 from markdown import median, table
 from sources import latest, load
 
@@ -51,10 +52,7 @@ def summary() -> str:
         if c.get("ort_per_s")
     ]
     gpu = load("gpu_versus_torch.jsonl")
-    loaded = [
-        r["tvm_loaded_ms"] / r["ort_loaded_ms"]
-        for r in latest(load("under_load.jsonl"), lambda r: (r["model"], r["host"])).values()
-    ]
+    loaded = [r["tvm_loaded_ms"] / r["ort_loaded_ms"] for r in under_load_rows()]
     rows = [
         ("`optimize`, kept plan", "ONNX Runtime, best device", _range(opt), "optimize.jsonl"),
         _corpus_row("corpus models", "AVX-512", "models.json"),

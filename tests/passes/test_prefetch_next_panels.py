@@ -215,6 +215,12 @@ def _dense(rows: int, depth: int, columns: int):
     return relax.transform.DeadCodeElimination()(PackConstantWeights()(mod)), target
 
 
+def _run(module, target, x: np.ndarray) -> np.ndarray:
+    """``module``'s ``main`` on ``x``, built for ``target`` with the package's TIR pipeline."""
+    ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
+    return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
 def _kernel(mod) -> PrimFunc:
     (kernel,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
     return kernel
@@ -235,19 +241,14 @@ def test_the_matmul_rule_marks_laid_out_panels_and_the_build_prefetches_them():
 
     x = np.random.default_rng(1).standard_normal((1, 28, 512)).astype("float32")
 
-    def run(module) -> np.ndarray:
-        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
-        vm = relax.VirtualMachine(ex, tvm.cpu())
-        return vm["main"](tvm.runtime.tensor(x)).numpy()
-
     code = tvm.compile(scheduled, target, tir_pipeline=TIR_PIPELINE).mod.imports[0]
     assert "llvm.prefetch" in code.inspect_source("ll")
-    with_prefetch = run(scheduled)
+    with_prefetch = _run(scheduled, target, x)
     with patch.object(rule_module, "NEXT_PANELS", False):
         unmarked = schedule_kernels(mod, "rules")
     assert NEXT_PANEL_ANNOTATION not in _kernel(unmarked).script()
-    np.testing.assert_array_equal(with_prefetch, run(unmarked))
-    np.testing.assert_allclose(with_prefetch, run(mod), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(with_prefetch, _run(unmarked, target, x))
+    np.testing.assert_allclose(with_prefetch, _run(mod, target, x), rtol=1e-4, atol=1e-4)
 
     vector, _ = _dense(1, 512, 512)
     assert NEXT_PANEL_ANNOTATION not in _kernel(schedule_kernels(vector, "rules")).script()
@@ -269,11 +270,9 @@ def test_bands_of_rows_over_every_panel_are_marked_too():
 
     x = np.random.default_rng(2).standard_normal((1, 28, 256)).astype("float32")
 
-    def run(module) -> np.ndarray:
-        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
-        return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
-
-    np.testing.assert_array_equal(run(schedule_kernels(mod, "rules")), run(unmarked))
+    np.testing.assert_array_equal(
+        _run(schedule_kernels(mod, "rules"), target, x), _run(unmarked, target, x)
+    )
 
 
 def test_a_convolutions_groups_of_row_tiles_are_marked_and_match():
@@ -299,10 +298,6 @@ def test_a_convolutions_groups_of_row_tiles_are_marked_and_match():
 
     x = rng.standard_normal((1, 256, 7, 7)).astype("float32")
 
-    def run(module) -> np.ndarray:
-        ex = tvm.compile(module, target, tir_pipeline=TIR_PIPELINE)
-        return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
-
-    marked = run(schedule_kernels(mod, "rules"))
-    np.testing.assert_array_equal(marked, run(unmarked))
-    np.testing.assert_allclose(marked, run(mod), rtol=1e-4, atol=1e-4)
+    marked = _run(schedule_kernels(mod, "rules"), target, x)
+    np.testing.assert_array_equal(marked, _run(unmarked, target, x))
+    np.testing.assert_allclose(marked, _run(mod, target, x), rtol=1e-4, atol=1e-4)
