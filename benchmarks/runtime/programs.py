@@ -30,7 +30,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -41,14 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stamp import host
+
 CHAIN = 64
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def _ort_chain(size: int):
@@ -215,7 +210,7 @@ def main() -> None:
         "model": args.zoo or f"chain of {CHAIN} adds",
         "crossings": crossings,
         "where": "remote (loopback, 2 worker processes)" if args.remote else "local threads",
-        "host": _cpu_name(),
+        "host": host(),
         "cores": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit.stdout.strip(),
