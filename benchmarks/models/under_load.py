@@ -8,13 +8,16 @@ four CNNs and a transformer) is exported to ONNX, compiled for the whole CPU as 
 does, and timed with two threads beside ONNX Runtime (two intra-op threads) in interleaved
 rounds, each round quiet and then loaded: a process of this script's pinned to the last core
 spins for ``--duty`` of every 10 ms and sleeps the rest (the load is measured: its share of
-that core while the runtimes ran). Each time is the median over the rounds of each round's
-median run. One JSON line per model in ``benchmarks/results/under_load.jsonl``.
+that core while the runtimes ran). Ours runs twice in each, on the claiming pool (the
+package's, :mod:`tvm_hetero.runtime.claiming_pool`) and on TVM's own pool
+(``TVM_HETERO_POOL=tvm``). Each time is the median over the rounds of each round's median run.
+One JSON line per model in ``benchmarks/results/under_load.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -77,6 +80,7 @@ def measure(name: str, rounds: int, duty: float, work: Path) -> dict:
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
     from tvm_hetero.frontends import load_model
+    from tvm_hetero.runtime import claiming_pool
     from tvm_hetero.runtime.measure import MeasureConfig
 
     path = work / f"{name}.onnx"
@@ -88,18 +92,27 @@ def measure(name: str, rounds: int, duty: float, work: Path) -> dict:
     got, expected = api.run(compiled, feeds), session.run(None, feeds)
     scale = max(float(np.abs(e).max()) for e in expected) or 1.0
     config = MeasureConfig(repeat=5, min_repeat_ms=100)
-    times: dict[str, list[float]] = {k: [] for k in ("tvm", "ort", "tvm_loaded", "ort_loaded")}
+    times: dict[str, list[float]] = {
+        f"{k}{loaded}": [] for k in ("tvm", "tvm_pool_tvm", "ort") for loaded in ("", "_loaded")
+    }
     shares = []
     core = max(os.sched_getaffinity(0))
+
+    def ours(pool: str) -> float:
+        os.environ["TVM_HETERO_POOL"] = pool  # read as the executor's thread takes its pool
+        return api.median_seconds(compiled, feeds, config) * 1e3
+
     for _ in range(rounds):
-        times["tvm"].append(api.median_seconds(compiled, feeds, config) * 1e3)
-        times["ort"].append(ort_median_seconds(session, feeds, config) * 1e3)
-        with Load(core, duty) as load:
-            times["tvm_loaded"].append(api.median_seconds(compiled, feeds, config) * 1e3)
-            times["ort_loaded"].append(ort_median_seconds(session, feeds, config) * 1e3)
+        for loaded in ("", "_loaded"):
+            with Load(core, duty) if loaded else contextlib.nullcontext() as load:
+                times[f"tvm{loaded}"].append(ours("claiming"))
+                times[f"tvm_pool_tvm{loaded}"].append(ours("tvm"))
+                times[f"ort{loaded}"].append(ort_median_seconds(session, feeds, config) * 1e3)
         shares.append(load.share)
+    os.environ.pop("TVM_HETERO_POOL")
     row = {"model": name, "duty": duty, "rounds": rounds, "load_share": statistics.median(shares),
-           "rel_err": api.max_abs_error(got, expected) / scale}  # fmt: skip
+           "rel_err": api.max_abs_error(got, expected) / scale,
+           "pool": claiming_pool.unavailable() or "claiming"}  # fmt: skip
     for key, values in times.items():
         row[f"{key}_ms"] = statistics.median(values)
         row[f"{key}_rounds_ms"] = values
@@ -116,10 +129,14 @@ def main() -> int:
     from zoo import CORPUS
 
     unknown = [m for m in args.models if m not in CORPUS]
-    if unknown or not 0 < args.duty < 1 or args.rounds < 1:
-        said = (f"model {unknown[0]!r}: not in zoo.CORPUS" if unknown else
-                f"--duty {args.duty} or --rounds {args.rounds}: a duty in (0, 1), rounds >= 1")  # fmt: skip
-        print(f"under_load.py: {said}", file=sys.stderr)
+    wrong = (
+        f"model {unknown[0]!r}: not in zoo.CORPUS" if unknown
+        else f"--duty {args.duty}: a share in (0, 1)" if not 0 < args.duty < 1
+        else f"--rounds {args.rounds}: at least 1" if args.rounds < 1
+        else None
+    )  # fmt: skip
+    if wrong is not None:
+        print(f"under_load.py: {wrong}", file=sys.stderr)
         return 2
     import json
 
@@ -134,8 +151,9 @@ def main() -> int:
                 row["tvm_loaded_ms"] / row["ort_loaded_ms"],
             )
             print(f"{name:>16}: {quiet:.2f}x ORT quiet, {loaded:.2f}x loaded (ours "
-                  f"x{row['tvm_loaded_ms'] / row['tvm_ms']:.2f}, ORT "
-                  f"x{row['ort_loaded_ms'] / row['ort_ms']:.2f})", flush=True)  # fmt: skip
+                  f"x{row['tvm_loaded_ms'] / row['tvm_ms']:.2f}, on TVM's pool "
+                  f"{row['tvm_pool_tvm_loaded_ms'] / row['ort_loaded_ms']:.2f}x ORT loaded, "
+                  f"ORT x{row['ort_loaded_ms'] / row['ort_ms']:.2f})", flush=True)  # fmt: skip
     return 0
 
 

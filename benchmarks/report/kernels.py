@@ -871,11 +871,15 @@ def under_load() -> str:
         (r["model"], cpu_name(r["host"]), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
          ms(r["ort_ms"]), ratio(r["tvm_ms"], r["ort_ms"]), ms(r["tvm_loaded_ms"]),
          ms(r["ort_loaded_ms"]), ratio(r["tvm_loaded_ms"], r["ort_loaded_ms"]),
-         ratio(r["tvm_loaded_ms"], r["tvm_ms"]), ratio(r["ort_loaded_ms"], r["ort_ms"]))
+         ratio(r["tvm_loaded_ms"], r["tvm_ms"]), ratio(r["ort_loaded_ms"], r["ort_ms"]),
+         ratio(r["tvm_pool_tvm_ms"], r["ort_ms"]) if "tvm_pool_tvm_ms" in r else "-",
+         ratio(r["tvm_pool_tvm_loaded_ms"], r["ort_loaded_ms"])
+         if "tvm_pool_tvm_loaded_ms" in r else "-")
         for r in rows
     ]  # fmt: skip
     header = ("model", "CPU", "load", "quiet ms", "ORT ms", "quiet / ORT", "loaded ms",
-              "ORT loaded ms", "loaded / ORT", "ours slowed", "ORT slowed")  # fmt: skip
+              "ORT loaded ms", "loaded / ORT", "ours slowed", "ORT slowed",
+              "TVM's pool: quiet / ORT", "loaded / ORT")  # fmt: skip
     return titled("under_load.jsonl", rows, header, out)
 
 

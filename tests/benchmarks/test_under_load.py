@@ -28,7 +28,8 @@ def test_the_load_spins_on_its_core_and_stops():
 @pytest.mark.parametrize(
     ("args", "said"),
     [(["nosuch"], "model 'nosuch': not in zoo.CORPUS"),
-     (["bert", "--duty", "1.5"], "--duty 1.5 or --rounds 7: a duty in (0, 1), rounds >= 1")],
+     (["bert", "--duty", "1.5"], "--duty 1.5: a share in (0, 1)"),
+     (["bert", "--rounds", "0"], "--rounds 0: at least 1")],
 )  # fmt: skip
 def test_bad_flags_exit_2_with_one_line(args, said):
     done = subprocess.run([sys.executable, "benchmarks/models/under_load.py", *args], cwd=ROOT,

@@ -350,16 +350,16 @@ def test_the_native_library_is_built_once_and_a_failing_compiler_is_reported(
     from tvm_hetero.runtime import native_programs
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    built = native_programs._build(native_programs.SOURCE)
+    built = native_programs.build_native(native_programs.SOURCE)
     assert built.parent == tmp_path / "tvm-hetero" / "native" and built.exists()
     stamp = built.stat().st_mtime_ns
-    assert native_programs._build(native_programs.SOURCE) == built
+    assert native_programs.build_native(native_programs.SOURCE) == built
     assert built.stat().st_mtime_ns == stamp  # served from the cache
     changed = tmp_path / "programs.c"
     changed.write_text(native_programs.SOURCE.read_text() + "\nint unused_symbol;\n")
     monkeypatch.setenv("CC", "false")
     with pytest.raises(OSError, match="false failed"):
-        native_programs._build(changed)
+        native_programs.build_native(changed)
     assert sorted(p.name for p in built.parent.iterdir()) == [built.name]  # nothing half-written
 
 

@@ -51,7 +51,7 @@ def _cache_dir() -> Path:
     return cache_home() / "native"
 
 
-def _build(source: Path) -> Path:
+def build_native(source: Path) -> Path:
     """The shared library of ``source``, built once per source (with the headers beside it),
     TVM FFI and compiler."""
     from tvm_ffi import libinfo
@@ -60,7 +60,7 @@ def _build(source: Path) -> Path:
     ffi_lib = Path(libinfo.find_libtvm_ffi())
     text = b"".join(p.read_bytes() for p in (source, *sorted(source.parent.glob("*.h"))))
     key = hashlib.sha256(text + str(ffi_lib).encode() + compiler.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"programs-{key}.so"
+    out = _cache_dir() / f"{source.stem}-{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ def load_native(
             _loaded[source] = "TVM_HETERO_NATIVE=0"
             return None
         try:
-            library = ctypes.CDLL(str(_build(source)))
+            library = ctypes.CDLL(str(build_native(source)))
             if getattr(library, register)() != 0:
                 raise OSError("registering its functions failed")
         except (OSError, subprocess.SubprocessError) as err:

@@ -23,6 +23,7 @@ import tvm
 from tvm.runtime.vm import VirtualMachine
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
+from tvm_hetero.runtime import claiming_pool
 from tvm_hetero.runtime.device import runtime_device
 
 
@@ -67,22 +68,26 @@ def _allow_threads(threads: int) -> None:
 def use_threads(threads: int) -> None:
     """Give the calling thread's TVM pool ``threads`` threads, not pinned by TVM: the calling
     thread keeps the cores it was allowed (TVM's pool sets them to every core, which undid a
-    worker started under ``taskset``)."""
+    worker started under ``taskset``); its kernels run on the claiming pool
+    (:mod:`.claiming_pool`) where it can be built."""
     _allow_threads(threads)
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     tvm.get_global_func("runtime.config_threadpool")(1, threads)
     if allowed is not None:
         os.sched_setaffinity(0, allowed)
+    claiming_pool.use(threads)
 
 
 def configure_threads(spec: DeviceSpec) -> None:
-    """Set the calling thread's TVM pool: pinned to ``spec.cores``, or ``spec.threads`` threads."""
+    """Set the calling thread's TVM pool: pinned to ``spec.cores``, or ``spec.threads`` threads;
+    its kernels run on the claiming pool (:mod:`.claiming_pool`) where it can be built."""
     if not spec.cores:
         use_threads(spec.threads or os.cpu_count() or 1)
         return
     _allow_threads(len(spec.cores))
     config = tvm.get_global_func("runtime.config_threadpool")
     config(-2, len(spec.cores), [str(c) for c in spec.cores])  # one thread pinned per core
+    claiming_pool.use(len(spec.cores), spec.cores)
 
 
 class JobThread:
