@@ -347,19 +347,19 @@ def test_without_the_native_library_the_python_programs_run(chain, monkeypatch):
 def test_the_native_library_is_built_once_and_a_failing_compiler_is_reported(
     tmp_path, monkeypatch
 ):  # fmt: skip
-    from tvm_hetero.runtime import native_programs
+    from tvm_hetero.runtime import native_build, native_programs
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    built = native_programs.build_native(native_programs.SOURCE)
+    built = native_build.build_native(native_programs.SOURCE)
     assert built.parent == tmp_path / "tvm-hetero" / "native" and built.exists()
     stamp = built.stat().st_mtime_ns
-    assert native_programs.build_native(native_programs.SOURCE) == built
+    assert native_build.build_native(native_programs.SOURCE) == built
     assert built.stat().st_mtime_ns == stamp  # served from the cache
     changed = tmp_path / "programs.c"
     changed.write_text(native_programs.SOURCE.read_text() + "\nint unused_symbol;\n")
     monkeypatch.setenv("CC", "false")
     with pytest.raises(OSError, match="false failed"):
-        native_programs.build_native(changed)
+        native_build.build_native(changed)
     assert sorted(p.name for p in built.parent.iterdir()) == [built.name]  # nothing half-written
 
 

@@ -12,11 +12,13 @@ tasks of a launch are claimed from a counter by whichever of the pool's threads 
 caller included, and the caller waits only for tasks already claimed. On a quiet machine each
 thread still takes one task of each launch, in TVM's order.
 
-The pool is TVM's launcher for every module loaded or compiled in memory after :func:`use` first
-ran in the process (TVM FFI writes the launcher registered last into each module it loads), and
-it serves the threads that asked for one (:func:`use`: the workers' threads, the profiler's);
-any other thread's launches go to TVM's pool as before. ``TVM_HETERO_POOL=tvm`` (read at each
-:func:`use`) or no C compiler leaves TVM's pool everywhere.
+The launcher is installed when :mod:`tvm_hetero.runtime` is imported (:func:`install`): TVM FFI
+writes the launcher registered last into each module it loads or compiles in memory from then
+on. It serves the threads that asked for a pool (:func:`use`: the workers' threads, the
+profiler's); any other thread's launches go to TVM's pool as before. A worker of the pool looks
+for the next launch ``TVM_THREAD_POOL_SPIN_COUNT`` times (a yield each), as TVM's pool threads
+do, then sleeps. ``TVM_HETERO_POOL=tvm`` (read at each :func:`use`) or no C compiler leaves
+TVM's pool everywhere.
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tvm_hetero.runtime.native_programs import build_native
+from tvm_hetero.runtime.native_build import build_native
 
 SOURCE = Path(__file__).with_name("native") / "claiming_pool.c"
 
-SPIN = 100_000
-"""Pauses a worker of the pool spins for the next launch before it sleeps (a few milliseconds:
-a model's kernels follow each other within microseconds)."""
 
 _library: ctypes.CDLL | str | None = None
 """The built and installed pool, or why it could not be (None: not tried yet)."""
+
+
+def install() -> bool:
+    """Build the pool (once, cached) and make it TVM's launcher for modules loaded from now on;
+    False where it cannot be (:func:`unavailable` says why)."""
+    return isinstance(_load(), ctypes.CDLL)
 
 
 def _load() -> ctypes.CDLL | str:
@@ -79,7 +84,8 @@ def use(threads: int, cores: Sequence[int] = ()) -> bool:
     pinned = (ctypes.c_int * len(cores))(*cores) if len(cores) == threads else None
     library = _load()
     assert not isinstance(library, str)
-    return library.tvmh_pool_use(threads, pinned, len(cores) if pinned else 0, SPIN) == 0
+    spin = int(os.environ.get("TVM_THREAD_POOL_SPIN_COUNT", "0") or 0)
+    return library.tvmh_pool_use(threads, pinned, len(cores) if pinned else 0, spin) == 0
 
 
 def release() -> None:
@@ -94,4 +100,4 @@ def worker_tasks() -> int:
     return _library.tvmh_pool_worker_tasks() if isinstance(_library, ctypes.CDLL) else -1
 
 
-__all__ = ["SOURCE", "release", "unavailable", "use", "worker_tasks"]
+__all__ = ["SOURCE", "install", "release", "unavailable", "use", "worker_tasks"]

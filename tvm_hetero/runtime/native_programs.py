@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,7 +32,7 @@ import tvm
 import tvm_ffi
 
 from tvm_hetero.errors import RunError
-from tvm_hetero.runtime.device import cache_home
+from tvm_hetero.runtime.native_build import build_native
 from tvm_hetero.runtime.program_links import SPIN_S
 from tvm_hetero.runtime.runs import Event, Timeline
 
@@ -45,36 +43,6 @@ SOURCE = Path(__file__).with_name("native") / "programs.c"
 
 UNIT, ITEM, ALIAS = 0, 1, 2
 OK, FAILED, TIMED_OUT = 0, 1, 2
-
-
-def _cache_dir() -> Path:
-    return cache_home() / "native"
-
-
-def build_native(source: Path) -> Path:
-    """The shared library of ``source``, built once per source (with the headers beside it),
-    TVM FFI and compiler."""
-    from tvm_ffi import libinfo
-
-    compiler = os.environ.get("CC", "cc")
-    ffi_lib = Path(libinfo.find_libtvm_ffi())
-    text = b"".join(p.read_bytes() for p in (source, *sorted(source.parent.glob("*.h"))))
-    key = hashlib.sha256(text + str(ffi_lib).encode() + compiler.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"{source.stem}-{key}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    includes = [libinfo.find_include_path(), libinfo.find_dlpack_include_path()]
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        built = Path(tmp) / out.name
-        cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", *(f"-I{p}" for p in includes),
-               str(source), "-o", str(built), f"-L{ffi_lib.parent}", "-ltvm_ffi",
-               f"-Wl,-rpath,{ffi_lib.parent}"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise OSError(f"{compiler} failed: {done.stderr.strip()[-300:]}")
-        os.replace(built, out)  # whole, even with another process building the same
-    return out
 
 
 def functions() -> dict[str, Any] | None:

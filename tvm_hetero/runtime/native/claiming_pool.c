@@ -36,7 +36,7 @@ typedef int (*Launch)(Lambda flambda, void* cdata, int num_task);
 
 typedef struct Pool {
   int threads;            // the caller and threads - 1 workers
-  int spin;               // pauses a worker spins for the next launch before it sleeps
+  int spin;               // turns (a yield each) a worker looks for the next launch, then sleeps
   _Atomic uint64_t state; // the launch's number (high half) and its next unclaimed task
   _Atomic uint32_t launch_word;  // the launch's number: what sleeping workers wait on
   _Atomic int sleepers;
@@ -52,11 +52,15 @@ typedef struct Pool {
   _Atomic long worker_tasks;  // tasks run by workers (not the caller), for tests
   pthread_t* workers;
   int* cores;  // the workers' cores (cores[i] for worker i), or NULL: not pinned
+  int forks;   // the process's forks when it was made: a forked child has no workers
 } Pool;
 
 static Launch tvm_launch;  // TVM's own TVMBackendParallelLaunch
 static pthread_key_t pool_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int forks;  // children forked from here: in one, a pool of its parent has no workers
+
+static void forked(void) { forks++; }
 
 static inline void pause_once(void) { __builtin_ia32_pause(); }
 
@@ -97,8 +101,8 @@ static void* worker_main(void* arg) {
     uint32_t number;
     int spins = 0;
     while ((number = atomic_load(&p->launch_word)) == seen && !atomic_load(&p->stop)) {
-      if (++spins <= p->spin) {
-        pause_once();
+      if (++spins <= p->spin) {  // as TVM's pool threads look: a yield a turn
+        sched_yield();
         continue;
       }
       atomic_fetch_add(&p->sleepers, 1);
@@ -123,18 +127,23 @@ static void free_pool(void* arg) {
   atomic_store(&p->stop, 1);
   atomic_fetch_add(&p->launch_word, 1);
   syscall(SYS_futex, &p->launch_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-  for (int i = 1; i < p->threads; i++) pthread_join(p->workers[i], NULL);
+  if (p->forks == forks)
+    for (int i = 1; i < p->threads; i++) pthread_join(p->workers[i], NULL);
   free(p->workers);
   free(p->cores);
   free(p);
 }
 
-static void make_key(void) { pthread_key_create(&pool_key, free_pool); }
+static void make_key(void) {
+  pthread_key_create(&pool_key, free_pool);
+  pthread_atfork(NULL, NULL, forked);
+}
 
 // Give the calling thread a pool of ``threads`` threads (itself and threads - 1 workers, each
 // worker on cores[i] when ``cores`` has ``threads`` entries, else where the caller may run),
-// whose workers spin ``spin`` pauses before they sleep; ``threads`` 0 removes its pool (its
-// launches go to TVM's pool). 0 when done, -1 when a worker could not be started.
+// whose workers look ``spin`` times (a yield each) for the next launch before they sleep;
+// ``threads`` 0 removes its pool (its launches go to TVM's pool). 0 when done, -1 when a
+// worker could not be started or the launcher is not installed.
 int tvmh_pool_use(int threads, const int* cores, int ncores, int spin) {
   if (tvm_launch == NULL) return -1;  // not installed
   pthread_once(&key_once, make_key);
@@ -150,6 +159,7 @@ int tvmh_pool_use(int threads, const int* cores, int ncores, int spin) {
   if (p == NULL) return -1;
   p->threads = threads;
   p->spin = spin;
+  p->forks = forks;
   p->workers = calloc((size_t)threads, sizeof(pthread_t));
   if (ncores == threads) {
     p->cores = malloc(sizeof(int) * (size_t)ncores);
@@ -187,7 +197,7 @@ int tvmh_parallel_launch(Lambda flambda, void* cdata, int num_task) {
   Pool* p = pthread_getspecific(pool_key);
   if (p == NULL) return tvm_launch(flambda, cdata, num_task);
   if (num_task <= 0) num_task = p->threads;
-  if (p->in_launch || p->threads == 1) {  // nested, or no workers: run the tasks here
+  if (p->in_launch || p->threads == 1 || p->forks != forks) {  // no workers: run them here
     Env env = {NULL, num_task};
     int failed = 0;
     for (int i = 0; i < num_task; i++) failed |= flambda(i, &env, cdata) != 0;
