@@ -37,6 +37,12 @@ def add_one_long(b: T.Buffer((LONG,), "float32")):
         b[i] = b[i] + T.float32(1)
 
 
+@T.prim_func
+def check_small(b: T.Buffer((LONG,), "float32")):
+    for i in T.parallel(LONG):
+        assert b[i] < T.float32(1), "an element is not below one"
+
+
 @pytest.fixture(scope="module")
 def add_one() -> Any:
     return tvm.compile(add_one_kernel, target="llvm")["add_one_kernel"]
@@ -179,6 +185,23 @@ def test_a_forked_child_runs_its_parents_pool_alone(add_one):
         return -1  # hung
 
     assert _in_thread(job) == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_task_that_fails_raises_its_error_in_the_caller(threads):
+    """The second task (a worker's, mostly) fails: its message reaches the caller's thread."""
+    kernel = tvm.compile(check_small, target="llvm")["check_small"]
+    values = np.zeros(LONG, "float32")
+    values[-1] = 5.0
+
+    def job() -> None:
+        assert claiming_pool.use(threads)
+        kernel(tvm.runtime.tensor(np.zeros(LONG, "float32")))  # passes
+        for _ in range(5):
+            with pytest.raises(Exception, match="an element is not below one"):
+                kernel(tvm.runtime.tensor(values))
+
+    _in_thread(job)
 
 
 def test_use_takes_at_least_one_thread():

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <tvm/ffi/c_api.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
 typedef struct {
@@ -42,6 +43,8 @@ typedef struct Pool {
   _Atomic int sleepers;
   _Atomic int done;
   _Atomic int failed;
+  int caller_failed;             // a task the caller ran failed: its own thread has the error
+  _Atomic(TVMFFIObjectHandle) error;  // the first error a worker's task raised
   _Atomic int stop;
   _Atomic(Lambda) job;
   _Atomic(void*) data;
@@ -62,7 +65,13 @@ static int forks;  // children forked from here: in one, a pool of its parent ha
 
 static void forked(void) { forks++; }
 
-static inline void pause_once(void) { __builtin_ia32_pause(); }
+static inline void pause_once(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 // Claim and run the tasks of launch ``number`` until none is left; a launch that has moved on
 // stops the claims (its job and data are read before the claim, which checks they still hold).
@@ -75,7 +84,17 @@ static void run_tasks(Pool* p, uint32_t number, int worker) {
     int tasks = atomic_load(&p->tasks);
     if ((int)(uint32_t)s >= tasks) return;
     if (!atomic_compare_exchange_weak(&p->state, &s, s + 1)) continue;
-    if (job((int)(uint32_t)s, &p->env, data) != 0) atomic_store(&p->failed, 1);
+    if (job((int)(uint32_t)s, &p->env, data) != 0) {
+      atomic_store(&p->failed, 1);
+      if (worker) {  // hand the error to the caller, whose thread the run's caller reads
+        TVMFFIObjectHandle raised = NULL, none = NULL;
+        TVMFFIErrorMoveFromRaised(&raised);
+        if (raised != NULL && !atomic_compare_exchange_strong(&p->error, &none, raised))
+          TVMFFIObjectDecRef(raised);
+      } else {
+        p->caller_failed = 1;
+      }
+    }
     if (worker) atomic_fetch_add(&p->worker_tasks, 1);
     atomic_fetch_add(&p->done, 1);
   }
@@ -211,6 +230,7 @@ int tvmh_parallel_launch(Lambda flambda, void* cdata, int num_task) {
   p->env.num_task = num_task;
   atomic_store(&p->done, 0);
   atomic_store(&p->failed, 0);
+  p->caller_failed = 0;
   uint32_t number = ++p->launches;
   atomic_store(&p->state, (uint64_t)number << 32);
   atomic_store(&p->launch_word, number);
@@ -221,7 +241,14 @@ int tvmh_parallel_launch(Lambda flambda, void* cdata, int num_task) {
     else sched_yield();  // a claimed task's thread is off its core: let it (or others) run
   }
   p->in_launch = 0;
-  return atomic_load(&p->failed) ? -1 : 0;
+  TVMFFIObjectHandle error = atomic_exchange(&p->error, NULL);
+  if (!atomic_load(&p->failed)) return 0;
+  if (!p->caller_failed) {
+    if (error != NULL) TVMFFIErrorSetRaised(error);  // takes a reference of its own
+    else TVMFFIErrorSetRaisedFromCStr("RuntimeError", "a parallel task failed");
+  }
+  if (error != NULL) TVMFFIObjectDecRef(error);
+  return -1;
 }
 
 long tvmh_pool_worker_tasks(void) {
