@@ -866,9 +866,9 @@ def under_load_rows() -> list[dict]:
 def under_load() -> str:
     """``benchmarks/models/under_load.py``: models quiet and with another process busy on one
     core, ours and ONNX Runtime's."""
-    rows = under_load_rows()
+    rows, cpus = latest_by_cpu(load("under_load.jsonl"), lambda r: (r["model"], r["duty"]))
     out = [
-        (r["model"], cpu_name(r["host"]), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
+        (r["model"], *([cpu_name(r["host"])] if cpus else []), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
          ms(r["ort_ms"]), ratio(r["tvm_ms"], r["ort_ms"]), ms(r["tvm_loaded_ms"]),
          ms(r["ort_loaded_ms"]), ratio(r["tvm_loaded_ms"], r["ort_loaded_ms"]),
          ratio(r["tvm_loaded_ms"], r["tvm_ms"]), ratio(r["ort_loaded_ms"], r["ort_ms"]),
@@ -877,7 +877,7 @@ def under_load() -> str:
          if "tvm_pool_tvm_loaded_ms" in r else "-")
         for r in rows
     ]  # fmt: skip
-    header = ("model", "CPU", "load", "quiet ms", "ORT ms", "quiet / ORT", "loaded ms",
+    header = ("model", *(["CPU"] if cpus else []), "load", "quiet ms", "ORT ms", "quiet / ORT", "loaded ms",
               "ORT loaded ms", "loaded / ORT", "ours slowed", "ORT slowed",
               "TVM's pool: quiet / ORT", "loaded / ORT")  # fmt: skip
     return titled("under_load.jsonl", rows, header, out)

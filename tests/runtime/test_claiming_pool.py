@@ -43,6 +43,13 @@ def check_small(b: T.Buffer((LONG,), "float32")):
         assert b[i] < T.float32(1), "an element is not below one"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def installed() -> None:
+    """Modules compiled from now on take the pool's launcher (the package installs it when
+    :mod:`tvm_hetero.runtime.worker` is imported)."""
+    assert claiming_pool.install()
+
+
 @pytest.fixture(scope="module")
 def add_one() -> Any:
     return tvm.compile(add_one_kernel, target="llvm")["add_one_kernel"]

@@ -12,7 +12,7 @@ compiler, and ``tests/runtime/test_runtime_only.py`` runs this package with
 - :mod:`.offline_runner`, :mod:`.rpc_worker`: timing on machines with the runtime only
 - :mod:`.onnx_session`: ONNX Runtime, the peer, run here or by a cluster's worker
 - :mod:`.claiming_pool`: TVM's parallel kernels on a pool whose caller takes what its workers
-  have not, installed here, before any module is loaded
+  have not, installed when :mod:`.worker` is imported, before any module is loaded
 """
 
 import os
@@ -29,7 +29,3 @@ between one request's kernels; ONNX Runtime's threads likewise stop spinning whe
 (``runtime.onnx_session.session_options``)."""
 
 os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(POOL_SPIN_COUNT))
-
-from tvm_hetero.runtime import claiming_pool  # noqa: E402 (after the spin count it reads)
-
-claiming_pool.install()

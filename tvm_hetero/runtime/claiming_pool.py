@@ -12,13 +12,14 @@ tasks of a launch are claimed from a counter by whichever of the pool's threads 
 caller included, and the caller waits only for tasks already claimed. On a quiet machine each
 thread still takes one task of each launch, in TVM's order.
 
-The launcher is installed when :mod:`tvm_hetero.runtime` is imported (:func:`install`): TVM FFI
-writes the launcher registered last into each module it loads or compiles in memory from then
-on. It serves the threads that asked for a pool (:func:`use`: the workers' threads, the
-profiler's); any other thread's launches go to TVM's pool as before. A worker of the pool looks
-for the next launch ``TVM_THREAD_POOL_SPIN_COUNT`` times (a yield each), as TVM's pool threads
-do, then sleeps. ``TVM_HETERO_POOL=tvm`` (read at each :func:`use`) or no C compiler leaves
-TVM's pool everywhere.
+The launcher is installed when :mod:`tvm_hetero.runtime.worker` is imported, by every path that
+loads or runs compiled code (:func:`install`; :func:`use` and the deployment's loader install it
+too): TVM FFI writes the launcher registered last into each module it loads or compiles in
+memory from then on, so a module loaded before runs on TVM's pool. It serves the threads that
+asked for a pool (:func:`use`: the workers' threads, the profiler's); any other thread's
+launches go to TVM's pool as before. A worker of the pool looks for the next launch
+``TVM_THREAD_POOL_SPIN_COUNT`` times (a yield each), as TVM's pool threads do, then sleeps.
+``TVM_HETERO_POOL=tvm`` (read at each :func:`use`) or no C compiler leaves TVM's pool everywhere.
 """
 
 from __future__ import annotations

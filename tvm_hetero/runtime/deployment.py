@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tvm_hetero.devices.spec import DeviceSpec, SpecError
+from tvm_hetero.runtime import claiming_pool
 from tvm_hetero.runtime.inputs import InputSpec
 from tvm_hetero.runtime.manifest import ArtifactError, check_manifest
 from tvm_hetero.runtime.native_noise import without_native_lines
@@ -294,6 +295,7 @@ def load(path: str | Path, workdir: str | Path) -> Deployment:
             if str(k) in codes:
                 check_device_code(spec.name, device, codes[str(k)])
     libraries: dict[int, Any] = {}
+    claiming_pool.install()  # before the libraries load: they take the launcher then
     with tarfile.open(path) as tar:
         for k in sorted({s.device for s in deployment.units}):
             name = f"lib{k}.so"

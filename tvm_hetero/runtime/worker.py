@@ -26,6 +26,8 @@ from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.runtime import claiming_pool
 from tvm_hetero.runtime.device import runtime_device
 
+claiming_pool.install()  # before any module is loaded: TVM FFI gives modules loaded after it
+
 
 class Worker(Protocol):
     """Runs the units of one device: load a library, call its functions, move tensors, time."""
