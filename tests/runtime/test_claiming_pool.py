@@ -120,6 +120,7 @@ def test_a_thread_without_the_pool_launches_on_tvms(add_one):
 def test_tvm_hetero_pool_tvm_leaves_tvms_pool(add_one, monkeypatch):
     monkeypatch.setenv("TVM_HETERO_POOL", "tvm")
     assert claiming_pool.unavailable() == "TVM_HETERO_POOL=tvm"
+    assert not claiming_pool.install()
 
     def job() -> tuple[np.ndarray, int]:
         assert not claiming_pool.use(2)

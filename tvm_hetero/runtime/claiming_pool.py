@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,29 +41,38 @@ _library: ctypes.CDLL | str | None = None
 
 def install() -> bool:
     """Build the pool (once, cached) and make it TVM's launcher for modules loaded from now on;
-    False where it cannot be (:func:`unavailable` says why)."""
-    return isinstance(_load(), ctypes.CDLL)
+    False where it cannot be or is not wanted (:func:`unavailable` says why: with
+    ``TVM_HETERO_POOL=tvm`` nothing of it is built or installed)."""
+    return unavailable() is None
+
+
+_loading = threading.Lock()
 
 
 def _load() -> ctypes.CDLL | str:
     global _library
-    if _library is None:
-        try:
-            import tvm.base
-
-            library = ctypes.CDLL(str(build_native(SOURCE)))
-            tvm_launch = tvm.base._LOADED_LIBS["tvm_runtime"].TVMBackendParallelLaunch
-            library.tvmh_pool_install.argtypes = [ctypes.c_void_p]
-            if library.tvmh_pool_install(ctypes.cast(tvm_launch, ctypes.c_void_p)) != 1:
-                raise OSError("registering the launcher with TVM FFI failed")
-            library.tvmh_pool_use.argtypes = [
-                ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int
-            ]  # fmt: skip
-            library.tvmh_pool_worker_tasks.restype = ctypes.c_long
-            _library = library
-        except (OSError, KeyError, AttributeError) as err:
-            _library = f"the claiming pool is unavailable: {err}"
+    with _loading:
+        if _library is None:
+            _library = _built_and_installed()
     return _library
+
+
+def _built_and_installed() -> ctypes.CDLL | str:
+    try:
+        import tvm.base
+
+        library = ctypes.CDLL(str(build_native(SOURCE)))
+        tvm_launch = tvm.base._LOADED_LIBS["tvm_runtime"].TVMBackendParallelLaunch
+        library.tvmh_pool_install.argtypes = [ctypes.c_void_p]
+        if library.tvmh_pool_install(ctypes.cast(tvm_launch, ctypes.c_void_p)) != 1:
+            raise OSError("registering the launcher with TVM FFI failed")
+        library.tvmh_pool_use.argtypes = [
+            ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int
+        ]  # fmt: skip
+        library.tvmh_pool_worker_tasks.restype = ctypes.c_long
+        return library
+    except (OSError, KeyError, AttributeError) as err:
+        return f"the claiming pool is unavailable: {err}"
 
 
 def unavailable() -> str | None:
