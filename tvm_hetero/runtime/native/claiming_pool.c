@@ -86,7 +86,7 @@ static void run_tasks(Pool* p, uint32_t number, int worker) {
     if (!atomic_compare_exchange_weak(&p->state, &s, s + 1)) continue;
     if (job((int)(uint32_t)s, &p->env, data) != 0) {
       atomic_store(&p->failed, 1);
-      if (worker) {  // hand the error to the caller, whose thread the run's caller reads
+      if (worker) {  // hand the error over: the run reads it from the caller's thread
         TVMFFIObjectHandle raised = NULL, none = NULL;
         TVMFFIErrorMoveFromRaised(&raised);
         if (raised != NULL && !atomic_compare_exchange_strong(&p->error, &none, raised))
