@@ -3,11 +3,13 @@ with its workers taking tasks, and only in the threads that asked for it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,41 +133,49 @@ def test_tvm_hetero_pool_tvm_leaves_tvms_pool(add_one, monkeypatch):
     assert worker_tasks == -1
 
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def _workers_of(thread: int) -> int:
+    """The live workers of the pool of ``thread`` (a native thread id): they are named
+    ``tvmh-<thread>``."""
+    named = 0
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            named += Path(f"/proc/self/task/{task}/comm").read_text().strip() == f"tvmh-{thread}"
+    return named
 
 
-def _settles_at(expected: int) -> int:
-    """This process's threads once they are ``expected`` or 5 s have passed (a Python thread
-    is joined before its OS thread has ended, and its pool's workers end as that does)."""
+def _settles_at_none(thread: int) -> int:
+    """The workers of ``thread``'s pool once none is left or 5 s have passed (a Python thread is
+    joined before its OS thread has ended, and its pool's workers end as that does)."""
     deadline = time.monotonic() + 5
-    while _threads() != expected and time.monotonic() < deadline:
+    while _workers_of(thread) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return _threads()
+    return _workers_of(thread)
 
 
 def test_a_pools_workers_end_with_its_thread_or_its_release(add_one):
-    before = _threads()
-
-    def job() -> tuple[int, int]:
+    def job() -> tuple[int, int, int]:
+        me = threading.get_native_id()
         claiming_pool.use(3)
         _launches(add_one, 5)
-        with_pool = _threads()
+        with_pool = _workers_of(me)
         claiming_pool.release()
-        return with_pool, _threads()
+        released = _workers_of(me)
+        claiming_pool.use(2)
+        return me, with_pool, released
 
-    with_pool, released = _in_thread(job)
-    assert (with_pool, released) == (before + 3, before + 1)  # the job's thread, its 2 workers
-    assert _settles_at(before) == before
+    me, with_pool, released = _in_thread(job)
+    assert (with_pool, released) == (2, 0)
+    assert _settles_at_none(me) == 0  # the second pool ended with its thread
 
-    def pinned() -> int:  # one worker a core, the caller's core not counted
+    def pinned() -> tuple[int, int]:  # one worker a core, the caller's core not counted
         cores = sorted(os.sched_getaffinity(0))[:2]
         assert claiming_pool.use(len(cores), cores)
         _launches(add_one, 5)
-        return _threads()
+        return threading.get_native_id(), _workers_of(threading.get_native_id())
 
-    assert _in_thread(pinned) == before + min(2, len(os.sched_getaffinity(0)))
-    assert _settles_at(before) == before
+    me, workers = _in_thread(pinned)
+    assert workers == min(2, len(os.sched_getaffinity(0))) - 1
+    assert _settles_at_none(me) == 0
 
 
 def test_a_forked_child_runs_its_parents_pool_alone(add_one):

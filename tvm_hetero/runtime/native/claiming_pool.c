@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -56,6 +57,7 @@ typedef struct Pool {
   pthread_t* workers;
   int* cores;  // the workers' cores (cores[i] for worker i), or NULL: not pinned
   int forks;   // the process's forks when it was made: a forked child has no workers
+  int owner;   // the thread it belongs to (its id): the workers are named tvmh-<owner>
 } Pool;
 
 static Launch tvm_launch;  // TVM's own TVMBackendParallelLaunch
@@ -179,6 +181,7 @@ int tvmh_pool_use(int threads, const int* cores, int ncores, int spin) {
   p->threads = threads;
   p->spin = spin;
   p->forks = forks;
+  p->owner = (int)syscall(SYS_gettid);
   p->workers = calloc((size_t)threads, sizeof(pthread_t));
   if (ncores == threads) {
     p->cores = malloc(sizeof(int) * (size_t)ncores);
@@ -204,6 +207,9 @@ int tvmh_pool_use(int threads, const int* cores, int ncores, int spin) {
       free_pool(p);
       return -1;
     }
+    char name[16];  // named before use returns: ps, top and the tests see whose it is
+    snprintf(name, sizeof(name), "tvmh-%d", p->owner);
+    pthread_setname_np(p->workers[i], name);
   }
   pthread_setspecific(pool_key, p);
   return 0;
