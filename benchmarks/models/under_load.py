@@ -138,14 +138,13 @@ def main() -> int:
     if wrong is not None:
         print(f"under_load.py: {wrong}", file=sys.stderr)
         return 2
-    import json
+    sys.path.append(str(HERE.parent / "cpu_kernels"))
+    from onnx_models import append_rows  # after the flags: it imports torch
 
-    out = HERE.parent / "results" / args.out
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             row = {**stamp(), **measure(name, args.rounds, args.duty, Path(tmp))}
-            with out.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+            append_rows([row], args.out)
             quiet, loaded = (
                 row["tvm_ms"] / row["ort_ms"],
                 row["tvm_loaded_ms"] / row["ort_loaded_ms"],

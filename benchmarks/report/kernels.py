@@ -858,15 +858,21 @@ def position_bands() -> str:
     return _switched("POSITION_BANDS")
 
 
+def _under_load_latest() -> tuple[list[dict], bool]:
+    """``under_load.jsonl``'s latest row of each model, load and kind of CPU
+    (:func:`~sources.latest_by_cpu`)."""
+    return latest_by_cpu(load("under_load.jsonl"), lambda r: (r["model"], r["duty"]))
+
+
 def under_load_rows() -> list[dict]:
-    """``under_load.jsonl``'s latest row of each model, load and kind of CPU."""
-    return latest_by_cpu(load("under_load.jsonl"), lambda r: (r["model"], r["duty"]))[0]
+    """The rows of the under-load table (the summary's too)."""
+    return _under_load_latest()[0]
 
 
 def under_load() -> str:
     """``benchmarks/models/under_load.py``: models quiet and with another process busy on one
     core, ours and ONNX Runtime's."""
-    rows, cpus = latest_by_cpu(load("under_load.jsonl"), lambda r: (r["model"], r["duty"]))
+    rows, cpus = _under_load_latest()
     out = [
         (r["model"], *([cpu_name(r["host"])] if cpus else []), f"{r['load_share']:.0%}", ms(r["tvm_ms"]),
          ms(r["ort_ms"]), ratio(r["tvm_ms"], r["ort_ms"]), ms(r["tvm_loaded_ms"]),

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from stamp import host
+from stamp import stamp
 
 CHAIN = 64
 
@@ -204,19 +204,15 @@ def main() -> None:
         for proc in procs:
             os.killpg(proc.pid, signal.SIGKILL)
     us = {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     row = {
         "what": "runtime programs vs dataflow",
         "model": args.zoo or f"chain of {CHAIN} adds",
         "crossings": crossings,
         "where": "remote (loopback, 2 worker processes)" if args.remote else "local threads",
-        "host": host(),
+        **stamp(),  # host, date, commit, command
         "cores": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d"),
-        "commit": commit.stdout.strip(),
         "rounds": args.rounds,
         "runs": args.runs,
-        "command": " ".join(["benchmarks/runtime/programs.py", *sys.argv[1:]]),
         "median_us": us,
     }
     for mode in modes:
