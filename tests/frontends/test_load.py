@@ -67,6 +67,20 @@ def test_onnx_unsupported_operator_is_named(tmp_path):
         load_model(path)
 
 
+def test_onnx_input_nothing_defines_is_named(tmp_path):
+    """ONNX Runtime refuses such a file; the message says which node reads what."""
+    graph = helper.make_graph(
+        [helper.make_node("Clip", ["x", "low", "high"], ["y"], name="clip_1")], "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("low", TensorProto.FLOAT, [], [0.0])],
+    )  # fmt: skip
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(ModelLoadError, match=r"input 'high' of node 'clip_1' \(Clip\) is no "):
+        load_model(path)
+
+
 def test_torch_export_program_and_pt2_file(tmp_path, two_cpus):
     torch = pytest.importorskip("torch")
 

@@ -323,3 +323,35 @@ def test_reads_rows_cannot_take_are_left_to_square_tiles(monkeypatch):
     monkeypatch.setattr(transposed, "BLOCKED_ROWS", False)
     sch = s_tir.Schedule(tiles_as_a_map)
     assert not blocked_rows(sch, sch.get_sblock("compute"), AVX2)
+
+
+@T.prim_func(private=True, s_tir=True)
+def take_at_a_scalar(
+    x: T.Buffer((T.int64(1), T.int64(128), T.int64(8), T.int64(3), T.int64(32)), "float32"),
+    i: T.Buffer((), "int64"),
+    y: T.Buffer((T.int64(1), T.int64(128), T.int64(8), T.int64(32)), "float32"),
+):
+    for n, c, h, w in T.grid(T.int64(1), T.int64(128), T.int64(8), T.int64(32)):
+        with T.sblock("T_take"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            y[vn, vc, vh, vw] = x[
+                vn, vc, vh, T.truncmod(T.truncmod(i[()], T.int64(3)) + T.int64(3), T.int64(3)), vw
+            ]
+
+
+def test_a_read_of_a_scalar_is_no_tile_and_the_kernel_keeps_its_rule():
+    """BLOOM's query, key and value taken from one tensor by a scalar index (a 0-d buffer
+    read beside the 4-D one): the rows rule had unpacked the scalar's empty index and failed,
+    and the kernel fell back to TVM's default schedule with a warning."""
+    from tvm_hetero.schedules.cpu.injective import Injective
+
+    sch = s_tir.Schedule(take_at_a_scalar)
+    assert not blocked_rows(sch, sch.get_sblock("T_take"), AVX2)
+    scheduled = Injective().schedule(take_at_a_scalar, AVX2)
+    assert "T.vectorized" in scheduled.mod["main"].script()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 128, 8, 3, 32)).astype("float32")
+    got = tvm.runtime.empty((1, 128, 8, 32), "float32")
+    run = tvm.compile(scheduled.mod["main"].with_attr("global_symbol", "take"), AVX2)["take"]
+    run(tvm.runtime.tensor(x), tvm.runtime.tensor(np.array(5, "int64")), got)
+    np.testing.assert_array_equal(got.numpy(), x[:, :, :, 2])

@@ -177,6 +177,7 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
         raise ModelLoadError(
             f"{path}: shapes given for {unknown}, which are not its inputs {names}"
         )
+    _check_references(path, proto)
     _check_given_shapes(path, proto, shapes or {})
     try:
         mod = _converted(proto, shapes, loops)
@@ -273,6 +274,25 @@ def onnx_converters(loops: bool = True) -> Iterator[None]:
         yield
     finally:
         onnx_frontend._get_convert_map = original
+
+
+def _check_references(path: Path, proto: Any) -> None:
+    """Every input a node of the graph reads is an input of the graph, an initializer or what a
+    node makes, as ONNX Runtime checks before it runs a file (timm's Gemma 4 ViT exported by
+    torch 2.11 read a clamp's bound that nothing defined: TVM's frontend failed on its name
+    alone). Subgraphs (``If``, ``Loop``) may read their outer scope and are not checked."""
+    graph = proto.graph
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    defined |= {name for node in graph.node for name in node.output}
+    for node in graph.node:
+        missing = next((n for n in node.input if n and n not in defined), None)
+        if missing is not None:
+            raise ModelLoadError(
+                f"{path}: not a valid ONNX graph: input {missing!r} of node "
+                f"{node.name or '(unnamed)'!r} ({node.op_type}) is no graph input, initializer "
+                "or node's output (ONNX Runtime refuses the file too)"
+            )
 
 
 def _check_given_shapes(path: Path, proto: Any, shapes: Mapping) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import itertools
 import math
 from collections.abc import Iterator
 
@@ -253,14 +254,41 @@ def vectorize_parallel(
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
+SHARED_INLINE_MAX_NODES = 1024
+"""The largest expression (in nodes) that :func:`spatial_inlined` copies into more than one
+reader. Inlining copies a block's expression into each reader, so a concatenation read by
+the pieces of a split, each then read by another concatenation, grows with the product of
+the two: timm's BAT-ResNeXt's twelve attention kernels (a reshape split eight ways,
+concatenated, split and concatenated again) took seven seconds each to inline whole, the
+model's compile 93 s, 11 s with the first concatenation (2,866 nodes read by eight pieces)
+written to its buffer once and read from there (AMD EPYC Zen 4, 2026-12-07). Blocks of a few
+hundred nodes (the reshape read by the eight pieces: 311) are inlined as before; no kernel of
+the corpus's models has a larger one."""
+
+
+def _copied_too_large(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> bool:
+    """Whether inlining ``block`` would copy more than :data:`SHARED_INLINE_MAX_NODES`
+    expression nodes into more than one reader."""
+    if len(sch.get_consumers(block)) < 2:
+        return False
+    store = sch.get(block).body
+    if not isinstance(store, tirx.BufferStore):
+        return False
+    nodes = itertools.islice(expression_nodes(store.value), SHARED_INLINE_MAX_NODES + 1)
+    return sum(1 for _ in nodes) > SHARED_INLINE_MAX_NODES
+
+
 def spatial_inlined(func: tirx.PrimFunc) -> tuple[s_tir.Schedule, list] | None:
     """A schedule of ``func`` with every block but the last inlined into its readers where it
-    can be, and the blocks left; ``None`` when a block reduces (not an element-wise kernel)."""
+    can be (a large expression into one reader only: :data:`SHARED_INLINE_MAX_NODES`), and the
+    blocks left; ``None`` when a block reduces (not an element-wise kernel)."""
     sch = s_tir.Schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
     if not blocks or any(not is_spatial(sch, b) for b in blocks):
         return None
     for block in blocks[:-1]:
+        if _copied_too_large(sch, block):
+            continue
         try:
             sch.compute_inline(block)
         except ScheduleError:

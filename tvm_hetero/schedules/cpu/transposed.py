@@ -194,7 +194,9 @@ def blocked_rows(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: Ta
 
 def _tiles_with_channels_innermost(region, c: tirx.Var, w: tirx.Var) -> bool:
     """Whether ``region``'s innermost index is ``c`` plus what does not move with it, and
-    another index uses ``w`` other than linearly."""
+    another index uses ``w`` other than linearly (a scalar's read: no index, no tile)."""
+    if not region.region:
+        return False
     *rest, last = (r.min for r in region.region)
     if uses_var(last, w) or index_step(last, c) != 1:
         return False
