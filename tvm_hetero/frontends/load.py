@@ -261,14 +261,21 @@ def onnx_converters(loops: bool = True) -> Iterator[None]:
     recurrent layers (:mod:`~tvm_hetero.frontends.onnx_rnn`; ``loops=False`` unrolls them),
     ``Col2Im`` (:mod:`~tvm_hetero.frontends.onnx_col2im`) and ``DFT``
     (:mod:`~tvm_hetero.frontends.onnx_dft`); and ``ConstantOfShape`` of an empty shape
-    (:mod:`~tvm_hetero.frontends.onnx_constant_of_shape`), which it fails on."""
+    (:mod:`~tvm_hetero.frontends.onnx_constant_of_shape`) and ``Split`` by sizes the graph
+    computes (:mod:`~tvm_hetero.frontends.onnx_split`), which it fails on."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    from tvm_hetero.frontends import onnx_col2im, onnx_constant_of_shape, onnx_dft, onnx_rnn
+    from tvm_hetero.frontends import (
+        onnx_col2im,
+        onnx_constant_of_shape,
+        onnx_dft,
+        onnx_rnn,
+        onnx_split,
+    )
 
     original = onnx_frontend._get_convert_map
     added = {**onnx_rnn.converters(loops), **onnx_col2im.CONVERTERS, **onnx_dft.CONVERTERS,
-             **onnx_constant_of_shape.CONVERTERS}  # fmt: skip
+             **onnx_constant_of_shape.CONVERTERS, **onnx_split.CONVERTERS}  # fmt: skip
     onnx_frontend._get_convert_map = lambda: {**original(), **added}
     try:
         yield
