@@ -104,7 +104,7 @@ class Matmul(CpuRule):
 
         extents = const_extents(sch, sch.get_loops(main))
         if extents is None:
-            return None
+            return _symbolic_rows(sch, main, (reindex_a, reindex_b), target)
         batches, rows, cols, depth = extents
         parallel = batches * rows * cols * depth >= PARALLEL_MIN_FLOPS
         bits = output_bits(sch, main)
@@ -940,3 +940,45 @@ def _copy_panel(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, panel) -> No
     copy = sch.cache_read(main, index, "global")
     sch.compute_at(copy, panel, preserve_unit_loops=True)
     sch.vectorize(sch.get_loops(copy)[-1])
+
+
+SYMBOLIC_ROWS = True
+"""Whether a matmul whose rows are known only at run time gets :func:`_symbolic_rows`' schedule
+(off: the fallback rule's loops, to compare)."""
+
+
+def _symbolic_rows(
+    sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, reindexed: tuple, target: Target
+) -> s_tir.Schedule | None:
+    """A matmul whose row count is symbolic and whose batch, columns and depth are not (a
+    mixture of experts' tokens routed to one expert, transformers' JetMoE): each thread a panel
+    of ``NR`` columns, tiles of :data:`ROWS_PER_TILE` rows (the last one's rows past the count
+    skipped) accumulated in vector registers over the whole depth, ``B`` read in place (the
+    package's packed weights are panels already). The static path's tiles and padding need the
+    rows' count; on the fallback rule's loops (the depth innermost, scalar) 90 x 256 x 1024
+    took 68 ms here, 1.1 ms so, a row a tile 3.6 ms, eight rows 1.4 (AMD EPYC Zen 4, with a
+    transpose of the weights in each run). ``None`` where the columns take no whole vector."""
+    loops = sch.get_loops(main)
+    extents = [sch.get(loop).extent for loop in loops]
+    if not SYMBOLIC_ROWS or len(extents) != 4:
+        return None
+    if any(not isinstance(e, tirx.IntImm) for k, e in enumerate(extents) if k != 1):
+        return None
+    batches, cols = int(extents[0]), int(extents[2])
+    lanes = vector_lanes(target, output_bits(sch, main))
+    nr = next((w for w in (2 * lanes, lanes) if cols % w == 0), None)
+    if nr is None:
+        return None
+    for block in reindexed:
+        sch.compute_inline(block)
+    batch, i, j, k = sch.get_loops(main)
+    j0, j1 = sch.split(j, [None, nr])
+    i0, i1 = sch.split(i, [None, ROWS_PER_TILE])
+    sch.reorder(batch, j0, i0, k, i1, j1)
+    panel = sch.fuse(batch, j0)
+    if batches * cols // nr > 1:
+        sch.parallel(panel)
+    sch.unroll(i1)
+    sch.vectorize(j1)
+    accumulate_in_registers(sch, main, i0, k, target, unrolled=True)
+    return sch
