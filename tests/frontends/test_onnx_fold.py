@@ -147,6 +147,34 @@ def test_a_model_that_imports_as_it_is_is_not_folded(tmp_path, monkeypatch):
     assert load_model(path).inputs[0].name == "X"
 
 
+def _first_half_of_columns():
+    """``X[:, : X.shape[1] // 2]``, the bound computed from the shape (Mixtral's batched
+    experts cut their gate and up projections so): the frontend converts it, to a slice whose
+    output has no shape."""
+    nodes = [
+        helper.make_node("Shape", ["X"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["width"], axis=0),
+        helper.make_node("Div", ["width", "two"], ["half"]),
+        helper.make_node("Slice", ["X", "zero", "half", "one"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 8])
+    ints = [_ints("one", [1]), _ints("two", [2]), _ints("zero", [0])]
+    return _model(nodes, [x], ints)
+
+
+def test_a_conversion_that_leaves_a_tensor_without_shape_is_folded(tmp_path):
+    proto = _first_half_of_columns()
+    assert "ndim=2" in _converted(proto, None, True)["main"].script()  # the frontend's
+    path = tmp_path / "half.onnx"
+    onnx.save(proto, str(path))
+    model = load_model(path)
+    text = model.mod["main"].script()
+    assert "ndim=" not in text and "R.Tensor((4, 4)" in text, text
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    (got,) = api.run(api.compile(model, [cpu_device()]), {"X": x})
+    np.testing.assert_array_equal(got, x[:, :4])
+
+
 def test_a_conversion_that_fails_folded_too_names_the_file_and_the_operator(tmp_path):
     """Pads given at run time cannot be folded: the frontend's first failure, with its
     operator."""

@@ -187,7 +187,27 @@ def _from_onnx(path: Path, shapes: Mapping | None, loops: bool = True) -> Model:
             raise UnsupportedOperatorError(
                 f"{path}: {err}{_symbolic_hint(proto, shapes)}"
             ) from None
+    if _unshaped_values(mod):  # what no kernel can be built for: try the graph folded
+        simpler = _converted_folded(proto, shapes, loops)
+        if simpler is not None and not _unshaped_values(simpler):
+            mod = simpler
     return from_irmodule(mod, path.stem, f"onnx:{path}")
+
+
+def _unshaped_values(mod: tvm.IRModule) -> bool:
+    """Whether a tensor ``main`` computes has a known rank but no shape, not even a symbolic
+    one: the frontend's slice by bounds it computes from shapes at run time
+    (``dynamic_strided_slice``), whose kernels Relax cannot legalize ("emit_te now only
+    supports Tensor that has ShapeExpr shape"). transformers' Mixtral with its batched
+    experts cuts each expert's gate and up projections so, by halves of a shape."""
+    from tvm import relax
+
+    body = mod[ENTRY_FUNC].body
+    return any(
+        isinstance(binding.var.ty, relax.TensorType) and binding.var.ty.shape is None
+        for block in body.blocks
+        for binding in block.bindings
+    )
 
 
 def _converted_folded(proto: Any, shapes: Mapping | None, loops: bool) -> tvm.IRModule | None:
