@@ -448,3 +448,14 @@ def test_s3d_takes_frames_of_224_and_a_draw_that_reaches_its_output():
             assert float(model.eval().features(x).std()) > 1e-2
     finally:
         zoo.CORPUS.pop("tv:video.s3d", None)
+
+
+def test_a_spec_too_long_for_a_file_name_gets_a_cut_name_with_its_digest(tmp_path):
+    """DeepSeek-V3's spec with its fields is 301 characters; a file's name may have 255."""
+    fields = ",".join(f"field_{k}={k}" for k in range(30))
+    long, other = f"hf:DeepseekV3ForCausalLM:{fields}", f"hf:DeepseekV3ForCausalLM:{fields},x=1"
+    path = zoo.onnx_path(tmp_path, long, "-small")
+    assert len(path.name) <= 255 and path.name.endswith(".onnx")
+    assert path != zoo.onnx_path(tmp_path, other, "-small")  # the digest tells them apart
+    path.write_bytes(b"")  # the file system takes it
+    assert zoo.onnx_path(tmp_path, "resnet18") == tmp_path / "resnet18.onnx"

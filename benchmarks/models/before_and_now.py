@@ -77,7 +77,7 @@ def main() -> int:
     args = parser.parse_args()
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import exported_feeds
+    from zoo import exported_feeds, onnx_path
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -88,7 +88,7 @@ def main() -> int:
     device, config = cpu_device(threads=args.threads), MeasureConfig(repeat=5, min_repeat_ms=100)
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}.onnx"
+            path = onnx_path(tmp, name)
             given, feeds = exported_feeds(name, path)  # a symbolic batch: the example's
             model = load_model(path, shapes=given)
             feeds = {s.name: feeds[s.name] for s in model.inputs}

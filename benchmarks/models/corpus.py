@@ -106,12 +106,12 @@ def check(name: str, work: Path, threads: int = 2, rounds: int = 3, small: bool 
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import CORPUS, exported_feeds, outside
+    from zoo import CORPUS, exported_feeds, onnx_path, outside
 
     outside(name)
 
     row: dict = {"model": name, "source": CORPUS[name].source, "stage": "export"}
-    path = work / f"{name}{'-small' if small else ''}.onnx"
+    path = onnx_path(work, name, "-small" if small else "")
     try:
         given, feeds = exported_feeds(name, path, small)  # a symbolic batch: the example's
         row["stage"] = "import"

@@ -129,9 +129,9 @@ def compiled_model(name: str, tmp: str, threads: int) -> tuple:
     """``(path, feeds, compiled)``: corpus model ``name`` exported as ``corpus.py`` exports it
     into the folder ``tmp``, loaded and compiled for the CPU with ``threads`` threads as
     ``api.compile`` does (:func:`compiled_export`), and its example inputs."""
-    from zoo import exported_feeds
+    from zoo import exported_feeds, onnx_path
 
-    path = Path(tmp) / f"{name}.onnx"
+    path = onnx_path(tmp, name)
     given, feeds = exported_feeds(name, path)
     return (path, *compiled_export(path, given, feeds, threads))
 

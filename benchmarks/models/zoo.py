@@ -807,6 +807,19 @@ def random_feeds(model, args: tuple, count: int) -> list[dict]:
     ]  # fmt: skip
 
 
+def onnx_path(folder, name: str, suffix: str = ""):
+    """``folder/NAME{suffix}.onnx``; a name too long for a file's (a transformers class with
+    many fields: DeepSeek-V3's spec is 301 characters, the limit 255) is cut and ends in a
+    digest of the whole."""
+    import hashlib
+    from pathlib import Path
+
+    stem = f"{name}{suffix}"
+    if len(stem) > 200:
+        stem = f"{stem[:150]}-{hashlib.sha1(stem.encode()).hexdigest()[:12]}"
+    return Path(folder) / f"{stem}.onnx"
+
+
 def load_exported(name: str, work, row: dict):
     """``name`` of the corpus (``NAME-symbolic``: with a symbolic batch dimension) exported at
     its small size to ONNX in ``work`` and loaded (the symbolic batch given as 1); returns
