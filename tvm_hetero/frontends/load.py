@@ -281,8 +281,9 @@ def onnx_converters(loops: bool = True) -> Iterator[None]:
     recurrent layers (:mod:`~tvm_hetero.frontends.onnx_rnn`; ``loops=False`` unrolls them),
     ``Col2Im`` (:mod:`~tvm_hetero.frontends.onnx_col2im`) and ``DFT``
     (:mod:`~tvm_hetero.frontends.onnx_dft`); and ``ConstantOfShape`` of an empty shape
-    (:mod:`~tvm_hetero.frontends.onnx_constant_of_shape`) and ``Split`` by sizes the graph
-    computes (:mod:`~tvm_hetero.frontends.onnx_split`), which it fails on."""
+    (:mod:`~tvm_hetero.frontends.onnx_constant_of_shape`), ``Split`` by sizes the graph
+    computes (:mod:`~tvm_hetero.frontends.onnx_split`) and an unsorted ``TopK``
+    (:mod:`~tvm_hetero.frontends.onnx_topk`), which it fails on."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     from tvm_hetero.frontends import (
@@ -291,11 +292,13 @@ def onnx_converters(loops: bool = True) -> Iterator[None]:
         onnx_dft,
         onnx_rnn,
         onnx_split,
+        onnx_topk,
     )
 
     original = onnx_frontend._get_convert_map
     added = {**onnx_rnn.converters(loops), **onnx_col2im.CONVERTERS, **onnx_dft.CONVERTERS,
-             **onnx_constant_of_shape.CONVERTERS, **onnx_split.CONVERTERS}  # fmt: skip
+             **onnx_constant_of_shape.CONVERTERS, **onnx_split.CONVERTERS,
+             **onnx_topk.CONVERTERS}  # fmt: skip
     onnx_frontend._get_convert_map = lambda: {**original(), **added}
     try:
         yield
