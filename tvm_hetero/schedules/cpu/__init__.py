@@ -2,6 +2,7 @@
 
 from tvm_hetero.schedules.cpu.common import CpuRule
 from tvm_hetero.schedules.cpu.conv import Conv, Pool
+from tvm_hetero.schedules.cpu.dot_products import DotProducts
 from tvm_hetero.schedules.cpu.fallback import Fallback
 from tvm_hetero.schedules.cpu.injective import Injective
 from tvm_hetero.schedules.cpu.matmul import Matmul
@@ -10,15 +11,15 @@ from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 from tvm_hetero.schedules.cpu.separable_pool import SeparablePool
 from tvm_hetero.schedules.cpu.winograd import Winograd
 
-RULES_VERSION = 85
+RULES_VERSION = 86
 """Bumped whenever a rule changes the code it generates: measurements are keyed by it."""
 
 
 def cpu_rules() -> tuple[CpuRule, ...]:
     """The rules in the order they are tried."""
     return (
-        Winograd(), SeparablePool(), Matmul(), Conv(), Pool(), Gemv(), Reduction(), Pieces(),
-        Injective(), Fallback(),
+        Winograd(), SeparablePool(), Matmul(), DotProducts(), Conv(), Pool(), Gemv(), Reduction(),
+        Pieces(), Injective(), Fallback(),
     )  # fmt: skip
 
 
@@ -26,6 +27,7 @@ __all__ = [
     "RULES_VERSION",
     "Conv",
     "CpuRule",
+    "DotProducts",
     "Fallback",
     "Gemv",
     "Injective",
