@@ -63,9 +63,11 @@ class Expand(onnx_frontend.Expand):
     def _impl_v13(cls, bb: relax.BlockBuilder, inputs: Sequence, attr: dict, params: Any):
         data, shape = inputs[0], inputs[1]
         dims = list(data.ty.shape.values) if isinstance(data.ty, relax.TensorType) else None
-        if not isinstance(shape, Constant) or dims is None:
-            return super()._impl_v13(bb, inputs, attr, params)
-        if all(isinstance(d, tirx.IntImm) for d in dims):
+        if (
+            not isinstance(shape, Constant)
+            or dims is None
+            or all(isinstance(d, tirx.IntImm) for d in dims)
+        ):
             return super()._impl_v13(bb, inputs, attr, params)
         target = [int(d) for d in shape.value.numpy().tolist()]
         rank = max(len(target), len(dims))
