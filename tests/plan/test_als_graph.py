@@ -1,3 +1,5 @@
+import pytest
+
 from tvm_hetero.cli.main import main
 from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan.profiling_paths import profiling_runs
@@ -54,6 +56,7 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
     from tvm_hetero.plan.als import check_costs, priority_assignment, total_time
     from tvm_hetero.profiling.profiler import profiler_for
     from tvm_hetero.strategies.als.planner import measure_costs, plan_als
+    from tvm_hetero.strategies.base import OutOfTime, SearchCosts
 
     model = load_zoo_model("mlp:tiny")
     graph = OpGraph.from_module(model.mod)
@@ -66,6 +69,20 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
     assert measure_costs(model, two_cpus, dcg, runs, profiler, repeats=1) == costs
     assert profiler.hits == len(runs)  # and served the second time
     check_costs(dcg, costs)  # every capable (op, device) and every DA edge has a measured cost
+    # in a search: the runs the database holds need no time; runs it lacks, priced by the
+    # search's compile and runs, stop it before the first one where they would not fit
+    slow = SearchCosts(compile_s=20.0, load_s={}, run_s={"cpu": 2.0})
+    served = measure_costs(model, two_cpus, dcg, runs, profiler, repeats=1,
+                           time_left=lambda: 0.5, costs=slow)  # fmt: skip
+    assert served == costs
+    empty = profiler_for(tmp_path / "empty.jsonl")
+    need = len(runs) * (20.0 + 2 * 2.0)  # each a compile, a warm-up and one timed run
+    with pytest.raises(
+        OutOfTime, match=rf"its {len(runs)} profiling runs left would take {need:.0f} s"
+    ):
+        measure_costs(model, two_cpus, dcg, runs, empty, repeats=1, time_left=lambda: need - 1,
+                      costs=slow)  # fmt: skip
+    assert empty.misses == 0
     assert all(t >= 0 for per in costs.node.values() for t in per.values())
     for exact in (False, True):
         plan = plan_als(dcg, costs, exact=exact)

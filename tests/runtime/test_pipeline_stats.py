@@ -3,7 +3,13 @@
 import pytest
 
 from tvm_hetero.runtime.executor import Event, Timeline
-from tvm_hetero.runtime.stats import first_turn_s, pipeline_stats, warm_up, warm_up_runs
+from tvm_hetero.runtime.stats import (
+    first_turn_s,
+    pipeline_stats,
+    runs_within,
+    warm_up,
+    warm_up_runs,
+)
 
 
 def test_a_units_wait_for_its_input_is_not_busy_time():
@@ -43,3 +49,11 @@ def test_a_warm_up_stops_once_its_runs_took_its_seconds(monkeypatch):
     assert warm_up_runs(0, 3.0) == 0
     assert first_turn_s(3.0, 5, 4) == 15.0  # one run to warm up, four timed
     assert first_turn_s(0.1, 5, 4) == pytest.approx(0.9)  # five to warm up
+
+
+def test_runs_within_a_time_are_as_many_as_fit_between_the_least_and_the_most():
+    assert runs_within(10.0, 0.01, 30) == 30  # a quick model: the most
+    assert runs_within(10.0, 2.3, 30) == 5  # four would fit; five at least
+    assert runs_within(10.0, 0.5, 30) == 20
+    assert runs_within(10.0, None, 30) == 30 and runs_within(10.0, 0.0, 30) == 30  # unknown
+    assert runs_within(10.0, 5.0, 3) == 3  # never more than the most

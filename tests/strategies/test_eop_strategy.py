@@ -7,7 +7,9 @@ import pytest
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.profiling.db import ProfileDB
 from tvm_hetero.profiling.profiler import Profiler
+from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.strategies.base import OutOfTime, SearchCosts
 from tvm_hetero.strategies.eop import planner as eop
 from tvm_hetero.zoo import load_zoo_model
 
@@ -58,6 +60,29 @@ def test_sweeps_stop_when_the_time_left_is_spent(tmp_path, two_cpus):
         k.node_id for k in every.keys
     )
     assert eop.plan(cut).predicted_s > 0
+
+
+def test_in_a_search_eop_measures_what_fits_in_its_share(tmp_path, two_cpus):
+    """In a search (its ``costs``), the per-operator runs of each device are not begun where
+    they would end past the time left (nothing is measured), and are not priced once the
+    database holds them; each device's runs of the whole model are as many as fit in
+    ``RUNS_WITHIN_S`` by the search's run of it, five at least."""
+    model = load_zoo_model("mlp:tiny", batch=16, sizes=[32, 64, 8])
+    profiler = Profiler(ProfileDB(tmp_path / "p.jsonl"), config=MeasureConfig(3, 2))
+    slow = SearchCosts(compile_s=10.0, load_s={}, run_s={d.name: 2.5 for d in two_cpus})
+    need = 2 * (10.0 + 4 * 2.5)  # two devices: a compile, a warm-up and three runs each
+    with pytest.raises(OutOfTime, match=f"each device would take {need:.0f} s or more"):
+        eop.measure_inputs(model, two_cpus, profiler, samples=3, time_left=lambda: need - 1,
+                           costs=slow)  # fmt: skip
+    assert profiler.misses == 0
+    eop.measure_inputs(model, two_cpus, profiler, samples=3, costs=slow)  # no time limit
+    runs = profiler.db.query(kind=RecordKind.MODEL)
+    assert eop.RUNS_WITHIN_S == 10.0 and len(runs) == 2
+    assert {r.repeat for r in runs} == {5}  # four runs of 2.5 s fit in ten; five at least
+    measured = profiler.misses
+    again = eop.measure_inputs(model, two_cpus, profiler, samples=3, time_left=lambda: 0.0,
+                               costs=slow)  # fmt: skip
+    assert again.op_s and profiler.misses == measured  # served by the database: not stopped
 
 
 def test_a_crossing_between_machines_is_priced_by_the_clusters_path():

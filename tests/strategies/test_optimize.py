@@ -270,6 +270,35 @@ def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
     assert stopped.entries[0].status == "stopped: over its 0.5 s of the budget while last run"
 
 
+def test_a_strategy_that_cannot_measure_in_its_share_stops_before_it_begins(
+    tmp_path, cores, toy, monkeypatch, no_floor
+):  # fmt: skip
+    """A strategy whose first measuring would end past its share (:func:`check_time`) stops
+    at once, the search says why and goes on: the others plan, each device alone is kept."""
+    import time
+
+    from tvm_hetero.strategies.base import check_time
+
+    began = []
+
+    def short(self, model, devices, settings, progress):
+        began.append(time.monotonic())
+        check_time(progress.time_left, 1e6, "its profiling runs")
+        raise AssertionError("not stopped before measuring")
+
+    monkeypatch.setattr(registry, "PACKAGES", {"toy_slow": "toy_slow", "toy": "toy_strategy"})
+    monkeypatch.setattr(type(registry.get_strategy("toy_slow")), "plan", short)
+    found = optimize(load_model("mlp:tiny"), cores, budget_s=60, runs=3,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    status = {e.name: e.status for e in found.entries}
+    assert re.fullmatch(
+        r"stopped: its profiling runs would take 1000000 s or more here, more "
+        r"than the \d+ s left of its share",
+        status["toy_slow"],
+    ), status
+    assert began and {e.name: e for e in found.entries}["toy"].plan is not None
+
+
 def test_the_budget_ends_compiling_and_timing_too(tmp_path, cores, toy, monkeypatch, no_floor):
     """A plan made after the budget's end is not compiled; each device alone is, and timed in
     one round, not all five: the search ends near its budget, and says what it cut."""

@@ -26,6 +26,7 @@ from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.registry import Plan
 from tvm_hetero.strategies.base import (
     OBJECTIVES,
+    OutOfTime,
     PlanResult,
     Progress,
     SearchCosts,
@@ -237,6 +238,9 @@ class _Search:
                 seconds = f"{share:.1f}" if share < 10 else f"{share:.0f}"
                 status = f"stopped: over its {seconds} s of the budget while {late}"
                 self.entries.append(Entry(name, "strategy", (), status=status))
+                continue
+            except OutOfTime as short:
+                self.entries.append(Entry(name, "strategy", (), status=f"stopped: {short}"))
                 continue
             except WorkloadsExported as done:  # one strategy's round at a time: the box's
                 raise WorkloadsExported(f"{name}: {done}", done.folder, done.code) from None

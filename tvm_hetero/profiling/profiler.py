@@ -195,22 +195,31 @@ class Profiler:
             kind, key, target, devices[0], workload, config, measure, extra, export
         )
 
+    def _stored(
+        self, kind: RecordKind, key: str, target: str, device: DeviceSpec, config: MeasureConfig
+    ) -> ProfileRecord | None:
+        """The database's record measured at least as long as ``config`` asks
+        (:func:`~tvm_hetero.runtime.measure.serves`), if any."""
+        found = self.db.lookup(kind, key, target, self.mode, self._fingerprint(device).key)
+        if found is not None and serves(
+            config, found.repeat, found.number, found.median_s, found.extra.get("sample_ms")
+        ):
+            return found
+        return None
+
     def _stored_or_measured(
         self, kind: RecordKind, key: str, target: str, device: DeviceSpec, workload: dict,
         config: MeasureConfig, measure: Callable[[], Timing], extra: dict | None = None,
         export: Callable[[], dict] | None = None,
     ) -> ProfileRecord:  # fmt: skip
-        """The database's record measured at least as long as ``config`` asks
-        (:func:`~tvm_hetero.runtime.measure.serves`), else ``measure()`` stored.
+        """The database's record (:meth:`_stored`), else ``measure()`` stored.
 
         With an offline runner a missing record is ``export()``-ed to be timed elsewhere and a
         placeholder (with what ``export`` returns in its ``extra``) is returned, not stored.
         """
         fp = self._fingerprint(device)
-        found = self.db.lookup(kind, key, target, self.mode, fp.key)
-        if found is not None and serves(
-            config, found.repeat, found.number, found.median_s, found.extra.get("sample_ms")
-        ):
+        found = self._stored(kind, key, target, device, config)
+        if found is not None:
             self.hits += 1
             return found
         self.misses += 1
@@ -323,8 +332,7 @@ class Profiler:
         (EOP's per-operator times, Lee et al.'s profiling runs). The record's ``extra`` holds
         ``node_seconds`` (operator or copy -> median seconds) and ``copies`` (copy -> source,
         destination, dtype, elements); its samples are the runs' wall times."""
-        key = f"optimes:{workload_key(placed)}"
-        target = "|".join(target_key(d) for d in devices)
+        key, target = _op_times_key(placed, devices)
         workload = {"op": "op_times", "devices": [d.name for d in devices]}
         config = MeasureConfig(repeat=runs, min_repeat_ms=0)
 
@@ -353,6 +361,14 @@ class Profiler:
             RecordKind.OP_IN_MODEL, key, target, devices[0], workload, config, measure,
             export=export,
         )  # fmt: skip
+
+    def has_op_times(
+        self, placed: tvm.IRModule, devices: Sequence[DeviceSpec], runs: int = 3
+    ) -> bool:
+        """Whether :meth:`profile_op_times` of these would be served from the database."""
+        key, target = _op_times_key(placed, devices)
+        config = MeasureConfig(repeat=runs, min_repeat_ms=0)
+        return self._stored(RecordKind.OP_IN_MODEL, key, target, devices[0], config) is not None
 
     def profile_handoff(
         self, a: DeviceSpec, b: DeviceSpec, hops: int = 32, repeat: int = 50, setting: str = ""
@@ -455,6 +471,11 @@ class Profiler:
             lambda: placed,
             config,
         )
+
+
+def _op_times_key(placed: tvm.IRModule, devices: Sequence[DeviceSpec]) -> tuple[str, str]:
+    """The record key and target of :meth:`Profiler.profile_op_times`."""
+    return f"optimes:{workload_key(placed)}", "|".join(target_key(d) for d in devices)
 
 
 def _lists(copies: dict[str, tuple]) -> dict[str, list]:

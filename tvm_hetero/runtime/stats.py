@@ -53,6 +53,14 @@ def warm_up_runs(runs: int, run_s: float) -> int:
     return min(runs, max(1, math.ceil(WARMUP_S / run_s))) if run_s > 0 else runs
 
 
+def runs_within(seconds: float, run_s: float | None, most: int, least: int = 5) -> int:
+    """Timed runs of ``run_s`` seconds each that fit in ``seconds``, from ``least`` to
+    ``most`` (``most`` where the run's length is not known)."""
+    if not run_s or run_s <= 0:
+        return most
+    return max(min(least, most), min(most, math.floor(seconds / run_s)))
+
+
 def first_turn_s(run_s: float, warmup: int, runs: int) -> float:
     """Seconds of a deployment's first turn in interleaved rounds, each run ``run_s`` long:
     its warm-up (:func:`warm_up_runs` of at most ``warmup``) and ``runs`` timed runs."""

@@ -25,7 +25,7 @@ from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.strategies.base import end_to_end_seconds
+from tvm_hetero.strategies.base import SearchCosts, check_time, end_to_end_seconds
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -62,9 +62,13 @@ def measure_costs(
     model: Model, devices: Sequence[DeviceSpec], dcg: DCG, runs: Sequence[ProfilingRun],
     profiler: Profiler | None = None, repeats: int = 3,
     progress: Callable[[str, int, int | None], None] | None = None,
+    time_left: Callable[[], float | None] | None = None, costs: SearchCosts | None = None,
 ) -> Costs:  # fmt: skip
     """Execute the profiling runs for real and read node and DA-edge costs out of them
-    (``progress(what, done, total)`` before each run).
+    (``progress(what, done, total)`` before each run). In a search (``time_left`` and its
+    ``costs``), no run starts while the runs still to measure (those the database does not
+    hold, each priced :meth:`SearchCosts.profiling_runs_s`) would end past the time left:
+    without every run there is no plan (:class:`OutOfTime`).
 
     Each run is the model placed by the run's assignment, built without fusion and timed with
     per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,
@@ -80,14 +84,24 @@ def measure_costs(
         profiler = profiler_for()
     node: dict[str, dict[int, list[float]]] = {o: {} for o in dcg.ops}
     edge: dict[DAKey, list[float]] = {}
+    placed = [
+        get_pipeline(
+            "manual_placement", vdevices=vdevices_of(devices),
+            assignment={o: d for o, d in run.assignment.items() if d != 0},
+        )(model.mod)
+        for run in runs
+    ]  # fmt: skip
+    missing = [] if costs is None else [
+        not profiler.has_op_times(p, devices, repeats) for p in placed
+    ]  # fmt: skip
     for k, run in enumerate(runs):
+        if costs is not None:
+            left = sum(missing[k:])
+            check_time(time_left, costs.profiling_runs_s(left, repeats),
+                       f"its {left} profiling run{'s' * (left != 1)} left")  # fmt: skip
         if progress:
             progress(f"profiling run {k + 1} of {len(runs)}", k, len(runs))
-        assignment = {o: d for o, d in run.assignment.items() if d != 0}
-        placed = get_pipeline(
-            "manual_placement", vdevices=vdevices_of(devices), assignment=assignment
-        )(model.mod)
-        record = profiler.profile_op_times(placed, devices, runs=repeats)
+        record = profiler.profile_op_times(placed[k], devices, runs=repeats)
         times = record.extra["node_seconds"]
         for o in dcg.ops:
             node[o].setdefault(run.assignment[o], []).append(times.get(o, 0.0))
@@ -188,10 +202,12 @@ def plan_with_runs(
     pim: str | None = None, exact: bool = False, min_gain: float = 0.0, confirm: bool = False,
     profiler: Profiler | None = None,
     progress: Callable[[str, int, int | None], None] | None = None,
+    time_left: Callable[[], float | None] | None = None, costs: SearchCosts | None = None,
 ) -> AlsResult:  # fmt: skip
     """The fewest profiling runs, executed; the optimal assignment, guarded and (``confirm``)
     confirmed end to end. ``pim`` names a non-home device that runs only :data:`PIM_OPS`.
-    ``profiler`` times the runs (default: this process, records in EOP's default database)."""
+    ``profiler`` times the runs (default: this process, records in EOP's default database);
+    ``time_left`` and ``costs``: a search's (:func:`measure_costs`)."""
     names = [d.name for d in devices]
     pim = device_name(pim) if pim is not None else None
     if pim is not None and pim not in names[1:]:
@@ -202,11 +218,12 @@ def plan_with_runs(
         from tvm_hetero.profiling.profiler import profiler_for
 
         profiler = profiler_for(options=options)
-    costs = measure_costs(model, devices, dcg, runs, profiler, progress=progress)
+    measured = measure_costs(model, devices, dcg, runs, profiler, progress=progress,
+                             time_left=time_left, costs=costs)  # fmt: skip
     start = time.perf_counter()
-    plan = plan_als(dcg, costs, exact=exact, min_gain=min_gain)
+    plan = plan_als(dcg, measured, exact=exact, min_gain=min_gain)
     plan_s = time.perf_counter() - start
     seconds: dict[str, float] = {}
     if confirm:
-        plan, seconds = confirm_by_measurement(model, devices, plan, dcg, costs, options)
-    return AlsResult(plan, dcg, costs, runs, plan_s, seconds)
+        plan, seconds = confirm_by_measurement(model, devices, plan, dcg, measured, options)
+    return AlsResult(plan, dcg, measured, runs, plan_s, seconds)

@@ -33,6 +33,7 @@ def plan_result(
     result = als.plan_with_runs(
         model, devices, settings.options, settings.pim, settings.exact, settings.min_gain,
         settings.confirm and not offline, profiler, progress,
+        None if offline else progress.time_left, progress.costs(),
     )  # fmt: skip
     stop_if_exported(settings, profiler)
     if result.confirm_s:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tvm
 from tvm import relax
 from tvm.runtime import DataType
 from tvm.target import Target
@@ -45,13 +46,20 @@ from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.measure import random_args
+from tvm_hetero.runtime.stats import runs_within
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.strategies.base import Pace
+from tvm_hetero.strategies.base import Pace, SearchCosts, check_time
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
 COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 """Bytes at which copies and slices are measured for the link fits."""
+WHOLE_RUNS = 30
+"""Runs of the whole model on each device alone that level EOP's model of it (:func:`_level`)."""
+RUNS_WITHIN_S = 10.0
+"""In a search, each device's runs of the whole model take about this long at most (five runs
+at least): thirty of timm's SAM2 Hiera-Tiny took 70 s a device, twice EOP's share of a
+three-minute search."""
 
 
 Progress = Callable[[str, int, int], None]
@@ -83,19 +91,32 @@ class EopInputs:
 def measure_inputs(
     model: Model, devices: Sequence[DeviceSpec], profiler: Profiler,
     key_share: float = DEFAULT_KEY_SHARE, samples: int = 6, progress: Progress | None = None,
-    time_left: Callable[[], float | None] | None = None,
+    time_left: Callable[[], float | None] | None = None, costs: SearchCosts | None = None,
 ) -> EopInputs:  # fmt: skip
     """Measure everything EOP needs for ``model`` on the two ``devices`` (any order).
 
     The key operators are swept longest first; with ``time_left`` (seconds, None for no limit)
     no sweep starts that would end past it by the sweeps' average so far, and the operators
-    not swept stay whole on the home device (key operators no longer)."""
+    not swept stay whole on the home device (key operators no longer). In a search (its
+    ``costs`` too), the operators' times in a run on each device are not begun where those
+    runs (:meth:`SearchCosts.profiling_runs_s`, less those the database holds) would end past
+    the time left (:class:`OutOfTime`), and each device's runs of the whole model are as many
+    as fit in :data:`RUNS_WITHIN_S` by the search's run of it (five at least)."""
     if len(devices) != 2:
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
         raise ValueError(f"eop: samples must be >= 3 (three patterns to tell apart), got {samples}")
-    op_s = [_op_seconds(model, dev, profiler) for dev in devices]
-    runs = [profiler.profile_run(model, [dev], Placement((dev.name,))).median_s for dev in devices]
+    placed = [_placed(model, dev) for dev in devices]
+    if costs is not None:
+        stored = [profiler.has_op_times(p, [d]) for p, d in zip(placed, devices, strict=True)]
+        missing = len(stored) - sum(stored)
+        check_time(time_left, costs.profiling_runs_s(missing, 3),
+                   "timing each operator in a run on each device")  # fmt: skip
+    op_s, runs = [], []
+    for p, dev in zip(placed, devices, strict=True):
+        op_s.append(profiler.profile_op_times(p, [dev]).extra["node_seconds"])
+        n = runs_within(RUNS_WITHIN_S, costs.run_s.get(dev.name) if costs else None, WHOLE_RUNS)
+        runs.append(profiler.profile_run(model, [dev], Placement((dev.name,)), repeat=n).median_s)
     if runs[1] < runs[0]:
         devices, op_s, runs = [devices[1], devices[0]], [op_s[1], op_s[0]], [runs[1], runs[0]]
     home, other = devices
@@ -156,10 +177,9 @@ def measure_inputs(
     return EopInputs((home.name, other.name), tuple(keys), link, leveled, tuple(fits), unswept)
 
 
-def _op_seconds(model: Model, dev: DeviceSpec, profiler: Profiler) -> dict[str, float]:
-    """Every operator's time on ``dev`` inside one instrumented run of the model."""
-    placed = get_pipeline("manual_placement", vdevices=vdevices_of([dev]), assignment={})(model.mod)
-    return profiler.profile_op_times(placed, [dev]).extra["node_seconds"]
+def _placed(model: Model, dev: DeviceSpec) -> tvm.IRModule:
+    """The model placed whole on ``dev``: what its operators are timed in."""
+    return get_pipeline("manual_placement", vdevices=vdevices_of([dev]), assignment={})(model.mod)
 
 
 def _level(op_s: dict[str, float], key_s: dict[str, float], run_s: float) -> float:

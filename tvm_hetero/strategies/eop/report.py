@@ -65,7 +65,7 @@ def measure(
 
     inputs = eop.measure_inputs(
         model, devices, profiler, key_share, settings.samples, step,
-        None if exporting else progress.time_left,
+        None if exporting else progress.time_left, progress.costs(),
     )  # fmt: skip
     stop_if_exported(settings, profiler)
     cut = len(inputs.unswept)
