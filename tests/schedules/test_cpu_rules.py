@@ -597,6 +597,27 @@ def test_strided_inputs_are_deinterleaved_where_the_stride_divides_the_width(
     assert factors == splits
 
 
+def test_a_long_phase_of_a_strided_1d_input_is_copied_in_vectors_of_64_columns():
+    """An audio front end's first layer (kernel 10, stride 5, over 16,000 samples): each of the
+    five phases of its input has 3,200 columns, copied in 50 vectors of 64, the phases' 250 in
+    parallel (vectorized whole, LLVM took over ten minutes to compile the kernel). The numbers
+    equal TVM's default build's."""
+    shapes = [(1, 1, 16000), (8, 1, 10)]
+    mod = _module(shapes, lambda bb, x, w: relax.op.nn.conv1d(x, w, strides=5))
+    (func,) = [f for _, f in mod.functions_items() if isinstance(f, PrimFunc)]
+    sch = Conv().schedule(func, CPU)
+    pad = sch.get(sch.get_sblock("pad_temp")).writes[0].source
+    assert [int(d) for d in pad.shape] == [1, 1, 5, 3200]
+    copy = sch.get_loops(sch.get_sblock("pad_temp"))  # (kind, extent): 1 parallel, 2 vectorized
+    assert [(int(sch.get(loop).kind), int(sch.get(loop).extent)) for loop in copy] == [
+        (1, 250), (2, 64)
+    ]  # fmt: skip
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    np.testing.assert_allclose(_run(schedule_kernels(mod, "rules"), arrays), _run(mod, arrays),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("side", "window", "in_task", "tile_rows"),
     [(80, 3, True, 2), (96, 3, True, 1), (48, 3, False, 2), (80, 7, False, 2)],
