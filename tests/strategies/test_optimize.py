@@ -270,6 +270,46 @@ def test_a_strategy_that_reads_its_time_left_winds_down_by_itself(
     assert stopped.entries[0].status == "stopped: over its 0.5 s of the budget while last run"
 
 
+def _rows_split_at_run_time(path: Path) -> None:
+    """``x`` (6 x 4) split along its rows by ``sizes`` given at run time, the pieces scaled
+    and concatenated again: a model whose shapes it computes itself."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Split", ["x", "sizes"], ["p0", "p1"], axis=0),
+        helper.make_node("Relu", ["p0"], ["r0"]),
+        helper.make_node("Neg", ["p1"], ["r1"]),
+        helper.make_node("Concat", ["r0", "r1"], ["y"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "routed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4]),
+                          helper.make_tensor_value_info("sizes", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    onnx.save(model, path)
+
+
+def test_no_strategy_plans_a_model_that_computes_its_shapes_at_run_time(tmp_path, cores):
+    """Every plan is cut into units, which need every shape known from the inputs: each
+    strategy says so before measuring, and the search keeps a device alone."""
+    path = tmp_path / "routed.onnx"
+    _rows_split_at_run_time(path)
+    model = load_model(path)
+    reason = "the model computes shapes at run time ("
+    for name, strategy in registry.strategies().items():
+        assert (strategy.applicable(model, cores, None) or "").startswith(reason), name
+        assert reason not in (strategy.applicable(load_model("mlp:tiny"), cores, None) or "")
+    found = optimize(model, cores, budget_s=60, runs=3,
+                     settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
+    strategies = [e for e in found.entries if e.kind == "strategy"]
+    said = {e.name: e.status for e in strategies}
+    assert said.pop("edgepipe") == "not applicable: plans for throughput, not latency"
+    assert said and all(status.startswith(f"not applicable: {reason}") for status in said.values())
+    assert found.kept.kind == "single"
+
+
 def test_a_strategy_that_cannot_measure_in_its_share_stops_before_it_begins(
     tmp_path, cores, toy, monkeypatch, no_floor
 ):  # fmt: skip

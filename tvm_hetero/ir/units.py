@@ -41,6 +41,16 @@ def main_bindings(func: relax.Function, owner: str) -> list[relax.VarBinding]:
     return bindings
 
 
+def shape_computed_inside(func: relax.Function) -> str | None:
+    """The name of the first value whose shape ``func`` computes itself (a ``match_cast``:
+    sizes read from a tensor at run time, as a mixture of experts' routed rows), which
+    :func:`main_bindings` refuses; None where every shape is known from the inputs."""
+    for _, _, b in iter_bindings(func):
+        if not isinstance(b, relax.VarBinding):
+            return str(b.var.name)
+    return None
+
+
 def fold_known_items(func: relax.Function) -> relax.Function:
     """``func`` with each item of a tuple that ``main`` builds itself (``t = (a, b); u = t[1]``)
     read as the field (``u = b``), and a built tuple no longer read dropped.

@@ -257,9 +257,23 @@ class Strategy:
     def applicable(
         self, model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None
     ) -> str | None:  # fmt: skip
-        """None when this strategy can plan ``model`` on ``devices``; else why not, in words."""
+        """None when this strategy can plan ``model`` on ``devices``; else why not, in words.
+        Every plan is cut into units, which need each shape known from the inputs: a model
+        that computes one itself (:func:`~tvm_hetero.ir.units.shape_computed_inside`) is
+        refused here, before any measuring (transformers' JetMoE, its experts' rows split by
+        sizes its router computes: Lee et al. and EOP measured for 85 s of a three-minute
+        search and failed to build, DUET failed inside TVM)."""
         if len(devices) < 2:
             return "one device: nothing to spread"
+        from tvm_hetero.ir.attrs import ENTRY_FUNC
+        from tvm_hetero.ir.units import shape_computed_inside
+
+        inside = shape_computed_inside(model.mod[ENTRY_FUNC])
+        if inside is not None:
+            return (
+                f"the model computes shapes at run time ({inside!r}: sizes read from a "
+                "tensor), and a plan over several devices needs them known at its cuts"
+            )
         return None
 
     def plan(

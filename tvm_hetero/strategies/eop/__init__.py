@@ -43,7 +43,7 @@ class Eop(Strategy):
             return f"cuts operators between exactly two devices ({len(devices)} given)"
         if any(d.host is not None for d in devices):
             return "its per-operator runs are timed in this process, not on a cluster's workers"
-        return None
+        return super().applicable(model, devices, cluster)
 
 
 STRATEGY = Eop()
