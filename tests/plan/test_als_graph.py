@@ -80,8 +80,8 @@ def test_measured_costs_give_a_placement_that_runs(two_cpus, tmp_path):
     with pytest.raises(
         OutOfTime, match=rf"its {len(runs)} profiling runs left would take {need:.0f} s"
     ):
-        measure_costs(model, two_cpus, dcg, runs, empty, repeats=1, time_left=lambda: need - 1,
-                      costs=slow)  # fmt: skip
+        measure_costs(model, two_cpus, dcg, runs, empty, repeats=1,
+                      time_left=lambda: need / 2 - 1, costs=slow)  # fmt: skip
     assert empty.misses == 0
     assert all(t >= 0 for per in costs.node.values() for t in per.values())
     for exact in (False, True):

@@ -72,7 +72,7 @@ def test_in_a_search_eop_measures_what_fits_in_its_share(tmp_path, two_cpus):
     slow = SearchCosts(compile_s=10.0, load_s={}, run_s={d.name: 2.5 for d in two_cpus})
     need = 2 * (10.0 + 4 * 2.5)  # two devices: a compile, a warm-up and three runs each
     with pytest.raises(OutOfTime, match=f"each device would take {need:.0f} s or more"):
-        eop.measure_inputs(model, two_cpus, profiler, samples=3, time_left=lambda: need - 1,
+        eop.measure_inputs(model, two_cpus, profiler, samples=3, time_left=lambda: need / 2 - 1,
                            costs=slow)  # fmt: skip
     assert profiler.misses == 0
     eop.measure_inputs(model, two_cpus, profiler, samples=3, costs=slow)  # no time limit

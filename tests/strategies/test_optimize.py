@@ -332,8 +332,8 @@ def test_a_strategy_that_cannot_measure_in_its_share_stops_before_it_begins(
                      settings={"db": str(tmp_path / "db.jsonl")})  # fmt: skip
     status = {e.name: e.status for e in found.entries}
     assert re.fullmatch(
-        r"stopped: its profiling runs would take 1000000 s or more here, more "
-        r"than the \d+ s left of its share",
+        r"stopped: its profiling runs would take 1000000 s or more here, and \d+ s of its "
+        r"share are left",
         status["toy_slow"],
     ), status
     assert began and {e.name: e for e in found.entries}["toy"].plan is not None
