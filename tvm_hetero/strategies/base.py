@@ -97,7 +97,7 @@ class SearchCosts:
 
 class OutOfTime(Exception):
     """A strategy in a search stopped before it began measuring what any plan of it needs:
-    that would take longer than its share of the budget has left (:func:`check_time`). The
+    that could not end before the search would stop it (:func:`check_time`). The
     search says so and goes on; a larger ``--budget`` or a database that holds the records
     lets it plan."""
 

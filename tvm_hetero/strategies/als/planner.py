@@ -67,8 +67,8 @@ def measure_costs(
     """Execute the profiling runs for real and read node and DA-edge costs out of them
     (``progress(what, done, total)`` before each run). In a search (``time_left`` and its
     ``costs``), no run starts while the runs still to measure (those the database does not
-    hold, each priced :meth:`SearchCosts.profiling_runs_s`) would end past the time left:
-    without every run there is no plan (:class:`OutOfTime`).
+    hold, each priced :meth:`SearchCosts.profiling_runs_s`) could not end before the search
+    stops the strategy (:func:`check_time`): without every run there is no plan.
 
     Each run is the model placed by the run's assignment, built without fusion and timed with
     per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,

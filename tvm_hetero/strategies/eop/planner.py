@@ -99,9 +99,10 @@ def measure_inputs(
     no sweep starts that would end past it by the sweeps' average so far, and the operators
     not swept stay whole on the home device (key operators no longer). In a search (its
     ``costs`` too), the operators' times in a run on each device are not begun where those
-    runs (:meth:`SearchCosts.profiling_runs_s`, less those the database holds) would end past
-    the time left (:class:`OutOfTime`), and each device's runs of the whole model are as many
-    as fit in :data:`RUNS_WITHIN_S` by the search's run of it (five at least)."""
+    runs (:meth:`SearchCosts.profiling_runs_s`, less those the database holds) could not end
+    before the search stops EOP (:func:`check_time`), and each device's runs of the whole
+    model are as many as fit in :data:`RUNS_WITHIN_S` by the search's run of it (five at
+    least)."""
     if len(devices) != 2:
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
