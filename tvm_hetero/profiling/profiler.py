@@ -196,11 +196,12 @@ class Profiler:
         )
 
     def _stored(
-        self, kind: RecordKind, key: str, target: str, device: DeviceSpec, config: MeasureConfig
+        self, kind: RecordKind, key: str, target: str, fingerprint: str, config: MeasureConfig
     ) -> ProfileRecord | None:
-        """The database's record measured at least as long as ``config`` asks
+        """The database's record, of the device whose :meth:`_fingerprint` key is
+        ``fingerprint``, measured at least as long as ``config`` asks
         (:func:`~tvm_hetero.runtime.measure.serves`), if any."""
-        found = self.db.lookup(kind, key, target, self.mode, self._fingerprint(device).key)
+        found = self.db.lookup(kind, key, target, self.mode, fingerprint)
         if found is not None and serves(
             config, found.repeat, found.number, found.median_s, found.extra.get("sample_ms")
         ):
@@ -218,7 +219,7 @@ class Profiler:
         placeholder (with what ``export`` returns in its ``extra``) is returned, not stored.
         """
         fp = self._fingerprint(device)
-        found = self._stored(kind, key, target, device, config)
+        found = self._stored(kind, key, target, fp.key, config)
         if found is not None:
             self.hits += 1
             return found
@@ -368,7 +369,8 @@ class Profiler:
         """Whether :meth:`profile_op_times` of these would be served from the database."""
         key, target = _op_times_key(placed, devices)
         config = MeasureConfig(repeat=runs, min_repeat_ms=0)
-        return self._stored(RecordKind.OP_IN_MODEL, key, target, devices[0], config) is not None
+        fingerprint = self._fingerprint(devices[0]).key
+        return self._stored(RecordKind.OP_IN_MODEL, key, target, fingerprint, config) is not None
 
     def profile_handoff(
         self, a: DeviceSpec, b: DeviceSpec, hops: int = 32, repeat: int = 50, setting: str = ""
