@@ -16,6 +16,7 @@ import tvm
 
 from tvm_hetero.frontends.model import InputSpec, Model
 from tvm_hetero.ir.attrs import ENTRY_FUNC
+from tvm_hetero.ir.bindings import iter_bindings
 from tvm_hetero.ir.index_bounds import index_bounds
 from tvm_hetero.ir.recurrent import RECURRENT_FORMS
 from tvm_hetero.ir.types import tensor_infos
@@ -202,11 +203,9 @@ def _unshaped_values(mod: tvm.IRModule) -> bool:
     experts cuts each expert's gate and up projections so, by halves of a shape."""
     from tvm import relax
 
-    body = mod[ENTRY_FUNC].body
     return any(
         isinstance(binding.var.ty, relax.TensorType) and binding.var.ty.shape is None
-        for block in body.blocks
-        for binding in block.bindings
+        for _, _, binding in iter_bindings(mod[ENTRY_FUNC])
     )
 
 
