@@ -42,9 +42,9 @@ def measure(name: str, work: Path, rounds: int, threads: int) -> dict:
 
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     from ort_timing import cpu_session
-    from zoo import CORPUS, exported_feeds
+    from zoo import CORPUS, exported_feeds, onnx_path
 
-    path = work / f"{name}.onnx"
+    path = onnx_path(work, name)
     given, _ = exported_feeds(name, path, False)
     model = load_model(path, shapes=given)
     device = [cpu_device(threads=threads)]

@@ -102,7 +102,7 @@ def main() -> int:
     args = parser.parse_args()
     from kernels_inside import compiled_export, recorded_calls
     from ort_timing import cpu_session
-    from zoo import exported_feeds
+    from zoo import exported_feeds, onnx_path
 
     refuse_unknown(parser, args.models, args.off)
     if args.runs < 4:
@@ -113,7 +113,7 @@ def main() -> int:
         parser.error(str(error))
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{name}.onnx"
+            path = onnx_path(tmp, name)
             given, example = exported_feeds(name, path)  # one export, built both ways
             feeds, now = compiled_export(path, given, example, args.threads)
             with ExitStack() as stack:

@@ -75,7 +75,7 @@ def measure(name: str, rounds: int, duty: float, work: Path) -> dict:
     import numpy as np
     from ort_timing import cpu_session
     from ort_timing import median_seconds as ort_median_seconds
-    from zoo import exported_feeds
+    from zoo import exported_feeds, onnx_path
 
     from tvm_hetero import api
     from tvm_hetero.devices import cpu_device
@@ -83,7 +83,7 @@ def measure(name: str, rounds: int, duty: float, work: Path) -> dict:
     from tvm_hetero.runtime import claiming_pool
     from tvm_hetero.runtime.measure import MeasureConfig
 
-    path = work / f"{name}.onnx"
+    path = onnx_path(work, name)
     given, feeds = exported_feeds(name, path)
     model = load_model(path, shapes=given)
     feeds = {s.name: feeds[s.name] for s in model.inputs}
