@@ -18,8 +18,8 @@ def before_and_now(
 ) -> dict[str, float]:
     """Milliseconds (medians) of ``path`` compiled for the whole CPU as it is (``now``) and
     inside ``without`` (``before``: the change turned off), and of ONNX Runtime on the same
-    cores and threads, in interleaved rounds; the larger error of the two against ONNX Runtime's
-    output, and the threads."""
+    cores and threads, all three on input ``x``, in interleaved rounds; the larger error of the
+    two against ONNX Runtime's output, and the threads."""
     import onnxruntime as ort
 
     from tvm_hetero import api
@@ -37,7 +37,7 @@ def before_and_now(
     errors = [float(np.abs(api.run(c, {"x": x})[0] - want).max()) for c in (before, now)]
     peer = OnnxRuntimePeer(path, device, [x])
     old, new, theirs = interleaved_run_seconds(
-        [before.deployment, now.deployment], [runs, runs], peers=[peer]
+        [before.deployment, now.deployment], [runs, runs], peers=[peer], feeds={"x": x}
     )
     return {"threads": device.threads, "before_ms": 1e3 * float(np.median(old)),
             "now_ms": 1e3 * float(np.median(new)), "ort_ms": 1e3 * float(np.median(theirs)),

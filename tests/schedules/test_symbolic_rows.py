@@ -1,6 +1,7 @@
 """Matmuls whose rows are known only at run time (a mixture of experts' routed tokens): the
-matmul rule's tiles of four rows over panels of columns, and the numbers of the default build
-for every row count, the empty one and those no tile divides included."""
+matmul rule's tiles of four rows over panels of columns, the rows padded to whole tiles so that
+a tile's accumulators have a constant size, and the numbers of the default build for every row
+count, the empty one and those no tile divides included."""
 
 from unittest.mock import patch
 
@@ -8,10 +9,11 @@ import numpy as np
 import pytest
 import tvm
 from conftest import fused_kernels, kernel_script
-from tvm import relax
+from tvm import relax, s_tir, tirx
 
 from tvm_hetero._compat import make_target
 from tvm_hetero.devices import cpu_device
+from tvm_hetero.ir.sblocks import realizes
 from tvm_hetero.schedules import kernel_choices, schedule_kernels
 from tvm_hetero.schedules.cpu import matmul
 
@@ -47,7 +49,36 @@ def test_symbolic_rows_are_tiles_of_four_over_parallel_panels():
     text = kernel_script(scheduled)
     assert "in T.parallel(" in text and "in T.unroll(T.int64(4))" in text, text
     assert "in range((n + T.int64(3)) // T.int64(4))" in text, text
-    assert "T.where(" in text, text  # the last tile's rows past n
+    # A's rows past n read as zeros, the output's cropped where the tile is written back
+    assert "T.if_then_else(v1 < n, x[v1, v3], T.float32(0.0))" in text, text
+    assert text.count("T.where(") == 1, text
+
+
+def _accumulator_shapes(scheduled: tvm.IRModule) -> list:
+    """The shapes of the ``local`` buffers of the kernel of ``scheduled`` as TVM's lowering
+    allocates them (``CompactBufferAllocation``: each the region its loop touches)."""
+    steps = [
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation(),
+    ]  # fmt: skip
+    with tvm.target.Target(CPU):
+        lowered = tvm.transform.Sequential(steps)(scheduled)
+    return [
+        buffer.shape
+        for _, func in lowered.functions_items() if isinstance(func, tirx.PrimFunc)
+        for realize, _ in realizes(func.body)
+        for buffer in realize.block.alloc_buffers if buffer.scope() == "local"
+    ]  # fmt: skip
+
+
+def test_the_accumulators_have_a_constant_size_only_with_the_rows_padded():
+    """Skipped by a condition, the last tile's rows made the accumulators as many rows as the
+    count, up to a tile (``min(n, 4)``): a buffer LLVM cannot keep in registers."""
+    shapes = _accumulator_shapes(schedule_kernels(_routed(epilogue=True), "rules"))
+    assert [[int(d) for d in shape] for shape in shapes] == [[1, 4, 32]], shapes
+    with patch.object(matmul, "PADDED_SYMBOLIC_ROWS", False):
+        skipped = _accumulator_shapes(schedule_kernels(_routed(epilogue=True), "rules"))
+    assert len(skipped) == 1 and not isinstance(skipped[0][1], tirx.IntImm), skipped
 
 
 def test_off_the_fallback_rule_takes_them():

@@ -589,13 +589,14 @@ workers of the one timed before may still spin for a while (TVM's thread pools w
 on two cores the first runs after a switch took up to 20 times the median."""
 
 
-def _opened(deployment: Deployment) -> tuple[Executor, list]:
-    """An executor of ``deployment`` (the caller closes it) and random inputs placed on it."""
+def _opened(deployment: Deployment, feeds: Mapping | None = None) -> tuple[Executor, list]:
+    """An executor of ``deployment`` (the caller closes it) and ``feeds`` (random inputs where
+    none are given) placed on it."""
     executor = Executor(deployment, timeout_s=STEP_TIMEOUT_S)
     try:
         rng = np.random.default_rng(0)
         return executor, executor.place_inputs(
-            {spec.name: spec.random(rng) for spec in deployment.inputs}
+            feeds or {spec.name: spec.random(rng) for spec in deployment.inputs}
         )
     except BaseException:
         executor.close()
@@ -606,7 +607,7 @@ def interleaved_run_seconds(
     deployments: Sequence[Deployment | Path], repeats: Sequence[int], rounds: int = 5,
     warmup: int = WARMUP_RUNS, microbatches: int = 1,
     peers: Sequence[Callable[[int, int], list[float]]] = (),
-    deadline: float | None = None, least: int | None = None,
+    deadline: float | None = None, least: int | None = None, feeds: Mapping | None = None,
 ) -> list[tuple[float, ...]]:  # fmt: skip
     """:func:`run_seconds` of several deployments at once, in ``rounds`` rounds that run each
     in turn (about ``repeat / rounds`` runs a round): a slow spell of the machine falls on all
@@ -629,7 +630,9 @@ def interleaved_run_seconds(
     round always runs); with ``least`` too, no deployment's turn of the first round starts past
     it once ``least`` of them have samples, and those not reached have none (a search's
     confirmation of ViT-Large's plans, seconds a run on the emulated mesh: one round of four
-    plans took minutes past its share)."""
+    plans took minutes past its share). ``feeds``: the inputs (by name) every deployment
+    loaded here runs on, where not the same random ones (a model whose shapes inside follow
+    its data, a mixture of experts' routing, timed on its peer's inputs)."""
     if rounds < 1 or len(repeats) != len(deployments) or min(repeats, default=1) < 1:
         raise ValueError(f"rounds must be >= 1 and one repeat >= 1 a deployment, got "
                          f"{rounds}, {list(repeats)} for {len(deployments)}")  # fmt: skip
@@ -676,7 +679,7 @@ def interleaved_run_seconds(
                     for j in [j for j in opened if workers[j] & workers[k]]:
                         opened.pop(j)[0].close()
                     release_peers(workers[k])
-                    opened[k] = _opened(deployment)
+                    opened[k] = _opened(deployment, feeds)
                 executor, tensors = opened[k]
                 settle = warmup if fresh else min(warmup, SETTLE_RUNS)
                 stats = executor.time(tensors, runs, settle, microbatches=microbatches)

@@ -945,6 +945,9 @@ def _copy_panel(sch: s_tir.Schedule, main: s_tir.schedule.SBlockRV, panel) -> No
 SYMBOLIC_ROWS = True
 """Whether a matmul whose rows are known only at run time gets :func:`_symbolic_rows`' schedule
 (off: the fallback rule's loops, to compare)."""
+PADDED_SYMBOLIC_ROWS = True
+"""Whether :func:`_symbolic_rows` pads the rows to whole tiles (off: the last tile's rows past
+the count skipped by a condition, as before; to compare)."""
 
 
 def _symbolic_rows(
@@ -952,12 +955,19 @@ def _symbolic_rows(
 ) -> s_tir.Schedule | None:
     """A matmul whose row count is symbolic and whose batch, columns and depth are not (a
     mixture of experts' tokens routed to one expert, transformers' JetMoE): each thread a panel
-    of ``NR`` columns, tiles of :data:`ROWS_PER_TILE` rows (the last one's rows past the count
-    skipped) accumulated in vector registers over the whole depth, ``B`` read in place (the
-    package's packed weights are panels already). The static path's tiles and padding need the
-    rows' count; on the fallback rule's loops (the depth innermost, scalar) 90 x 256 x 1024
-    took 68 ms here, 1.1 ms so, a row a tile 3.6 ms, eight rows 1.4 (AMD EPYC Zen 4, with a
-    transpose of the weights in each run). ``None`` where the columns take no whole vector."""
+    of ``NR`` columns, tiles of :data:`ROWS_PER_TILE` rows accumulated in vector registers over
+    the whole depth, ``B`` read in place (the package's packed weights are panels already).
+    The rows are padded to whole tiles (``pad_einsum``: ``A``'s rows past the count read as
+    zeros where the tile reads them, the output's cropped in the write-back), so that a tile's
+    accumulators are a buffer of constant size, which LLVM keeps in registers. A tile whose
+    rows past the count were skipped by a condition instead had accumulators as many rows as
+    the count, up to a tile (``min(n, 4)``): allocated from the pool at run time, stored to
+    memory after every product. On the fallback rule's loops (the depth innermost, scalar)
+    90 x 256 x 1024 took 68 ms (AMD EPYC Zen 4, with a transpose of the weights in each run);
+    with the rows skipped 0.65-0.8 ms, about three times ONNX Runtime's MatMul; padded, level
+    with it from 3 rows to 200 (0.23-0.28 ms at 90 rows; one row 33 us, ONNX Runtime 19:
+    a tile computes four), ``benchmarks/cpu_kernels/symbolic_rows.py``. ``None`` where the
+    columns take no whole vector."""
     loops = sch.get_loops(main)
     extents = [sch.get(loop).extent for loop in loops]
     if not SYMBOLIC_ROWS or len(extents) != 4:
@@ -969,7 +979,11 @@ def _symbolic_rows(
     nr = next((w for w in (2 * lanes, lanes) if cols % w == 0), None)
     if nr is None:
         return None
+    if PADDED_SYMBOLIC_ROWS:  # an einsum's plain reads: before the reindexes are inlined
+        sch.pad_einsum(main, [1, ROWS_PER_TILE, 1, 1])
     for block in reindexed:
+        sch.compute_inline(block)
+    for block in sch.get_producers(main) if PADDED_SYMBOLIC_ROWS else ():  # A's padded rows
         sch.compute_inline(block)
     batch, i, j, k = sch.get_loops(main)
     j0, j1 = sch.split(j, [None, nr])
