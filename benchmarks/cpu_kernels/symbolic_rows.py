@@ -4,15 +4,16 @@ and skipped by a condition, beside ONNX Runtime (issue 56).
     .venv/bin/python benchmarks/cpu_kernels/symbolic_rows.py [--runs 30] [--only CASE ...]
 
 A mixture of experts routes each token to a few experts; an export that keeps the routing
-(transformers' JetMoE, Qwen2-MoE, GPT-OSS) gives each expert a matmul over as many rows as
-tokens it received, a number known only at run time. Each case chooses ``n`` of 256 tokens by
-their data and multiplies them by constant weights ``[K, N]`` (:func:`export_routed_matmul`):
-JetMoE's expert shapes (256 -> 1024, 512 -> 256) at the row counts its experts get for
-128 tokens, and one to three rows (a tile computes four). Compiled for the whole CPU with the
-rows padded to whole tiles (``now``) and with the last tile's rows skipped by a condition
-(``before``, ``matmul.PADDED_SYMBOLIC_ROWS`` off), run by our executor beside ONNX Runtime on
-the same cores and threads in interleaved rounds (medians); outputs checked against ONNX
-Runtime's. One JSON line per case in ``benchmarks/results/symbolic_rows.jsonl``.
+(transformers' JetMoE: tokens sorted by expert, then split by counts the graph computes) gives
+each expert a matmul over as many rows as tokens it received, a number known only at run time.
+Each case takes ``n`` of 256 tokens so (:func:`export_routed_matmul`) and multiplies them by
+constant weights ``[K, N]``: JetMoE's expert shapes (256 -> 1024, 512 -> 256) at row counts
+its experts get for 128 tokens, and one to three rows (a tile computes four). Compiled for the
+whole CPU with the rows padded to whole tiles (``now``) and with the last tile's rows skipped
+by a condition (``before``, ``matmul.PADDED_SYMBOLIC_ROWS`` off), run by our executor beside
+ONNX Runtime on the same cores, threads and input in interleaved rounds (medians); outputs
+checked against ONNX Runtime's. One JSON line per case in
+``benchmarks/results/symbolic_rows.jsonl``.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ CASES = {  # name: (rows at run time, depth K, columns N)
 
 
 def export_routed_matmul(case: tuple[int, int, int], path: Path) -> np.ndarray:
-    """Rows of ``x[TOKENS, K]`` chosen by their data (those whose first value is positive:
-    ``NonZero`` then ``Gather``, the routing's pattern) times constant ``w[K, N]``, summed over
-    the rows chosen: a matmul whose row count is known only at run time inside a model whose
-    input and output shapes are static. Written to ``path``; returns an ``x`` of which the
-    case's rows are chosen."""
+    """The first rows of ``x[TOKENS, K]``, as many as have a positive first value (a count the
+    graph computes, then ``Split`` by it: JetMoE's routing, tokens sorted by expert), times
+    constant ``w[K, N]``: a matmul whose row count is known only at run time. Written to
+    ``path``; returns an ``x`` of which the case's rows are taken."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -49,15 +49,18 @@ def export_routed_matmul(case: tuple[int, int, int], path: Path) -> np.ndarray:
     nodes = [
         helper.make_node("Gather", ["x", "first"], ["lead"], axis=1),
         helper.make_node("Greater", ["lead", "zero"], ["chosen"]),
-        helper.make_node("NonZero", ["chosen"], ["where"]),
-        helper.make_node("Squeeze", ["where", "axis0"], ["index"]),
-        helper.make_node("Gather", ["x", "index"], ["routed"], axis=0),
+        helper.make_node("Cast", ["chosen"], ["ones"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["ones", "axis0"], ["count"], keepdims=1),
+        helper.make_node("Sub", ["tokens", "count"], ["others"]),
+        helper.make_node("Concat", ["count", "others"], ["sizes"], axis=0),
+        helper.make_node("Split", ["x", "sizes"], ["routed", "rest"], axis=0),
         helper.make_node("MatMul", ["routed", "w"], ["y"]),
     ]
     constants = [
         numpy_helper.from_array(weights, "w"), numpy_helper.from_array(np.int64(0), "first"),
         numpy_helper.from_array(np.float32(0), "zero"),
         numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+        numpy_helper.from_array(np.array([TOKENS], np.int64), "tokens"),
     ]  # fmt: skip
     graph = helper.make_graph(
         nodes, "routed_matmul",

@@ -372,6 +372,11 @@ def whole_rows() -> str:
     return _before_and_now("whole_rows.jsonl", "kernel")
 
 
+def symbolic_rows() -> str:
+    """``benchmarks/cpu_kernels/symbolic_rows.py``: routed rows padded to whole tiles."""
+    return _before_and_now("symbolic_rows.jsonl", "routed rows @ weights")
+
+
 def loop_buffers() -> str:
     """``benchmarks/cpu_kernels/loop_buffers.py``: buffers inside loops on the stack."""
     return _before_and_now("loop_buffers.jsonl", "kernel")
@@ -945,6 +950,7 @@ SECTIONS = {
     "softmax-over-tokens-models": columns_in_lanes_models,
     "whole-rows": whole_rows,
     "loop-buffers": loop_buffers,
+    "symbolic-rows": symbolic_rows,
     "bands-larger": bands_of_the_larger_operand,
     "register-tiles-stack": register_tiles_on_the_stack,
     "depthwise-rows": depthwise_rows,

@@ -19,6 +19,7 @@ from tvm_hetero.ir.opgraph import OpGraph
 from tvm_hetero.plan import Placement
 from tvm_hetero.runtime.deployment import ArtifactError
 from tvm_hetero.runtime.executor import Executor, interleaved_run_seconds, run_seconds
+from tvm_hetero.runtime.stats import LatencyStats
 from tvm_hetero.runtime.vm import make_vm, run
 from tvm_hetero.zoo import ZOO, load_zoo_model
 
@@ -238,6 +239,28 @@ def test_runs_timed_together_take_their_samples_in_interleaved_rounds(branches, 
     assert [len(s) for s in cut] == [3, 0]
     kept = interleaved_run_seconds([one, two], [7, 3], 3, 1, deadline=far, least=1)
     assert [len(s) for s in kept] == [7, 3]
+
+
+def test_runs_timed_together_run_on_the_feeds_given_else_on_the_same_random_ones(
+    branches, monkeypatch
+):
+    model, _ = branches
+    one = api.compile(model, [resolve_device("cpu")]).deployment
+    seen = []
+
+    def spy(self, inputs, repeat=100, warmup=3, microbatches=1):
+        seen.append([t.numpy() for t in inputs])
+        return LatencyStats((1.0,) * repeat)
+
+    monkeypatch.setattr(Executor, "time", spy)
+    feeds = {spec.name: np.full(spec.shape, 0.5, spec.dtype) for spec in one.inputs}
+    interleaved_run_seconds([one], [1], rounds=1, warmup=0, feeds=feeds)
+    interleaved_run_seconds([one], [1], rounds=1, warmup=0)
+    interleaved_run_seconds([one], [1], rounds=1, warmup=0)
+    given, drawn, again = seen
+    assert all((a == 0.5).all() for a in given)
+    assert not all((a == 0.5).all() for a in drawn)
+    assert all((a == b).all() for a, b in zip(drawn, again, strict=True))
 
 
 def test_a_handoff_is_the_apart_chains_runs_against_the_one_units_median_in_the_same_rounds(
