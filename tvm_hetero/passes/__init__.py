@@ -12,6 +12,7 @@ from tvm_hetero.passes.empty_tensors_as_constants import EmptyTensorsAsConstants
 from tvm_hetero.passes.exact_ceil_pools import ExactCeilPools
 from tvm_hetero.passes.fold_constant_kernels import FoldConstantKernels
 from tvm_hetero.passes.fold_constant_weights import FoldConstantWeights
+from tvm_hetero.passes.gathered_weights_in_place import GatheredWeightsInPlace
 from tvm_hetero.passes.grid_sample_taps import GridSampleTaps
 from tvm_hetero.passes.grouped_convolutions_by_group import GroupedConvolutionsByGroup
 from tvm_hetero.passes.guarded_lanes_as_masked_stores import GuardedLanesAsMaskedStores
@@ -56,6 +57,7 @@ __all__ = [
     "ExactCeilPools",
     "FoldConstantKernels",
     "FoldConstantWeights",
+    "GatheredWeightsInPlace",
     "GridSampleTaps",
     "GroupedConvolutionsByGroup",
     "GuardedLanesAsMaskedStores",
