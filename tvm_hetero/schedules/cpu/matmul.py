@@ -979,12 +979,14 @@ def _symbolic_rows(
     nr = next((w for w in (2 * lanes, lanes) if cols % w == 0), None)
     if nr is None:
         return None
+    producers = {sch.get(block).name_hint for block in sch.get_producers(main)}
     if PADDED_SYMBOLIC_ROWS:  # an einsum's plain reads: before the reindexes are inlined
         sch.pad_einsum(main, [1, ROWS_PER_TILE, 1, 1])
     for block in reindexed:
         sch.compute_inline(block)
-    for block in sch.get_producers(main) if PADDED_SYMBOLIC_ROWS else ():  # A's padded rows
-        sch.compute_inline(block)
+    for block in sch.get_producers(main):  # A's padded rows, the one producer pad_einsum made
+        if sch.get(block).name_hint not in producers:
+            sch.compute_inline(block)
     batch, i, j, k = sch.get_loops(main)
     j0, j1 = sch.split(j, [None, nr])
     i0, i1 = sch.split(i, [None, ROWS_PER_TILE])
