@@ -445,7 +445,7 @@ def test_a_saved_deployment_is_timed_with_no_remote_one_held_here(monkeypatch, t
             events.append(f"close {self.name}")
 
     names = {id(remote): "remote", id(deployment): "local"}
-    monkeypatch.setattr(executor, "_opened", lambda d: (Loaded(names[id(d)]), []))
+    monkeypatch.setattr(executor, "_opened", lambda d, feeds=None: (Loaded(names[id(d)]), []))
     monkeypatch.setattr(executor, "time_saved", lambda *a: events.append("saved") or [1.0])
     held = interleaved_run_seconds([remote, deployment, tmp_path / "x.tar"], [2, 2, 2], 2, 1)
     assert [len(s) for s in held] == [2, 2, 2]
