@@ -21,13 +21,14 @@ CUDA = {"kind": "cuda", "arch": "sm_80"}
 WEIGHTS = np.random.default_rng(0).standard_normal((3, 4, 2)).astype("float32")
 
 
-def _experts(row: bool, device=CPU, columns: int = 1, deeper_ids: bool = False, weights=None):
-    """``matmul(gather_nd(W, ids), x)`` (``x`` of ``[5, 2, columns]``) or, with ``row``,
-    ``matmul(x, gather_nd(W, ids))`` (``x`` of ``[5, columns, 4]``), ``W`` of ``[3, 4, 2]``
-    (a parameter where ``weights`` is ``"input"``), five ids."""
+def _experts(row: bool, device=CPU, columns: int = 1, deeper_ids: bool = False, weights=None,
+             items: int = 5):  # fmt: skip
+    """``matmul(gather_nd(W, ids), x)`` (``x`` of ``[items, 2, columns]``) or, with ``row``,
+    ``matmul(x, gather_nd(W, ids))`` (``x`` of ``[items, columns, 4]``), ``W`` of ``[3, 4, 2]``
+    (a parameter where ``weights`` is ``"input"``), five ids (``items`` 1: ``x`` broadcast)."""
     vdev = VDevice(make_target(device), 0, "global")
     ids = relax.Var("ids", relax.TensorType([5, 1], "int64", vdev))
-    shape = [5, columns, 4] if row else [5, 2, columns]
+    shape = [items, columns, 4] if row else [items, 2, columns]
     x = relax.Var("x", relax.TensorType(shape, "float32", vdev))
     params = [ids, x]
     table = relax.const(WEIGHTS)
@@ -131,7 +132,7 @@ def test_numbers_match_the_gather_then_the_products_for_every_id(row):
 @pytest.mark.parametrize(
     "case",
     [dict(device=CUDA), dict(columns=3), dict(row=True, columns=2), dict(weights="input"),
-     dict(deeper_ids=True)],
+     dict(deeper_ids=True), dict(items=1), dict(row=True, items=1)],
 )  # fmt: skip
 def test_other_products_stay(case):
     mod = _experts(**{"row": False, **case})

@@ -49,7 +49,8 @@ class GatheredWeightsInPlace:
     whose product is on a CPU vdevice (none: the home vdevice's). The gather stays where
     anything else reads it (``DeadCodeElimination`` drops it where nothing does). Products of
     several columns a token, gathers of other forms (``batch_dims``, an index of more than
-    one component) and weights that are not constants are left as they are.
+    one component), a vector broadcast over the items and weights that are not constants are
+    left as they are.
     """
 
     def transform_module(self, mod: IRModule, _ctx: tvm.transform.PassContext) -> IRModule:
@@ -79,6 +80,8 @@ def _in_place(rewriter: PyExprMutator, call: relax.Call) -> relax.Expr | None:
     shapes = [shape_of(a), shape_of(b), shape_of(call)]
     dtypes = {str(a.ty.dtype), str(b.ty.dtype), str(call.ty.dtype)}
     if None in shapes or any(len(s) != 3 for s in shapes) or dtypes != {"float32"}:
+        return None
+    if len({s[0] for s in shapes}) != 1:  # a vector broadcast over the items: left
         return None
     left, right = _gathered(rewriter, a), _gathered(rewriter, b)
     if left is not None and shapes[1][2] == 1:  # W[ids[t]] @ x[t], x a column
