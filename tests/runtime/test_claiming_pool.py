@@ -90,6 +90,7 @@ def _launches(kernel: Any, times: int, n: int = N) -> tuple[np.ndarray, int]:
     return b.numpy(), claiming_pool.worker_tasks()
 
 
+@pytest.mark.whole_machine  # a worker takes a task only if it gets a core while the caller works
 def test_every_task_runs_once_a_launch_and_the_workers_take_some(add_one_long_tasks):
     def job() -> tuple[np.ndarray, int]:
         assert claiming_pool.use(2)
