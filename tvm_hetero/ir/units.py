@@ -30,15 +30,13 @@ def main_bindings(func: relax.Function, owner: str) -> list[relax.VarBinding]:
     ValueError
         For a ``match_cast`` (symbolic shapes), which units do not support.
     """
-    bindings = []
-    for _, _, b in iter_bindings(func):
-        if not isinstance(b, relax.VarBinding):
-            raise ValueError(
-                f"{owner}: {type(b).__name__} of {b.var.name!r} in main is not "
-                "supported (symbolic shapes); compile for one device instead"
-            )
-        bindings.append(b)
-    return bindings
+    inside = shape_computed_inside(func)
+    if inside is not None:
+        raise ValueError(
+            f"{owner}: MatchCast of {inside!r} in main is not "
+            "supported (symbolic shapes); compile for one device instead"
+        )
+    return [b for _, _, b in iter_bindings(func)]
 
 
 def shape_computed_inside(func: relax.Function) -> str | None:
