@@ -19,6 +19,8 @@ from tvm import relax
 from tvm_hetero.passes import (
     AnnotateOperatorSplits,
     CarvePipelineStages,
+    ConstantsOnCPUsUncopied,
+    ConstantsToKernelDevices,
     Conv1dAsMatmul,
     DeclareVDevices,
     DepthwiseColumnsAfter,
@@ -68,6 +70,8 @@ PASSES: dict[str, Callable[..., tvm.transform.Pass]] = {
     "GridSampleTaps": GridSampleTaps,
     "GatheredWeightsInPlace": GatheredWeightsInPlace,
     "ExactCeilPools": ExactCeilPools,
+    "ConstantsOnCPUsUncopied": ConstantsOnCPUsUncopied,
+    "ConstantsToKernelDevices": ConstantsToKernelDevices,
     "FoldConstantKernels": FoldConstantKernels,
     "WinogradConvolutions": WinogradConvolutions,
     "TemporalConvolutionsAs2D": TemporalConvolutionsAs2D,
@@ -111,6 +115,8 @@ OWN_PASSES = (
     "GridSampleTaps",
     "GatheredWeightsInPlace",
     "ExactCeilPools",
+    "ConstantsOnCPUsUncopied",
+    "ConstantsToKernelDevices",
     "FoldConstantKernels",
     "DepthwiseColumnsAfter",
     "MergeParallelConvolutions",
@@ -341,23 +347,32 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "multi_device_lower_unfused",
-            "multi_device_lower without fusion: one kernel per operator (a widened convolution "
-            "and its crop are two), each call keeping the "
-            "binding name of its operator (for per-operator profiling; 1-D and grouped "
-            "convolutions and resizes stay TOPI's, one operator each, and transposed "
-            "convolutions without overlap are 1x1 ones laid out as maps, as in the fused build); "
-            "kernels of constants are "
-            "folded as in the fused build.",
-            (),
+            "multi_device_lower without fusion, for per-operator profiling: the same rewrites, "
+            "each operator's kernels its own (a rewrite's kernels emitted ahead of the operator "
+            "it rewrites are that operator's: profiling.model_run.kernel_sequence), the weights "
+            "of operators off the home CPU seen as constants by the rewrites and copied to "
+            "their kernels' devices after; kernels of constants are folded as in the fused "
+            "build.",
+            ("winograd_tiles",),
             (
                 Step("StripStageBoundaries"),
                 Step("WrapIndices"),
                 Step("RealizeVDevice"),
+                Step("ConstantsOnCPUsUncopied"),
+                Step("MergeParallelConvolutions"),
                 Step("TransposedConvolutionsAsPointwise"),
+                Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
+                Step("GroupedConvolutionsByGroup"),
+                Step("SubsampleStridedPointwise"),
+                Step("DepthwiseColumnsAfter"),
                 Step("ExactCeilPools"),
                 Step("TemporalConvolutionsAs2D"),
                 Step("PadConvolutionChannels"),
                 Step("PadConvolutionOutputs"),
+                Step("Conv1dAsMatmul"),
+                Step("SeparableResize"),
+                Step("GridSampleTaps"),
+                Step("GatheredWeightsInPlace"),
                 Step("PadMatmulColumns"),
                 Step("LegalizeWithFastMath"),
                 Step("InferKernelVDevices"),
@@ -365,8 +380,10 @@ PIPELINES: dict[str, Pipeline] = {
                 Step("FoldConstant"),
                 Step("RestoreKernelTargets"),
                 Step("PackConstantWeights"),
+                Step("ConstantsToKernelDevices"),
                 Step("DeadCodeElimination"),
             ),
+            {"winograd_tiles": {}},
         ),
     ]
 }

@@ -160,6 +160,42 @@ def als() -> str:
     return "\n".join(parts[:-1])
 
 
+def als_op_prices() -> str:
+    """``benchmarks/als/op_prices.py``: one device's price by its operators (Lee et al.'s and
+    EOP's profiles) against its run, before and after the unfused build took the rewrites."""
+    rows = load("als_op_prices.jsonl")
+    runs = latest(rows, lambda r: (r["model"], r["label"]))
+    out, now_ratios, ort_ratios = [], [], []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        before, now = runs.get((model, "before")), runs.get((model, "now"))
+        if now is None:
+            continue
+        now_ratios.append(now["priced_ms"] / now["run_ms"])
+        ort_ratios.append(now["run_ms"] / now["ort_ms"])
+        out.append((
+            model.split(":")[1] if model.startswith("hf:") else model,
+            f"{before['priced_ms'] / before['run_ms']:.2f}x" if before else "-",
+            ms(now["priced_ms"]), ms(now["run_ms"]), f"{now_ratios[-1]:.2f}x",
+            ms(now["ort_ms"]), ratio(now["run_ms"], now["ort_ms"]),
+        ))  # fmt: skip
+    return "\n".join([
+        source("als_op_prices.jsonl", rows).line(), "",
+        table(("model", "price / run before", "price ms", "run ms", "price / run", "ORT ms",
+               "run / ORT"), out),
+        "",
+        bullets([
+            "One device (the CPU, both threads): the price is the operators' times summed, "
+            "each its kernels in an instrumented run of the build without fusion; the run "
+            "the fused build's, ONNX Runtime's on the same export and threads, all in the "
+            "same interleaved rounds (medians). `before`: the same command at the commit "
+            "before the unfused build took the fused build's rewrites (its own rounds).",
+            f"Price over run now {min(now_ratios):.2f}x-{max(now_ratios):.2f}x (median "
+            f"{median(now_ratios):.2f}x); the fused build's run over ONNX Runtime's "
+            f"{min(ort_ratios):.2f}x-{max(ort_ratios):.2f}x (above 1.00x: ours slower).",
+        ]),
+    ])  # fmt: skip
+
+
 def duet() -> str:
     """``benchmarks/duet/bench.py``: DUET's plans against each device alone and ORT."""
     data = load("duet.json")
@@ -417,6 +453,7 @@ SECTIONS = {
     "optimize": optimize,
     "eop-cores": eop_cores,
     "als": als,
+    "als-op-prices": als_op_prices,
     "duet": duet,
     "edgepipe-planner": edgepipe_planner,
     "edgepipe-throughput": edgepipe_throughput,

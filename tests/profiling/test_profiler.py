@@ -156,6 +156,7 @@ def test_per_operator_timer_waits_for_the_accelerator_around_each_call():
     recorder = KernelTimer({"matmul_cuda": ["mm"]}, [gpu])
     recorder(None, "matmul_cuda", True, None)  # before: finish what was queued, then start
     recorder(None, "matmul_cuda", False, None)  # after: the kernel's own time includes its wait
+    recorder.finish_run()
     assert gpu.syncs == 2
     assert recorder.samples["mm"][0] >= 0.02  # a launch-only timer would read microseconds
     recorder(None, "other_kernel", True, None)  # kernels of no operator are not timed

@@ -28,7 +28,7 @@ from tvm_hetero.passes import (
     StackLoopBuffers,
     StridedLoadsAsShuffles,
 )
-from tvm_hetero.pipelines import PIPELINES, get_pipeline
+from tvm_hetero.pipelines import PIPELINES
 from tvm_hetero.runtime.native_noise import without_native_lines
 from tvm_hetero.schedules import schedule_kernels
 
@@ -187,17 +187,15 @@ def fused(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.IRModul
     if not list(mod.global_infos.get("vdevice", [])):
         raise BuildError("build: the module declares no vdevices; place it on devices first")
     with without_native_lines(PRAGMA_NOISE):  # TVM's FoldConstant builds topi's kernels
-        if options.fuse:
-            head, tail = PIPELINES["multi_device_lower"].split("WinogradConvolutions")
-            mod = head.build()(mod)
-            tiles = dict(options.winograd_tiles)
-            if options.conv3x3 == "measure":
-                from tvm_hetero.build.conv_choices import measured_tiles
+        lowering = "multi_device_lower" if options.fuse else "multi_device_lower_unfused"
+        head, tail = PIPELINES[lowering].split("WinogradConvolutions")
+        mod = head.build()(mod)
+        tiles = dict(options.winograd_tiles)
+        if options.conv3x3 == "measure":
+            from tvm_hetero.build.conv_choices import measured_tiles
 
-                tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
-            mod = tail.build(winograd_tiles=tiles)(mod)
-        else:
-            mod = get_pipeline("multi_device_lower_unfused")(mod)
+            tiles = {**measured_tiles(mod, options.conv_cache), **tiles}
+        mod = tail.build(winograd_tiles=tiles)(mod)
     return mod
 
 

@@ -9,6 +9,8 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.bindings import op_bindings
+
 CallRewrite = Callable[[PyExprMutator, relax.Call], "relax.Expr | None"]
 """``rewrite(rewriter, call)``: the expression that replaces ``call`` (emitting what it needs
 through ``rewriter.builder_``), or None to keep it; ``rewriter.mod_`` is the module."""
@@ -66,3 +68,38 @@ class _CallRewriter(PyExprMutator):
         call = super().visit_call_(call)
         new = self.rewrite(self, call)
         return call if new is None else new
+
+
+def with_marked_bindings(mod: IRModule, func_name: str) -> tuple[IRModule, dict[str, str]]:
+    """``mod`` with every operator binding of ``func_name`` renamed to a marker no pass makes
+    (``_op0``, ``_op1``...), and each marker's operator id (:func:`~.bindings.op_bindings`).
+
+    A rewrite emits what it needs ahead of the binding it replaces, under names TVM's block
+    builder makes afresh (``lv``, ``lv1``...): the names the frontend gave the operators, so a
+    lowered binding's name alone cannot tell an operator from what a rewrite made for one."""
+    bindings = op_bindings(mod[func_name])
+    marks = {b.var: f"_op{k}" for k, b in enumerate(bindings)}
+    names = {f"_op{k}": b.node_id for k, b in enumerate(bindings)}
+    renamer = _Renamer(mod, marks)
+    gv = mod.get_global_var(func_name)
+    marked = IRModule(dict(mod.functions_items()), attrs=mod.attrs, global_infos=mod.global_infos)
+    marked[gv] = renamer.visit_expr(mod[func_name])
+    return marked, names
+
+
+@mutator
+class _Renamer(PyExprMutator):
+    def __init__(self, mod: IRModule, marks: dict[relax.Var, str]) -> None:
+        super().__init__(mod)
+        self.marks = marks
+
+    def visit_var_binding_(self, binding: relax.VarBinding) -> None:
+        mark = self.marks.get(binding.var)
+        if mark is None:
+            super().visit_var_binding_(binding)
+            return
+        value = self.visit_expr(binding.value)
+        kind = relax.DataflowVar if isinstance(binding.var, relax.DataflowVar) else relax.Var
+        var = kind(mark, binding.var.ty)
+        self.builder_.emit_normalized(relax.VarBinding(var, value))
+        self.set_var_remap(binding.var, var)

@@ -3,6 +3,8 @@
 from tvm_hetero.passes.annotate_operator_splits import AnnotateOperatorSplits
 from tvm_hetero.passes.blocked_copies_as_transposes import BlockedCopiesAsTransposes
 from tvm_hetero.passes.carve_pipeline_stages import CarvePipelineStages
+from tvm_hetero.passes.constants_on_cpus_uncopied import ConstantsOnCPUsUncopied
+from tvm_hetero.passes.constants_to_kernel_devices import ConstantsToKernelDevices
 from tvm_hetero.passes.conv1d_as_matmul import Conv1dAsMatmul
 from tvm_hetero.passes.convolution_taps_by_region import ConvolutionTapsByRegion
 from tvm_hetero.passes.crop_convolution_taps import CropConvolutionTaps
@@ -48,6 +50,8 @@ __all__ = [
     "AnnotateOperatorSplits",
     "BlockedCopiesAsTransposes",
     "CarvePipelineStages",
+    "ConstantsOnCPUsUncopied",
+    "ConstantsToKernelDevices",
     "Conv1dAsMatmul",
     "ConvolutionTapsByRegion",
     "CropConvolutionTaps",

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import tvm
+from tvm.ir.expr import Constant
 
 from tvm_hetero._compat import vdevice_equal
 from tvm_hetero.build.multi_device import BuildOptions, build, lower
 from tvm_hetero.build.vdevices import cpu_threads, runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
-from tvm_hetero.ir.bindings import calls_op, op_bindings
+from tvm_hetero.ir.bindings import calls_op, iter_bindings, op_bindings
+from tvm_hetero.ir.mutate import with_marked_bindings
 from tvm_hetero.ir.types import tensor_infos
 from tvm_hetero.runtime.instrument import op_times
 from tvm_hetero.runtime.worker import use_threads
@@ -44,21 +46,37 @@ class OpTimes:
     """Copy binding id -> (source vdevice, destination vdevice, dtype, elements)."""
 
 
-def kernel_sequence(lowered: tvm.IRModule) -> list[tuple[str, str]]:
-    """``(binding id, VM symbol)`` of every kernel call and copy in ``main``, in run order."""
-    seq = []
-    for b in op_bindings(lowered[ENTRY_FUNC]):
-        if calls_op(b.call, CALL_TIR_OP):
-            seq.append((b.node_id, b.call.args[0].name_hint))
-        elif calls_op(b.call, COPY_OP):
-            seq.append((b.node_id, COPY_SYMBOL))
-    return seq
+def kernel_sequence(lowered: tvm.IRModule, names: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(operator id, VM symbol)`` of every kernel call and copy in ``main``, in run order.
+
+    ``names``: each marked operator binding's operator id (:func:`with_marked_bindings`). A
+    kernel whose binding is no operator's was emitted by a rewrite ahead of the operator it
+    rewrites (a Winograd convolution's input transform, a grouped convolution's groups, the
+    products a gather of weights feeds): it is filed under the next operator's binding, and
+    kernels after the last one under the last. An operator a rewrite merged into another's
+    kernel (a gather read in place, branches summed into one convolution) has none. Copies
+    are the placement's (marked); those a pass makes of weights (``ConstantsToKernelDevices``)
+    are no operator's, and a placed weight's copy that ``ConstantsOnCPUsUncopied`` made the
+    weight itself takes no kernel."""
+    seq: list[tuple[str, str]] = []
+    pending: list[str] = []
+    node = None
+    for _, _, b in iter_bindings(lowered[ENTRY_FUNC]):
+        marked = str(b.var.name) in names
+        if calls_op(b.value, CALL_TIR_OP):
+            pending.append(b.value.args[0].name_hint)
+        elif calls_op(b.value, COPY_OP) and marked:
+            pending.append(COPY_SYMBOL)
+        if marked and not isinstance(b.value, Constant):
+            node = names[str(b.var.name)]
+            seq, pending = seq + [(node, symbol) for symbol in pending], []
+    return seq + [(node, symbol) for symbol in pending] if node is not None else seq
 
 
 @dataclass(frozen=True)
 class OpTimesWorkload:
-    """A placed model built for per-operator timing: without fusion (one kernel per operator),
-    with which operators each kernel symbol's calls are, in order, and its copies."""
+    """A placed model built for per-operator timing: without fusion (each operator its own
+    kernels), with which operators each kernel symbol's calls are, in order, and its copies."""
 
     executable: tvm.runtime.Executable
     by_symbol: dict[str, list[str]]
@@ -68,11 +86,13 @@ class OpTimesWorkload:
 def op_times_workload(placed: tvm.IRModule, options: BuildOptions | None = None) -> OpTimesWorkload:
     """What :func:`~tvm_hetero.runtime.instrument.op_times` times, here or on another machine."""
     options = dataclasses.replace(options or BuildOptions(), fuse=False)
-    lowered = lower(placed, options)
+    marked, names = with_marked_bindings(placed, ENTRY_FUNC)
+    lowered = lower(marked, options)
     by_symbol: dict[str, list[str]] = defaultdict(list)
-    for node, symbol in kernel_sequence(lowered):
+    for node, symbol in kernel_sequence(lowered, names):
         by_symbol[symbol].append(node)
-    return OpTimesWorkload(build(placed, options), dict(by_symbol), copy_attributes(lowered))
+    copies = copy_attributes(lowered, names)
+    return OpTimesWorkload(build(marked, options), dict(by_symbol), copies)
 
 
 def per_op_times(
@@ -95,8 +115,12 @@ def per_op_times(
     return OpTimes(node_seconds, sum(node_seconds.values()), float(np.median(walls)), work.copies)
 
 
-def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
-    """Each ``to_vdevice`` binding of ``main``: (source, destination vdevice, dtype, elements)."""
+def copy_attributes(
+    mod: tvm.IRModule, names: Mapping[str, str]
+) -> dict[str, tuple[int, int, str, int]]:
+    """Each ``to_vdevice`` binding of ``main`` that was the placement's (``names``: the marked
+    bindings', :func:`kernel_sequence`): (source, destination vdevice, dtype, elements), by
+    its operator id. A pass's copies of weights are none of them."""
     vdevices = list(mod.global_infos["vdevice"])
 
     def index(vdev) -> int:
@@ -104,10 +128,10 @@ def copy_attributes(mod: tvm.IRModule) -> dict[str, tuple[int, int, str, int]]:
 
     out = {}
     for b in op_bindings(mod[ENTRY_FUNC]):
-        if calls_op(b.call, COPY_OP):
+        if calls_op(b.call, COPY_OP) and str(b.var.name) in names:
             (info,) = tensor_infos(b.call.args[0].ty)
             src = b.call.args[0].ty.vdevice
-            out[b.node_id] = (
+            out[names[str(b.var.name)]] = (
                 0 if src is None else index(src),
                 index(b.var.ty.vdevice),
                 info.dtype,

@@ -38,6 +38,15 @@ class KernelTimer:
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.seen: dict[str, int] = defaultdict(int)
         self.started: dict[str, float] = {}
+        self.run: dict[str, float] = defaultdict(float)
+
+    def finish_run(self) -> None:
+        """File each operator's time in the run just ended (the sum of its kernels: a rewrite
+        may make several of one operator) as one sample, and start the next run's."""
+        for node, seconds in self.run.items():
+            self.samples[node].append(seconds)
+        self.run.clear()
+        self.seen.clear()
 
     def _now(self) -> float:
         for dev in self.accelerators:
@@ -54,7 +63,7 @@ class KernelTimer:
         nodes = self.by_symbol[symbol]
         node = nodes[self.seen[symbol] % len(nodes)]
         self.seen[symbol] += 1
-        self.samples[node].append(elapsed)
+        self.run[node] += elapsed
         return 0
 
 
@@ -72,9 +81,9 @@ def op_times(
     vm.set_instrument(timer)
     walls = []
     for _ in range(runs):
-        timer.seen.clear()
         start = timer._now()
         vm[ENTRY_FUNC](*tensors)
         walls.append(timer._now() - start)
+        timer.finish_run()
     node_seconds = {n: float(np.median(s)) for n, s in timer.samples.items()}
     return node_seconds, walls
