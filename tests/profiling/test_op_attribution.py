@@ -134,3 +134,32 @@ def test_weights_copied_to_a_kernel_off_the_home_device_are_no_operators():
     assert len(copies) == 2 == len(work.copies)  # the signal in, the result home; no weight
     assert set(copies) == set(work.copies) and "conv" not in copies
     assert len([n for ns in work.by_symbol.values() for n in ns if n == "conv"]) == 2
+
+
+def test_operators_keep_their_ids_behind_copies_named_like_them():
+    """The frontend names operators ``lv``, ``lv1``...; so does the block builder the copies
+    ``PlaceOperators`` makes, and one ahead of an operator shifted its id (``lv1`` read as
+    ``lv1.1``), so the planners read another operator's time, or none."""
+    from tvm_hetero.build.vdevices import vdevices_of
+    from tvm_hetero.ir.bindings import op_bindings
+    from tvm_hetero.pipelines import get_pipeline
+
+    x = relax.Var("x", relax.TensorType([4, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.matmul(x, relax.const(TABLE[0])))  # lv
+            b = bb.emit(relax.op.nn.relu(a))  # lv1
+            out = bb.emit_output(relax.op.add(b, a))
+        bb.emit_func_output(out)
+    model = load_model(bb.get(), name="named-alike")
+    ids = [o.node_id for o in op_bindings(model.mod["main"])]
+    devices = [cpu_device(threads=1), cpu_device(1, threads=1)]
+    placed = get_pipeline(
+        "manual_placement", vdevices=vdevices_of(devices), assignment={o: 1 for o in ids}
+    )(model.mod)
+    assert [o.node_id for o in op_bindings(placed["main"])][:2] == ["lv", "lv1"]  # copies
+    work = op_times_workload(placed)
+    timed = {n for ns in work.by_symbol.values() for n in ns}
+    assert set(ids) <= timed and timed - set(ids) == set(work.copies)
+    assert all(c.startswith("copy:") for c in work.copies)

@@ -9,6 +9,7 @@ from tvm import relax
 from tvm.ir import IRModule
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvm_hetero.ir.attrs import COPY_OP
 from tvm_hetero.ir.bindings import op_bindings
 
 CallRewrite = Callable[[PyExprMutator, relax.Call], "relax.Expr | None"]
@@ -71,15 +72,20 @@ class _CallRewriter(PyExprMutator):
 
 
 def with_marked_bindings(mod: IRModule, func_name: str) -> tuple[IRModule, dict[str, str]]:
-    """``mod`` with every operator binding of ``func_name`` renamed to a marker no pass makes
-    (``_op0``, ``_op1``...), and each marker's operator id (:func:`~.bindings.op_bindings`).
+    """``mod`` with every operator and copy binding of ``func_name`` renamed to a marker no pass
+    makes (``_op0``, ``_op1``...), and each marker's id: an operator's as before its copies
+    were placed (:func:`~.bindings.op_bindings` without ``to_vdevice``: the id the planners
+    know it by), a copy's ``copy:`` and its own.
 
     A rewrite emits what it needs ahead of the binding it replaces, under names TVM's block
     builder makes afresh (``lv``, ``lv1``...): the names the frontend gave the operators, so a
-    lowered binding's name alone cannot tell an operator from what a rewrite made for one."""
+    lowered binding's name alone cannot tell an operator from what a rewrite made for one.
+    ``PlaceOperators``' copies are named so too, and counted among the bindings they shift
+    the ids of the operators after them (``lv`` became ``lv.1`` behind a copy named ``lv``)."""
+    operators = {b.var: b.node_id for b in op_bindings(mod[func_name], frozenset({COPY_OP}))}
     bindings = op_bindings(mod[func_name])
     marks = {b.var: f"_op{k}" for k, b in enumerate(bindings)}
-    names = {f"_op{k}": b.node_id for k, b in enumerate(bindings)}
+    names = {f"_op{k}": operators.get(b.var, f"copy:{b.node_id}") for k, b in enumerate(bindings)}
     renamer = _Renamer(mod, marks)
     gv = mod.get_global_var(func_name)
     marked = IRModule(dict(mod.functions_items()), attrs=mod.attrs, global_infos=mod.global_infos)
