@@ -129,6 +129,9 @@ def als() -> str:
         for r in data["rows"]:
             m = {k: v["measured_ms"] for k, v in r["measured"].items()}
             singles = {k: v for k, v in m.items() if k.endswith(" only")}
+            priced = " / ".join(
+                f"{r['measured'][k]['predicted_ms'] / v:.2f}x" for k, v in singles.items()
+            )
             best = min(singles, key=singles.get)
             slower += m["OPT confirmed"] > singles[best]
             ort = m.get("onnxruntime")
@@ -138,8 +141,8 @@ def als() -> str:
                 r["model"], r["seq"], r["node_runs"] + r["edge_runs"], ms(m["OPT (ALS)"]),
                 ms(m["OPT guarded"]), ms(m["OPT confirmed"]),
                 f"{ms(singles[best])} {best.removesuffix(' only')}",
-                ratio(singles[best], m["OPT confirmed"]), ms(m.get("single cpu")), ms(ort),
-                ratio(m["OPT confirmed"], ort),
+                ratio(singles[best], m["OPT confirmed"]), priced, ms(m.get("single cpu")),
+                ms(ort), ratio(m["OPT confirmed"], ort),
             ))  # fmt: skip
         peer = (
             f" The confirmed plan takes {min(vs_ort):.2f}x-{max(vs_ort):.2f}x the time of ONNX "
@@ -150,11 +153,13 @@ def als() -> str:
         parts += [
             source(name, data).line(), "",
             table(("model", "seq", "profiling runs", "ALS", "guarded", "confirmed",
-                   "best single", "speed-up", "both cores", "ORT", "time / ORT"), out),
+                   "best single", "speed-up", "priced / run alone", "both cores", "ORT",
+                   "time / ORT"), out),
             "",
             f"- The confirmed plan is slower than the best single device in {slower} of "
             f"{len(out)} rows (ms; speed-up is the best single device's time over the "
-            f"confirmed plan's).{peer}",
+            "confirmed plan's; priced / run alone: each device alone, in the table's order of "
+            f"devices, ALS's price of it over its measured time).{peer}",
             "",
         ]  # fmt: skip
     return "\n".join(parts[:-1])

@@ -1,5 +1,5 @@
-"""ConstantsOnCPUsUncopied: a constant brought to a CPU vdevice is the constant itself, not a
-copy made on every run."""
+"""ConstantsOnCPUsUncopied: a constant brought to a CPU vdevice is, to the rewrites that read
+weights, the constant itself."""
 
 from __future__ import annotations
 

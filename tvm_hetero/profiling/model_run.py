@@ -46,8 +46,11 @@ class OpTimes:
     """Copy binding id -> (source vdevice, destination vdevice, dtype, elements)."""
 
 
-def kernel_sequence(lowered: tvm.IRModule, names: Mapping[str, str]) -> list[tuple[str, str]]:
-    """``(operator id, VM symbol)`` of every kernel call and copy in ``main``, in run order.
+def kernel_sequence(
+    lowered: tvm.IRModule, names: Mapping[str, str]
+) -> list[tuple[str | None, str]]:
+    """``(operator id, VM symbol)`` of every kernel call and copy in ``main``, in run order
+    (the k-th call of a symbol is its k-th entry); ``None`` for a call of no operator.
 
     ``names``: each marked operator binding's operator id (:func:`with_marked_bindings`). A
     kernel whose binding is no operator's was emitted by a rewrite ahead of the operator it
@@ -56,21 +59,22 @@ def kernel_sequence(lowered: tvm.IRModule, names: Mapping[str, str]) -> list[tup
     kernels after the last one under the last. An operator a rewrite merged into another's
     kernel (a gather read in place, branches summed into one convolution) has none. Copies
     are the placement's (marked); those a pass makes of weights (``ConstantsToKernelDevices``)
-    are no operator's, and a placed weight's copy that ``ConstantsOnCPUsUncopied`` made the
+    are no operator's (``None``: counted among the copies, or the placement's read the
+    weights' times), and a placed weight's copy that ``ConstantsOnCPUsUncopied`` made the
     weight itself takes no kernel."""
-    seq: list[tuple[str, str]] = []
-    pending: list[str] = []
+    seq: list[tuple[str | None, str]] = []
+    pending: list[tuple[bool, str]] = []  # (whose: the next operator's, or no one's), symbol
     node = None
     for _, _, b in iter_bindings(lowered[ENTRY_FUNC]):
         marked = str(b.var.name) in names
         if calls_op(b.value, CALL_TIR_OP):
-            pending.append(b.value.args[0].name_hint)
-        elif calls_op(b.value, COPY_OP) and marked:
-            pending.append(COPY_SYMBOL)
+            pending.append((True, b.value.args[0].name_hint))
+        elif calls_op(b.value, COPY_OP):
+            pending.append((marked, COPY_SYMBOL))
         if marked and not isinstance(b.value, Constant):
             node = names[str(b.var.name)]
-            seq, pending = seq + [(node, symbol) for symbol in pending], []
-    return seq + [(node, symbol) for symbol in pending] if node is not None else seq
+            seq, pending = seq + [(node if own else None, s) for own, s in pending], []
+    return seq + [(node if own else None, s) for own, s in pending]
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class OpTimesWorkload:
     kernels), with which operators each kernel symbol's calls are, in order, and its copies."""
 
     executable: tvm.runtime.Executable
-    by_symbol: dict[str, list[str]]
+    by_symbol: dict[str, list[str | None]]
     copies: dict[str, tuple[int, int, str, int]]
 
 
@@ -88,7 +92,7 @@ def op_times_workload(placed: tvm.IRModule, options: BuildOptions | None = None)
     options = dataclasses.replace(options or BuildOptions(), fuse=False)
     marked, names = with_marked_bindings(placed, ENTRY_FUNC)
     lowered = lower(marked, options)
-    by_symbol: dict[str, list[str]] = defaultdict(list)
+    by_symbol: dict[str, list[str | None]] = defaultdict(list)
     for node, symbol in kernel_sequence(lowered, names):
         by_symbol[symbol].append(node)
     copies = copy_attributes(lowered, names)

@@ -355,7 +355,7 @@ class Profiler:
                 zeroed.executable, input_infos(placed), by_symbol=zeroed.by_symbol,
                 extra={"copies": copies},
             )  # fmt: skip
-            nodes = {n for ns in zeroed.by_symbol.values() for n in ns}
+            nodes = {n for ns in zeroed.by_symbol.values() for n in ns if n is not None}
             return {"node_seconds": dict.fromkeys(nodes, PLACEHOLDER_S), "copies": copies}
 
         return self._stored_or_measured(

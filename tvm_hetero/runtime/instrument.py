@@ -32,7 +32,9 @@ class KernelTimer:
     CPU look the faster device).
     """
 
-    def __init__(self, by_symbol: Mapping[str, Sequence[str]], accelerators: Sequence = ()) -> None:
+    def __init__(
+        self, by_symbol: Mapping[str, Sequence[str | None]], accelerators: Sequence = ()
+    ) -> None:
         self.by_symbol = by_symbol
         self.accelerators = list(accelerators)
         self.samples: dict[str, list[float]] = defaultdict(list)
@@ -63,13 +65,14 @@ class KernelTimer:
         nodes = self.by_symbol[symbol]
         node = nodes[self.seen[symbol] % len(nodes)]
         self.seen[symbol] += 1
-        self.run[node] += elapsed
+        if node is not None:  # a call of no operator (a pass's copy of a weight)
+            self.run[node] += elapsed
         return 0
 
 
 def op_times(
     library: Any, devices: Sequence[tvm.runtime.Device], args: Sequence[np.ndarray],
-    by_symbol: Mapping[str, Sequence[str]], runs: int = 3,
+    by_symbol: Mapping[str, Sequence[str | None]], runs: int = 3,
 ) -> tuple[dict[str, float], list[float]]:  # fmt: skip
     """``({operator: median seconds}, wall seconds of each run)`` over ``runs`` instrumented runs
     of ``library``'s ``main`` (after one warm-up: first-run allocation is no operator's cost)."""
