@@ -151,8 +151,10 @@ def test_strategy_tables_set_onnx_runtime_beside_their_plans(monkeypatch, sectio
 
     timed = {"OPT (ALS)": 2.0, "OPT guarded": 2.0, "OPT confirmed": 3.0, "a only": 4.0,
              "b only": 5.0, "onnxruntime": 2.0}  # fmt: skip
+    priced = {"a only": 6.0, "b only": 5.0}  # ALS's price of each device alone
     als_row = {"model": "bert", "seq": 8, "node_runs": 2, "edge_runs": 1,
-               "measured": {k: {"measured_ms": v} for k, v in timed.items()}}  # fmt: skip
+               "measured": {k: {"measured_ms": v, "predicted_ms": priced.get(k, float("nan"))}
+                            for k, v in timed.items()}}  # fmt: skip
     without_ort = {**als_row, "seq": 64, "measured": {
         k: v for k, v in als_row["measured"].items() if k != "onnxruntime"}}  # fmt: skip
     flexpie_row = {"case": "ring4-1000", "model": "bert", "score": {"flexpie-confirmed": 1.0},
@@ -173,6 +175,8 @@ def test_strategy_tables_set_onnx_runtime_beside_their_plans(monkeypatch, sectio
     monkeypatch.setattr(strategies, "load", lambda name: files[name])
     rows = _rows_of(getattr(strategies, section)())
     ort, vs_ort = [r[-2] for r in rows], [r[-1] for r in rows]
+    if section == "als":  # each device alone: its price over its run, in the devices' order
+        assert {r[8] for r in rows} == {"1.50x / 1.00x"}
     expected = {
         "als": (["2", "-", "2"], ["1.50x", "-", "1.50x"]),
         "flexpie_latency": (["-", "24"], ["-", "0.50x"]),
