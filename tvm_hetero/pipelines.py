@@ -214,6 +214,59 @@ def _bind(value: Any, params: dict[str, Any]) -> Any:
     return value if name is None else params[name]
 
 
+LOWER_STEPS = (
+    Step("StripStageBoundaries"),
+    Step("WrapIndices"),
+    Step("RealizeVDevice"),
+    Step("MergeParallelConvolutions"),
+    Step("TransposedConvolutionsAsPointwise"),
+    Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
+    Step("GroupedConvolutionsByGroup"),
+    Step("SubsampleStridedPointwise"),
+    Step("DepthwiseColumnsAfter"),
+    Step("ExactCeilPools"),
+    Step("TemporalConvolutionsAs2D"),
+    Step("PadConvolutionChannels"),
+    Step("PadConvolutionOutputs"),
+    Step("Conv1dAsMatmul"),
+    Step("SeparableResize"),
+    Step("GridSampleTaps"),
+    Step("GatheredWeightsInPlace"),
+    Step("PadMatmulColumns"),
+    Step("LegalizeWithFastMath"),
+    Step("InferKernelVDevices"),
+    Step("FoldConstantKernels"),
+    Step("FoldConstant"),
+    Step("CanonicalizeBindings"),
+    Step("AnnotateTIROpPattern"),
+    Step("FuseOps"),
+    Step("FuseTIR"),
+    Step("RestoreKernelTargets"),
+    Step("PackConstantWeights"),
+    Step("DeadCodeElimination"),
+)
+"""``multi_device_lower``'s passes (its description says what each does)."""
+
+FUSION_ONLY = frozenset({"CanonicalizeBindings", "AnnotateTIROpPattern", "FuseOps", "FuseTIR"})
+"""Passes of ``multi_device_lower`` its unfused twin leaves out: fusion, and the folding of
+aliases (a rewrite that returns a value it emitted leaves the operator's binding an alias,
+whose name the per-operator profile files the kernels under)."""
+
+UNFUSED_AFTER = {
+    "RealizeVDevice": (Step("ConstantsOnCPUsUncopied"),),
+    "PackConstantWeights": (Step("ConstantsToKernelDevices"),),
+}
+"""The passes only the unfused build runs, each after the one it follows."""
+
+
+def unfused_steps(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """``steps`` without :data:`FUSION_ONLY`, with :data:`UNFUSED_AFTER`: every rewrite of
+    the fused build, so that per-operator profiles time the kernels it runs."""
+    return tuple(
+        t for s in steps if s.name not in FUSION_ONLY for t in (s, *UNFUSED_AFTER.get(s.name, ()))
+    )
+
+
 PIPELINES: dict[str, Pipeline] = {
     p.name: p
     for p in [
@@ -312,37 +365,7 @@ PIPELINES: dict[str, Pipeline] = {
             "device only, restore the kernel targets fusion drops, and lay constant matmul "
             "weights of CPU kernels out in the CPU rule's panels.",
             ("winograd_tiles",),
-            (
-                Step("StripStageBoundaries"),
-                Step("WrapIndices"),
-                Step("RealizeVDevice"),
-                Step("MergeParallelConvolutions"),
-                Step("TransposedConvolutionsAsPointwise"),
-                Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
-                Step("GroupedConvolutionsByGroup"),
-                Step("SubsampleStridedPointwise"),
-                Step("DepthwiseColumnsAfter"),
-                Step("ExactCeilPools"),
-                Step("TemporalConvolutionsAs2D"),
-                Step("PadConvolutionChannels"),
-                Step("PadConvolutionOutputs"),
-                Step("Conv1dAsMatmul"),
-                Step("SeparableResize"),
-                Step("GridSampleTaps"),
-                Step("GatheredWeightsInPlace"),
-                Step("PadMatmulColumns"),
-                Step("LegalizeWithFastMath"),
-                Step("InferKernelVDevices"),
-                Step("FoldConstantKernels"),
-                Step("FoldConstant"),
-                Step("CanonicalizeBindings"),
-                Step("AnnotateTIROpPattern"),
-                Step("FuseOps"),
-                Step("FuseTIR"),
-                Step("RestoreKernelTargets"),
-                Step("PackConstantWeights"),
-                Step("DeadCodeElimination"),
-            ),
+            LOWER_STEPS,
             {"winograd_tiles": {}},
         ),
         Pipeline(
@@ -354,35 +377,7 @@ PIPELINES: dict[str, Pipeline] = {
             "their kernels' devices after; kernels of constants are folded as in the fused "
             "build.",
             ("winograd_tiles",),
-            (
-                Step("StripStageBoundaries"),
-                Step("WrapIndices"),
-                Step("RealizeVDevice"),
-                Step("ConstantsOnCPUsUncopied"),
-                Step("MergeParallelConvolutions"),
-                Step("TransposedConvolutionsAsPointwise"),
-                Step("WinogradConvolutions", {"tiles": "$winograd_tiles"}),
-                Step("GroupedConvolutionsByGroup"),
-                Step("SubsampleStridedPointwise"),
-                Step("DepthwiseColumnsAfter"),
-                Step("ExactCeilPools"),
-                Step("TemporalConvolutionsAs2D"),
-                Step("PadConvolutionChannels"),
-                Step("PadConvolutionOutputs"),
-                Step("Conv1dAsMatmul"),
-                Step("SeparableResize"),
-                Step("GridSampleTaps"),
-                Step("GatheredWeightsInPlace"),
-                Step("PadMatmulColumns"),
-                Step("LegalizeWithFastMath"),
-                Step("InferKernelVDevices"),
-                Step("FoldConstantKernels"),
-                Step("FoldConstant"),
-                Step("RestoreKernelTargets"),
-                Step("PackConstantWeights"),
-                Step("ConstantsToKernelDevices"),
-                Step("DeadCodeElimination"),
-            ),
+            unfused_steps(LOWER_STEPS),
             {"winograd_tiles": {}},
         ),
     ]

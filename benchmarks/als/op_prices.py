@@ -44,7 +44,6 @@ def measured(name: str, rounds: int) -> dict:
     from tvm_hetero.profiling.model_run import op_times_workload
     from tvm_hetero.runtime.instrument import op_times
     from tvm_hetero.runtime.worker import use_threads
-    from tvm_hetero.strategies.eop.planner import _placed
 
     device = cpu_device(threads=2)
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,7 +51,7 @@ def measured(name: str, rounds: int) -> dict:
         given, feeds = exported_feeds(name, path)
         model = load_model(path, shapes=given)
         args = [feeds[i.name] for i in model.inputs]
-        work = op_times_workload(_placed(model, device))
+        work = op_times_workload(api.place(model, [device], api.Placement((device.name,))))
         fused = api.compile(model, [device])
         session = cpu_session(path, 2)
         their_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}

@@ -15,7 +15,6 @@ from tvm_hetero.ir.bindings import iter_bindings
 from tvm_hetero.ir.mutate import with_marked_bindings
 from tvm_hetero.profiling.model_run import op_times_workload, per_op_times
 from tvm_hetero.runtime.instrument import KernelTimer
-from tvm_hetero.strategies.eop.planner import _placed
 
 RNG = np.random.default_rng(0)
 TABLE = RNG.standard_normal((3, 8, 4)).astype("float32")
@@ -81,7 +80,8 @@ INPUTS = (
 
 def test_a_rewrites_kernels_are_the_operators_it_rewrites():
     model = _model()
-    work = op_times_workload(_placed(model, cpu_device(threads=1)))
+    device = cpu_device(threads=1)
+    work = op_times_workload(api.place(model, [device], api.Placement((device.name,))))
     nodes = {}
     for symbol, calls in work.by_symbol.items():
         for node in calls:
@@ -95,7 +95,7 @@ def test_a_rewrites_kernels_are_the_operators_it_rewrites():
 def test_operators_times_are_their_kernels_summed_and_the_outputs_the_fused_builds():
     model = _model()
     device = cpu_device(threads=1)
-    placed = _placed(model, device)
+    placed = api.place(model, [device], api.Placement((device.name,)))
     times = per_op_times(placed, INPUTS, runs=1)
     assert set(times.node_seconds) == {"products", "relu", "conv"}
     assert 0 < times.total_s <= times.wall_s

@@ -215,8 +215,16 @@ def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime
     nothing there, such as a copy's workload or a plan that keeps everything home, has none).
     """
     options = options or BuildOptions()
-    lowered = lower(mod, options)
-    ex = _compile(lowered, options.cuda_graph and captures(mod))
+    return build_lowered(lower(mod, options), options)
+
+
+def build_lowered(
+    lowered: tvm.IRModule, options: BuildOptions | None = None
+) -> tvm.runtime.Executable:
+    """Compile a module :func:`lower` returned (with the ``options`` it was lowered with), as
+    :func:`build` does after lowering: for a caller that reads the lowered module too."""
+    options = options or BuildOptions()
+    ex = _compile(lowered, options.cuda_graph and captures(lowered))
     cuda_kernels = [
         gv.name_hint
         for gv, f in lowered.functions_items()
@@ -231,7 +239,7 @@ def build(mod: tvm.IRModule, options: BuildOptions | None = None) -> tvm.runtime
     from tvm_hetero.build.cuda_binary import DeviceCodeExecutable
 
     archs = options.cuda_archs or tuple(
-        sorted({str(v.target.attrs["arch"]) for v in mod.global_infos["vdevice"]
+        sorted({str(v.target.attrs["arch"]) for v in lowered.global_infos["vdevice"]
                 if str(v.target.kind.name) == "cuda"})
     )  # fmt: skip
     return DeviceCodeExecutable(ex.mod, archs)

@@ -12,7 +12,7 @@ import tvm
 from tvm.ir.expr import Constant
 
 from tvm_hetero._compat import vdevice_equal
-from tvm_hetero.build.multi_device import BuildOptions, build, lower
+from tvm_hetero.build.multi_device import BuildOptions, build_lowered, lower
 from tvm_hetero.build.vdevices import cpu_threads, runtime_devices
 from tvm_hetero.ir.attrs import CALL_TIR_OP, COPY_OP, ENTRY_FUNC
 from tvm_hetero.ir.bindings import calls_op, iter_bindings, op_bindings
@@ -96,7 +96,7 @@ def op_times_workload(placed: tvm.IRModule, options: BuildOptions | None = None)
     for node, symbol in kernel_sequence(lowered, names):
         by_symbol[symbol].append(node)
     copies = copy_attributes(lowered, names)
-    return OpTimesWorkload(build(marked, options), dict(by_symbol), copies)
+    return OpTimesWorkload(build_lowered(lowered, options), dict(by_symbol), copies)
 
 
 def per_op_times(
