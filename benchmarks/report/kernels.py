@@ -673,6 +673,18 @@ def guarded_reads_in_models() -> str:
     return _switched("VECTOR_READS")
 
 
+def padded_row_ends() -> str:
+    """``benchmarks/cpu_kernels/padded_row_ends.py``: rows padded at their ends only, those
+    ends as masked vectors."""
+    return _before_and_now("padded_row_ends.jsonl", "convolution")
+
+
+def padded_row_ends_in_models() -> str:
+    """``before_and_now.py ... --off ...guarded_reads_as_vectors:MASKED_EDGES=False``: whole
+    models with the padded ends of their copies as masked vectors, and lane by lane."""
+    return _switched("MASKED_EDGES")
+
+
 def shuffled_stride_widths_in_models() -> str:
     """``before_and_now.py ... --off ...pad_convolution_outputs:SHUFFLED_STRIDES=False``:
     mobile networks with strided depthwise layers widened to whole vectors, and not."""
@@ -965,6 +977,8 @@ SECTIONS = {
     "masked-stores-models": masked_stores_in_models,
     "guarded-reads": guarded_reads,
     "guarded-reads-models": guarded_reads_in_models,
+    "padded-row-ends": padded_row_ends,
+    "padded-row-ends-models": padded_row_ends_in_models,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

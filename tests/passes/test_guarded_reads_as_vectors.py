@@ -30,6 +30,56 @@ def _padded_expected(a: T.Buffer((8,), "float32"), b: T.Buffer((10,), "float32")
     for chunk in range(2):
         if chunk == 1:  # lanes 4 to 7: every one inside the input
             b[chunk * 4 : chunk * 4 + 4] = a[T.Ramp(chunk * 4 - 1, 1, 4)]
+        else:  # the padded start: the lanes inside read under a mask, zero on the others
+            b[chunk * 4 : chunk * 4 + 4] = T.Select(
+                T.And(
+                    T.Broadcast(1, 4) <= T.Ramp(chunk * 4, 1, 4),
+                    T.Ramp(chunk * 4, 1, 4) < T.Broadcast(9, 4),
+                ),
+                T.masked_load(
+                    "float32x4",
+                    a,
+                    T.Ramp(chunk * 4 - 1, 1, 4),
+                    T.And(
+                        T.Broadcast(1, 4) <= T.Ramp(chunk * 4, 1, 4),
+                        T.Ramp(chunk * 4, 1, 4) < T.Broadcast(9, 4),
+                    ),
+                ),
+                T.Broadcast(T.float32(0), 4),
+            )
+    # lanes 8 and 9, past the last whole chunk: one vector of 4, its first two stored
+    T.masked_store(
+        b,
+        T.Select(
+            T.And(
+                T.And(T.Broadcast(-7, 4) <= T.Ramp(0, 1, 4), T.Ramp(0, 1, 4) < T.Broadcast(1, 4)),
+                T.Ramp(8, 1, 4) < T.Broadcast(10, 4),
+            ),
+            T.masked_load(
+                "float32x4",
+                a,
+                T.Ramp(7, 1, 4),
+                T.And(
+                    T.And(
+                        T.Broadcast(-7, 4) <= T.Ramp(0, 1, 4), T.Ramp(0, 1, 4) < T.Broadcast(1, 4)
+                    ),
+                    T.Ramp(8, 1, 4) < T.Broadcast(10, 4),
+                ),
+            ),
+            T.Broadcast(T.float32(0), 4),
+        ),
+        T.Ramp(8, 1, 4),
+        T.Ramp(8, 1, 4) < T.Broadcast(10, 4),
+    )
+
+
+@T.prim_func
+def _padded_lane_by_lane(a: T.Buffer((8,), "float32"), b: T.Buffer((10,), "float32")):
+    T.func_attr({"target": T.target(SSE)})
+    T.attr("default", "device_type", 1)
+    for chunk in range(2):
+        if chunk == 1:  # lanes 4 to 7: every one inside the input
+            b[chunk * 4 : chunk * 4 + 4] = a[T.Ramp(chunk * 4 - 1, 1, 4)]
         else:
             for lane in range(4):
                 b[chunk * 4 + lane] = T.if_then_else(
@@ -85,13 +135,22 @@ def whole_vectors(monkeypatch):
     monkeypatch.setattr(guarded_reads_as_vectors, "CHUNK_VECTORS", 1)
 
 
-def test_a_padded_copy_runs_whole_vectors_inside_and_lanes_at_its_ends(whole_vectors):
+def test_a_padded_copy_runs_whole_vectors_inside_and_masked_ones_at_its_ends(whole_vectors):
     """Chunks of 4 lanes: the one whose first and last lanes are inside the input is one
-    vector read and one vector write; the one at the padded start and the lanes past the
-    last whole chunk stay guarded lane by lane."""
+    vector read and one vector write; the one at the padded start reads the lanes inside
+    under a mask, and the lanes past the last whole chunk are one masked vector."""
     tvm.ir.assert_structural_equal(
         in_vectors(_padded),
         _padded_expected.with_attr("global_symbol", "_padded"),
+        map_free_vars=True,
+    )
+
+
+def test_without_masked_edges_the_ends_run_lane_by_lane(whole_vectors, monkeypatch):
+    monkeypatch.setattr(guarded_reads_as_vectors, "MASKED_EDGES", False)
+    tvm.ir.assert_structural_equal(
+        in_vectors(_padded),
+        _padded_lane_by_lane.with_attr("global_symbol", "_padded"),
         map_free_vars=True,
     )
 
@@ -132,3 +191,58 @@ def test_a_built_copy_by_column_phase_equals_numpy_and_gathers_nothing(width):
     padded[:, 1 : width + 1] = a.reshape(rows, width)
     want = padded.reshape(rows, phase, 2).transpose(0, 2, 1).ravel()
     np.testing.assert_array_equal(b.numpy(), want)
+
+
+def _rows_padded_at_their_ends(channels: int, rows: int, width: int):
+    """The copy that pads the rows of a convolution's input tile at their ends only (a tile
+    cut from the middle of a map: its rows come whole from the tiles around it), each padded
+    row one vector wide as the convolution rule schedules it."""
+
+    @T.prim_func
+    def copy(
+        a: T.Buffer((channels * rows * width,), "float32"),
+        b: T.Buffer((channels * rows * (width + 2),), "float32"),
+    ):
+        for c, r in T.grid(channels, rows):
+            for w in T.vectorized(width + 2):
+                b[(c * rows + r) * (width + 2) + w] = T.if_then_else(
+                    w >= 1 and w < width + 1, a[(c * rows + r) * width + w - 1], T.float32(0)
+                )
+
+    return copy.with_attr("global_symbol", "main")
+
+
+def _ll(func, mcpu: str):
+    lib = tvm.compile(
+        tvm.IRModule({"main": func}),
+        target=make_target({"kind": "llvm", "mcpu": mcpu}),
+        tir_pipeline=TIR_PIPELINE,
+    )
+    return lib, (lib.mod if hasattr(lib, "mod") else lib).inspect_source("ll")
+
+
+@pytest.mark.parametrize("width", [7, 3])
+@pytest.mark.parametrize("masked", [True, False], ids=["masked edges", "lane by lane"])
+def test_rows_padded_at_their_ends_gather_nothing_for_zen_4(masked, width, monkeypatch):
+    """Built for Zen 4 (compiled, not run: this host may lack AVX-512), rows of 7 padded to 9
+    (a chunk of 8 lanes and one lane) or of 3 padded to 5 (less than a chunk) lane by lane
+    became, in LLVM, gathers and scatters across the channels; with the padded ends as masked
+    vectors the copy reads and writes whole vectors."""
+    monkeypatch.setattr(guarded_reads_as_vectors, "MASKED_EDGES", masked)
+    _, ll = _ll(_rows_padded_at_their_ends(64, 3, width), "znver4")
+    gathers = "gather" in ll or "scatter" in ll
+    assert gathers != masked
+    assert ("masked.load" in ll) == masked
+
+
+@pytest.mark.parametrize("width", [7, 14, 3, 1])
+def test_rows_padded_at_their_ends_equal_numpy(width):
+    """Built for AVX2 (chunks of 4 lanes) and run: every row as numpy pads it (one zero either
+    end), rows shorter than a chunk included."""
+    channels, rows = 16, 3
+    lib, _ = _ll(_rows_padded_at_their_ends(channels, rows, width), "haswell")
+    a = np.random.default_rng(0).standard_normal(channels * rows * width).astype("float32")
+    b = tvm.runtime.tensor(np.full(channels * rows * (width + 2), 9.0, "float32"))
+    lib["main"](tvm.runtime.tensor(a), b)
+    want = np.pad(a.reshape(channels * rows, width), ((0, 0), (1, 1)))
+    np.testing.assert_array_equal(b.numpy(), want.ravel())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 from tvm.ir import IRModule, Range
-from tvm.ir.expr import Call
+from tvm.ir.expr import Call, TensorLoad
 from tvm.sym.analyzer import Analyzer
 from tvm.tirx.analysis import undefined_vars
 
@@ -19,6 +19,10 @@ from tvm_hetero.schedules.cpu.common import vector_lanes
 
 VECTOR_READS = True
 """Whether the pass rewrites anything (off: the lowered TIR as TVM leaves it)."""
+
+MASKED_EDGES = True
+"""Whether a chunk that the condition holds on only in part (at a padded end of a row) runs as
+one vector, its read masked to the lanes that meet the condition (off: lane by lane)."""
 
 CHUNK_VECTORS = 0.5
 """Vector registers' worth of lanes a chunk takes: half a vector (8 floats with AVX-512) leaves
@@ -33,13 +37,21 @@ class GuardedReadsAsVectors:
     x(l), y)`` in chunks of ``L`` lanes: a chunk whose first and last lanes meet ``cond``
     stores ``x`` as one vector of ``L`` lanes (its reads whole vectors, or strided ones that
     :class:`~tvm_hetero.passes.StridedLoadsAsShuffles` then reads as whole vectors and a
-    shuffle); any other chunk, and the lanes past the last whole chunk, run as before.
+    shuffle); any other chunk (at a padded end), and the lanes past the last whole chunk
+    (or a loop shorter than one), where ``x`` is one contiguous read and ``y`` the same on
+    every lane, is one vector too: ``x`` read by a load masked to the lanes that meet
+    ``cond``, ``y`` on the others, the lanes past the loop's end masked off the store
+    (:data:`MASKED_EDGES`); other such chunks run as before.
 
     The copy that pads a convolution's input guards each read with the padding's bounds;
     TVM's vectorizer leaves such a loop serial, and LLVM's vectorized it with a gather for
     every vector where the convolution's stride lays the input out by column phase (a
     strided 3x3 of 32 -> 16 channels over 112 x 112 gathered a sixteenth of its input at a
-    time, as long as its multiply-adds took).
+    time, as long as its multiply-adds took). Rows one or two vectors wide padded at their
+    ends only (a tile cut from the middle of a map's rows, a 1x7 convolution) it unrolled
+    and, built for Zen 4, vectorized the loops around them instead, with a gather and a
+    scatter across the channels: a 3x3 convolution of 512 channels over four rows of 7
+    took 1.9 ms where one padded above too took 1.3.
 
     ``cond`` is a conjunction of comparisons (``<``, ``<=``, ``>``, ``>=``) each of whose
     sides differ by a linear function of ``l``, so the lanes that meet it are one run and a
@@ -81,7 +93,8 @@ def as_vector_chunks(loop: tirx.For, lanes: int) -> tirx.Stmt | None:
         return None
     count, var = int(loop.extent), loop.loop_var
     *lets, store = statements(loop.body)
-    if count < lanes or not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
+    shortest = 2 if MASKED_EDGES else lanes  # shorter: one masked chunk
+    if count < shortest or not isinstance(store, tirx.BufferStore) or len(store.indices) != 1:
         return None
     if tvm.DataType(str(store.buffer.dtype)).lanes != 1:
         return None
@@ -118,16 +131,55 @@ def as_vector_chunks(loop: tirx.For, lanes: int) -> tirx.Stmt | None:
     lane = tirx.Var("lane", var.ty)
     one = {var: first + lane}
     scalar = tirx.BufferStore(store.buffer, substituted(value, one), [substituted(index, one)])
+    edge = MASKED_EDGES and _masked_chunk(store.buffer, value, var, first, lanes, found[1], None)
     chunked = tirx.IfThenElse(
         ends,
         tirx.BufferStore(store.buffer, vector[0], [at]),
-        tirx.For(lane, 0, lanes, tirx.ForKind.SERIAL, scalar),
+        edge or tirx.For(lane, 0, lanes, tirx.ForKind.SERIAL, scalar),
     )
-    steps = [tirx.For(chunk, 0, whole, tirx.ForKind.SERIAL, chunked)]
-    if count % lanes:
+    steps = [tirx.For(chunk, 0, whole, tirx.ForKind.SERIAL, chunked)] if whole else []
+    left = count - whole * lanes
+    if left:
         start = loop.min + whole * lanes
-        steps.append(tirx.For(var, start, count - whole * lanes, loop.kind, loop.body))
+        last = MASKED_EDGES and _masked_chunk(store.buffer, value, var, start, lanes, found[1],
+                                              left)  # fmt: skip
+        if not (whole or last):
+            return None
+        steps.append(last or tirx.For(var, start, left, loop.kind, loop.body))
     return steps[0] if len(steps) == 1 else tirx.SeqStmt(steps)
+
+
+def _masked_chunk(
+    buffer: tirx.Buffer, value, var: tirx.Var, first, lanes: int, base, valid: int | None
+) -> tirx.Stmt | None:
+    """The chunk of ``lanes`` lanes of ``var`` from ``first`` of the store ``buffer[base +
+    var] = if_then_else(cond, x[b + var], y)`` as one vector: ``x`` read by a load masked to
+    the lanes that meet ``cond``, ``y`` on the others, the first ``valid`` lanes stored
+    (every lane where ``None``); ``None`` where ``x`` is not such a read or ``y`` reads with
+    ``var``."""
+    condition, read, other = value.args
+    if not isinstance(read, TensorLoad) or len(read.indices) != 1:
+        return None
+    found = linear_in(read.indices[0], var)
+    if found is None or found[0] != 1 or any(v.same_as(var) for v in undefined_vars(other)):
+        return None
+    mask = vectorized(var, first, lanes, [condition])
+    if mask is None:
+        return None
+    analyzer = Analyzer()
+    span = tirx.Ramp(analyzer.simplify(first), 1, lanes)
+    stored = None
+    if valid is not None:
+        stored = span < tirx.Broadcast(analyzer.simplify(first + valid), lanes)
+        mask = [tirx.And(mask[0], stored)]
+    dtype = str(tvm.DataType(str(read.ty.dtype)).with_lanes(lanes))
+    at = tirx.Ramp(analyzer.simplify(found[1] + first), 1, lanes)
+    loaded = tirx.op.masked_load(dtype, read.source, at, mask[0])
+    vector = tirx.Select(mask[0], loaded, tirx.Broadcast(other, lanes))
+    to = tirx.Ramp(analyzer.simplify(base + first), 1, lanes)
+    if stored is None:
+        return tirx.BufferStore(buffer, vector, [to])
+    return tirx.Evaluate(tirx.op.masked_store(buffer, vector, to, stored))
 
 
 def _guarded(value) -> tuple | None:
