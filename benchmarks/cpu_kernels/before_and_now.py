@@ -9,6 +9,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,6 +111,20 @@ def module_case_command(
         return export_case(build, shape, path)
 
     return case_command(doc, cases, export, off, results)
+
+
+def conv_relu_case_command(
+    doc: str, cases: dict, conv: Callable[..., Any], shape: Callable[..., tuple],
+    off: Callable[[], tuple], results: str,
+) -> int:  # fmt: skip
+    """:func:`module_case_command` for cases that are a torch convolution with ReLU after it:
+    ``conv(*case)`` makes the convolution, ``shape(*case)`` is its input's shape."""
+    import torch
+
+    def make(*case) -> tuple:
+        return (lambda: torch.nn.Sequential(conv(*case), torch.nn.ReLU())), shape(*case)
+
+    return module_case_command(doc, cases, make, off, results)
 
 
 def convolution_case_command(

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command, module_switch  # noqa: E402
+from before_and_now import conv_relu_case_command, module_switch  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, stride, groups, side, padding)
     "3x3 /2 32->16 @112": (32, 16, 3, 2, 1, 112, 1),
@@ -41,16 +41,16 @@ CASES = {  # name: (input channels, output channels, window, stride, groups, sid
 
 
 def main() -> int:
-    def make(cin: int, cout: int, window: int, stride: int, groups: int, side: int,
-             padding: int) -> tuple:  # fmt: skip
-        def build() -> torch.nn.Module:
-            conv = torch.nn.Conv2d(cin, cout, window, stride, padding, groups=groups)
-            return torch.nn.Sequential(conv, torch.nn.ReLU())
+    def conv(cin: int, cout: int, window: int, stride: int, groups: int, side: int,
+             padding: int) -> torch.nn.Module:  # fmt: skip
+        return torch.nn.Conv2d(cin, cout, window, stride, padding, groups=groups)
 
-        return build, (1, cin, side, side)
+    def shape(cin: int, cout: int, window: int, stride: int, groups: int, side: int,
+              padding: int) -> tuple:  # fmt: skip
+        return (1, cin, side, side)
 
     off = module_switch("tvm_hetero.passes.guarded_reads_as_vectors", "VECTOR_READS", False)
-    return module_case_command(__doc__, CASES, make, off, "guarded_reads.jsonl")
+    return conv_relu_case_command(__doc__, CASES, conv, shape, off, "guarded_reads.jsonl")
 
 
 if __name__ == "__main__":

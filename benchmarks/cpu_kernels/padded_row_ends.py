@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import module_case_command, module_switch  # noqa: E402
+from before_and_now import conv_relu_case_command, module_switch  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, padding, input rows, columns)
     "3x3 512 6x7 -> 4x7, inner tile": (512, 512, (3, 3), (0, 1), 6, 7),
@@ -39,15 +39,14 @@ CASES = {  # name: (input channels, output channels, window, padding, input rows
 
 
 def main() -> int:
-    def make(cin: int, cout: int, window: tuple, padding: tuple, rows: int, cols: int) -> tuple:
-        def build() -> torch.nn.Module:
-            conv = torch.nn.Conv2d(cin, cout, window, 1, padding)
-            return torch.nn.Sequential(conv, torch.nn.ReLU())
+    def conv(cin: int, cout: int, window: tuple, padding: tuple, rows: int, cols: int):
+        return torch.nn.Conv2d(cin, cout, window, 1, padding)
 
-        return build, (1, cin, rows, cols)
+    def shape(cin: int, cout: int, window: tuple, padding: tuple, rows: int, cols: int):
+        return (1, cin, rows, cols)
 
     off = module_switch("tvm_hetero.passes.guarded_reads_as_vectors", "MASKED_EDGES", False)
-    return module_case_command(__doc__, CASES, make, off, "padded_row_ends.jsonl")
+    return conv_relu_case_command(__doc__, CASES, conv, shape, off, "padded_row_ends.jsonl")
 
 
 if __name__ == "__main__":
