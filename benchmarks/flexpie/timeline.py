@@ -11,10 +11,13 @@ prints what the plan was priced (compute, moves and the runtime's measured overh
 median latency and, from the executor's timeline of the last run, each device's units and
 copies: their span and how long its units waited there for pieces still arriving. With
 ``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
-on its device is printed beside its time in the runs together. A unit shorter than its
-device's quota per CFS period (0.45 core: 2.25 ms of 5) runs alone as a burst at a full core,
-so the ratio shows the core's share among the devices pinned to it. The estimators price
-neither: they time tiles over 500 ms, at the quota's rate.
+is printed beside its time in the runs together. Alone, a unit's time is the client's around
+its call (``Executor(alone=True)``): on a remote worker that is a TVM RPC round trip and the
+worker waking under its quota besides the unit (units that compute in hundredths of a
+millisecond read half a millisecond to nearly three on the ring of four, Zen 4), while a time
+together is the worker's own, less its waits; the ratio is comparable only for units much
+longer than that. The estimators price neither: they time tiles over 500 ms, at the quota's
+rate.
 
 With ``--compare --ort``, every round also times ONNX Runtime on one device of the cluster
 (``ort.py``'s twin of the model, one thread on core 0 held to ``--quota``, ``--runs`` runs),
