@@ -679,6 +679,12 @@ def padded_row_ends() -> str:
     return _before_and_now("padded_row_ends.jsonl", "convolution")
 
 
+def spare_accumulators() -> str:
+    """``benchmarks/cpu_kernels/spare_accumulators.py``: channel tiles of 6 positions over rows
+    7 does not divide."""
+    return _before_and_now("spare_accumulators.jsonl", "convolution")
+
+
 def padded_row_ends_in_models() -> str:
     """``before_and_now.py ... --off ...guarded_reads_as_vectors:MASKED_EDGES=False``: whole
     models with the padded ends of their copies as masked vectors, and lane by lane."""
@@ -979,6 +985,7 @@ SECTIONS = {
     "guarded-reads-models": guarded_reads_in_models,
     "padded-row-ends": padded_row_ends,
     "padded-row-ends-models": padded_row_ends_in_models,
+    "spare-accumulators": spare_accumulators,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

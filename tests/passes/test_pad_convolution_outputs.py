@@ -9,6 +9,7 @@ from tvm.script import relax as R
 
 from tvm_hetero._compat import VDevice, make_target
 from tvm_hetero.passes import PadConvolutionOutputs
+from tvm_hetero.schedules.cpu import conv
 from tvm_hetero.schedules.cpu.conv import (
     channel_tile_width,
     computed_rows,
@@ -308,16 +309,25 @@ def test_column_tiles_off_home_get_packed_weights_in_a_deployment():
 @pytest.mark.parametrize(
     ("width", "channels", "lanes", "inputs", "rows", "expected"),
     [(13, 192, 16, 48, 13, 14), (27, 128, 16, 32, 27, 28), (55, 64, 16, 16, 55, 56),
-     (17, 192, 16, 192, 17, 21), (56, 64, 16, 64, 56, 56), (35, 96, 16, 96, 35, 35),
-     (8, 64, 16, 64, 8, None), (55, 64, 16, 8, 55, None), (13, 24, 16, 48, 13, None),
-     (13, 64, 8, 48, 13, None), (57, 64, 16, 64, 57, None)],
+     (17, 192, 16, 192, 17, 18), (56, 64, 16, 64, 56, 56), (35, 96, 16, 96, 35, 35),
+     (8, 64, 16, 64, 8, None), (16, 64, 16, 64, 16, None), (23, 64, 16, 64, 23, 24),
+     (7, 64, 16, 64, 1, 7), (55, 64, 16, 8, 55, None),
+     (13, 24, 16, 48, 13, None), (13, 64, 8, 48, 13, None), (57, 64, 16, 64, 57, None)],
 )  # fmt: skip
 def test_channel_tile_width_pads_a_few_columns_for_the_wide_channel_tile(
     width, channels, lanes, inputs, rows, expected
 ):
     """AVX-512 only, a vector of input channels and two of output channels, a quarter more
-    columns at most (8 would need 14), up to 56 wide."""
+    columns at most, up to 56 wide; where a tile of 7 positions is that near, the narrowest
+    width a tile of 6 fits (one accumulator spare: 17 at 18, not 21; 23 at 24, not 28); none
+    where no tile of 7 is (8 would need 14: not 9 in tiles of 2 x 3; 16 not 18)."""
     assert channel_tile_width(width, channels, lanes, inputs, rows) == expected
+
+
+@pytest.mark.parametrize(("spare", "expected"), [(0, 21), (1, 18)])
+def test_a_spare_accumulator_computes_17_columns_18_wide(spare, expected, monkeypatch):
+    monkeypatch.setattr(conv, "SPARE_ACCUMULATORS", spare)
+    assert channel_tile_width(17, 192, 16, 192, 17) == expected
 
 
 def _constant_conv(width: int, device=ZEN4, groups: int = 1):
@@ -336,10 +346,15 @@ def _constant_conv(width: int, device=ZEN4, groups: int = 1):
     return mod, weights
 
 
-def test_constant_weights_on_avx512_are_computed_a_few_columns_wider_for_the_channel_tile():
-    """13 columns become 14, the width ``channel_tile_width`` gives (not 16, whole vectors),
-    rows unchanged; the numbers are the unpadded convolution's."""
-    mod, weights = _constant_conv(13)
+@pytest.mark.parametrize(("width", "wide"), [(13, 14), (17, 18)])
+def test_constant_weights_on_avx512_are_computed_a_few_columns_wider_for_the_channel_tile(
+    width, wide
+):
+    """13 columns become 14, 17 become 18 (tiles of 6, an accumulator spare, not 21), the
+    width ``channel_tile_width`` gives (not whole vectors), rows unchanged; the numbers are the
+    unpadded convolution's."""
+    mod, weights = _constant_conv(width)
+    extra = 1 + wide - width
 
     @I.ir_module
     class Expected:
@@ -347,17 +362,17 @@ def test_constant_weights_on_avx512_are_computed_a_few_columns_wider_for_the_cha
 
         @R.function
         def main(
-            x: R.Tensor((1, 16, 13, 13), "float32", "llvm:0"),
-        ) -> R.Tensor((1, 32, 13, 13), "float32", "llvm:0"):
+            x: R.Tensor((1, 16, width, width), "float32", "llvm:0"),
+        ) -> R.Tensor((1, 32, width, width), "float32", "llvm:0"):
             with R.dataflow():
-                wide = R.nn.conv2d(x, R.const(weights), strides=[1, 1], padding=[1, 1, 1, 2])
-                y = R.strided_slice(wide, axes=[3], begin=[0], end=[13])
+                wide = R.nn.conv2d(x, R.const(weights), strides=[1, 1], padding=[1, 1, 1, extra])
+                y = R.strided_slice(wide, axes=[3], begin=[0], end=[width])
                 R.output(y)
             return y
 
     after = PadConvolutionOutputs()(mod)
     tvm.ir.assert_structural_equal(after["main"], Expected["main"], map_free_vars=True)
-    x = np.random.default_rng(1).standard_normal((1, 16, 13, 13)).astype("float32")
+    x = np.random.default_rng(1).standard_normal((1, 16, width, width)).astype("float32")
 
     def run(m):
         m = relax.transform.LegalizeOps()(tvm.IRModule({"main": m["main"]}))
@@ -411,3 +426,38 @@ def test_depthwise_convolutions_the_channel_tile_takes_keep_their_width(width, s
         return vm["main"](tvm.runtime.tensor(x_value)).numpy()
 
     np.testing.assert_allclose(run(after), run(mod), rtol=1e-5, atol=1e-5)
+
+
+def test_a_1x7_convolution_over_17_columns_runs_18_wide_in_channel_tiles_and_equals_numpy():
+    """Inception's 1x7 over 17 x 17, built whole for Zen 4: one ``_channels`` kernel whose
+    register tile is 6 positions of two channel vectors (an accumulator spare), over 18
+    columns; run where this host has AVX-512, the numbers are the convolution's."""
+    from tvm_hetero.build.multi_device import build_lowered, lower
+    from tvm_hetero.schedules import kernel_choices
+
+    vdev = VDevice(make_target(ZEN4), 0, "global")
+    x = relax.Var("x", relax.TensorType((1, 32, 17, 17), "float32", vdev))
+    weights = np.random.default_rng(0).standard_normal((32, 32, 1, 7)).astype("float32")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weights), padding=[0, 3]))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    mod.update_global_info("vdevice", [vdev])
+    lowered = lower(mod)
+    (choice,) = kernel_choices(lowered)
+    assert choice.kernel.endswith("_channels") and choice.rule == "conv", choice
+    text = lowered[choice.kernel].script()
+    assert "T.int64(18)" in text and "T.int64(21)" not in text
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        if "avx512f" not in info.read():
+            return
+    data = np.random.default_rng(1).standard_normal((1, 32, 17, 17)).astype("float32")
+    vm = relax.VirtualMachine(build_lowered(lowered), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(data)).numpy()
+    padded = np.pad(data, ((0, 0), (0, 0), (0, 0), (3, 3)))
+    want = sum(
+        np.einsum("oi,nihw->nohw", weights[:, :, 0, k], padded[..., k : k + 17]) for k in range(7)
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

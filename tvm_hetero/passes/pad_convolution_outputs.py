@@ -66,7 +66,7 @@ class PadConvolutionOutputs:
     Channel tiles: with AVX-512, a convolution with constant weights a few columns short of
     the wide channel-vectorized tile is computed that much wider instead, rows unchanged
     (:func:`~tvm_hetero.schedules.cpu.conv.channel_tile_width`: SqueezeNet's 13, 27 and 55 at
-    14, 28 and 56, not 16, 32 and 64; Inception v3's 17 at 21, not 32), and its weights are
+    14, 28 and 56, not 16, 32 and 64; Inception v3's 17 at 18, not 32), and its weights are
     then packed by channel.
 
     The convolution gets more padding on the right and at the bottom (its stride times the

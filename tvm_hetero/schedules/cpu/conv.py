@@ -210,6 +210,15 @@ def register_tile(
     return largest_divisor(channels, CHANNELS_PER_TILE), 1, 1
 
 
+SPARE_ACCUMULATORS = 1
+"""Accumulators a wide row's channel-vectorized tile may leave empty (:func:`channel_tiled`):
+with one, Inception's 17 x 17 maps are computed 18 wide in tiles of 6 positions instead of 21
+in tiles of 7 (:func:`channel_tile_width`: only where a tile of 7 would have been taken).
+Its 1x7 and 7x1 convolutions of 160 and 192 channels ran 8-18 % faster alone (Zen 4, two
+threads, ``benchmarks/cpu_kernels/spare_accumulators.py``), whole Inception-v3 and -v4 5-6 %
+(paired replay); maps 12, 24 and 48 wide (now tiles of 6 where they were widened to 14, 28
+and 49) the same within the noise."""
+
 WIDE_CHANNEL_VECTORS = (16, 56)
 """``(lanes, width)``: with vectors of at least this many lanes, convolutions with rows up to
 this wide whose map a whole tile of positions divides, two vectors of output channels or more
@@ -224,7 +233,7 @@ slower."""
 
 def channel_tiled(
     width: int, channels: int, lanes: int, group: int | None = None, inputs: int = 0,
-    rows: int = 1,
+    rows: int = 1, spare: int | None = None,
 ) -> bool:  # fmt: skip
     """Whether a convolution (not depthwise) with rows of ``width`` output columns and
     ``channels`` output channels (``group`` of them a group, for a grouped one; ``inputs``
@@ -235,7 +244,8 @@ def channel_tiled(
     :data:`WIDE_CHANNEL_VECTORS`; and every grouped convolution whose groups a vector divides
     (:func:`group_lanes`): a vector's channels then share their input channels, and the
     width-vectorized tile, which has no channel tile for them, ran RegNet-X's groups of 16 at
-    2.7-3.2x ONNX Runtime's time."""
+    2.7-3.2x ONNX Runtime's time. A wide row's tile fills every accumulator but ``spare``
+    (default :data:`SPARE_ACCUMULATORS`)."""
     if group is not None:
         return group_lanes(group, lanes) is not None
     if channels % lanes:
@@ -245,7 +255,8 @@ def channel_tiled(
     wide_lanes, wide_width = WIDE_CHANNEL_VECTORS
     if lanes < wide_lanes or width > wide_width or channels < 2 * lanes or inputs < lanes:
         return False
-    return math.prod(channel_vector_tile(rows, width, lanes)) == channel_accumulators(lanes)
+    filled = math.prod(channel_vector_tile(rows, width, lanes))
+    return filled >= channel_accumulators(lanes) - (SPARE_ACCUMULATORS if spare is None else spare)
 
 
 def conv_channel_tiled(
@@ -389,13 +400,18 @@ def channel_tile_width(
     columns should be computed at to get the channel-vectorized tile (:func:`channel_tiled`):
     ``width`` itself where it has it, else the narrowest wider one, up to
     :data:`CHANNEL_VECTOR_EXTRA` more columns and the width of :data:`WIDE_CHANNEL_VECTORS`,
-    whose tile fills every accumulator (SqueezeNet's 13, 27 and 55 at 14, 28 and 56; a
-    prime 17 at 21); ``None`` where none does."""
+    whose tile fills every accumulator (SqueezeNet's 13, 27 and 55 at 14, 28 and 56); where
+    one does, the narrowest up to it whose tile leaves :data:`SPARE_ACCUMULATORS` empty (a
+    prime 17 at 18, not 21; 24 stays 24, not 28); ``None`` where none fills them all (8 and 16
+    keep whole vectors)."""
     most = min(math.floor(width * (1 + CHANNEL_VECTOR_EXTRA)), WIDE_CHANNEL_VECTORS[1])
-    for wide in range(width, most + 1):  # none past 56 wide: channel_tiled refuses those
-        if channel_tiled(wide, channels, lanes, None, inputs, rows):
-            return wide
-    return None
+    widths = range(width, most + 1)  # none past 56 wide: channel_tiled refuses those
+    full = next((w for w in widths if channel_tiled(w, channels, lanes, None, inputs, rows, 0)),
+                None)  # fmt: skip
+    if full is None:
+        return None
+    return next(w for w in range(width, full + 1) if channel_tiled(w, channels, lanes, None,
+                                                                    inputs, rows))  # fmt: skip
 
 
 def group_lanes(group: int, lanes: int) -> int | None:
