@@ -73,8 +73,10 @@ def kernel_sequence(
             pending.append((marked, COPY_SYMBOL))
         if marked and not isinstance(b.value, Constant):
             node = names[str(b.var.name)]
-            seq, pending = seq + [(node if own else None, s) for own, s in pending], []
-    return seq + [(node if own else None, s) for own, s in pending]
+            seq.extend((node if own else None, s) for own, s in pending)
+            pending = []
+    seq.extend((node if own else None, s) for own, s in pending)
+    return seq
 
 
 @dataclass(frozen=True)

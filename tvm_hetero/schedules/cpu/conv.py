@@ -214,7 +214,7 @@ SPARE_ACCUMULATORS = 1
 """Accumulators a wide row's channel-vectorized tile may leave empty (:func:`channel_tiled`):
 with one, Inception's 17 x 17 maps are computed 18 wide in tiles of 6 positions instead of 21
 in tiles of 7 (:func:`channel_tile_width`: only where a tile of 7 would have been taken).
-Its 1x7 and 7x1 convolutions of 160 and 192 channels ran 8-18 % faster alone (Zen 4, two
+Its 1x7 and 7x1 convolutions of 128 to 192 channels ran 13-17 % faster alone (Zen 4, two
 threads, ``benchmarks/cpu_kernels/spare_accumulators.py``), whole Inception-v3 and -v4 5-6 %
 (paired replay); maps 12, 24 and 48 wide (now tiles of 6 where they were widened to 14, 28
 and 49) the same within the noise."""
