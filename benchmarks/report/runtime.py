@@ -17,15 +17,21 @@ def runtime_programs() -> str:
 
     for r in local:
         m = r["median_us"]
+        # rows before the links carried values both ways timed the ping-pong on two links only
+        one_link, two_links = (
+            ("c_one_way_us", "c_one_way_two_links_us") if "c_one_way_two_links_us" in r
+            else ("-", "c_one_way_us")
+        )  # fmt: skip
         if "alternating programs" in m:
             out.append((
                 r.get("model", "chain of 64 adds"), r["where"], cpu_name(r["host"]),
                 us(r, "per_crossing_us_native"),
                 us(r, "per_crossing_slope_us_native"),
+                us(r, "per_crossing_slope_us_native_one_way_links"),
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
-                us(r, "c_one_way_us"), ms(m.get("onnxruntime")),
+                us(r, one_link), us(r, two_links), ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
         (_plan(r), r["case"], cpu_name(r["host"]), ms(r["priced_ms"]), ms(native),
@@ -38,9 +44,10 @@ def runtime_programs() -> str:
     ]  # fmt: skip
     return titled(
         "runtime_programs.jsonl", local,
-        ("model", "workers", "CPU", "us a crossing: native", "(slope)", "Python programs", "dataflow",
+        ("model", "workers", "CPU", "us a crossing: native", "(slope)",
+         "(slope, a link each way)", "Python programs", "dataflow",
          "us a run: native", "(caller apart)", "Python programs", "dataflow",
-         "C ping-pong us", "ORT us"),
+         "C ping-pong us", "(two links)", "ORT us"),
         out,
         source("runtime_programs.jsonl", [r for r in rows if r["what"].startswith("FlexPie")]).line(),
         "",

@@ -1,9 +1,11 @@
 /* What the hardware charges for a crossing between two processes over loopback TCP: a
- * ping-pong of small messages over two one-way links (as two remote workers' program links
- * are), each end pinned to its core and spinning on a non-blocking receive. Prints the median
+ * ping-pong of small messages, each end pinned to its core and spinning on a non-blocking
+ * receive, over LINKS connections: 1, one carrying both ways (as two remote workers' program
+ * links are since they carry values both ways), or 2, one each way (as they were: each message
+ * then has an acknowledgement of its own, sent by the reader's receive). Prints the median
  * one-way time over rounds, in microseconds.
  *
- *     cc -O2 -o pingpong pingpong.c && ./pingpong BYTES ROUNDS CORE_A CORE_B
+ *     cc -O2 -o pingpong pingpong.c && ./pingpong BYTES ROUNDS CORE_A CORE_B [LINKS]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -55,15 +57,15 @@ static int by_value(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 5) return 2;
-  int bytes = atoi(argv[1]), rounds = atoi(argv[2]);
-  if (bytes < 1 || bytes > 65536 || rounds < 1) return 2;
+  if (argc != 5 && argc != 6) return 2;
+  int bytes = atoi(argv[1]), rounds = atoi(argv[2]), links = argc == 6 ? atoi(argv[5]) : 1;
+  if (bytes < 1 || bytes > 65536 || rounds < 1 || links < 1 || links > 2) return 2;
   char* buf = calloc(1, (size_t)bytes);
   int port_a, port_b, to_a = listener(&port_a), to_b = listener(&port_b);
   pid_t child = fork();
   if (child == 0) {
     pin(atoi(argv[4]));
-    int out = dial(port_a), in = accept(to_b, NULL, NULL);
+    int out = dial(port_a), in = links == 2 ? accept(to_b, NULL, NULL) : out;
     for (long i = 0; i < (long)rounds * TRIPS; i++) {
       take(in, buf, bytes);
       send(out, buf, bytes, 0);
@@ -71,7 +73,13 @@ int main(int argc, char** argv) {
     _exit(0);
   }
   pin(atoi(argv[3]));
-  int in = accept(to_a, NULL, NULL), out = dial(port_b);
+  int in = accept(to_a, NULL, NULL), out = in;
+  if (links == 2) {
+    out = dial(port_b);
+  } else {
+    int one = 1;
+    setsockopt(in, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
   double* one_way = malloc(sizeof(double) * rounds);
   for (int r = 0; r < rounds; r++) {
     double start = now_s();

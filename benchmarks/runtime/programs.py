@@ -20,8 +20,11 @@ the scheduler puts it (on a two-core host, often on the worker's core: the two t
 and held to a core the worker does not use (``caller apart``). ONNX Runtime runs the same 64
 additions (one session, one thread) in the same rounds: what the peer takes for the whole chain
 on one device. ``--remote`` also times, in each round, what the hardware charges for a crossing:
-a C ping-pong of small messages over two one-way loopback links between two processes on the
-workers' cores, each spinning on its receive (``pingpong.c``, built with ``cc``).
+a C ping-pong of small messages between two processes on the workers' cores, each spinning on
+its receive (``pingpong.c``, built with ``cc``), over one loopback connection carrying both
+ways (as the program links do) and over two, one each way (as they did); and the alternating
+chains natively with a program link each way (``program_links.BOTH_WAYS`` off in the client:
+``native one-way links``).
 """
 
 from __future__ import annotations
@@ -71,16 +74,18 @@ def _ort_chain(size: int):
 
 
 def _pingpong(folder: Path):
-    """``run()`` -> the median one-way microseconds of ``pingpong.c`` (80 bytes, cores 0 and 1:
-    the workers'), built into ``folder``; None where no C compiler builds it."""
+    """``run(links)`` -> the median one-way microseconds of ``pingpong.c`` (80 bytes, cores 0
+    and 1: the workers') over ``links`` connections (1: both ways on one, as program links
+    are; 2: one each way, as they were), built into ``folder``; None where no C compiler
+    builds it."""
     built = folder / "pingpong"
     done = subprocess.run(["cc", "-O2", "-o", str(built), str(Path(__file__).with_name(
         "pingpong.c"))], capture_output=True, check=False)  # fmt: skip
     if done.returncode != 0:
         return None
-    command = [str(built), "80", "9", "0", "1"]
-    return lambda: float(subprocess.run(command, capture_output=True, text=True,
-                                        check=True).stdout)  # fmt: skip
+    return lambda links: float(subprocess.run(
+        [str(built), "80", "9", "0", "1", str(links)], capture_output=True, text=True, check=True
+    ).stdout)  # fmt: skip
 
 
 def _alternating(model, names: tuple[str, str]):
@@ -129,6 +134,7 @@ def main() -> None:
     from tvm_hetero.devices import cpu_device, resolve_device
     from tvm_hetero.frontends import load_model
     from tvm_hetero.ir.workloads import chain_module
+    from tvm_hetero.runtime import program_links
     from tvm_hetero.runtime.executor import Executor
     from tvm_hetero.zoo import load_zoo_model
 
@@ -164,6 +170,8 @@ def main() -> None:
     apart = set(range(os.cpu_count() or 1)) - set(pair[1].cores or ())
     if not args.remote and apart:
         keys.append(("one worker", "native caller apart"))
+    if args.remote:  # the program links as they were: a connection each way
+        keys += [(k, "native one-way links") for k in deployments if k.startswith("alternating")]
     programs_seen = []
     scratch = tempfile.TemporaryDirectory()
     pingpong = _pingpong(Path(scratch.name)) if args.remote else None
@@ -171,6 +179,7 @@ def main() -> None:
         for r in range(args.rounds):
             for k, m in keys:  # each opened every round: a remote worker serves one session
                 how = {"programs": m != "dataflow", "native": m.startswith("native")}
+                program_links.BOTH_WAYS = not m.endswith("one-way links")
                 with Executor(deployments[k], timeout_s=30, **how) as ex:
                     mask = os.sched_getaffinity(0)
                     if m.endswith("caller apart"):
@@ -193,7 +202,8 @@ def main() -> None:
             if not args.zoo:
                 samples.setdefault("onnxruntime", []).extend(times)
             if pingpong is not None:
-                samples.setdefault("c one way", []).append(pingpong() * 1e-3)
+                samples.setdefault("c one way", []).append(pingpong(1) * 1e-3)
+                samples.setdefault("c one way two links", []).append(pingpong(2) * 1e-3)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         assert ("alternating", "programs", "ProgramRunner in Python" if args.remote
                 else "ProgramRunner") in programs_seen  # fmt: skip
@@ -226,8 +236,16 @@ def main() -> None:
             ) / CHAIN
     if "one worker native caller apart" in us:
         row["per_run_us_native_caller_apart"] = us["one worker native caller apart"] - us["inline"]
+    if "alternating native one-way links" in us:
+        row["per_crossing_us_native_one_way_links"] = (
+            us["alternating native one-way links"] - us["one worker native"]
+        ) / (CHAIN - 1)
+        row["per_crossing_slope_us_native_one_way_links"] = (
+            us["alternating long native one-way links"] - us["alternating native one-way links"]
+        ) / CHAIN
     if "c one way" in us:
         row["c_one_way_us"] = us["c one way"]
+        row["c_one_way_two_links_us"] = us["c one way two links"]
     print(
         f"{row['model']}, {row['where']}, {row['host']}: medians over {args.rounds} x {args.runs} runs"
     )
@@ -238,6 +256,10 @@ def main() -> None:
         print(f"{mode:9}: {row[f'per_crossing_us_{mode}']:6.1f} us a crossing "
               f"({row.get(f'per_crossing_slope_us_{mode}', float('nan')):.1f} by the slope), "
               f"{row[f'per_run_us_{mode}']:6.1f} us a run on one worker beyond inline")  # fmt: skip
+    if "per_crossing_us_native_one_way_links" in row:
+        print(f"native, a link each way (as before): "
+              f"{row['per_crossing_us_native_one_way_links']:6.1f} us a crossing "
+              f"({row['per_crossing_slope_us_native_one_way_links']:.1f} by the slope)")  # fmt: skip
     if "per_run_us_native_caller_apart" in row:
         print(
             f"native, the caller on a core of its own: "

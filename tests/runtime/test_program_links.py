@@ -19,7 +19,7 @@ from tvm_hetero.runtime.program_links import (
     Outlinks,
     quota_limited,
 )
-from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, send_frame
+from tvm_hetero.runtime.tensor_link import ONE_SEND_BYTES, TensorServer, recv_frame, send_frame
 from tvm_hetero.runtime.worker import use_threads
 
 
@@ -185,6 +185,108 @@ def test_a_link_that_sends_garbage_is_dropped_and_the_others_go_on(linked, garba
             got.update(inlinks.receive(0.1, _allocate, 0.3))
     np.testing.assert_array_equal(got["1/0:good"], np.arange(5.0))
     assert inlinks._links == fixture_link
+
+
+@pytest.fixture
+def sessions():
+    """Two worker sessions' data ports (``rpc_worker._Session``: their own link commands),
+    each with a function making its program's Outlinks as ``load_program`` does; ``both``:
+    whether they are told their own address (links both ways)."""
+    from tvm_hetero.runtime.rpc_worker import _Session
+
+    made, outs = [_Session(), _Session()], []
+
+    def outlinks(k, both=True):
+        me = ("127.0.0.1", made[k].data_port()) if both else None
+        outs.append(Outlinks(f"edge-{k}", 5, inlinks=made[k].inlinks, me=me))
+        return outs[-1]
+
+    for session in made:
+        session.data_port()
+    yield made, outlinks
+    for out in outs:
+        out.close()
+    for session in made:
+        session.server.close()
+        session.inlinks.close()
+
+
+def _sender(out, host, port):
+    """The socket ``out`` sends on to the peer at ``host:port``."""
+    return out._links[host, port][0]
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_two_workers_pushing_to_each_other_share_one_link_both_ways(sessions, both):
+    """The second to load its program sends on the first's link (no connection of its own);
+    told no address, each opens its own, as before. Values arrive whole either way."""
+    (a, b), outlinks = sessions
+    pa, pb = a.data_port(), b.data_port()
+    out_a = outlinks(0, both)
+    out_a.open("127.0.0.1", pb)
+    out_b = outlinks(1, both)
+    out_b.open("127.0.0.1", pa)
+    b_sends_on = _sender(out_b, "127.0.0.1", pa)
+    # on the link a dialed, b's end is its data port's; a link b dialed ends at a's
+    assert (b_sends_on.getsockname()[1] == pb) == both
+    assert (b_sends_on.getpeername()[1] == pa) == (not both)
+    x, y = np.arange(12.0).reshape(3, 4), np.arange(7, dtype="int64")
+    out_a.send("127.0.0.1", pb, "1/0:x", x)
+    out_b.send("127.0.0.1", pa, "1/0:y", y)
+    np.testing.assert_array_equal(_collect(b.inlinks, ["1/0:x"])["1/0:x"], x)
+    np.testing.assert_array_equal(_collect(a.inlinks, ["1/0:y"])["1/0:y"], y)
+
+
+def test_a_program_loaded_again_sends_on_its_link_and_a_closed_one_is_dialed_anew(sessions):
+    (a, b), outlinks = sessions
+    pb = b.data_port()
+    first = outlinks(0)
+    first.open("127.0.0.1", pb)
+    link = a.inlinks.link_to("127.0.0.1", pb)
+    first.close()  # a program loaded again: the session's link stays
+    again = outlinks(0)
+    again.open("127.0.0.1", pb)
+    assert a.inlinks.link_to("127.0.0.1", pb) is link
+    again.send("127.0.0.1", pb, "2/0:v", np.ones(3, "float32"))
+    assert "2/0:v" in _collect(b.inlinks, ["2/0:v"])
+    b.inlinks.close()  # the peer's end goes
+    deadline = time.perf_counter() + 5
+    while a.inlinks.link_to("127.0.0.1", pb) is not None and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert a.inlinks.link_to("127.0.0.1", pb) is None
+    b.inlinks = Inlinks()
+    third = outlinks(0)
+    third.open("127.0.0.1", pb)  # a new link, adopted by the peer's new reader
+    assert a.inlinks.link_to("127.0.0.1", pb) not in (None, link)
+    third.send("127.0.0.1", pb, "3/0:v", np.ones(2, "float32"))
+    assert "3/0:v" in _collect(b.inlinks, ["3/0:v"])
+
+
+def test_a_peer_that_does_not_take_a_link_both_ways_fails_its_open():
+    """A data port that reads the link command and closes (or answers something else): the
+    open fails at once, not when a run waits for values that never come."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer(reply):
+        conn, _ = listener.accept()
+        with conn:
+            assert json.loads(recv_frame(conn)) == {LINK: "edge-a", "back": ["127.0.0.1", 1]}
+            conn.sendall(reply)
+
+    inlinks = Inlinks()
+    try:
+        for reply in (b"", b"?"):
+            thread = threading.Thread(target=answer, args=(reply,))
+            thread.start()
+            out = Outlinks("edge-a", 5, inlinks=inlinks, me=("127.0.0.1", 1))
+            with pytest.raises(ConnectionError):
+                out.open("127.0.0.1", port)
+            thread.join()
+            assert inlinks.fds() == []
+    finally:
+        inlinks.close()
+        listener.close()
 
 
 def test_sending_to_a_peer_that_is_gone_raises_and_an_unopened_one_is_refused(linked):

@@ -5,9 +5,19 @@ peer reads as soon as the step that made it ends. Through the data port (:mod:`.
 push reached the peer's server thread, which received it and woke the program thread: two
 wake-ups of a sleeping thread and two JSON frames a value. Here each worker opens, at program
 load, one connection to each peer whose program reads what it pushes and names itself on it (a
-``{"link": NAME}`` command); the peer's server hands that connection to its program thread, which
-reads its values itself, waiting on the links and on a wake-up pipe (for values that still come
-the other way: the client's inputs, pulls).
+``{"link": NAME, "back": [HOST, PORT]}`` command); the peer's server hands that connection to its
+program thread, which reads its values itself, waiting on the links and on a wake-up pipe (for
+values that still come the other way: the client's inputs, pulls).
+
+A link carries values both ways. ``back`` is the dialer's data port as the client names it: the
+peer answers one byte (:data:`LINKED`) and, when its own program pushes to that address, sends
+on the same connection instead of dialing one of its own (the client loads the programs one
+after another, so the second of two workers that push to each other finds the first's link).
+Over two one-way connections every value was acknowledged by a packet of its own, sent by the
+reader's ``recv``: on loopback that put some three microseconds on each crossing between two
+remote workers (``benchmarks/runtime/pingpong.c``, one connection against two); on one
+connection the acknowledgement rides on the next value coming back. A link lives as long as the
+session (:class:`Inlinks` owns it); a program loaded again sends on the links it has.
 
 Where the worker's process has cores of its own (pinned to fewer than the machine's, no CPU
 quota) the program thread first polls its links for :data:`SPIN_S` before it sleeps, as the
@@ -50,10 +60,20 @@ SPIN_S = 200e-6
 program link) before it sleeps: a wake from sleep costs about 30 us on this host, a spin that
 ends in time well under one."""
 LINK = "link"
-"""The command that makes a data-port connection a program link: ``{"link": SENDER}``."""
+"""The command that makes a data-port connection a program link: ``{"link": SENDER}``, with
+``"back": [HOST, PORT]`` where the sender's program reads values on it too (see the module)."""
+BOTH_WAYS = True
+"""Whether a client asks its remote workers for links both ways (it tells each worker its own
+address: ``RemoteWorker.load_program``); False: a link each way, as before (benchmarks compare
+the two: ``benchmarks/runtime/programs.py --remote``)."""
+LINKED = b"\x01"
+"""A peer's answer to a link command with ``back``: the link is adopted, both ways."""
 HEAD = struct.Struct("<QHBB")
 """A value's header on a link: its bytes, the lengths of its name (UTF-8), of its shape
 (dimensions) and of its type's name; those three follow, the shape as ``<q`` each."""
+LINK_TIMEOUT_S = 10.0
+"""A link's timeout until its reader sets its own (a link is never blocking: see
+:func:`_read_link`)."""
 READ_BYTES = 64 * 2**10
 """What a reader takes from a link in one ``recv``: small values whole, with their headers."""
 
@@ -101,21 +121,49 @@ class Outlinks:
         This worker's device name, which a peer blames for a value that does not come.
     timeout_s : float
         Connecting, or a send the peer does not take, longer than this fails.
+    inlinks : Inlinks, optional
+        The session's links: a peer's link there is sent on (no connection of its own), and a
+        link this opens is read there too, both ways (see the module). Without it, a link
+        carries values one way and is closed with these.
+    me : tuple of (str, int), optional
+        This worker's data port as the client names it to its peers (the link's ``back``).
     """
 
-    def __init__(self, name: str, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, name: str, timeout_s: float = 10.0, inlinks: Inlinks | None = None,
+        me: tuple[str, int] | None = None,
+    ) -> None:  # fmt: skip
         self.name, self.timeout_s = name, timeout_s
+        self.inlinks, self.me = inlinks, me
         self._links: dict[tuple[str, int], tuple[socket.socket, threading.Lock]] = {}
         self._tails: dict[tuple, tuple[int, bytes, bytes]] = {}  # header ends, by both
 
     def open(self, host: str, port: int) -> None:
-        """Connect to the peer at ``host:port`` (once) and name this worker there."""
+        """Send to the peer at ``host:port`` from now on: on the session's link with it, or
+        on a connection opened (once) and named there."""
         if (host, port) in self._links:
             return
-        conn = _buffered(socket.create_connection((host, port), timeout=self.timeout_s))
-        conn.settimeout(self.timeout_s)
-        send_frame(conn, json.dumps({LINK: self.name}).encode())
-        self._links[host, port] = (conn, threading.Lock())
+        shared = self.inlinks.link_to(host, port) if self.inlinks is not None else None
+        if shared is None:
+            conn = _buffered(socket.create_connection((host, port), timeout=self.timeout_s))
+            conn.settimeout(self.timeout_s)
+            both = self.inlinks is not None and self.me is not None
+            command = {LINK: self.name, **({"back": list(self.me)} if both else {})}
+            send_frame(conn, json.dumps(command).encode())
+            if not both:
+                self._links[host, port] = (conn, threading.Lock())
+                return
+            answer = bytearray(1)
+            _recv_exact(conn, memoryview(answer))
+            if bytes(answer) != LINKED:
+                conn.close()
+                raise ConnectionError(f"{host}:{port} did not take the link")
+            self.inlinks.adopt(conn, (host, port))
+            shared = conn
+        # a socket of its own on the link (the reader's timeouts are its own)
+        sender = socket.socket(fileno=os.dup(shared.fileno()))
+        sender.settimeout(self.timeout_s)
+        self._links[host, port] = (sender, threading.Lock())
 
     def send(self, host: str, port: int, name: str, array: np.ndarray) -> None:
         """``array`` to the peer's program as ``name`` (from any thread: one value at a time
@@ -159,17 +207,31 @@ class Inlinks:
         self._poller.register(self._wake_r, select.POLLIN)
         self._links: dict[int, socket.socket] = {}
         self._new: list[socket.socket] = []
+        self._peers: dict[tuple[str, int], socket.socket] = {}
         self._read = memoryview(bytearray(READ_BYTES))
         self._lock = threading.Lock()
         self.blocked = False
         """Set (under the owner's lock) while the program thread sleeps: who holds a value
         then calls :meth:`wake`."""
 
-    def adopt(self, conn: socket.socket) -> None:
-        """Read ``conn`` (a link from a peer) from now on; any thread."""
+    def adopt(self, conn: socket.socket, peer: tuple[str, int] | None = None) -> None:
+        """Read ``conn`` (a link with a peer) from now on; any thread. With ``peer`` (the
+        peer's data port as the client names it), :meth:`link_to` gives ``conn`` for it."""
+        conn.settimeout(LINK_TIMEOUT_S)  # never blocking: a sender on it has a timeout
         with self._lock:
             self._new.append(conn)
+            if peer is not None:
+                self._peers[peer] = conn
         self.wake()
+
+    def link_to(self, host: str, port: int) -> socket.socket | None:
+        """The live link with the peer whose data port is ``host:port``, or None."""
+        with self._lock:
+            conn = self._peers.get((host, port))
+            if conn is not None and _closed(conn):
+                del self._peers[host, port]
+                conn = None
+        return conn
 
     def wake(self) -> None:
         """End the program thread's sleep in :meth:`receive`."""
@@ -214,7 +276,6 @@ class Inlinks:
         """Poll the links adopted since the last look too."""
         with self._lock:
             for conn in self._new:
-                conn.settimeout(None)  # read when polled readable (see _read_link)
                 self._links[conn.fileno()] = conn
                 self._poller.register(conn.fileno(), select.POLLIN)
             self._new.clear()
@@ -225,64 +286,71 @@ class Inlinks:
             links = [*self._links.values(), *self._new]
             self._links.clear()
             self._new.clear()
+            self._peers.clear()
         for conn in links:
             conn.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
 
+def _closed(conn: socket.socket) -> bool:
+    """Whether the peer of ``conn`` closed or reset it, or this side closed it (bytes still
+    to read do not count)."""
+    if conn.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLRDHUP)
+    return any(events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL)
+               for _, events in poller.poll(0))  # fmt: skip
+
+
 def _read_link(
     conn: socket.socket, buffer: memoryview, allocate: Allocate, within_s: float,
     got: list[tuple[str, Any]],
 ) -> None:  # fmt: skip
-    """Read what link ``conn`` (blocking, polled readable) holds into ``buffer`` in one
-    ``recv``, and the values there whole into ``allocate``'s memory (appended to ``got``); a
-    value begun and not whole is read to its end at once, each further ``recv`` within
-    ``within_s`` (then ``conn`` blocks again). Raises on a closed link, a stall or a header
-    that makes no sense."""
+    """Read what link ``conn`` (polled readable) holds into ``buffer`` in one ``recv``, and
+    the values there whole into ``allocate``'s memory (appended to ``got``); a value begun and
+    not whole is read to its end at once, each further ``recv`` within ``within_s``. Raises on
+    a closed link, a stall or a header that makes no sense. (The link is never blocking: a
+    worker's own program sends on it too, from a socket of its own with its own timeout, and
+    a blocking mode is the connection's, not the socket's.)"""
+    conn.settimeout(max(within_s, 1e-3))
     end = conn.recv_into(buffer)
     if end == 0:
         raise ConnectionError("the link closed")
     at = 0
-    try:
-        while at < end:
-            if end - at < HEAD.size:  # a header begun: the rest of it
-                at, end = _more(conn, buffer, at, end, HEAD.size, within_s)
-            nbytes, n_name, ndim, n_kind = HEAD.unpack_from(buffer, at)
-            size = HEAD.size + n_name + 8 * ndim + n_kind
-            if end - at < size:
-                at, end = _more(conn, buffer, at, end, size, within_s)
-            start = at + HEAD.size
-            name = bytes(buffer[start : start + n_name]).decode()
-            shape = struct.unpack_from(f"<{ndim}q", buffer, start + n_name)
-            kind = bytes(buffer[start + n_name + 8 * ndim : at + size]).decode()
-            if min(shape, default=0) < 0 or math.prod(shape) * np.dtype(kind).itemsize != nbytes:
-                raise ValueError(f"a header out of step: {name!r} {shape} {kind} {nbytes}")
-            value, view = allocate(name, shape, kind)
-            here = min(nbytes, end - at - size)
-            if nbytes:
-                data = memoryview(view).cast("B")
-                data[:here] = buffer[at + size : at + size + here]
-                if here < nbytes:  # the rest straight into the value's memory
-                    conn.settimeout(max(within_s, 1e-3))
-                    _recv_exact(conn, data[here:])
-            got.append((name, value))
-            at += size + here
-    finally:
-        if conn.gettimeout() is not None:  # two system calls: only where a read waited
-            conn.settimeout(None)
+    while at < end:
+        if end - at < HEAD.size:  # a header begun: the rest of it
+            at, end = _more(conn, buffer, at, end, HEAD.size)
+        nbytes, n_name, ndim, n_kind = HEAD.unpack_from(buffer, at)
+        size = HEAD.size + n_name + 8 * ndim + n_kind
+        if end - at < size:
+            at, end = _more(conn, buffer, at, end, size)
+        start = at + HEAD.size
+        name = bytes(buffer[start : start + n_name]).decode()
+        shape = struct.unpack_from(f"<{ndim}q", buffer, start + n_name)
+        kind = bytes(buffer[start + n_name + 8 * ndim : at + size]).decode()
+        if min(shape, default=0) < 0 or math.prod(shape) * np.dtype(kind).itemsize != nbytes:
+            raise ValueError(f"a header out of step: {name!r} {shape} {kind} {nbytes}")
+        value, view = allocate(name, shape, kind)
+        here = min(nbytes, end - at - size)
+        if nbytes:
+            data = memoryview(view).cast("B")
+            data[:here] = buffer[at + size : at + size + here]
+            if here < nbytes:  # the rest straight into the value's memory
+                _recv_exact(conn, data[here:])
+        got.append((name, value))
+        at += size + here
 
 
-def _more(
-    conn: socket.socket, buffer: memoryview, at: int, end: int, size: int, within_s: float
-) -> tuple[int, int]:
+def _more(conn: socket.socket, buffer: memoryview, at: int, end: int, size: int) -> tuple[int, int]:
     """The header begun at ``buffer[at:end]`` read to ``size`` bytes (moved to the buffer's
-    start where it would not fit), each ``recv`` within ``within_s``; its new ``at, end``."""
+    start where it would not fit), each ``recv`` within ``conn``'s timeout; its new ``at,
+    end``."""
     if size > len(buffer):
         raise ValueError("a header longer than a link's read buffer")
     if at + size > len(buffer):
         buffer[: end - at] = buffer[at:end]
         at, end = 0, end - at
-    conn.settimeout(max(within_s, 1e-3))
     _recv_exact(conn, buffer[end : at + size])
     return at, at + size

@@ -27,6 +27,7 @@ import tvm
 
 from tvm_hetero.devices.spec import DeviceKind, DeviceSpec
 from tvm_hetero.errors import RunError
+from tvm_hetero.runtime import program_links
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
 from tvm_hetero.runtime.native_remote import await_bytes
@@ -260,9 +261,12 @@ class RemoteWorker:
 
     def load_program(self, ops: list[dict[str, Any]], native: bool = True) -> str:
         """Send the worker its program (:mod:`tvm_hetero.runtime.program_runner`), to run
-        natively where ``native`` and the worker can; "" when it does, else why not."""
+        natively where ``native`` and the worker can; "" when it does, else why not. The
+        worker learns its data port as its peers are told it (the ``back`` of its program
+        links: :mod:`~tvm_hetero.runtime.program_links`)."""
+        me = json.dumps([self.address[0], self.data_port]) if program_links.BOTH_WAYS else ""
         return str(self._rpc(
-            "program load", lambda: self._remote["load_program"](json.dumps(ops), native)
+            "program load", lambda: self._remote["load_program"](json.dumps(ops), native, me)
         ))  # fmt: skip
 
     def run_program(

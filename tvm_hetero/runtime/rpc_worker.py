@@ -16,13 +16,14 @@ it (see :mod:`.tensor_link`).
   and a library the worker kept from an earlier session, by its SHA-256, is not sent again).
 - ``tvm_hetero.worker.load(file, spec_json)``: load an uploaded library on the device of the spec
   (pinned to its cores, with its threads); returns the data port.
-- ``tvm_hetero.worker.load_program(ops, native)``, then a ``run`` command on the data port (``[run,
-  microbatches, wait_s, returns]``): keep this worker's program, then run it for every microbatch
-  of a run (one message a run: the client's inputs go ahead of the command on the same connection;
-  no TVM RPC round trip; the outputs it takes come back with the answer up to ``RETURN_BYTES``
-  each, larger ones from the data port, whose server answers a name once it is held).
+- ``tvm_hetero.worker.load_program(ops, native, me)``, then a ``run`` command on the data port
+  (``[run, microbatches, wait_s, returns]``): keep this worker's program, then run it for every
+  microbatch of a run (one message a run: the client's inputs go ahead of the command on the
+  same connection; no TVM RPC round trip; the outputs it takes come back with the answer up to
+  ``RETURN_BYTES`` each, larger ones from the data port, whose server answers a name once it
+  is held).
   What a program sends a peer goes on a program link, read by the peer's program thread itself
-  (:mod:`.program_links`).
+  (:mod:`.program_links`); one link between two workers carries values both ways.
 - ``tvm_hetero.worker.call(function, out, *names)``: run a unit on held values, hold its result;
   returns ``[arity, waited_s, item_arities]`` as JSON (``waited_s``: how long the unit waited
   here for inputs still arriving, which the client's timeline does not count as busy); a tuple's
@@ -90,10 +91,11 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
-PROTOCOL = 4
+PROTOCOL = 5
 """What the client and the worker speak (2: runs on the data port; 3: ONNX Runtime's runs
-there too; 4: programs run natively, ``load_program(ops, native)``); a client refuses a worker
-of another, which would not understand it (restart the worker)."""
+there too; 4: programs run natively, ``load_program(ops, native)``; 5: program links both ways,
+``load_program(ops, native, me)``); a client refuses a worker of another, which would not
+understand it (restart the worker)."""
 RUN = "run"
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
 NEXT_RUN_SPIN_S = 500e-6
@@ -373,11 +375,13 @@ class _Session:
             self.pushes.put(functools.partial(self._deliver, host, int(port), name, value))
         return said
 
-    def load_program(self, ops: str, native: bool = True) -> str:
+    def load_program(self, ops: str, native: bool = True, me: str = "") -> str:
         """Keep this worker's program (JSON: its units and items in order, each with the
         peers its value is pushed to, :func:`tvm_hetero.runtime.program_runner.remote_ops`),
         run natively (:mod:`~tvm_hetero.runtime.native_remote`) where ``native`` and it can
-        be; "" when it is, else why not."""
+        be; "" when it is, else why not. ``me``: this worker's data port as its peers are told
+        it (JSON ``[host, port]``), which makes its program links carry values both ways
+        (:mod:`~tvm_hetero.runtime.program_links`); "" for links one way."""
         from tvm_hetero.runtime.native_remote import NativeProgram, NotNative
         from tvm_hetero.runtime.program_links import Outlinks, spin_seconds
 
@@ -390,7 +394,8 @@ class _Session:
             self.native = None
         if self.outlinks is not None:
             self.outlinks.close()
-        self.outlinks = Outlinks(self.name)
+        here = tuple(json.loads(me)) if me else None
+        self.outlinks = Outlinks(self.name, inlinks=self.inlinks, me=here)
         for host, port, _, linked in (push for op in self.program for push in op["pushes"]):
             if linked:
                 self.outlinks.open(host, int(port))
@@ -538,12 +543,15 @@ class _Session:
         starts, and the run is one message each way. ``{"onnxruntime": count}``, followed by
         ``count`` arrays: ONNX Runtime run on them (:meth:`_onnxruntime_command`), answered
         the same way."""
-        from tvm_hetero.runtime.program_links import LINK
+        from tvm_hetero.runtime.program_links import LINK, LINKED
         from tvm_hetero.runtime.tensor_link import recv_array, send_frame
         from tvm_hetero.runtime.uploads import UPLOAD, receive
 
         if LINK in message:
-            self.inlinks.adopt(conn)
+            back = message.get("back")
+            if back is not None:  # the link carries this program's values to it too
+                conn.sendall(LINKED)
+            self.inlinks.adopt(conn, (str(back[0]), int(back[1])) if back else None)
             return True
         if UPLOAD in message:
             receive(message, conn, _work_file, _STORE[0] if _STORE else None, UPLOAD_STALL_S)
