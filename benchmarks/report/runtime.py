@@ -27,7 +27,9 @@ def runtime_programs() -> str:
                 r.get("model", "chain of 64 adds"), r["where"], cpu_name(r["host"]),
                 us(r, "per_crossing_us_native"),
                 us(r, "per_crossing_slope_us_native"),
-                us(r, "per_crossing_slope_us_native_one_way_links"),
+                f"{us(r, 'per_crossing_us_native_one_way_links')} "
+                f"({us(r, 'per_crossing_slope_us_native_one_way_links')})"
+                if "per_crossing_us_native_one_way_links" in r else "-",
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
@@ -45,7 +47,7 @@ def runtime_programs() -> str:
     return titled(
         "runtime_programs.jsonl", local,
         ("model", "workers", "CPU", "us a crossing: native", "(slope)",
-         "(slope, a link each way)", "Python programs", "dataflow",
+         "a link each way (slope)", "Python programs", "dataflow",
          "us a run: native", "(caller apart)", "Python programs", "dataflow",
          "C ping-pong us", "(two links)", "ORT us"),
         out,
