@@ -12,6 +12,7 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -259,6 +260,39 @@ def test_workers_run_natively_or_in_python_and_a_native_and_a_python_one_talk(st
             runs = ex.run_many([ex.place_inputs({"x": v}) for v in x])
             for k, run in enumerate(runs):
                 np.testing.assert_array_equal(ex.outputs_of(run)[0], x[k] + 12)
+
+
+def _dialed_to(ports: set[int]) -> int:
+    """Established IPv4 TCP connections of this host dialed to one of ``ports`` (the dialing
+    end's row in ``/proc/net/tcp``: its remote port is one of them)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(
+        int(fields[2].rpartition(":")[2], 16) in ports and fields[3] == "01"
+        for fields in (row.split() for row in rows)
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket table")
+def test_two_remote_workers_that_push_to_each_other_keep_one_link_between_them(
+    start_workers, monkeypatch
+):
+    """The chain alternating over two real workers: each pushes to the other, and the
+    client tells each its own address, so the second sends on the first's link; told none
+    (``BOTH_WAYS`` off), each dials its own. Counted in the host's socket table: the
+    connections to the two sessions' data ports, the client's own included, one fewer."""
+    from tvm_hetero.runtime import program_links
+
+    model, placement = _chain(8)
+    deployment = api.compile(model, remote_cpus(start_workers(2)), placement).deployment
+    x = np.arange(8, dtype="float32")
+    dialed = {}
+    for both in (True, False):
+        monkeypatch.setattr(program_links, "BOTH_WAYS", both)
+        with Executor(deployment, timeout_s=30) as ex:
+            np.testing.assert_array_equal(ex.run({"x": x})[0], x + 12)
+            ports = {w.data_port for w in ex.workers.values() if hasattr(w, "data_port")}
+            dialed[both] = _dialed_to(ports)
+    assert dialed[False] - dialed[True] == 1
 
 
 def test_await_bytes_spins_until_bytes_come_or_its_time_passes():
