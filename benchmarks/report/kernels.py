@@ -685,6 +685,12 @@ def spare_accumulators() -> str:
     return _before_and_now("spare_accumulators.jsonl", "convolution")
 
 
+def tall_windows() -> str:
+    """``benchmarks/cpu_kernels/tall_windows.py``: a channel tile whose window is many rows
+    tall padded in a pass of its own, not in each task."""
+    return _before_and_now("tall_windows.jsonl", "convolution")
+
+
 def padded_row_ends_in_models() -> str:
     """``before_and_now.py ... --off ...guarded_reads_as_vectors:MASKED_EDGES=False``: whole
     models with the padded ends of their copies as masked vectors, and lane by lane."""
@@ -986,6 +992,7 @@ SECTIONS = {
     "padded-row-ends": padded_row_ends,
     "padded-row-ends-models": padded_row_ends_in_models,
     "spare-accumulators": spare_accumulators,
+    "tall-windows": tall_windows,
     "prefetched-blocks": prefetched_panel_blocks,
     "row-bands": row_bands,
     "row-bands-models": bands_of_rows_in_models,

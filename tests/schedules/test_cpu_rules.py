@@ -1,5 +1,6 @@
 """CPU schedule rules: which rule takes which kernel, and equal numbers to TVM's default build."""
 
+import math
 import re
 from contextlib import ExitStack
 from unittest.mock import patch
@@ -1602,6 +1603,36 @@ def test_the_channel_tile_pads_in_each_task_the_rows_it_reads():
                     and k > copy and "ff" in line)  # fmt: skip
         assert len(parallel) == (1 if in_task else 2), text
         assert (parallel[-1] < copy) == in_task and parallel[-1] < tile, text
+        np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("window", "in_task"), [(7, False), (3, True)])
+def test_a_channel_tile_with_a_window_many_rows_tall_pads_its_input_in_a_pass(window, in_task):
+    """A 7x1 convolution of 32 -> 32 channels over 17 x 5 (17 rows: a tile of one row whatever
+    the lanes) reads seven input rows for each output row: its input is padded in a parallel
+    pass of its own before the tasks, not in each task; a 3x1 (three rows for one) pads in its
+    tasks, and so does the 7x1 with :data:`CHANNEL_TILE_COPY_OVERLAP` unbounded. Numbers
+    unchanged."""
+    from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
+    from tvm_hetero.schedules.cpu import conv
+
+    pad = window // 2
+    weights = np.random.default_rng(0).standard_normal((32, 32, window, 1)).astype("float32")
+    mod = _module([(1, 32, 17, 5)], lambda bb, x: relax.op.nn.relu(
+        relax.op.nn.conv2d(x, relax.const(weights), padding=(pad, 0))))  # fmt: skip
+    mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
+    x = np.random.default_rng(1).standard_normal((1, 32, 17, 5)).astype("float32")
+    for overlap in (conv.CHANNEL_TILE_COPY_OVERLAP, math.inf):
+        with patch.object(conv, "CHANNEL_TILE_COPY_OVERLAP", overlap):
+            scheduled = schedule_kernels(mod, "rules")
+        assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+        lines = text.splitlines()
+        parallel = [k for k, line in enumerate(lines) if "T.parallel" in line]
+        copy = next(k for k, line in enumerate(lines) if 'T.sblock("pad_temp")' in line)
+        inside = in_task or overlap == math.inf
+        assert len(parallel) == (1 if inside else 2), text
+        assert (parallel[-1] < copy) == inside, text
         np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
 
 

@@ -11,7 +11,7 @@ from tvm_hetero.schedules.cpu.reduction import Gemv, Reduction
 from tvm_hetero.schedules.cpu.separable_pool import SeparablePool
 from tvm_hetero.schedules.cpu.winograd import Winograd
 
-RULES_VERSION = 91
+RULES_VERSION = 92
 """Bumped whenever a rule, or a rewrite of either build, changes the code it generates:
 measurements are keyed by it."""
 

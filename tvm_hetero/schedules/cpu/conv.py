@@ -584,7 +584,7 @@ class Conv(CpuRule):
                 copies = CHANNEL_TILE_COPIES_IN_TASK
                 blocks = copies and form.group is None and blocks_in_task(data, form.weights)
                 return self._channel_vectors(
-                    sch, main, loops, extents, tile, target, shared, copies, blocks
+                    sch, main, loops, extents, tile, target, shared, copies, blocks, data
                 )
             if form.group is not None:
                 channel = None  # no channel tile shares a grouped convolution's reads
@@ -699,7 +699,7 @@ class Conv(CpuRule):
     @staticmethod
     def _channel_vectors(
         sch, main, loops, extents, tile, target: Target, shared: bool = False,
-        copies_in_task: bool = False, blocks_inside: bool = False,
+        copies_in_task: bool = False, blocks_inside: bool = False, data=None,
         parallel_min: int = PARALLEL_MIN_FLOPS,
     ) -> s_tir.Schedule:  # fmt: skip
         """The channel-vectorized tile: ``r`` rows by ``w`` columns of output positions
@@ -711,13 +711,18 @@ class Conv(CpuRule):
         out as the tile holds them, the channels' vector innermost (``[N, O / L, H, W, L]``; in
         the output's layout a vector's lanes lay a map apart: ResNet's 3x3 layers at 7 x 7 to
         56 x 56 ran 2-5 % slower, alone, Zen 4). ``copies_in_task``: each task pads the input
-        rows it reads (:data:`CHANNEL_TILE_COPIES_IN_TASK`); ``blocks_inside``: each task
-        computes every block of output channels over its positions, after that copy
+        rows it reads (:data:`CHANNEL_TILE_COPIES_IN_TASK`), where they overlap little
+        (:func:`tile_copies_in_task`, ``data`` the padded input's read); ``blocks_inside``:
+        each task computes every block of output channels over its positions, after that copy
         (:func:`blocks_in_task`), where other axes leave two tasks a core or more."""
         spatial, reduce, channel, lanes = tile
         vec, row = spatial[-1], spatial[-2]
         rows = extents[row] if row != channel else 1
         rt, wt = channel_vector_tile(rows, extents[vec], lanes, wide=shared)
+        if copies_in_task and data is not None and row != channel and len(reduce) == 3:
+            window = extents[reduce[1]]
+            copies_in_task = tile_copies_in_task(sch.get(main), data, (row, rt), window)
+            blocks_inside = blocks_inside and copies_in_task
         outer = [loops[i] for i in spatial[:-1]]
         apart = math.prod(extents[i] for i in spatial[:-2] if i != channel) * (rows // rt)
         vectors = channel_tile_vectors(extents[channel], lanes, target, apart) if shared else 1
@@ -892,6 +897,15 @@ keep the pass. At 1.25 (tiles of two rows only) ResNet's and HRNet's 3x3 / 2 ove
 tiles of one row, had run 4-6 % and 12-13 % slower (``row_tile_tasks.py``, four runs)."""
 
 
+CHANNEL_TILE_COPY_OVERLAP = 3.0
+"""Most input rows a channel-vectorized tile's task pads for each input row its output rows
+advance over (:data:`CHANNEL_TILE_COPIES_IN_TASK`, :func:`tile_copies_in_task`): a 3x3 window
+in tiles of one row reads 3 rows for 1 and pads in its tasks; Inception's 7x1 windows (7 for
+1), whose every task of a block of output channels padded seven input rows of every channel,
+the next task six of them again, pad the whole input once in a pass of their own. Alone beside
+ONNX Runtime (Zen 4, two threads, ``benchmarks/cpu_kernels/tall_windows.py``): the 7x1 of 192
+and of 128 channels over 17 x 17 5-7 % faster in a pass; 3x3 windows of 64-512 channels over
+7 x 7 to 56 x 56 within five percent either way, and kept in their tasks."""
 CHANNEL_BLOCKS_IN_TASK = True
 """Whether a channel-vectorized tile whose input outweighs its weights runs a task per row
 tile with every block of output channels inside it (:func:`blocks_in_task`)."""
@@ -911,6 +925,18 @@ def blocks_in_task(data, weights) -> bool:
         return False
     light = (buffer_bytes(weights.source) or 0) <= CHANNEL_BLOCKS_IN_TASK_BYTES
     return light and rows_before_channels(data, weights)
+
+
+def tile_copies_in_task(stmt, data, row: tuple[int, int], window: int) -> bool:
+    """Whether a channel-vectorized tile's tasks pad the input rows they read: a tile of
+    ``row[1]`` output rows (``row[0]`` the row axis of ``stmt``) with a window ``window`` rows
+    tall reads at most :data:`CHANNEL_TILE_COPY_OVERLAP` times the input rows it advances over
+    (:func:`rows_read`; where that cannot be read, it does)."""
+    read = rows_read(stmt, data, row, window)
+    if read is None:
+        return True
+    reach, stride = read
+    return reach <= CHANNEL_TILE_COPY_OVERLAP * row[1] * stride
 
 
 def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
