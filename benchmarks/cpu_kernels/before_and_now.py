@@ -127,6 +127,20 @@ def conv_relu_case_command(
     return module_case_command(doc, cases, make, off, results)
 
 
+def square_conv_case_command(doc: str, cases: dict, off: Callable[[], tuple], results: str) -> int:
+    """:func:`conv_relu_case_command` for cases ``(input channels, output channels, window,
+    padding, map side)``: a convolution of stride 1 over a square map, batch 1."""
+    import torch
+
+    def conv(cin: int, cout: int, window: tuple, padding: tuple, side: int):
+        return torch.nn.Conv2d(cin, cout, window, 1, padding)
+
+    def shape(cin: int, cout: int, window: tuple, padding: tuple, side: int) -> tuple:
+        return (1, cin, side, side)
+
+    return conv_relu_case_command(doc, cases, conv, shape, off, results)
+
+
 def convolution_case_command(
     doc: str, cases: dict, switch: tuple[str, object], results: str
 ) -> int:  # fmt: skip

@@ -21,10 +21,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import conv_relu_case_command, module_switch  # noqa: E402
+from before_and_now import module_switch, square_conv_case_command  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, padding, map side)
     "1x7 192 @17": (192, 192, (1, 7), (0, 3), 17),
@@ -39,14 +37,8 @@ CASES = {  # name: (input channels, output channels, window, padding, map side)
 
 
 def main() -> int:
-    def conv(cin: int, cout: int, window: tuple, padding: tuple, side: int):
-        return torch.nn.Conv2d(cin, cout, window, 1, padding)
-
-    def shape(cin: int, cout: int, window: tuple, padding: tuple, side: int):
-        return (1, cin, side, side)
-
     off = module_switch("tvm_hetero.schedules.cpu.conv", "SPARE_ACCUMULATORS", 0)
-    return conv_relu_case_command(__doc__, CASES, conv, shape, off, "spare_accumulators.jsonl")
+    return square_conv_case_command(__doc__, CASES, off, "spare_accumulators.jsonl")
 
 
 if __name__ == "__main__":

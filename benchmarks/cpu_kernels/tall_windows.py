@@ -23,10 +23,8 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from before_and_now import conv_relu_case_command, module_switch  # noqa: E402
+from before_and_now import module_switch, square_conv_case_command  # noqa: E402
 
 CASES = {  # name: (input channels, output channels, window, padding, map side)
     "7x1 192 @17": (192, 192, (7, 1), (3, 0), 17),
@@ -40,14 +38,8 @@ CASES = {  # name: (input channels, output channels, window, padding, map side)
 
 
 def main() -> int:
-    def conv(cin: int, cout: int, window: tuple, padding: tuple, side: int):
-        return torch.nn.Conv2d(cin, cout, window, 1, padding)
-
-    def shape(cin: int, cout: int, window: tuple, padding: tuple, side: int):
-        return (1, cin, side, side)
-
     off = module_switch("tvm_hetero.schedules.cpu.conv", "CHANNEL_TILE_COPY_OVERLAP", math.inf)
-    return conv_relu_case_command(__doc__, CASES, conv, shape, off, "tall_windows.jsonl")
+    return square_conv_case_command(__doc__, CASES, off, "tall_windows.jsonl")
 
 
 if __name__ == "__main__":

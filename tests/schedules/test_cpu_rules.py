@@ -1584,7 +1584,6 @@ def test_the_channel_tile_pads_in_each_task_the_rows_it_reads():
     tasks; with :data:`CHANNEL_TILE_COPIES_IN_TASK` off, a pass of its own; numbers
     unchanged."""
     from tvm_hetero.passes.pack_constant_weights import PackConstantWeights
-    from tvm_hetero.schedules.cpu import conv
 
     weights = np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype("float32")
     mod = _module([(1, 64, 10, 10)], lambda bb, x: relax.op.nn.relu(
@@ -1592,18 +1591,29 @@ def test_the_channel_tile_pads_in_each_task_the_rows_it_reads():
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     x = np.random.default_rng(1).standard_normal((1, 64, 10, 10)).astype("float32")
     for in_task in (True, False):
-        with patch.object(conv, "CHANNEL_TILE_COPIES_IN_TASK", in_task):
-            scheduled = schedule_kernels(mod, "rules")
-        assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
-        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
-        lines = text.splitlines()
-        parallel = [k for k, line in enumerate(lines) if "T.parallel" in line]
-        copy = next(k for k, line in enumerate(lines) if 'T.sblock("pad_temp")' in line)
+        scheduled, lines, task, copy = _pad_copy(mod, "CHANNEL_TILE_COPIES_IN_TASK", in_task)
         tile = next(k for k, line in enumerate(lines) if "T.vectorized(T.int64(" in line
                     and k > copy and "ff" in line)  # fmt: skip
-        assert len(parallel) == (1 if in_task else 2), text
-        assert (parallel[-1] < copy) == in_task and parallel[-1] < tile, text
+        assert (task < copy) == in_task and task < tile
         np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
+
+
+def _pad_copy(mod, switch: str, value) -> tuple:
+    """``mod`` (one convolution) scheduled by the rules with ``conv.<switch>`` set to
+    ``value``: the scheduled module, its kernel's TVMScript lines, the line of its last
+    parallel loop (the tasks) and of the copy that pads the input, checked to be one parallel
+    loop where that copy is inside the tasks and two (a pass of its own) where it is not."""
+    from tvm_hetero.schedules.cpu import conv
+
+    with patch.object(conv, switch, value):
+        scheduled = schedule_kernels(mod, "rules")
+    assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
+    (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
+    lines = text.splitlines()
+    parallel = [k for k, line in enumerate(lines) if "T.parallel" in line]
+    copy = next(k for k, line in enumerate(lines) if 'T.sblock("pad_temp")' in line)
+    assert len(parallel) == (1 if parallel[-1] < copy else 2), text
+    return scheduled, lines, parallel[-1], copy
 
 
 @pytest.mark.parametrize(("window", "in_task"), [(7, False), (3, True)])
@@ -1623,16 +1633,8 @@ def test_a_channel_tile_with_a_window_many_rows_tall_pads_its_input_in_a_pass(wi
     mod = relax.transform.DeadCodeElimination()(PackConstantWeights()(mod))
     x = np.random.default_rng(1).standard_normal((1, 32, 17, 5)).astype("float32")
     for overlap in (conv.CHANNEL_TILE_COPY_OVERLAP, math.inf):
-        with patch.object(conv, "CHANNEL_TILE_COPY_OVERLAP", overlap):
-            scheduled = schedule_kernels(mod, "rules")
-        assert {c.label for c in kernel_choices(scheduled)} == {"rule:conv"}
-        (text,) = [f.script() for _, f in scheduled.functions_items() if isinstance(f, PrimFunc)]
-        lines = text.splitlines()
-        parallel = [k for k, line in enumerate(lines) if "T.parallel" in line]
-        copy = next(k for k, line in enumerate(lines) if 'T.sblock("pad_temp")' in line)
-        inside = in_task or overlap == math.inf
-        assert len(parallel) == (1 if inside else 2), text
-        assert (parallel[-1] < copy) == inside, text
+        scheduled, _, task, copy = _pad_copy(mod, "CHANNEL_TILE_COPY_OVERLAP", overlap)
+        assert (task < copy) == (in_task or overlap == math.inf)
         np.testing.assert_allclose(_run(scheduled, [x]), _run(mod, [x]), rtol=1e-4, atol=1e-4)
 
 
