@@ -298,9 +298,10 @@ def _closed(conn: socket.socket) -> bool:
     to read do not count)."""
     if conn.fileno() < 0:
         return True
+    hung_up = getattr(select, "POLLRDHUP", 0)  # Linux's: the peer's end closed
     poller = select.poll()
-    poller.register(conn.fileno(), select.POLLRDHUP)
-    return any(events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL)
+    poller.register(conn.fileno(), hung_up)
+    return any(events & (hung_up | select.POLLHUP | select.POLLERR | select.POLLNVAL)
                for _, events in poller.poll(0))  # fmt: skip
 
 

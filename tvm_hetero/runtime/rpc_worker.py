@@ -549,9 +549,9 @@ class _Session:
 
         if LINK in message:
             back = message.get("back")
-            if back is not None:  # the link carries this program's values to it too
-                conn.sendall(LINKED)
             self.inlinks.adopt(conn, (str(back[0]), int(back[1])) if back else None)
+            if back is not None:  # the link carries this program's values to it too: the
+                conn.sendall(LINKED)  # dialer's load returns once a later one here finds it
             return True
         if UPLOAD in message:
             receive(message, conn, _work_file, _STORE[0] if _STORE else None, UPLOAD_STALL_S)
