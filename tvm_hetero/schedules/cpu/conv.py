@@ -903,9 +903,10 @@ advance over (:data:`CHANNEL_TILE_COPIES_IN_TASK`, :func:`tile_copies_in_task`):
 in tiles of one row reads 3 rows for 1 and pads in its tasks; Inception's 7x1 windows (7 for
 1), whose every task of a block of output channels padded seven input rows of every channel,
 the next task six of them again, pad the whole input once in a pass of their own. Alone beside
-ONNX Runtime (Zen 4, two threads, ``benchmarks/cpu_kernels/tall_windows.py``): the 7x1 of 192
-and of 128 channels over 17 x 17 5-7 % faster in a pass; 3x3 windows of 64-512 channels over
-7 x 7 to 56 x 56 within five percent either way, and kept in their tasks."""
+ONNX Runtime (Zen 4, two threads, ``benchmarks/cpu_kernels/tall_windows.py``): the 7x1 layers
+of 128-192 channels over 17 x 17 5-17 % faster in a pass (two runs); 3x3 windows of 64-512
+channels over 7 x 7 to 56 x 56, all in a pass, within five percent either way, and kept in
+their tasks."""
 CHANNEL_BLOCKS_IN_TASK = True
 """Whether a channel-vectorized tile whose input outweighs its weights runs a task per row
 tile with every block of output channels inside it (:func:`blocks_in_task`)."""
