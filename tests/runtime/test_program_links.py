@@ -289,6 +289,35 @@ def test_a_peer_that_does_not_take_a_link_both_ways_fails_its_open():
         listener.close()
 
 
+@pytest.mark.parametrize(
+    "back",
+    [
+        "127.0.0.1:1",
+        [1, 2],
+        ["127.0.0.1"],
+        ["127.0.0.1", "80"],
+        ["127.0.0.1", 70000],
+        ["127.0.0.1", True],
+        {"host": 1},
+    ],
+)
+def test_a_link_command_with_a_back_address_that_is_not_one_is_closed_and_the_port_serves_on(
+    sessions, back
+):
+    """A stranger's link command whose ``back`` is no ``[host, port]``: the session's data
+    port closes that connection (no answer, nothing adopted, no traceback from its thread)
+    and takes a proper link next."""
+    (a, _), outlinks = sessions
+    port = a.data_port()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as bad:
+        send_frame(bad, json.dumps({LINK: "edge-x", "back": back}).encode())
+        assert bad.recv(1) == b""  # closed, not LINKED
+    assert a.inlinks.fds() == []
+    out = outlinks(1)
+    out.open("127.0.0.1", port)
+    assert len(a.inlinks.fds()) == 1
+
+
 def test_sending_to_a_peer_that_is_gone_raises_and_an_unopened_one_is_refused(linked):
     _, out, (host, port), _ = linked
     with pytest.raises(KeyError):

@@ -166,6 +166,17 @@ def read_status_answer(answer: bytes) -> tuple[Any, dict[tuple[int, str], Any]]:
     return read_program_answer(memoryview(answer)[1:])
 
 
+def _address(value: Any) -> tuple[str, int]:
+    """A link command's ``back`` as ``(host, port)``; ``ValueError`` for anything but a host
+    name and a port number (the data port then closes that connection, and serves on)."""
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
+        raise ValueError(f"a link's back address is [host, port], not {value!r}")
+    port = value[1]
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"a link's back port is 1-65535, not {port!r}")
+    return value[0], port
+
+
 def _arity(value: Any) -> int:
     """-1 for a tensor, the element count for a tuple."""
     import tvm
@@ -549,8 +560,9 @@ class _Session:
 
         if LINK in message:
             back = message.get("back")
-            self.inlinks.adopt(conn, (str(back[0]), int(back[1])) if back else None)
-            if back is not None:  # the link carries this program's values to it too: the
+            peer = None if back is None else _address(back)  # ValueError: the link refused
+            self.inlinks.adopt(conn, peer)
+            if peer is not None:  # the link carries this program's values to it too: the
                 conn.sendall(LINKED)  # dialer's load returns once a later one here finds it
             return True
         if UPLOAD in message:
