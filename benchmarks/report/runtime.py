@@ -18,10 +18,9 @@ def runtime_programs() -> str:
     for r in local:
         m = r["median_us"]
         # rows before the links carried values both ways timed the ping-pong on two links only
-        one_link, two_links = (
-            ("c_one_way_us", "c_one_way_two_links_us") if "c_one_way_two_links_us" in r
-            else ("-", "c_one_way_us")
-        )  # fmt: skip
+        both_timed = "c_one_way_two_links_us" in r
+        one_link = us(r, "c_one_way_us") if both_timed else "-"
+        two_links = us(r, "c_one_way_two_links_us" if both_timed else "c_one_way_us")
         if "alternating programs" in m:
             out.append((
                 r.get("model", "chain of 64 adds"), r["where"], cpu_name(r["host"]),
@@ -33,7 +32,7 @@ def runtime_programs() -> str:
                 us(r, "per_crossing_us_programs"), us(r, "per_crossing_us_dataflow"),
                 us(r, "per_run_us_native"), us(r, "per_run_us_native_caller_apart"),
                 us(r, "per_run_us_programs"), us(r, "per_run_us_dataflow"),
-                us(r, one_link), us(r, two_links), ms(m.get("onnxruntime")),
+                one_link, two_links, ms(m.get("onnxruntime")),
             ))  # fmt: skip
     flexpie = [
         (_plan(r), r["case"], cpu_name(r["host"]), ms(r["priced_ms"]), ms(native),

@@ -315,7 +315,9 @@ def _read_link(
     a closed link, a stall or a header that makes no sense. (The link is never blocking: a
     worker's own program sends on it too, from a socket of its own with its own timeout, and
     a blocking mode is the connection's, not the socket's.)"""
-    conn.settimeout(max(within_s, 1e-3))
+    timeout = max(within_s, 1e-3)
+    if conn.gettimeout() != timeout:  # a change costs a system call: only the first read's
+        conn.settimeout(timeout)
     end = conn.recv_into(buffer)
     if end == 0:
         raise ConnectionError("the link closed")

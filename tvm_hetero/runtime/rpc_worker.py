@@ -405,7 +405,7 @@ class _Session:
             self.native = None
         if self.outlinks is not None:
             self.outlinks.close()
-        here = tuple(json.loads(me)) if me else None
+        here = _address(json.loads(me)) if me else None
         self.outlinks = Outlinks(self.name, inlinks=self.inlinks, me=here)
         for host, port, _, linked in (push for op in self.program for push in op["pushes"]):
             if linked:

@@ -932,12 +932,8 @@ def tile_copies_in_task(stmt, data, row: tuple[int, int], window: int) -> bool:
     """Whether a channel-vectorized tile's tasks pad the input rows they read: a tile of
     ``row[1]`` output rows (``row[0]`` the row axis of ``stmt``) with a window ``window`` rows
     tall reads at most :data:`CHANNEL_TILE_COPY_OVERLAP` times the input rows it advances over
-    (:func:`rows_read`; where that cannot be read, it does)."""
-    read = rows_read(stmt, data, row, window)
-    if read is None:
-        return True
-    reach, stride = read
-    return reach <= CHANNEL_TILE_COPY_OVERLAP * row[1] * stride
+    (:func:`reads_within`; where that cannot be read, it does)."""
+    return reads_within(stmt, data, row, window, CHANNEL_TILE_COPY_OVERLAP) is not False
 
 
 def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
@@ -945,14 +941,21 @@ def row_tile_tasks(stmt, data, row: tuple[int, int], window: int) -> bool:
     one row tile (:data:`ROW_TILE_TASKS`): its padded input (``data``, the read of ``stmt``
     along the rows, ``row`` its axis and the tile's rows) weighs at least
     :data:`ROW_TILE_TASK_MIN_BYTES` and a tile with a window ``window`` rows tall reads at
-    most :data:`ROW_TILE_TASK_OVERLAP` times the rows it advances over (:func:`rows_read`)."""
+    most :data:`ROW_TILE_TASK_OVERLAP` times the rows it advances over (:func:`reads_within`)."""
     if not ROW_TILE_TASKS or (buffer_bytes(data.source) or 0) < ROW_TILE_TASK_MIN_BYTES:
         return False
+    return reads_within(stmt, data, row, window, ROW_TILE_TASK_OVERLAP) is True
+
+
+def reads_within(stmt, data, row: tuple[int, int], window: int, most: float) -> bool | None:
+    """Whether a tile of ``row[1]`` output rows (``row[0]`` the row axis of ``stmt``) with a
+    window ``window`` rows tall reads at most ``most`` times the input rows it advances over
+    (:func:`rows_read`); ``None`` where that cannot be read."""
     read = rows_read(stmt, data, row, window)
     if read is None:
-        return False
+        return None
     reach, stride = read
-    return reach <= ROW_TILE_TASK_OVERLAP * row[1] * stride
+    return reach <= most * row[1] * stride
 
 
 def rows_read(stmt, data, row: tuple[int, int], window: int) -> tuple[int, int] | None:
