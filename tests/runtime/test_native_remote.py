@@ -142,7 +142,9 @@ def test_a_run_calls_its_units_pushes_on_links_delivers_holds_and_times_each_ste
     for mb in range(2):
         r.session.values[f"7/{mb}:x"] = x + mb
         r.link_in.sendall(_frame(f"7/{mb}:z", z * (mb + 1)))
-    events = r.program.run(7, 2, 2.0)
+    before = time.perf_counter()
+    started, events = r.program.run(7, 2, 2.0)
+    assert before <= started <= time.perf_counter()  # this process's clock
     assert [(e[0], e[1]) for e in events] == [(3, 0), (5, 0), (3, 1), (5, 1)]
     assert all(0 <= e[2] <= e[3] and e[4] >= 0 and e[5] == -1 for e in events)
     for mb in range(2):

@@ -261,8 +261,7 @@ def test_an_output_that_does_not_come_back_with_the_answer_is_downloaded(
     real_answer, downloads, real_download = RemoteWorker.program_answer, [], RemoteWorker.download
 
     def none_back(self, *args, **kwargs):
-        events, _ = real_answer(self, *args, **kwargs)
-        return events, {}
+        return real_answer(self, *args, **kwargs)._replace(tensors={})
 
     monkeypatch.setattr(RemoteWorker, "program_answer", none_back)
     monkeypatch.setattr(
@@ -311,6 +310,58 @@ def test_an_output_copied_home_from_another_remote_worker_comes_back_with_its_an
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_remote_workers_steps_are_placed_from_when_its_program_started(
+    start_workers, monkeypatch, native
+):
+    """edge-b is asked for its program 60 ms late (the client's thread held up between asking
+    edge-a and edge-b): its steps are placed from when its program started on its clock, which
+    this machine's workers share, not from when the client began asking (60 ms earlier)."""
+    late_s = 0.06
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
+    deployment = api.compile(model, edges, placement).deployment
+    real_start = RemoteWorker.start_program
+
+    def start_program(self, *args, **kwargs):
+        if self.name == "edge-b":
+            time.sleep(late_s)
+        return real_start(self, *args, **kwargs)
+
+    monkeypatch.setattr(RemoteWorker, "start_program", start_program)
+    with Executor(deployment, native=native) as ex:
+        ex.run(_inputs(deployment))
+        units = [e for e in ex.timeline.events if e.kind == "unit"]
+    on_b = [e for e in units if e.worker == "edge-b"]
+    assert on_b and {e.worker for e in units} == {"edge-a", "edge-b"}
+    assert all(e.start_s >= late_s for e in on_b), [(e.step, e.start_s) for e in on_b]
+    assert all(e.end_s <= ex.timeline.total_s for e in units)
+
+
+def test_a_remote_worker_on_another_clock_has_its_steps_placed_from_the_ask(
+    start_workers, monkeypatch
+):
+    """A worker whose clock is not this machine's (its program's start told a thousand seconds
+    off): its steps are placed from when the client asked, inside the run."""
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
+    deployment = api.compile(model, edges, placement).deployment
+    real_answer = RemoteWorker.program_answer
+
+    def elsewhere(self, *args, **kwargs):
+        answer = real_answer(self, *args, **kwargs)
+        return answer._replace(started=answer.started + 1000.0)
+
+    monkeypatch.setattr(RemoteWorker, "program_answer", elsewhere)
+    with Executor(deployment) as ex:
+        ex.run(_inputs(deployment))
+        units = [e for e in ex.timeline.events if e.kind == "unit"]
+    assert {e.worker for e in units} == {"edge-a", "edge-b"}
+    assert all(0 <= e.start_s <= e.end_s <= ex.timeline.total_s for e in units)
+
+
 def test_a_program_answer_brings_its_tensors_back_whole():
     from tvm_hetero.runtime.rpc_worker import program_answer, read_program_answer
 
@@ -320,10 +371,10 @@ def test_a_program_answer_brings_its_tensors_back_whole():
               (0, "c"): rng.random(5) > 0.5}  # fmt: skip
     events = [[0, 0, 0.5, 1.0, 0.0, -1]]
     back = [[k, n, list(a.shape), str(a.dtype)] for (k, n), a in arrays.items()]
-    got_events, got = read_program_answer(
-        program_answer(events, back, [a.tobytes() for a in arrays.values()])
+    got_events, got, started = read_program_answer(
+        program_answer(events, back, [a.tobytes() for a in arrays.values()], 1234.5)
     )
-    assert got_events.tolist() == events and set(got) == set(arrays)
+    assert got_events.tolist() == events and set(got) == set(arrays) and started == 1234.5
     for key, array in arrays.items():
         assert got[key].dtype == array.dtype and got[key].shape == array.shape
         np.testing.assert_array_equal(got[key], array)
@@ -339,8 +390,8 @@ def test_a_status_answer_is_the_program_answer_or_what_the_worker_said():
 
     events, array = [[0, 0, 0.0, 1.0, 0.0, -1]], np.arange(3, dtype="float32")
     body = program_answer(events, [[0, "y", [3], "float32"]], [array.tobytes()])
-    got_events, got = read_status_answer(b"\0" + body)
-    assert got_events.tolist() == events
+    got_events, got, started = read_status_answer(b"\0" + body)
+    assert got_events.tolist() == events and np.isnan(started)  # no start said
     np.testing.assert_array_equal(got[0, "y"], array)
     with pytest.raises(WorkerSaid, match=r"^LinkError from e1: late$"):
         read_status_answer(b"\1LinkError from e1: late")

@@ -147,7 +147,8 @@ class RemoteOnnxRuntimePeer:
 
         message = {ONNXRUNTIME: len(self.inputs)}
         answer = self._asker.ask(*self._port, message, answer_s=self.timeout_s, after=self.inputs)
-        outputs = read_status_answer(answer)[1]  # a worker's failure: WorkerSaid, a RuntimeError
+        # a worker's failure: WorkerSaid, a RuntimeError
+        outputs = read_status_answer(answer).tensors
         return [outputs[0, str(i)] for i in range(len(outputs))]
 
     def __call__(self, runs: int, warmup: int = 0) -> list[float]:

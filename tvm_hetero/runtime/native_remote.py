@@ -152,10 +152,10 @@ class NativeProgram:
         table = np.asarray([*head, *fields, len(ints), *ints, *ext], dtype="int32")
         return table, list(names), list(units), list(links)
 
-    def run(self, run: int, microbatches: int, wait_s: float) -> np.ndarray:
-        """The program for each microbatch of run ``run``; its events as
+    def run(self, run: int, microbatches: int, wait_s: float) -> tuple[float, np.ndarray]:
+        """The program for each microbatch of run ``run``: when it started and its events, as
         ``_Session._run_program`` gives them (rows of ``step, microbatch, start, end, waited,
-        arity``, seconds from the call)."""
+        arity``, seconds from the start)."""
         self.run_id, self.wait_s, self.error = run, wait_s, None
         t0 = time.perf_counter()
         try:
@@ -172,7 +172,7 @@ class NativeProgram:
         count = self.fns["events"](self.ctx, events.ctypes.data)
         events = events[:count]
         events[:, 0] = self.steps[events[:, 0].astype(int)]  # op -> the deployment's step
-        return events
+        return t0, events
 
     def _guarded(self, function: Any) -> Any:
         """``function``, keeping what it raises for :meth:`run` to raise again as it was (an

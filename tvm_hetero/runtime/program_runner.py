@@ -25,6 +25,7 @@ import tvm
 from tvm_hetero.errors import RunError
 from tvm_hetero.runtime.programs import Latch
 from tvm_hetero.runtime.remote_worker import RemoteValue
+from tvm_hetero.runtime.rpc_worker import Answer
 from tvm_hetero.runtime.runs import Event, Reported, Run, bare, release
 from tvm_hetero.runtime.tensor_link import Asked
 
@@ -253,13 +254,13 @@ class ProgramRunner:
             run.running[-1 - device] = start + _grace(ex.timeout_s)
         ends: dict[int, float] = {}
         try:
-            answer, returned = worker.run_program(
+            answer = worker.run_program(
                 self.run_id, len(runs), ex.timeout_s, self.returns[device], inputs
             )  # fmt: skip
         except BaseException as err:
             self._failed(runs, device, err)
         else:
-            ends = self._took(runs, device, start, answer, returned)
+            ends = self._took(runs, device, start, answer)
         for run in runs:
             run.running.pop(-1 - device, None)
             self._end(run, ends.get(run.index))
@@ -298,7 +299,7 @@ class ProgramRunner:
             # asking one worker for runs that have been short: spin for the answer
             short = len(devices) == 1 and self._answer_s.get(device, math.inf) < ANSWER_SPIN_S
             try:
-                answer, returned = ex.workers[device].program_answer(
+                answer = ex.workers[device].program_answer(
                     question, max(deadline - time.perf_counter(), 1e-3),
                     ANSWER_SPIN_S if short else 0.0,
                 )  # fmt: skip
@@ -306,7 +307,7 @@ class ProgramRunner:
                 self._failed(runs, device, err, late=time.perf_counter() >= deadline)
                 continue
             self._answer_s[device] = time.perf_counter() - start
-            ends[device] = self._took(runs, device, start, answer, returned)
+            ends[device] = self._took(runs, device, start, answer)
         for device in devices:
             for run in runs:
                 self._end(run, ends.get(device, {}).get(run.index))
@@ -344,23 +345,28 @@ class ProgramRunner:
         for run in runs:
             run.error = run.error or error
 
-    def _took(
-        self, runs: list[Run], device: int, start: float, answer: Any,
-        returned: dict[tuple[int, str], Any],
-    ) -> dict[int, float]:  # fmt: skip
-        """``device``'s ``answer`` (its steps' rows) and ``returned`` tensors, to a program
-        asked at ``start``, taken into ``runs``; when its last step of each run ended."""
+    def _took(self, runs: list[Run], device: int, asked: float, answer: Answer) -> dict[int, float]:
+        """``device``'s ``answer`` (its steps' rows and returned tensors) to a program asked
+        at ``asked``, taken into ``runs``; when its last step of each run ended. The rows are
+        placed from when the program started, where the worker shares this process's clock
+        (its start lies between the ask and now: a worker of this machine), else from the ask
+        (the worker's request and wake-up then count as its first step's wait; placed from
+        the ask, four workers on two cores showed their steps up to a couple of milliseconds
+        apart from where they ran, and a step taking a value before its maker had made it)."""
         name, steps, ends = self.ex.workers[device].name, self.ex.deployment.steps, {}
+        start = answer.started if asked <= answer.started <= time.perf_counter() else asked
+        rows = answer.events
         for run in runs:
-            mine = answer if len(runs) == 1 else answer[answer[:, 1] == run.index]
+            mine = rows if len(runs) == 1 else rows[rows[:, 1] == run.index]
             if len(mine):
                 ends[run.index] = start + float(mine[:, 3].max())
                 run.reported.append(Reported(name, start - run.start, mine))
-        for i, k, *_, arity in answer[answer[:, 5] >= 0].tolist():  # tuples
+        for i, k, *_, arity in rows[rows[:, 5] >= 0].tolist():  # tuples
             values, step = runs[int(k)].values, steps[int(i)].name
             held = values.get(step)
             if held is not None:  # a tuple this process reads
                 values[step] = RemoteValue(held.worker, held.name, int(arity))
+        returned = answer.tensors
         for (k, value), array in returned.items():
             runs[k].values[value] = array
             for alias, source in self.aliases:

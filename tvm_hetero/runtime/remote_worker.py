@@ -31,7 +31,14 @@ from tvm_hetero.runtime import program_links
 from tvm_hetero.runtime.exported import exported_library
 from tvm_hetero.runtime.instrument import CPU_DEVICE
 from tvm_hetero.runtime.native_remote import await_bytes
-from tvm_hetero.runtime.rpc_worker import PREFIX, PROTOCOL, RUN, WorkerSaid, read_status_answer
+from tvm_hetero.runtime.rpc_worker import (
+    PREFIX,
+    PROTOCOL,
+    RUN,
+    Answer,
+    WorkerSaid,
+    read_status_answer,
+)
 from tvm_hetero.runtime.tensor_link import Asked, TensorFetcher, recv_frame, send_command
 from tvm_hetero.runtime.uploads import upload
 from tvm_hetero.runtime.worker import JobThread
@@ -273,17 +280,18 @@ class RemoteWorker:
         self, run: int, microbatches: int, wait_s: float, returns: Sequence[str] = (),
         inputs: Sequence[tuple[str, Any]] = (), answer_s: float | None = None,
         spin_s: float = 0.0,
-    ) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:  # fmt: skip
+    ) -> Answer:  # fmt: skip
         """Run the worker's program for ``microbatches`` of run ``run``: one message each way,
         on the worker's data port (``inputs``, the client's values it reads as ``(name,
         tensor or array)``, sent ahead of the command on the same connection, so they are held
         there when the program starts; TVM RPC's round trip cost more than the rest of a
         small model's run; ``answer_s``: how long the answer is awaited, None: until it comes
         or :meth:`close`; ``spin_s``: how long to spin for it before sleeping,
-        :func:`~.native_remote.await_bytes`). Per step, a row of ``step, microbatch, start,
-        end, waited, arity`` (seconds from its start; an array); and the tensors named in
-        ``returns`` that came back with the answer, by ``(microbatch, name)`` (one too large
-        to come back is not there: download it). What this process names there afterwards
+        :func:`~.native_remote.await_bytes`). An :class:`~.rpc_worker.Answer`: per step, a
+        row of ``step, microbatch, start, end, waited, arity`` (seconds from the program's
+        start; an array); the tensors named in ``returns`` that came back with the answer, by
+        ``(microbatch, name)`` (one too large to come back is not there: download it); when
+        the program started, on the worker's clock. What this process names there afterwards
         (an output tuple's item) is named in run ``run``: the worker takes a name of an older
         run for a late arrival and drops it. In two halves: :meth:`start_program` and
         :meth:`program_answer`."""
@@ -313,7 +321,7 @@ class RemoteWorker:
 
     def program_answer(
         self, asked: Asked, answer_s: float | None = None, spin_s: float = 0.0
-    ) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:  # fmt: skip
+    ) -> Answer:  # fmt: skip
         """The answer to :meth:`start_program`'s request ``asked``, as :meth:`run_program`
         returns it."""
         spin = (lambda conn: await_bytes(conn, spin_s)) if spin_s > 0 else None

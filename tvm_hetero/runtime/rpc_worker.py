@@ -72,7 +72,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 FINGERPRINT_FUNC = "tvm_hetero.fingerprint"
 PREFIX = "tvm_hetero.worker."
@@ -91,11 +91,12 @@ CACHE_BYTES = 4 * 10**9
 _STORE: list[Any] = []  # the worker's LibraryStore, made by serve (its sessions share it)
 
 
-PROTOCOL = 5
+PROTOCOL = 6
 """What the client and the worker speak (2: runs on the data port; 3: ONNX Runtime's runs
 there too; 4: programs run natively, ``load_program(ops, native)``; 5: program links both ways,
-``load_program(ops, native, me)``); a client refuses a worker of another, which would not
-understand it (restart the worker)."""
+``load_program(ops, native, me)``; 6: a program's answer says when, on the worker's clock, the
+program started); a client refuses a worker of another, which would not understand it (restart
+the worker)."""
 RUN = "run"
 """The data port's command that runs the program (:meth:`_Session._run_command`)."""
 NEXT_RUN_SPIN_S = 500e-6
@@ -116,9 +117,27 @@ EVENT_FIELDS = 6
 """A step run, in a program's answer: step, microbatch, start, end, waited, arity."""
 
 
-def program_answer(events: Any, back: list[list], blobs: list[Any]) -> bytes:
-    """A program's answer: two 4-byte little-endian counts (the bytes of the JSON ``back``:
-    ``[microbatch, name, shape, dtype]`` of each tensor returned, and the events), ``back``,
+ANSWER_HEAD = struct.Struct("<IId")
+"""A program answer's head: the bytes of its JSON ``back``, its events, and when the program
+started on the worker's clock (``time.perf_counter``: ``CLOCK_MONOTONIC``, which every process
+of one machine shares; NaN where no program ran)."""
+
+
+class Answer(NamedTuple):
+    """A program's answer, read: the events (a ``float64`` array of rows of
+    :data:`EVENT_FIELDS`, times from ``started``), the tensors by ``(microbatch, name)``, and
+    when the program started on the worker's clock."""
+
+    events: Any
+    tensors: dict[tuple[int, str], Any]
+    started: float
+
+
+def program_answer(
+    events: Any, back: list[list], blobs: list[Any], started: float = math.nan
+) -> bytes:
+    """A program's answer: :data:`ANSWER_HEAD` (the bytes of the JSON ``back``: ``[microbatch,
+    name, shape, dtype]`` of each tensor returned, the count of events, ``started``), ``back``,
     the events as rows of :data:`EVENT_FIELDS` little-endian doubles (``events``: such rows,
     a list or an array), then the tensors' bytes (``blobs``: C-contiguous arrays or bytes,
     copied once, into the answer). The events went as JSON at first: formatting and parsing
@@ -127,22 +146,24 @@ def program_answer(events: Any, back: list[list], blobs: list[Any]) -> bytes:
 
     table = np.asarray(events, "<f8").reshape(-1, EVENT_FIELDS)
     head = json.dumps(back).encode()
-    return struct.pack("<II", len(head), len(table)) + head + table.tobytes() + b"".join(blobs)
+    return (
+        ANSWER_HEAD.pack(len(head), len(table), started) + head + table.tobytes() + b"".join(blobs)
+    )
 
 
-def read_program_answer(
-    answer: bytes | memoryview,
-) -> tuple[Any, dict[tuple[int, str], Any]]:
+def read_program_answer(answer: bytes | memoryview) -> Answer:
     """:func:`program_answer`'s events, as a ``float64`` array of rows of
-    :data:`EVENT_FIELDS` (step, microbatch and arity whole numbers), and its tensors by
-    ``(microbatch, name)`` as numpy arrays of their own. The rows stay an array: made into
-    lists, then events, as each answer came, they cost the client some 2 us a step, which a
-    chain of remote units paid a crossing (the timeline makes its events when it is read)."""
+    :data:`EVENT_FIELDS` (step, microbatch and arity whole numbers), its tensors by
+    ``(microbatch, name)`` as numpy arrays of their own, and when the program started. The rows
+    stay an array: made into lists, then events, as each answer came, they cost the client
+    some 2 us a step, which a chain of remote units paid a crossing (the timeline makes its
+    events when it is read)."""
     import numpy as np
 
-    size, count = struct.unpack_from("<II", answer)
-    back = json.loads(bytes(answer[8 : 8 + size]))
-    at = 8 + size
+    size, count, started = ANSWER_HEAD.unpack_from(answer)
+    at = ANSWER_HEAD.size
+    back = json.loads(bytes(answer[at : at + size]))
+    at += size
     events = np.frombuffer(answer, "<f8", count * EVENT_FIELDS, at).reshape(-1, EVENT_FIELDS)
     at, arrays = at + events.nbytes, {}
     for mb, name, shape, dtype in back:
@@ -150,14 +171,14 @@ def read_program_answer(
         array = np.frombuffer(answer, dtype, count, at).reshape(shape).copy()
         arrays[mb, name] = array
         at += array.nbytes
-    return events.copy(), arrays
+    return Answer(events.copy(), arrays, started)
 
 
 class WorkerSaid(RuntimeError):
     """A worker's answer of a failed command: the line it said (a status byte of 1)."""
 
 
-def read_status_answer(answer: bytes) -> tuple[Any, dict[tuple[int, str], Any]]:
+def read_status_answer(answer: bytes) -> Answer:
     """A data-port command's answer (``run``, ``onnxruntime``): a status byte, then
     :func:`read_program_answer`'s events and tensors (status 0), or what the worker said
     (:class:`WorkerSaid`)."""
@@ -429,7 +450,7 @@ class _Session:
         and each microbatch's tensors named in ``returns`` (the values the client takes when
         the run ends) up to :data:`RETURN_BYTES` each, which the client then need not
         download (a download was a round trip through the data port after the run)."""
-        events = self._run_program(run, microbatches, wait_s)
+        started, events = self._run_program(run, microbatches, wait_s)
         back, blobs = [], []
         with self.arrived:
             held = [(mb, name, self.values.get(f"{run}/{mb}:{name}"))
@@ -440,7 +461,7 @@ class _Session:
                 if view.nbytes <= RETURN_BYTES:
                     back.append([mb, name, list(view.shape), str(view.dtype)])
                     blobs.append(view)
-        return program_answer(events, back, blobs)
+        return program_answer(events, back, blobs, started)
 
     def _run_command(self, run: int, microbatches: int, wait_s: float, returns: list) -> bytes:
         """:meth:`run_program` for the data port's ``run`` command (this thread's TVM pool
@@ -455,8 +476,9 @@ class _Session:
             self.pooled.done = True
         return self.run_program(run, microbatches, wait_s, returns)
 
-    def _run_program(self, run: int, microbatches: int, wait_s: float) -> Any:
-        """:meth:`run_program`'s steps; their events (rows, :data:`EVENT_FIELDS` each)."""
+    def _run_program(self, run: int, microbatches: int, wait_s: float) -> tuple[float, Any]:
+        """:meth:`run_program`'s steps: when they started (``time.perf_counter``) and their
+        events (rows, :data:`EVENT_FIELDS` each, times from then)."""
         if self.native is not None:
             return self.native.run(run, microbatches, wait_s)
         t0, events = time.perf_counter(), []
@@ -481,7 +503,7 @@ class _Session:
                     self._push(self._view(result), prefix, op["pushes"])
                 end = time.perf_counter()
                 events.append([op["step"], mb, start - t0, end - t0, waited, _arity(result)])
-        return events
+        return t0, events
 
     def _push(self, view: Any, prefix: str, pushes: list) -> None:
         """Send ``view`` to each of ``pushes`` (``[host, port, name, linked]``): on the program
