@@ -13,7 +13,8 @@ exported with a symbolic batch dimension, loaded with ``--shapes``' Python form.
 is the pipeline's steady rate against one device's (``cpu@0``) and against ONNX Runtime on the
 same file with both cores (2 threads, the microbatches one after another), measured in the same
 interleaved rounds (medians of 3) on this shared 2-core machine.
-Results: ``benchmarks/results/edgepipe_exported.json``.
+Results: ``benchmarks/results/edgepipe_exported.json`` (each row stamped: ``--only`` re-measures
+some and keeps the rest).
 """
 
 from __future__ import annotations
@@ -130,11 +131,13 @@ def main() -> None:
     parser.add_argument("--microbatches", type=int, default=6)
     parser.add_argument("--out", default=str(RESULTS / "edgepipe_exported.json"))
     args = parser.parse_args()
+    from stamp import stamp
+
     out = Path(args.out)
     rows = {r["model"]: r for r in json.loads(out.read_text())} if out.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
-            rows[name] = check(name, Path(tmp), args.microbatches)
+            rows[name] = {**check(name, Path(tmp), args.microbatches), **stamp()}
             r = rows[name]
             print(f"{name}: {r['stage']} {r.get('error', '')}"
                   f"{r.get('stages', '')} {r.get('rel_err', '')}", flush=True)  # fmt: skip
