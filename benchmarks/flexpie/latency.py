@@ -139,8 +139,12 @@ def fitting_traces(traces: list[str]) -> dict[str, tuple[list[dict], list[float]
 
 CASES = {
     f"{shape}{n}-{mbps}": (shape, n, mbps)
-    for shape in ("ring", "ps") for n in (4, 3) for mbps in (1000, 200, 50)
+    for shape, sizes in (("ring", (4, 3)), ("ps", (4, 3, 2))) for n in sizes
+    for mbps in (1000, 200, 50)
 }  # fmt: skip
+"""``ring4-1000``...: a ring or parameter server of ``n`` devices over links of ``mbps``. Four
+or three devices share this machine's two cores; ``ps2-*`` (one link) gives each device a core
+of its own, as a real cluster's devices have."""
 
 
 def spec_file(case: str, quota: float, folder: Path, target: str = "generic") -> Path:

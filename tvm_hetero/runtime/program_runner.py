@@ -351,8 +351,8 @@ class ProgramRunner:
         placed from when the program started, where the worker shares this process's clock
         (its start lies between the ask and now: a worker of this machine), else from the ask
         (the worker's request and wake-up then count as its first step's wait; placed from
-        the ask, four workers on two cores showed their steps up to a couple of milliseconds
-        apart from where they ran, and a step taking a value before its maker had made it)."""
+        the ask, a FlexPie plan on four workers showed a step taking a piece a millisecond
+        before its maker had made it)."""
         name, steps, ends = self.ex.workers[device].name, self.ex.deployment.steps, {}
         start = answer.started if asked <= answer.started <= time.perf_counter() else asked
         rows = answer.events
@@ -366,8 +366,7 @@ class ProgramRunner:
             held = values.get(step)
             if held is not None:  # a tuple this process reads
                 values[step] = RemoteValue(held.worker, held.name, int(arity))
-        returned = answer.tensors
-        for (k, value), array in returned.items():
+        for (k, value), array in answer.tensors.items():
             runs[k].values[value] = array
             for alias, source in self.aliases:
                 if source == value:
