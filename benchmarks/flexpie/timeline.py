@@ -11,7 +11,7 @@ prints what the plan was priced (compute, moves and the runtime's measured overh
 median latency and, from the executor's timeline of the last run, each device's units and
 copies: their span and how long its units waited there for pieces still arriving, and how long
 the pieces were in flight (from when the last piece a unit waited for was made to when the unit
-had it: :func:`pieces_in_flight`). With
+had it: ``Timeline.in_flight_s``). With
 ``--alone`` the plan runs ``--runs`` times more one step at a time, and each unit's time alone
 is printed beside its time in the runs together. Alone, a unit's time is the client's around
 its call (``Executor(alone=True)``): on a remote worker that is a TVM RPC round trip and the
@@ -115,7 +115,8 @@ def report(
     gaps = between_steps(ex.timeline.events)
     print("  between steps, mean: " + ", ".join(
         f"{worker} {gap * 1e3:.2f} ms" for worker, gap in sorted(gaps.items())))  # fmt: skip
-    flights = pieces_in_flight(ex)
+    flights = {step: s for (step, mb), s in ex.timeline.in_flight_s(ex.deployment.steps).items()
+               if mb == 0}  # fmt: skip
     if flights:
         late = sorted(flights.values())
         print(f"  pieces in flight (made to taken): median {statistics.median(late) * 1e3:.2f} ms, "
@@ -127,30 +128,6 @@ def report(
                   f"waited {e.waited_s * 1e3:5.2f}  {e.step}"
                   + ("" if flight is None else f"  (in flight {flight * 1e3:.2f})"))  # fmt: skip
     return units, seconds, max(gaps.values(), default=0.0)
-
-
-def pieces_in_flight(ex: Executor) -> dict[str, float]:
-    """Per unit of the last run that took a piece from another device, seconds from when the
-    last piece it waited for was made (its maker's step ended, the piece sent) to when the
-    unit had every input (its start and what it waited): the transfer and the reader's wake-up
-    as the run paid them, which the plan priced as the segment's moves. Workers' events are on
-    one clock where they share this machine's (``ProgramRunner._took``)."""
-    steps = {s.name: s for s in ex.deployment.steps}
-    units = [e for e in ex.timeline.events if e.kind == "unit" and e.microbatch == 0]
-    ends = {e.step: e.end_s for e in units}
-    flights = {}
-    for e in units:
-        made = []
-        for name in steps[e.step].inputs:
-            step, crossed = steps.get(name), False
-            while step is not None and step.kind != "unit":  # copies and tuple items
-                crossed |= step.kind == "copy"
-                step = steps.get(step.inputs[0]) if step.inputs else None
-            if step is not None and step.name in ends:
-                made.append((ends[step.name], crossed))
-        if made and max(made)[1]:  # the last input came from another device
-            flights[e.step] = e.start_s + e.waited_s - max(made)[0]
-    return flights
 
 
 def report_alone(label: str, ex: Executor, runs: int, tensors, together: dict) -> None:

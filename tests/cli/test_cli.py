@@ -56,6 +56,8 @@ def test_compile_then_run_matches_single_device(capsys, tmp_path):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "p50" in out and "p99.9" in out
+    devices = out[out.index("Devices, last run") :]  # each device read the other's values
+    assert "in flight" in devices and "cpu:1" in devices
     single = tmp_path / "single.tar"
     assert main(["compile", "mlp:tiny", "--output", str(single)]) == 0
     assert (

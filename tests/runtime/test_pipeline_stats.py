@@ -31,6 +31,38 @@ def test_a_units_wait_for_its_input_is_not_busy_time():
     assert stats.steady_s == pytest.approx(2.0)
 
 
+def test_a_piece_is_in_flight_from_its_makers_end_to_when_the_reader_has_every_input():
+    """u2 on b reads u0 (made on a, copied to b) and u1 (made on b): in flight from u0's end
+    to u2's start plus its wait, per microbatch; u1 reads only its own device's values, and u3
+    reads a tuple item of u0 copied over (traced through the item and the copy). A reader
+    whose last input came from its own device has no entry."""
+    from tvm_hetero.runtime.deployment import Step
+
+    steps = [
+        Step("unit", "u0", ("x",), 0, "f0"),
+        Step("copy", "c0", ("u0",), 1),
+        Step("unit", "u1", ("x",), 1, "f1"),
+        Step("unit", "u2", ("c0", "u1"), 1, "f2"),
+        Step("item", "i0", ("c0",), 1, index=0),
+        Step("unit", "u3", ("i0",), 1, "f3"),
+        Step("unit", "u4", ("c0", "u3"), 1, "f4"),
+    ]
+    events = (
+        Event("u0", "a", "unit", 0.0, 1.0, 0),
+        Event("c0", "b", "copy", 1.0, 1.0, 0),
+        Event("u1", "b", "unit", 0.0, 0.5, 0),
+        Event("u2", "b", "unit", 1.1, 2.0, 0, waited_s=0.2),  # had u0's piece at 1.3
+        Event("u3", "b", "unit", 2.0, 2.5, 0),  # at 2.0
+        Event("u4", "b", "unit", 2.5, 3.0, 0),  # its last input was u3's, made on b
+        Event("u0", "a", "unit", 1.0, 2.0, 1),
+        Event("u1", "b", "unit", 1.2, 1.5, 1),
+        Event("u2", "b", "unit", 2.5, 3.0, 1),  # u0 of microbatch 1 ended at 2.0
+    )
+    flights = Timeline(events, 3.0).in_flight_s(steps)
+    assert flights == pytest.approx({("u2", 0): 0.3, ("u3", 0): 1.0, ("u2", 1): 0.5})
+    assert Timeline(events, 3.0).waited_s("b") == pytest.approx(0.2)
+
+
 def test_a_warm_up_stops_once_its_runs_took_its_seconds(monkeypatch):
     import tvm_hetero.runtime.stats as stats
 

@@ -10,6 +10,7 @@ import contextlib
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -165,12 +166,33 @@ def _run(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace) -> i
                      len(stats.samples_ms)]]  # fmt: skip
             cols = ["p50", "p99", "p99.9", "mean", "std", "runs"]
             console().print(table("Latency (ms)", cols, rows))
+    if len(deployment.devices) > 1:
+        console().print(_devices_table(timeline, deployment))
     if args.plot:
         from tvm_hetero.viz.run_timeline import plot_run_timeline
 
         path = plot_run_timeline(timeline, f"{deployment.model}: measured run", Path(args.plot))
         console().print(f"wrote {path}")
     return 0
+
+
+def _devices_table(timeline, deployment) -> Any:
+    """Per device of a run's ``timeline``: its units, their time less their waits, what they
+    waited for inputs, and how long the pieces it took from other devices were in flight
+    (``Timeline.in_flight_s``: made to taken; the median and the longest)."""
+    flights: dict[str, list[float]] = {}
+    where = {e.step: e.worker for e in timeline.events if e.kind == "unit"}
+    for (step, _), seconds in timeline.in_flight_s(deployment.steps).items():
+        flights.setdefault(where[step], []).append(seconds * 1e3)
+    rows = []
+    for d in deployment.devices:
+        units = sum(e.worker == d.name and e.kind == "unit" for e in timeline.events)
+        late = flights.get(d.name, [])
+        rows.append([d.name, units, timeline.busy_s(d.name) * 1e3,
+                     timeline.waited_s(d.name) * 1e3, len(late),
+                     float(np.median(late)) if late else "-", max(late, default="-")])  # fmt: skip
+    cols = ["device", "units", "busy ms", "waited ms", "pieces", "in flight", "longest"]
+    return table(f"Devices, last run of {timeline.total_s * 1e3:.2f} ms (pieces in ms)", cols, rows)
 
 
 def _pipelined(deployment, feed: dict[str, np.ndarray], args: argparse.Namespace) -> int:

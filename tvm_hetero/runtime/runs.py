@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,6 +41,34 @@ class Timeline:
     def busy_s(self, worker: str) -> float:
         """Time ``worker`` spent in units and copies, less what its units waited for inputs."""
         return sum(e.busy_s for e in self.events if e.worker == worker)
+
+    def waited_s(self, worker: str) -> float:
+        """Time ``worker``'s units waited there for inputs still arriving."""
+        return sum(e.waited_s for e in self.events if e.worker == worker)
+
+    def in_flight_s(self, steps: Sequence[Any]) -> dict[tuple[str, int], float]:
+        """Per unit run (``(step, microbatch)``) whose last input to come was made on another
+        device: seconds from when that input's unit ended (made, and sent on) to when this
+        unit had every input (its start and what it waited): the move and the reader's
+        wake-up as the run paid them. ``steps``: the deployment's (``kind``, ``name``,
+        ``inputs``), through whose copies and tuple items an input is traced to its unit."""
+        by_name = {s.name: s for s in steps}
+        units = [e for e in self.events if e.kind == "unit"]
+        ends = {(e.step, e.microbatch): e.end_s for e in units}
+        flights = {}
+        for e in units:
+            made = []
+            for name in by_name[e.step].inputs:
+                step, crossed = by_name.get(name), False
+                while step is not None and step.kind != "unit":  # copies and tuple items
+                    crossed |= step.kind == "copy"
+                    step = by_name.get(step.inputs[0]) if step.inputs else None
+                end = None if step is None else ends.get((step.name, e.microbatch))
+                if end is not None:
+                    made.append((end, crossed))
+            if made and max(made)[1]:
+                flights[e.step, e.microbatch] = e.start_s + e.waited_s - max(made)[0]
+        return flights
 
     def overlap_s(self, a: str, b: str) -> float:
         """Time during which workers ``a`` and ``b`` both ran something."""
