@@ -310,6 +310,22 @@ def test_an_output_copied_home_from_another_remote_worker_comes_back_with_its_an
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+def _units_with(start_workers, monkeypatch, method: str, wrap, native: bool = True):
+    """The unit events of one run of ``mlp:tiny`` over edge-a and edge-b (its matmul on edge-b)
+    with ``RemoteWorker.<method>`` replaced by ``wrap(real method)``, and the run's total."""
+    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
+    model = load_zoo_model("mlp:tiny")
+    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
+    deployment = api.compile(model, edges, placement).deployment
+    monkeypatch.setattr(RemoteWorker, method, wrap(getattr(RemoteWorker, method)))
+    with Executor(deployment, native=native) as ex:
+        ex.run(_inputs(deployment))
+        timeline = ex.timeline
+    units = [e for e in timeline.events if e.kind == "unit"]
+    assert {e.worker for e in units} == {"edge-a", "edge-b"}
+    return units, timeline.total_s
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_a_remote_workers_steps_are_placed_from_when_its_program_started(
     start_workers, monkeypatch, native
@@ -318,25 +334,19 @@ def test_a_remote_workers_steps_are_placed_from_when_its_program_started(
     edge-a and edge-b): its steps are placed from when its program started on its clock, which
     this machine's workers share, not from when the client began asking (60 ms earlier)."""
     late_s = 0.06
-    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
-    model = load_zoo_model("mlp:tiny")
-    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
-    deployment = api.compile(model, edges, placement).deployment
-    real_start = RemoteWorker.start_program
 
-    def start_program(self, *args, **kwargs):
-        if self.name == "edge-b":
-            time.sleep(late_s)
-        return real_start(self, *args, **kwargs)
+    def late(real):
+        def start_program(self, *args, **kwargs):
+            if self.name == "edge-b":
+                time.sleep(late_s)
+            return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(RemoteWorker, "start_program", start_program)
-    with Executor(deployment, native=native) as ex:
-        ex.run(_inputs(deployment))
-        units = [e for e in ex.timeline.events if e.kind == "unit"]
+        return start_program
+
+    units, total_s = _units_with(start_workers, monkeypatch, "start_program", late, native)
     on_b = [e for e in units if e.worker == "edge-b"]
-    assert on_b and {e.worker for e in units} == {"edge-a", "edge-b"}
-    assert all(e.start_s >= late_s for e in on_b), [(e.step, e.start_s) for e in on_b]
-    assert all(e.end_s <= ex.timeline.total_s for e in units)
+    assert on_b and all(e.start_s >= late_s for e in on_b), [(e.step, e.start_s) for e in on_b]
+    assert all(e.end_s <= total_s for e in units)
 
 
 def test_a_remote_worker_on_another_clock_has_its_steps_placed_from_the_ask(
@@ -344,22 +354,16 @@ def test_a_remote_worker_on_another_clock_has_its_steps_placed_from_the_ask(
 ):
     """A worker whose clock is not this machine's (its program's start told a thousand seconds
     off): its steps are placed from when the client asked, inside the run."""
-    edges = [_edge(f"edge-{c}", port) for c, (port, _) in zip("ab", start_workers(2), strict=True)]
-    model = load_zoo_model("mlp:tiny")
-    placement = api.placement_from_rules(model, edges, {"matmul": "edge-b"})
-    deployment = api.compile(model, edges, placement).deployment
-    real_answer = RemoteWorker.program_answer
 
-    def elsewhere(self, *args, **kwargs):
-        answer = real_answer(self, *args, **kwargs)
-        return answer._replace(started=answer.started + 1000.0)
+    def elsewhere(real):
+        def program_answer(self, *args, **kwargs):
+            answer = real(self, *args, **kwargs)
+            return answer._replace(started=answer.started + 1000.0)
 
-    monkeypatch.setattr(RemoteWorker, "program_answer", elsewhere)
-    with Executor(deployment) as ex:
-        ex.run(_inputs(deployment))
-        units = [e for e in ex.timeline.events if e.kind == "unit"]
-    assert {e.worker for e in units} == {"edge-a", "edge-b"}
-    assert all(0 <= e.start_s <= e.end_s <= ex.timeline.total_s for e in units)
+        return program_answer
+
+    units, total_s = _units_with(start_workers, monkeypatch, "program_answer", elsewhere)
+    assert all(0 <= e.start_s <= e.end_s <= total_s for e in units)
 
 
 def test_a_program_answer_brings_its_tensors_back_whole():
