@@ -327,6 +327,28 @@ class Strategy:
         return argparse.Namespace(**{**vars(defaults), **given})
 
 
+WHOLE_RUNS = 30
+"""Runs of the whole model on each device alone that level a strategy's model of the device to
+what it runs (EOP's ``_level``, Lee et al.'s ``fused_scales``): :func:`alone_seconds`."""
+RUNS_WITHIN_S = 10.0
+"""In a search, each device's runs of the whole model take about this long at most (five runs
+at least): thirty of timm's SAM2 Hiera-Tiny took 70 s a device, twice EOP's share of a
+three-minute search."""
+
+
+def alone_seconds(
+    profiler: Profiler, model: Model, device: DeviceSpec, costs: SearchCosts | None = None
+) -> float:  # fmt: skip
+    """The median of :data:`WHOLE_RUNS` runs of ``model``'s fused build on ``device`` alone
+    (``Profiler.profile_run``: kept in the profile database, so strategies share it), or in a
+    search as many as fit in :data:`RUNS_WITHIN_S` by the search's run of it (``costs``)."""
+    from tvm_hetero.plan.placement import Placement
+    from tvm_hetero.runtime.stats import runs_within
+
+    n = runs_within(RUNS_WITHIN_S, costs.run_s.get(device.name) if costs else None, WHOLE_RUNS)
+    return profiler.profile_run(model, [device], Placement((device.name,)), repeat=n).median_s
+
+
 def end_to_end_seconds(
     model: Model, plans: Mapping[str, tuple[Sequence[DeviceSpec], Plan]],
     options: BuildOptions | None = None, repeat: int = 15, rounds: int = 3,

@@ -25,7 +25,13 @@ from tvm_hetero.plan.dcg import DCG, END, START, CGEdge, DAKey, build_dcg
 from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import ProfilingRun, profiling_runs
 from tvm_hetero.profiling.profiler import Profiler
-from tvm_hetero.strategies.base import SearchCosts, check_time, end_to_end_seconds
+from tvm_hetero.strategies.base import (
+    OutOfTime,
+    SearchCosts,
+    alone_seconds,
+    check_time,
+    end_to_end_seconds,
+)
 
 PIM_OPS = frozenset(
     {"relax.matmul", "relax.add", "relax.subtract", "relax.multiply", "relax.divide"}
@@ -112,6 +118,81 @@ def measure_costs(
         {o: {d: float(np.median(v)) for d, v in per.items()} for o, per in node.items()},
         measured | {k: nearest_copy_s(k, measured) for k in dcg.da_edges() - set(measured)},
     )
+
+
+FUSED_PRICES = True
+"""Price each device's operators at the rate its fused build runs the model
+(:func:`fused_scales`), not as their unfused kernels sum."""
+FUSED_SCALE_LIMITS = (0.25, 4.0)
+"""The least and most :func:`fused_scales` gives a device: beyond them its fused run and its
+profiling runs time different things, and neither is trusted."""
+
+
+def fused_scales(
+    model: Model, devices: Sequence[DeviceSpec], dcg: DCG, costs: Costs, profiler: Profiler,
+    search: SearchCosts | None = None,
+) -> dict[int, float]:  # fmt: skip
+    """Per device that can run every operator: the model's fused build run on it alone
+    (:func:`~tvm_hetero.strategies.base.alone_seconds`, as EOP levels its model of a device:
+    the same records) over the sum of its operators' prices there, within
+    :data:`FUSED_SCALE_LIMITS`. The profiling runs time each operator as its own kernel,
+    unfused and timed one by one, so an element-wise step fused into the kernel before it is
+    priced a pass over memory it does not make, and each kernel its timer; one device's prices
+    drifted from its run by a fifth either way (``benchmarks/als/table3.py``: BERT over two
+    cores, priced 1.23x and 0.80x the two devices' runs alone). None where the runs are
+    exported for a box (``--offline``: no time here to scale by) or a run fails."""
+    from tvm_hetero.runtime.timer import LocalRunner
+
+    if not isinstance(profiler.runner, LocalRunner):
+        return {}
+    scales = {}
+    low, high = FUSED_SCALE_LIMITS
+    for d, device in enumerate(devices):
+        prices = [costs.node[o].get(d) for o in dcg.ops]
+        priced = sum(p for p in prices if p is not None)
+        if None in prices or priced <= 0:
+            continue
+        try:
+            run_s = alone_seconds(profiler, model, device, search)
+        except RuntimeError:  # a build or run that failed (a device too small for the model)
+            continue
+        scales[d] = min(high, max(low, run_s / priced))
+    return scales
+
+
+def _time_for_fused_runs(
+    count: int, time_left: Callable[[], float | None] | None, costs: SearchCosts | None
+) -> bool:  # fmt: skip
+    """Whether ``count`` devices' fused builds and runs (:func:`fused_scales`) could end in a
+    search's time left; always outside a search. Without them the plan is priced unscaled, not
+    dropped."""
+    if costs is None:
+        return True
+    try:
+        five = 5  # alone_seconds' runs at least
+        check_time(time_left, costs.profiling_runs_s(count, five), "each device's fused runs")
+    except OutOfTime:
+        return False
+    return True
+
+
+def fused_costs(
+    model: Model, devices: Sequence[DeviceSpec], dcg: DCG, costs: Costs, profiler: Profiler,
+    search: SearchCosts | None = None,
+) -> tuple[Costs, dict[int, float]]:  # fmt: skip
+    """``costs`` priced at each device's fused run (:func:`fused_scales`, :func:`scaled_costs`)
+    where :data:`FUSED_PRICES`, and the scales (none: ``costs`` as they were)."""
+    if not FUSED_PRICES:
+        return costs, {}
+    scales = fused_scales(model, devices, dcg, costs, profiler, search)
+    return scaled_costs(costs, scales), scales
+
+
+def scaled_costs(costs: Costs, scales: Mapping[int, float]) -> Costs:
+    """``costs`` with each device's operator times multiplied by its scale (copies as they
+    were)."""
+    node = {o: {d: t * scales.get(d, 1.0) for d, t in per.items()} for o, per in costs.node.items()}
+    return Costs(node, costs.edge)
 
 
 def nearest_copy_s(key: DAKey, measured: Mapping[DAKey, float]) -> float:
@@ -220,6 +301,10 @@ def plan_with_runs(
         profiler = profiler_for(options=options)
     measured = measure_costs(model, devices, dcg, runs, profiler, progress=progress,
                              time_left=time_left, costs=costs)  # fmt: skip
+    if FUSED_PRICES and _time_for_fused_runs(len(devices), time_left, costs):
+        if progress:
+            progress("each device's fused run", len(runs), len(runs))
+        measured, _ = fused_costs(model, devices, dcg, measured, profiler, costs)
     start = time.perf_counter()
     plan = plan_als(dcg, measured, exact=exact, min_gain=min_gain)
     plan_s = time.perf_counter() - start

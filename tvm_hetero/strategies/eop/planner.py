@@ -41,25 +41,22 @@ from tvm_hetero.plan.eop import (
     plan_eop,
     plan_fixed_ratio,
 )
-from tvm_hetero.plan.placement import Placement
 from tvm_hetero.profiling.model_run import per_op_times
 from tvm_hetero.profiling.profiler import Profiler, target_key
 from tvm_hetero.records import RecordKind
 from tvm_hetero.runtime.measure import random_args
-from tvm_hetero.runtime.stats import runs_within
 from tvm_hetero.schedules.cpu.common import vector_lanes
-from tvm_hetero.strategies.base import Pace, SearchCosts, check_time
+from tvm_hetero.strategies.base import (
+    Pace,
+    SearchCosts,
+    alone_seconds,
+    check_time,
+)
 
 MIN_EXTENT = 4
 """Dimensions shorter than this are not cut (too few ratios to be worth a split)."""
 COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 """Bytes at which copies and slices are measured for the link fits."""
-WHOLE_RUNS = 30
-"""Runs of the whole model on each device alone that level EOP's model of it (:func:`_level`)."""
-RUNS_WITHIN_S = 10.0
-"""In a search, each device's runs of the whole model take about this long at most (five runs
-at least): thirty of timm's SAM2 Hiera-Tiny took 70 s a device, twice EOP's share of a
-three-minute search."""
 
 
 Progress = Callable[[str, int, int], None]
@@ -101,8 +98,8 @@ def measure_inputs(
     ``costs`` too), the operators' times in a run on each device are not begun where those
     runs (:meth:`SearchCosts.profiling_runs_s`, less those the database holds) could not end
     before the search stops EOP (:func:`check_time`), and each device's runs of the whole
-    model are as many as fit in :data:`RUNS_WITHIN_S` by the search's run of it (five at
-    least)."""
+    model are as many as fit in ``RUNS_WITHIN_S`` by the search's run of it (five at least:
+    :func:`~tvm_hetero.strategies.base.alone_seconds`)."""
     if len(devices) != 2:
         raise ValueError(f"eop: give exactly two devices, got {[d.name for d in devices]}")
     if samples < 3:
@@ -116,8 +113,7 @@ def measure_inputs(
     op_s, runs = [], []
     for p, dev in zip(placed, devices, strict=True):
         op_s.append(profiler.profile_op_times(p, [dev]).extra["node_seconds"])
-        n = runs_within(RUNS_WITHIN_S, costs.run_s.get(dev.name) if costs else None, WHOLE_RUNS)
-        runs.append(profiler.profile_run(model, [dev], Placement((dev.name,)), repeat=n).median_s)
+        runs.append(alone_seconds(profiler, model, dev, costs))
     if runs[1] < runs[0]:
         devices, op_s, runs = [devices[1], devices[0]], [op_s[1], op_s[0]], [runs[1], runs[0]]
     home, other = devices
