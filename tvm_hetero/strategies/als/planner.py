@@ -137,9 +137,10 @@ def fused_scales(
     the same records) over the sum of its operators' prices there, within
     :data:`FUSED_SCALE_LIMITS`. The profiling runs time each operator as its own kernel,
     unfused and timed one by one, so an element-wise step fused into the kernel before it is
-    priced a pass over memory it does not make, and each kernel its timer; one device's prices
-    drifted from its run by a fifth either way (``benchmarks/als/table3.py``: BERT over two
-    cores, priced 1.23x and 0.80x the two devices' runs alone). None where the runs are
+    priced a pass over memory it does not make, and each kernel its timer; a device's prices
+    drifted from its run by up to three tenths either way (``benchmarks/als/table3.py``: BERT
+    at eight tokens over two cores, priced 1.29x and 0.77x the two cores' runs alone; levelled,
+    1.14x and 1.08x: the table's runs are not the levelling's). None where the runs are
     exported for a box (``--offline``: no time here to scale by) or a run fails."""
     from tvm_hetero.runtime.timer import LocalRunner
 
@@ -168,8 +169,8 @@ def _time_for_fused_runs(
     dropped."""
     if costs is None:
         return True
+    five = 5  # alone_seconds' runs at least
     try:
-        five = 5  # alone_seconds' runs at least
         check_time(time_left, costs.profiling_runs_s(count, five), "each device's fused runs")
     except OutOfTime:
         return False
