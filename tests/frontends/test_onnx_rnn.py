@@ -239,3 +239,29 @@ def test_an_unknown_recurrent_form_is_refused(tmp_path):
     _recurrent_model(path, "RNN")
     with pytest.raises(ModelLoadError, match="recurrent='fused' is not one of loop, unrolled"):
         load_model(path, recurrent="fused")
+
+
+def test_a_loop_kernel_placed_off_the_home_device_is_profiled_and_planned(tmp_path):
+    """Lee et al. on an ONNX LSTM over two cores: its profiling run with every operator on the
+    second core times the loop kernel (its packed weights copied to that core: the run had
+    stopped at the kernel, its operands on two devices), and ALS plans it."""
+    from tvm_hetero.build.vdevices import vdevices_of
+    from tvm_hetero.devices import resolve_device
+    from tvm_hetero.ir.opgraph import OpGraph
+    from tvm_hetero.pipelines import get_pipeline
+    from tvm_hetero.profiling.profiler import profiler_for
+    from tvm_hetero.strategies.als import planner
+
+    path = tmp_path / "lstm.onnx"
+    _recurrent_model(path, "LSTM")
+    model = load_model(path)
+    assert _loop_kernels(model)
+    devices = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    ops = [n.node_id for n in OpGraph.from_module(model.mod).nodes]
+    placed = get_pipeline("manual_placement", vdevices=vdevices_of(devices),
+                          assignment=dict.fromkeys(ops, 1))(model.mod)  # fmt: skip
+    profiler = profiler_for(tmp_path / "db.jsonl")
+    times = profiler.profile_op_times(placed, devices).extra["node_seconds"]
+    assert sum(times.values()) > 0
+    result = planner.plan_with_runs(model, devices, profiler=profiler)
+    assert set(result.plan.devices) == {"cpu@0", "cpu@1"}

@@ -115,6 +115,69 @@ def test_a_kernel_off_the_home_device_gets_its_constants_copied():
     tvm.ir.assert_structural_equal(ConstantsToKernelDevices()(home), home)
 
 
+def test_a_kernel_of_several_outputs_off_the_home_device_gets_its_constants_copied():
+    """A ``call_tir`` that returns a tuple (a recurrent layer's loop kernel: outputs and
+    states) on ``llvm:1``: its constant operand is copied there too (it was left on the home
+    device, and the VM refused the call: mismatched device ids)."""
+
+    @I.ir_module
+    class Kernels:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @T.prim_func(private=True, s_tir=True)
+        def both(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32"),
+                 c: T.Buffer((4,), "float32"), d: T.Buffer((4,), "float32")):  # fmt: skip
+            for i in range(4):
+                with T.sblock("cd"):
+                    vi = T.axis.remap("S", [i])
+                    c[vi] = a[vi] + b[vi]
+                    d[vi] = a[vi] * b[vi]
+
+        @R.function
+        def main(x: R.Tensor((4,), "float32", "llvm:1")) -> R.Tensor((4,), "float32", "llvm:1"):
+            cls = Kernels
+            with R.dataflow():
+                y = R.call_tir(
+                    cls.both, (x, R.const(W[0, :4])),
+                    [R.Tensor((4,), "float32", "llvm:1"), R.Tensor((4,), "float32", "llvm:1")],
+                )  # fmt: skip
+                z = y[1]
+                R.output(z)
+            return z
+
+    @I.ir_module
+    class Expected:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm", 0), I.vdevice("llvm", 1)]})
+
+        @T.prim_func(private=True, s_tir=True)
+        def both(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32"),
+                 c: T.Buffer((4,), "float32"), d: T.Buffer((4,), "float32")):  # fmt: skip
+            for i in range(4):
+                with T.sblock("cd"):
+                    vi = T.axis.remap("S", [i])
+                    c[vi] = a[vi] + b[vi]
+                    d[vi] = a[vi] * b[vi]
+
+        @R.function
+        def main(x: R.Tensor((4,), "float32", "llvm:1")) -> R.Tensor((4,), "float32", "llvm:1"):
+            cls = Expected
+            with R.dataflow():
+                w = R.to_vdevice(R.const(W[0, :4]), "llvm:1")
+                y = R.call_tir(
+                    cls.both, (x, w),
+                    [R.Tensor((4,), "float32", "llvm:1"), R.Tensor((4,), "float32", "llvm:1")],
+                )  # fmt: skip
+                z = y[1]
+                R.output(z)
+            return z
+
+    tvm.ir.assert_structural_equal(ConstantsToKernelDevices()(Kernels), Expected)
+    x = np.arange(4, dtype="float32")  # the profiling build (it runs the pass) computes it
+    devs = [tvm.cpu(0), tvm.cpu(1)]
+    (got,) = run(make_vm(build(Kernels, BuildOptions(fuse=False)), devs), [x], devs[1])
+    np.testing.assert_allclose(got, x * W[0, :4], rtol=1e-6)
+
+
 def test_the_profiling_build_computes_the_same_with_its_weights_rewritten():
     unfused = BuildOptions(fuse=False)  # its pipeline runs both passes
     x = np.random.default_rng(1).standard_normal((4, 8)).astype("float32")

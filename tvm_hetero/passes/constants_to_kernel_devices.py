@@ -9,7 +9,7 @@ from tvm.ir import IRModule
 from tvm.ir.expr import Constant
 from tvm.relax.expr_functor import PyExprMutator
 
-from tvm_hetero._compat import TensorType, vdevice_equal
+from tvm_hetero._compat import TensorType, TupleType, vdevice_equal
 from tvm_hetero.ir.attrs import CALL_TIR_OP
 from tvm_hetero.ir.bindings import calls_op
 from tvm_hetero.ir.mutate import rewrite_calls
@@ -44,10 +44,22 @@ class ConstantsToKernelDevices:
         return rewrite_calls(mod, lambda rewriter, call: _copied(rewriter, call, vdevices[0]))
 
 
+def _kernel_vdevice(ty: relax.Type) -> relax.VDevice | None:
+    """The vdevice a ``call_tir`` of type ``ty`` writes on: its tensor's, or its first
+    tensor's where it returns several (a recurrent layer's loop kernel: outputs and states;
+    taken for none until 2026-12-08, so Lee et al.'s profiling run of an ONNX LSTM placed off
+    the home device stopped at the kernel, its packed weights on the home device)."""
+    if isinstance(ty, TensorType):
+        return ty.vdevice
+    if isinstance(ty, TupleType):
+        return next((f.vdevice for f in ty.fields if isinstance(f, TensorType)), None)
+    return None
+
+
 def _copied(rewriter: PyExprMutator, call: relax.Call, home) -> relax.Expr | None:
-    if not calls_op(call, CALL_TIR_OP) or not isinstance(call.ty, TensorType):
+    if not calls_op(call, CALL_TIR_OP):
         return None
-    vdevice = call.ty.vdevice
+    vdevice = _kernel_vdevice(call.ty)
     if vdevice is None or vdevice.target.kind.name != "llvm" or vdevice_equal(vdevice, home):
         return None
     operands = call.args[1].fields
