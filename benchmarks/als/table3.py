@@ -41,13 +41,15 @@ from tvm_hetero.plan.placement import Placement
 from tvm_hetero.plan.profiling_paths import node_runs, profiling_runs
 from tvm_hetero.profiling.profiler import profiler_for
 from tvm_hetero.runtime.measure import MeasureConfig
+from tvm_hetero.strategies.als import planner
 from tvm_hetero.strategies.als.planner import (
     PIM_OPS,
     confirm_by_measurement,
     dcg_of,
-    fused_costs,
+    fused_scales,
     measure_costs,
     plan_als,
+    scaled_costs,
 )
 from tvm_hetero.zoo import load_zoo_model
 
@@ -79,8 +81,9 @@ def one(name: str, seq: int, device_names: list[str], baselines: list[str]) -> d
     runs = profiling_runs(dcg)
     traversal_s = time.perf_counter() - start
     profiler = profiler_for()
-    costs, scales = fused_costs(model, devices, dcg, measure_costs(model, devices, dcg, runs,
-                                profiler), profiler)  # fmt: skip
+    costs = measure_costs(model, devices, dcg, runs, profiler)
+    scales = fused_scales(model, devices, dcg, costs, profiler) if planner.FUSED_PRICES else {}
+    costs = scaled_costs(costs, scales)
     start = time.perf_counter()
     raw = plan_als(dcg, costs)
     partition_s = time.perf_counter() - start
@@ -165,8 +168,6 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.unfused:
-        from tvm_hetero.strategies.als import planner
-
         planner.FUSED_PRICES = False
     rows = []
     for name in args.models:

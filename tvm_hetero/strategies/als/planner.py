@@ -177,18 +177,6 @@ def _time_for_fused_runs(
     return True
 
 
-def fused_costs(
-    model: Model, devices: Sequence[DeviceSpec], dcg: DCG, costs: Costs, profiler: Profiler,
-    search: SearchCosts | None = None,
-) -> tuple[Costs, dict[int, float]]:  # fmt: skip
-    """``costs`` priced at each device's fused run (:func:`fused_scales`, :func:`scaled_costs`)
-    where :data:`FUSED_PRICES`, and the scales (none: ``costs`` as they were)."""
-    if not FUSED_PRICES:
-        return costs, {}
-    scales = fused_scales(model, devices, dcg, costs, profiler, search)
-    return scaled_costs(costs, scales), scales
-
-
 def scaled_costs(costs: Costs, scales: Mapping[int, float]) -> Costs:
     """``costs`` with each device's operator times multiplied by its scale (copies as they
     were)."""
@@ -305,7 +293,8 @@ def plan_with_runs(
     if FUSED_PRICES and _time_for_fused_runs(len(devices), time_left, costs):
         if progress:
             progress("each device's fused run", len(runs), len(runs))
-        measured, _ = fused_costs(model, devices, dcg, measured, profiler, costs)
+        measured = scaled_costs(measured, fused_scales(model, devices, dcg, measured, profiler,
+                                                       costs))  # fmt: skip
     start = time.perf_counter()
     plan = plan_als(dcg, measured, exact=exact, min_gain=min_gain)
     plan_s = time.perf_counter() - start
