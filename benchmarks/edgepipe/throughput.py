@@ -238,7 +238,7 @@ def run_case(case: str, model, args, folder: Path, peer: Callable[[], float] | N
                 measured[device.name] = None
                 print(f"  {device.name} alone: does not fit its memory", flush=True)
                 continue
-            key = strategy.compute_class(device)
+            key = device.compute_class
             if key not in built:
                 plan = strategy.to_plan(result.layers, problem, alone, "single")
                 built[key] = (device.name, api.compile(model, [device], plan).deployment)

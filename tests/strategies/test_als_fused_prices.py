@@ -46,18 +46,29 @@ def _costs(dcg, per_device_s):
     )
 
 
-def test_each_devices_prices_scale_to_its_fused_run_within_limits(mlp, cores):
-    dcg = planner.dcg_of(OpGraph.from_module(mlp.mod), [d.name for d in cores])
+def test_each_devices_prices_scale_to_its_fused_run_within_limits(mlp):
+    unlike = [resolve_device("cpu@0"), resolve_device("cpu")]  # one thread, and two
+    assert unlike[0].compute_class != unlike[1].compute_class
+    dcg = planner.dcg_of(OpGraph.from_module(mlp.mod), [d.name for d in unlike])
     n = len(dcg.ops)
     costs = _costs(dcg, [1e-3, 1e-3])
     # device 0's fused run is half its operators' sum; device 1's is ten times (clamped)
     fake = FakeProfiler(LocalRunner(), [0.5 * n * 1e-3, 10 * n * 1e-3])
-    scales = planner.fused_scales(mlp, cores, dcg, costs, fake)
+    scales = planner.fused_scales(mlp, unlike, dcg, costs, fake)
     assert scales == pytest.approx({0: 0.5, 1: planner.FUSED_SCALE_LIMITS[1]})
-    assert fake.placed == [["cpu@0"], ["cpu@1"]]  # each device alone
+    assert fake.placed == [["cpu@0"], ["cpu"]]  # each device alone
     scaled = planner.scaled_costs(costs, scales)
     assert all(scaled.node[o] == pytest.approx({0: 0.5e-3, 1: 4e-3}) for o in dcg.ops)
     assert scaled.edge == costs.edge  # copies are not scaled
+
+
+def test_devices_of_one_compute_class_are_run_once_and_scaled_alike(mlp, cores):
+    assert cores[0].compute_class == cores[1].compute_class  # two cores of this CPU
+    dcg = planner.dcg_of(OpGraph.from_module(mlp.mod), [d.name for d in cores])
+    fake = FakeProfiler(LocalRunner(), [0.5 * len(dcg.ops) * 1e-3])
+    scales = planner.fused_scales(mlp, cores, dcg, _costs(dcg, [1e-3, 1e-3]), fake)
+    assert scales == pytest.approx({0: 0.5, 1: 0.5})
+    assert fake.placed == [["cpu@0"]]  # the class's first device only
 
 
 def test_a_device_that_cannot_run_every_operator_or_an_offline_box_is_not_scaled(mlp, cores):
@@ -81,8 +92,10 @@ def test_plan_with_runs_prices_each_device_at_its_fused_run(tmp_path, mlp, cores
     monkeypatch.setattr(planner, "FUSED_PRICES", True)
     result = planner.plan_with_runs(mlp, cores, profiler=profiler)  # the same profiling runs
     low, high = planner.FUSED_SCALE_LIMITS
-    for d, device in enumerate(cores):
-        run_s = alone_seconds(profiler, mlp, device)  # the record the planner made
+    misses = profiler.misses
+    run_s = alone_seconds(profiler, mlp, cores[0])  # the record the planner made: one run
+    assert profiler.misses == misses  # for the two alike cores
+    for d in range(len(cores)):
         raw = sum(unfused.costs.node[o][d] for o in unfused.dcg.ops)
         got = sum(result.costs.node[o][d] for o in result.dcg.ops)
         assert got == pytest.approx(raw * min(high, max(low, run_s / raw)), rel=1e-6)

@@ -6,6 +6,7 @@ names the bad field (``devices[1].kind``) and what is allowed.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -207,6 +208,15 @@ class DeviceSpec:
     def colocated(self, other: DeviceSpec) -> bool:
         """Whether both devices run in one process (this one, or one worker)."""
         return self.worker_id == other.worker_id
+
+    @property
+    def compute_class(self) -> str:
+        """Devices of one class compute alike (same kind, target, threads and CPU quota): what a
+        workload costs on one of them is what it costs on each (PipeEdge's device types), so
+        planners time it once a class, and never read two samples of the same rate as two
+        rates."""
+        return json.dumps([self.kind.value, self.target, self.threads, self.cpu_quota],
+                          sort_keys=True)  # fmt: skip
 
     @property
     def simulated(self) -> bool:

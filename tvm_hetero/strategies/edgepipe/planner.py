@@ -9,7 +9,6 @@ single tensor crossing (in a transformer, each residual add), or, in a model wit
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,14 +137,6 @@ def _label(nodes: Sequence[Any]) -> str:
 # -- costs ---------------------------------------------------------------------------------
 
 
-def compute_class(device: DeviceSpec) -> str:
-    """Devices of one class compute alike (same kind, target, threads and CPU quota): a layer is
-    measured on one of them (PipeEdge's device types)."""
-    return json.dumps(
-        [device.kind.value, device.target, device.threads, device.cpu_quota], sort_keys=True
-    )
-
-
 def layer_seconds(
     model: Model, layers: Layers, devices: Sequence[DeviceSpec], db: str | Path | None = None,
     options: BuildOptions | None = None, progress: Progress | None = None,
@@ -156,7 +147,7 @@ def layer_seconds(
     its own worker for a cluster device. Layers alike but for their weights are measured once."""
     classes: dict[str, DeviceSpec] = {}
     for d in devices:
-        classes.setdefault(compute_class(d), d)
+        classes.setdefault(d.compute_class, d)
     runners = runners_for(list(classes.values()))
     database = ProfileDB(db or DEFAULT_DB)
     config = config or PROFILE_CONFIG
@@ -175,7 +166,7 @@ def layer_seconds(
             measured[key] = row
     finally:
         close_runners(runners)
-    return [measured[compute_class(d)] for d in devices]
+    return [measured[d.compute_class] for d in devices]
 
 
 def link_table(

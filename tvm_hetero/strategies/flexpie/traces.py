@@ -151,14 +151,13 @@ def collect(
     from tvm_hetero.runtime.measure import PROFILE_CONFIG, for_device
     from tvm_hetero.runtime.timer import close_runners, runners_for
     from tvm_hetero.schedules.cpu import RULES_VERSION
-    from tvm_hetero.strategies.edgepipe.planner import compute_class
     from tvm_hetero.strategies.flexpie.planner import device_features
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     classes: dict[str, DeviceSpec] = {}
     for d in devices:
-        classes.setdefault(compute_class(d), d)
+        classes.setdefault(d.compute_class, d)
     workloads = compute_workloads(models, len(devices), limit, seed)
     counts = {"compute": 0, "sync": 0, "rearrange": 0}
     joins = (JOINS if joins is None else joins) if limit else ()

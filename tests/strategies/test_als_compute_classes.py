@@ -1,0 +1,64 @@
+"""Lee et al.'s operator prices pooled over devices that compute alike."""
+
+import pytest
+
+from tvm_hetero.devices import resolve_device
+from tvm_hetero.ir.opgraph import OpGraph
+from tvm_hetero.plan.als import Costs, als_assignment, exact_assignment
+from tvm_hetero.plan.dcg import DAKey
+from tvm_hetero.strategies.als import planner
+from tvm_hetero.zoo import load_zoo_model
+
+
+def test_pooled_by_class_takes_the_median_over_a_class_and_keeps_other_classes_apart():
+    samples = {
+        "a": {0: [1.0, 5.0], 1: [2.0], 2: [9.0]},
+        "b": {0: [3.0], 2: [4.0, 6.0]},  # device 1 cannot run it
+    }
+    prices = planner.pooled_by_class(samples, ["core", "core", "gpu"])
+    assert prices == {"a": {0: 2.0, 1: 2.0, 2: 9.0}, "b": {0: 3.0, 2: 5.0}}
+
+
+def _noisy_twins(dcg):
+    """Two samples of each operator on each of two alike devices: one rate, read with noise
+    that favours device 1 on every other operator (each device's own median: a third apart)."""
+    samples = {}
+    for k, o in enumerate(dcg.ops):
+        low, high = [0.8e-3, 0.9e-3], [1.1e-3, 1.2e-3]
+        samples[o] = {0: low, 1: high} if k % 2 else {0: high, 1: low}
+    return samples
+
+
+@pytest.mark.parametrize("solve", [als_assignment, exact_assignment])
+def test_alike_devices_priced_apart_cut_on_noise_and_pooled_do_not(solve):
+    model = load_zoo_model("mlp:tiny", batch=16, sizes=[32, 64, 64, 8])
+    cores = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    dcg = planner.dcg_of(OpGraph.from_module(model.mod), [d.name for d in cores])
+    samples = _noisy_twins(dcg)
+    edges = {k: 1e-6 for k in dcg.da_edges()}
+    # priced per device, as before: the noise reads as two rates and the plan cuts
+    apart = Costs({o: {d: sum(t) / len(t) for d, t in per.items()} for o, per in samples.items()},
+                  edges)  # fmt: skip
+    assignment, apart_s = solve(dcg, apart)
+    assert len(set(assignment.values())) == 2
+    # pooled over the class: one rate, nothing to gain from a cut; one device, priced at it
+    pooled = Costs(planner.pooled_by_class(samples, [d.compute_class for d in cores]), edges)
+    assignment, pooled_s = solve(dcg, pooled)
+    assert set(assignment.values()) == {0}
+    assert pooled_s == pytest.approx(len(dcg.ops) * 1e-3)
+    assert apart_s < pooled_s  # the cut's price was the sum of the noise's minima
+
+
+def test_measure_costs_pools_a_class_for_real(tmp_path):
+    """Two alike cores profiled for real: every operator one price on both."""
+    from tvm_hetero.plan.profiling_paths import profiling_runs
+    from tvm_hetero.profiling.profiler import profiler_for
+
+    model = load_zoo_model("mlp:tiny")
+    cores = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    dcg = planner.dcg_of(OpGraph.from_module(model.mod), [d.name for d in cores])
+    profiler = profiler_for(tmp_path / "db.jsonl")
+    costs = planner.measure_costs(model, cores, dcg, profiling_runs(dcg), profiler, repeats=1)
+    assert all(costs.node[o][0] == costs.node[o][1] for o in dcg.ops)
+    assert any(costs.node[o][0] > 0 for o in dcg.ops)
+    assert all(isinstance(k, DAKey) for k in costs.edge)
