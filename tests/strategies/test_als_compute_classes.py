@@ -62,3 +62,17 @@ def test_measure_costs_pools_a_class_for_real(tmp_path):
     assert all(costs.node[o][0] == costs.node[o][1] for o in dcg.ops)
     assert any(costs.node[o][0] > 0 for o in dcg.ops)
     assert all(isinstance(k, DAKey) for k in costs.edge)
+
+
+def test_a_plan_on_one_device_names_that_device_alone():
+    from tvm_hetero.plan.dcg import build_dcg
+    from tvm_hetero.plan.placement import Placement
+    from tvm_hetero.strategies.als.report import on_devices_used
+
+    dcg = build_dcg([("a", "relax.add"), ("b", "relax.add")], [], ["x", "y"])
+    on_y = Placement.of(dcg.devices, {"a": 1, "b": 1}, "als", 2.0)
+    assert on_devices_used(on_y, dcg) == Placement(("y",), {}, "als", 2.0)
+    home = Placement.of(dcg.devices, {"a": 0, "b": 0}, "als", 1.0)
+    assert on_devices_used(home, dcg) == Placement(("x",), {}, "als", 1.0)
+    cut = Placement.of(dcg.devices, {"a": 0, "b": 1}, "als", 3.0)
+    assert on_devices_used(cut, dcg) is cut

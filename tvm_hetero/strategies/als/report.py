@@ -9,6 +9,8 @@ from pathlib import Path
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.plan.als import priority_assignment, priority_orders, total_time
+from tvm_hetero.plan.dcg import DCG
+from tvm_hetero.plan.placement import Placement
 from tvm_hetero.strategies.als import planner as als
 from tvm_hetero.strategies.base import (
     Candidate,
@@ -54,14 +56,25 @@ def plan_result(
     measured = result.confirm_s.get("plan")
     candidates.append(Candidate(result.plan.strategy, result.plan.predicted_s, measured))
     return PlanResult(
-        result.plan, result.plan.predicted_s, tuple(candidates), measured_counts(profiler),
-        result,
+        on_devices_used(result.plan, result.dcg), result.plan.predicted_s, tuple(candidates),
+        measured_counts(profiler), result,
     )  # fmt: skip
+
+
+def on_devices_used(plan: Placement, dcg: DCG) -> Placement:
+    """``plan`` naming only the device it puts every operator on, where it uses one (as DUET's
+    plans do): ``optimize`` then takes it for that device alone, not for a plan over several
+    to compile and time again (Lee et al. over two alike cores keep one since their prices
+    are pooled: ``planner.pooled_by_class``)."""
+    used = {plan.device_of(o) for o in dcg.ops}
+    if len(used) != 1:
+        return plan
+    return Placement((plan.devices[used.pop()],), {}, plan.strategy, plan.predicted_s)
 
 
 def tables(result: PlanResult, model: Model, devices: Sequence[DeviceSpec]) -> list:
     """Predicted time of every baseline and the plan; operators per device."""
-    plan, dcg = result.plan, result.detail.dcg
+    plan, dcg = result.detail.plan, result.detail.dcg
     rows = [[c.name, c.predicted_s * 1e3] for c in result.candidates]
     names = [d.name for d in devices]
     counts = [[n, sum(1 for o in dcg.ops if plan.device_of(o) == i)] for i, n in enumerate(names)]
@@ -81,7 +94,7 @@ def plot(
     """Each device's operators on a timeline, as the cost model sees them."""
     from tvm_hetero.viz.timeline import plot_timeline
 
-    plan, dcg, costs = result.plan, result.detail.dcg, result.detail.costs
+    plan, dcg, costs = result.detail.plan, result.detail.dcg, result.detail.costs
     assignment = {o: plan.device_of(o) for o in dcg.ops}
     return plot_timeline(dcg, costs, assignment, f"{model.name}: {plan.strategy}", Path(path))
 
