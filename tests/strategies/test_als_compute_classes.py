@@ -1,5 +1,7 @@
 """Lee et al.'s operator prices pooled over devices that compute alike."""
 
+from dataclasses import replace
+
 import pytest
 
 from tvm_hetero.devices import resolve_device
@@ -76,3 +78,40 @@ def test_a_plan_on_one_device_names_that_device_alone():
     assert on_devices_used(home, dcg) == Placement(("x",), {}, "als", 1.0)
     cut = Placement.of(dcg.devices, {"a": 0, "b": 1}, "als", 3.0)
     assert on_devices_used(cut, dcg) is cut
+
+
+def _sysfs(root, capacities):
+    for core, capacity in capacities.items():
+        (root / f"cpu{core}").mkdir(parents=True)
+        if capacity is not None:
+            (root / f"cpu{core}" / "cpu_capacity").write_text(f"{capacity}\n")
+    return str(root)
+
+
+def test_core_sets_of_a_big_little_board_are_two_classes(tmp_path):
+    from tvm_hetero.devices.discover import core_kinds, local_class
+
+    root = _sysfs(tmp_path / "cpu", {0: 1024, 1: 1024, 2: 446, 3: 446})
+    assert core_kinds([0, 2, 3], root) == ("1024", "446", "446")
+    big, little = resolve_device("cpu@0"), resolve_device("cpu@1")
+    little = replace(little, cores=(2,))  # pinned to a little core
+    assert big.compute_class == little.compute_class  # same target and threads...
+    assert local_class(big, root) != local_class(little, root)  # ...not the same rate
+    twin = replace(big, name="cpu@1", cores=(1,))
+    assert local_class(big, root) == local_class(twin, root)
+    quiet = _sysfs(tmp_path / "quiet", {0: None, 1: None})  # a kernel that says nothing
+    assert core_kinds([0, 1], quiet) == ("", "")
+    assert local_class(big, quiet) == local_class(twin, quiet)
+    unpinned = resolve_device("cpu")
+    assert local_class(unpinned, root) == unpinned.compute_class
+
+
+def test_lee_et_al_do_not_apply_to_devices_that_compute_alike():
+    from tvm_hetero.strategies.registry import get_strategy
+
+    model = load_zoo_model("mlp:tiny")
+    als = get_strategy("als")
+    twins = [resolve_device("cpu@0"), resolve_device("cpu@1")]
+    assert als.applicable(model, twins, None).startswith("its devices compute alike")
+    unlike = [resolve_device("cpu"), resolve_device("cpu-serial")]
+    assert als.applicable(model, unlike, None) is None

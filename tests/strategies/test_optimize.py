@@ -51,9 +51,9 @@ def test_keeps_the_fastest_measured_never_slower_than_one_device(tmp_path, cores
     assert names["edgepipe"].status == "not applicable: plans for throughput, not latency"
     assert names["flexpie"].status.startswith("not applicable: no spatial layers")
     assert names["duet"].status.startswith("not applicable: no branches")
-    assert names["eop"].samples_s and names["als"].predicted_s is not None
-    # two alike cores priced as one: Lee et al. keep one, which is that core alone, not timed
-    assert names["als"].status == "one device: same as cpu@0 alone"
+    assert names["eop"].samples_s
+    # two alike cores: one operator at a time, no plan over them beats one of them
+    assert names["als"].status.startswith("not applicable: its devices compute alike")
     assert list(found.phases) == ["each device alone", "planning", "compiling", "timing"]
     assert 0 < sum(found.phases.values()) <= found.seconds
     inputs = model.random_inputs()

@@ -27,9 +27,15 @@ class Als(Strategy):
     def applicable(
         self, model: Model, devices: Sequence[DeviceSpec], cluster: ClusterSpec | None
     ) -> str | None:  # fmt: skip
+        from tvm_hetero.devices.discover import local_class
+
         if any(d.host is not None for d in devices):
             return "its profiling runs put every device in one VM; a cluster's are apart"
-        return super().applicable(model, devices, cluster)
+        found = super().applicable(model, devices, cluster)
+        if found is None and len({local_class(d) for d in devices}) == 1:
+            return ("its devices compute alike, and one operator at a time no plan over "
+                    "them beats one of them")  # fmt: skip
+        return found
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         from tvm_hetero.strategies.flags import number

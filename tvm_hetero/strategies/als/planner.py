@@ -10,7 +10,7 @@ import numpy as np
 
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.build.vdevices import vdevices_of
-from tvm_hetero.devices.discover import device_name
+from tvm_hetero.devices.discover import device_name, local_class
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.opgraph import INPUT_PREFIX, OpGraph
@@ -79,8 +79,8 @@ def measure_costs(
     Each run is the model placed by the run's assignment, built without fusion and timed with
     per-operator instrumentation (median of ``repeats`` runs; :meth:`Profiler.profile_op_times`,
     so a run is reused from the profile database, or exported when the devices are offline):
-    operator ``o`` on device ``d`` gets its kernel time (pooled over ``d``'s compute class:
-    :func:`pooled_by_class`), and every copy is filed under its DA key
+    operator ``o`` on device ``d`` gets its kernel time (pooled over the devices that compute
+    as ``d`` does: :func:`pooled_by_class`), and every copy is filed under its DA key
     (median over copies sharing it; a DA edge no run performed costs what the nearest measured
     copy does: :func:`nearest_copy_s`). Operators without a kernel of their own (reshapes the
     VM does in place) cost 0. ``profiler`` defaults to EOP's (this process, its default database).
@@ -116,7 +116,7 @@ def measure_costs(
             edge.setdefault(DAKey(src, dst, dtype, elements), []).append(times.get(copy, 0.0))
     measured = {k: float(np.median(v)) for k, v in edge.items()}
     return Costs(
-        pooled_by_class(node, [d.compute_class for d in devices]),
+        pooled_by_class(node, [local_class(d) for d in devices]),
         measured | {k: nearest_copy_s(k, measured) for k in dcg.da_edges() - set(measured)},
     )
 
@@ -125,7 +125,8 @@ def pooled_by_class(
     samples: Mapping[str, Mapping[int, Sequence[float]]], classes: Sequence[str]
 ) -> dict[str, dict[int, float]]:
     """Each operator's price on each device: the median of its samples on every device of that
-    device's compute class (:attr:`DeviceSpec.compute_class`), not of that device's alone.
+    device's class (``classes``: :func:`~tvm_hetero.devices.discover.local_class`, the compute
+    class and the kinds of a pinned device's cores), not of that device's alone.
     Devices of one class run a kernel at one rate; priced apart, each operator went to whichever
     twin's few samples happened to read lower, and the sum of those minima priced a plan that
     cut between two alike cores below either core alone (BERT at eight tokens over two cores of
@@ -161,7 +162,7 @@ def fused_scales(
     at eight tokens over two cores, priced 1.29x and 0.77x the two cores' runs alone; levelled,
     1.14x and 1.08x: the table's runs are not the levelling's). None where the runs are
     exported for a box (``--offline``: no time here to scale by) or a run fails. One run a
-    compute class: its devices' prices are pooled (:func:`pooled_by_class`), so one scale."""
+    class of devices: their prices are pooled (:func:`pooled_by_class`), so one scale."""
     from tvm_hetero.runtime.timer import LocalRunner
 
     if not isinstance(profiler.runner, LocalRunner):
@@ -174,13 +175,14 @@ def fused_scales(
         priced = sum(p for p in prices if p is not None)
         if None in prices or priced <= 0:
             continue
-        if device.compute_class not in by_class:
+        kind = local_class(device)
+        if kind not in by_class:
             try:
                 run_s = alone_seconds(profiler, model, device, search)
             except RuntimeError:  # a build or run that failed (a device too small for it)
                 run_s = None
-            by_class[device.compute_class] = run_s
-        run_s = by_class[device.compute_class]
+            by_class[kind] = run_s
+        run_s = by_class[kind]
         if run_s is not None:
             scales[d] = min(high, max(low, run_s / priced))
     return scales
