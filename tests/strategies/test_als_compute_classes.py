@@ -88,22 +88,31 @@ def _sysfs(root, capacities):
     return str(root)
 
 
-def test_core_sets_of_a_big_little_board_are_two_classes(tmp_path):
-    from tvm_hetero.devices.discover import core_kinds, local_class
+def test_core_sets_of_a_big_little_board_are_two_classes(tmp_path, monkeypatch):
+    from tvm_hetero.devices.discover import local_class
+    from tvm_hetero.runtime import device as host
+    from tvm_hetero.runtime.timer import LocalRunner
 
     root = _sysfs(tmp_path / "cpu", {0: 1024, 1: 1024, 2: 446, 3: 446})
-    assert core_kinds([0, 2, 3], root) == ("1024", "446", "446")
-    big, little = resolve_device("cpu@0"), resolve_device("cpu@1")
-    little = replace(little, cores=(2,))  # pinned to a little core
+    assert host.core_kinds([0, 2, 3], root) == ("1024", "446", "446")
+    big, little = resolve_device("cpu@0"), replace(resolve_device("cpu@1"), cores=(2,))
+    twin = replace(big, name="cpu@1", cores=(1,))
     assert big.compute_class == little.compute_class  # same target and threads...
     assert local_class(big, root) != local_class(little, root)  # ...not the same rate
-    twin = replace(big, name="cpu@1", cores=(1,))
     assert local_class(big, root) == local_class(twin, root)
-    quiet = _sysfs(tmp_path / "quiet", {0: None, 1: None})  # a kernel that says nothing
-    assert core_kinds([0, 1], quiet) == ("", "")
-    assert local_class(big, quiet) == local_class(twin, quiet)
-    unpinned = resolve_device("cpu")
-    assert local_class(unpinned, root) == unpinned.compute_class
+    assert local_class(resolve_device("cpu"), root) == resolve_device("cpu").compute_class
+    # their records apart too: the fingerprint that keys them names the kind of core
+    monkeypatch.setattr(host, "SYSFS_CPU", root)
+    fingerprint = LocalRunner().fingerprint
+    assert fingerprint(big).key == fingerprint(twin).key != fingerprint(little).key
+    # a machine of one kind of core (or a kernel that says nothing): classes and records as
+    # they were
+    for same in ({0: 1024, 1: 1024, 2: 1024}, {0: None, 1: None, 2: None}):
+        flat = _sysfs(tmp_path / f"flat{len(list(tmp_path.iterdir()))}", same)
+        assert host.core_mark([0], flat) == host.core_mark([2], flat) == ""
+        assert local_class(little, flat) == little.compute_class
+        monkeypatch.setattr(host, "SYSFS_CPU", flat)
+        assert fingerprint(big).key == fingerprint(little).key
 
 
 def test_lee_et_al_do_not_apply_to_devices_that_compute_alike():

@@ -20,36 +20,18 @@ SERIAL_INDEX = 1
 """``cpu-serial`` is vdevice ``llvm:1`` (the same CPU as ``llvm:0``, other kernels)."""
 
 
-SYSFS_CPU = "/sys/devices/system/cpu"
-"""Where the kernel describes each core (``cpuN/cpu_capacity``, ``cpuN/cpufreq``)."""
-
-
-def core_kinds(cores: Sequence[int], root: str = SYSFS_CPU) -> tuple[str, ...]:
-    """What this machine's kernel says of each of ``cores`` that tells a big core from a little
-    one (its ``cpu_capacity`` and highest clock, where sysfs has them; ``""`` where it says
-    neither), in order."""
-
-    def read(core: int, name: str) -> str:
-        try:
-            with open(f"{root}/cpu{core}/{name}") as f:
-                return f.read().strip()
-        except OSError:
-            return ""
-
-    return tuple(
-        ":".join((read(c, "cpu_capacity"), read(c, "cpufreq/cpuinfo_max_freq"))).strip(":")
-        for c in cores
-    )
-
-
-def local_class(device: DeviceSpec, root: str = SYSFS_CPU) -> str:
+def local_class(device: DeviceSpec, root: str | None = None) -> str:
     """``device``'s compute class (:attr:`DeviceSpec.compute_class`) with, for a CPU device of
-    this process pinned to cores, the kinds of its cores (:func:`core_kinds`): two core sets
-    of a big.LITTLE board (or of a CPU of performance and efficiency cores) share a target and
-    a thread count, not a rate."""
+    this process pinned to cores of a machine of several kinds of core, their kind
+    (:func:`~tvm_hetero.runtime.device.core_mark`): two core sets of a big.LITTLE board (or of
+    a CPU of performance and efficiency cores) share a target and a thread count, not a
+    rate."""
     if device.kind is not DeviceKind.CPU or device.host is not None or device.cores is None:
         return device.compute_class
-    return f"{device.compute_class}|{','.join(sorted(set(core_kinds(device.cores, root))))}"
+    from tvm_hetero.runtime.device import core_mark  # imports TVM: a worker imports it first
+
+    mark = core_mark(device.cores, root)
+    return f"{device.compute_class}|{mark}" if mark else device.compute_class
 
 
 CORESET_INDEX_BASE = 64

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import tvm
@@ -109,10 +110,47 @@ def check_disjoint(specs: list[DeviceSpec]) -> None:
         )
 
 
+SYSFS_CPU = "/sys/devices/system/cpu"
+"""Where the kernel describes each core (``cpuN/cpu_capacity``, ``cpuN/cpufreq``)."""
+
+
+def core_kinds(cores: Sequence[int], root: str | None = None) -> tuple[str, ...]:
+    """What this machine's kernel says of each of ``cores`` that tells a big core from a little
+    one (its ``cpu_capacity`` and highest clock, where sysfs has them; ``""`` where it says
+    neither), in order; ``root``: :data:`SYSFS_CPU`."""
+    folder = Path(root or SYSFS_CPU)
+
+    def read(core: int, name: str) -> str:
+        try:
+            return (folder / f"cpu{core}" / name).read_text().strip()
+        except OSError:
+            return ""
+
+    return tuple(
+        ":".join((read(c, "cpu_capacity"), read(c, "cpufreq/cpuinfo_max_freq"))).strip(":")
+        for c in cores
+    )
+
+
+def core_mark(cores: Sequence[int], root: str | None = None) -> str:
+    """What sets ``cores`` apart from this machine's other cores: their kinds
+    (:func:`core_kinds`) where its cores are not all of one kind (a big.LITTLE board, a CPU of
+    performance and efficiency cores), else ``""`` (so records and classes of a machine of one
+    kind of core stay as they were)."""
+    folder = Path(root or SYSFS_CPU)
+    every = sorted(int(p.name[3:]) for p in folder.glob("cpu[0-9]*") if p.name[3:].isdigit())
+    if len(set(core_kinds(every, root))) <= 1:
+        return ""
+    return ",".join(sorted(set(core_kinds(cores, root))))
+
+
 def local_fingerprint(
-    kind: str, index: int = 0, threads: int | None = None, llvm_cpu: str = ""
-) -> Fingerprint:
-    """Fingerprint of a device of this process (``kind`` ``cpu`` or ``cuda``)."""
+    kind: str, index: int = 0, threads: int | None = None, llvm_cpu: str = "",
+    cores: Sequence[int] | None = None,
+) -> Fingerprint:  # fmt: skip
+    """Fingerprint of a device of this process (``kind`` ``cpu`` or ``cuda``); a CPU device
+    pinned to ``cores`` of a machine of several kinds of core names their kind
+    (:func:`core_mark`): a big core's records are not a little one's."""
     if kind == "cuda":
         from tvm_hetero.runtime.cuda import cuda_runtime_error
 
@@ -122,4 +160,6 @@ def local_fingerprint(
         return Fingerprint("cuda", name, None, tvm.__version__)
     threads = threads or int(os.environ.get("TVM_NUM_THREADS", 0)) or os.cpu_count()
     name = f"{cpu_model()} [{llvm_cpu}]" if llvm_cpu else cpu_model()
+    mark = core_mark(cores) if cores else ""
+    name += f" cores {mark}" if mark else ""
     return Fingerprint("cpu", name, threads, tvm.__version__)

@@ -61,7 +61,9 @@ class LocalRunner:
 
     def fingerprint(self, spec: DeviceSpec) -> Fingerprint:
         kind = "cuda" if spec.kind.value == "cuda" else "cpu"
-        fp = local_fingerprint(kind, spec.index, spec.threads, spec.target.get("mcpu", ""))
+        fp = local_fingerprint(
+            kind, spec.index, spec.threads, spec.target.get("mcpu", ""), spec.cores
+        )
         return with_quota(fp, spec)
 
     def close(self) -> None:

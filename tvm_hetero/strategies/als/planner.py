@@ -129,8 +129,9 @@ def pooled_by_class(
     class and the kinds of a pinned device's cores), not of that device's alone.
     Devices of one class run a kernel at one rate; priced apart, each operator went to whichever
     twin's few samples happened to read lower, and the sum of those minima priced a plan that
-    cut between two alike cores below either core alone (BERT at eight tokens over two cores of
-    this machine: nine switches priced a tenth under the better core; run, a fifth over it)."""
+    cut between two alike cores below either core alone (BERT at eight tokens over two cores,
+    ``benchmarks/als/table3.py``: priced a twentieth to a tenth under the better core; run,
+    level with it to a fifth over)."""
     prices = {}
     for o, per in samples.items():
         pooled: dict[str, list[float]] = {}

@@ -18,6 +18,7 @@ from typing import Any
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.costmodel.transfer import TransferFit
 from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.discover import local_class
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.ir.markers import is_stage_boundary
@@ -147,7 +148,7 @@ def layer_seconds(
     its own worker for a cluster device. Layers alike but for their weights are measured once."""
     classes: dict[str, DeviceSpec] = {}
     for d in devices:
-        classes.setdefault(d.compute_class, d)
+        classes.setdefault(local_class(d), d)
     runners = runners_for(list(classes.values()))
     database = ProfileDB(db or DEFAULT_DB)
     config = config or PROFILE_CONFIG
@@ -166,7 +167,7 @@ def layer_seconds(
             measured[key] = row
     finally:
         close_runners(runners)
-    return [measured[d.compute_class] for d in devices]
+    return [measured[local_class(d)] for d in devices]
 
 
 def link_table(

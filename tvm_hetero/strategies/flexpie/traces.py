@@ -30,6 +30,7 @@ import numpy as np
 from tvm_hetero.build.multi_device import BuildOptions
 from tvm_hetero.costmodel.estimators import traced_rules
 from tvm_hetero.devices.cluster import ClusterSpec
+from tvm_hetero.devices.discover import local_class
 from tvm_hetero.devices.spec import DeviceSpec
 from tvm_hetero.frontends.model import Model
 from tvm_hetero.records import RecordKind
@@ -157,7 +158,7 @@ def collect(
     out.parent.mkdir(parents=True, exist_ok=True)
     classes: dict[str, DeviceSpec] = {}
     for d in devices:
-        classes.setdefault(d.compute_class, d)
+        classes.setdefault(local_class(d), d)
     workloads = compute_workloads(models, len(devices), limit, seed)
     counts = {"compute": 0, "sync": 0, "rearrange": 0}
     joins = (JOINS if joins is None else joins) if limit else ()
