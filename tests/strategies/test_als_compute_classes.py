@@ -107,7 +107,7 @@ def test_core_sets_of_a_big_little_board_are_two_classes(tmp_path, monkeypatch):
     assert fingerprint(big).key == fingerprint(twin).key != fingerprint(little).key
     # a machine of one kind of core (or a kernel that says nothing): classes and records as
     # they were
-    for same in ({0: 1024, 1: 1024, 2: 1024}, {0: None, 1: None, 2: None}):
+    for same in ({0: 1024, 1: 1024, 2: 1024}, {0: None, 1: None, 2: None}, {0: 9, 1: 9, 2: None}):
         flat = _sysfs(tmp_path / f"flat{len(list(tmp_path.iterdir()))}", same)
         assert host.core_mark([0], flat) == host.core_mark([2], flat) == ""
         assert local_class(little, flat) == little.compute_class

@@ -139,7 +139,7 @@ def core_mark(cores: Sequence[int], root: str | None = None) -> str:
     kind of core stay as they were)."""
     folder = Path(root or SYSFS_CPU)
     every = sorted(int(p.name[3:]) for p in folder.glob("cpu[0-9]*") if p.name[3:].isdigit())
-    if len(set(core_kinds(every, root))) <= 1:
+    if len(set(core_kinds(every, root)) - {""}) <= 1:  # a core it says nothing of: offline
         return ""
     return ",".join(sorted(set(core_kinds(cores, root))))
 
