@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,11 +115,11 @@ SYSFS_CPU = "/sys/devices/system/cpu"
 """Where the kernel describes each core (``cpuN/cpu_capacity``, ``cpuN/cpufreq``)."""
 
 
-def core_kinds(cores: Sequence[int], root: str | None = None) -> tuple[str, ...]:
-    """What this machine's kernel says of each of ``cores`` that tells a big core from a little
-    one (its ``cpu_capacity`` and highest clock, where sysfs has them; ``""`` where it says
-    neither), in order; ``root``: :data:`SYSFS_CPU`."""
-    folder = Path(root or SYSFS_CPU)
+@functools.cache
+def _every_core_kind(root: str) -> dict[int, str]:
+    """:func:`core_kinds` of every core under ``root``, read once a process: a profile lookup
+    asks the fingerprint, which asks :func:`core_mark`, each time."""
+    folder = Path(root)
 
     def read(core: int, name: str) -> str:
         try:
@@ -126,10 +127,19 @@ def core_kinds(cores: Sequence[int], root: str | None = None) -> tuple[str, ...]
         except OSError:
             return ""
 
-    return tuple(
-        ":".join((read(c, "cpu_capacity"), read(c, "cpufreq/cpuinfo_max_freq"))).strip(":")
-        for c in cores
-    )
+    every = sorted(int(p.name[3:]) for p in folder.glob("cpu[0-9]*") if p.name[3:].isdigit())
+    return {
+        c: ":".join((read(c, "cpu_capacity"), read(c, "cpufreq/cpuinfo_max_freq"))).strip(":")
+        for c in every
+    }
+
+
+def core_kinds(cores: Sequence[int], root: str | None = None) -> tuple[str, ...]:
+    """What this machine's kernel says of each of ``cores`` that tells a big core from a little
+    one (its ``cpu_capacity`` and highest clock, where sysfs has them; ``""`` where it says
+    neither), in order; ``root``: :data:`SYSFS_CPU`."""
+    every = _every_core_kind(str(root or SYSFS_CPU))
+    return tuple(every.get(c, "") for c in cores)
 
 
 def core_mark(cores: Sequence[int], root: str | None = None) -> str:
@@ -137,9 +147,8 @@ def core_mark(cores: Sequence[int], root: str | None = None) -> str:
     (:func:`core_kinds`) where its cores are not all of one kind (a big.LITTLE board, a CPU of
     performance and efficiency cores), else ``""`` (so records and classes of a machine of one
     kind of core stay as they were)."""
-    folder = Path(root or SYSFS_CPU)
-    every = sorted(int(p.name[3:]) for p in folder.glob("cpu[0-9]*") if p.name[3:].isdigit())
-    if len(set(core_kinds(every, root)) - {""}) <= 1:  # a core it says nothing of: offline
+    every = _every_core_kind(str(root or SYSFS_CPU))
+    if len(set(every.values()) - {""}) <= 1:  # a core it says nothing of: offline
         return ""
     return ",".join(sorted(set(core_kinds(cores, root))))
 
